@@ -1,0 +1,13 @@
+//! readpath: a userspace model of the Linux read post-processing path.
+//!
+//! A real read workload (io_uring or pread, on a real file) feeds completed
+//! blocks to worker threads that decrypt them (fscrypt-style AES-256-XTS or
+//! Adiantum) and verify them (an fs-verity Merkle tree), the way ext4 and f2fs
+//! do it in the kernel. The engine knows nothing about terminals: the headless
+//! runner, the TUI, experiments and recordings all read the same per-interval
+//! [`metrics::IntervalRecord`]s.
+
+pub mod crypto;
+pub mod merkle;
+pub mod settings;
+pub mod sys;
