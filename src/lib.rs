@@ -7,7 +7,12 @@
 //! runner, the TUI, experiments and recordings all read the same per-interval
 //! [`metrics::IntervalRecord`]s.
 
+pub mod cli;
 pub mod crypto;
+pub mod dataset;
+pub mod engine;
 pub mod merkle;
+pub mod metrics;
+pub mod report;
 pub mod settings;
 pub mod sys;

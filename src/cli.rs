@@ -1,0 +1,383 @@
+//! The command line: argument parsing and the headless commands (`run`,
+//! `prepare`, `digest`). `main` only calls [`main_with_args`] and turns the
+//! outcome into an exit status: 0 success, 2 bad input, 1 anything else.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::dataset::{Dataset, DEFAULT_SEED, OpenOutcome, default_data_dir};
+use crate::engine::{Engine, EngineError, EngineOptions};
+use crate::merkle::{MerkleParams, digest_reader, format_digest};
+use crate::report::RunSummary;
+use crate::settings::{Settings, parse_size};
+
+/// readpath: explore the Linux read post-processing path (fscrypt decrypt +
+/// fs-verity verify on workqueues) live, on a real file.
+#[derive(Debug, Parser)]
+#[command(name = "readpath", version, about, long_about = None)]
+pub struct Cli {
+    /// Where datasets live [default: $XDG_CACHE_HOME/readpath or ~/.cache/readpath]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// What to do (default: a headless run of the default settings).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable, in the spirit of fio.
+    Text,
+    /// One JSON object (schema in the README).
+    Json,
+}
+
+/// Settings arguments shared by the commands that run a workload.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SettingsArgs {
+    /// A TOML file with [workload], [pipeline], [workers], [load] sections.
+    #[arg(long, value_name = "FILE")]
+    pub preset: Option<PathBuf>,
+    /// Override one setting, e.g. --set workers.mode=bound (repeatable).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a workload headless and print a summary.
+    Run {
+        /// Settings.
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// How long to run (e.g. 10s, 500ms, 2m).
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Length of a metrics interval.
+        #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+        interval: Duration,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Write one JSON line per interval to this file.
+        #[arg(long, value_name = "FILE")]
+        interval_log: Option<PathBuf>,
+    },
+    /// Prepare (or check and keep) the dataset for a file size.
+    Prepare {
+        /// Plaintext size, e.g. 256M.
+        #[arg(long, default_value = "256M")]
+        size: String,
+        /// fs-verity salt, hex.
+        #[arg(long, default_value = "")]
+        salt: String,
+        /// Rebuild even if a valid dataset exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the fs-verity digest of files, like `fsverity digest`.
+    Digest {
+        /// Merkle tree block size (1024..=65536, power of two).
+        #[arg(long, default_value_t = 4096)]
+        block_size: usize,
+        /// Salt, hex (up to 32 bytes).
+        #[arg(long, default_value = "")]
+        salt: String,
+        /// Files to digest.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+/// An error caused by the user's input: exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// Parses "10s", "250ms", "2m", "1h" or plain seconds.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let t = s.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v * mult)),
+        _ => Err(format!(
+            "invalid duration \"{s}\": expected a positive number with a unit (e.g. 10s, 250ms, 2m)"
+        )),
+    }
+}
+
+/// Builds settings from `--preset` then `--set`s, validated for this machine.
+pub fn load_settings(args: &SettingsArgs) -> Result<Settings> {
+    let mut s = match &args.preset {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| BadInput(format!("{}: {e}", p.display())))?;
+            Settings::from_toml_str(&text, &p.display().to_string())
+                .map_err(|e| BadInput(e.to_string()))?
+        }
+        None => Settings::default(),
+    };
+    for spec in &args.set {
+        s.apply_override(spec)
+            .map_err(|e| BadInput(e.to_string()))?;
+    }
+    s.validate(crate::sys::online_cpus().len())
+        .map_err(|e| BadInput(e.to_string()))?;
+    Ok(s)
+}
+
+fn engine_error(e: EngineError) -> anyhow::Error {
+    if e.is_bad_input() {
+        BadInput(e.to_string()).into()
+    } else {
+        e.into()
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn install_interrupt_handler() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// A progress reporter for dataset preparation: a bar on a terminal, silence otherwise.
+pub fn progress_reporter() -> impl FnMut(u64, u64) {
+    let bar: Option<indicatif::ProgressBar> = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "preparing dataset [{bar:40}] {bytes}/{total_bytes} ({eta})",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        b
+    });
+    move |done, total| {
+        if let Some(b) = &bar {
+            b.set_length(total);
+            b.set_position(done);
+            if done >= total {
+                b.finish_and_clear();
+            }
+        }
+    }
+}
+
+/// Runs the command line; errors of the user's input are [`BadInput`].
+pub fn main_with_args(cli: Cli) -> Result<()> {
+    let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
+    match cli.command {
+        None => run(
+            &data_dir,
+            &SettingsArgs {
+                preset: None,
+                set: Vec::new(),
+            },
+            Duration::from_secs(10),
+            crate::engine::DEFAULT_INTERVAL,
+            Format::Text,
+            None,
+        ),
+        Some(Command::Run {
+            settings,
+            duration,
+            interval,
+            format,
+            interval_log,
+        }) => run(
+            &data_dir,
+            &settings,
+            duration,
+            interval,
+            format,
+            interval_log.as_deref(),
+        ),
+        Some(Command::Prepare { size, salt, force }) => prepare(&data_dir, &size, &salt, force),
+        Some(Command::Digest {
+            block_size,
+            salt,
+            files,
+        }) => digest(block_size, &salt, &files),
+    }
+}
+
+fn run(
+    data_dir: &Path,
+    args: &SettingsArgs,
+    duration: Duration,
+    interval: Duration,
+    format: Format,
+    interval_log: Option<&Path>,
+) -> Result<()> {
+    let settings = load_settings(args)?;
+    if let Some(p) = interval_log {
+        check_writable_target(p)?;
+    }
+    let mut progress = progress_reporter();
+    let engine = Engine::start(
+        settings.clone(),
+        EngineOptions {
+            interval,
+            data_dir: data_dir.to_path_buf(),
+        },
+        &mut progress,
+    )
+    .map_err(engine_error)?;
+    install_interrupt_handler();
+    let mut log = match interval_log {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let started = std::time::Instant::now();
+    let mut write_record = |rec: &crate::metrics::IntervalRecord| -> Result<()> {
+        if let Some(l) = log.as_mut() {
+            serde_json::to_writer(&mut *l, rec)?;
+            l.write_all(b"\n")?;
+            l.flush()?;
+        }
+        Ok(())
+    };
+    while started.elapsed() < duration && !INTERRUPTED.load(Ordering::SeqCst) {
+        let left = duration.saturating_sub(started.elapsed());
+        if let Ok(rec) = engine
+            .records()
+            .recv_timeout(left.min(Duration::from_millis(100)))
+        {
+            write_record(&rec)?;
+        }
+    }
+    let effective = engine.effective().clone();
+    let features = engine.features().clone();
+    let dataset_dir = engine.dataset().dir().to_path_buf();
+    // Stop first, then drain the records still queued (the final one included).
+    let (totals, rx_rest) = stop_and_drain(engine);
+    for rec in &rx_rest {
+        write_record(rec)?;
+    }
+    let machine = crate::sys::machine_info(&dataset_dir);
+    let summary = RunSummary::new(&settings, &effective, &totals, machine, features);
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Text => out.write_all(summary.to_text().as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &summary)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
+/// Stops the engine and returns its totals plus the records not consumed yet.
+pub fn stop_and_drain(
+    engine: Engine,
+) -> (crate::engine::RunTotals, Vec<crate::metrics::IntervalRecord>) {
+    let (totals, rx) = engine.stop_with_records();
+    (totals, rx.try_iter().collect())
+}
+
+fn check_writable_target(p: &Path) -> Result<()> {
+    let dir = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(BadInput(format!(
+            "--interval-log {}: directory {} does not exist",
+            p.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    if p.is_dir() {
+        return Err(BadInput(format!("--interval-log {}: is a directory", p.display())).into());
+    }
+    Ok(())
+}
+
+fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
+    let file_size = parse_size(size).map_err(|e| BadInput(format!("--size: {e}")))?;
+    let mut s = Settings::default();
+    s.set("workload.file_size", size)
+        .map_err(|e| BadInput(format!("--size: {e}")))?;
+    s.set("pipeline.salt", salt)
+        .map_err(|e| BadInput(format!("--salt: {e}")))?;
+    let salt = s.pipeline.salt.clone();
+    let mut progress = progress_reporter();
+    let (ds, outcome) = if force {
+        let ds = Dataset::prepare(data_dir, file_size, &salt, DEFAULT_SEED, &mut progress)
+            .map_err(|e| match e {
+                crate::dataset::DatasetError::DataDir { .. }
+                | crate::dataset::DatasetError::NoSpace { .. } => {
+                    anyhow::Error::from(BadInput(e.to_string()))
+                }
+                other => other.into(),
+            })?;
+        (ds, OpenOutcome::Created)
+    } else {
+        Dataset::open_or_prepare(data_dir, file_size, &salt, &mut progress).map_err(|e| {
+            match e {
+                crate::dataset::DatasetError::DataDir { .. }
+                | crate::dataset::DatasetError::NoSpace { .. } => {
+                    anyhow::Error::from(BadInput(e.to_string()))
+                }
+                other => other.into(),
+            }
+        })?
+    };
+    let what = match outcome {
+        OpenOutcome::Existing => "valid dataset kept".to_string(),
+        OpenOutcome::Created => "dataset prepared".to_string(),
+        OpenOutcome::Rebuilt(why) => format!("dataset rebuilt ({why})"),
+    };
+    println!(
+        "{what}: {} ({} bytes, fs-verity digest sha256:{})",
+        ds.dir().display(),
+        ds.file_size(),
+        ds.header().file_digest
+    );
+    Ok(())
+}
+
+fn digest(block_size: usize, salt: &str, files: &[PathBuf]) -> Result<()> {
+    let salt = hex::decode(salt)
+        .map_err(|e| BadInput(format!("--salt \"{salt}\": not hex ({e})")))?;
+    let params = MerkleParams::new(block_size, &salt).map_err(|e| BadInput(e.to_string()))?;
+    let mut out = std::io::stdout().lock();
+    for f in files {
+        let file = std::fs::File::open(f).with_context(|| format!("{}", f.display()))?;
+        let d = digest_reader(std::io::BufReader::with_capacity(1 << 20, file), &params)
+            .with_context(|| format!("{}", f.display()))?;
+        writeln!(out, "{} {}", format_digest(&d), f.display())?;
+    }
+    Ok(())
+}

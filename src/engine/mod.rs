@@ -1,0 +1,749 @@
+//! The engine: runs a workload from validated [`Settings`], accepts new
+//! settings while running, and publishes one [`IntervalRecord`] per interval.
+//!
+//! It owns the dataset, the current [`pipeline::Pipeline`] (readers, queues,
+//! workers), the background CPU hogs and the sampler thread. It knows nothing
+//! about terminals: the headless runner, the TUI, experiments and recordings
+//! all consume the same records from [`Engine::records`].
+//!
+//! ```text
+//!  readers ──reap──▶ dispatch ──▶ [fscrypt queue] ──▶ decrypt ──▶ [fsverity queue] ──▶ verify
+//!     ▲    (inline: processed here)   bound/unbound        (or same item)    bound/unbound     │
+//!     └──────────────────────────── buffer given back ◀───────────────────────────────────────┘
+//!  sampler: every interval, bumps the epoch, collects per-thread recorders,
+//!           reads workers' schedstat and /proc/stat, emits an IntervalRecord
+//! ```
+
+pub mod pipeline;
+pub mod queue;
+pub mod reader;
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::dataset::{Dataset, DatasetError, OpenOutcome, Progress, Variant};
+use crate::merkle::VerifiedCache;
+use crate::metrics::{
+    Event, IntervalRecord, Notice, Recorder, Registry, Role, WorkerSched, now_ns,
+};
+use crate::settings::{EngineKind, SettingChange, Settings, SettingsError, SleepMode};
+use crate::sys::{Features, ThreadCounters, ThreadStatReader};
+
+use pipeline::Pipeline;
+
+/// Default length of an interval.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Why the engine refused to start or to apply settings. In every case the
+/// running workload (if any) is untouched.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A setting is out of range or of the wrong type.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// A combination of settings that cannot work.
+    #[error("{key} = {value} is not allowed with {other}: {reason}")]
+    Conflict {
+        /// The refused key.
+        key: &'static str,
+        /// Its value.
+        value: String,
+        /// The setting it conflicts with, with its value.
+        other: String,
+        /// Why, and what to do.
+        reason: &'static str,
+    },
+    /// The dataset could not be prepared or opened.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// The data file could not be opened.
+    #[error("opening {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Threads or rings could not be created.
+    #[error("starting the pipeline: {0}")]
+    Start(std::io::Error),
+}
+
+impl EngineError {
+    /// True when the error is the user's input (exit status 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Settings(_)
+                | EngineError::Conflict { .. }
+                | EngineError::Dataset(DatasetError::DataDir { .. } | DatasetError::NoSpace { .. })
+        )
+    }
+}
+
+/// The data file of a pipeline, opened with or without O_DIRECT.
+#[derive(Clone)]
+pub struct OpenFile {
+    /// The open file, shared by all readers.
+    pub file: Arc<File>,
+    /// Its path.
+    pub path: PathBuf,
+    /// True when opened with O_DIRECT.
+    pub direct: bool,
+}
+
+impl OpenFile {
+    /// Opens `path`; when O_DIRECT is asked for but the filesystem refuses it
+    /// (EINVAL, e.g. tmpfs), opens buffered and says so.
+    pub fn open(path: &Path, direct: bool) -> Result<(OpenFile, Option<String>), EngineError> {
+        let open = |direct: bool| {
+            let mut o = OpenOptions::new();
+            o.read(true);
+            if direct {
+                o.custom_flags(libc::O_DIRECT);
+            }
+            o.open(path)
+        };
+        let err = |source| EngineError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        match open(direct) {
+            Ok(f) => Ok((
+                OpenFile {
+                    file: Arc::new(f),
+                    path: path.to_path_buf(),
+                    direct,
+                },
+                None,
+            )),
+            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                let f = open(false).map_err(err)?;
+                let fs = crate::sys::fs_type_name(path);
+                Ok((
+                    OpenFile {
+                        file: Arc::new(f),
+                        path: path.to_path_buf(),
+                        direct: false,
+                    },
+                    Some(format!(
+                        "workload.direct: {fs} does not support O_DIRECT; reading buffered (page cache) instead"
+                    )),
+                ))
+            }
+            Err(e) => Err(err(e)),
+        }
+    }
+}
+
+struct Shared {
+    start_ns: u64,
+    registry: Arc<Registry>,
+    events: Mutex<Vec<Event>>,
+    notices: Mutex<Vec<Notice>>,
+    running: AtomicBool,
+    sampler_stop: AtomicBool,
+    sampler_thread: Mutex<Option<std::thread::Thread>>,
+}
+
+impl Shared {
+    fn t_s(&self) -> f64 {
+        (now_ns() - self.start_ns) as f64 / 1e9
+    }
+}
+
+/// Where pipeline threads report notices (cheap to clone; not on the hot path).
+#[derive(Clone)]
+pub struct NoticeSink(Arc<Shared>);
+
+impl NoticeSink {
+    /// Adds a notice to the next interval record.
+    pub fn push(&self, text: String) {
+        let n = Notice {
+            t_s: self.0.t_s(),
+            text,
+        };
+        self.0
+            .notices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(n);
+    }
+}
+
+/// Engine options that are not workload settings.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Length of an interval.
+    pub interval: Duration,
+    /// The data dir holding datasets.
+    pub data_dir: PathBuf,
+}
+
+/// Totals over a whole run, returned by [`Engine::stop`].
+pub struct RunTotals {
+    /// Every interval's data merged.
+    pub rec: Recorder,
+    /// Workers' scheduler counters over the run.
+    pub workers: WorkerSched,
+    /// Seconds the workload ran (paused time excluded).
+    pub duration_s: f64,
+    /// Every notice of the run.
+    pub notices: Vec<Notice>,
+    /// Every event of the run.
+    pub events: Vec<Event>,
+    /// Intervals recorded.
+    pub intervals: u64,
+    /// Mean process CPU over the run, % of one CPU.
+    pub process_cpu_pct: f64,
+}
+
+struct Hogs {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    count: u32,
+    nice: i32,
+}
+
+impl Hogs {
+    fn none() -> Hogs {
+        Hogs {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            count: 0,
+            nice: 0,
+        }
+    }
+
+    fn set(&mut self, count: u32, nice: i32, notices: &NoticeSink) -> std::io::Result<()> {
+        if count == self.count && (nice == self.nice || count == 0) {
+            return Ok(());
+        }
+        self.stop_all();
+        self.stop = Arc::new(AtomicBool::new(false));
+        self.count = count;
+        self.nice = nice;
+        let denied = Arc::new(AtomicBool::new(false));
+        for i in 0..count {
+            let stop = self.stop.clone();
+            let notices = notices.clone();
+            let denied = denied.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("hog-{i}"))
+                .spawn(move || {
+                    if let Err(e) = crate::sys::set_current_thread_nice(nice)
+                        && !denied.swap(true, Ordering::SeqCst)
+                    {
+                        notices.push(format!("load.hog_nice: hogs run at nice 0: {e}"));
+                    }
+                    let mut x = 0x1234_5678_u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..10_000 {
+                            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        }
+                        std::hint::black_box(x);
+                    }
+                })?;
+            self.threads.push(h);
+        }
+        Ok(())
+    }
+
+    fn stop_all(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        self.count = 0;
+    }
+}
+
+/// A running engine.
+pub struct Engine {
+    shared: Arc<Shared>,
+    opts: EngineOptions,
+    requested: Settings,
+    effective: Settings,
+    features: Features,
+    dataset: Arc<Dataset>,
+    cache: Arc<VerifiedCache>,
+    pipeline: Option<Pipeline>,
+    hogs: Hogs,
+    paused: bool,
+    sampler: Option<JoinHandle<RunTotals>>,
+    rx: Receiver<IntervalRecord>,
+}
+
+/// Resolves what can actually run on this machine: fallbacks become
+/// notices, impossible combinations become errors.
+pub fn resolve(
+    s: &Settings,
+    features: &Features,
+) -> Result<(Settings, Vec<String>), EngineError> {
+    let mut eff = s.clone();
+    let mut notes = Vec::new();
+    if s.workload.engine == EngineKind::Sync && s.workload.sleep != SleepMode::Iowait {
+        return Err(EngineError::Conflict {
+            key: "workload.sleep",
+            value: format!("\"{}\"", s.workload.sleep),
+            other: "workload.engine = \"sync\"".into(),
+            reason: "synchronous reads always sleep as iowait; use sleep = \"iowait\" or engine = \"uring\"",
+        });
+    }
+    if eff.workload.engine == EngineKind::Uring && !features.io_uring {
+        eff.workload.engine = EngineKind::Sync;
+        let why = features
+            .io_uring_reason
+            .clone()
+            .unwrap_or_else(|| "not available".into());
+        notes.push(format!(
+            "workload.engine: io_uring is unavailable ({why}); using engine = sync"
+        ));
+        if eff.workload.sleep != SleepMode::Iowait {
+            notes.push(format!(
+                "workload.sleep: {} needs io_uring; synchronous reads sleep as iowait",
+                eff.workload.sleep
+            ));
+            eff.workload.sleep = SleepMode::Iowait;
+        }
+    }
+    if eff.workload.engine == EngineKind::Uring
+        && eff.workload.sleep == SleepMode::Plain
+        && !features.no_iowait
+    {
+        notes.push(
+            "workload.sleep: this kernel does not advertise IORING_FEAT_NO_IOWAIT (v6.15+); the wait stays iowait"
+                .into(),
+        );
+        eff.workload.sleep = SleepMode::Iowait;
+    }
+    if eff.workload.engine == EngineKind::Sync && eff.workload.queue_depth > 1 {
+        notes.push(format!(
+            "workload.queue_depth: sync reads are one at a time per reader; queue_depth {} is ignored (use readers)",
+            eff.workload.queue_depth
+        ));
+        eff.workload.queue_depth = 1;
+    }
+    Ok((eff, notes))
+}
+
+impl Engine {
+    /// Validates the settings, opens (or prepares) the dataset and starts the
+    /// workload and the sampler.
+    pub fn start(
+        settings: Settings,
+        opts: EngineOptions,
+        progress: Progress<'_>,
+    ) -> Result<Engine, EngineError> {
+        let cpus = crate::sys::online_cpus();
+        settings.validate(cpus.len())?;
+        let features = crate::sys::probe_features();
+        resolve(&settings, &features)?;
+        let (dataset, outcome) = Dataset::open_or_prepare(
+            &opts.data_dir,
+            settings.workload.file_size,
+            &settings.pipeline.salt,
+            progress,
+        )?;
+        let cache = Arc::new(dataset.tree().new_cache());
+        let shared = Arc::new(Shared {
+            start_ns: now_ns(),
+            registry: Arc::new(Registry::default()),
+            events: Mutex::new(Vec::new()),
+            notices: Mutex::new(Vec::new()),
+            running: AtomicBool::new(false),
+            sampler_stop: AtomicBool::new(false),
+            sampler_thread: Mutex::new(None),
+        });
+        let sink = NoticeSink(shared.clone());
+        match outcome {
+            OpenOutcome::Existing => {}
+            OpenOutcome::Created => sink.push(format!(
+                "dataset prepared in {}",
+                dataset.dir().display()
+            )),
+            OpenOutcome::Rebuilt(why) => sink.push(format!("dataset rebuilt ({why})")),
+        }
+        let (tx, rx) = channel();
+        let sampler = {
+            let shared = shared.clone();
+            let interval = opts.interval;
+            std::thread::Builder::new()
+                .name("sampler".into())
+                .spawn(move || sampler_main(shared, interval, tx))
+                .map_err(EngineError::Start)?
+        };
+        let mut engine = Engine {
+            shared,
+            opts,
+            requested: settings.clone(),
+            effective: settings.clone(),
+            features,
+            dataset: Arc::new(dataset),
+            cache,
+            pipeline: None,
+            hogs: Hogs::none(),
+            paused: false,
+            sampler: Some(sampler),
+            rx,
+        };
+        if let Err(e) = engine.launch(&settings) {
+            engine.shutdown();
+            return Err(e);
+        }
+        Ok(engine)
+    }
+
+    fn sink(&self) -> NoticeSink {
+        NoticeSink(self.shared.clone())
+    }
+
+    /// Builds and starts a pipeline for `s` (none must be running).
+    fn launch(&mut self, s: &Settings) -> Result<(), EngineError> {
+        let (eff, notes) = resolve(s, &self.features)?;
+        let variant = Variant::for_pipeline(eff.pipeline.decrypt, eff.pipeline.cipher);
+        let path = self.dataset.path(variant);
+        let (file, note) = OpenFile::open(&path, eff.workload.direct)?;
+        let mut eff = eff;
+        eff.workload.direct = file.direct;
+        let sink = self.sink();
+        for n in notes.into_iter().chain(note) {
+            sink.push(n);
+        }
+        self.hogs
+            .set(eff.load.hogs, eff.load.hog_nice, &sink)
+            .map_err(EngineError::Start)?;
+        let p = Pipeline::start(
+            eff.clone(),
+            file,
+            self.dataset.clone(),
+            self.cache.clone(),
+            self.shared.registry.clone(),
+            sink,
+        )
+        .map_err(EngineError::Start)?;
+        self.pipeline = Some(p);
+        self.effective = eff;
+        self.shared.running.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn halt(&mut self) {
+        if let Some(mut p) = self.pipeline.take() {
+            p.stop();
+        }
+        self.shared.running.store(false, Ordering::SeqCst);
+    }
+
+    /// Applies new settings to the running workload: in-flight reads drain,
+    /// the pipeline is rebuilt, metrics continue, and every changed key
+    /// becomes an event. On error nothing changes.
+    pub fn apply(&mut self, new: Settings) -> Result<Vec<SettingChange>, EngineError> {
+        new.validate(crate::sys::online_cpus().len())?;
+        resolve(&new, &self.features)?;
+        let changes = self.requested.diff(&new);
+        if changes.is_empty() {
+            return Ok(changes);
+        }
+        let new_dataset = if new.workload.file_size != self.requested.workload.file_size
+            || new.pipeline.salt != self.requested.pipeline.salt
+        {
+            let mut quiet = |_: u64, _: u64| {};
+            let (ds, outcome) = Dataset::open_or_prepare(
+                &self.opts.data_dir,
+                new.workload.file_size,
+                &new.pipeline.salt,
+                &mut quiet,
+            )?;
+            if let OpenOutcome::Rebuilt(why) = outcome {
+                self.sink().push(format!("dataset rebuilt ({why})"));
+            }
+            Some(ds)
+        } else {
+            None
+        };
+        let was_paused = self.paused;
+        self.halt();
+        let old_dataset = new_dataset.map(|ds| {
+            let cache = Arc::new(ds.tree().new_cache());
+            let old = (
+                std::mem::replace(&mut self.dataset, Arc::new(ds)),
+                std::mem::replace(&mut self.cache, cache),
+            );
+            Some(old)
+        });
+        if !was_paused && let Err(e) = self.launch(&new) {
+            // Put the previous workload back; the caller sees the error.
+            if let Some(Some((ds, cache))) = old_dataset {
+                self.dataset = ds;
+                self.cache = cache;
+            }
+            let old = self.requested.clone();
+            let _ = self.launch(&old);
+            return Err(e);
+        }
+        self.requested = new;
+        let t_s = self.shared.t_s();
+        let mut ev = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
+        for c in &changes {
+            ev.push(Event {
+                t_s,
+                label: c.label(),
+            });
+        }
+        Ok(changes)
+    }
+
+    /// Adds a marker event (e.g. "baseline") to the next record.
+    pub fn mark(&self, label: impl Into<String>) {
+        let e = Event {
+            t_s: self.shared.t_s(),
+            label: label.into(),
+        };
+        self.shared
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(e);
+    }
+
+    /// Pauses the workload (threads drain and exit; the sampler goes on).
+    pub fn pause(&mut self) {
+        if !self.paused {
+            self.halt();
+            self.hogs.stop_all();
+            self.paused = true;
+            self.mark("paused");
+        }
+    }
+
+    /// Resumes a paused workload.
+    pub fn resume(&mut self) -> Result<(), EngineError> {
+        if self.paused {
+            let s = self.requested.clone();
+            self.launch(&s)?;
+            self.paused = false;
+            self.mark("resumed");
+        }
+        Ok(())
+    }
+
+    /// True while paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The settings as requested.
+    pub fn settings(&self) -> &Settings {
+        &self.requested
+    }
+
+    /// The settings as running, after fallbacks (io_uring unavailable, no
+    /// O_DIRECT, no NO_IOWAIT...).
+    pub fn effective(&self) -> &Settings {
+        &self.effective
+    }
+
+    /// What the kernel and machine offer.
+    pub fn features(&self) -> &Features {
+        &self.features
+    }
+
+    /// The dataset in use.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+
+    /// One record per interval, in order.
+    pub fn records(&self) -> &Receiver<IntervalRecord> {
+        &self.rx
+    }
+
+    fn shutdown(&mut self) -> Option<RunTotals> {
+        self.halt();
+        self.hogs.stop_all();
+        self.shared.sampler_stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self
+            .shared
+            .sampler_thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            t.unpark();
+        }
+        self.sampler.take().and_then(|h| h.join().ok())
+    }
+
+    /// Stops everything and returns the run's totals.
+    pub fn stop(self) -> RunTotals {
+        self.stop_with_records().0
+    }
+
+    /// Stops everything; returns the totals and the record channel, which
+    /// still holds the records not consumed yet (the final one included).
+    pub fn stop_with_records(mut self) -> (RunTotals, Receiver<IntervalRecord>) {
+        let totals = self.shutdown().expect("sampler thread returns totals");
+        let (_, empty) = channel();
+        (totals, std::mem::replace(&mut self.rx, empty))
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct SchedState {
+    reader: Option<ThreadStatReader>,
+    last: ThreadCounters,
+}
+
+fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalRecord>) -> RunTotals {
+    *shared
+        .sampler_thread
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+    let reg = shared.registry.clone();
+    let mut totals = RunTotals {
+        rec: Recorder::new(),
+        workers: WorkerSched::default(),
+        duration_s: 0.0,
+        notices: Vec::new(),
+        events: Vec::new(),
+        intervals: 0,
+        process_cpu_pct: 0.0,
+    };
+    let mut merged = Recorder::new();
+    let mut sched: HashMap<i32, SchedState> = HashMap::new();
+    let mut stat = crate::sys::ProcStatReader::open().ok();
+    let mut prev_cpu = Vec::new();
+    let mut now_cpu = Vec::new();
+    if let Some(s) = stat.as_mut() {
+        let _ = s.read(&mut prev_cpu);
+    }
+    let mut prev_proc = crate::sys::process_cpu_time_ns();
+    let mut last_tick = now_ns();
+    let interval_ns = interval.as_nanos() as u64;
+    let mut next = last_tick + interval_ns;
+    let mut seq = 0u64;
+    let mut run_delay_total = 0.0;
+    let mut cpu_ns_total = 0u64;
+    let start = last_tick;
+    loop {
+        let stop = loop {
+            if shared.sampler_stop.load(Ordering::SeqCst) {
+                break true;
+            }
+            let now = now_ns();
+            if now >= next {
+                break false;
+            }
+            std::thread::park_timeout(Duration::from_nanos(next - now));
+        };
+        let was_running = shared.running.load(Ordering::SeqCst);
+        // Handoff: every thread swaps its recorder at its next safe point.
+        let epoch = reg.bump_epoch();
+        let slots = reg.slots();
+        for s in &slots {
+            s.unpark();
+        }
+        let deadline = now_ns() + (interval_ns / 4).min(50_000_000);
+        while now_ns() < deadline && !slots.iter().all(|s| !s.is_alive() || s.has_seen(epoch)) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        merged.reset();
+        for s in &slots {
+            s.collect(&mut merged);
+        }
+        // Workers' scheduler counters.
+        let mut ws = WorkerSched::default();
+        for s in slots.iter().filter(|s| s.role == Role::Worker) {
+            let st = sched.entry(s.tid).or_insert_with(|| SchedState {
+                reader: ThreadStatReader::open(s.tid).ok(),
+                last: ThreadCounters::default(),
+            });
+            let now = if s.is_alive() {
+                st.reader.as_mut().and_then(|r| r.read().ok())
+            } else {
+                s.final_sched()
+            };
+            if let Some(now) = now {
+                let d = now.delta(&st.last);
+                st.last = now;
+                ws.threads += 1;
+                ws.run_delay_us += d.run_delay_ns as f64 / 1e3;
+                ws.cpu_us += d.cpu_ns as f64 / 1e3;
+                ws.voluntary_switches += d.voluntary_ctxt_switches;
+                ws.involuntary_switches += d.nonvoluntary_ctxt_switches;
+                ws.migrations += d.migrations;
+            }
+        }
+        let dead: Vec<i32> = slots
+            .iter()
+            .filter(|s| !s.is_alive())
+            .map(|s| s.tid)
+            .collect();
+        for tid in dead {
+            sched.remove(&tid);
+        }
+        reg.prune_dead();
+        run_delay_total += ws.run_delay_us;
+        totals.workers.add(&ws);
+
+        let now = now_ns();
+        let interval_s = (now - last_tick) as f64 / 1e9;
+        last_tick = now;
+        let mut rec = IntervalRecord {
+            seq,
+            t_s: (now - shared.start_ns) as f64 / 1e9,
+            paused: !was_running && merged.is_empty(),
+            ..Default::default()
+        };
+        rec.fill_from(&merged, interval_s);
+        rec.workers = ws;
+        rec.run_delay_us_total = run_delay_total;
+        if let Some(s) = stat.as_mut()
+            && s.read(&mut now_cpu).is_ok()
+        {
+            crate::sys::cpu_usage(&prev_cpu, &now_cpu, &mut rec.cpus);
+            std::mem::swap(&mut prev_cpu, &mut now_cpu);
+        }
+        let proc_now = crate::sys::process_cpu_time_ns();
+        let dproc = proc_now.saturating_sub(prev_proc);
+        cpu_ns_total += dproc;
+        prev_proc = proc_now;
+        rec.process_cpu_pct = dproc as f64 / 1e9 / interval_s.max(1e-9) * 100.0;
+        rec.rss_bytes = crate::sys::process_rss_bytes();
+        rec.events = std::mem::take(&mut *shared.events.lock().unwrap_or_else(|e| e.into_inner()));
+        rec.notices =
+            std::mem::take(&mut *shared.notices.lock().unwrap_or_else(|e| e.into_inner()));
+        totals.rec.merge(&merged);
+        if !rec.paused {
+            totals.duration_s += interval_s;
+        }
+        totals.events.extend(rec.events.iter().cloned());
+        totals.notices.extend(rec.notices.iter().cloned());
+        totals.intervals += 1;
+        seq += 1;
+        let _ = tx.send(rec);
+        if stop {
+            break;
+        }
+        next += interval_ns;
+        if next <= now_ns() {
+            next = now_ns() + interval_ns;
+        }
+    }
+    let elapsed = (now_ns() - start) as f64 / 1e9;
+    totals.process_cpu_pct = cpu_ns_total as f64 / 1e9 / elapsed.max(1e-9) * 100.0;
+    totals
+}

@@ -1,0 +1,459 @@
+//! One running configuration: the reader threads, the workqueues and their
+//! workers, built from one effective [`Settings`] and torn down as a whole.
+//!
+//! The engine builds a [`Pipeline`] when it starts and on every live change;
+//! stopping one lets the readers drain (every read in flight completes and
+//! comes back through post-processing) before the threads exit, so no read
+//! is lost or half-counted across a change. This module also owns the work
+//! itself: decrypt, then verify, in that order, exactly like ext4 and f2fs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use crate::crypto::{ContentsCipher, DATA_UNIT_SIZE};
+use crate::dataset::{Dataset, VERITY_BLOCK_SIZE};
+use crate::merkle::VerifiedCache;
+use crate::metrics::{Recorder, Registry, Role, Stage, now_ns};
+use crate::settings::{Settings, VerifyMode, WorkerMode};
+
+use super::queue::{ReturnQueue, WorkItem, WorkQueue};
+use super::reader;
+use super::{NoticeSink, OpenFile};
+
+/// Where a stage runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// On the thread that reaped the completion.
+    Inline,
+    /// On the pinned worker of the CPU that queued it.
+    Bound,
+    /// On any of `max_active` unpinned workers.
+    Unbound,
+}
+
+impl From<WorkerMode> for Placement {
+    fn from(m: WorkerMode) -> Self {
+        match m {
+            WorkerMode::Inline => Placement::Inline,
+            WorkerMode::Bound => Placement::Bound,
+            WorkerMode::Unbound => Placement::Unbound,
+        }
+    }
+}
+
+/// Which stage runs where, derived from the settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Decrypt stage on.
+    pub decrypt: bool,
+    /// Verify stage on.
+    pub verify: bool,
+    /// Where the first stage (decrypt, or the only stage) runs.
+    pub first: Placement,
+    /// Where verification runs when it has its own queue (both stages on and
+    /// `verify_mode` bound/unbound); None: in the same work item.
+    pub second: Option<Placement>,
+}
+
+impl Plan {
+    /// The plan of a settings value.
+    pub fn of(s: &Settings) -> Plan {
+        let decrypt = s.pipeline.decrypt;
+        let verify = s.pipeline.verity;
+        let first = if decrypt || verify {
+            Placement::from(s.workers.mode)
+        } else {
+            Placement::Inline
+        };
+        let second = if decrypt && verify {
+            match s.workers.verify_mode {
+                VerifyMode::Same | VerifyMode::Inline => None,
+                VerifyMode::Bound => Some(Placement::Bound),
+                VerifyMode::Unbound => Some(Placement::Unbound),
+            }
+        } else {
+            None
+        };
+        Plan {
+            decrypt,
+            verify,
+            first,
+            second,
+        }
+    }
+
+    /// A one-line description, e.g. "decrypt: unbound -> verify: bound".
+    pub fn describe(&self) -> String {
+        let p = |p: Placement| match p {
+            Placement::Inline => "inline",
+            Placement::Bound => "bound",
+            Placement::Unbound => "unbound",
+        };
+        match (self.decrypt, self.verify, self.second) {
+            (false, false, _) => "no post-processing".into(),
+            (true, false, _) => format!("decrypt: {}", p(self.first)),
+            (false, true, _) => format!("verify: {}", p(self.first)),
+            (true, true, None) => format!("decrypt+verify: {}", p(self.first)),
+            (true, true, Some(s)) => format!("decrypt: {} -> verify: {}", p(self.first), p(s)),
+        }
+    }
+}
+
+/// A set of queues for one stage placement.
+pub enum Queues {
+    /// Per-CPU queues; index = CPU number (None for CPUs we may not use).
+    Bound {
+        /// Queue of each CPU.
+        by_cpu: Vec<Option<Arc<WorkQueue>>>,
+        /// Fallback for an unexpected CPU number.
+        first: Arc<WorkQueue>,
+    },
+    /// One shared queue.
+    Unbound(Arc<WorkQueue>),
+}
+
+impl Queues {
+    #[inline]
+    fn push(&self, item: WorkItem, cpu: usize) {
+        match self {
+            Queues::Bound { by_cpu, first } => by_cpu
+                .get(cpu)
+                .and_then(|q| q.as_ref())
+                .unwrap_or(first)
+                .push(item),
+            Queues::Unbound(q) => q.push(item),
+        }
+    }
+
+    fn all(&self) -> Vec<Arc<WorkQueue>> {
+        match self {
+            Queues::Bound { by_cpu, .. } => by_cpu.iter().flatten().cloned().collect(),
+            Queues::Unbound(q) => vec![q.clone()],
+        }
+    }
+}
+
+/// Everything the threads of one pipeline share (immutable while it runs).
+pub struct Ctx {
+    /// Effective settings (after fallbacks).
+    pub settings: Settings,
+    /// Stage placement.
+    pub plan: Plan,
+    /// The file being read.
+    pub file: OpenFile,
+    /// Contents cipher (decrypt on).
+    pub cipher: Option<Arc<ContentsCipher>>,
+    /// Dataset (for the Merkle tree).
+    pub dataset: Arc<Dataset>,
+    /// Verified hash blocks, shared for the engine's lifetime.
+    pub cache: Arc<VerifiedCache>,
+    /// Queues of the first stage (None when it runs inline).
+    pub first_q: Option<Queues>,
+    /// Queues of the verify stage when it has its own.
+    pub second_q: Option<Queues>,
+    /// Return path of each reader.
+    pub returns: Vec<Arc<ReturnQueue>>,
+    /// Readers stop issuing and drain.
+    pub stop_readers: AtomicBool,
+    /// Workers exit once their queue is empty.
+    pub stop_workers: AtomicBool,
+    /// The sampler's registry.
+    pub registry: Arc<Registry>,
+    /// Where notices go.
+    pub notices: NoticeSink,
+    /// Set once a "high priority denied" notice was given.
+    pub highpri_noticed: AtomicBool,
+}
+
+impl Ctx {
+    /// Hands a freshly reaped read to the first stage: processes it inline
+    /// (returns true: the buffer is free again) or queues it (false).
+    #[inline]
+    pub fn dispatch(&self, rec: &mut Recorder, mut item: WorkItem) -> bool {
+        match &self.first_q {
+            None => self.process(rec, &mut item, now_ns()),
+            Some(q) => {
+                item.enqueue_ns = now_ns();
+                q.push(item, crate::sys::current_cpu());
+                false
+            }
+        }
+    }
+
+    /// Runs the stages an item still needs in this context. `start_ns`: when
+    /// this context picked it up. Returns true when the item is finished (its
+    /// buffer may be reused), false when it was queued for verification.
+    fn process(&self, rec: &mut Recorder, item: &mut WorkItem, start_ns: u64) -> bool {
+        // SAFETY: the reader handed this buffer to us with the item and does
+        // not touch it until it comes back (see WorkItem).
+        let buf = unsafe { std::slice::from_raw_parts_mut(item.buf, item.len as usize) };
+        let mut t = start_ns;
+        if item.needs_decrypt {
+            if let Some(c) = &self.cipher {
+                let first_unit = item.offset / DATA_UNIT_SIZE as u64;
+                c.decrypt_units(first_unit, DATA_UNIT_SIZE, buf);
+                rec.counters.decrypted_units += (buf.len() / DATA_UNIT_SIZE) as u64;
+                let t2 = now_ns();
+                rec.record(Stage::Decrypt, t2 - t);
+                t = t2;
+            }
+            item.needs_decrypt = false;
+            if self.plan.verify
+                && let Some(q) = &self.second_q
+            {
+                item.enqueue_ns = t;
+                q.push(*item, crate::sys::current_cpu());
+                return false;
+            }
+        }
+        let mut ok = true;
+        if self.plan.verify {
+            let tree = self.dataset.tree();
+            let first_block = item.offset / VERITY_BLOCK_SIZE as u64;
+            for (i, block) in buf.chunks(VERITY_BLOCK_SIZE).enumerate() {
+                rec.counters.verified_blocks += 1;
+                match tree.verify_block(&self.cache, first_block + i as u64, block) {
+                    Ok(st) => {
+                        rec.counters.hashes += st.hashes as u64;
+                        if st.cache_hit {
+                            rec.counters.cache_hits += 1;
+                        } else {
+                            rec.counters.cache_misses += 1;
+                        }
+                    }
+                    Err(_) => {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            let t2 = now_ns();
+            rec.record(Stage::Verify, t2 - t);
+            t = t2;
+        }
+        if ok {
+            rec.counters.reads += 1;
+            rec.counters.bytes += item.len as u64;
+            rec.record(Stage::EndToEnd, t.saturating_sub(item.issue_ns));
+        } else {
+            rec.counters.verity_failures += 1;
+        }
+        if self.first_q.is_some() || self.second_q.is_some() {
+            rec.record(Stage::Queue, item.queued_ns);
+        }
+        true
+    }
+
+    /// Worker side: take an item off a queue and finish what it needs.
+    fn work(&self, rec: &mut Recorder, mut item: WorkItem) {
+        let start = now_ns();
+        item.queued_ns += start.saturating_sub(item.enqueue_ns);
+        if self.process(rec, &mut item, start) {
+            self.returns[item.reader as usize].give_back(item.slot);
+        }
+    }
+}
+
+/// A running pipeline: its context and threads.
+pub struct Pipeline {
+    ctx: Arc<Ctx>,
+    readers: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+fn build_queues(
+    p: Placement,
+    capacity: usize,
+    cpus: &[usize],
+    max_active: usize,
+) -> Option<Queues> {
+    match p {
+        Placement::Inline => None,
+        Placement::Bound => {
+            let max_cpu = cpus.iter().copied().max().unwrap_or(0);
+            let mut by_cpu: Vec<Option<Arc<WorkQueue>>> = vec![None; max_cpu + 1];
+            for &c in cpus {
+                by_cpu[c] = Some(Arc::new(WorkQueue::new(capacity, 1)));
+            }
+            let first = by_cpu[cpus[0]].clone().expect("queue for first CPU");
+            Some(Queues::Bound { by_cpu, first })
+        }
+        Placement::Unbound => Some(Queues::Unbound(Arc::new(WorkQueue::new(
+            capacity, max_active,
+        )))),
+    }
+}
+
+impl Pipeline {
+    /// Builds the queues, spawns the workers, then the readers.
+    pub fn start(
+        settings: Settings,
+        file: OpenFile,
+        dataset: Arc<Dataset>,
+        cache: Arc<VerifiedCache>,
+        registry: Arc<Registry>,
+        notices: NoticeSink,
+    ) -> std::io::Result<Pipeline> {
+        let plan = Plan::of(&settings);
+        let cpus = crate::sys::online_cpus();
+        let readers = settings.workload.readers as usize;
+        let per_reader = reader::buffers_per_reader(&settings);
+        let capacity = readers * per_reader;
+        let max_active = settings.effective_max_active(cpus.len());
+        let first_q = build_queues(plan.first, capacity, &cpus, max_active);
+        let second_q = plan
+            .second
+            .and_then(|p| build_queues(p, capacity, &cpus, max_active));
+        let cipher = plan
+            .decrypt
+            .then(|| Arc::new(dataset.cipher(settings.pipeline.cipher)));
+        let returns = (0..readers)
+            .map(|_| reader::new_return_queue(&settings, per_reader))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let ctx = Arc::new(Ctx {
+            settings,
+            plan,
+            file,
+            cipher,
+            dataset,
+            cache,
+            first_q,
+            second_q,
+            returns,
+            stop_readers: AtomicBool::new(false),
+            stop_workers: AtomicBool::new(false),
+            registry,
+            notices,
+            highpri_noticed: AtomicBool::new(false),
+        });
+        let mut workers = Vec::new();
+        for (qs, prefix) in [(&ctx.first_q, "w"), (&ctx.second_q, "v")] {
+            let Some(qs) = qs else { continue };
+            let prefix = match (prefix, ctx.plan.decrypt) {
+                ("w", true) => "fscrypt",
+                _ => "fsverity",
+            };
+            match qs {
+                Queues::Bound { by_cpu, .. } => {
+                    for (cpu, q) in by_cpu.iter().enumerate() {
+                        if let Some(q) = q {
+                            workers.push(spawn_worker(
+                                ctx.clone(),
+                                q.clone(),
+                                0,
+                                Some(cpu),
+                                format!("{prefix}-cpu{cpu}"),
+                            )?);
+                        }
+                    }
+                }
+                Queues::Unbound(q) => {
+                    for i in 0..max_active {
+                        workers.push(spawn_worker(
+                            ctx.clone(),
+                            q.clone(),
+                            i,
+                            None,
+                            format!("{prefix}-u{i}"),
+                        )?);
+                    }
+                }
+            }
+        }
+        let mut pipeline = Pipeline {
+            ctx: ctx.clone(),
+            readers: Vec::new(),
+            workers,
+        };
+        for i in 0..readers {
+            match reader::spawn(ctx.clone(), i) {
+                Ok(h) => pipeline.readers.push(h),
+                Err(e) => {
+                    pipeline.stop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(pipeline)
+    }
+
+    /// The shared context.
+    pub fn ctx(&self) -> &Arc<Ctx> {
+        &self.ctx
+    }
+
+    /// Stops issuing, lets every read in flight finish its post-processing,
+    /// then joins all threads (their recorders are published on exit).
+    pub fn stop(&mut self) {
+        self.ctx.stop_readers.store(true, Ordering::SeqCst);
+        for r in &self.ctx.returns {
+            r.wake_for_shutdown();
+        }
+        for h in self.readers.drain(..) {
+            let _ = h.join();
+        }
+        self.ctx.stop_workers.store(true, Ordering::SeqCst);
+        for qs in [&self.ctx.first_q, &self.ctx.second_q].into_iter().flatten() {
+            for q in qs.all() {
+                q.wake_all();
+            }
+        }
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn spawn_worker(
+    ctx: Arc<Ctx>,
+    q: Arc<WorkQueue>,
+    index: usize,
+    cpu: Option<usize>,
+    name: String,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            if let Some(cpu) = cpu
+                && let Err(e) = crate::sys::pin_current_thread(&[cpu])
+            {
+                ctx.notices
+                    .push(format!("{name}: could not pin to CPU {cpu}: {e}"));
+            }
+            let nice = if ctx.settings.workers.highpri { -20 } else { 0 };
+            if let Err(e) = crate::sys::set_current_thread_nice(nice)
+                && !ctx.highpri_noticed.swap(true, Ordering::SeqCst)
+            {
+                ctx.notices.push(format!(
+                    "workers.highpri: running at nice 0 instead of -20: {e}"
+                ));
+            }
+            q.register_worker(index);
+            let mut h = ctx.registry.register(Role::Worker);
+            loop {
+                h.tick();
+                if let Some(item) = q.pop() {
+                    ctx.work(&mut h.rec, item);
+                    continue;
+                }
+                if ctx.stop_workers.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Some(item) = q.sleep(index) {
+                    ctx.work(&mut h.rec, item);
+                }
+            }
+            if let Ok(c) =
+                crate::sys::ThreadStatReader::open(crate::sys::gettid()).and_then(|mut r| r.read())
+            {
+                h.slot().set_final_sched(c);
+            }
+        })
+}

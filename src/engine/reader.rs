@@ -1,0 +1,509 @@
+//! Reader threads: issue reads (io_uring or pread), reap completions, hand
+//! them to post-processing. This is the only module that talks to io_uring,
+//! so every `unsafe` buffer handoff to the kernel lives here.
+//!
+//! A reader stands for the CPU where storage completions land: it reaps each
+//! completion, notes the CPU it ran on, and dispatches the block to the
+//! workqueue of that CPU (bound), to the shared queue (unbound), or processes
+//! it itself (inline). It owns `queue_depth` aligned buffers; a buffer is
+//! reused only after post-processing gives it back, so the depth is the number
+//! of reads in flight end to end, as for an application whose io_uring
+//! completion arrives only once the data is decrypted and verified.
+//!
+//! How the reader sleeps is the `workload.sleep` setting: `iowait` (the
+//! kernel's default io_uring wait, and always for pread), `plain` (an
+//! io_uring wait with `IORING_ENTER_NO_IOWAIT`) or `poll` (spin on the
+//! completion queue, never sleep). While it waits only for workers, an
+//! eventfd read armed on the ring wakes it, so the wait is the same io_uring
+//! wait in every case.
+
+use std::alloc::Layout;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+use io_uring::{IoUring, opcode, types};
+
+use crate::metrics::{Role, Stage, ThreadHandle, now_ns};
+use crate::settings::{EngineKind, Pattern, Settings, SleepMode};
+
+use super::pipeline::Ctx;
+use super::queue::{ReaderWaker, ReturnQueue, WorkItem};
+
+/// user_data of the eventfd read armed on every ring.
+const EVENTFD_TAG: u64 = u64::MAX;
+/// Longest a reader sleeps before it checks for shutdown and hands over its
+/// recorder (a slow device must not hold the interval handoff forever).
+const MAX_WAIT_NS: u64 = 20_000_000;
+
+/// Buffers (reads in flight, end to end) of each reader.
+pub fn buffers_per_reader(s: &Settings) -> usize {
+    match s.workload.engine {
+        EngineKind::Uring => s.workload.queue_depth as usize,
+        EngineKind::Sync => 1,
+    }
+}
+
+/// The return path of one reader, with the waker its engine needs.
+pub fn new_return_queue(s: &Settings, n: usize) -> std::io::Result<Arc<ReturnQueue>> {
+    let waker = match s.workload.engine {
+        EngineKind::Uring => {
+            // SAFETY: plain syscall; the fd is owned by the ReturnQueue and closed on drop.
+            let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            ReaderWaker::EventFd(fd)
+        }
+        EngineKind::Sync => ReaderWaker::Park(OnceLock::new()),
+    };
+    Ok(Arc::new(ReturnQueue::new(n, waker)))
+}
+
+/// Spawns reader `index` of a pipeline.
+pub fn spawn(ctx: Arc<Ctx>, index: usize) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("reader-{index}"))
+        .spawn(move || {
+            let cpus = &ctx.settings.workload.reader_cpus;
+            if !cpus.is_empty() {
+                let cpu = cpus[index % cpus.len()];
+                if let Err(e) = crate::sys::pin_current_thread(&[cpu]) {
+                    ctx.notices
+                        .push(format!("reader-{index}: could not pin to CPU {cpu}: {e}"));
+                }
+            }
+            let _ = crate::sys::set_current_thread_nice(0);
+            let h = ctx.registry.register(Role::Reader);
+            let r = match ctx.settings.workload.engine {
+                EngineKind::Uring => run_uring(&ctx, index, h),
+                EngineKind::Sync => run_sync(&ctx, index, h),
+            };
+            if let Err(e) = r {
+                ctx.notices.push(format!("reader-{index} stopped: {e}"));
+            }
+        })
+}
+
+/// Page-aligned read buffers (O_DIRECT needs alignment).
+struct Buffers {
+    ptr: *mut u8,
+    layout: Layout,
+    block: usize,
+}
+
+impl Buffers {
+    fn new(n: usize, block: usize) -> Buffers {
+        let layout = Layout::from_size_align(n * block, 4096).expect("valid buffer layout");
+        // SAFETY: layout has non-zero size (n >= 1, block >= 4096).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Buffers { ptr, layout, block }
+    }
+
+    fn slot(&self, i: usize) -> *mut u8 {
+        // SAFETY: callers pass i < n, so the offset stays inside the allocation.
+        unsafe { self.ptr.add(i * self.block) }
+    }
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; readers drop their
+        // buffers only after every read and work item using them completed.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// Where the next read goes.
+struct Offsets {
+    rng: u64,
+    blocks: u64,
+    block: u64,
+    next_seq: u64,
+    random: bool,
+}
+
+impl Offsets {
+    fn new(s: &Settings, index: usize) -> Offsets {
+        let block = s.workload.block_size;
+        let blocks = (s.workload.file_size / block).max(1);
+        let readers = s.workload.readers as u64;
+        Offsets {
+            rng: 0x9E37_79B9_7F4A_7C15 ^ ((index as u64 + 1) * 0xD1B5_4A32_D192_ED03),
+            blocks,
+            block,
+            next_seq: blocks * index as u64 / readers,
+            random: s.workload.pattern == Pattern::Random,
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> u64 {
+        let b = if self.random {
+            // xorshift64* then Lemire's range reduction.
+            self.rng ^= self.rng >> 12;
+            self.rng ^= self.rng << 25;
+            self.rng ^= self.rng >> 27;
+            let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D);
+            ((r as u128 * self.blocks as u128) >> 64) as u64
+        } else {
+            let b = self.next_seq;
+            self.next_seq = (self.next_seq + 1) % self.blocks;
+            b
+        };
+        b * self.block
+    }
+}
+
+/// Fixed issue schedule for `rate_iops` (None: unlimited). Latency is then
+/// measured from the intended issue time, so a stalled device cannot hide
+/// its stall by delaying the next issue (no coordinated omission).
+struct Schedule {
+    period_ns: u64,
+    next_ns: u64,
+}
+
+impl Schedule {
+    fn new(s: &Settings, index: usize) -> Option<Schedule> {
+        let rate = s.workload.rate_iops;
+        if rate == 0 {
+            return None;
+        }
+        let readers = s.workload.readers as u64;
+        let period_ns = (1_000_000_000u64 * readers / rate).max(1);
+        Some(Schedule {
+            period_ns,
+            next_ns: now_ns() + period_ns * index as u64 / readers,
+        })
+    }
+
+    /// The intended issue time of the next read if it is due.
+    #[inline]
+    fn due(&mut self, now: u64) -> Option<u64> {
+        if self.next_ns <= now {
+            let t = self.next_ns;
+            self.next_ns += self.period_ns;
+            Some(t)
+        } else {
+            None
+        }
+    }
+}
+
+/// Flips one byte of every Nth read (`pipeline.corrupt_every`).
+struct Corruptor {
+    every: u64,
+    n: u64,
+}
+
+impl Corruptor {
+    #[inline]
+    fn apply(&mut self, buf: &mut [u8], h: &mut ThreadHandle) {
+        if self.every == 0 {
+            return;
+        }
+        self.n += 1;
+        if self.n.is_multiple_of(self.every) {
+            let pos = (self.n.wrapping_mul(7919) as usize) % buf.len();
+            buf[pos] ^= 0x5a;
+            h.rec.counters.corrupted += 1;
+        }
+    }
+}
+
+struct SlotInfo {
+    issue_ns: u64,
+    offset: u64,
+}
+
+fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
+    let s = &ctx.settings;
+    let qd = s.workload.queue_depth as usize;
+    let block = s.workload.block_size as usize;
+    let mut ring = IoUring::new((qd as u32 + 1).next_power_of_two())?;
+    let no_iowait = s.workload.sleep == SleepMode::Plain && ring.params().is_feature_no_iowait();
+    let poll = s.workload.sleep == SleepMode::Poll;
+    let fd = types::Fd(ctx.file.file.as_raw_fd());
+    let ret = &ctx.returns[index];
+    let efd = match ret.waker() {
+        ReaderWaker::EventFd(fd) => *fd,
+        ReaderWaker::Park(_) => unreachable!("uring reader has an eventfd"),
+    };
+    let bufs = Buffers::new(qd, block);
+    let mut slots: Vec<SlotInfo> = (0..qd)
+        .map(|_| SlotInfo {
+            issue_ns: 0,
+            offset: 0,
+        })
+        .collect();
+    let mut free: Vec<u32> = (0..qd as u32).rev().collect();
+    let mut offsets = Offsets::new(s, index);
+    let mut schedule = Schedule::new(s, index);
+    let mut corrupt = Corruptor {
+        every: s.pipeline.corrupt_every,
+        n: 0,
+    };
+    let mut in_device = 0usize;
+    let mut at_workers = 0usize;
+    // The eventfd read buffer lives on this stack frame, which outlives the
+    // ring: before returning we complete the armed read (see below).
+    let mut efd_buf = 0u64;
+    let arm_eventfd = |ring: &mut IoUring, buf: *mut u64| {
+        let sqe = opcode::Read::new(types::Fd(efd), buf.cast(), 8)
+            .build()
+            .user_data(EVENTFD_TAG);
+        // SAFETY: `buf` points to `efd_buf`, alive until the armed read
+        // completes: the reader always reaps it before returning.
+        unsafe { ring.submission().push(&sqe) }.expect("SQ has room for the eventfd read");
+    };
+    let efd_ptr: *mut u64 = &mut efd_buf;
+    arm_eventfd(&mut ring, efd_ptr);
+    let mut io_error_noticed = false;
+
+    loop {
+        h.tick();
+        while let Some(slot) = ret.pop() {
+            free.push(slot);
+            at_workers -= 1;
+        }
+        let stopping = ctx.stop_readers.load(Ordering::Relaxed);
+        if stopping && in_device == 0 && at_workers == 0 {
+            break;
+        }
+        // Issue as many reads as there are free buffers (and the schedule allows).
+        let mut next_due_wait: Option<u64> = None;
+        if !stopping {
+            while let Some(&slot) = free.last() {
+                let issue_ns = match &mut schedule {
+                    None => now_ns(),
+                    Some(sch) => match sch.due(now_ns()) {
+                        Some(t) => t,
+                        None => {
+                            next_due_wait = Some(sch.next_ns);
+                            break;
+                        }
+                    },
+                };
+                free.pop();
+                let offset = offsets.next();
+                slots[slot as usize] = SlotInfo { issue_ns, offset };
+                let sqe = opcode::Read::new(fd, bufs.slot(slot as usize), block as u32)
+                    .offset(offset)
+                    .build()
+                    .user_data(slot as u64);
+                // SAFETY: the buffer slot is owned by this reader and not
+                // reused until its completion is reaped and post-processing
+                // gives it back; `bufs` outlives every read in flight because
+                // the loop exits only with in_device == 0.
+                unsafe { ring.submission().push(&sqe) }.expect("SQ sized for queue_depth + 1");
+                in_device += 1;
+            }
+        }
+        // Wait for a completion (device or eventfd) or the next due issue.
+        let wait_ns = match next_due_wait {
+            Some(t) => t.saturating_sub(now_ns()).min(MAX_WAIT_NS),
+            None => MAX_WAIT_NS,
+        };
+        if poll {
+            ring.submit()?;
+            let until = now_ns() + wait_ns;
+            let mut spins = 0u32;
+            loop {
+                if !ring.completion().is_empty() || ret.has_returns() {
+                    break;
+                }
+                spins += 1;
+                if spins.is_multiple_of(256) && now_ns() >= until {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        } else {
+            // Announce the sleep to the workers first (they write the eventfd
+            // only for a sleeping reader); a buffer already back means no wait.
+            let announced = at_workers > 0 && ret.prepare_sleep();
+            let returns_pending = at_workers > 0 && !announced;
+            if !returns_pending && (in_device > 0 || announced || next_due_wait.is_some()) {
+                let ts = types::Timespec::new()
+                    .sec(wait_ns / 1_000_000_000)
+                    .nsec((wait_ns % 1_000_000_000) as u32);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                let flags = if no_iowait {
+                    io_uring::EnterFlags::NO_IOWAIT
+                } else {
+                    io_uring::EnterFlags::empty()
+                };
+                let r = ring.submitter().submit_with_args_and_flags(1, &args, flags);
+                if announced {
+                    ret.end_sleep();
+                }
+                match r {
+                    Ok(_) => {}
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+                    Err(e) => return Err(e),
+                }
+            } else {
+                ring.submit()?;
+            }
+        }
+        // Reap.
+        let mut cq = ring.completion();
+        let mut rearm = false;
+        for cqe in &mut cq {
+            let ud = cqe.user_data();
+            if ud == EVENTFD_TAG {
+                rearm = true;
+                continue;
+            }
+            let t = now_ns();
+            let slot = ud as u32;
+            let info = &slots[slot as usize];
+            in_device -= 1;
+            h.rec.record(Stage::Device, t.saturating_sub(info.issue_ns));
+            if cqe.result() != block as i32 {
+                h.rec.counters.io_errors += 1;
+                if !io_error_noticed {
+                    io_error_noticed = true;
+                    let why = if cqe.result() < 0 {
+                        std::io::Error::from_raw_os_error(-cqe.result()).to_string()
+                    } else {
+                        format!("short read of {} bytes", cqe.result())
+                    };
+                    ctx.notices.push(format!(
+                        "reader-{index}: read at offset {} failed: {why}",
+                        info.offset
+                    ));
+                }
+                free.push(slot);
+                continue;
+            }
+            let ptr = bufs.slot(slot as usize);
+            // SAFETY: the read completed; the buffer is ours until dispatched.
+            corrupt.apply(unsafe { std::slice::from_raw_parts_mut(ptr, block) }, &mut h);
+            let item = WorkItem {
+                buf: ptr,
+                len: block as u32,
+                reader: index as u32,
+                slot,
+                offset: info.offset,
+                issue_ns: info.issue_ns,
+                enqueue_ns: 0,
+                queued_ns: 0,
+                needs_decrypt: ctx.plan.decrypt,
+            };
+            if ctx.dispatch(&mut h.rec, item) {
+                free.push(slot);
+            } else {
+                at_workers += 1;
+            }
+        }
+        drop(cq);
+        if rearm {
+            arm_eventfd(&mut ring, efd_ptr);
+        }
+    }
+    // Exactly one eventfd read is armed (maybe not yet submitted): complete
+    // it before the ring and `efd_buf` go away.
+    let one: u64 = 1;
+    // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+    unsafe { libc::write(efd, (&one as *const u64).cast(), 8) };
+    loop {
+        ring.submit_and_wait(1)?;
+        if ring.completion().any(|c| c.user_data() == EVENTFD_TAG) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
+    let s = &ctx.settings;
+    let block = s.workload.block_size as usize;
+    let fd = ctx.file.file.as_raw_fd();
+    let ret = &ctx.returns[index];
+    if let ReaderWaker::Park(t) = ret.waker() {
+        let _ = t.set(std::thread::current());
+    }
+    let bufs = Buffers::new(1, block);
+    let mut offsets = Offsets::new(s, index);
+    let mut schedule = Schedule::new(s, index);
+    let mut corrupt = Corruptor {
+        every: s.pipeline.corrupt_every,
+        n: 0,
+    };
+    let mut busy = false; // the one buffer is at the workers
+    let mut io_error_noticed = false;
+    loop {
+        h.tick();
+        if ret.pop().is_some() {
+            busy = false;
+        }
+        let stopping = ctx.stop_readers.load(Ordering::Relaxed);
+        if stopping && !busy {
+            break;
+        }
+        if busy {
+            if ret.prepare_sleep() {
+                std::thread::park_timeout(std::time::Duration::from_nanos(MAX_WAIT_NS));
+                ret.end_sleep();
+            }
+            continue;
+        }
+        if stopping {
+            continue;
+        }
+        let issue_ns = match &mut schedule {
+            None => now_ns(),
+            Some(sch) => match sch.due(now_ns()) {
+                Some(t) => t,
+                None => {
+                    let wait = sch.next_ns.saturating_sub(now_ns()).min(MAX_WAIT_NS);
+                    std::thread::sleep(std::time::Duration::from_nanos(wait));
+                    continue;
+                }
+            },
+        };
+        let offset = offsets.next();
+        let ptr = bufs.slot(0);
+        // SAFETY: `ptr` points to `block` writable bytes owned by this reader.
+        let n = unsafe { libc::pread(fd, ptr.cast(), block, offset as libc::off_t) };
+        let t = now_ns();
+        h.rec.record(Stage::Device, t.saturating_sub(issue_ns));
+        if n != block as isize {
+            h.rec.counters.io_errors += 1;
+            if !io_error_noticed {
+                io_error_noticed = true;
+                let why = if n < 0 {
+                    std::io::Error::last_os_error().to_string()
+                } else {
+                    format!("short read of {n} bytes")
+                };
+                ctx.notices.push(format!(
+                    "reader-{index}: read at offset {offset} failed: {why}"
+                ));
+            }
+            continue;
+        }
+        // SAFETY: the read filled the buffer; it is ours until dispatched.
+        corrupt.apply(unsafe { std::slice::from_raw_parts_mut(ptr, block) }, &mut h);
+        let item = WorkItem {
+            buf: ptr,
+            len: block as u32,
+            reader: index as u32,
+            slot: 0,
+            offset,
+            issue_ns,
+            enqueue_ns: 0,
+            queued_ns: 0,
+            needs_decrypt: ctx.plan.decrypt,
+        };
+        busy = !ctx.dispatch(&mut h.rec, item);
+    }
+    Ok(())
+}

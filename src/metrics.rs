@@ -1,0 +1,651 @@
+//! Measurement: per-thread recorders, the once-per-interval handoff, and the
+//! interval record every consumer reads.
+//!
+//! The hot path (one read) must not allocate, lock or send on a channel, so
+//! each reader and worker thread records into its own [`Recorder`] (plain
+//! histograms and counters it owns). Once per interval the sampler bumps a
+//! global epoch; each thread notices at its next safe point (after a read, or
+//! when woken from sleep) and swaps its recorder with the pre-allocated spare
+//! in its [`ThreadSlot`] mailbox: one uncontended lock per interval per
+//! thread. The sampler then merges the mailboxes into an [`IntervalRecord`],
+//! the one immutable, serde-serializable snapshot that the headless runner,
+//! the TUI, experiments and recordings all consume.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Highest latency a histogram records exactly (ns); larger values saturate.
+pub const MAX_LATENCY_NS: u64 = 100_000_000_000;
+/// Significant figures of every latency histogram (0.1% resolution).
+pub const SIGFIG: u8 = 3;
+/// Buckets per octave of [`LatencyBuckets`] (the TUI's distribution chart).
+pub const BUCKETS_PER_OCTAVE: usize = 4;
+/// Lowest bucket edge of [`LatencyBuckets`], in ns.
+pub const BUCKET_BASE_NS: f64 = 1_000.0;
+/// Number of buckets of [`LatencyBuckets`]: 1 us .. ~16 s.
+pub const BUCKET_COUNT: usize = 24 * BUCKETS_PER_OCTAVE;
+
+/// Monotonic clock in ns (CLOCK_MONOTONIC, a vDSO call: ~20 ns).
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn new_hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG).expect("static histogram bounds are valid")
+}
+
+/// The pipeline stages a read goes through, each with its own histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Issue (or intended issue, when rate limited) until decrypted and verified.
+    EndToEnd,
+    /// Issue until the completion was reaped by the reader thread.
+    Device,
+    /// Enqueued on a workqueue until a worker started it (all queues summed).
+    Queue,
+    /// Time spent decrypting.
+    Decrypt,
+    /// Time spent verifying (hashing, tree walk).
+    Verify,
+}
+
+impl Stage {
+    /// All stages, in pipeline order after the end-to-end total.
+    pub const ALL: [Stage; 5] = [
+        Stage::EndToEnd,
+        Stage::Device,
+        Stage::Queue,
+        Stage::Decrypt,
+        Stage::Verify,
+    ];
+}
+
+/// Plain counters a thread accumulates between two handoffs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Reads completed, decrypted and verified as requested (good data).
+    pub reads: u64,
+    /// Bytes of good reads.
+    pub bytes: u64,
+    /// Reads that failed verification (never counted as good data).
+    pub verity_failures: u64,
+    /// Reads that failed at the device (short read or error).
+    pub io_errors: u64,
+    /// Data units decrypted.
+    pub decrypted_units: u64,
+    /// Data blocks verified against the Merkle tree (good or bad).
+    pub verified_blocks: u64,
+    /// SHA-256 computations done by verification.
+    pub hashes: u64,
+    /// Verifications whose tree walk stopped at an already-verified hash block.
+    pub cache_hits: u64,
+    /// Verifications that walked to the root hash.
+    pub cache_misses: u64,
+    /// Buffers corrupted on purpose (`pipeline.corrupt_every`).
+    pub corrupted: u64,
+}
+
+impl Counters {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &Counters) {
+        self.reads += o.reads;
+        self.bytes += o.bytes;
+        self.verity_failures += o.verity_failures;
+        self.io_errors += o.io_errors;
+        self.decrypted_units += o.decrypted_units;
+        self.verified_blocks += o.verified_blocks;
+        self.hashes += o.hashes;
+        self.cache_hits += o.cache_hits;
+        self.cache_misses += o.cache_misses;
+        self.corrupted += o.corrupted;
+    }
+}
+
+/// One thread's measurements since its last handoff. Owned by the thread; no
+/// method allocates once constructed.
+pub struct Recorder {
+    hists: [Histogram<u64>; 5],
+    /// Counters (public: the pipeline bumps them directly).
+    pub counters: Counters,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Recorder {
+    /// Allocates the histograms (done once per thread, before the hot loop).
+    pub fn new() -> Self {
+        Recorder {
+            hists: [new_hist(), new_hist(), new_hist(), new_hist(), new_hist()],
+            counters: Counters::default(),
+        }
+    }
+
+    /// Records one duration for a stage. No allocation; values above
+    /// [`MAX_LATENCY_NS`] saturate.
+    #[inline]
+    pub fn record(&mut self, stage: Stage, ns: u64) {
+        self.hists[stage as usize].saturating_record(ns.max(1));
+    }
+
+    /// The histogram of one stage.
+    pub fn hist(&self, stage: Stage) -> &Histogram<u64> {
+        &self.hists[stage as usize]
+    }
+
+    /// Adds another recorder's content into this one (same bounds: no allocation).
+    pub fn merge(&mut self, other: &Recorder) {
+        for (a, b) in self.hists.iter_mut().zip(other.hists.iter()) {
+            a.add(b).expect("histograms share bounds");
+        }
+        self.counters.add(&other.counters);
+    }
+
+    /// Empties the recorder, keeping its memory.
+    pub fn reset(&mut self) {
+        for h in &mut self.hists {
+            h.reset();
+        }
+        self.counters = Counters::default();
+    }
+
+    /// True when nothing was recorded since the last reset.
+    pub fn is_empty(&self) -> bool {
+        self.counters == Counters::default() && self.hists.iter().all(|h| h.is_empty())
+    }
+}
+
+/// What a registered thread does; decides which counters the sampler reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Issues reads and reaps completions.
+    Reader,
+    /// Serves a workqueue (decrypt and/or verify).
+    Worker,
+    /// Background CPU load.
+    Hog,
+}
+
+struct Mailbox {
+    rec: Recorder,
+    pending: bool,
+}
+
+/// A thread's registration with the sampler: its mailbox and identity.
+pub struct ThreadSlot {
+    /// Thread name, as seen in `top -H`.
+    pub name: String,
+    /// What the thread does.
+    pub role: Role,
+    /// Kernel thread id (for /proc/self/task/TID).
+    pub tid: i32,
+    thread: Thread,
+    mailbox: Mutex<Mailbox>,
+    seen_epoch: AtomicU64,
+    alive: AtomicBool,
+    final_sched: Mutex<Option<crate::sys::ThreadCounters>>,
+}
+
+impl ThreadSlot {
+    /// The thread's own last scheduler counters, stored just before it exits
+    /// (its /proc entry disappears with it).
+    pub fn set_final_sched(&self, c: crate::sys::ThreadCounters) {
+        *self.final_sched.lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
+    }
+
+    /// See [`ThreadSlot::set_final_sched`].
+    pub fn final_sched(&self) -> Option<crate::sys::ThreadCounters> {
+        *self.final_sched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the thread if it is parked, so it reaches a safe point.
+    pub fn unpark(&self) {
+        self.thread.unpark();
+    }
+
+    /// False once the thread published its last data and exited its loop.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// True once the thread handed over its data for `epoch`.
+    pub fn has_seen(&self, epoch: u64) -> bool {
+        self.seen_epoch.load(Ordering::Acquire) >= epoch
+    }
+
+    /// Moves any published data into `into` (sampler side).
+    pub fn collect(&self, into: &mut Recorder) {
+        let mut mb = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+        if mb.pending {
+            into.merge(&mb.rec);
+            mb.rec.reset();
+            mb.pending = false;
+        }
+    }
+}
+
+/// The sampler's side of the handoff: the epoch and the registered threads.
+#[derive(Default)]
+pub struct Registry {
+    epoch: AtomicU64,
+    slots: Mutex<Vec<Arc<ThreadSlot>>>,
+}
+
+impl Registry {
+    /// Registers the calling thread and returns its thread-side handle.
+    pub fn register(self: &Arc<Self>, role: Role) -> ThreadHandle {
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("readpath").to_string();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let slot = Arc::new(ThreadSlot {
+            name,
+            role,
+            tid: crate::sys::gettid(),
+            thread,
+            mailbox: Mutex::new(Mailbox {
+                rec: Recorder::new(),
+                pending: false,
+            }),
+            seen_epoch: AtomicU64::new(epoch),
+            alive: AtomicBool::new(true),
+            final_sched: Mutex::new(None),
+        });
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(slot.clone());
+        ThreadHandle {
+            registry: self.clone(),
+            slot,
+            epoch,
+            rec: Recorder::new(),
+        }
+    }
+
+    /// Starts a new interval: threads hand over their data at their next safe point.
+    pub fn bump_epoch(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// A snapshot of the registered threads.
+    pub fn slots(&self) -> Vec<Arc<ThreadSlot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Drops slots of threads that exited, after their data was collected.
+    pub fn prune_dead(&self) {
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|s| s.is_alive());
+    }
+}
+
+/// A thread's side of the handoff: its live recorder plus its mailbox.
+pub struct ThreadHandle {
+    registry: Arc<Registry>,
+    slot: Arc<ThreadSlot>,
+    epoch: u64,
+    /// The live recorder the thread writes into.
+    pub rec: Recorder,
+}
+
+impl ThreadHandle {
+    /// The safe point: one relaxed atomic load, and once per interval the swap.
+    #[inline]
+    pub fn tick(&mut self) {
+        let e = self.registry.epoch.load(Ordering::Acquire);
+        if e != self.epoch {
+            self.publish(e);
+        }
+    }
+
+    #[cold]
+    fn publish(&mut self, epoch: u64) {
+        {
+            let mut mb = self.slot.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+            if mb.pending {
+                mb.rec.merge(&self.rec);
+                self.rec.reset();
+            } else {
+                std::mem::swap(&mut mb.rec, &mut self.rec);
+                mb.pending = true;
+            }
+        }
+        self.epoch = epoch;
+        self.slot.seen_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// The thread's slot (tid, name).
+    pub fn slot(&self) -> &Arc<ThreadSlot> {
+        &self.slot
+    }
+}
+
+impl Drop for ThreadHandle {
+    fn drop(&mut self) {
+        // Publish everything recorded so far, then mark the slot dead.
+        let e = self.registry.epoch.load(Ordering::Acquire);
+        self.publish(e);
+        self.slot.alive.store(false, Ordering::Release);
+    }
+}
+
+/// Percentiles of one histogram, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub count: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest sample.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Percentiles of a ns histogram, converted to us.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let us = |ns: u64| ns as f64 / 1_000.0;
+        Percentiles {
+            count: h.len(),
+            mean: h.mean() / 1_000.0,
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        }
+    }
+}
+
+/// Percentiles of every stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StagePercentiles {
+    /// Issue until reaped.
+    pub device: Percentiles,
+    /// Waiting on workqueues (the "workqueue scheduler latency").
+    pub queue: Percentiles,
+    /// Decryption.
+    pub decrypt: Percentiles,
+    /// Verification.
+    pub verify: Percentiles,
+}
+
+impl StagePercentiles {
+    /// Percentiles of each stage of a recorder.
+    pub fn of(r: &Recorder) -> Self {
+        StagePercentiles {
+            device: Percentiles::of(r.hist(Stage::Device)),
+            queue: Percentiles::of(r.hist(Stage::Queue)),
+            decrypt: Percentiles::of(r.hist(Stage::Decrypt)),
+            verify: Percentiles::of(r.hist(Stage::Verify)),
+        }
+    }
+}
+
+/// End-to-end latency distribution over log-spaced buckets
+/// ([`BUCKETS_PER_OCTAVE`] per octave from [`BUCKET_BASE_NS`]); the first
+/// bucket also holds everything faster, the last everything slower.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyBuckets {
+    /// Sample counts, [`BUCKET_COUNT`] entries (empty when nothing was recorded).
+    pub counts: Vec<u64>,
+}
+
+impl LatencyBuckets {
+    /// Lower edge of bucket `i`, in us.
+    pub fn lower_edge_us(i: usize) -> f64 {
+        BUCKET_BASE_NS * 2f64.powf(i as f64 / BUCKETS_PER_OCTAVE as f64) / 1_000.0
+    }
+
+    /// Bins a ns histogram.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencyBuckets::default();
+        }
+        let mut counts = vec![0u64; BUCKET_COUNT];
+        for v in h.iter_recorded() {
+            let ns = h.median_equivalent(v.value_iterated_to()) as f64;
+            let idx = if ns <= BUCKET_BASE_NS {
+                0
+            } else {
+                ((ns / BUCKET_BASE_NS).log2() * BUCKETS_PER_OCTAVE as f64) as usize
+            };
+            counts[idx.min(BUCKET_COUNT - 1)] += v.count_at_value();
+        }
+        LatencyBuckets { counts }
+    }
+
+    /// Adds another distribution into this one.
+    pub fn add(&mut self, o: &LatencyBuckets) {
+        if o.counts.is_empty() {
+            return;
+        }
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKET_COUNT];
+        }
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
+            *a += b;
+        }
+    }
+}
+
+/// Scheduler counters of the worker threads over an interval (or a run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSched {
+    /// Worker threads sampled.
+    pub threads: u32,
+    /// Sum over workers of time spent runnable but not running (us): the 2023
+    /// fsverity patch's "total workqueue scheduler latency".
+    pub run_delay_us: f64,
+    /// Sum over workers of time on CPU (us).
+    pub cpu_us: f64,
+    /// Voluntary context switches (slept: waiting for work).
+    pub voluntary_switches: u64,
+    /// Involuntary context switches (preempted).
+    pub involuntary_switches: u64,
+    /// CPU migrations (0 when the kernel does not expose them).
+    pub migrations: u64,
+}
+
+impl WorkerSched {
+    /// Adds another sample.
+    pub fn add(&mut self, o: &WorkerSched) {
+        self.threads = self.threads.max(o.threads);
+        self.run_delay_us += o.run_delay_us;
+        self.cpu_us += o.cpu_us;
+        self.voluntary_switches += o.voluntary_switches;
+        self.involuntary_switches += o.involuntary_switches;
+        self.migrations += o.migrations;
+    }
+}
+
+/// A live change of settings, or another event worth a marker on a chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Seconds since the engine started.
+    pub t_s: f64,
+    /// Short label, e.g. "workers.mode: unbound -> bound".
+    pub label: String,
+}
+
+/// Something the user should know: a fallback or a refused privilege.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notice {
+    /// Seconds since the engine started.
+    pub t_s: f64,
+    /// The message.
+    pub text: String,
+}
+
+/// Busy and iowait share of one CPU over an interval.
+pub use crate::sys::CpuUsage;
+
+/// One interval's measurements: the unit every consumer reads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalRecord {
+    /// Interval number, from 0.
+    pub seq: u64,
+    /// End of the interval, seconds since the engine started.
+    pub t_s: f64,
+    /// Length of the interval, seconds.
+    pub interval_s: f64,
+    /// True when the workload was paused for the whole interval.
+    pub paused: bool,
+    /// Good reads completed.
+    pub reads: u64,
+    /// Bytes of good reads.
+    pub bytes: u64,
+    /// Throughput of good reads, MiB/s.
+    pub throughput_mib_s: f64,
+    /// Good reads per second.
+    pub iops: f64,
+    /// End-to-end latency (issue -> decrypted and verified), us.
+    pub latency_us: Percentiles,
+    /// Per-stage latency, us.
+    pub stages_us: StagePercentiles,
+    /// End-to-end latency distribution.
+    pub latency_buckets: LatencyBuckets,
+    /// Workers' scheduler counters over this interval.
+    pub workers: WorkerSched,
+    /// Workers' run_delay since the engine started, us.
+    pub run_delay_us_total: f64,
+    /// Per-CPU busy and iowait.
+    pub cpus: Vec<CpuUsage>,
+    /// CPU time of the whole process over the interval, % of one CPU.
+    pub process_cpu_pct: f64,
+    /// Resident set size at the end of the interval, bytes.
+    pub rss_bytes: u64,
+    /// Hash-cache hit rate over the interval, % of verifications (None without verification).
+    pub hash_cache_hit_pct: Option<f64>,
+    /// All counters of the interval.
+    pub counters: Counters,
+    /// Settings changes (and other markers) that happened in this interval.
+    pub events: Vec<Event>,
+    /// Notices raised in this interval.
+    pub notices: Vec<Notice>,
+}
+
+impl IntervalRecord {
+    /// Fills the derived fields from a merged recorder over `interval_s` seconds.
+    pub fn fill_from(&mut self, r: &Recorder, interval_s: f64) {
+        self.interval_s = interval_s;
+        self.reads = r.counters.reads;
+        self.bytes = r.counters.bytes;
+        self.counters = r.counters;
+        let secs = interval_s.max(1e-9);
+        self.throughput_mib_s = r.counters.bytes as f64 / (1024.0 * 1024.0) / secs;
+        self.iops = r.counters.reads as f64 / secs;
+        self.latency_us = Percentiles::of(r.hist(Stage::EndToEnd));
+        self.stages_us = StagePercentiles::of(r);
+        self.latency_buckets = LatencyBuckets::of(r.hist(Stage::EndToEnd));
+        self.hash_cache_hit_pct = hit_pct(&r.counters);
+    }
+}
+
+/// Hash-cache hit rate in %, None when nothing was verified.
+pub fn hit_pct(c: &Counters) -> Option<f64> {
+    let n = c.cache_hits + c.cache_misses;
+    (n > 0).then(|| c.cache_hits as f64 * 100.0 / n as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_exact_to_the_histogram_resolution() {
+        let mut r = Recorder::new();
+        for v in 1..=1000u64 {
+            r.record(Stage::EndToEnd, v * 1_000);
+        }
+        let p = Percentiles::of(r.hist(Stage::EndToEnd));
+        assert_eq!(p.count, 1000);
+        assert!((p.p50 - 500.0).abs() <= 0.5, "{p:?}");
+        assert!((p.p99 - 990.0).abs() <= 1.0, "{p:?}");
+        assert!((p.max - 1000.0).abs() <= 1.0, "{p:?}");
+    }
+
+    #[test]
+    fn handoff_moves_data_once_per_epoch() {
+        let reg = Arc::new(Registry::default());
+        let mut h = reg.register(Role::Worker);
+        h.rec.counters.reads = 3;
+        h.rec.record(Stage::Device, 10);
+        h.tick(); // same epoch: nothing moves
+        let slot = h.slot().clone();
+        let mut got = Recorder::new();
+        slot.collect(&mut got);
+        assert!(got.is_empty());
+        reg.bump_epoch();
+        h.tick();
+        assert!(h.rec.is_empty());
+        slot.collect(&mut got);
+        assert_eq!(got.counters.reads, 3);
+        // Late collection: two epochs worth merge instead of being lost.
+        h.rec.counters.reads = 1;
+        reg.bump_epoch();
+        h.tick();
+        h.rec.counters.reads = 2;
+        reg.bump_epoch();
+        h.tick();
+        let mut got2 = Recorder::new();
+        slot.collect(&mut got2);
+        assert_eq!(got2.counters.reads, 3);
+        // Drop publishes the rest and marks dead.
+        h.rec.counters.reads = 5;
+        drop(h);
+        assert!(!slot.is_alive());
+        let mut got3 = Recorder::new();
+        slot.collect(&mut got3);
+        assert_eq!(got3.counters.reads, 5);
+        reg.prune_dead();
+        assert!(reg.slots().is_empty());
+    }
+
+    #[test]
+    fn buckets_put_values_in_log_bins() {
+        let mut r = Recorder::new();
+        r.record(Stage::EndToEnd, 500); // below base: bucket 0
+        r.record(Stage::EndToEnd, 2_000); // 2 us: one octave up
+        r.record(Stage::EndToEnd, 1_000_000); // 1 ms: ~10 octaves up
+        let b = LatencyBuckets::of(r.hist(Stage::EndToEnd));
+        assert_eq!(b.counts.len(), BUCKET_COUNT);
+        assert_eq!(b.counts[0], 1);
+        assert_eq!(b.counts[BUCKETS_PER_OCTAVE], 1);
+        let ms_bucket = ((1000f64).log2() * BUCKETS_PER_OCTAVE as f64) as usize;
+        assert_eq!(b.counts[ms_bucket], 1);
+        assert_eq!(b.counts.iter().sum::<u64>(), 3);
+    }
+}

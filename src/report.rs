@@ -1,0 +1,256 @@
+//! The headless run's summary: one JSON object (schema in the README) and a
+//! text rendering in the spirit of fio's, built from the engine's totals.
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::RunTotals;
+use crate::engine::pipeline::Plan;
+use crate::metrics::{Percentiles, StagePercentiles, WorkerSched, hit_pct};
+use crate::settings::{Settings, format_size};
+use crate::sys::{Features, MachineInfo};
+
+/// Version of the JSON summary schema.
+pub const SUMMARY_VERSION: u32 = 1;
+
+/// Everything a headless run reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Schema version ([`SUMMARY_VERSION`]).
+    pub version: u32,
+    /// Settings as requested.
+    pub settings: Settings,
+    /// Settings as they ran (after fallbacks).
+    pub effective_settings: Settings,
+    /// Where each stage ran, e.g. "decrypt: unbound -> verify: bound".
+    pub plan: String,
+    /// Seconds the workload ran.
+    pub duration_s: f64,
+    /// Bytes of good reads.
+    pub bytes: u64,
+    /// Good reads.
+    pub reads: u64,
+    /// MiB/s of good reads.
+    pub throughput_mib_s: f64,
+    /// Good reads per second.
+    pub iops: f64,
+    /// End-to-end latency, us.
+    pub latency_us: Percentiles,
+    /// Per-stage latency, us.
+    pub stages_us: StagePercentiles,
+    /// Workers' total run_delay (runnable, not running), us.
+    pub run_delay_us_total: f64,
+    /// Workers' scheduler counters over the run.
+    pub workers: WorkerSched,
+    /// Reads that failed verification.
+    pub verity_failures: u64,
+    /// Reads that failed at the device.
+    pub io_errors: u64,
+    /// Reads corrupted on purpose (`pipeline.corrupt_every`).
+    pub corrupted: u64,
+    /// Data units decrypted.
+    pub decrypted_units: u64,
+    /// Data blocks verified.
+    pub verified_blocks: u64,
+    /// SHA-256 computations of verification.
+    pub hashes: u64,
+    /// Hash-cache hit rate, % (None without verification).
+    pub hash_cache_hit_pct: Option<f64>,
+    /// Mean CPU of the whole process, % of one CPU.
+    pub process_cpu_pct: f64,
+    /// Intervals recorded.
+    pub intervals: u64,
+    /// Notices (fallbacks, refused privileges), in order.
+    pub notices: Vec<String>,
+    /// Events (live changes), in order.
+    pub events: Vec<String>,
+    /// The machine.
+    pub machine: MachineInfo,
+    /// Kernel and CPU features detected.
+    pub features: Features,
+}
+
+impl RunSummary {
+    /// Builds the summary of a finished run.
+    pub fn new(
+        settings: &Settings,
+        effective: &Settings,
+        totals: &RunTotals,
+        machine: MachineInfo,
+        features: Features,
+    ) -> RunSummary {
+        let r = &totals.rec;
+        let c = &r.counters;
+        let d = totals.duration_s.max(1e-9);
+        RunSummary {
+            version: SUMMARY_VERSION,
+            settings: settings.clone(),
+            effective_settings: effective.clone(),
+            plan: Plan::of(effective).describe(),
+            duration_s: totals.duration_s,
+            bytes: c.bytes,
+            reads: c.reads,
+            throughput_mib_s: c.bytes as f64 / (1024.0 * 1024.0) / d,
+            iops: c.reads as f64 / d,
+            latency_us: Percentiles::of(r.hist(crate::metrics::Stage::EndToEnd)),
+            stages_us: StagePercentiles::of(r),
+            run_delay_us_total: totals.workers.run_delay_us,
+            workers: totals.workers,
+            verity_failures: c.verity_failures,
+            io_errors: c.io_errors,
+            corrupted: c.corrupted,
+            decrypted_units: c.decrypted_units,
+            verified_blocks: c.verified_blocks,
+            hashes: c.hashes,
+            hash_cache_hit_pct: hit_pct(c),
+            process_cpu_pct: totals.process_cpu_pct,
+            intervals: totals.intervals,
+            notices: totals.notices.iter().map(|n| n.text.clone()).collect(),
+            events: totals
+                .events
+                .iter()
+                .map(|e| format!("{:.2}s {}", e.t_s, e.label))
+                .collect(),
+            machine,
+            features,
+        }
+    }
+
+    /// The fio-style text summary.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let e = &self.effective_settings;
+        let w = &e.workload;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "readpath: {} {} {}{} {} qd={} readers={}{} | {}{}{}",
+            w.engine,
+            w.sleep,
+            if w.direct { "O_DIRECT " } else { "buffered " },
+            w.pattern,
+            format_size(w.block_size),
+            w.queue_depth,
+            w.readers,
+            if w.rate_iops > 0 {
+                format!(" rate={}/s", w.rate_iops)
+            } else {
+                String::new()
+            },
+            self.plan,
+            if e.pipeline.decrypt {
+                format!(", cipher={}", e.pipeline.cipher)
+            } else {
+                String::new()
+            },
+            if e.workers.highpri {
+                ", highpri"
+            } else {
+                ""
+            },
+        );
+        if e.load.hogs > 0 {
+            let _ = writeln!(o, "  load: {} hogs at nice {}", e.load.hogs, e.load.hog_nice);
+        }
+        let _ = writeln!(
+            o,
+            "  read: IOPS={}, BW={:.1}MiB/s ({:.1}MB/s), {} in {:.1}s, {} reads",
+            human_count(self.iops),
+            self.throughput_mib_s,
+            self.throughput_mib_s * 1.048576,
+            human_bytes(self.bytes),
+            self.duration_s,
+            self.reads
+        );
+        let row = |o: &mut String, name: &str, p: &Percentiles| {
+            if p.count == 0 {
+                return;
+            }
+            let _ = writeln!(
+                o,
+                "  {name:<8} (usec): p50={:<9} p90={:<9} p99={:<9} p99.9={:<9} max={:<9} mean={}",
+                fmt_us(p.p50),
+                fmt_us(p.p90),
+                fmt_us(p.p99),
+                fmt_us(p.p999),
+                fmt_us(p.max),
+                fmt_us(p.mean)
+            );
+        };
+        row(&mut o, "lat", &self.latency_us);
+        row(&mut o, "device", &self.stages_us.device);
+        row(&mut o, "queue", &self.stages_us.queue);
+        row(&mut o, "decrypt", &self.stages_us.decrypt);
+        row(&mut o, "verify", &self.stages_us.verify);
+        if self.workers.threads > 0 {
+            let _ = writeln!(
+                o,
+                "  workers: {} threads, run_delay total {} us, cpu {:.2}s, switches {} voluntary / {} involuntary, {} migrations",
+                self.workers.threads,
+                fmt_us(self.run_delay_us_total),
+                self.workers.cpu_us / 1e6,
+                self.workers.voluntary_switches,
+                self.workers.involuntary_switches,
+                self.workers.migrations
+            );
+        }
+        if e.pipeline.decrypt {
+            let _ = writeln!(o, "  decrypt: {} data units", self.decrypted_units);
+        }
+        if e.pipeline.verity {
+            let _ = writeln!(
+                o,
+                "  verity: {} blocks verified, {} hashes, {} failures, hash cache hit {}",
+                self.verified_blocks,
+                self.hashes,
+                self.verity_failures,
+                self.hash_cache_hit_pct
+                    .map(|p| format!("{p:.1}%"))
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+        if self.corrupted > 0 {
+            let _ = writeln!(o, "  corrupted on purpose: {} reads", self.corrupted);
+        }
+        if self.io_errors > 0 {
+            let _ = writeln!(o, "  io errors: {}", self.io_errors);
+        }
+        let _ = writeln!(o, "  cpu: process {:.1}% of one CPU", self.process_cpu_pct);
+        for n in &self.notices {
+            let _ = writeln!(o, "  notice: {n}");
+        }
+        for ev in &self.events {
+            let _ = writeln!(o, "  event: {ev}");
+        }
+        o
+    }
+}
+
+/// Formats microseconds with sensible precision.
+pub fn fmt_us(us: f64) -> String {
+    if us >= 100.0 {
+        format!("{us:.0}")
+    } else if us >= 10.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.2}")
+    }
+}
+
+fn human_count(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else {
+        format!("{:.1}MiB", b / (1024.0 * 1024.0))
+    }
+}

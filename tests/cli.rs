@@ -1,0 +1,189 @@
+//! The binary as a user runs it: bad input is refused with exit status 2 and
+//! a message naming the key, the value and what is allowed, without touching
+//! any file; `digest` agrees with `fsverity digest`; `run` prints the
+//! documented JSON.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn readpath(args: &[&str], data_dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .output()
+        .expect("run readpath")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn tree_listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd {
+            let e = e.unwrap();
+            out.push(format!(
+                "{} {}",
+                e.file_name().to_string_lossy(),
+                e.metadata().unwrap().len()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn bad_settings_exit_2_with_a_clear_message_and_touch_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--set", "workload.queue_depth=0"], &["workload.queue_depth", "0", "1..=1024"]),
+        (&["--set", "workload.block_size=1000"], &["workload.block_size", "1000", "multiple of 4096"]),
+        (&["--set", "workload.readers=100000"], &["workload.readers", "100000", "1..=256"]),
+        (&["--set", "load.hogs=-1"], &["load.hogs", "-1", "0..=256"]),
+        (&["--set", "pipeline.cipher=rot13"], &["pipeline.cipher", "rot13", "aes-256-xts"]),
+        (&["--set", "workers.mod=bound"], &["workers.mod", "did you mean \"workers.mode\""]),
+        (&["--set", "workload.queue_depth=abc"], &["workload.queue_depth", "abc", "integer"]),
+        (&["--set", "nonsense"], &["nonsense", "section.key=value"]),
+        (
+            &["--set", "workload.engine=sync", "--set", "workload.sleep=plain"],
+            &["workload.sleep", "plain", "sync", "iowait"],
+        ),
+        (&["--set", "workload.reader_cpus=4096"], &["workload.reader_cpus", "4096"]),
+        (&["--duration", "soon"], &["soon", "duration"]),
+    ];
+    for (args, needles) in cases {
+        let mut full = vec!["run", "--duration", "1s"];
+        full.extend_from_slice(args);
+        let o = readpath(&full, tmp.path());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        for n in *needles {
+            assert!(err.contains(n), "{args:?}: {err:?} lacks {n:?}");
+        }
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(tree_listing(tmp.path()).is_empty(), "{args:?}: files were written");
+    }
+}
+
+#[test]
+fn bad_preset_file_names_file_line_and_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("bad.toml");
+    std::fs::write(&p, "[workload]\nengine = \"uring\"\nqueue_depth = 0\n").unwrap();
+    let o = readpath(&["run", "--preset", p.to_str().unwrap()], &tmp.path().join("data"));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.toml:3:"), "{err}");
+    assert!(err.contains("workload.queue_depth"), "{err}");
+    assert!(!tmp.path().join("data").exists());
+}
+
+#[test]
+fn unwritable_data_dir_exits_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let blocker = tmp.path().join("file");
+    std::fs::write(&blocker, b"keep me").unwrap();
+    let o = readpath(
+        &["run", "--duration", "1s", "--set", "workload.file_size=1M"],
+        &blocker.join("data"),
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("data dir"), "{err}");
+    assert_eq!(std::fs::read(&blocker).unwrap(), b"keep me");
+}
+
+#[test]
+fn digest_matches_fsverity_digest() {
+    let tool = Command::new("fsverity").arg("--version").output();
+    assert!(
+        tool.is_ok(),
+        "`fsverity` is not installed: install the Debian package `fsverity` (.ci/run does)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (i, size) in [0usize, 1, 4095, 4096, 4097, 300_000, 1 << 20].iter().enumerate() {
+        let p = tmp.path().join(format!("f{i}"));
+        let data: Vec<u8> = (0..*size).map(|j| (j * 31 + i) as u8).collect();
+        std::fs::write(&p, data).unwrap();
+        files.push(p);
+    }
+    for (bs, salt) in [("4096", ""), ("1024", "abcd"), ("2048", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")] {
+        let mut args = vec!["digest", "--block-size", bs, "--salt", salt];
+        let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+        args.extend(names.iter().map(|s| s.as_str()));
+        let ours = readpath(&args, tmp.path());
+        assert!(ours.status.success(), "{}", stderr(&ours));
+        let mut theirs = Command::new("fsverity");
+        theirs.arg("digest").arg(format!("--block-size={bs}"));
+        if !salt.is_empty() {
+            theirs.arg(format!("--salt={salt}"));
+        }
+        let theirs = theirs.args(&names).output().unwrap();
+        assert!(theirs.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&ours.stdout),
+            String::from_utf8_lossy(&theirs.stdout),
+            "block size {bs}, salt {salt:?}"
+        );
+    }
+    // Bad parameters are input errors.
+    let o = readpath(&["digest", "--block-size", "1000", "x"], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn run_json_has_the_documented_fields() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("intervals.jsonl");
+    let o = readpath(
+        &[
+            "run",
+            "--duration",
+            "600ms",
+            "--interval",
+            "100ms",
+            "--format",
+            "json",
+            "--set",
+            "workload.file_size=2M",
+            "--interval-log",
+            log.to_str().unwrap(),
+        ],
+        &tmp.path().join("data"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in [
+        "settings",
+        "duration_s",
+        "bytes",
+        "reads",
+        "throughput_mib_s",
+        "iops",
+        "latency_us",
+        "stages_us",
+        "run_delay_us_total",
+        "verity_failures",
+        "notices",
+        "machine",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    for k in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(v["latency_us"][k].is_number(), "latency_us.{k}");
+        for st in ["device", "queue", "decrypt", "verify"] {
+            assert!(v["stages_us"][st][k].is_number(), "stages_us.{st}.{k}");
+        }
+    }
+    assert!(v["reads"].as_u64().unwrap() > 0);
+    assert_eq!(v["verity_failures"].as_u64(), Some(0));
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let n = lines.lines().count();
+    assert!(n >= 3, "{n} interval lines");
+    let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert!(first.get("latency_us").is_some() && first.get("t_s").is_some());
+}
