@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::dataset::{Dataset, DEFAULT_SEED, OpenOutcome, default_data_dir};
+use crate::dataset::{DEFAULT_SEED, Dataset, OpenOutcome, default_data_dir};
 use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::merkle::{MerkleParams, digest_reader, format_digest};
 use crate::report::RunSummary;
@@ -300,7 +300,10 @@ fn run(
 /// Stops the engine and returns its totals plus the records not consumed yet.
 pub fn stop_and_drain(
     engine: Engine,
-) -> (crate::engine::RunTotals, Vec<crate::metrics::IntervalRecord>) {
+) -> (
+    crate::engine::RunTotals,
+    Vec<crate::metrics::IntervalRecord>,
+) {
     let (totals, rx) = engine.stop_with_records();
     (totals, rx.try_iter().collect())
 }
@@ -344,15 +347,15 @@ fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
             })?;
         (ds, OpenOutcome::Created)
     } else {
-        Dataset::open_or_prepare(data_dir, file_size, &salt, &mut progress).map_err(|e| {
-            match e {
+        Dataset::open_or_prepare(data_dir, file_size, &salt, &mut progress).map_err(
+            |e| match e {
                 crate::dataset::DatasetError::DataDir { .. }
                 | crate::dataset::DatasetError::NoSpace { .. } => {
                     anyhow::Error::from(BadInput(e.to_string()))
                 }
                 other => other.into(),
-            }
-        })?
+            },
+        )?
     };
     let what = match outcome {
         OpenOutcome::Existing => "valid dataset kept".to_string(),
@@ -369,8 +372,8 @@ fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
 }
 
 fn digest(block_size: usize, salt: &str, files: &[PathBuf]) -> Result<()> {
-    let salt = hex::decode(salt)
-        .map_err(|e| BadInput(format!("--salt \"{salt}\": not hex ({e})")))?;
+    let salt =
+        hex::decode(salt).map_err(|e| BadInput(format!("--salt \"{salt}\": not hex ({e})")))?;
     let params = MerkleParams::new(block_size, &salt).map_err(|e| BadInput(e.to_string()))?;
     let mut out = std::io::stdout().lock();
     for f in files {

@@ -154,7 +154,7 @@ pub enum CryptoError {
 /// methods panic on other sizes; callers that take the size from input check
 /// it here first.
 pub fn check_unit_size(unit_size: usize) -> Result<(), CryptoError> {
-    if (MIN_UNIT_SIZE..=MAX_UNIT_SIZE).contains(&unit_size) && unit_size % 16 == 0 {
+    if (MIN_UNIT_SIZE..=MAX_UNIT_SIZE).contains(&unit_size) && unit_size.is_multiple_of(16) {
         Ok(())
     } else {
         Err(CryptoError::BadUnitSize(unit_size))
@@ -350,7 +350,7 @@ fn assert_unit_size(len: usize) {
 fn assert_units(unit_size: usize, len: usize) {
     assert_unit_size(unit_size);
     assert!(
-        len % unit_size == 0,
+        len.is_multiple_of(unit_size),
         "buffer of {len} bytes is not a whole number of {unit_size}-byte data units"
     );
 }
@@ -709,7 +709,7 @@ pub mod xts {
 
         fn check_len(len: usize) {
             assert!(
-                len % 16 == 0,
+                len.is_multiple_of(16),
                 "XTS without ciphertext stealing: {len} bytes is not a whole number of blocks"
             );
         }
@@ -1000,7 +1000,7 @@ pub mod xts {
             O: Fn(&mut SoftBlock),
         {
             assert!(
-                buf.len() % 16 == 0,
+                buf.len().is_multiple_of(16),
                 "XTS without ciphertext stealing: {} bytes is not a whole number of blocks",
                 buf.len()
             );

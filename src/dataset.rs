@@ -173,11 +173,9 @@ pub fn dataset_dir(data_dir: &Path, file_size: u64) -> PathBuf {
 /// Deterministic plaintext: block `b` of the file is a pure function of (seed, b).
 pub fn fill_plaintext(seed: u64, offset: u64, buf: &mut [u8]) {
     debug_assert_eq!(offset % 8, 0);
-    let mut word = offset / 8;
-    for chunk in buf.chunks_mut(8) {
+    for (word, chunk) in (offset / 8..).zip(buf.chunks_mut(8)) {
         let v = splitmix64(seed ^ word.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes();
         chunk.copy_from_slice(&v[..chunk.len()]);
-        word += 1;
     }
 }
 
@@ -189,8 +187,7 @@ fn splitmix64(mut z: u64) -> u64 {
 }
 
 fn derive(seed: u64, what: &str, out: &mut [u8]) {
-    let mut counter = 0u32;
-    for chunk in out.chunks_mut(32) {
+    for (counter, chunk) in (0u32..).zip(out.chunks_mut(32)) {
         let mut h = Sha256::new();
         h.update(b"readpath dataset ");
         h.update(what.as_bytes());
@@ -198,7 +195,6 @@ fn derive(seed: u64, what: &str, out: &mut [u8]) {
         h.update(counter.to_le_bytes());
         let d = h.finalize();
         chunk.copy_from_slice(&d[..chunk.len()]);
-        counter += 1;
     }
 }
 
@@ -289,8 +285,8 @@ impl Dataset {
                 )));
             }
         }
-        let master_key = hex::decode(&header.master_key)
-            .map_err(|e| invalid(format!("master_key: {e}")))?;
+        let master_key =
+            hex::decode(&header.master_key).map_err(|e| invalid(format!("master_key: {e}")))?;
         let nonce: [u8; 16] = hex::decode(&header.nonce)
             .ok()
             .and_then(|n| n.try_into().ok())
@@ -343,10 +339,7 @@ impl Dataset {
             });
         }
         let final_dir = dataset_dir(data_dir, file_size);
-        let tmp = data_dir.join(format!(
-            ".dataset-{file_size}.tmp-{}",
-            std::process::id()
-        ));
+        let tmp = data_dir.join(format!(".dataset-{file_size}.tmp-{}", std::process::id()));
         let _ = fs::remove_dir_all(&tmp);
         let result = build_into(&tmp, file_size, salt, seed, progress);
         let header = match result {
@@ -364,10 +357,7 @@ impl Dataset {
         };
         // Swap into place: the old (invalid) dataset is moved aside first,
         // then removed once the new one is in.
-        let old = data_dir.join(format!(
-            ".dataset-{file_size}.old-{}",
-            std::process::id()
-        ));
+        let old = data_dir.join(format!(".dataset-{file_size}.old-{}", std::process::id()));
         let had_old = final_dir.exists();
         let swap = (|| {
             if had_old {
@@ -555,12 +545,18 @@ mod tests {
             .unwrap();
         f.set_len(4096).unwrap();
         let (ds, out) = Dataset::open_or_prepare(tmp.path(), size, b"", &mut p).unwrap();
-        assert!(matches!(out, OpenOutcome::Rebuilt(ref r) if r.contains("truncated")), "{out:?}");
+        assert!(
+            matches!(out, OpenOutcome::Rebuilt(ref r) if r.contains("truncated")),
+            "{out:?}"
+        );
         assert_eq!(ds.header().file_digest, digest);
 
         // A different salt is a mismatch.
         let (ds2, out) = Dataset::open_or_prepare(tmp.path(), size, b"\xab\xcd", &mut p).unwrap();
-        assert!(matches!(out, OpenOutcome::Rebuilt(ref r) if r.contains("salt")), "{out:?}");
+        assert!(
+            matches!(out, OpenOutcome::Rebuilt(ref r) if r.contains("salt")),
+            "{out:?}"
+        );
         assert_ne!(ds2.header().file_digest, digest);
 
         // A corrupted tree sidecar is detected.
@@ -588,7 +584,11 @@ mod tests {
         let blocker = tmp.path().join("not-a-dir");
         fs::write(&blocker, b"x").unwrap();
         let r = Dataset::prepare(&blocker.join("sub"), size, b"", DEFAULT_SEED, &mut p);
-        assert!(matches!(r, Err(DatasetError::DataDir { .. })), "{:?}", r.err());
+        assert!(
+            matches!(r, Err(DatasetError::DataDir { .. })),
+            "{:?}",
+            r.err()
+        );
         assert_eq!(fs::read(&blocker).unwrap(), b"x");
         let ds = Dataset::open(tmp.path(), size, b"").unwrap();
         assert_eq!(ds.header().file_digest, digest);
@@ -600,7 +600,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let mut p = quiet();
         let r = Dataset::prepare(tmp.path(), 1 << 40, b"", DEFAULT_SEED, &mut p);
-        assert!(matches!(r, Err(DatasetError::NoSpace { .. })), "{:?}", r.err());
+        assert!(
+            matches!(r, Err(DatasetError::NoSpace { .. })),
+            "{:?}",
+            r.err()
+        );
         assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
 }

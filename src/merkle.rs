@@ -616,13 +616,13 @@ impl MerkleTree {
             BlockHasher::new(&params).hash(&tree[..params.block_size], &mut r);
             r
         };
-        if let Some(given) = root_hash {
-            if *given != root {
-                return Err(MerkleError::RootMismatch {
-                    actual: hex::encode(root),
-                    expected: hex::encode(given),
-                });
-            }
+        if let Some(given) = root_hash
+            && *given != root
+        {
+            return Err(MerkleError::RootMismatch {
+                actual: hex::encode(root),
+                expected: hex::encode(given),
+            });
         }
         let digest = sha256(&build_descriptor(&params, data_size, &root));
         if digest != *expected_digest {

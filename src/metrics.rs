@@ -42,7 +42,8 @@ pub fn now_ns() -> u64 {
 }
 
 fn new_hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG).expect("static histogram bounds are valid")
+    Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG)
+        .expect("static histogram bounds are valid")
 }
 
 /// The pipeline stages a read goes through, each with its own histogram.
@@ -292,12 +293,13 @@ impl Registry {
         self.slots.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Drops slots of threads that exited, after their data was collected.
-    pub fn prune_dead(&self) {
+    /// Drops the given slots: threads seen dead *before* their mailbox was
+    /// last collected, so nothing they published is lost.
+    pub fn prune(&self, dead: &[Arc<ThreadSlot>]) {
         self.slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|s| s.is_alive());
+            .retain(|s| !dead.iter().any(|d| Arc::ptr_eq(d, s)));
     }
 }
 
@@ -630,7 +632,8 @@ mod tests {
         let mut got3 = Recorder::new();
         slot.collect(&mut got3);
         assert_eq!(got3.counters.reads, 5);
-        reg.prune_dead();
+        let dead: Vec<_> = reg.slots().into_iter().filter(|s| !s.is_alive()).collect();
+        reg.prune(&dead);
         assert!(reg.slots().is_empty());
     }
 

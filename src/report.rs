@@ -142,14 +142,14 @@ impl RunSummary {
             } else {
                 String::new()
             },
-            if e.workers.highpri {
-                ", highpri"
-            } else {
-                ""
-            },
+            if e.workers.highpri { ", highpri" } else { "" },
         );
         if e.load.hogs > 0 {
-            let _ = writeln!(o, "  load: {} hogs at nice {}", e.load.hogs, e.load.hog_nice);
+            let _ = writeln!(
+                o,
+                "  load: {} hogs at nice {}",
+                e.load.hogs, e.load.hog_nice
+            );
         }
         let _ = writeln!(
             o,

@@ -789,10 +789,12 @@ fn unknown_key_error(key: &str) -> SettingsError {
             .find(|k| k.key.split_once('.').is_some_and(|(_, n)| n == lower))
             .map(|k| k.key.to_string());
     }
-    if suggestion.is_none() && !section_ok && !section.is_empty() {
-        if let Some(s) = closest(section, SECTIONS.iter().copied()) {
-            suggestion = closest(name, section_names(s)).map(|n| format!("{s}.{n}"));
-        }
+    if suggestion.is_none()
+        && !section_ok
+        && !section.is_empty()
+        && let Some(s) = closest(section, SECTIONS.iter().copied())
+    {
+        suggestion = closest(name, section_names(s)).map(|n| format!("{s}.{n}"));
     }
     if suggestion.is_none() && section.is_empty() {
         // A bare key: the closest key name in any section.
@@ -1037,7 +1039,7 @@ pub fn format_size(bytes: u64) -> String {
         return "0".to_string();
     }
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes % (1u64 << shift) == 0 {
+        if bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
@@ -1125,10 +1127,10 @@ impl Settings {
         let doc = toml::de::DeTable::parse(src).map_err(|e| {
             let span = e.span();
             let mut message = e.message().replace('\n', "; ");
-            if message == "duplicate key" {
-                if let Some(name) = span.clone().and_then(|r| src.get(r)) {
-                    message = format!("duplicate key {:?}", name.trim_matches(['"', '\'']));
-                }
+            if message == "duplicate key"
+                && let Some(name) = span.clone().and_then(|r| src.get(r))
+            {
+                message = format!("duplicate key {:?}", name.trim_matches(['"', '\'']));
             }
             SettingsError::Parse {
                 origin: origin.to_string(),
@@ -1185,10 +1187,10 @@ impl Settings {
                     }
                 } else {
                     let mut error = unknown_key_error(section);
-                    if let SettingsError::UnknownKey { suggestion, .. } = &mut error {
-                        if let Some(r) = closest(section, reserved.iter().copied()) {
-                            *suggestion = Some(r.to_string());
-                        }
+                    if let SettingsError::UnknownKey { suggestion, .. } = &mut error
+                        && let Some(r) = closest(section, reserved.iter().copied())
+                    {
+                        *suggestion = Some(r.to_string());
                     }
                     error
                 };

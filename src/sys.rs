@@ -1937,7 +1937,7 @@ mod tests {
         let b = process_cpu_time_ns();
         assert!(b - a >= 5_000_000, "{a} -> {b}");
         let rss = process_rss_bytes();
-        assert!(rss > 0 && rss % page_size() as u64 == 0, "{rss}");
+        assert!(rss > 0 && rss.is_multiple_of(page_size() as u64), "{rss}");
         assert!(page_size().is_power_of_two());
     }
 

@@ -39,24 +39,53 @@ fn tree_listing(dir: &Path) -> Vec<String> {
 fn bad_settings_exit_2_with_a_clear_message_and_touch_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: &[(&[&str], &[&str])] = &[
-        (&["--set", "workload.queue_depth=0"], &["workload.queue_depth", "0", "1..=1024"]),
-        (&["--set", "workload.block_size=1000"], &["workload.block_size", "1000", "multiple of 4096"]),
-        (&["--set", "workload.readers=100000"], &["workload.readers", "100000", "1..=256"]),
+        (
+            &["--set", "workload.queue_depth=0"],
+            &["workload.queue_depth", "0", "1..=1024"],
+        ),
+        (
+            &["--set", "workload.block_size=1000"],
+            &["workload.block_size", "1000", "multiple of 4096"],
+        ),
+        (
+            &["--set", "workload.readers=100000"],
+            &["workload.readers", "100000", "1..=256"],
+        ),
         (&["--set", "load.hogs=-1"], &["load.hogs", "-1", "0..=256"]),
-        (&["--set", "pipeline.cipher=rot13"], &["pipeline.cipher", "rot13", "aes-256-xts"]),
-        (&["--set", "workers.mod=bound"], &["workers.mod", "did you mean \"workers.mode\""]),
-        (&["--set", "workload.queue_depth=abc"], &["workload.queue_depth", "abc", "integer"]),
+        (
+            &["--set", "pipeline.cipher=rot13"],
+            &["pipeline.cipher", "rot13", "aes-256-xts"],
+        ),
+        (
+            &["--set", "workers.mod=bound"],
+            &["workers.mod", "did you mean \"workers.mode\""],
+        ),
+        (
+            &["--set", "workload.queue_depth=abc"],
+            &["workload.queue_depth", "abc", "integer"],
+        ),
         (&["--set", "nonsense"], &["nonsense", "section.key=value"]),
         (
-            &["--set", "workload.engine=sync", "--set", "workload.sleep=plain"],
+            &[
+                "--set",
+                "workload.engine=sync",
+                "--set",
+                "workload.sleep=plain",
+            ],
             &["workload.sleep", "plain", "sync", "iowait"],
         ),
-        (&["--set", "workload.reader_cpus=4096"], &["workload.reader_cpus", "4096"]),
+        (
+            &["--set", "workload.reader_cpus=4096"],
+            &["workload.reader_cpus", "4096"],
+        ),
         (&["--duration", "soon"], &["soon", "duration"]),
     ];
     for (args, needles) in cases {
-        let mut full = vec!["run", "--duration", "1s"];
+        let mut full = vec!["run"];
         full.extend_from_slice(args);
+        if !args.contains(&"--duration") {
+            full.extend_from_slice(&["--duration", "1s"]);
+        }
         let o = readpath(&full, tmp.path());
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
@@ -64,7 +93,10 @@ fn bad_settings_exit_2_with_a_clear_message_and_touch_nothing() {
             assert!(err.contains(n), "{args:?}: {err:?} lacks {n:?}");
         }
         assert!(!err.contains("panicked"), "{args:?}: {err}");
-        assert!(tree_listing(tmp.path()).is_empty(), "{args:?}: files were written");
+        assert!(
+            tree_listing(tmp.path()).is_empty(),
+            "{args:?}: files were written"
+        );
     }
 }
 
@@ -73,7 +105,10 @@ fn bad_preset_file_names_file_line_and_key() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("bad.toml");
     std::fs::write(&p, "[workload]\nengine = \"uring\"\nqueue_depth = 0\n").unwrap();
-    let o = readpath(&["run", "--preset", p.to_str().unwrap()], &tmp.path().join("data"));
+    let o = readpath(
+        &["run", "--preset", p.to_str().unwrap()],
+        &tmp.path().join("data"),
+    );
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("bad.toml:3:"), "{err}");
@@ -105,13 +140,23 @@ fn digest_matches_fsverity_digest() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
-    for (i, size) in [0usize, 1, 4095, 4096, 4097, 300_000, 1 << 20].iter().enumerate() {
+    for (i, size) in [0usize, 1, 4095, 4096, 4097, 300_000, 1 << 20]
+        .iter()
+        .enumerate()
+    {
         let p = tmp.path().join(format!("f{i}"));
         let data: Vec<u8> = (0..*size).map(|j| (j * 31 + i) as u8).collect();
         std::fs::write(&p, data).unwrap();
         files.push(p);
     }
-    for (bs, salt) in [("4096", ""), ("1024", "abcd"), ("2048", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")] {
+    for (bs, salt) in [
+        ("4096", ""),
+        ("1024", "abcd"),
+        (
+            "2048",
+            "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+        ),
+    ] {
         let mut args = vec!["digest", "--block-size", bs, "--salt", salt];
         let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
         args.extend(names.iter().map(|s| s.as_str()));

@@ -73,12 +73,20 @@ fn assert_complete(label: &str, t: &RunTotals, s: &Settings) {
     assert_eq!(c.verity_failures, 0, "{label}: verity failures");
     assert_eq!(c.io_errors, 0, "{label}: io errors");
     if s.pipeline.decrypt {
-        assert_eq!(c.decrypted_units, c.reads * units_per_read, "{label}: decrypted units");
+        assert_eq!(
+            c.decrypted_units,
+            c.reads * units_per_read,
+            "{label}: decrypted units"
+        );
     } else {
         assert_eq!(c.decrypted_units, 0, "{label}");
     }
     if s.pipeline.verity {
-        assert_eq!(c.verified_blocks, c.reads * units_per_read, "{label}: verified blocks");
+        assert_eq!(
+            c.verified_blocks,
+            c.reads * units_per_read,
+            "{label}: verified blocks"
+        );
         assert!(c.hashes >= c.verified_blocks, "{label}: hashes");
     } else {
         assert_eq!(c.verified_blocks, 0, "{label}");
@@ -108,7 +116,10 @@ fn every_engine_sleep_and_worker_combination_processes_every_block() {
             assert_complete(&label, &t, &eff);
             assert!(!records.is_empty(), "{label}: no interval records");
             let sum: u64 = records.iter().map(|r| r.reads).sum();
-            assert_eq!(sum, t.rec.counters.reads, "{label}: records add up to the totals");
+            assert_eq!(
+                sum, t.rec.counters.reads,
+                "{label}: records add up to the totals"
+            );
             if mode != "inline" {
                 assert!(t.workers.threads > 0, "{label}: workers sampled");
             }
@@ -137,7 +148,10 @@ fn verify_queue_modes_and_ciphers_process_every_block() {
         &["load.hogs=2", "workers.highpri=false"],
     ];
     for case in cases {
-        let mut over = vec![format!("workload.engine={engine}"), "workload.queue_depth=2".into()];
+        let mut over = vec![
+            format!("workload.engine={engine}"),
+            "workload.queue_depth=2".into(),
+        ];
         over.extend(case.iter().map(|s| s.to_string()));
         let over: Vec<&str> = over.iter().map(|s| s.as_str()).collect();
         let s = settings(&over);
@@ -169,7 +183,10 @@ fn corruption_is_counted_exactly_and_never_as_good_data() {
         let (t, _, _) = run_for(s, Duration::from_millis(300));
         let c = &t.rec.counters;
         assert!(c.corrupted > 0, "{extra:?}: nothing corrupted");
-        assert_eq!(c.verity_failures, c.corrupted, "{extra:?}: every corrupted read fails");
+        assert_eq!(
+            c.verity_failures, c.corrupted,
+            "{extra:?}: every corrupted read fails"
+        );
         // Reads are counted per reader: every 7th one is corrupted.
         let total = c.reads + c.verity_failures;
         assert_eq!(c.corrupted, total / 7, "{extra:?}: exactly every 7th read");
@@ -195,7 +212,10 @@ fn live_changes_drain_rebuild_and_are_marked() {
     s2.set("workload.queue_depth", "8").unwrap();
     let changes = engine.apply(s2.clone()).unwrap();
     let labels: Vec<String> = changes.iter().map(|c| c.label()).collect();
-    assert!(labels.contains(&"workers.mode: unbound -> bound".to_string()), "{labels:?}");
+    assert!(
+        labels.contains(&"workers.mode: unbound -> bound".to_string()),
+        "{labels:?}"
+    );
     // A bad change is refused and the workload goes on untouched.
     let mut bad = s2.clone();
     bad.workload.queue_depth = 0;
@@ -214,13 +234,22 @@ fn live_changes_drain_rebuild_and_are_marked() {
         .flat_map(|r| r.events.iter().map(|e| (r.t_s, e.label.clone())))
         .collect();
     assert!(
-        events.iter().any(|(_, l)| l == "workers.mode: unbound -> bound"),
+        events
+            .iter()
+            .any(|(_, l)| l == "workers.mode: unbound -> bound"),
         "{events:?}"
     );
     // Reads continued after the change.
     let t_change = events[0].0;
-    let after: u64 = records.iter().filter(|r| r.t_s > t_change).map(|r| r.reads).sum();
+    let after: u64 = records
+        .iter()
+        .filter(|r| r.t_s > t_change)
+        .map(|r| r.reads)
+        .sum();
     assert!(after > 0);
-    assert!(records.iter().any(|r| r.paused), "a paused interval is marked");
+    assert!(
+        records.iter().any(|r| r.paused),
+        "a paused interval is marked"
+    );
     assert_eq!(t.rec.counters.verity_failures, 0);
 }

@@ -283,10 +283,7 @@ pub struct Engine {
 
 /// Resolves what can actually run on this machine: fallbacks become
 /// notices, impossible combinations become errors.
-pub fn resolve(
-    s: &Settings,
-    features: &Features,
-) -> Result<(Settings, Vec<String>), EngineError> {
+pub fn resolve(s: &Settings, features: &Features) -> Result<(Settings, Vec<String>), EngineError> {
     let mut eff = s.clone();
     let mut notes = Vec::new();
     if s.workload.engine == EngineKind::Sync && s.workload.sleep != SleepMode::Iowait {
@@ -365,10 +362,9 @@ impl Engine {
         let sink = NoticeSink(shared.clone());
         match outcome {
             OpenOutcome::Existing => {}
-            OpenOutcome::Created => sink.push(format!(
-                "dataset prepared in {}",
-                dataset.dir().display()
-            )),
+            OpenOutcome::Created => {
+                sink.push(format!("dataset prepared in {}", dataset.dir().display()))
+            }
             OpenOutcome::Rebuilt(why) => sink.push(format!("dataset rebuilt ({why})")),
         }
         let (tx, rx) = channel();
@@ -660,6 +656,9 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         while now_ns() < deadline && !slots.iter().all(|s| !s.is_alive() || s.has_seen(epoch)) {
             std::thread::sleep(Duration::from_micros(200));
         }
+        // Threads already dead now have published everything: collect them
+        // once more below, then drop them.
+        let dead: Vec<_> = slots.iter().filter(|s| !s.is_alive()).cloned().collect();
         merged.reset();
         for s in &slots {
             s.collect(&mut merged);
@@ -687,15 +686,10 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
                 ws.migrations += d.migrations;
             }
         }
-        let dead: Vec<i32> = slots
-            .iter()
-            .filter(|s| !s.is_alive())
-            .map(|s| s.tid)
-            .collect();
-        for tid in dead {
-            sched.remove(&tid);
+        for s in &dead {
+            sched.remove(&s.tid);
         }
-        reg.prune_dead();
+        reg.prune(&dead);
         run_delay_total += ws.run_delay_us;
         totals.workers.add(&ws);
 

@@ -394,7 +394,10 @@ impl Pipeline {
             let _ = h.join();
         }
         self.ctx.stop_workers.store(true, Ordering::SeqCst);
-        for qs in [&self.ctx.first_q, &self.ctx.second_q].into_iter().flatten() {
+        for qs in [&self.ctx.first_q, &self.ctx.second_q]
+            .into_iter()
+            .flatten()
+        {
             for q in qs.all() {
                 q.wake_all();
             }

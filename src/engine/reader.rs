@@ -134,7 +134,7 @@ impl Offsets {
         let blocks = (s.workload.file_size / block).max(1);
         let readers = s.workload.readers as u64;
         Offsets {
-            rng: 0x9E37_79B9_7F4A_7C15 ^ ((index as u64 + 1) * 0xD1B5_4A32_D192_ED03),
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
             blocks,
             block,
             next_seq: blocks * index as u64 / readers,
@@ -385,7 +385,10 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
             }
             let ptr = bufs.slot(slot as usize);
             // SAFETY: the read completed; the buffer is ours until dispatched.
-            corrupt.apply(unsafe { std::slice::from_raw_parts_mut(ptr, block) }, &mut h);
+            corrupt.apply(
+                unsafe { std::slice::from_raw_parts_mut(ptr, block) },
+                &mut h,
+            );
             let item = WorkItem {
                 buf: ptr,
                 len: block as u32,
@@ -491,7 +494,10 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
             continue;
         }
         // SAFETY: the read filled the buffer; it is ours until dispatched.
-        corrupt.apply(unsafe { std::slice::from_raw_parts_mut(ptr, block) }, &mut h);
+        corrupt.apply(
+            unsafe { std::slice::from_raw_parts_mut(ptr, block) },
+            &mut h,
+        );
         let item = WorkItem {
             buf: ptr,
             len: block as u32,
