@@ -225,9 +225,22 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
     let s = &ctx.settings;
     let qd = s.workload.queue_depth as usize;
     let block = s.workload.block_size as usize;
-    let mut ring = IoUring::new((qd as u32 + 1).next_power_of_two())?;
-    let no_iowait = s.workload.sleep == SleepMode::Plain && ring.params().is_feature_no_iowait();
     let poll = s.workload.sleep == SleepMode::Poll;
+    let entries = (qd as u32 + 1).next_power_of_two();
+    // Sleeping readers set the ring up as fio does (no IPIs, task work run
+    // when the reader waits); a polling reader never enters the kernel to
+    // wait, so it keeps the default, IPI-driven completion posting.
+    let mut ring = if poll {
+        IoUring::new(entries)?
+    } else {
+        IoUring::builder()
+            .setup_coop_taskrun()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::new(entries))?
+    };
+    let no_iowait = s.workload.sleep == SleepMode::Plain && ring.params().is_feature_no_iowait();
     let fd = types::Fd(ctx.file.file.as_raw_fd());
     let ret = &ctx.returns[index];
     let efd = match ret.waker() {

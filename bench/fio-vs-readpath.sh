@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Raw engine vs fio on the same file and settings, interleaved (fio, readpath,
+# fio, readpath...), post-processing off, inline. Prints IOPS, p50 and p99 of
+# each and the ratios. Usage: bench/fio-vs-readpath.sh [rounds] [seconds]
+# Needs: fio, a release build (cargo build --release), jq-free (python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+SECS=${2:-5}
+BIN=target/release/readpath
+DATA_DIR=${DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/readpath}
+[ -x "$BIN" ] || cargo build --release
+$BIN --data-dir "$DATA_DIR" prepare --size 256M >/dev/null
+FILE="$DATA_DIR/dataset-268435456/plain.bin"
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+
+# name | fio args | readpath --set args
+CASES=(
+  "qd1-randread-4k-direct-uring|--rw=randread --bs=4k --direct=1 --ioengine=io_uring --iodepth=1|workload.engine=uring workload.direct=true workload.pattern=random workload.block_size=4K workload.queue_depth=1"
+  "qd32-randread-4k-direct-uring|--rw=randread --bs=4k --direct=1 --ioengine=io_uring --iodepth=32|workload.engine=uring workload.direct=true workload.pattern=random workload.block_size=4K workload.queue_depth=32"
+  "qd1-randread-4k-direct-psync|--rw=randread --bs=4k --direct=1 --ioengine=psync --iodepth=1|workload.engine=sync workload.direct=true workload.pattern=random workload.block_size=4K workload.queue_depth=1"
+  "seq-128k-buffered-cached-uring|--rw=read --bs=128k --direct=0 --ioengine=io_uring --iodepth=8|workload.engine=uring workload.direct=false workload.pattern=sequential workload.block_size=128K workload.queue_depth=8"
+)
+# Warm the page cache for the buffered case.
+cat "$FILE" >/dev/null
+
+printf "%-32s %5s %10s %9s %9s %10s %9s %9s %7s %7s\n" case round fio_iops fio_p50 fio_p99 rp_iops rp_p50 rp_p99 iops_x p50_x
+for c in "${CASES[@]}"; do
+  IFS='|' read -r name fioargs rpargs <<<"$c"
+  sets=(); for kv in $rpargs; do sets+=(--set "$kv"); done
+  for r in $(seq 1 "$ROUNDS"); do
+    fio --name=rp --filename="$FILE" $fioargs --runtime="$SECS" --time_based --norandommap --invalidate=0 \
+        --output-format=json >"$TMP/fio.json" 2>/dev/null
+    $BIN --data-dir "$DATA_DIR" run --duration "${SECS}s" --format json \
+        --set pipeline.decrypt=false --set pipeline.verity=false --set workers.mode=inline \
+        "${sets[@]}" >"$TMP/rp.json"
+    python3 - "$TMP/fio.json" "$TMP/rp.json" "$name" "$r" <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+r = json.load(open(sys.argv[2]))
+fi, fp50, fp99 = f["iops"], f["clat_ns"]["percentile"]["50.000000"]/1e3, f["clat_ns"]["percentile"]["99.000000"]/1e3
+ri, rp50, rp99 = r["iops"], r["stages_us"]["device"]["p50"], r["stages_us"]["device"]["p99"]
+print(f"{sys.argv[3]:<32} {sys.argv[4]:>5} {fi:>10.0f} {fp50:>9.1f} {fp99:>9.1f} {ri:>10.0f} {rp50:>9.1f} {rp99:>9.1f} {ri/fi:>7.3f} {rp50/fp50:>7.3f}")
+PY
+  done
+done
+echo "iops_x = readpath IOPS / fio IOPS; p50_x = readpath device p50 / fio clat p50 (same file, same settings, interleaved)"
