@@ -164,6 +164,8 @@ pub struct Ctx {
     pub notices: NoticeSink,
     /// Set once a "high priority denied" notice was given.
     pub highpri_noticed: AtomicBool,
+    /// Set once the first verity failure was reported.
+    pub verity_noticed: AtomicBool,
 }
 
 impl Ctx {
@@ -222,8 +224,19 @@ impl Ctx {
                             rec.counters.cache_misses += 1;
                         }
                     }
-                    Err(_) => {
+                    Err(e) => {
                         ok = false;
+                        if !self.verity_noticed.swap(true, Ordering::Relaxed) {
+                            self.notices.push(format!(
+                                "verity: read at offset {} failed verification ({e}); counted as a failure, not as data{}",
+                                item.offset,
+                                if self.settings.pipeline.corrupt_every > 0 {
+                                    " (pipeline.corrupt_every is on)"
+                                } else {
+                                    ""
+                                }
+                            ));
+                        }
                         break;
                     }
                 }
@@ -326,6 +339,7 @@ impl Pipeline {
             registry,
             notices,
             highpri_noticed: AtomicBool::new(false),
+            verity_noticed: AtomicBool::new(false),
         });
         let mut workers = Vec::new();
         for (qs, prefix) in [(&ctx.first_q, "w"), (&ctx.second_q, "v")] {
