@@ -24,12 +24,12 @@ CASES=(
 # Warm the page cache for the buffered case.
 cat "$FILE" >/dev/null
 
-printf "%-32s %5s %10s %9s %9s %10s %9s %9s %7s %7s\n" case round fio_iops fio_p50 fio_p99 rp_iops rp_p50 rp_p99 iops_x p50_x
+printf "%-32s %5s %9s %8s %8s %8s %9s %8s %8s %7s %7s %7s\n" case round fio_iops clat50 lat50 lat99 rp_iops dev50 dev99 iops_x clat_x lat_x
 for c in "${CASES[@]}"; do
   IFS='|' read -r name fioargs rpargs <<<"$c"
   sets=(); for kv in $rpargs; do sets+=(--set "$kv"); done
   for r in $(seq 1 "$ROUNDS"); do
-    fio --name=rp --filename="$FILE" $fioargs --runtime="$SECS" --time_based --norandommap --invalidate=0 \
+    fio --name=rp --filename="$FILE" $fioargs --runtime="$SECS" --time_based --norandommap --invalidate=0 --lat_percentiles=1 \
         --output-format=json >"$TMP/fio.json" 2>/dev/null
     $BIN --data-dir "$DATA_DIR" run --duration "${SECS}s" --format json \
         --set pipeline.decrypt=false --set pipeline.verity=false --set workers.mode=inline \
@@ -38,10 +38,13 @@ for c in "${CASES[@]}"; do
 import json, sys
 f = json.load(open(sys.argv[1]))["jobs"][0]["read"]
 r = json.load(open(sys.argv[2]))
-fi, fp50, fp99 = f["iops"], f["clat_ns"]["percentile"]["50.000000"]/1e3, f["clat_ns"]["percentile"]["99.000000"]/1e3
+pct = lambda k, p: f[k]["percentile"][p] / 1e3
+fi, fc50 = f["iops"], pct("clat_ns", "50.000000")
+fl50, fl99 = pct("lat_ns", "50.000000"), pct("lat_ns", "99.000000")
 ri, rp50, rp99 = r["iops"], r["stages_us"]["device"]["p50"], r["stages_us"]["device"]["p99"]
-print(f"{sys.argv[3]:<32} {sys.argv[4]:>5} {fi:>10.0f} {fp50:>9.1f} {fp99:>9.1f} {ri:>10.0f} {rp50:>9.1f} {rp99:>9.1f} {ri/fi:>7.3f} {rp50/fp50:>7.3f}")
+print(f"{sys.argv[3]:<32} {sys.argv[4]:>5} {fi:>9.0f} {fc50:>8.1f} {fl50:>8.1f} {fl99:>8.1f} {ri:>9.0f} {rp50:>8.1f} {rp99:>8.1f} {ri/fi:>7.3f} {rp50/fc50:>7.3f} {rp50/fl50:>7.3f}")
 PY
   done
 done
-echo "iops_x = readpath IOPS / fio IOPS; p50_x = readpath device p50 / fio clat p50 (same file, same settings, interleaved)"
+echo "fio: clat = submit->complete, lat = slat+clat (issue->complete); readpath dev = issue (before the SQE is prepared) -> reaped, i.e. comparable to fio's lat"
+echo "iops_x = readpath/fio IOPS; clat_x = readpath dev p50 / fio clat p50; lat_x = readpath dev p50 / fio lat p50"

@@ -540,12 +540,17 @@ pub mod xts {
     /// where the CPU has them, else through [`encrypt`] / [`decrypt`] over
     /// the `aes` crate (which then picks its own backend).
     ///
-    /// The crate's own eight-block `decrypt_blocks` peaks at about 0.8x of
-    /// OpenSSL's `aes-256-xts` on this kind of machine before any tweak work
-    /// (the compiler splits its eight-block rounds into pairs), which is why
-    /// the AES-NI path here runs its own loop: eight blocks per iteration,
-    /// every round over all eight, the tweaks doubled in SSE2 registers and
-    /// folded into the first and last round keys.
+    /// The `aes` crate's own eight-block `decrypt_blocks` peaks at about
+    /// 0.8x of OpenSSL's `aes-256-xts` on the development machine (an AMD
+    /// EPYC with AES-NI and VAES) before any tweak work, because the compiler
+    /// splits its eight-block rounds into pairs, and its VAES backends need a
+    /// `--cfg` flag. So the AES-NI path runs its own loop: eight blocks per
+    /// iteration in one `asm!` block, every round over all eight, the next
+    /// eight tweaks doubled in general registers between the rounds, and the
+    /// tweaks folded into the first and last round keys. On one core of
+    /// the development machine that measured 0.9x to 1.25x of OpenSSL 3.0's
+    /// `aes-256-xts` (whose six-block loop is latency-bound there),
+    /// depending on how the two were timed.
     #[derive(Clone)]
     pub struct Aes256Xts {
         imp: Imp,
@@ -634,17 +639,16 @@ pub mod xts {
     /// makes calling the `#[target_feature(enable = "aes")]` functions sound.
     #[cfg(target_arch = "x86_64")]
     mod aesni {
-        // The intrinsics are safe to call in a matching target-feature
-        // context on newer compilers but not on the crate's MSRV (1.85), so
-        // the bodies are wrapped in `unsafe` blocks that newer compilers may
-        // find partly unneeded.
+        // Which intrinsics are safe functions in a matching target-feature
+        // context has changed between compiler versions; the bodies are
+        // wrapped in `unsafe` blocks either way.
         #![allow(unused_unsafe)]
 
         use core::arch::x86_64::{
             __m128i, _mm_add_epi64, _mm_aesdec_si128, _mm_aesdeclast_si128, _mm_aesenc_si128,
             _mm_aesenclast_si128, _mm_aesimc_si128, _mm_aeskeygenassist_si128, _mm_and_si128,
-            _mm_loadu_si128, _mm_set_epi32, _mm_shuffle_epi32, _mm_slli_si128, _mm_srai_epi32,
-            _mm_storeu_si128, _mm_xor_si128,
+            _mm_cvtsi128_si64, _mm_loadu_si128, _mm_set_epi32, _mm_shuffle_epi32, _mm_slli_si128,
+            _mm_srai_epi32, _mm_storeu_si128, _mm_unpackhi_epi64, _mm_xor_si128,
         };
 
         /// Blocks per iteration of the kernels.
@@ -804,66 +808,155 @@ pub mod xts {
             }
         }
 
-        /// One middle round over eight blocks: round key at byte offset
-        /// `$off` of the schedule, then `$op` (aesenc/aesdec) on each block.
-        macro_rules! round8 {
-            ($op:literal, $off:literal) => {
+        /// The two 64-bit halves (low, high) of a vector.
+        #[inline]
+        #[target_feature(enable = "aes")]
+        unsafe fn halves(v: __m128i) -> (u64, u64) {
+            unsafe {
+                (
+                    _mm_cvtsi128_si64(v) as u64,
+                    _mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v)) as u64,
+                )
+            }
+        }
+
+        // The eight-block loop is one `asm!` block per iteration. Written as
+        // intrinsics, the compiler reorders the rounds into per-block chains
+        // (to save registers), which serialises on the AES latency and costs
+        // over a third of the throughput; OpenSSL's six-block loop is
+        // latency-bound the same way on CPUs that issue two AES rounds per
+        // cycle with a 4-cycle latency, where eight blocks in flight are
+        // needed.
+        //
+        // Register use: {b0}..{b7} the blocks, {k} the round key, {klast}
+        // K_14 ^ K_0; {lo}/{hi} the running tweak T in general registers
+        // (its doublings then stay off the vector pipes that AES needs),
+        // {klo}/{khi} K_0, {s}/{c} and {x}/{y} scratch. Tweaks are stored XORed with
+        // round key 0, U_j = T_j ^ K_0, in two buffers of eight: {cur} for
+        // this iteration, {nxt} filled for the next. The whitening is then
+        // one XOR with U_j, and the last round runs with key K_14 ^ K_0 and
+        // XORs U_j after it, which gives `... ^ K_14 ^ T_j`.
+
+        /// Loads block `$j` (at byte `$off`) and whitens it with U_j.
+        #[rustfmt::skip]
+        macro_rules! load_whiten {
+            ($j:literal, $off:literal) => {
                 concat!(
-                    "movdqa {k}, xmmword ptr [{rk} + ",
-                    $off,
-                    "]\n",
-                    $op,
-                    " {b0}, {k}\n",
-                    $op,
-                    " {b1}, {k}\n",
-                    $op,
-                    " {b2}, {k}\n",
-                    $op,
-                    " {b3}, {k}\n",
-                    $op,
-                    " {b4}, {k}\n",
-                    $op,
-                    " {b5}, {k}\n",
-                    $op,
-                    " {b6}, {k}\n",
-                    $op,
-                    " {b7}, {k}\n",
+                    "movdqu {b", $j, "}, xmmword ptr [{p} + ", $off, "]\n",
+                    "pxor {b", $j, "}, xmmword ptr [{cur} + ", $off, "]\n",
                 )
             };
         }
 
-        /// Rounds 1..=13 of AES-256 over eight blocks held in registers, in
-        /// round-major order. In assembly because the compiler reorders the
-        /// same sequence of intrinsics into per-block chains (to save
-        /// registers), which serialises on `aesdec`'s latency and loses over
-        /// a third of the throughput.
-        macro_rules! rounds8 {
-            ($op:literal, $rk:expr, $b:expr) => {
-                // SAFETY: reads round keys 1..=13 of a 15-key, 16-byte
-                // aligned `[__m128i; 15]`; touches only the named registers.
+        /// One middle round (key at byte `$off` of the schedule) over the
+        /// eight blocks, `$op` being aesenc or aesdec.
+        #[rustfmt::skip]
+        macro_rules! round8 {
+            ($op:literal, $off:literal) => {
+                concat!(
+                    "movdqa {k}, xmmword ptr [{rk} + ", $off, "]\n",
+                    $op, " {b0}, {k}\n", $op, " {b1}, {k}\n",
+                    $op, " {b2}, {k}\n", $op, " {b3}, {k}\n",
+                    $op, " {b4}, {k}\n", $op, " {b5}, {k}\n",
+                    $op, " {b6}, {k}\n", $op, " {b7}, {k}\n",
+                )
+            };
+        }
+
+        /// T = T * alpha on ({lo}, {hi}); then stores U = T ^ K_0 at byte
+        /// `$off` of {nxt}.
+        #[rustfmt::skip]
+        macro_rules! double_store {
+            ($off:literal) => {
+                concat!(
+                    "mov {s}, {hi}\n",
+                    "sar {s}, 63\n", // all ones if bit 127 is set
+                    "and {s}, 0x87\n",
+                    "mov {c}, {lo}\n",
+                    "shr {c}, 63\n", // bit 63, carried into bit 64
+                    "add {lo}, {lo}\n",
+                    "xor {lo}, {s}\n",
+                    "lea {hi}, [{c} + 2*{hi}]\n",
+                    // One 16-byte store, so that the next iteration's
+                    // 16-byte loads of it can be forwarded from it.
+                    "mov {s}, {lo}\n",
+                    "xor {s}, {klo}\n",
+                    "movq {x}, {s}\n",
+                    "mov {s}, {hi}\n",
+                    "xor {s}, {khi}\n",
+                    "movq {y}, {s}\n",
+                    "punpcklqdq {x}, {y}\n",
+                    "movdqa xmmword ptr [{nxt} + ", $off, "], {x}\n",
+                )
+            };
+        }
+
+        /// Last round of block `$j` with K_14 ^ K_0, then ^ U_j, and the store.
+        #[rustfmt::skip]
+        macro_rules! last_store {
+            ($last:literal, $j:literal, $off:literal) => {
+                concat!(
+                    $last, " {b", $j, "}, {klast}\n",
+                    "pxor {b", $j, "}, xmmword ptr [{cur} + ", $off, "]\n",
+                    "movdqu xmmword ptr [{p} + ", $off, "], {b", $j, "}\n",
+                )
+            };
+        }
+
+        /// One iteration over the eight blocks at `$p`; the doublings that
+        /// make the next iteration's tweaks are interleaved with rounds 1..=8.
+        #[rustfmt::skip]
+        macro_rules! xts8 {
+            ($op:literal, $last:literal, $p:expr, $rk:expr, $cur:expr, $nxt:expr,
+             $lo:expr, $hi:expr, $klo:expr, $khi:expr, $klast:expr) => {
                 core::arch::asm!(
-                    round8!($op, "16"), round8!($op, "32"), round8!($op, "48"),
-                    round8!($op, "64"), round8!($op, "80"), round8!($op, "96"),
-                    round8!($op, "112"), round8!($op, "128"), round8!($op, "144"),
-                    round8!($op, "160"), round8!($op, "176"), round8!($op, "192"),
-                    round8!($op, "208"),
+                    load_whiten!(0, 0), load_whiten!(1, 16),
+                    load_whiten!(2, 32), load_whiten!(3, 48),
+                    load_whiten!(4, 64), load_whiten!(5, 80),
+                    load_whiten!(6, 96), load_whiten!(7, 112),
+                    round8!($op, 16), double_store!(0),
+                    round8!($op, 32), double_store!(16),
+                    round8!($op, 48), double_store!(32),
+                    round8!($op, 64), double_store!(48),
+                    round8!($op, 80), double_store!(64),
+                    round8!($op, 96), double_store!(80),
+                    round8!($op, 112), double_store!(96),
+                    round8!($op, 128), double_store!(112),
+                    round8!($op, 144), round8!($op, 160), round8!($op, 176),
+                    round8!($op, 192), round8!($op, 208),
+                    last_store!($last, 0, 0), last_store!($last, 1, 16),
+                    last_store!($last, 2, 32), last_store!($last, 3, 48),
+                    last_store!($last, 4, 64), last_store!($last, 5, 80),
+                    last_store!($last, 6, 96), last_store!($last, 7, 112),
+                    p = in(reg) $p,
                     rk = in(reg) $rk.as_ptr(),
+                    cur = in(reg) $cur,
+                    nxt = in(reg) $nxt,
+                    lo = inout(reg) $lo,
+                    hi = inout(reg) $hi,
+                    klo = in(reg) $klo,
+                    khi = in(reg) $khi,
+                    s = out(reg) _,
+                    c = out(reg) _,
+                    klast = in(xmm_reg) $klast,
                     k = out(xmm_reg) _,
-                    b0 = inout(xmm_reg) $b[0],
-                    b1 = inout(xmm_reg) $b[1],
-                    b2 = inout(xmm_reg) $b[2],
-                    b3 = inout(xmm_reg) $b[3],
-                    b4 = inout(xmm_reg) $b[4],
-                    b5 = inout(xmm_reg) $b[5],
-                    b6 = inout(xmm_reg) $b[6],
-                    b7 = inout(xmm_reg) $b[7],
-                    options(nostack, readonly, preserves_flags),
+                    x = out(xmm_reg) _,
+                    y = out(xmm_reg) _,
+                    b0 = out(xmm_reg) _,
+                    b1 = out(xmm_reg) _,
+                    b2 = out(xmm_reg) _,
+                    b3 = out(xmm_reg) _,
+                    b4 = out(xmm_reg) _,
+                    b5 = out(xmm_reg) _,
+                    b6 = out(xmm_reg) _,
+                    b7 = out(xmm_reg) _,
+                    options(nostack),
                 )
             };
         }
 
         macro_rules! xts_kernel {
-            ($name:ident, $keys:ident, $op:literal, $round:ident, $last:ident) => {
+            ($name:ident, $keys:ident, $op:literal, $lastop:literal, $round:ident, $last:ident) => {
                 /// XTS over `buf` (a whole number of blocks) with the
                 /// `$keys` schedule of Key1; T_0 = E_K2(iv).
                 #[target_feature(enable = "aes")]
@@ -876,39 +969,47 @@ pub mod xts {
                         let p: *mut __m128i = buf.as_mut_ptr().cast();
                         let mut i = 0;
                         if n >= PAR {
-                            // The tweaks of the next eight blocks are computed
-                            // ahead of the rounds of the current eight: placed
-                            // after them, they would wait behind ~120 queued
-                            // AES instructions and stall every iteration on
-                            // the serial doubling chain.
-                            let mut tw = [t; PAR];
-                            for j in 1..PAR {
-                                tw[j] = mul_alpha(tw[j - 1], mask);
-                            }
-                            loop {
-                                let mut b = tw;
-                                let mut last = tw;
-                                for j in 0..PAR {
-                                    let first = _mm_xor_si128(tw[j], rk[0]);
-                                    b[j] = _mm_xor_si128(_mm_loadu_si128(p.add(i + j)), first);
-                                    last[j] = _mm_xor_si128(tw[j], rk[RK - 1]);
-                                }
-                                t = mul_alpha(tw[PAR - 1], mask);
-                                for twj in tw.iter_mut() {
-                                    *twj = t;
+                            let k0 = rk[0];
+                            let (klo, khi) = halves(k0);
+                            let klast = _mm_xor_si128(rk[RK - 1], k0);
+                            // U_j of the first eight blocks; T_7 into (lo, hi).
+                            let mut bufs = [[k0; PAR]; 2];
+                            for (j, u) in bufs[0].iter_mut().enumerate() {
+                                *u = _mm_xor_si128(t, k0);
+                                if j + 1 < PAR {
                                     t = mul_alpha(t, mask);
                                 }
-                                rounds8!($op, rk, b);
-                                for j in 0..PAR {
-                                    _mm_storeu_si128(p.add(i + j), $last(b[j], last[j]));
-                                }
+                            }
+                            let (mut lo, mut hi) = halves(t);
+                            let base: *mut [__m128i; PAR] = bufs.as_mut_ptr();
+                            let mut cur: *mut __m128i = base.cast();
+                            let mut nxt: *mut __m128i = base.add(1).cast();
+                            loop {
+                                // SAFETY: blocks i..i + 8 are in `buf`; `rk`
+                                // is a 16-byte aligned [__m128i; 15]; `cur`
+                                // and `nxt` are the two distinct, aligned
+                                // halves of `bufs`.
+                                xts8!(
+                                    $op,
+                                    $lastop,
+                                    p.add(i),
+                                    rk,
+                                    cur,
+                                    nxt,
+                                    lo,
+                                    hi,
+                                    klo,
+                                    khi,
+                                    klast
+                                );
+                                core::mem::swap(&mut cur, &mut nxt);
                                 i += PAR;
                                 if i + PAR > n {
                                     break;
                                 }
                             }
-                            // `tw[0]` is the tweak of block i.
-                            t = tw[0];
+                            // The tweak of block i.
+                            t = _mm_xor_si128(*cur, k0);
                         }
                         while i < n {
                             let mut b = _mm_xor_si128(_mm_loadu_si128(p.add(i)), t);
@@ -930,6 +1031,7 @@ pub mod xts {
             xts_encrypt,
             enc,
             "aesenc",
+            "aesenclast",
             _mm_aesenc_si128,
             _mm_aesenclast_si128
         );
@@ -937,6 +1039,7 @@ pub mod xts {
             xts_decrypt,
             dec,
             "aesdec",
+            "aesdeclast",
             _mm_aesdec_si128,
             _mm_aesdeclast_si128
         );
