@@ -548,9 +548,9 @@ pub mod xts {
     /// iteration in one `asm!` block, every round over all eight, the next
     /// eight tweaks doubled in general registers between the rounds, and the
     /// tweaks folded into the first and last round keys. On one core of
-    /// the development machine that measured 0.9x to 1.25x of OpenSSL 3.0's
-    /// `aes-256-xts` (whose six-block loop is latency-bound there),
-    /// depending on how the two were timed.
+    /// the development machine that measured 0.95x to 1.1x of OpenSSL 3.0's
+    /// `aes-256-xts` (sustained medians on a shared machine to best short
+    /// runs; OpenSSL's six-block loop is latency-bound there).
     #[derive(Clone)]
     pub struct Aes256Xts {
         imp: Imp,
@@ -1109,6 +1109,8 @@ pub mod xts {
             );
             let par_bytes =
                 16 * <C::ParBlocks as cipher03::generic_array::typenum::Unsigned>::USIZE;
+            // The tweaks of one parallel group live in a 16-entry array.
+            assert!(par_bytes <= 16 * 16, "more than 16 parallel blocks");
             let mut chunks = buf.chunks_exact_mut(par_bytes);
             for chunk in &mut chunks {
                 // The software cipher wants its own array type: copy the blocks
