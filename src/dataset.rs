@@ -338,6 +338,7 @@ impl Dataset {
                 free,
             });
         }
+        remove_stale(data_dir);
         let final_dir = dataset_dir(data_dir, file_size);
         let tmp = data_dir.join(format!(".dataset-{file_size}.tmp-{}", std::process::id()));
         let _ = fs::remove_dir_all(&tmp);
@@ -412,6 +413,41 @@ impl Dataset {
         let mut key = vec![0u8; kind.key_size()];
         crate::crypto::derive_file_key(&self.master_key, &self.nonce, &mut key);
         ContentsCipher::new(kind, &key).expect("derived key has the cipher's key size")
+    }
+}
+
+/// Removes what an interrupted prepare (killed, power loss) left behind:
+/// `.dataset-*.tmp-PID` and `.dataset-*.old-PID` directories whose process
+/// is gone. Directories of a live process are left alone.
+fn remove_stale(data_dir: &Path) {
+    let Ok(rd) = fs::read_dir(data_dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(".dataset-") {
+            continue;
+        }
+        let pid = name
+            .rsplit_once(".tmp-")
+            .or_else(|| name.rsplit_once(".old-"))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && pid != std::process::id()
+            && !process_alive(pid)
+        {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// True when `pid` is a running (not zombie) process.
+fn process_alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
     }
 }
 
@@ -592,6 +628,18 @@ mod tests {
         assert_eq!(fs::read(&blocker).unwrap(), b"x");
         let ds = Dataset::open(tmp.path(), size, b"").unwrap();
         assert_eq!(ds.header().file_digest, digest);
+    }
+
+    #[test]
+    fn leftovers_of_a_killed_prepare_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        // pid 0x7fffffff cannot be a live process.
+        let stale = tmp.path().join(".dataset-65536.tmp-2147483647");
+        fs::create_dir(&stale).unwrap();
+        fs::write(stale.join("plain.bin"), b"half").unwrap();
+        let mut p = quiet();
+        Dataset::prepare(tmp.path(), 65536, b"", DEFAULT_SEED, &mut p).unwrap();
+        assert!(!stale.exists());
     }
 
     #[test]
