@@ -89,9 +89,10 @@ pub struct Counters {
     pub verified_blocks: u64,
     /// SHA-256 computations done by verification.
     pub hashes: u64,
-    /// Verifications whose tree walk stopped at an already-verified hash block.
+    /// Verifications whose leaf hash block was already verified (only the
+    /// data block was hashed).
     pub cache_hits: u64,
-    /// Verifications that walked to the root hash.
+    /// Verifications that had to hash and verify at least one tree block.
     pub cache_misses: u64,
     /// Buffers corrupted on purpose (`pipeline.corrupt_every`).
     pub corrupted: u64,

@@ -204,7 +204,7 @@ impl RunSummary {
                 self.hashes,
                 self.verity_failures,
                 self.hash_cache_hit_pct
-                    .map(|p| format!("{p:.1}%"))
+                    .map(|p| format!("{p:.2}%"))
                     .unwrap_or_else(|| "-".into())
             );
         }

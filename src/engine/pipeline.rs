@@ -218,7 +218,9 @@ impl Ctx {
                 match tree.verify_block(&self.cache, first_block + i as u64, block) {
                     Ok(st) => {
                         rec.counters.hashes += st.hashes as u64;
-                        if st.cache_hit {
+                        // A hit: the block's leaf hash block was already
+                        // verified, so only the data block was hashed.
+                        if st.hashes <= 1 {
                             rec.counters.cache_hits += 1;
                         } else {
                             rec.counters.cache_misses += 1;
