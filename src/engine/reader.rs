@@ -216,6 +216,34 @@ impl Corruptor {
     }
 }
 
+/// The work item of a read that completed in full, after the optional
+/// deliberate corruption. `buf` = (reader, slot, pointer, length).
+#[inline]
+fn completed(
+    ctx: &Ctx,
+    h: &mut ThreadHandle,
+    corrupt: &mut Corruptor,
+    buf: (usize, u32, *mut u8, usize),
+    offset: u64,
+    issue_ns: u64,
+) -> WorkItem {
+    let (reader, slot, ptr, len) = buf;
+    // SAFETY: the read into this buffer completed and the reader owns it
+    // until it is dispatched.
+    corrupt.apply(unsafe { std::slice::from_raw_parts_mut(ptr, len) }, h);
+    WorkItem {
+        buf: ptr,
+        len: len as u32,
+        reader: reader as u32,
+        slot,
+        offset,
+        issue_ns,
+        enqueue_ns: 0,
+        queued_ns: 0,
+        needs_decrypt: ctx.plan.decrypt,
+    }
+}
+
 struct SlotInfo {
     issue_ns: u64,
     offset: u64,
@@ -396,23 +424,14 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                 free.push(slot);
                 continue;
             }
-            let ptr = bufs.slot(slot as usize);
-            // SAFETY: the read completed; the buffer is ours until dispatched.
-            corrupt.apply(
-                unsafe { std::slice::from_raw_parts_mut(ptr, block) },
+            let item = completed(
+                ctx,
                 &mut h,
+                &mut corrupt,
+                (index, slot, bufs.slot(slot as usize), block),
+                info.offset,
+                info.issue_ns,
             );
-            let item = WorkItem {
-                buf: ptr,
-                len: block as u32,
-                reader: index as u32,
-                slot,
-                offset: info.offset,
-                issue_ns: info.issue_ns,
-                enqueue_ns: 0,
-                queued_ns: 0,
-                needs_decrypt: ctx.plan.decrypt,
-            };
             if ctx.dispatch(&mut h.rec, item) {
                 free.push(slot);
             } else {
@@ -506,22 +525,14 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
             }
             continue;
         }
-        // SAFETY: the read filled the buffer; it is ours until dispatched.
-        corrupt.apply(
-            unsafe { std::slice::from_raw_parts_mut(ptr, block) },
+        let item = completed(
+            ctx,
             &mut h,
-        );
-        let item = WorkItem {
-            buf: ptr,
-            len: block as u32,
-            reader: index as u32,
-            slot: 0,
+            &mut corrupt,
+            (index, 0, ptr, block),
             offset,
             issue_ns,
-            enqueue_ns: 0,
-            queued_ns: 0,
-            needs_decrypt: ctx.plan.decrypt,
-        };
+        );
         busy = !ctx.dispatch(&mut h.rec, item);
     }
     Ok(())
