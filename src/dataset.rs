@@ -587,6 +587,20 @@ mod tests {
         );
         assert_eq!(ds.header().file_digest, digest);
 
+        // A dataset of another format version is rebuilt.
+        let hp = dir.join("header.json");
+        let h = fs::read_to_string(&hp).unwrap();
+        fs::write(
+            &hp,
+            h.replace("\"format_version\": 1", "\"format_version\": 0"),
+        )
+        .unwrap();
+        let (_, out) = Dataset::open_or_prepare(tmp.path(), size, b"", &mut p).unwrap();
+        assert!(
+            matches!(out, OpenOutcome::Rebuilt(ref r) if r.contains("format version 0")),
+            "{out:?}"
+        );
+
         // A different salt is a mismatch.
         let (ds2, out) = Dataset::open_or_prepare(tmp.path(), size, b"\xab\xcd", &mut p).unwrap();
         assert!(
