@@ -207,6 +207,11 @@ fn free_bytes(path: &Path) -> Option<u64> {
     (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
+/// The path itself if it exists, else its nearest existing ancestor.
+fn existing_ancestor(p: &Path) -> &Path {
+    p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"))
+}
+
 /// Bytes a dataset of `file_size` occupies (three data files plus the tree).
 pub fn footprint(file_size: u64) -> u64 {
     let blocks = file_size.div_ceil(VERITY_BLOCK_SIZE as u64);
@@ -323,12 +328,9 @@ impl Dataset {
         seed: u64,
         progress: Progress<'_>,
     ) -> Result<Dataset, DatasetError> {
-        fs::create_dir_all(data_dir).map_err(|source| DatasetError::DataDir {
-            path: data_dir.to_path_buf(),
-            source,
-        })?;
+        // Refuse before creating anything.
         let needed = footprint(file_size);
-        if let Some(free) = free_bytes(data_dir)
+        if let Some(free) = free_bytes(existing_ancestor(data_dir))
             && free < needed
         {
             return Err(DatasetError::NoSpace {
@@ -338,6 +340,10 @@ impl Dataset {
                 free,
             });
         }
+        fs::create_dir_all(data_dir).map_err(|source| DatasetError::DataDir {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
         remove_stale(data_dir);
         let final_dir = dataset_dir(data_dir, file_size);
         let tmp = data_dir.join(format!(".dataset-{file_size}.tmp-{}", std::process::id()));
