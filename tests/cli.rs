@@ -232,3 +232,11 @@ fn run_json_has_the_documented_fields() {
     let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
     assert!(first.get("latency_us").is_some() && first.get("t_s").is_some());
 }
+
+#[test]
+fn shipped_default_preset_is_the_default_settings() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/presets/default.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let s = readpath::settings::Settings::from_toml_str(&text, "presets/default.toml").unwrap();
+    assert_eq!(s, readpath::settings::Settings::default());
+}
