@@ -336,26 +336,19 @@ fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
         .map_err(|e| BadInput(format!("--salt: {e}")))?;
     let salt = s.pipeline.salt.clone();
     let mut progress = progress_reporter();
+    let as_cli_error = |e: crate::dataset::DatasetError| -> anyhow::Error {
+        if e.is_bad_input() {
+            BadInput(e.to_string()).into()
+        } else {
+            e.into()
+        }
+    };
     let (ds, outcome) = if force {
         let ds = Dataset::prepare(data_dir, file_size, &salt, DEFAULT_SEED, &mut progress)
-            .map_err(|e| match e {
-                crate::dataset::DatasetError::DataDir { .. }
-                | crate::dataset::DatasetError::NoSpace { .. } => {
-                    anyhow::Error::from(BadInput(e.to_string()))
-                }
-                other => other.into(),
-            })?;
+            .map_err(as_cli_error)?;
         (ds, OpenOutcome::Created)
     } else {
-        Dataset::open_or_prepare(data_dir, file_size, &salt, &mut progress).map_err(
-            |e| match e {
-                crate::dataset::DatasetError::DataDir { .. }
-                | crate::dataset::DatasetError::NoSpace { .. } => {
-                    anyhow::Error::from(BadInput(e.to_string()))
-                }
-                other => other.into(),
-            },
-        )?
+        Dataset::open_or_prepare(data_dir, file_size, &salt, &mut progress).map_err(as_cli_error)?
     };
     let what = match outcome {
         OpenOutcome::Existing => "valid dataset kept".to_string(),

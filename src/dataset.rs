@@ -79,6 +79,17 @@ pub enum DatasetError {
     },
 }
 
+impl DatasetError {
+    /// True when the user can fix it by choosing another data dir or size
+    /// (exit status 2), as opposed to a failure while writing.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            DatasetError::DataDir { .. } | DatasetError::NoSpace { .. }
+        )
+    }
+}
+
 /// The JSON header of a dataset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
@@ -348,20 +359,16 @@ impl Dataset {
         let final_dir = dataset_dir(data_dir, file_size);
         let tmp = data_dir.join(format!(".dataset-{file_size}.tmp-{}", std::process::id()));
         let _ = fs::remove_dir_all(&tmp);
-        let result = build_into(&tmp, file_size, salt, seed, progress);
-        let header = match result {
-            Ok(h) => h,
-            Err(source) => {
-                let _ = fs::remove_dir_all(&tmp);
-                return Err(match source.kind() {
-                    io::ErrorKind::PermissionDenied => DatasetError::DataDir {
-                        path: data_dir.to_path_buf(),
-                        source,
-                    },
-                    _ => DatasetError::Write { path: tmp, source },
-                });
-            }
-        };
+        if let Err(source) = build_into(&tmp, file_size, salt, seed, progress) {
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(match source.kind() {
+                io::ErrorKind::PermissionDenied => DatasetError::DataDir {
+                    path: data_dir.to_path_buf(),
+                    source,
+                },
+                _ => DatasetError::Write { path: tmp, source },
+            });
+        }
         // Swap into place: the old (invalid) dataset is moved aside first,
         // then removed once the new one is in.
         let old = data_dir.join(format!(".dataset-{file_size}.old-{}", std::process::id()));
@@ -385,7 +392,6 @@ impl Dataset {
         if had_old {
             let _ = fs::remove_dir_all(&old);
         }
-        let _ = header;
         Dataset::open(data_dir, file_size, salt)
     }
 
@@ -464,7 +470,7 @@ fn build_into(
     salt: &[u8],
     seed: u64,
     progress: Progress<'_>,
-) -> io::Result<Header> {
+) -> io::Result<()> {
     fs::create_dir(dir)?;
     let mut master_key = [0u8; 64];
     derive(seed, "master key", &mut master_key);
@@ -529,7 +535,7 @@ fn build_into(
     hf.write_all(serde_json::to_string_pretty(&header)?.as_bytes())?;
     hf.write_all(b"\n")?;
     hf.sync_all()?;
-    Ok(header)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -81,10 +81,8 @@ impl EngineError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            EngineError::Settings(_)
-                | EngineError::Conflict { .. }
-                | EngineError::Dataset(DatasetError::DataDir { .. } | DatasetError::NoSpace { .. })
-        )
+            EngineError::Settings(_) | EngineError::Conflict { .. }
+        ) || matches!(self, EngineError::Dataset(d) if d.is_bad_input())
     }
 }
 
@@ -469,15 +467,14 @@ impl Engine {
         self.halt();
         let old_dataset = new_dataset.map(|ds| {
             let cache = Arc::new(ds.tree().new_cache());
-            let old = (
+            (
                 std::mem::replace(&mut self.dataset, Arc::new(ds)),
                 std::mem::replace(&mut self.cache, cache),
-            );
-            Some(old)
+            )
         });
         if !was_paused && let Err(e) = self.launch(&new) {
             // Put the previous workload back; the caller sees the error.
-            if let Some(Some((ds, cache))) = old_dataset {
+            if let Some((ds, cache)) = old_dataset {
                 self.dataset = ds;
                 self.cache = cache;
             }

@@ -344,12 +344,15 @@ impl Pipeline {
             verity_noticed: AtomicBool::new(false),
         });
         let mut workers = Vec::new();
-        for (qs, prefix) in [(&ctx.first_q, "w"), (&ctx.second_q, "v")] {
+        // Named after the kernel queue they model: the first queue is
+        // fscrypt's when decryption is on, otherwise fsverity's.
+        let first_name = if ctx.plan.decrypt {
+            "fscrypt"
+        } else {
+            "fsverity"
+        };
+        for (qs, prefix) in [(&ctx.first_q, first_name), (&ctx.second_q, "fsverity")] {
             let Some(qs) = qs else { continue };
-            let prefix = match (prefix, ctx.plan.decrypt) {
-                ("w", true) => "fscrypt",
-                _ => "fsverity",
-            };
             match qs {
                 Queues::Bound { by_cpu, .. } => {
                     for (cpu, q) in by_cpu.iter().enumerate() {
