@@ -24,9 +24,54 @@ pub struct Cli {
     /// Where datasets live [default: $XDG_CACHE_HOME/readpath or ~/.cache/readpath]
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// What to do (default: a headless run of the default settings).
+    /// What to do (default: the live explorer, `tui`, on the default settings).
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// How the explorer looks and refreshes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TuiArgs {
+    /// Screen refreshes per second (0.5..=30).
+    #[arg(long, default_value_t = crate::tui::DEFAULT_FPS, value_parser = parse_fps)]
+    pub fps: f64,
+    /// Draw with ASCII only (for terminals without Braille or box drawing).
+    #[arg(long)]
+    pub ascii: bool,
+    /// Colours for a dark or a light terminal.
+    #[arg(long, value_enum, default_value_t = crate::tui::theme::ThemeName::Dark)]
+    pub theme: crate::tui::theme::ThemeName,
+    /// Quit by itself after this long (e.g. 30s), then print the summary.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Length of a metrics interval (one chart point).
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Do not print the run's summary on quit.
+    #[arg(long)]
+    pub no_summary: bool,
+}
+
+impl Default for TuiArgs {
+    fn default() -> Self {
+        TuiArgs {
+            fps: crate::tui::DEFAULT_FPS,
+            ascii: false,
+            theme: crate::tui::theme::ThemeName::Dark,
+            duration: None,
+            interval: crate::engine::DEFAULT_INTERVAL,
+            no_summary: false,
+        }
+    }
+}
+
+fn parse_fps(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.5..=crate::tui::MAX_FPS).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "\"{s}\" is out of range: allowed 0.5..=30 refreshes per second"
+        )),
+    }
 }
 
 /// Output formats.
@@ -52,6 +97,15 @@ pub struct SettingsArgs {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The live explorer (the default): charts that move while you flip settings.
+    Tui {
+        /// Settings.
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// Display.
+        #[command(flatten)]
+        tui: TuiArgs,
+    },
     /// Run a workload headless and print a summary.
     Run {
         /// Settings.
@@ -195,17 +249,15 @@ pub fn progress_reporter() -> impl FnMut(u64, u64) {
 pub fn main_with_args(cli: Cli) -> Result<()> {
     let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
     match cli.command {
-        None => run(
+        None => tui(
             &data_dir,
             &SettingsArgs {
                 preset: None,
                 set: Vec::new(),
             },
-            Duration::from_secs(10),
-            crate::engine::DEFAULT_INTERVAL,
-            Format::Text,
-            None,
+            &TuiArgs::default(),
         ),
+        Some(Command::Tui { settings, tui: t }) => tui(&data_dir, &settings, &t),
         Some(Command::Run {
             settings,
             duration,
@@ -227,6 +279,47 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             files,
         }) => digest(block_size, &salt, &files),
     }
+}
+
+fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(BadInput(
+            "the explorer needs a terminal (stdin and stdout are not both one); \
+             for a headless run use `readpath run` (e.g. `readpath run --duration 10s --format json`)"
+                .into(),
+        )
+        .into());
+    }
+    let settings = load_settings(args)?;
+    let mut progress = progress_reporter();
+    let mut engine = Engine::start(
+        settings.clone(),
+        EngineOptions {
+            interval: t.interval,
+            data_dir: data_dir.to_path_buf(),
+        },
+        &mut progress,
+    )
+    .map_err(engine_error)?;
+    let opts = crate::tui::TuiOptions {
+        fps: t.fps,
+        ascii: t.ascii,
+        theme: t.theme,
+        duration: t.duration,
+    };
+    let shown = crate::tui::run(&mut engine, &opts);
+    let effective = engine.effective().clone();
+    let requested = engine.settings().clone();
+    let features = engine.features().clone();
+    let dataset_dir = engine.dataset().dir().to_path_buf();
+    let totals = engine.stop();
+    shown.context("drawing the explorer")?;
+    if !t.no_summary {
+        let machine = crate::sys::machine_info(&dataset_dir);
+        let summary = RunSummary::new(&requested, &effective, &totals, machine, features);
+        std::io::stdout().write_all(summary.to_text().as_bytes())?;
+    }
+    Ok(())
 }
 
 fn run(

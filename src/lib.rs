@@ -16,3 +16,4 @@ pub mod metrics;
 pub mod report;
 pub mod settings;
 pub mod sys;
+pub mod tui;

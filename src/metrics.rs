@@ -464,6 +464,44 @@ impl LatencyBuckets {
     }
 }
 
+/// A latency histogram's non-empty buckets as `[value_ns, count]` pairs,
+/// each value the highest equivalent of its hdrhistogram bucket. It keeps the
+/// record's full 3-significant-digit resolution in a few hundred pairs, so a
+/// consumer can merge any window of intervals (the TUI's baseline and "now")
+/// into exact percentiles, where [`LatencyBuckets`] would give +-9%.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SparseHist(pub Vec<(u64, u64)>);
+
+impl SparseHist {
+    /// The non-empty buckets of a ns histogram.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        SparseHist(
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect(),
+        )
+    }
+
+    /// Adds these samples into `h` (same bounds as the recorders').
+    pub fn add_to(&self, h: &mut Histogram<u64>) {
+        for &(v, n) in &self.0 {
+            h.saturating_record_n(v, n);
+        }
+    }
+
+    /// Number of samples.
+    pub fn count(&self) -> u64 {
+        self.0.iter().map(|&(_, n)| n).sum()
+    }
+}
+
+/// An empty ns histogram with the recorders' bounds and precision, to merge
+/// [`SparseHist`]s into.
+pub fn empty_hist() -> Histogram<u64> {
+    new_hist()
+}
+
 /// Scheduler counters of the worker threads over an interval (or a run).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerSched {
@@ -540,6 +578,12 @@ pub struct IntervalRecord {
     pub stages_us: StagePercentiles,
     /// End-to-end latency distribution.
     pub latency_buckets: LatencyBuckets,
+    /// End-to-end latency histogram, exact (ns).
+    #[serde(default)]
+    pub latency_hist: SparseHist,
+    /// Queue-wait histogram, exact (ns).
+    #[serde(default)]
+    pub queue_hist: SparseHist,
     /// Workers' scheduler counters over this interval.
     pub workers: WorkerSched,
     /// Workers' run_delay since the engine started, us.
@@ -573,6 +617,8 @@ impl IntervalRecord {
         self.latency_us = Percentiles::of(r.hist(Stage::EndToEnd));
         self.stages_us = StagePercentiles::of(r);
         self.latency_buckets = LatencyBuckets::of(r.hist(Stage::EndToEnd));
+        self.latency_hist = SparseHist::of(r.hist(Stage::EndToEnd));
+        self.queue_hist = SparseHist::of(r.hist(Stage::Queue));
         self.hash_cache_hit_pct = hit_pct(&r.counters);
     }
 }
@@ -586,6 +632,29 @@ pub fn hit_pct(c: &Counters) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sparse_hists_merge_to_the_same_percentiles_as_the_recorders() {
+        let (mut a, mut b, mut both) = (Recorder::new(), Recorder::new(), Recorder::new());
+        for v in 1..=5000u64 {
+            let ns = v * v * 37 + 900;
+            let r = if v % 3 == 0 { &mut a } else { &mut b };
+            r.record(Stage::EndToEnd, ns);
+            both.record(Stage::EndToEnd, ns);
+        }
+        let mut merged = empty_hist();
+        for r in [&a, &b] {
+            let s = SparseHist::of(r.hist(Stage::EndToEnd));
+            assert!(s.0.len() < 5000, "sparse form stays small: {}", s.0.len());
+            s.add_to(&mut merged);
+        }
+        assert_eq!(
+            Percentiles::of(&merged),
+            Percentiles::of(both.hist(Stage::EndToEnd))
+        );
+        let json = serde_json::to_string(&SparseHist::of(a.hist(Stage::EndToEnd))).unwrap();
+        assert!(json.starts_with("[["), "{json}");
+    }
 
     #[test]
     fn percentiles_are_exact_to_the_histogram_resolution() {

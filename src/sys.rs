@@ -866,7 +866,7 @@ pub fn process_rss_bytes() -> u64 {
 // ---------------------------------------------------------------------------
 
 /// What the machine and kernel offer; probed once at startup.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Features {
     /// An io_uring could be set up.
     pub io_uring: bool,

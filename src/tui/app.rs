@@ -1,0 +1,735 @@
+//! The explorer's state and its key handling, with no terminal in sight: what
+//! the screen shows is a pure function of an [`App`], and what a key does is a
+//! pure function of the key and the current settings. That keeps the
+//! rendering snapshot-testable from fixed records and the key bindings
+//! testable as key -> action -> settings.
+
+use std::collections::VecDeque;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::metrics::{Event, IntervalRecord, Notice, empty_hist};
+use crate::settings::{EngineKind, MAX_QUEUE_DEPTH, Settings, SleepMode};
+use crate::sys::Features;
+
+/// The time windows `z`/`Z` step through, in seconds.
+pub const ZOOM_STEPS_S: [f64; 6] = [10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+/// The window the charts open with.
+pub const DEFAULT_WINDOW_S: f64 = 60.0;
+/// History kept for the widest zoom.
+pub const HISTORY_S: f64 = 600.0;
+/// Lines of the event and notice log kept.
+const LOG_LINES: usize = 200;
+
+/// What a key asks for. Settings changes carry the complete new settings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Nothing to do.
+    None,
+    /// Leave the explorer.
+    Quit,
+    /// Pause or resume the workload.
+    TogglePause,
+    /// Mark the current window as the baseline.
+    MarkBaseline,
+    /// Clear the charts (the baseline is kept).
+    ResetCharts,
+    /// Narrow the time window.
+    ZoomIn,
+    /// Widen the time window.
+    ZoomOut,
+    /// Show or hide the help.
+    ToggleHelp,
+    /// Close the help or a message.
+    Dismiss,
+    /// Run the workload with these settings.
+    Apply(Settings),
+    /// The key was understood but refused, with why.
+    Refuse(String),
+}
+
+/// Maps a key to an action, given the settings as requested. Pure: the
+/// tests drive every binding through it.
+pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action {
+    if key.modifiers.contains(KeyModifiers::CONTROL) {
+        return match key.code {
+            KeyCode::Char('c') | KeyCode::Char('d') => Action::Quit,
+            _ => Action::None,
+        };
+    }
+    let c = match key.code {
+        KeyCode::Esc => return Action::Quit,
+        KeyCode::Char(c) => c,
+        KeyCode::F(1) => return Action::ToggleHelp,
+        _ => return Action::None,
+    };
+    match c {
+        'q' => Action::Quit,
+        ' ' => Action::TogglePause,
+        'b' => Action::MarkBaseline,
+        'r' => Action::ResetCharts,
+        'z' => Action::ZoomIn,
+        'Z' => Action::ZoomOut,
+        '?' => Action::ToggleHelp,
+        _ => match adjust(c, settings, cpus) {
+            Some(Ok(s)) => Action::Apply(s),
+            Some(Err(why)) => Action::Refuse(why),
+            None => Action::None,
+        },
+    }
+}
+
+fn step<T: Copy + PartialOrd>(v: T, next: T, lo: T, hi: T, key: &str, what: &str) -> Result<T, String> {
+    if next < lo || next > hi || next == v {
+        Err(format!("{key} is already {what}"))
+    } else {
+        Ok(next)
+    }
+}
+
+/// The settings a settings key leads to: `None` for a key that is not a
+/// settings key, `Err` with a reason when the change cannot be made.
+pub fn adjust(key: char, s: &Settings, cpus: usize) -> Option<Result<Settings, String>> {
+    let mut n = s.clone();
+    let r: Result<(), String> = (|| {
+        let w = &mut n.workload;
+        match key {
+            'w' => n.workers.mode = n.workers.mode.next(),
+            'W' => n.workers.verify_mode = n.workers.verify_mode.next(),
+            'h' => n.workers.highpri = !n.workers.highpri,
+            'i' => {
+                if w.engine == EngineKind::Sync {
+                    return Err("workload.sleep: synchronous reads always sleep as iowait; \
+                                press e for io_uring first"
+                        .into());
+                }
+                w.sleep = w.sleep.next();
+            }
+            'e' => {
+                w.engine = w.engine.next();
+                if w.engine == EngineKind::Sync {
+                    // pread always sleeps as iowait: take sleep along.
+                    w.sleep = SleepMode::Iowait;
+                }
+            }
+            'v' => n.pipeline.verity = !n.pipeline.verity,
+            'd' => n.pipeline.decrypt = !n.pipeline.decrypt,
+            'c' => {
+                use crate::crypto::CipherKind;
+                let i = CipherKind::ALL.iter().position(|&c| c == n.pipeline.cipher);
+                n.pipeline.cipher = CipherKind::ALL[i.map_or(0, |i| (i + 1) % CipherKind::ALL.len())];
+            }
+            'o' => w.direct = !w.direct,
+            '+' | '=' => {
+                w.queue_depth = step(
+                    w.queue_depth,
+                    w.queue_depth.saturating_mul(2).min(MAX_QUEUE_DEPTH),
+                    1,
+                    MAX_QUEUE_DEPTH,
+                    "workload.queue_depth",
+                    "at its maximum (1024)",
+                )?
+            }
+            '-' | '_' => {
+                w.queue_depth = step(
+                    w.queue_depth,
+                    (w.queue_depth / 2).max(1),
+                    1,
+                    MAX_QUEUE_DEPTH,
+                    "workload.queue_depth",
+                    "at its minimum (1)",
+                )?
+            }
+            ']' => {
+                w.readers = step(
+                    w.readers,
+                    w.readers + 1,
+                    1,
+                    crate::settings::MAX_READERS,
+                    "workload.readers",
+                    "at its maximum",
+                )?
+            }
+            '[' => {
+                w.readers = step(
+                    w.readers,
+                    w.readers.saturating_sub(1).max(1),
+                    1,
+                    crate::settings::MAX_READERS,
+                    "workload.readers",
+                    "at its minimum (1)",
+                )?
+            }
+            '>' | '.' => {
+                w.block_size = step(
+                    w.block_size,
+                    (w.block_size * 2).min(crate::settings::MAX_BLOCK_SIZE),
+                    crate::settings::MIN_BLOCK_SIZE,
+                    crate::settings::MAX_BLOCK_SIZE,
+                    "workload.block_size",
+                    "at its maximum (1M)",
+                )?
+            }
+            '<' | ',' => {
+                w.block_size = step(
+                    w.block_size,
+                    (w.block_size / 2).max(crate::settings::MIN_BLOCK_SIZE),
+                    crate::settings::MIN_BLOCK_SIZE,
+                    crate::settings::MAX_BLOCK_SIZE,
+                    "workload.block_size",
+                    "at its minimum (4K)",
+                )?
+            }
+            'g' => {
+                n.load.hogs = step(
+                    n.load.hogs,
+                    n.load.hogs + 1,
+                    0,
+                    crate::settings::MAX_HOGS,
+                    "load.hogs",
+                    "at its maximum",
+                )?
+            }
+            'G' => {
+                n.load.hogs = step(
+                    n.load.hogs,
+                    n.load.hogs.saturating_sub(1),
+                    0,
+                    crate::settings::MAX_HOGS,
+                    "load.hogs",
+                    "0",
+                )?
+            }
+            _ => return Err(String::new()),
+        }
+        Ok(())
+    })();
+    match r {
+        Err(e) if e.is_empty() => None,
+        Err(e) => Some(Err(e)),
+        Ok(()) => Some(n.validate(cpus).map(|()| n).map_err(|e| e.to_string())),
+    }
+}
+
+/// A labelled vertical line on the time charts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    /// Seconds since the engine started.
+    pub t_s: f64,
+    /// What changed, short (`mode: unbound -> bound`).
+    pub label: String,
+}
+
+/// Measurements over a window of intervals, exact percentiles included.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WindowStats {
+    /// Start of the window, seconds since the engine started.
+    pub from_s: f64,
+    /// End of the window.
+    pub to_s: f64,
+    /// Seconds measured (paused intervals excluded).
+    pub secs: f64,
+    /// Good reads.
+    pub reads: u64,
+    /// MiB/s.
+    pub throughput_mib_s: f64,
+    /// Reads per second.
+    pub iops: f64,
+    /// End-to-end median, us.
+    pub p50_us: f64,
+    /// End-to-end p99, us.
+    pub p99_us: f64,
+    /// End-to-end p99.9, us.
+    pub p999_us: f64,
+    /// Queue wait p99, us (0 without queues).
+    pub queue_p99_us: f64,
+    /// Workers' run_delay per second of wall time, us/s.
+    pub run_delay_us_per_s: f64,
+}
+
+impl WindowStats {
+    /// Merges the records' exact histograms and counters.
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a IntervalRecord>) -> Option<WindowStats> {
+        let mut lat = empty_hist();
+        let mut queue = empty_hist();
+        let mut st = WindowStats::default();
+        let (mut bytes, mut run_delay, mut first) = (0u64, 0.0, true);
+        for r in records.into_iter().filter(|r| !r.paused) {
+            if first {
+                st.from_s = r.t_s - r.interval_s;
+                first = false;
+            }
+            st.to_s = r.t_s;
+            st.secs += r.interval_s;
+            st.reads += r.reads;
+            bytes += r.bytes;
+            run_delay += r.workers.run_delay_us;
+            r.latency_hist.add_to(&mut lat);
+            r.queue_hist.add_to(&mut queue);
+        }
+        if first || st.secs <= 0.0 {
+            return None;
+        }
+        st.throughput_mib_s = bytes as f64 / (1024.0 * 1024.0) / st.secs;
+        st.iops = st.reads as f64 / st.secs;
+        let q = |h: &hdrhistogram::Histogram<u64>, p: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(p) as f64 / 1e3
+            }
+        };
+        st.p50_us = q(&lat, 0.5);
+        st.p99_us = q(&lat, 0.99);
+        st.p999_us = q(&lat, 0.999);
+        st.queue_p99_us = q(&queue, 0.99);
+        st.run_delay_us_per_s = run_delay / st.secs;
+        Some(st)
+    }
+}
+
+/// The baseline: a window's stats, frozen when `b` was pressed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    /// The window's measurements.
+    pub stats: WindowStats,
+    /// The window's latency distribution (for the histogram overlay).
+    pub buckets: Vec<u64>,
+    /// The settings label of the window ("workers.mode = unbound" style).
+    pub label: String,
+}
+
+/// How the explorer was started, shown in the header.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UiCost {
+    /// CPU time of the UI thread, % of one core, over the last second.
+    pub cpu_pct: f64,
+    /// Mean time to build and draw a frame, ms.
+    pub frame_ms: f64,
+    /// Frames per second asked for.
+    pub fps: f64,
+}
+
+/// What is drawn over the main screen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    /// Nothing.
+    None,
+    /// Every key and what the knobs mean.
+    Help,
+    /// An error the user must dismiss.
+    Error(String),
+}
+
+/// Everything the screen shows.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Settings as requested.
+    pub settings: Settings,
+    /// Settings as running (after fallbacks).
+    pub effective: Settings,
+    /// Where each stage runs, e.g. "decrypt: unbound -> verify: bound".
+    pub plan: String,
+    /// Kernel and CPU features.
+    pub features: Features,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Records, oldest first, at most [`HISTORY_S`] of them.
+    pub history: VecDeque<IntervalRecord>,
+    /// Change markers, oldest first.
+    pub markers: Vec<Marker>,
+    /// Events and notices, newest last, with their time.
+    pub log: VecDeque<(f64, String, bool)>,
+    /// The baseline, once marked.
+    pub baseline: Option<Baseline>,
+    /// Stats of the "now" window ([`Self::now_records`]), kept current by
+    /// [`Self::refresh`] so frames do not re-merge histograms.
+    pub now: Option<WindowStats>,
+    /// Latency distribution of the "now" window.
+    pub now_buckets: Vec<u64>,
+    /// The time window, seconds.
+    pub window_s: f64,
+    /// True while the workload is paused.
+    pub paused: bool,
+    /// Seconds since the engine started (the latest record's end).
+    pub elapsed_s: f64,
+    /// Drawn over the screen.
+    pub overlay: Overlay,
+    /// A one-line message and until when (elapsed seconds) it shows.
+    pub flash: Option<(String, f64)>,
+    /// The UI's own cost.
+    pub ui: UiCost,
+    /// Set when quitting.
+    pub quit: bool,
+}
+
+impl App {
+    /// A fresh explorer for a running workload.
+    pub fn new(settings: Settings, effective: Settings, features: Features, cpus: usize) -> App {
+        let plan = crate::engine::pipeline::Plan::of(&effective).describe();
+        App {
+            settings,
+            effective,
+            plan,
+            features,
+            cpus,
+            history: VecDeque::new(),
+            markers: Vec::new(),
+            log: VecDeque::new(),
+            baseline: None,
+            now: None,
+            now_buckets: Vec::new(),
+            window_s: DEFAULT_WINDOW_S,
+            paused: false,
+            elapsed_s: 0.0,
+            overlay: Overlay::None,
+            flash: None,
+            ui: UiCost::default(),
+            quit: false,
+        }
+    }
+
+    /// Takes in one interval record.
+    pub fn push(&mut self, rec: IntervalRecord) {
+        self.elapsed_s = rec.t_s;
+        self.add_events(&rec.events);
+        for Notice { t_s, text } in &rec.notices {
+            self.log_line(*t_s, text.clone(), true);
+        }
+        self.history.push_back(rec);
+        while let (Some(f), Some(b)) = (self.history.front(), self.history.back())
+            && b.t_s - f.t_s > HISTORY_S
+        {
+            self.history.pop_front();
+        }
+        let oldest = self.history.front().map_or(0.0, |r| r.t_s - r.interval_s);
+        self.markers.retain(|m| m.t_s >= oldest);
+        self.refresh();
+    }
+
+    /// Recomputes the "now" window's stats and distribution.
+    pub fn refresh(&mut self) {
+        self.now = WindowStats::of(self.now_records());
+        self.now_buckets = Self::buckets_of(self.now_records());
+    }
+
+    fn add_events(&mut self, events: &[Event]) {
+        for e in events {
+            self.log_line(e.t_s, e.label.clone(), false);
+            let short = short_label(&e.label);
+            // Changes applied together share one marker.
+            match self.markers.last_mut() {
+                Some(m) if (m.t_s - e.t_s).abs() < 1e-6 => {
+                    m.label.push_str(", ");
+                    m.label.push_str(&short);
+                }
+                _ => self.markers.push(Marker {
+                    t_s: e.t_s,
+                    label: short,
+                }),
+            }
+        }
+    }
+
+    fn log_line(&mut self, t_s: f64, text: String, notice: bool) {
+        self.log.push_back((t_s, text, notice));
+        while self.log.len() > LOG_LINES {
+            self.log.pop_front();
+        }
+    }
+
+    /// Shows a one-line message for a few seconds.
+    pub fn flash(&mut self, text: impl Into<String>) {
+        self.flash = Some((text.into(), self.elapsed_s + 4.0));
+    }
+
+    /// The current flash message, if still due.
+    pub fn flash_text(&self) -> Option<&str> {
+        self.flash
+            .as_ref()
+            .filter(|(_, until)| *until >= self.elapsed_s)
+            .map(|(t, _)| t.as_str())
+    }
+
+    /// The start of the visible window.
+    pub fn window_start(&self) -> f64 {
+        (self.elapsed_s - self.window_s).max(0.0)
+    }
+
+    /// Records in the visible window.
+    pub fn visible(&self) -> impl Iterator<Item = &IntervalRecord> {
+        let t0 = self.window_start();
+        self.history.iter().filter(move |r| r.t_s > t0)
+    }
+
+    /// The "now" window: since the latest marker after the baseline (so it
+    /// holds only the current settings), within the visible window. Skips
+    /// the interval the change fell in.
+    pub fn now_records(&self) -> impl Iterator<Item = &IntervalRecord> {
+        let mut t0 = self.window_start();
+        if let Some(m) = self.markers.iter().rev().find(|m| m.label != "baseline") {
+            t0 = t0.max(m.t_s);
+        }
+        self.history.iter().filter(move |r| r.t_s - r.interval_s >= t0)
+    }
+
+    /// The latency distribution of `records`.
+    pub fn buckets_of<'a>(records: impl Iterator<Item = &'a IntervalRecord>) -> Vec<u64> {
+        let mut sum = crate::metrics::LatencyBuckets::default();
+        for r in records {
+            sum.add(&r.latency_buckets);
+        }
+        sum.counts
+    }
+
+    /// Freezes the "now" window as the baseline. Returns false when there is
+    /// nothing measured yet.
+    pub fn mark_baseline(&mut self) -> bool {
+        let Some(stats) = self.now else {
+            return false;
+        };
+        let buckets = self.now_buckets.clone();
+        self.baseline = Some(Baseline {
+            stats,
+            buckets,
+            label: self.plan.clone(),
+        });
+        true
+    }
+
+    /// Clears the charts; the baseline stays.
+    pub fn reset_charts(&mut self) {
+        self.history.clear();
+        self.markers.clear();
+        self.refresh();
+    }
+
+    /// Steps the window through [`ZOOM_STEPS_S`].
+    pub fn zoom(&mut self, wider: bool) {
+        let i = ZOOM_STEPS_S
+            .iter()
+            .position(|&w| w >= self.window_s)
+            .unwrap_or(ZOOM_STEPS_S.len() - 1);
+        let j = if wider {
+            (i + 1).min(ZOOM_STEPS_S.len() - 1)
+        } else {
+            i.saturating_sub(1)
+        };
+        self.window_s = ZOOM_STEPS_S[j];
+        self.refresh();
+    }
+
+    /// Records the settings now running.
+    pub fn set_running(&mut self, requested: Settings, effective: Settings) {
+        self.plan = crate::engine::pipeline::Plan::of(&effective).describe();
+        self.settings = requested;
+        self.effective = effective;
+    }
+
+    /// Why a setting is not (fully) available here, if it is not: greyed in
+    /// the settings panel with this reason.
+    pub fn unavailable(&self, key: &str) -> Option<String> {
+        let f = &self.features;
+        let s = &self.settings;
+        let e = &self.effective;
+        match key {
+            "workload.engine" if !f.io_uring => Some(format!(
+                "io_uring unavailable: {}",
+                f.io_uring_reason.as_deref().unwrap_or("setup failed")
+            )),
+            "workload.sleep" if s.workload.engine == EngineKind::Sync => {
+                Some("sync reads always sleep as iowait".into())
+            }
+            "workload.sleep" if !f.no_iowait => {
+                Some("no IORING_FEAT_NO_IOWAIT (Linux 6.15+): plain = iowait".into())
+            }
+            "workload.direct" if s.workload.direct && !e.workload.direct => {
+                Some("the filesystem refuses O_DIRECT: buffered".into())
+            }
+            "workload.queue_depth" if e.workload.engine == EngineKind::Sync => {
+                Some("sync: one read at a time per reader".into())
+            }
+            "workers.highpri" if !f.highpri => Some(
+                f.highpri_reason
+                    .clone()
+                    .unwrap_or_else(|| "nice -20 not permitted".into()),
+            ),
+            "workers.verify_mode" if !(s.pipeline.decrypt && s.pipeline.verity) => {
+                Some("used only when decrypt and verity are both on".into())
+            }
+            "pipeline.cipher" if !s.pipeline.decrypt => Some("decrypt is off".into()),
+            "pipeline.cipher"
+                if s.pipeline.cipher == crate::crypto::CipherKind::Aes256Xts
+                    && !f.aes_instructions =>
+            {
+                Some("no AES instructions on this CPU".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `workers.mode: unbound -> bound` -> `mode: unbound -> bound`; other
+/// labels unchanged.
+pub fn short_label(label: &str) -> String {
+    match label.split_once(": ") {
+        Some((key, rest)) if key.contains('.') => {
+            let name = key.split_once('.').map_or(key, |(_, n)| n);
+            format!("{name}: {rest}")
+        }
+        _ => label.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{VerifyMode, WorkerMode};
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn apply(c: char, s: &Settings) -> Settings {
+        match action_for_key(key(c), s, 2) {
+            Action::Apply(n) => n,
+            other => panic!("key {c:?}: expected Apply, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_settings_key_changes_exactly_its_setting() {
+        let base = Settings::default();
+        let table: &[(char, &str, &str)] = &[
+            ('w', "workers.mode", "inline"),
+            ('W', "workers.verify_mode", "unbound"),
+            ('h', "workers.highpri", "false"),
+            ('i', "workload.sleep", "plain"),
+            ('e', "workload.engine", "sync"),
+            ('v', "pipeline.verity", "false"),
+            ('d', "pipeline.decrypt", "false"),
+            ('c', "pipeline.cipher", "aes-256-xts-soft"),
+            ('o', "workload.direct", "false"),
+            ('+', "workload.queue_depth", "2"),
+            (']', "workload.readers", "2"),
+            ('>', "workload.block_size", "8K"),
+            ('g', "load.hogs", "1"),
+        ];
+        for &(c, k, v) in table {
+            let n = apply(c, &base);
+            let changes = base.diff(&n);
+            assert_eq!(changes.len(), 1, "key {c:?}: {changes:?}");
+            assert_eq!(changes[0].key, k, "key {c:?}");
+            assert_eq!(changes[0].to, v, "key {c:?}");
+        }
+    }
+
+    #[test]
+    fn cycles_wrap_around() {
+        let mut s = Settings::default();
+        let mut seen = vec![s.workers.mode];
+        for _ in 0..3 {
+            s = apply('w', &s);
+            seen.push(s.workers.mode);
+        }
+        assert_eq!(
+            seen,
+            [
+                WorkerMode::Unbound,
+                WorkerMode::Inline,
+                WorkerMode::Bound,
+                WorkerMode::Unbound
+            ]
+        );
+        let mut s = Settings::default();
+        let mut seen = vec![s.workers.verify_mode];
+        for _ in 0..4 {
+            s = apply('W', &s);
+            seen.push(s.workers.verify_mode);
+        }
+        assert_eq!(
+            seen,
+            [
+                VerifyMode::Bound,
+                VerifyMode::Unbound,
+                VerifyMode::Same,
+                VerifyMode::Inline,
+                VerifyMode::Bound
+            ]
+        );
+    }
+
+    #[test]
+    fn limits_are_refused_with_a_reason() {
+        let mut s = Settings::default();
+        assert!(matches!(action_for_key(key('-'), &s, 2), Action::Refuse(r) if r.contains("minimum")));
+        assert!(matches!(action_for_key(key('['), &s, 2), Action::Refuse(_)));
+        assert!(matches!(action_for_key(key('<'), &s, 2), Action::Refuse(_)));
+        assert!(matches!(action_for_key(key('G'), &s, 2), Action::Refuse(_)));
+        s.workload.queue_depth = 1024;
+        assert!(matches!(action_for_key(key('+'), &s, 2), Action::Refuse(r) if r.contains("1024")));
+        s.workload.block_size = 1 << 20;
+        assert!(matches!(action_for_key(key('>'), &s, 2), Action::Refuse(_)));
+    }
+
+    #[test]
+    fn sync_engine_takes_sleep_along_and_refuses_i() {
+        let s = apply('e', &Settings::default());
+        assert_eq!(s.workload.engine, EngineKind::Sync);
+        let mut plain = Settings::default();
+        plain.workload.sleep = SleepMode::Plain;
+        let s2 = apply('e', &plain);
+        assert_eq!(s2.workload.sleep, SleepMode::Iowait);
+        assert!(
+            matches!(action_for_key(key('i'), &s, 2), Action::Refuse(r) if r.contains("iowait"))
+        );
+        assert_eq!(apply('e', &s).workload.engine, EngineKind::Uring);
+    }
+
+    #[test]
+    fn control_keys() {
+        let s = Settings::default();
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(action_for_key(ctrl_c, &s, 2), Action::Quit);
+        assert_eq!(action_for_key(key('q'), &s, 2), Action::Quit);
+        assert_eq!(
+            action_for_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), &s, 2),
+            Action::Quit
+        );
+        assert_eq!(action_for_key(key(' '), &s, 2), Action::TogglePause);
+        assert_eq!(action_for_key(key('b'), &s, 2), Action::MarkBaseline);
+        assert_eq!(action_for_key(key('r'), &s, 2), Action::ResetCharts);
+        assert_eq!(action_for_key(key('z'), &s, 2), Action::ZoomIn);
+        assert_eq!(action_for_key(key('Z'), &s, 2), Action::ZoomOut);
+        assert_eq!(action_for_key(key('?'), &s, 2), Action::ToggleHelp);
+        assert_eq!(action_for_key(key('x'), &s, 2), Action::None);
+    }
+
+    #[test]
+    fn zoom_steps_and_clamps() {
+        let mut app = App::new(
+            Settings::default(),
+            Settings::default(),
+            Features::default(),
+            2,
+        );
+        assert_eq!(app.window_s, 60.0);
+        app.zoom(false);
+        app.zoom(false);
+        app.zoom(false);
+        assert_eq!(app.window_s, 10.0);
+        for _ in 0..10 {
+            app.zoom(true);
+        }
+        assert_eq!(app.window_s, 600.0);
+    }
+
+    #[test]
+    fn short_labels_drop_the_section() {
+        assert_eq!(
+            short_label("workers.mode: unbound -> bound"),
+            "mode: unbound -> bound"
+        );
+        assert_eq!(short_label("baseline"), "baseline");
+    }
+}

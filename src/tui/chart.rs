@@ -1,0 +1,490 @@
+//! Time-series charts that stay honest on a terminal: a log axis for
+//! latency (ratatui's `Chart` has none, so values are transformed and the
+//! ticks labelled in us/ms/s), an optional right axis, min/max decimation
+//! when samples outnumber columns (a stall survives; a mean would hide it),
+//! and labelled vertical markers where a setting changed.
+//!
+//! ```text
+//!  ┌title with legend and the latest values──────────────────────┐
+//!  │ 10ms ┤          │mode: unbound -> bound                │ 4.0K │
+//!  │  1ms ┤ ⣀⡠⠤⠒⠉⠉⠑⠢⣀│⣀⣀⣀⣀⣀⣀⣀⣀⣀⣀                      │ 2.0K │
+//!  │100us ┤          │                                      │    0 │
+//!  │      -60s                 -30s                        now       │
+//!  └─────────────────────────────────────────────────────────────┘
+//!   left gutter: ticks      plot (Canvas)             right gutter
+//! ```
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
+use ratatui::symbols::Marker as Dots;
+use ratatui::text::Line;
+use ratatui::widgets::canvas::{Canvas, Line as Segment};
+use ratatui::widgets::{Block, Borders, Widget};
+
+use super::app::Marker;
+use super::theme::Theme;
+
+/// How the left axis maps values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// From 0 to a rounded-up maximum.
+    Linear,
+    /// Decades around the data (values <= 0 are not drawn).
+    Log,
+}
+
+/// One line on a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend name.
+    pub name: &'static str,
+    /// Colour.
+    pub color: Color,
+    /// (t_s, value) points, time ascending.
+    pub points: Vec<(f64, f64)>,
+    /// Drawn against the right axis (linear) instead of the left one.
+    pub right: bool,
+}
+
+/// Formats a value for an axis tick.
+pub type Fmt = fn(f64) -> String;
+
+/// A time chart over `[t0, t1]`.
+pub struct TimeChart<'a> {
+    /// Title (legend and latest values).
+    pub title: Line<'a>,
+    /// The lines.
+    pub series: Vec<Series>,
+    /// Window start, seconds.
+    pub t0: f64,
+    /// Window end, seconds.
+    pub t1: f64,
+    /// Left axis mapping.
+    pub scale: Scale,
+    /// Left tick format.
+    pub fmt_left: Fmt,
+    /// Right tick format (when a series is on the right).
+    pub fmt_right: Fmt,
+    /// Change markers.
+    pub markers: &'a [Marker],
+    /// Dot kind (Braille, or an ASCII character).
+    pub dots: Dots,
+    /// Colours.
+    pub theme: &'a Theme,
+}
+
+/// Keeps at most two points per column (the min and the max, in the order
+/// they happened) so a chart narrower than its data still shows every peak
+/// and every dip. Points outside `[t0, t1]` are dropped.
+pub fn decimate(points: &[(f64, f64)], t0: f64, t1: f64, cols: usize) -> Vec<(f64, f64)> {
+    let visible = points.iter().filter(|p| p.0 >= t0 && p.0 <= t1);
+    if cols == 0 || t1 <= t0 {
+        return Vec::new();
+    }
+    let width = (t1 - t0) / cols as f64;
+    let mut out = Vec::with_capacity(cols * 2);
+    let mut cur: Option<(usize, (f64, f64), (f64, f64), usize)> = None; // col, min, max, n
+    let flush = |out: &mut Vec<(f64, f64)>, c: (usize, (f64, f64), (f64, f64), usize)| {
+        let (_, lo, hi, n) = c;
+        if n == 1 || lo == hi {
+            out.push(lo);
+        } else if lo.0 <= hi.0 {
+            out.extend([lo, hi]);
+        } else {
+            out.extend([hi, lo]);
+        }
+    };
+    for &p in visible {
+        let col = (((p.0 - t0) / width) as usize).min(cols - 1);
+        match cur.as_mut() {
+            Some(c) if c.0 == col => {
+                if p.1 < c.1.1 {
+                    c.1 = p;
+                }
+                if p.1 > c.2.1 {
+                    c.2 = p;
+                }
+                c.3 += 1;
+            }
+            _ => {
+                if let Some(c) = cur.take() {
+                    flush(&mut out, c);
+                }
+                cur = Some((col, p, p, 1));
+            }
+        }
+    }
+    if let Some(c) = cur {
+        flush(&mut out, c);
+    }
+    out
+}
+
+/// Decade bounds (log10) around the positive values, at least one decade.
+pub fn log_bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| *v > 0.0 && v.is_finite()) {
+        lo = lo.min(v.log10());
+        hi = hi.max(v.log10());
+    }
+    if !lo.is_finite() {
+        return (1.0, 3.0);
+    }
+    let (lo, mut hi) = (lo.floor(), hi.ceil());
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    (lo, hi)
+}
+
+/// A "nice" upper bound (1, 2, 2.5, 5 x 10^n) at or above `max` (1 for 0).
+pub fn nice_max(max: f64) -> f64 {
+    if max <= 0.0 || !max.is_finite() {
+        return 1.0;
+    }
+    let mag = 10f64.powf(max.log10().floor());
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        if m * mag >= max * 1.0001 {
+            return m * mag;
+        }
+    }
+    10.0 * mag
+}
+
+/// Microseconds as `850us`, `1.2ms`, `35ms`, `1.5s`.
+pub fn fmt_us(us: f64) -> String {
+    if us == 0.0 {
+        "0".into()
+    } else if us < 1.0 {
+        format!("{us:.1}us")
+    } else if us < 1_000.0 {
+        format!("{us:.0}us")
+    } else if us < 10_000.0 {
+        format!("{:.1}ms", us / 1e3)
+    } else if us < 1_000_000.0 {
+        format!("{:.0}ms", us / 1e3)
+    } else {
+        format!("{:.1}s", us / 1e6)
+    }
+}
+
+/// Counts as `950`, `12.5K`, `1.2M`.
+pub fn fmt_count(v: f64) -> String {
+    if v < 1_000.0 {
+        format!("{v:.0}")
+    } else if v < 1_000_000.0 {
+        let k = v / 1e3;
+        if k < 100.0 {
+            format!("{k:.1}K")
+        } else {
+            format!("{k:.0}K")
+        }
+    } else {
+        format!("{:.1}M", v / 1e6)
+    }
+}
+
+/// A rate with up to one decimal: `0.5`, `35.2`, `512`.
+pub fn fmt_rate(v: f64) -> String {
+    if v < 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+const GUTTER: u16 = 6;
+
+impl Widget for TimeChart<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let th = self.theme;
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_style(th.border())
+            .title(self.title.clone());
+        let inner = block.inner(area);
+        block.render(area, buf);
+        let has_right = self.series.iter().any(|s| s.right);
+        let right_w = if has_right { GUTTER } else { 0 };
+        if inner.height < 3 || inner.width < GUTTER + right_w + 10 {
+            return;
+        }
+        let plot = Rect {
+            x: inner.x + GUTTER,
+            y: inner.y,
+            width: inner.width - GUTTER - right_w,
+            height: inner.height - 1,
+        };
+        let (t0, t1) = (self.t0, self.t1.max(self.t0 + 1e-3));
+        fn visible(s: &Series, t0: f64, t1: f64) -> impl Iterator<Item = f64> + '_ {
+            s.points
+                .iter()
+                .filter(move |p| p.0 >= t0 && p.0 <= t1)
+                .map(|p| p.1)
+        }
+        let visible = |s| visible(s, t0, t1);
+        // Left axis.
+        let (lo, hi) = match self.scale {
+            Scale::Log => log_bounds(self.series.iter().filter(|s| !s.right).flat_map(visible)),
+            Scale::Linear => (
+                0.0,
+                nice_max(
+                    self.series
+                        .iter()
+                        .filter(|s| !s.right)
+                        .flat_map(visible)
+                        .fold(0.0, f64::max),
+                ),
+            ),
+        };
+        let rmax = nice_max(
+            self.series
+                .iter()
+                .filter(|s| s.right)
+                .flat_map(visible)
+                .fold(0.0, f64::max),
+        );
+        let to_y = |v: f64, right: bool| -> Option<f64> {
+            if right {
+                return Some(lo + v / rmax * (hi - lo));
+            }
+            match self.scale {
+                Scale::Linear => Some(v),
+                Scale::Log if v > 0.0 => Some(v.log10()),
+                Scale::Log => None,
+            }
+        };
+        // Dots per column: Braille has two across a cell.
+        let cols = plot.width as usize * if self.dots == Dots::Braille { 2 } else { 1 };
+        let lines: Vec<(Color, Vec<(f64, f64)>)> = self
+            .series
+            .iter()
+            .map(|s| {
+                let pts = s
+                    .points
+                    .iter()
+                    .filter_map(|&(t, v)| to_y(v, s.right).map(|y| (t, y)))
+                    .collect::<Vec<_>>();
+                (s.color, decimate(&pts, t0, t1, cols))
+            })
+            .collect();
+        let markers: Vec<&Marker> = self
+            .markers
+            .iter()
+            .filter(|m| m.t_s >= t0 && m.t_s <= t1)
+            .collect();
+        let marker_color = th.marker;
+        Canvas::default()
+            .marker(self.dots)
+            .x_bounds([t0, t1])
+            .y_bounds([lo, hi])
+            .paint(|ctx| {
+                for m in &markers {
+                    ctx.draw(&Segment::new(m.t_s, lo, m.t_s, hi, marker_color));
+                }
+                ctx.layer();
+                for (color, pts) in &lines {
+                    if pts.len() == 1 {
+                        let (x, y) = pts[0];
+                        ctx.draw(&Segment::new(x, y, x, y, *color));
+                    }
+                    for w in pts.windows(2) {
+                        ctx.draw(&Segment::new(w[0].0, w[0].1, w[1].0, w[1].1, *color));
+                    }
+                    ctx.layer();
+                }
+                // Labels right of their line, stacked so neighbours do not overlap.
+            })
+            .render(plot, buf);
+        let cols_of = |t: f64| ((t - t0) / (t1 - t0) * plot.width as f64) as u16;
+        let marks: Vec<(u16, &str)> = markers
+            .iter()
+            .map(|m| (cols_of(m.t_s), m.label.as_str()))
+            .collect();
+        for (row, x, text) in place_labels(&marks, plot.width, plot.height.saturating_sub(1).min(3))
+        {
+            buf.set_string(
+                plot.x + x,
+                plot.y + row,
+                text,
+                Style::default().fg(marker_color),
+            );
+        }
+        // Ticks.
+        let row_of = |y: f64| -> u16 {
+            let frac = ((y - lo) / (hi - lo)).clamp(0.0, 1.0);
+            plot.y + ((1.0 - frac) * (plot.height - 1) as f64).round() as u16
+        };
+        let mut ticks: Vec<(f64, String, String)> = Vec::new(); // y, left, right
+        match self.scale {
+            Scale::Log => {
+                let step = if hi - lo > plot.height as f64 { 2.0 } else { 1.0 };
+                let mut d = lo;
+                while d <= hi + 1e-9 {
+                    ticks.push((d, (self.fmt_left)(10f64.powf(d)), String::new()));
+                    d += step;
+                }
+            }
+            Scale::Linear => {
+                for f in [0.0, 0.5, 1.0] {
+                    ticks.push((lo + f * (hi - lo), (self.fmt_left)(f * hi), String::new()));
+                }
+            }
+        }
+        if has_right {
+            if self.scale == Scale::Linear {
+                for (t, f) in ticks.iter_mut().zip([0.0, 0.5, 1.0]) {
+                    t.2 = (self.fmt_right)(f * rmax);
+                }
+            } else {
+                for f in [0.0, 0.5, 1.0] {
+                    ticks.push((lo + f * (hi - lo), String::new(), (self.fmt_right)(f * rmax)));
+                }
+            }
+        }
+        let mut used = Vec::new();
+        for (y, l, r) in ticks {
+            let row = row_of(y);
+            if used.contains(&(row, l.is_empty())) {
+                continue;
+            }
+            used.push((row, l.is_empty()));
+            if !l.is_empty() {
+                let text = format!("{l:>w$}", w = (GUTTER - 1) as usize);
+                buf.set_string(inner.x, row, &text, th.dim());
+                buf.set_string(inner.x + GUTTER - 1, row, "┤", th.dim());
+            }
+            if !r.is_empty() {
+                buf.set_string(plot.x + plot.width, row, "├", th.dim());
+                buf.set_string(plot.x + plot.width + 1, row, &r, th.dim());
+            }
+        }
+        // Time axis, relative to the newest sample.
+        let bottom = inner.y + inner.height - 1;
+        let span = self.t1 - self.t0;
+        let label = |s: f64| {
+            if s.abs() < 1e-9 {
+                "now".to_string()
+            } else {
+                format!("-{}", fmt_secs(s))
+            }
+        };
+        buf.set_string(plot.x, bottom, label(span), th.dim());
+        let mid = label(span / 2.0);
+        buf.set_string(
+            plot.x + plot.width / 2 - (mid.len() as u16) / 2,
+            bottom,
+            &mid,
+            th.dim(),
+        );
+        buf.set_string(plot.x + plot.width.saturating_sub(3), bottom, "now", th.dim());
+    }
+}
+
+/// Places marker labels without overlaps: newest first, each beside its
+/// line (right of it, or left near the right edge), on the first of `rows`
+/// rows where it fits; a label that fits nowhere is left out (the events log
+/// has it). `marks` are (column, label), oldest first; returns (row, column,
+/// label).
+pub fn place_labels<'a>(marks: &[(u16, &'a str)], width: u16, rows: u16) -> Vec<(u16, u16, &'a str)> {
+    let mut taken: Vec<(u16, u16, u16)> = Vec::new(); // row, from, to (exclusive)
+    let mut out = Vec::new();
+    for &(col, label) in marks.iter().rev() {
+        let len = label.chars().count() as u16;
+        if len + 1 > width {
+            continue;
+        }
+        let x = if col + 1 + len <= width {
+            col + 1
+        } else {
+            col.saturating_sub(len)
+        };
+        let free = |row: u16| {
+            !taken
+                .iter()
+                .any(|&(r, a, b)| r == row && x < b + 1 && a < x + len + 1)
+        };
+        if let Some(row) = (0..rows).find(|&r| free(r)) {
+            taken.push((row, x, x + len));
+            out.push((row, x, label));
+        }
+    }
+    out
+}
+
+/// Seconds as `30s`, `2m`, `1m30s`.
+pub fn fmt_secs(s: f64) -> String {
+    let s = s.round() as u64;
+    match (s / 60, s % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimation_keeps_the_spike_and_the_dip() {
+        let mut pts: Vec<(f64, f64)> = (0..1000).map(|i| (i as f64, 100.0)).collect();
+        pts[500].1 = 50_000.0;
+        pts[700].1 = 1.0;
+        let d = decimate(&pts, 0.0, 1000.0, 10);
+        assert!(d.len() <= 20, "{}", d.len());
+        assert!(d.iter().any(|p| p.1 == 50_000.0), "spike lost: {d:?}");
+        assert!(d.iter().any(|p| p.1 == 1.0), "dip lost: {d:?}");
+        // Time order is kept.
+        assert!(d.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
+
+    #[test]
+    fn decimation_passes_sparse_data_through() {
+        let pts = [(1.0, 5.0), (2.0, 6.0), (3.0, 7.0)];
+        assert_eq!(decimate(&pts, 0.0, 10.0, 100), pts.to_vec());
+        assert_eq!(decimate(&pts, 2.5, 10.0, 100), vec![(3.0, 7.0)]);
+    }
+
+    #[test]
+    fn labels_never_overlap_and_stay_inside() {
+        let marks = [
+            (10, "mode: unbound -> bound"),
+            (12, "hogs: 0 -> 1"),
+            (14, "baseline"),
+            (95, "highpri: true -> false"),
+        ];
+        let placed = place_labels(&marks, 100, 2);
+        for (i, a) in placed.iter().enumerate() {
+            assert!(a.1 + a.2.len() as u16 <= 100, "{a:?} spills over");
+            for b in &placed[i + 1..] {
+                let overlap = a.0 == b.0 && a.1 < b.1 + b.2.len() as u16 && b.1 < a.1 + a.2.len() as u16;
+                assert!(!overlap, "{a:?} overlaps {b:?}");
+            }
+        }
+        // Newest first: the two newest get placed; the oldest of three
+        // neighbours does not fit in two rows.
+        assert_eq!(placed.len(), 3, "{placed:?}");
+        assert!(placed.iter().any(|p| p.2.starts_with("highpri") && p.1 < 95));
+    }
+
+    #[test]
+    fn log_bounds_cover_whole_decades() {
+        assert_eq!(log_bounds([63.0, 270.0, 1_200.0].into_iter()), (1.0, 4.0));
+        assert_eq!(log_bounds([100.0].into_iter()), (2.0, 3.0));
+        assert_eq!(log_bounds([0.0, -1.0].into_iter()), (1.0, 3.0));
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_us(63.4), "63us");
+        assert_eq!(fmt_us(1_234.0), "1.2ms");
+        assert_eq!(fmt_us(553_800.0), "554ms");
+        assert_eq!(fmt_us(1_500_000.0), "1.5s");
+        assert_eq!(fmt_count(13_325.0), "13.3K");
+        assert_eq!(nice_max(37.0), 50.0);
+        assert_eq!(nice_max(0.0), 1.0);
+        assert_eq!(fmt_secs(90.0), "1m30s");
+    }
+}

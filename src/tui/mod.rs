@@ -1,0 +1,226 @@
+//! The live explorer: a full-screen terminal app over a running [`Engine`].
+//!
+//! The loop owns the terminal and the engine. It drains the engine's
+//! interval records into the [`App`] (never blocking the engine: records
+//! queue on a channel the sampler never waits on), draws at a fixed refresh
+//! rate (and at once after a key, so a changed setting shows immediately),
+//! and turns keys into [`Action`]s that call [`Engine::apply`]. The terminal
+//! is restored on quit, on a panic (ratatui's hook), and on SIGTERM/SIGHUP
+//! (a flag the loop polls every few ms).
+
+pub mod app;
+pub mod chart;
+pub mod help;
+pub mod render;
+pub mod theme;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
+
+use crate::engine::Engine;
+use app::{Action, App, Overlay};
+use render::Look;
+use theme::{Theme, ThemeName};
+
+/// Highest refresh rate accepted.
+pub const MAX_FPS: f64 = 30.0;
+/// Refresh rate by default.
+pub const DEFAULT_FPS: f64 = 4.0;
+
+/// How the explorer looks and runs.
+#[derive(Debug, Clone)]
+pub struct TuiOptions {
+    /// Frames per second (0.5..=30).
+    pub fps: f64,
+    /// ASCII only (no Braille, no box drawing).
+    pub ascii: bool,
+    /// Palette.
+    pub theme: ThemeName,
+    /// Quit by itself after this long (benchmarks, demos).
+    pub duration: Option<Duration>,
+}
+
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Measures the UI thread: CPU % over the last second and frame time.
+struct CostMeter {
+    since: Instant,
+    cpu_at: u64,
+    frames: u32,
+    draw_ns: u64,
+}
+
+impl CostMeter {
+    fn new() -> Self {
+        CostMeter {
+            since: Instant::now(),
+            cpu_at: thread_cpu_ns(),
+            frames: 0,
+            draw_ns: 0,
+        }
+    }
+
+    fn frame(&mut self, took: Duration, app: &mut App) {
+        self.frames += 1;
+        self.draw_ns += took.as_nanos() as u64;
+        let wall = self.since.elapsed();
+        if wall >= Duration::from_secs(1) {
+            let cpu = thread_cpu_ns();
+            app.ui.cpu_pct = (cpu - self.cpu_at) as f64 / wall.as_nanos() as f64 * 100.0;
+            app.ui.frame_ms = self.draw_ns as f64 / self.frames as f64 / 1e6;
+            *self = CostMeter::new();
+        }
+    }
+}
+
+/// Runs the explorer until the user quits (or a signal, or `duration`); the
+/// terminal is restored when it returns, and the caller stops the engine.
+pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
+    install_signal_handlers();
+    let look = Look {
+        theme: Theme::named(opts.theme),
+        ascii: opts.ascii,
+    };
+    let mut app = App::new(
+        engine.settings().clone(),
+        engine.effective().clone(),
+        engine.features().clone(),
+        crate::sys::online_cpus().len(),
+    );
+    app.ui.fps = opts.fps;
+    let frame_every = Duration::from_secs_f64(1.0 / opts.fps.clamp(0.5, MAX_FPS));
+    let started = Instant::now();
+    let mut terminal = ratatui::init();
+    let mut meter = CostMeter::new();
+    let mut next_frame = Instant::now();
+    let mut dirty = true;
+    let result = (|| -> std::io::Result<()> {
+        loop {
+            while let Ok(rec) = engine.records().try_recv() {
+                app.push(rec);
+            }
+            if app.quit
+                || SIGNALLED.load(Ordering::SeqCst)
+                || opts.duration.is_some_and(|d| started.elapsed() >= d)
+            {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if dirty || now >= next_frame {
+                let t = Instant::now();
+                terminal.draw(|f| render::draw(f, &app, &look))?;
+                meter.frame(t.elapsed(), &mut app);
+                dirty = false;
+                if now >= next_frame {
+                    next_frame += frame_every;
+                    if next_frame < now {
+                        next_frame = now + frame_every;
+                    }
+                }
+            }
+            // Wake for input, the next frame, or a signal, whichever first.
+            let wait = next_frame
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(50));
+            if event::poll(wait)? {
+                match event::read()? {
+                    TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
+                        handle_key(&mut app, engine, k);
+                        dirty = true;
+                    }
+                    TermEvent::Resize(..) => dirty = true,
+                    _ => {}
+                }
+            }
+        }
+    })();
+    ratatui::restore();
+    result
+}
+
+/// Applies one key to the app and the engine.
+pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
+    if app.overlay != Overlay::None {
+        // Any key closes the help or a message; q still quits from the help.
+        let quits = matches!(
+            app::action_for_key(key, &app.settings, app.cpus),
+            Action::Quit
+        ) && app.overlay == Overlay::Help
+            && key.code != event::KeyCode::Esc;
+        app.overlay = Overlay::None;
+        if !quits {
+            return;
+        }
+    }
+    match app::action_for_key(key, &app.settings, app.cpus) {
+        Action::None | Action::Dismiss => {}
+        Action::Quit => app.quit = true,
+        Action::ToggleHelp => app.overlay = Overlay::Help,
+        Action::ZoomIn => app.zoom(false),
+        Action::ZoomOut => app.zoom(true),
+        Action::ResetCharts => {
+            app.reset_charts();
+            app.flash("charts reset");
+        }
+        Action::MarkBaseline => {
+            if app.mark_baseline() {
+                engine.mark("baseline");
+                app.flash("baseline marked: change a setting and compare");
+            } else {
+                app.flash("nothing measured yet: wait for a few intervals");
+            }
+        }
+        Action::TogglePause => {
+            if engine.is_paused() {
+                match engine.resume() {
+                    Ok(()) => app.paused = false,
+                    Err(e) => app.overlay = Overlay::Error(e.to_string()),
+                }
+            } else {
+                engine.pause();
+                app.paused = true;
+            }
+        }
+        Action::Refuse(why) => app.flash(why),
+        Action::Apply(s) => {
+            let t = Instant::now();
+            match engine.apply(s) {
+                Ok(changes) => {
+                    app.set_running(engine.settings().clone(), engine.effective().clone());
+                    let what: Vec<String> = changes.iter().map(|c| c.label()).collect();
+                    app.flash(format!(
+                        "{} (applied in {:.0} ms)",
+                        what.join(", "),
+                        t.elapsed().as_secs_f64() * 1e3
+                    ));
+                }
+                Err(e) => app.overlay = Overlay::Error(e.to_string()),
+            }
+        }
+    }
+}
