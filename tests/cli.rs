@@ -240,3 +240,21 @@ fn shipped_default_preset_is_the_default_settings() {
     let s = readpath::settings::Settings::from_toml_str(&text, "presets/default.toml").unwrap();
     assert_eq!(s, readpath::settings::Settings::default());
 }
+
+#[test]
+fn explorer_without_a_terminal_points_to_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [&[][..], &["tui"][..]] {
+        let o = readpath(args, tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("needs a terminal") && e.contains("readpath run"),
+            "{e}"
+        );
+        assert!(tree_listing(tmp.path()).is_empty(), "nothing written");
+    }
+    let o = readpath(&["tui", "--fps", "100"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("0.5..=30"), "{}", stderr(&o));
+}

@@ -79,7 +79,14 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
     }
 }
 
-fn step<T: Copy + PartialOrd>(v: T, next: T, lo: T, hi: T, key: &str, what: &str) -> Result<T, String> {
+fn step<T: Copy + PartialOrd>(
+    v: T,
+    next: T,
+    lo: T,
+    hi: T,
+    key: &str,
+    what: &str,
+) -> Result<T, String> {
     if next < lo || next > hi || next == v {
         Err(format!("{key} is already {what}"))
     } else {
@@ -117,7 +124,8 @@ pub fn adjust(key: char, s: &Settings, cpus: usize) -> Option<Result<Settings, S
             'c' => {
                 use crate::crypto::CipherKind;
                 let i = CipherKind::ALL.iter().position(|&c| c == n.pipeline.cipher);
-                n.pipeline.cipher = CipherKind::ALL[i.map_or(0, |i| (i + 1) % CipherKind::ALL.len())];
+                n.pipeline.cipher =
+                    CipherKind::ALL[i.map_or(0, |i| (i + 1) % CipherKind::ALL.len())];
             }
             'o' => w.direct = !w.direct,
             '+' | '=' => {
@@ -470,7 +478,9 @@ impl App {
         if let Some(m) = self.markers.iter().rev().find(|m| m.label != "baseline") {
             t0 = t0.max(m.t_s);
         }
-        self.history.iter().filter(move |r| r.t_s - r.interval_s >= t0)
+        self.history
+            .iter()
+            .filter(move |r| r.t_s - r.interval_s >= t0)
     }
 
     /// The latency distribution of `records`.
@@ -662,7 +672,9 @@ mod tests {
     #[test]
     fn limits_are_refused_with_a_reason() {
         let mut s = Settings::default();
-        assert!(matches!(action_for_key(key('-'), &s, 2), Action::Refuse(r) if r.contains("minimum")));
+        assert!(
+            matches!(action_for_key(key('-'), &s, 2), Action::Refuse(r) if r.contains("minimum"))
+        );
         assert!(matches!(action_for_key(key('['), &s, 2), Action::Refuse(_)));
         assert!(matches!(action_for_key(key('<'), &s, 2), Action::Refuse(_)));
         assert!(matches!(action_for_key(key('G'), &s, 2), Action::Refuse(_)));

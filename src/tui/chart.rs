@@ -84,8 +84,10 @@ pub fn decimate(points: &[(f64, f64)], t0: f64, t1: f64, cols: usize) -> Vec<(f6
     }
     let width = (t1 - t0) / cols as f64;
     let mut out = Vec::with_capacity(cols * 2);
-    let mut cur: Option<(usize, (f64, f64), (f64, f64), usize)> = None; // col, min, max, n
-    let flush = |out: &mut Vec<(f64, f64)>, c: (usize, (f64, f64), (f64, f64), usize)| {
+    /// A column being filled: its index, lowest and highest point, count.
+    type Col = (usize, (f64, f64), (f64, f64), usize);
+    let mut cur: Option<Col> = None;
+    let flush = |out: &mut Vec<(f64, f64)>, c: Col| {
         let (_, lo, hi, n) = c;
         if n == 1 || lo == hi {
             out.push(lo);
@@ -319,7 +321,11 @@ impl Widget for TimeChart<'_> {
         let mut ticks: Vec<(f64, String, String)> = Vec::new(); // y, left, right
         match self.scale {
             Scale::Log => {
-                let step = if hi - lo > plot.height as f64 { 2.0 } else { 1.0 };
+                let step = if hi - lo > plot.height as f64 {
+                    2.0
+                } else {
+                    1.0
+                };
                 let mut d = lo;
                 while d <= hi + 1e-9 {
                     ticks.push((d, (self.fmt_left)(10f64.powf(d)), String::new()));
@@ -339,7 +345,11 @@ impl Widget for TimeChart<'_> {
                 }
             } else {
                 for f in [0.0, 0.5, 1.0] {
-                    ticks.push((lo + f * (hi - lo), String::new(), (self.fmt_right)(f * rmax)));
+                    ticks.push((
+                        lo + f * (hi - lo),
+                        String::new(),
+                        (self.fmt_right)(f * rmax),
+                    ));
                 }
             }
         }
@@ -378,7 +388,12 @@ impl Widget for TimeChart<'_> {
             &mid,
             th.dim(),
         );
-        buf.set_string(plot.x + plot.width.saturating_sub(3), bottom, "now", th.dim());
+        buf.set_string(
+            plot.x + plot.width.saturating_sub(3),
+            bottom,
+            "now",
+            th.dim(),
+        );
     }
 }
 
@@ -387,7 +402,11 @@ impl Widget for TimeChart<'_> {
 /// rows where it fits; a label that fits nowhere is left out (the events log
 /// has it). `marks` are (column, label), oldest first; returns (row, column,
 /// label).
-pub fn place_labels<'a>(marks: &[(u16, &'a str)], width: u16, rows: u16) -> Vec<(u16, u16, &'a str)> {
+pub fn place_labels<'a>(
+    marks: &[(u16, &'a str)],
+    width: u16,
+    rows: u16,
+) -> Vec<(u16, u16, &'a str)> {
     let mut taken: Vec<(u16, u16, u16)> = Vec::new(); // row, from, to (exclusive)
     let mut out = Vec::new();
     for &(col, label) in marks.iter().rev() {
@@ -459,14 +478,19 @@ mod tests {
         for (i, a) in placed.iter().enumerate() {
             assert!(a.1 + a.2.len() as u16 <= 100, "{a:?} spills over");
             for b in &placed[i + 1..] {
-                let overlap = a.0 == b.0 && a.1 < b.1 + b.2.len() as u16 && b.1 < a.1 + a.2.len() as u16;
+                let overlap =
+                    a.0 == b.0 && a.1 < b.1 + b.2.len() as u16 && b.1 < a.1 + a.2.len() as u16;
                 assert!(!overlap, "{a:?} overlaps {b:?}");
             }
         }
         // Newest first: the two newest get placed; the oldest of three
         // neighbours does not fit in two rows.
         assert_eq!(placed.len(), 3, "{placed:?}");
-        assert!(placed.iter().any(|p| p.2.starts_with("highpri") && p.1 < 95));
+        assert!(
+            placed
+                .iter()
+                .any(|p| p.2.starts_with("highpri") && p.1 < 95)
+        );
     }
 
     #[test]

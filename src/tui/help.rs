@@ -11,7 +11,10 @@ use super::theme::Theme;
 
 /// Every key with what it does.
 pub const KEY_HELP: &[(&str, &str)] = &[
-    ("w", "workers: inline -> bound -> unbound (the decrypt queue, or the only one)"),
+    (
+        "w",
+        "workers: inline -> bound -> unbound (the decrypt queue, or the only one)",
+    ),
     ("W", "verify queue: same -> inline -> bound -> unbound"),
     ("h", "high priority workers on/off (nice -20, WQ_HIGHPRI)"),
     ("i", "reader sleep: iowait -> plain (NO_IOWAIT) -> poll"),
@@ -99,7 +102,10 @@ pub fn render(area: Rect, buf: &mut Buffer, th: &Theme) {
             Block::default()
                 .borders(Borders::ALL)
                 .border_style(th.border())
-                .title(Span::styled(" help: keys and knobs (any key closes) ", th.title())),
+                .title(Span::styled(
+                    " help: keys and knobs (any key closes) ",
+                    th.title(),
+                )),
         )
         .render(r, buf);
 }

@@ -57,6 +57,37 @@ fn install_signal_handlers() {
     }
 }
 
+/// What waiting on the terminal found.
+#[derive(PartialEq)]
+enum Input {
+    /// Nothing before the timeout (or a signal).
+    Idle,
+    /// Bytes to read.
+    Ready,
+    /// The terminal was hung up (window closed, tmux killed): crossterm's
+    /// poll would spin on the end of file forever, so it must not be called.
+    Gone,
+}
+
+/// Waits up to `timeout` for input on the terminal (stdin).
+fn wait_input(timeout: Duration) -> Input {
+    let mut fds = [libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    let ms = timeout.as_millis().min(1000) as libc::c_int;
+    // SAFETY: `fds` is a valid array of one pollfd for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+    if n <= 0 {
+        Input::Idle
+    } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        Input::Gone
+    } else {
+        Input::Ready
+    }
+}
+
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -147,14 +178,20 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
             let wait = next_frame
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(50));
-            if event::poll(wait)? {
-                match event::read()? {
-                    TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
-                        handle_key(&mut app, engine, k);
-                        dirty = true;
+            match wait_input(wait) {
+                Input::Idle => {}
+                Input::Gone => return Ok(()),
+                Input::Ready => {
+                    while event::poll(Duration::ZERO)? {
+                        match event::read()? {
+                            TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
+                                handle_key(&mut app, engine, k);
+                                dirty = true;
+                            }
+                            TermEvent::Resize(..) => dirty = true,
+                            _ => {}
+                        }
                     }
-                    TermEvent::Resize(..) => dirty = true,
-                    _ => {}
                 }
             }
         }

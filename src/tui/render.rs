@@ -96,7 +96,14 @@ fn too_small(area: Rect, buf: &mut Buffer, th: &Theme) {
     Paragraph::new(text)
         .alignment(Alignment::Center)
         .wrap(Wrap { trim: true })
-        .render(Rect { y, height: h, ..area }, buf);
+        .render(
+            Rect {
+                y,
+                height: h,
+                ..area
+            },
+            buf,
+        );
 }
 
 fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
@@ -113,7 +120,7 @@ fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     let side_w = if area.width >= 120 {
         40
     } else if area.width >= 80 {
-        27
+        31
     } else {
         0
     };
@@ -123,7 +130,11 @@ fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         render_side(app, th, side_w >= 40, side, buf);
     }
     // The bottom row appears once the charts have room above it.
-    let bottom_h = if main.height >= 34 { main.height / 3 } else { 0 };
+    let bottom_h = if main.height >= 34 {
+        main.height / 3
+    } else {
+        0
+    };
     let [charts, bottom] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(bottom_h)]).areas(main);
     let baseline_inline = bottom_h == 0 && app.baseline.is_some();
@@ -192,21 +203,27 @@ fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         ("SHA", f.sha_instructions),
         ("highpri", f.highpri),
     ] {
-        spans.push(Span::styled(format!("{name} "), th.text()));
+        spans.push(Span::styled(name, th.text()));
         spans.push(mark(ok, th));
         spans.push(Span::raw(" "));
     }
     spans.push(Span::styled("│ ", th.dim()));
     spans.push(Span::styled(app.plan.clone(), th.text()));
     let left = Line::from(spans);
+    let used = left.width() as u16;
     left.render(area, buf);
+    // The UI's own cost, where it does not cover the plan.
     let ui = format!(
-        " ui {:.1}% cpu {:.1}ms/frame {:.0}Hz ",
+        " │ ui {:.1}% cpu {:.1}ms/frame {:.0}Hz",
         app.ui.cpu_pct, app.ui.frame_ms, app.ui.fps
     );
-    let w = ui.chars().count() as u16;
-    if area.width > w + 60 {
-        buf.set_string(area.x + area.width - w, area.y, ui, th.dim());
+    let short = format!(" │ ui {:.1}% {:.1}ms", app.ui.cpu_pct, app.ui.frame_ms);
+    for text in [ui, short] {
+        let w = text.chars().count() as u16;
+        if used + w <= area.width {
+            buf.set_string(area.x + area.width - w, area.y, text, th.dim());
+            break;
+        }
     }
 }
 
@@ -289,53 +306,13 @@ fn panel<'a>(title: &'a str, th: &Theme) -> Block<'a> {
 }
 
 fn render_side(app: &App, th: &Theme, wide: bool, area: Rect, buf: &mut Buffer) {
-    let mut lines = Vec::new();
-    let mut section = "";
-    for k in KEYS {
-        let Some((sec, name)) = k.key.split_once('.') else {
-            continue;
-        };
-        if sec != section {
-            section = sec;
-            lines.push(Line::from(Span::styled(format!("[{sec}]"), th.dim())));
-        }
-        let value = app.settings.get(k.key).unwrap_or_default();
-        let running = app.effective.get(k.key).unwrap_or_default();
-        let why = app.unavailable(k.key);
-        let style = if why.is_some() {
-            Style::default().fg(th.disabled)
-        } else {
-            th.text()
-        };
-        let key = key_of(k.key).map_or(String::new(), |k| format!("{k:>2}"));
-        let name_w = if wide { 13 } else { 11 };
-        let mut name = name.to_string();
-        name.truncate(name_w);
-        let mut spans = vec![
-            Span::styled(format!("{key:>2} "), th.title()),
-            Span::styled(format!("{name:<name_w$} "), style),
-            Span::styled(
-                value.clone(),
-                if why.is_some() {
-                    style
-                } else {
-                    style.add_modifier(Modifier::BOLD)
-                },
-            ),
-        ];
-        if running != value {
-            spans.push(Span::styled(format!(" → {running}"), Style::default().fg(th.warn)));
-        }
-        lines.push(Line::from(spans));
-        if let Some(why) = why
-            && wide
-        {
-            lines.push(Line::from(Span::styled(
-                format!("     {why}"),
-                Style::default().fg(th.disabled).add_modifier(Modifier::ITALIC),
-            )));
-        }
-    }
+    // Everything, if it fits; else only the settings a key changes.
+    let full = setting_lines(app, th, wide, false);
+    let lines = if full.len() as u16 + 2 <= area.height {
+        full
+    } else {
+        setting_lines(app, th, wide, true)
+    };
     let settings_h = (lines.len() as u16 + 2).min(area.height);
     let log_h = area.height - settings_h;
     let [top, bottom] =
@@ -365,11 +342,73 @@ fn render_side(app: &App, th: &Theme, wide: bool, area: Rect, buf: &mut Buffer) 
                 ])
             })
             .collect();
+        // Not wrapped: the newest line must stay in view.
         Paragraph::new(lines)
             .block(panel("events", th))
-            .wrap(Wrap { trim: true })
             .render(bottom, buf);
     }
+}
+
+/// The settings panel's lines: every key by section, or (`keyed_only`) just
+/// the ones a key changes, without section headers or reasons.
+fn setting_lines(app: &App, th: &Theme, wide: bool, keyed_only: bool) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let mut section = "";
+    for k in KEYS {
+        let Some((sec, name)) = k.key.split_once('.') else {
+            continue;
+        };
+        let key = key_of(k.key);
+        if keyed_only && key.is_none() {
+            continue;
+        }
+        if sec != section && !keyed_only {
+            section = sec;
+            lines.push(Line::from(Span::styled(format!("[{sec}]"), th.dim())));
+        }
+        let value = app.settings.get(k.key).unwrap_or_default();
+        let running = app.effective.get(k.key).unwrap_or_default();
+        let why = app.unavailable(k.key);
+        let style = if why.is_some() {
+            Style::default().fg(th.disabled)
+        } else {
+            th.text()
+        };
+        let name_w = if wide { 13 } else { 10 };
+        let mut name = name.to_string();
+        name.truncate(name_w);
+        let mut spans = vec![
+            Span::styled(format!("{:>2} ", key.unwrap_or("")), th.title()),
+            Span::styled(format!("{name:<name_w$} "), style),
+            Span::styled(
+                value.clone(),
+                if why.is_some() {
+                    style
+                } else {
+                    style.add_modifier(Modifier::BOLD)
+                },
+            ),
+        ];
+        if running != value {
+            spans.push(Span::styled(
+                format!(" → {running}"),
+                Style::default().fg(th.warn),
+            ));
+        }
+        lines.push(Line::from(spans));
+        if let Some(why) = why
+            && wide
+            && !keyed_only
+        {
+            lines.push(Line::from(Span::styled(
+                format!("     {why}"),
+                Style::default()
+                    .fg(th.disabled)
+                    .add_modifier(Modifier::ITALIC),
+            )));
+        }
+    }
+    lines
 }
 
 fn fmt_t(t: f64) -> String {
@@ -403,7 +442,10 @@ fn series(
 fn legend<'a>(title: &'a str, items: Vec<(String, ratatui::style::Color)>, th: &Theme) -> Line<'a> {
     let mut spans = vec![Span::styled(format!(" {title} "), th.title())];
     for (text, color) in items {
-        spans.push(Span::styled(format!("━ {text}  "), Style::default().fg(color)));
+        spans.push(Span::styled(
+            format!("━ {text}  "),
+            Style::default().fg(color),
+        ));
     }
     Line::from(spans)
 }
@@ -473,7 +515,10 @@ fn throughput_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
                 s[0],
             ),
             (
-                format!("IOPS {} (right)", last.map_or("-".into(), |r| fmt_count(r.iops))),
+                format!(
+                    "IOPS {} (right)",
+                    last.map_or("-".into(), |r| fmt_count(r.iops))
+                ),
                 s[3],
             ),
         ],
@@ -512,7 +557,9 @@ fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         th,
     );
     let series = vec![
-        series(app, "queue p99", s[1], false, |r| Some(r.stages_us.queue.p99)),
+        series(app, "queue p99", s[1], false, |r| {
+            Some(r.stages_us.queue.p99)
+        }),
         series(app, "run_delay", s[2], true, |r| Some(rd(r))),
     ];
     time_chart(app, look, title, series, Scale::Linear, fmt_us, fmt_rate).render(area, buf);
@@ -571,7 +618,9 @@ fn render_distribution(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let (first, last) = (range.0 / group, (range.1 / group).min(now_g.len() - 1));
     let label_w = 7usize;
     let pct_w = 6usize;
-    let bar_w = (inner.width as usize).saturating_sub(label_w + pct_w + 1).max(1);
+    let bar_w = (inner.width as usize)
+        .saturating_sub(label_w + pct_w + 1)
+        .max(1);
     let max_share = (first..=last)
         .map(|i| {
             let b = base_g.as_ref().map_or(0.0, |g| g[i].1 as f64 / tb);
@@ -583,12 +632,7 @@ fn render_distribution(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         let y = inner.y + row as u16;
         let share = now_g[i].1 as f64 / tn;
         let len = ((share / max_share) * bar_w as f64).round() as usize;
-        buf.set_string(
-            inner.x,
-            y,
-            format!("{:>6} ", fmt_us(now_g[i].0)),
-            th.dim(),
-        );
+        buf.set_string(inner.x, y, format!("{:>6} ", fmt_us(now_g[i].0)), th.dim());
         buf.set_string(
             inner.x + label_w as u16,
             y,
@@ -603,7 +647,9 @@ fn render_distribution(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                     inner.x + (label_w + x.min(bar_w - 1)) as u16,
                     y,
                     "│",
-                    Style::default().fg(th.baseline).add_modifier(Modifier::BOLD),
+                    Style::default()
+                        .fg(th.baseline)
+                        .add_modifier(Modifier::BOLD),
                 );
             }
         }
@@ -650,7 +696,12 @@ fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             return;
         }
         let len = (us / total * bar_w as f64).round() as usize;
-        buf.set_string(inner.x, y, format!("{name:<8}{:>7} ", fmt_us(us)), th.text());
+        buf.set_string(
+            inner.x,
+            y,
+            format!("{name:<8}{:>7} ", fmt_us(us)),
+            th.text(),
+        );
         buf.set_string(inner.x + 16, y, "█".repeat(len), Style::default().fg(color));
         buf.set_string(
             inner.x + 16 + bar_w as u16,
@@ -725,17 +776,16 @@ fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 Span::styled("b", th.title()),
                 Span::styled(" to mark the current window,", th.dim()),
             ]),
-            Line::from(Span::styled(
-                "then change a setting and compare",
-                th.dim(),
-            )),
+            Line::from(Span::styled("then change a setting and compare", th.dim())),
         ])
         .render(inner, buf);
         return;
     };
     let now = app.now;
     type Get = fn(&WindowStats) -> f64;
-    let rows: [(&str, Get, fn(f64) -> String, bool); 7] = [
+    /// Name, value, format, higher is better.
+    type Row = (&'static str, Get, fn(f64) -> String, bool);
+    let rows: [Row; 7] = [
         ("MiB/s", |s| s.throughput_mib_s, fmt_rate, true),
         ("IOPS", |s| s.iops, fmt_count, true),
         ("p50", |s| s.p50_us, fmt_us, false),
@@ -745,10 +795,7 @@ fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         ("run_delay/s", |s| s.run_delay_us_per_s, fmt_us, false),
     ];
     let mut lines = vec![Line::from(Span::styled(
-        format!(
-            "{:<11}{:>9}{:>9}{:>9}",
-            "", "baseline", "now", "change"
-        ),
+        format!("{:<11}{:>9}{:>9}{:>9}", "", "baseline", "now", "change"),
         th.dim(),
     ))];
     for (name, get, fmt, higher_better) in rows {
@@ -771,10 +818,7 @@ fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         lines.push(Line::from(vec![
             Span::styled(format!("{name:<11}"), th.text()),
             Span::styled(format!("{:>9}", fmt(b)), Style::default().fg(th.baseline)),
-            Span::styled(
-                format!("{:>9}", n.map_or("-".into(), fmt)),
-                th.text(),
-            ),
+            Span::styled(format!("{:>9}", n.map_or("-".into(), fmt)), th.text()),
             Span::styled(format!("{chg:>9}"), Style::default().fg(color)),
         ]));
     }

@@ -74,7 +74,12 @@ impl Theme {
                 warn: Color::Rgb(160, 100, 0),
                 marker: Color::Magenta,
                 baseline: Color::Blue,
-                series: [Color::Green, Color::Rgb(170, 120, 0), Color::Red, Color::Blue],
+                series: [
+                    Color::Green,
+                    Color::Rgb(170, 120, 0),
+                    Color::Red,
+                    Color::Blue,
+                ],
                 busy: Color::Green,
                 iowait: Color::Rgb(170, 120, 0),
             },

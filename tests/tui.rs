@@ -1,0 +1,252 @@
+//! The explorer's screens, rendered on ratatui's TestBackend from fixed,
+//! synthetic interval records (no engine, no timing), and compared with
+//! insta snapshots: the main screen at 80x24 and 160x48, the help, the
+//! too-small message, the baseline panel, and a change marker on the charts.
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use readpath::metrics::{CpuUsage, Event, IntervalRecord, Notice, Recorder, Stage};
+use readpath::settings::{Settings, WorkerMode};
+use readpath::sys::Features;
+use readpath::tui::app::{App, Overlay};
+use readpath::tui::render::{Look, render};
+use readpath::tui::theme::{Theme, ThemeName};
+
+const INTERVAL_S: f64 = 0.25;
+
+fn features() -> Features {
+    Features {
+        io_uring: true,
+        no_iowait: true,
+        aes_instructions: true,
+        sha_instructions: true,
+        schedstat: true,
+        highpri: false,
+        highpri_reason: Some("needs CAP_SYS_NICE or RLIMIT_NICE >= 40".into()),
+        ..Features::default()
+    }
+}
+
+/// One interval of a QD1 workload: unbound before t = 30 s (slower, more
+/// run_delay), bound after; a stall at t = 20 s.
+fn record(seq: u64) -> IntervalRecord {
+    let t = (seq + 1) as f64 * INTERVAL_S;
+    let bound = t > 30.0;
+    let mut r = Recorder::new();
+    let base_us = if bound { 70.0 } else { 90.0 };
+    let n = 2000u64;
+    for i in 0..n {
+        // A deterministic spread: most near base, a tail up to ~20x.
+        let f = i as f64 / n as f64;
+        let us = base_us
+            * (0.8 + 0.4 * f)
+            * if f > 0.99 {
+                20.0 * (f - 0.98) * 10.0
+            } else {
+                1.0
+            };
+        let us = if (seq == 80) && i == n - 1 {
+            40_000.0
+        } else {
+            us
+        };
+        r.record(Stage::EndToEnd, (us * 1e3) as u64);
+        r.record(Stage::Device, (us * 0.8e3) as u64);
+        r.record(
+            Stage::Queue,
+            (us * if bound { 0.05e3 } else { 0.15e3 }) as u64,
+        );
+        r.record(Stage::Decrypt, 800);
+        r.record(Stage::Verify, 3_000);
+    }
+    r.counters.reads = n;
+    r.counters.bytes = n * 4096;
+    let mut rec = IntervalRecord {
+        seq,
+        t_s: t,
+        ..Default::default()
+    };
+    rec.fill_from(&r, INTERVAL_S);
+    rec.workers.threads = 4;
+    rec.workers.run_delay_us = if bound { 300.0 } else { 9_000.0 };
+    rec.cpus = vec![
+        CpuUsage {
+            cpu: 0,
+            busy_pct: 20.0,
+            iowait_pct: 5.0,
+        },
+        CpuUsage {
+            cpu: 1,
+            busy_pct: 55.0,
+            iowait_pct: 40.0,
+        },
+    ];
+    if seq == 119 {
+        rec.events.push(Event {
+            t_s: 30.0,
+            label: "workers.mode: unbound -> bound".into(),
+        });
+    }
+    if seq == 0 {
+        rec.notices.push(Notice {
+            t_s: 0.0,
+            text: "workers.highpri: nice -20 refused; running at nice 0".into(),
+        });
+    }
+    rec
+}
+
+/// The explorer after 45 s of the fixture; with `baseline`, `b` was pressed
+/// at 29 s (before the change).
+fn app(baseline: bool) -> App {
+    let s = Settings::default();
+    let mut app = App::new(s.clone(), s, features(), 2);
+    for seq in 0..180 {
+        if seq == 116 && baseline {
+            assert!(app.mark_baseline());
+        }
+        app.push(record(seq));
+    }
+    let mut bound = app.settings.clone();
+    bound.workers.mode = WorkerMode::Bound;
+    app.set_running(bound.clone(), bound);
+    app
+}
+
+fn look() -> Look {
+    Look {
+        theme: Theme::named(ThemeName::Dark),
+        ascii: false,
+    }
+}
+
+fn draw(app: &App, look: &Look, w: u16, h: u16) -> Buffer {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| render(app, look, f.area(), f.buffer_mut()))
+        .unwrap();
+    t.backend().buffer().clone()
+}
+
+fn text(buf: &Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        for x in 0..buf.area.width {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn main_screen_160x48() {
+    let screen = text(&draw(&app(false), &look(), 160, 48));
+    assert!(
+        screen.contains("mode: unbound -> bound"),
+        "marker label:\n{screen}"
+    );
+    insta::assert_snapshot!("main_160x48", screen);
+}
+
+#[test]
+fn main_screen_80x24() {
+    let screen = text(&draw(&app(false), &look(), 80, 24));
+    assert!(screen.contains("latency"), "{screen}");
+    assert!(screen.contains("mode"), "{screen}");
+    insta::assert_snapshot!("main_80x24", screen);
+}
+
+#[test]
+fn help_screen() {
+    let mut a = app(false);
+    a.overlay = Overlay::Help;
+    let screen = text(&draw(&a, &look(), 160, 48));
+    for k in [
+        "inline -> bound -> unbound",
+        "NO_IOWAIT",
+        "run_delay",
+        "WQ_HIGHPRI",
+    ] {
+        assert!(screen.contains(k), "help lacks {k:?}:\n{screen}");
+    }
+    insta::assert_snapshot!("help_160x48", screen);
+}
+
+#[test]
+fn too_small_names_the_size_needed() {
+    let screen = text(&draw(&app(false), &look(), 50, 12));
+    assert!(
+        screen.contains("needs at least 60x18, this one is 50x12"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("too_small_50x12", screen);
+}
+
+#[test]
+fn baseline_panel_compares_baseline_with_now() {
+    let a = app(true);
+    let b = a.baseline.as_ref().unwrap().stats;
+    let n = a.now.unwrap();
+    // The fixture's change: run_delay 9000 -> 300 us per 0.25 s interval.
+    assert!((b.run_delay_us_per_s - 36_000.0).abs() < 1.0, "{b:?}");
+    assert!((n.run_delay_us_per_s - 1_200.0).abs() < 1.0, "{n:?}");
+    // "now" starts after the change marker: only bound intervals.
+    assert!(n.from_s >= 30.0, "{n:?}");
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(screen.contains("-97%"), "run_delay change:\n{screen}");
+    insta::assert_snapshot!("baseline_160x48", screen);
+    // At 80x24 the panel takes the scheduler chart's place.
+    let small = text(&draw(&a, &look(), 80, 24));
+    assert!(small.contains("baseline vs now"), "{small}");
+    insta::assert_snapshot!("baseline_80x24", small);
+}
+
+#[test]
+fn a_change_marker_is_drawn_on_every_time_chart() {
+    let buf = draw(&app(false), &look(), 160, 48);
+    let screen = text(&buf);
+    let n = screen.matches("mode: unbound -> bound").count();
+    // Three time charts, plus the events log line.
+    assert!(n >= 3, "marker on {n} charts:\n{screen}");
+    // The line itself: a marker-coloured cell in each chart's plot column.
+    let magenta = buf
+        .content
+        .iter()
+        .filter(|c| c.fg == look().theme.marker && c.symbol() != " ")
+        .count();
+    assert!(magenta > 30, "{magenta} marker cells");
+}
+
+#[test]
+fn unavailable_settings_are_greyed_with_a_reason() {
+    let buf = draw(&app(false), &look(), 160, 48);
+    let screen = text(&buf);
+    assert!(screen.contains("needs CAP_SYS_NICE"), "{screen}");
+    let row = (0..48)
+        .find(|&y| {
+            (0..40)
+                .map(|x| buf[(x, y)].symbol())
+                .collect::<String>()
+                .contains("highpri")
+        })
+        .expect("highpri row");
+    let cell = (0..40)
+        .map(|x| &buf[(x, row)])
+        .find(|c| c.symbol() == "g")
+        .unwrap();
+    assert_eq!(cell.fg, look().theme.disabled);
+}
+
+#[test]
+fn ascii_mode_draws_only_ascii() {
+    let l = Look {
+        theme: Theme::named(ThemeName::Light),
+        ascii: true,
+    };
+    let mut a = app(true);
+    let screen = text(&draw(&a, &l, 160, 48));
+    assert!(screen.is_ascii(), "{screen}");
+    a.overlay = Overlay::Help;
+    assert!(text(&draw(&a, &l, 80, 24)).is_ascii());
+}
