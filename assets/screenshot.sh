@@ -9,11 +9,11 @@
 # Needs (Debian): xvfb xterm xdotool imagemagick fonts-dejavu-core x11-utils fontconfig
 #
 # Usage: assets/screenshot.sh [--cols 160] [--rows 48] [--wait 8] [--keys "KEYS"]
-#                             [--keys-wait 3] --out FILE.png -- COMMAND [ARGS...]
-#   --keys is typed literally (e.g. "b" or "w"); --wait/--keys-wait are seconds.
+#          [--key-gap 1] [--keys-wait 3] --out FILE.png -- COMMAND [ARGS...]
+#   --keys is typed one character at a time, --key-gap seconds apart; times in seconds.
 set -euo pipefail
 
-COLS=160 ROWS=48 WAIT=8 KEYS="" KEYS_WAIT=3 OUT=""
+COLS=160 ROWS=48 WAIT=8 KEYS="" KEY_GAP=1 KEYS_WAIT=3 OUT=""
 usage() { sed -n '11,13s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -22,6 +22,7 @@ while [[ $# -gt 0 ]]; do
     --wait) WAIT=$2; shift 2 ;;
     --keys) KEYS=$2; shift 2 ;;
     --keys-wait) KEYS_WAIT=$2; shift 2 ;;
+    --key-gap) KEY_GAP=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --) shift; break ;;
     *) usage ;;
@@ -85,7 +86,11 @@ xdotool windowfocus --sync "$WID"
 sleep "$WAIT"
 
 if [[ -n "$KEYS" ]]; then
-  xdotool type --delay 80 -- "$KEYS"
+  # One key at a time, KEY_GAP seconds apart (e.g. "bw": baseline, then a change).
+  for ((i = 0; i < ${#KEYS}; i++)); do
+    ((i > 0)) && sleep "$KEY_GAP"
+    xdotool type -- "${KEYS:i:1}"
+  done
   sleep "$KEYS_WAIT"
 fi
 

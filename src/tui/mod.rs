@@ -148,12 +148,18 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
     let started = Instant::now();
     let mut terminal = ratatui::init();
     let mut meter = CostMeter::new();
-    let mut next_frame = Instant::now();
+    // A frame is drawn when something changed (a record, a key, a resize,
+    // the clock's second), at most `fps` times a second; a key is answered
+    // at once. Identical frames are not drawn at all.
+    let mut last_frame: Option<Instant> = None;
     let mut dirty = true;
+    let mut urgent = true;
+    let mut shown_second = u64::MAX;
     let result = (|| -> std::io::Result<()> {
         loop {
             while let Ok(rec) = engine.records().try_recv() {
                 app.push(rec);
+                dirty = true;
             }
             if app.quit
                 || SIGNALLED.load(Ordering::SeqCst)
@@ -161,23 +167,25 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
             {
                 return Ok(());
             }
-            let now = Instant::now();
-            if dirty || now >= next_frame {
+            let second = started.elapsed().as_secs();
+            if second != shown_second {
+                dirty = true;
+            }
+            let due = last_frame.map_or(Instant::now(), |t| t + frame_every);
+            if urgent || (dirty && Instant::now() >= due) {
                 let t = Instant::now();
                 terminal.draw(|f| render::draw(f, &app, &look))?;
                 meter.frame(t.elapsed(), &mut app);
-                dirty = false;
-                if now >= next_frame {
-                    next_frame += frame_every;
-                    if next_frame < now {
-                        next_frame = now + frame_every;
-                    }
-                }
+                (dirty, urgent, shown_second) = (false, false, second);
+                last_frame = Some(t);
             }
-            // Wake for input, the next frame, or a signal, whichever first.
-            let wait = next_frame
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(50));
+            // Wake for input, the next frame, or a record/signal check.
+            let wait = if dirty {
+                due.saturating_duration_since(Instant::now())
+            } else {
+                Duration::from_millis(50)
+            }
+            .min(Duration::from_millis(50));
             match wait_input(wait) {
                 Input::Idle => {}
                 Input::Gone => return Ok(()),
@@ -186,9 +194,9 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
                         match event::read()? {
                             TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
                                 handle_key(&mut app, engine, k);
-                                dirty = true;
+                                urgent = true;
                             }
-                            TermEvent::Resize(..) => dirty = true,
+                            TermEvent::Resize(..) => urgent = true,
                             _ => {}
                         }
                     }

@@ -214,7 +214,7 @@ fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     left.render(area, buf);
     // The UI's own cost, where it does not cover the plan.
     let ui = format!(
-        " │ ui {:.1}% cpu {:.1}ms/frame {:.0}Hz",
+        " │ ui {:.1}% cpu {:.1}ms/frame ≤{:.0}Hz",
         app.ui.cpu_pct, app.ui.frame_ms, app.ui.fps
     );
     let short = format!(" │ ui {:.1}% {:.1}ms", app.ui.cpu_pct, app.ui.frame_ms);
@@ -884,6 +884,7 @@ pub fn asciify(buf: &mut Buffer, area: Rect) {
                 '▶' => ">",
                 '⏸' => "=",
                 '→' => ">",
+                '≤' => "<",
                 '␣' => "_",
                 '\u{2800}'..='\u{28ff}' => "*",
                 _ => "?",
