@@ -82,7 +82,8 @@ done
 [[ -n "$WID" ]] || { echo "screenshot.sh: xterm window did not appear" >&2; exit 1; }
 # No window manager: focus explicitly, so keys typed via XTEST reach xterm (it ignores
 # SendEvent keys) and the capture looks the same with or without --keys.
-xdotool windowfocus --sync "$WID"
+# The window may not be mapped yet (BadMatch from X_SetInputFocus): retry.
+for _ in $(seq 50); do xdotool windowfocus --sync "$WID" 2>/dev/null && break; sleep 0.1; done
 sleep "$WAIT"
 
 if [[ -n "$KEYS" ]]; then
