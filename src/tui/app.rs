@@ -480,6 +480,10 @@ pub struct App {
     pub ui: UiCost,
     /// Set when quitting.
     pub quit: bool,
+    /// Reads that failed verification, since the start.
+    pub verity_failures: u64,
+    /// Reads that failed at the device, since the start.
+    pub io_errors: u64,
 }
 
 impl App {
@@ -507,6 +511,8 @@ impl App {
             flash: None,
             ui: UiCost::default(),
             quit: false,
+            verity_failures: 0,
+            io_errors: 0,
         }
     }
 
@@ -517,6 +523,8 @@ impl App {
         for Notice { t_s, text } in &rec.notices {
             self.log_line(*t_s, text.clone(), true);
         }
+        self.verity_failures += rec.counters.verity_failures;
+        self.io_errors += rec.counters.io_errors;
         self.acc.add(&rec);
         self.history.push_back(rec);
         // Slide the "now" window: drop from its front what starts before t0;
@@ -713,6 +721,7 @@ impl App {
             "workload.sleep" if s.workload.engine == EngineKind::Sync => {
                 Some("sync reads always sleep as iowait".into())
             }
+            "workload.sleep" if !f.io_uring => Some("needs io_uring".into()),
             "workload.sleep" if !f.no_iowait => {
                 Some("no IORING_FEAT_NO_IOWAIT (Linux 6.15+): plain = iowait".into())
             }

@@ -196,6 +196,19 @@ fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         ),
         Span::styled(" │ ", th.dim()),
     ];
+    // Failed reads are never counted as good data; say so loudly.
+    for (n, what) in [
+        (app.verity_failures, "verity failures"),
+        (app.io_errors, "I/O errors"),
+    ] {
+        if n > 0 {
+            spans.push(Span::styled(
+                format!("✗ {n} {what}"),
+                Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
+            ));
+            spans.push(Span::styled(" │ ", th.dim()));
+        }
+    }
     for (name, ok) in [
         ("io_uring", f.io_uring),
         ("NO_IOWAIT", f.no_iowait),
@@ -321,29 +334,36 @@ fn render_side(app: &App, th: &Theme, wide: bool, area: Rect, buf: &mut Buffer) 
         .block(panel("settings", th))
         .render(top, buf);
     if log_h >= 3 {
+        // Wrapped by hand so the newest line always stays in view.
+        let width = area.width.saturating_sub(2) as usize;
+        let mut rows: Vec<Line> = Vec::new();
+        for (t, text, notice) in &app.log {
+            let style = if *notice {
+                Style::default().fg(th.warn)
+            } else {
+                Style::default().fg(th.marker)
+            };
+            let stamp = format!("{:>6} ", fmt_t(*t));
+            let body: Vec<char> = text.chars().collect();
+            let first_w = width.saturating_sub(stamp.len()).max(1);
+            let rest_w = width.saturating_sub(2).max(1);
+            let mut chunks = vec![body.iter().take(first_w).collect::<String>()];
+            let mut i = first_w;
+            while i < body.len() {
+                chunks.push(body[i..(i + rest_w).min(body.len())].iter().collect());
+                i += rest_w;
+            }
+            for (k, c) in chunks.into_iter().enumerate() {
+                let lead = if k == 0 { stamp.clone() } else { "  ".into() };
+                rows.push(Line::from(vec![
+                    Span::styled(lead, th.dim()),
+                    Span::styled(c, style),
+                ]));
+            }
+        }
         let n = (log_h - 2) as usize;
-        let lines: Vec<Line> = app
-            .log
-            .iter()
-            .rev()
-            .take(n)
-            .rev()
-            .map(|(t, text, notice)| {
-                Line::from(vec![
-                    Span::styled(format!("{:>6} ", fmt_t(*t)), th.dim()),
-                    Span::styled(
-                        text.clone(),
-                        if *notice {
-                            Style::default().fg(th.warn)
-                        } else {
-                            Style::default().fg(th.marker)
-                        },
-                    ),
-                ])
-            })
-            .collect();
-        // Not wrapped: the newest line must stay in view.
-        Paragraph::new(lines)
+        let skip = rows.len().saturating_sub(n);
+        Paragraph::new(rows.split_off(skip))
             .block(panel("events", th))
             .render(bottom, buf);
     }
