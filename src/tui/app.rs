@@ -42,8 +42,6 @@ pub enum Action {
     ZoomOut,
     /// Show or hide the help.
     ToggleHelp,
-    /// Close the help or a message.
-    Dismiss,
     /// Run the workload with these settings.
     Apply(Settings),
     /// The key was understood but refused, with why.
@@ -414,14 +412,14 @@ pub struct Baseline {
     pub label: String,
 }
 
-/// How the explorer was started, shown in the header.
+/// The explorer's own cost, shown in the header.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UiCost {
     /// CPU time of the UI thread, % of one core, over the last second.
     pub cpu_pct: f64,
     /// Mean time to build and draw a frame, ms.
     pub frame_ms: f64,
-    /// Frames per second asked for.
+    /// Most frames per second (`--fps`).
     pub fps: f64,
 }
 

@@ -2,9 +2,10 @@
 //!
 //! The loop owns the terminal and the engine. It drains the engine's
 //! interval records into the [`App`] (never blocking the engine: records
-//! queue on a channel the sampler never waits on), draws at a fixed refresh
-//! rate (and at once after a key, so a changed setting shows immediately),
-//! and turns keys into [`Action`]s that call [`Engine::apply`]. The terminal
+//! queue on a channel the sampler never waits on), draws when something
+//! changed, at most `--fps` times a second (and at once after a key, so a
+//! changed setting shows immediately), and turns keys into [`Action`]s that
+//! call [`Engine::apply`]. The terminal
 //! is restored on quit, on a panic (ratatui's hook), and on SIGTERM/SIGHUP
 //! (a flag the loop polls every few ms).
 
@@ -223,7 +224,7 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
         }
     }
     match app::action_for_key(key, &app.settings, app.cpus) {
-        Action::None | Action::Dismiss => {}
+        Action::None => {}
         Action::Quit => app.quit = true,
         Action::ToggleHelp => app.overlay = Overlay::Help,
         Action::ZoomIn => app.zoom(false),
