@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod chart;
+pub mod fixture;
 pub mod help;
 pub mod render;
 pub mod theme;

@@ -1,0 +1,112 @@
+//! Synthetic interval records for the explorer's snapshot tests and its
+//! benchmark: a deterministic 45 s QD1 workload (unbound until 30 s, then
+//! bound, with a stall at 20 s), so screens and costs can be reproduced
+//! without an engine, a disk or a clock.
+
+use crate::metrics::{CpuUsage, Event, IntervalRecord, Notice, Recorder, Stage};
+use crate::settings::{Settings, WorkerMode};
+use crate::sys::Features;
+use crate::tui::app::App;
+
+/// Length of a fixture interval, seconds.
+pub const INTERVAL_S: f64 = 0.25;
+
+/// Machine features of the fixture (high priority refused).
+pub fn features() -> Features {
+    Features {
+        io_uring: true,
+        no_iowait: true,
+        aes_instructions: true,
+        sha_instructions: true,
+        schedstat: true,
+        highpri: false,
+        highpri_reason: Some("needs CAP_SYS_NICE or RLIMIT_NICE >= 40".into()),
+        ..Features::default()
+    }
+}
+
+/// One interval of a QD1 workload: unbound before t = 30 s (slower, more
+/// run_delay), bound after; a stall at t = 20 s.
+pub fn record(seq: u64) -> IntervalRecord {
+    let t = (seq + 1) as f64 * INTERVAL_S;
+    let bound = t > 30.0;
+    let mut r = Recorder::new();
+    let base_us = if bound { 70.0 } else { 90.0 };
+    let n = 2000u64;
+    for i in 0..n {
+        // A deterministic spread: most near base, a tail up to ~20x.
+        let f = i as f64 / n as f64;
+        let us = base_us
+            * (0.8 + 0.4 * f)
+            * if f > 0.99 {
+                20.0 * (f - 0.98) * 10.0
+            } else {
+                1.0
+            };
+        let us = if (seq == 80) && i == n - 1 {
+            40_000.0
+        } else {
+            us
+        };
+        r.record(Stage::EndToEnd, (us * 1e3) as u64);
+        r.record(Stage::Device, (us * 0.8e3) as u64);
+        r.record(
+            Stage::Queue,
+            (us * if bound { 0.05e3 } else { 0.15e3 }) as u64,
+        );
+        r.record(Stage::Decrypt, 800);
+        r.record(Stage::Verify, 3_000);
+    }
+    r.counters.reads = n;
+    r.counters.bytes = n * 4096;
+    let mut rec = IntervalRecord {
+        seq,
+        t_s: t,
+        ..Default::default()
+    };
+    rec.fill_from(&r, INTERVAL_S);
+    rec.workers.threads = 4;
+    rec.workers.run_delay_us = if bound { 300.0 } else { 9_000.0 };
+    rec.cpus = vec![
+        CpuUsage {
+            cpu: 0,
+            busy_pct: 20.0,
+            iowait_pct: 5.0,
+        },
+        CpuUsage {
+            cpu: 1,
+            busy_pct: 55.0,
+            iowait_pct: 40.0,
+        },
+    ];
+    if seq == 119 {
+        rec.events.push(Event {
+            t_s: 30.0,
+            label: "workers.mode: unbound -> bound".into(),
+        });
+    }
+    if seq == 0 {
+        rec.notices.push(Notice {
+            t_s: 0.0,
+            text: "workers.highpri: nice -20 refused; running at nice 0".into(),
+        });
+    }
+    rec
+}
+
+/// The explorer after 45 s of the fixture; with `baseline`, `b` was pressed
+/// at 29 s (before the change).
+pub fn app(baseline: bool) -> App {
+    let s = Settings::default();
+    let mut app = App::new(s.clone(), s, features(), 2);
+    for seq in 0..180 {
+        if seq == 116 && baseline {
+            assert!(app.mark_baseline());
+        }
+        app.push(record(seq));
+    }
+    let mut bound = app.settings.clone();
+    bound.workers.mode = WorkerMode::Bound;
+    app.set_running(bound.clone(), bound);
+    app
+}
