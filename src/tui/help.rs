@@ -5,7 +5,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
+use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
 use super::theme::Theme;
 
@@ -73,29 +73,24 @@ pub const KNOBS: &[(&str, &str)] = &[
 
 /// Draws the help over `area`.
 pub fn render(area: Rect, buf: &mut Buffer, th: &Theme) {
-    let w = area.width.saturating_sub(4).min(110);
-    let h = area.height.saturating_sub(2);
-    let r = Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
+    let r = super::render::popup(
+        area,
+        area.width.saturating_sub(4).min(110),
+        area.height.saturating_sub(2),
+        buf,
+    );
+    let row = |(k, what): &(&str, &'static str)| {
+        Line::from(vec![
+            Span::styled(format!("{k:>9}  "), th.title()),
+            Span::styled(*what, th.text()),
+        ])
     };
-    Clear.render(r, buf);
-    let mut lines = Vec::new();
-    for (k, what) in KEY_HELP {
-        lines.push(Line::from(vec![
-            Span::styled(format!("{k:>9}  "), th.title()),
-            Span::styled(*what, th.text()),
-        ]));
-    }
-    lines.push(Line::from(""));
-    for (k, what) in KNOBS {
-        lines.push(Line::from(vec![
-            Span::styled(format!("{k:>9}  "), th.title()),
-            Span::styled(*what, th.text()),
-        ]));
-    }
+    let lines: Vec<Line> = KEY_HELP
+        .iter()
+        .map(row)
+        .chain([Line::from("")])
+        .chain(KNOBS.iter().map(row))
+        .collect();
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })
         .block(

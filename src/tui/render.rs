@@ -856,9 +856,10 @@ fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         .render(inner, buf);
 }
 
-fn error_popup(text: &str, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let w = (text.chars().count() as u16 + 4).clamp(30, area.width.saturating_sub(4));
-    let h = 5u16.min(area.height);
+/// A `w` x `h` rectangle centred in `area` (clipped to it), cleared: the
+/// ground of a popup.
+pub fn popup(area: Rect, w: u16, h: u16, buf: &mut Buffer) -> Rect {
+    let (w, h) = (w.min(area.width), h.min(area.height));
     let r = Rect {
         x: area.x + (area.width - w) / 2,
         y: area.y + (area.height - h) / 2,
@@ -866,6 +867,12 @@ fn error_popup(text: &str, area: Rect, buf: &mut Buffer, th: &Theme) {
         height: h,
     };
     Clear.render(r, buf);
+    r
+}
+
+fn error_popup(text: &str, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let w = (text.chars().count() as u16 + 4).clamp(30, area.width.saturating_sub(4));
+    let r = popup(area, w, 5, buf);
     Paragraph::new(vec![
         Line::from(Span::styled(text.to_string(), Style::default().fg(th.bad))),
         Line::from(Span::styled("press any key", th.dim())),
