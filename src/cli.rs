@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::dataset::{DEFAULT_SEED, Dataset, OpenOutcome, default_data_dir};
 use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::merkle::{MerkleParams, digest_reader, format_digest};
+use crate::preset::{self, Compare, Preset, PresetError};
 use crate::report::RunSummary;
 use crate::settings::{Settings, parse_size};
 
@@ -86,9 +87,10 @@ pub enum Format {
 /// Settings arguments shared by the commands that run a workload.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SettingsArgs {
-    /// A TOML file with [workload], [pipeline], [workers], [load] sections.
-    #[arg(long, value_name = "FILE")]
-    pub preset: Option<PathBuf>,
+    /// A preset: a shipped or saved name (see `readpath presets list`), or a
+    /// TOML file with [workload], [pipeline], [workers], [load] sections.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub preset: Option<String>,
     /// Override one setting, e.g. --set workers.mode=bound (repeatable).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     pub set: Vec<String>,
@@ -124,6 +126,36 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         interval_log: Option<PathBuf>,
     },
+    /// Run variants of one setting interleaved (A B A B ...) and print one table.
+    Compare {
+        /// Settings (the preset's [compare] is the default --vary).
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// The setting to vary and its values, e.g. workers.mode=unbound,bound.
+        #[arg(long, value_name = "KEY=V1,V2[,V3...]")]
+        vary: Option<String>,
+        /// Measured time per variant per round.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Rounds (each runs every variant once).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
+        /// Time dropped after each switch.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        warmup: Duration,
+        /// Length of a metrics interval.
+        #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+        interval: Duration,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// List, show or check presets.
+    Presets {
+        /// What to do.
+        #[command(subcommand)]
+        action: PresetsAction,
+    },
     /// Prepare (or check and keep) the dataset for a file size.
     Prepare {
         /// Plaintext size, e.g. 256M.
@@ -145,6 +177,24 @@ pub enum Command {
         #[arg(long, default_value = "")]
         salt: String,
         /// Files to digest.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+/// `readpath presets ...`.
+#[derive(Debug, Subcommand)]
+pub enum PresetsAction {
+    /// Every preset: the user's, then the shipped ones, with descriptions.
+    List,
+    /// A preset as TOML, every default filled in.
+    Show {
+        /// Name or file.
+        name: String,
+    },
+    /// Validate preset files: exit 0 if all are valid, else 2 with every error.
+    Check {
+        /// Files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -179,24 +229,31 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     }
 }
 
-/// Builds settings from `--preset` then `--set`s, validated for this machine.
-pub fn load_settings(args: &SettingsArgs) -> Result<Settings> {
-    let mut s = match &args.preset {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| BadInput(format!("{}: {e}", p.display())))?;
-            Settings::from_toml_str(&text, &p.display().to_string())
-                .map_err(|e| BadInput(e.to_string()))?
-        }
-        None => Settings::default(),
+/// Builds settings from `--preset` then `--set`s, validated for this
+/// machine; returns the preset too.
+pub fn load_settings(args: &SettingsArgs) -> Result<(Settings, Option<Preset>)> {
+    let preset = match &args.preset {
+        Some(spec) => Some(preset::resolve(spec).map_err(preset_error)?.0),
+        None => None,
     };
+    let mut s = preset
+        .as_ref()
+        .map_or_else(Settings::default, |p| p.settings.clone());
     for spec in &args.set {
         s.apply_override(spec)
             .map_err(|e| BadInput(e.to_string()))?;
     }
     s.validate(crate::sys::online_cpus().len())
         .map_err(|e| BadInput(e.to_string()))?;
-    Ok(s)
+    Ok((s, preset))
+}
+
+fn preset_error(e: PresetError) -> anyhow::Error {
+    if e.is_bad_input() {
+        BadInput(e.to_string()).into()
+    } else {
+        e.into()
+    }
 }
 
 fn engine_error(e: EngineError) -> anyhow::Error {
@@ -272,6 +329,29 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             format,
             interval_log.as_deref(),
         ),
+        Some(Command::Compare {
+            settings,
+            vary,
+            duration,
+            rounds,
+            warmup,
+            interval,
+            format,
+        }) => compare(
+            &settings,
+            vary.as_deref(),
+            crate::experiment::CompareOptions {
+                rounds,
+                duration,
+                warmup,
+                engine: EngineOptions {
+                    interval,
+                    data_dir: data_dir.clone(),
+                },
+            },
+            format,
+        ),
+        Some(Command::Presets { action }) => presets(action),
         Some(Command::Prepare { size, salt, force }) => prepare(&data_dir, &size, &salt, force),
         Some(Command::Digest {
             block_size,
@@ -282,6 +362,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
 }
 
 fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
+    let (settings, preset) = load_settings(args)?;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(BadInput(
             "the explorer needs a terminal (stdin and stdout are not both one); \
@@ -290,7 +371,6 @@ fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
         )
         .into());
     }
-    let settings = load_settings(args)?;
     let mut progress = progress_reporter();
     let mut engine = Engine::start(
         settings.clone(),
@@ -306,6 +386,7 @@ fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
         ascii: t.ascii,
         theme: t.theme,
         duration: t.duration,
+        preset: preset.map(|p| (p.name, p.description)),
     };
     let shown = crate::tui::run(&mut engine, &opts);
     let effective = engine.effective().clone();
@@ -330,7 +411,7 @@ fn run(
     format: Format,
     interval_log: Option<&Path>,
 ) -> Result<()> {
-    let settings = load_settings(args)?;
+    let (settings, _) = load_settings(args)?;
     if let Some(p) = interval_log {
         check_writable_target(p)?;
     }
@@ -416,6 +497,128 @@ fn check_writable_target(p: &Path) -> Result<()> {
     }
     if p.is_dir() {
         return Err(BadInput(format!("--interval-log {}: is a directory", p.display())).into());
+    }
+    Ok(())
+}
+
+fn compare(
+    args: &SettingsArgs,
+    vary: Option<&str>,
+    opts: crate::experiment::CompareOptions,
+    format: Format,
+) -> Result<()> {
+    let (settings, preset) = load_settings(args)?;
+    let cmp = match (vary, preset.as_ref().and_then(|p| p.compare.clone())) {
+        (Some(v), _) => Compare::parse_vary(v, &settings).map_err(BadInput)?,
+        (None, Some(c)) => c,
+        (None, None) => {
+            return Err(BadInput(
+                "compare: nothing to vary: give --vary KEY=V1,V2 (e.g. --vary workers.mode=unbound,bound) or a --preset with a [compare] table".into(),
+            )
+            .into());
+        }
+    };
+    // Every variant must be valid before anything runs.
+    for v in cmp
+        .variants(&settings)
+        .map_err(|e| BadInput(e.to_string()))?
+    {
+        v.validate(crate::sys::online_cpus().len())
+            .map_err(|e| BadInput(e.to_string()))?;
+        crate::engine::resolve(&v, &crate::sys::probe_features()).map_err(engine_error)?;
+    }
+    let total = cmp.values.len() as u32 * opts.rounds;
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |round: u32, i: usize| {
+        if tty {
+            eprint!(
+                "\rcompare: round {}/{}, {} = {} ({} of {})   ",
+                round + 1,
+                opts.rounds,
+                cmp.key,
+                cmp.values[i],
+                round * cmp.values.len() as u32 + i as u32 + 1,
+                total
+            );
+        }
+    };
+    let mut ds_progress = progress_reporter();
+    let report = crate::experiment::run(
+        &settings,
+        &cmp,
+        preset.map(|p| p.name),
+        &opts,
+        &mut progress,
+        &mut ds_progress,
+    )
+    .map_err(engine_error)?;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Text => out.write_all(report.to_text().as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
+fn presets(action: PresetsAction) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match action {
+        PresetsAction::List => {
+            for (name, origin, p) in preset::list() {
+                let desc = match &p {
+                    Ok(p) => p.description.clone(),
+                    Err(e) => format!("INVALID: {e}"),
+                };
+                let short: String = desc
+                    .split(": ")
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(100)
+                    .collect();
+                writeln!(
+                    out,
+                    "{name:<28} {:<9} {short}",
+                    match origin {
+                        preset::Origin::Shipped => "shipped",
+                        _ => "user",
+                    }
+                )?;
+            }
+            if let Some(d) = preset::user_dir() {
+                writeln!(
+                    out,
+                    "\nuser presets: {} (saved with `s` in the explorer)",
+                    d.display()
+                )?;
+            }
+        }
+        PresetsAction::Show { name } => {
+            let (p, origin) = preset::resolve(&name).map_err(preset_error)?;
+            writeln!(out, "# {name}: {origin}")?;
+            out.write_all(p.to_toml_string().as_bytes())?;
+        }
+        PresetsAction::Check { files } => {
+            let mut errors = Vec::new();
+            for f in &files {
+                match preset::load_file(f) {
+                    Ok(p) => match p.settings.validate(crate::sys::online_cpus().len()) {
+                        Ok(()) => writeln!(out, "{}: ok ({})", f.display(), p.name)?,
+                        Err(e) => errors.push(format!("{}: {e}", f.display())),
+                    },
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            if !errors.is_empty() {
+                return Err(BadInput(errors.join("\n")).into());
+            }
+        }
     }
     Ok(())
 }

@@ -623,6 +623,74 @@ impl IntervalRecord {
     }
 }
 
+/// Measurements over a window of intervals, exact percentiles included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowStats {
+    /// Start of the window, seconds since the engine started.
+    pub from_s: f64,
+    /// End of the window.
+    pub to_s: f64,
+    /// Seconds measured (paused intervals excluded).
+    pub secs: f64,
+    /// Good reads.
+    pub reads: u64,
+    /// MiB/s.
+    pub throughput_mib_s: f64,
+    /// Reads per second.
+    pub iops: f64,
+    /// End-to-end median, us.
+    pub p50_us: f64,
+    /// End-to-end p99, us.
+    pub p99_us: f64,
+    /// End-to-end p99.9, us.
+    pub p999_us: f64,
+    /// Queue wait p99, us (0 without queues).
+    pub queue_p99_us: f64,
+    /// Workers' run_delay per second of wall time, us/s.
+    pub run_delay_us_per_s: f64,
+}
+
+impl WindowStats {
+    /// Merges the records' exact histograms and counters.
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a IntervalRecord>) -> Option<WindowStats> {
+        let mut lat = empty_hist();
+        let mut queue = empty_hist();
+        let mut st = WindowStats::default();
+        let (mut bytes, mut run_delay, mut first) = (0u64, 0.0, true);
+        for r in records.into_iter().filter(|r| !r.paused) {
+            if first {
+                st.from_s = r.t_s - r.interval_s;
+                first = false;
+            }
+            st.to_s = r.t_s;
+            st.secs += r.interval_s;
+            st.reads += r.reads;
+            bytes += r.bytes;
+            run_delay += r.workers.run_delay_us;
+            r.latency_hist.add_to(&mut lat);
+            r.queue_hist.add_to(&mut queue);
+        }
+        if first || st.secs <= 0.0 {
+            return None;
+        }
+        st.throughput_mib_s = bytes as f64 / (1024.0 * 1024.0) / st.secs;
+        st.iops = st.reads as f64 / st.secs;
+        let q = |h: &hdrhistogram::Histogram<u64>, p: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(p) as f64 / 1e3
+            }
+        };
+        st.p50_us = q(&lat, 0.5);
+        st.p99_us = q(&lat, 0.99);
+        st.p999_us = q(&lat, 0.999);
+        st.queue_p99_us = q(&queue, 0.99);
+        st.run_delay_us_per_s = run_delay / st.secs;
+        Some(st)
+    }
+}
+
 /// Hash-cache hit rate in %, None when nothing was verified.
 pub fn hit_pct(c: &Counters) -> Option<f64> {
     let n = c.cache_hits + c.cache_misses;

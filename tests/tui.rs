@@ -136,6 +136,35 @@ fn unavailable_settings_are_greyed_with_a_reason() {
 }
 
 #[test]
+fn preset_picker() {
+    let mut a = app(false);
+    let items = readpath::preset::SHIPPED
+        .iter()
+        .map(|(name, src)| {
+            let p = readpath::preset::Preset::from_toml_str(src, name, name).unwrap();
+            readpath::tui::app::PickItem {
+                name: p.name,
+                origin: "shipped",
+                description: p.description,
+                settings: Some(p.settings),
+            }
+        })
+        .collect();
+    a.overlay = Overlay::Picker { items, selected: 1 };
+    a.preset = Some(("default".into(), "the defaults".into()));
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(
+        screen.contains("553,800"),
+        "the chosen preset's description:\n{screen}"
+    );
+    assert!(screen.contains("settings · default"), "{screen}");
+    insta::assert_snapshot!("picker_160x48", screen);
+    a.overlay = Overlay::ConfirmOverwrite("mine".into());
+    let screen = text(&draw(&a, &look(), 80, 24));
+    assert!(screen.contains("replace it? (y/n)"), "{screen}");
+}
+
+#[test]
 fn ascii_mode_draws_only_ascii() {
     let l = Look {
         theme: Theme::named(ThemeName::Light),

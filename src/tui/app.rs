@@ -10,6 +10,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use hdrhistogram::Histogram;
 
+pub use crate::metrics::WindowStats;
 use crate::metrics::{Event, IntervalRecord, Notice, empty_hist};
 use crate::settings::{EngineKind, MAX_QUEUE_DEPTH, Settings, SleepMode};
 use crate::sys::Features;
@@ -42,6 +43,10 @@ pub enum Action {
     ZoomOut,
     /// Show or hide the help.
     ToggleHelp,
+    /// Open the preset picker.
+    OpenPicker,
+    /// Ask for a name to save the current settings as a preset.
+    StartSave,
     /// Run the workload with these settings.
     Apply(Settings),
     /// The key was understood but refused, with why.
@@ -71,6 +76,8 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
         'z' => Action::ZoomIn,
         'Z' => Action::ZoomOut,
         '?' => Action::ToggleHelp,
+        'p' => Action::OpenPicker,
+        's' => Action::StartSave,
         _ => match adjust(c, settings, cpus) {
             Some(Ok(s)) => Action::Apply(s),
             Some(Err(why)) => Action::Refuse(why),
@@ -228,74 +235,6 @@ pub struct Marker {
     pub label: String,
 }
 
-/// Measurements over a window of intervals, exact percentiles included.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct WindowStats {
-    /// Start of the window, seconds since the engine started.
-    pub from_s: f64,
-    /// End of the window.
-    pub to_s: f64,
-    /// Seconds measured (paused intervals excluded).
-    pub secs: f64,
-    /// Good reads.
-    pub reads: u64,
-    /// MiB/s.
-    pub throughput_mib_s: f64,
-    /// Reads per second.
-    pub iops: f64,
-    /// End-to-end median, us.
-    pub p50_us: f64,
-    /// End-to-end p99, us.
-    pub p99_us: f64,
-    /// End-to-end p99.9, us.
-    pub p999_us: f64,
-    /// Queue wait p99, us (0 without queues).
-    pub queue_p99_us: f64,
-    /// Workers' run_delay per second of wall time, us/s.
-    pub run_delay_us_per_s: f64,
-}
-
-impl WindowStats {
-    /// Merges the records' exact histograms and counters.
-    pub fn of<'a>(records: impl IntoIterator<Item = &'a IntervalRecord>) -> Option<WindowStats> {
-        let mut lat = empty_hist();
-        let mut queue = empty_hist();
-        let mut st = WindowStats::default();
-        let (mut bytes, mut run_delay, mut first) = (0u64, 0.0, true);
-        for r in records.into_iter().filter(|r| !r.paused) {
-            if first {
-                st.from_s = r.t_s - r.interval_s;
-                first = false;
-            }
-            st.to_s = r.t_s;
-            st.secs += r.interval_s;
-            st.reads += r.reads;
-            bytes += r.bytes;
-            run_delay += r.workers.run_delay_us;
-            r.latency_hist.add_to(&mut lat);
-            r.queue_hist.add_to(&mut queue);
-        }
-        if first || st.secs <= 0.0 {
-            return None;
-        }
-        st.throughput_mib_s = bytes as f64 / (1024.0 * 1024.0) / st.secs;
-        st.iops = st.reads as f64 / st.secs;
-        let q = |h: &hdrhistogram::Histogram<u64>, p: f64| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.value_at_quantile(p) as f64 / 1e3
-            }
-        };
-        st.p50_us = q(&lat, 0.5);
-        st.p99_us = q(&lat, 0.99);
-        st.p999_us = q(&lat, 0.999);
-        st.queue_p99_us = q(&queue, 0.99);
-        st.run_delay_us_per_s = run_delay / st.secs;
-        Some(st)
-    }
-}
-
 /// Running sums over a contiguous run of records, added at the back and
 /// removed at the front, so keeping the "now" window current costs one
 /// record's work per interval instead of re-merging the whole window
@@ -432,6 +371,146 @@ pub enum Overlay {
     Help,
     /// An error the user must dismiss.
     Error(String),
+    /// `p`: choose a preset to apply.
+    Picker {
+        /// The presets: (name, where from, description, settings).
+        items: Vec<PickItem>,
+        /// The highlighted one.
+        selected: usize,
+    },
+    /// `s`: the name to save the current settings under.
+    SaveName(String),
+    /// Saving would replace an existing file: ask first.
+    ConfirmOverwrite(String),
+}
+
+/// One preset in the picker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PickItem {
+    /// Its name.
+    pub name: String,
+    /// "shipped" or "user".
+    pub origin: &'static str,
+    /// Its description, or why it is invalid.
+    pub description: String,
+    /// Its settings (None when the file is invalid).
+    pub settings: Option<Settings>,
+}
+
+/// What a key in an overlay asks for, beyond changing the overlay.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OverlayAction {
+    /// Nothing more.
+    None,
+    /// Apply a preset: its name, description and settings.
+    ApplyPreset(String, String, Settings),
+    /// Save the current settings under this name (`true`: replace the file).
+    Save(String, bool),
+    /// Quit.
+    Quit,
+}
+
+/// Handles a key while an overlay is open: moves in the picker, edits the
+/// name, answers the overwrite question. Pure: the caller applies or saves.
+/// `exists` tells whether a user preset of that name is already saved.
+pub fn overlay_key(
+    overlay: &mut Overlay,
+    key: KeyEvent,
+    exists: &dyn Fn(&str) -> bool,
+) -> OverlayAction {
+    let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
+    if ctrl_c {
+        *overlay = Overlay::None;
+        return OverlayAction::Quit;
+    }
+    match overlay {
+        Overlay::Picker { items, selected } => match key.code {
+            KeyCode::Up | KeyCode::Char('k') => {
+                *selected = selected.saturating_sub(1);
+                OverlayAction::None
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                *selected = (*selected + 1).min(items.len().saturating_sub(1));
+                OverlayAction::None
+            }
+            KeyCode::Enter => {
+                let item = items.get(*selected).cloned();
+                match item {
+                    Some(PickItem {
+                        name,
+                        description,
+                        settings: Some(s),
+                        ..
+                    }) => {
+                        *overlay = Overlay::None;
+                        OverlayAction::ApplyPreset(name, description, s)
+                    }
+                    Some(PickItem { description, .. }) => {
+                        *overlay = Overlay::Error(description);
+                        OverlayAction::None
+                    }
+                    None => OverlayAction::None,
+                }
+            }
+            _ => {
+                *overlay = Overlay::None;
+                OverlayAction::None
+            }
+        },
+        Overlay::SaveName(name) => match key.code {
+            KeyCode::Enter if !name.is_empty() => {
+                let name = name.clone();
+                if let Err(e) = crate::preset::check_name(&name) {
+                    *overlay = Overlay::Error(e.to_string());
+                    OverlayAction::None
+                } else if exists(&name) {
+                    *overlay = Overlay::ConfirmOverwrite(name);
+                    OverlayAction::None
+                } else {
+                    *overlay = Overlay::None;
+                    OverlayAction::Save(name, false)
+                }
+            }
+            KeyCode::Backspace => {
+                name.pop();
+                OverlayAction::None
+            }
+            KeyCode::Char(c)
+                if (c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                    && name.len() < 64 =>
+            {
+                name.push(c);
+                OverlayAction::None
+            }
+            KeyCode::Esc => {
+                *overlay = Overlay::None;
+                OverlayAction::None
+            }
+            _ => OverlayAction::None,
+        },
+        Overlay::ConfirmOverwrite(name) => {
+            let name = name.clone();
+            *overlay = Overlay::None;
+            if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                OverlayAction::Save(name, true)
+            } else {
+                OverlayAction::None
+            }
+        }
+        Overlay::Help => {
+            // q still quits from the help; any other key closes it.
+            *overlay = Overlay::None;
+            if key.code == KeyCode::Char('q') {
+                OverlayAction::Quit
+            } else {
+                OverlayAction::None
+            }
+        }
+        Overlay::Error(_) | Overlay::None => {
+            *overlay = Overlay::None;
+            OverlayAction::None
+        }
+    }
 }
 
 /// Everything the screen shows.
@@ -478,6 +557,8 @@ pub struct App {
     pub ui: UiCost,
     /// Set when quitting.
     pub quit: bool,
+    /// The preset applied last: name and description.
+    pub preset: Option<(String, String)>,
     /// Reads that failed verification, since the start.
     pub verity_failures: u64,
     /// Reads that failed at the device, since the start.
@@ -509,6 +590,7 @@ impl App {
             flash: None,
             ui: UiCost::default(),
             quit: false,
+            preset: None,
             verity_failures: 0,
             io_errors: 0,
         }
@@ -602,7 +684,8 @@ impl App {
         }
     }
 
-    fn log_line(&mut self, t_s: f64, text: String, notice: bool) {
+    /// Adds a line to the events log.
+    pub fn log_line(&mut self, t_s: f64, text: String, notice: bool) {
         self.log.push_back((t_s, text, notice));
         while self.log.len() > LOG_LINES {
             self.log.pop_front();
@@ -960,6 +1043,104 @@ mod tests {
             assert_eq!(app.now, fresh, "after record {seq}");
             assert_eq!(app.now_buckets, App::buckets_of(app.now_records()), "{seq}");
         }
+    }
+
+    #[test]
+    fn picker_moves_and_applies_the_chosen_preset() {
+        let item = |name: &str, ok: bool| PickItem {
+            name: name.into(),
+            origin: "shipped",
+            description: format!("about {name}"),
+            settings: ok.then(Settings::default),
+        };
+        let mut o = Overlay::Picker {
+            items: vec![item("a", true), item("b", true), item("broken", false)],
+            selected: 0,
+        };
+        let k = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
+        let never = |_: &str| false;
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Down), &never),
+            OverlayAction::None
+        );
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Up), &never),
+            OverlayAction::None
+        );
+        overlay_key(&mut o, k(KeyCode::Down), &never);
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Enter), &never),
+            OverlayAction::ApplyPreset("b".into(), "about b".into(), Settings::default())
+        );
+        assert_eq!(o, Overlay::None);
+        // An invalid preset shows its error instead of applying.
+        let mut o = Overlay::Picker {
+            items: vec![item("broken", false)],
+            selected: 0,
+        };
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Enter), &never),
+            OverlayAction::None
+        );
+        assert!(matches!(o, Overlay::Error(_)));
+    }
+
+    #[test]
+    fn saving_asks_for_a_name_and_before_replacing() {
+        let k = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
+        let exists = |n: &str| n == "taken";
+        let mut o = Overlay::SaveName(String::new());
+        for c in "my run/1".chars() {
+            overlay_key(&mut o, k(KeyCode::Char(c)), &exists);
+        }
+        assert_eq!(
+            o,
+            Overlay::SaveName("myrun1".into()),
+            "space and / are not typed"
+        );
+        overlay_key(&mut o, k(KeyCode::Backspace), &exists);
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Enter), &exists),
+            OverlayAction::Save("myrun".into(), false)
+        );
+        // An existing name asks; only y replaces.
+        let mut o = Overlay::SaveName("taken".into());
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Enter), &exists),
+            OverlayAction::None
+        );
+        assert_eq!(o, Overlay::ConfirmOverwrite("taken".into()));
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Char('n')), &exists),
+            OverlayAction::None
+        );
+        assert_eq!(o, Overlay::None);
+        let mut o = Overlay::ConfirmOverwrite("taken".into());
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Char('y')), &exists),
+            OverlayAction::Save("taken".into(), true)
+        );
+        // Esc cancels without saving; Enter on an empty name does nothing.
+        let mut o = Overlay::SaveName("x".into());
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Esc), &exists),
+            OverlayAction::None
+        );
+        assert_eq!(o, Overlay::None);
+        let mut o = Overlay::SaveName(String::new());
+        assert_eq!(
+            overlay_key(&mut o, k(KeyCode::Enter), &exists),
+            OverlayAction::None
+        );
+        assert_eq!(o, Overlay::SaveName(String::new()));
+        assert_eq!(
+            action_for_key(key('p'), &Settings::default(), 2),
+            Action::OpenPicker
+        );
+        assert_eq!(
+            action_for_key(key('s'), &Settings::default(), 2),
+            Action::StartSave
+        );
     }
 
     #[test]

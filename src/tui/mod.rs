@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
 
 use crate::engine::Engine;
-use app::{Action, App, Overlay};
+use crate::preset;
+use app::{Action, App, Overlay, OverlayAction, PickItem};
 use render::Look;
 use theme::{Theme, ThemeName};
 
@@ -42,6 +43,8 @@ pub struct TuiOptions {
     pub theme: ThemeName,
     /// Quit by itself after this long (benchmarks, demos).
     pub duration: Option<Duration>,
+    /// The preset the workload started from: name and description.
+    pub preset: Option<(String, String)>,
 }
 
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
@@ -146,6 +149,10 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
         crate::sys::online_cpus().len(),
     );
     app.ui.fps = opts.fps;
+    if let Some((name, description)) = &opts.preset {
+        app.log_line(0.0, format!("preset {name}: {description}"), false);
+        app.preset = opts.preset.clone();
+    }
     let frame_every = Duration::from_secs_f64(1.0 / opts.fps.clamp(0.5, MAX_FPS));
     let started = Instant::now();
     let mut terminal = ratatui::init();
@@ -213,16 +220,20 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
 /// Applies one key to the app and the engine.
 pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
     if app.overlay != Overlay::None {
-        // Any key closes the help or a message; q still quits from the help.
-        let quits = matches!(
-            app::action_for_key(key, &app.settings, app.cpus),
-            Action::Quit
-        ) && app.overlay == Overlay::Help
-            && key.code != event::KeyCode::Esc;
-        app.overlay = Overlay::None;
-        if !quits {
-            return;
+        let exists = |name: &str| preset::user_path(name).is_ok_and(|p| p.exists());
+        match app::overlay_key(&mut app.overlay, key, &exists) {
+            OverlayAction::None => {}
+            OverlayAction::Quit => app.quit = true,
+            OverlayAction::ApplyPreset(name, description, settings) => {
+                apply(app, engine, settings);
+                if !matches!(app.overlay, Overlay::Error(_)) {
+                    engine.mark(format!("preset {name}"));
+                    app.preset = Some((name, description));
+                }
+            }
+            OverlayAction::Save(name, _) => save(app, &name),
         }
+        return;
     }
     match app::action_for_key(key, &app.settings, app.cpus) {
         Action::None => {}
@@ -254,20 +265,88 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
             }
         }
         Action::Refuse(why) => app.flash(why),
-        Action::Apply(s) => {
-            let t = Instant::now();
-            match engine.apply(s) {
-                Ok(changes) => {
-                    app.set_running(engine.settings().clone(), engine.effective().clone());
-                    let what: Vec<String> = changes.iter().map(|c| c.label()).collect();
-                    app.flash(format!(
-                        "{} (applied in {:.0} ms)",
-                        what.join(", "),
-                        t.elapsed().as_secs_f64() * 1e3
-                    ));
-                }
-                Err(e) => app.overlay = Overlay::Error(e.to_string()),
-            }
+        Action::Apply(s) => apply(app, engine, s),
+        Action::OpenPicker => {
+            let items: Vec<PickItem> = preset::list()
+                .into_iter()
+                .map(|(name, origin, p)| {
+                    let origin = match origin {
+                        preset::Origin::Shipped => "shipped",
+                        _ => "user",
+                    };
+                    match p {
+                        Ok(p) => PickItem {
+                            name,
+                            origin,
+                            description: p.description,
+                            settings: Some(p.settings),
+                        },
+                        Err(e) => PickItem {
+                            name,
+                            origin,
+                            description: e,
+                            settings: None,
+                        },
+                    }
+                })
+                .collect();
+            let selected = app
+                .preset
+                .as_ref()
+                .and_then(|(n, _)| items.iter().position(|i| &i.name == n))
+                .unwrap_or(0);
+            app.overlay = Overlay::Picker { items, selected };
         }
+        Action::StartSave => {
+            let name = app
+                .preset
+                .as_ref()
+                .map_or(String::new(), |(n, _)| n.clone());
+            app.overlay = Overlay::SaveName(name);
+        }
+    }
+}
+
+/// Runs the engine with `s`; a refusal opens a message and changes nothing.
+fn apply(app: &mut App, engine: &mut Engine, s: crate::settings::Settings) {
+    let t = Instant::now();
+    match engine.apply(s) {
+        Ok(changes) => {
+            app.set_running(engine.settings().clone(), engine.effective().clone());
+            let what: Vec<String> = changes.iter().map(|c| c.label()).collect();
+            app.flash(if what.is_empty() {
+                "no change".to_string()
+            } else {
+                format!(
+                    "{} (applied in {:.0} ms)",
+                    what.join(", "),
+                    t.elapsed().as_secs_f64() * 1e3
+                )
+            });
+        }
+        Err(e) => app.overlay = Overlay::Error(e.to_string()),
+    }
+}
+
+/// Saves the current settings as the user preset `name`, atomically; only
+/// ever called after the user typed the name (and said yes to replacing).
+fn save(app: &mut App, name: &str) {
+    let description = match &app.preset {
+        Some((from, _)) => format!("Saved in the explorer from preset {from}: {}.", app.plan),
+        None => format!("Saved in the explorer: {}.", app.plan),
+    };
+    let p = preset::Preset {
+        version: preset::PRESET_VERSION,
+        name: name.to_string(),
+        description: description.clone(),
+        settings: app.settings.clone(),
+        compare: None,
+    };
+    match preset::user_path(name).and_then(|path| preset::save_atomic(&p, &path).map(|()| path)) {
+        Ok(path) => {
+            app.preset = Some((name.to_string(), description));
+            app.flash(format!("saved {}", path.display()));
+        }
+        Err(e) => app.overlay = Overlay::Error(format!("not saved: {e}")),
     }
 }

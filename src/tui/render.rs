@@ -75,6 +75,37 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
             Overlay::None => {}
             Overlay::Help => help::render(area, buf, &look.theme),
             Overlay::Error(text) => error_popup(text, area, buf, &look.theme),
+            Overlay::Picker { items, selected } => picker(items, *selected, area, buf, &look.theme),
+            Overlay::SaveName(name) => prompt(
+                " save preset ",
+                vec![
+                    Line::from(vec![
+                        Span::styled("name: ", look.theme.dim()),
+                        Span::styled(format!("{name}_"), look.theme.title()),
+                    ]),
+                    Line::from(Span::styled(
+                        format!(
+                            "saved to {}/<name>.toml; Enter saves, Esc cancels",
+                            crate::preset::user_dir()
+                                .map_or("?".into(), |d| d.display().to_string())
+                        ),
+                        look.theme.dim(),
+                    )),
+                ],
+                area,
+                buf,
+                &look.theme,
+            ),
+            Overlay::ConfirmOverwrite(name) => prompt(
+                " replace? ",
+                vec![Line::from(Span::styled(
+                    format!("a preset named {name:?} exists: replace it? (y/n)"),
+                    Style::default().fg(look.theme.warn),
+                ))],
+                area,
+                buf,
+                &look.theme,
+            ),
         }
     }
     if look.ascii {
@@ -330,8 +361,12 @@ fn render_side(app: &App, th: &Theme, wide: bool, area: Rect, buf: &mut Buffer) 
     let log_h = area.height - settings_h;
     let [top, bottom] =
         Layout::vertical([Constraint::Length(settings_h), Constraint::Length(log_h)]).areas(area);
+    let title = match &app.preset {
+        Some((name, _)) => format!("settings · {name}"),
+        None => "settings".to_string(),
+    };
     Paragraph::new(lines)
-        .block(panel("settings", th))
+        .block(panel(&title, th))
         .render(top, buf);
     if log_h >= 3 {
         // Wrapped by hand so the newest line always stays in view.
@@ -887,6 +922,81 @@ fn error_popup(text: &str, area: Rect, buf: &mut Buffer, th: &Theme) {
     .render(r, buf);
 }
 
+fn prompt(title: &str, lines: Vec<Line>, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let w = area.width.saturating_sub(4).min(90);
+    let r = popup(area, w, lines.len() as u16 + 2, buf);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(th.border())
+                .title(Span::styled(title.to_string(), th.title())),
+        )
+        .render(r, buf);
+}
+
+fn picker(
+    items: &[super::app::PickItem],
+    selected: usize,
+    area: Rect,
+    buf: &mut Buffer,
+    th: &Theme,
+) {
+    let w = area.width.saturating_sub(4).min(110);
+    let h = (items.len() as u16 + 8).min(area.height.saturating_sub(2));
+    let r = popup(area, w, h, buf);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(th.border())
+        .title(Span::styled(
+            " presets: ↑↓ choose, Enter applies, any other key closes ",
+            th.title(),
+        ));
+    let inner = block.inner(r);
+    block.render(r, buf);
+    let list_h = (items.len() as u16).min(inner.height.saturating_sub(3));
+    let first = selected.saturating_sub(list_h.saturating_sub(1) as usize);
+    for (row, (i, item)) in items
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(list_h as usize)
+        .enumerate()
+    {
+        let style = if i == selected {
+            th.title().add_modifier(Modifier::REVERSED)
+        } else if item.settings.is_none() {
+            Style::default().fg(th.bad)
+        } else {
+            th.text()
+        };
+        let line = format!(
+            "{} {:<28} {:<8}",
+            if i == selected { "▶" } else { " " },
+            item.name,
+            item.origin
+        );
+        buf.set_stringn(
+            inner.x,
+            inner.y + row as u16,
+            line,
+            inner.width as usize,
+            style,
+        );
+    }
+    if let Some(item) = items.get(selected) {
+        let desc = Rect {
+            y: inner.y + list_h + 1,
+            height: inner.height.saturating_sub(list_h + 1),
+            ..inner
+        };
+        Paragraph::new(Span::styled(item.description.clone(), th.text()))
+            .wrap(Wrap { trim: true })
+            .render(desc, buf);
+    }
+}
+
 /// Replaces every non-ASCII symbol in `area` with an ASCII look-alike, for
 /// terminals without Braille or box drawing (`--ascii`).
 pub fn asciify(buf: &mut Buffer, area: Rect) {
@@ -912,6 +1022,8 @@ pub fn asciify(buf: &mut Buffer, area: Rect) {
                 '⏸' => "=",
                 '→' => ">",
                 '≤' => "<",
+                '↑' => "^",
+                '↓' => "v",
                 '␣' => "_",
                 '\u{2800}'..='\u{28ff}' => "*",
                 _ => "?",

@@ -1,0 +1,377 @@
+//! A/B experiments: run variants of one setting interleaved (A B A B ...)
+//! on one engine and one dataset, so slow drift of a shared machine hits
+//! every variant alike, and report each variant's median over rounds with
+//! its range and the change relative to the first variant, in the form of
+//! the kernel patches readpath reproduces ("553,800 us -> 18,962 us, -96%").
+//!
+//! Each variant is switched in with [`Engine::apply`] (reads in flight
+//! drain, the pipeline is rebuilt), then `warmup` of records is dropped and
+//! `duration` of records is merged into exact window statistics.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{Engine, EngineError, EngineOptions};
+use crate::metrics::{IntervalRecord, WindowStats};
+use crate::preset::Compare;
+use crate::settings::Settings;
+use crate::sys::{Features, MachineInfo};
+
+/// Version of the JSON report.
+pub const REPORT_VERSION: u32 = 1;
+
+/// How long and how often.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    /// Rounds (each runs every variant once).
+    pub rounds: u32,
+    /// Measured time per variant per round.
+    pub duration: Duration,
+    /// Time dropped after each switch (the pipeline settling).
+    pub warmup: Duration,
+    /// Engine options (interval, data dir).
+    pub engine: EngineOptions,
+}
+
+/// One metric of a variant: median over rounds, min and max.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Median over rounds.
+    pub median: f64,
+    /// Lowest round.
+    pub min: f64,
+    /// Highest round.
+    pub max: f64,
+    /// Change of the median relative to the first variant's, % (None for
+    /// the first variant, or when the reference is 0).
+    pub change_pct: Option<f64>,
+}
+
+/// The metrics reported for each variant.
+pub const METRICS: &[(&str, &str, bool)] = &[
+    // (name, unit, higher is better)
+    ("throughput_mib_s", "MiB/s", true),
+    ("iops", "IOPS", true),
+    ("p50_us", "us", false),
+    ("p99_us", "us", false),
+    ("p999_us", "us", false),
+    ("queue_p99_us", "us", false),
+    ("run_delay_us", "us", false),
+];
+
+fn metric(s: &WindowStats, name: &str) -> f64 {
+    match name {
+        "throughput_mib_s" => s.throughput_mib_s,
+        "iops" => s.iops,
+        "p50_us" => s.p50_us,
+        "p99_us" => s.p99_us,
+        "p999_us" => s.p999_us,
+        "queue_p99_us" => s.queue_p99_us,
+        // Total over the measured time, as the fsverity patch reported it.
+        "run_delay_us" => s.run_delay_us_per_s * s.secs,
+        _ => f64::NAN,
+    }
+}
+
+/// One variant's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantResult {
+    /// The value of the varied setting.
+    pub value: String,
+    /// Each metric of [`METRICS`], by name, in that order.
+    pub metrics: Vec<(String, Spread)>,
+    /// Every round's window.
+    pub rounds: Vec<WindowStats>,
+    /// Verity failures and I/O errors over all rounds (must be 0).
+    pub failed_reads: u64,
+}
+
+/// The whole experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    /// [`REPORT_VERSION`].
+    pub version: u32,
+    /// The preset's name, if one was used.
+    pub preset: Option<String>,
+    /// The varied setting.
+    pub key: String,
+    /// Rounds run.
+    pub rounds: u32,
+    /// Measured seconds per variant per round.
+    pub duration_s: f64,
+    /// Dropped seconds after each switch.
+    pub warmup_s: f64,
+    /// The settings of the first variant.
+    pub settings: Settings,
+    /// The settings as they ran for the first variant (after fallbacks).
+    pub effective_settings: Settings,
+    /// Results, in the order given.
+    pub variants: Vec<VariantResult>,
+    /// Notices raised during the runs (fallbacks, refused privileges).
+    pub notices: Vec<String>,
+    /// The machine.
+    pub machine: MachineInfo,
+    /// Kernel and CPU features; `highpri` says whether nice -20 was granted.
+    pub features: Features,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Collects records for `warmup` (dropped) then `duration` (kept), after
+/// dropping any record that straddles the switch.
+fn measure(
+    engine: &Engine,
+    warmup: Duration,
+    duration: Duration,
+) -> (Vec<IntervalRecord>, Vec<String>) {
+    let rx = engine.records();
+    let mut notices = Vec::new();
+    // Records queued before the switch, and the one in flight during it.
+    let keep = |r: &IntervalRecord, notices: &mut Vec<String>| {
+        notices.extend(r.notices.iter().map(|n| n.text.clone()));
+    };
+    for r in rx.try_iter() {
+        keep(&r, &mut notices);
+    }
+    if let Ok(r) = rx.recv() {
+        keep(&r, &mut notices);
+    }
+    let mut dropped = 0.0;
+    let mut kept = Vec::new();
+    let mut secs = 0.0;
+    while secs < duration.as_secs_f64() - 1e-6 {
+        let Ok(r) = rx.recv() else { break };
+        keep(&r, &mut notices);
+        if dropped < warmup.as_secs_f64() - 1e-6 {
+            dropped += r.interval_s;
+            continue;
+        }
+        secs += r.interval_s;
+        kept.push(r);
+    }
+    (kept, notices)
+}
+
+/// Runs the experiment; `progress` hears (round, variant index) before each run.
+pub fn run(
+    base: &Settings,
+    compare: &Compare,
+    preset: Option<String>,
+    opts: &CompareOptions,
+    progress: &mut dyn FnMut(u32, usize),
+    dataset_progress: crate::dataset::Progress<'_>,
+) -> Result<CompareReport, EngineError> {
+    let variants = compare.variants(base)?;
+    let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;
+    let effective = engine.effective().clone();
+    let mut per_variant: Vec<Vec<WindowStats>> = vec![Vec::new(); variants.len()];
+    let mut failed = vec![0u64; variants.len()];
+    let mut notices: Vec<String> = Vec::new();
+    for round in 0..opts.rounds {
+        for (i, v) in variants.iter().enumerate() {
+            progress(round, i);
+            engine.apply(v.clone())?;
+            let (recs, n) = measure(&engine, opts.warmup, opts.duration);
+            for t in n {
+                if !notices.contains(&t) {
+                    notices.push(t);
+                }
+            }
+            failed[i] += recs
+                .iter()
+                .map(|r| r.counters.verity_failures + r.counters.io_errors)
+                .sum::<u64>();
+            if let Some(w) = WindowStats::of(&recs) {
+                per_variant[i].push(w);
+            }
+        }
+    }
+    let features = engine.features().clone();
+    let dir = engine.dataset().dir().to_path_buf();
+    engine.stop();
+    let mut results: Vec<VariantResult> = Vec::new();
+    for (i, rounds) in per_variant.into_iter().enumerate() {
+        let metrics = METRICS
+            .iter()
+            .map(|(name, _, _)| {
+                let vals: Vec<f64> = rounds.iter().map(|w| metric(w, name)).collect();
+                let spread = Spread {
+                    median: median(vals.clone()),
+                    min: vals.iter().copied().fold(f64::INFINITY, f64::min),
+                    max: vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    change_pct: None,
+                };
+                (name.to_string(), spread)
+            })
+            .collect();
+        results.push(VariantResult {
+            value: compare.values[i].clone(),
+            metrics,
+            rounds,
+            failed_reads: failed[i],
+        });
+    }
+    let reference: Vec<f64> = results
+        .first()
+        .map(|r| r.metrics.iter().map(|(_, s)| s.median).collect())
+        .unwrap_or_default();
+    for r in results.iter_mut().skip(1) {
+        for ((_, s), base) in r.metrics.iter_mut().zip(&reference) {
+            s.change_pct =
+                (*base != 0.0 && base.is_finite()).then(|| (s.median - base) / base * 100.0);
+        }
+    }
+    Ok(CompareReport {
+        version: REPORT_VERSION,
+        preset,
+        key: compare.key.clone(),
+        rounds: opts.rounds,
+        duration_s: opts.duration.as_secs_f64(),
+        warmup_s: opts.warmup.as_secs_f64(),
+        settings: variants[0].clone(),
+        effective_settings: effective,
+        variants: results,
+        notices,
+        machine: crate::sys::machine_info(&dir),
+        features,
+    })
+}
+
+fn fmt_value(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    match unit {
+        "MiB/s" => format!("{v:.1}"),
+        "IOPS" => format!("{v:.0}"),
+        _ if v >= 100.0 => format!("{v:.0}"),
+        _ => format!("{v:.1}"),
+    }
+}
+
+impl CompareReport {
+    /// The table, for a terminal.
+    pub fn to_text(&self) -> String {
+        let m = &self.machine;
+        let mut out = format!(
+            "readpath compare: {} = {} | {} round(s) x {:.0}s per variant, interleaved, {:.1}s warm-up{}\n",
+            self.key,
+            self.variants
+                .iter()
+                .map(|v| v.value.as_str())
+                .collect::<Vec<_>>()
+                .join(" vs "),
+            self.rounds,
+            self.duration_s,
+            self.warmup_s,
+            self.preset
+                .as_ref()
+                .map_or(String::new(), |p| format!(" | preset {p}")),
+        );
+        out.push_str(&format!(
+            "machine: Linux {}, {} ({} CPUs), AES instructions {}, SHA instructions {}, data dir on {}, high priority {}\n",
+            m.kernel,
+            m.cpu_model,
+            m.cpus,
+            yes(self.features.aes_instructions),
+            yes(self.features.sha_instructions),
+            m.data_dir_fs,
+            if self.features.highpri { "granted" } else { "refused (nice 0)" },
+        ));
+        out.push_str(&format!(
+            "plan of the first variant: {}\n\n",
+            crate::engine::pipeline::Plan::of(&self.effective_settings).describe()
+        ));
+        let labels: Vec<String> = METRICS
+            .iter()
+            .map(|(name, _, _)| match *name {
+                "throughput_mib_s" => "MiB/s".to_string(),
+                "iops" => "IOPS".to_string(),
+                "run_delay_us" => "run_delay us".to_string(),
+                n => {
+                    n.trim_end_matches("_us")
+                        .replace("p999", "p99.9")
+                        .replace('_', " ")
+                        + " us"
+                }
+            })
+            .collect();
+        let cells: Vec<Vec<String>> = self
+            .variants
+            .iter()
+            .map(|v| {
+                METRICS
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (_, unit, _))| {
+                        let s = v.metrics[k].1;
+                        format!(
+                            "{} ({}-{}){}",
+                            fmt_value(s.median, unit),
+                            fmt_value(s.min, unit),
+                            fmt_value(s.max, unit),
+                            s.change_pct.map_or(String::new(), |c| format!(" {c:+.0}%"))
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let w = cells
+            .iter()
+            .flatten()
+            .chain(self.variants.iter().map(|v| &v.value))
+            .map(|c| c.chars().count())
+            .max()
+            .unwrap_or(10)
+            + 3;
+        let mut header = format!("{:<16}", "median (min-max)");
+        for v in &self.variants {
+            header.push_str(&format!("{:>w$}", v.value));
+        }
+        out.push_str(&header);
+        out.push('\n');
+        for (k, label) in labels.iter().enumerate() {
+            let mut line = format!("{label:<16}");
+            for c in &cells {
+                line.push_str(&format!("{:>w$}", c[k]));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        let failed: u64 = self.variants.iter().map(|v| v.failed_reads).sum();
+        if failed > 0 {
+            out.push_str(&format!(
+                "\nWARNING: {failed} reads failed (verity or I/O); they are not counted as data\n"
+            ));
+        }
+        out.push_str("\nrun_delay us: the workers' total time runnable but not running over the measured time of one round.\n");
+        for n in &self.notices {
+            out.push_str(&format!("notice: {n}\n"));
+        }
+        out
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(vec![]).is_nan());
+    }
+}

@@ -1,0 +1,594 @@
+//! Presets: a TOML file of engine settings plus a name, a description and
+//! optionally the one setting an experiment varies, so what someone found
+//! can be saved, shared and reproduced. The shipped presets are embedded in
+//! the binary; a user's own live in `$XDG_CONFIG_HOME/readpath/presets`.
+//!
+//! Lookup of `NAME|FILE`: a path (anything with a `/` or ending in `.toml`)
+//! is read as given; otherwise the user's directory, then the shipped set.
+//! Every error starts with the file name and gives line:column and the key.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use toml::de::{DeTable, DeValue};
+
+use crate::settings::{Settings, SettingsError, key_info, line_col};
+
+/// The preset format this readpath reads and writes.
+pub const PRESET_VERSION: i64 = 1;
+
+/// Top-level keys of a preset that are not settings sections.
+pub const RESERVED: &[&str] = &["version", "name", "description", "compare"];
+
+/// The shipped presets, embedded: (name, TOML).
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("default", include_str!("../presets/default.toml")),
+    (
+        "fsverity-bound-vs-unbound",
+        include_str!("../presets/fsverity-bound-vs-unbound.toml"),
+    ),
+    (
+        "fscrypt-slow-cipher",
+        include_str!("../presets/fscrypt-slow-cipher.toml"),
+    ),
+    (
+        "fscrypt-aes-instructions",
+        include_str!("../presets/fscrypt-aes-instructions.toml"),
+    ),
+    (
+        "io_uring-qd1-iowait",
+        include_str!("../presets/io_uring-qd1-iowait.toml"),
+    ),
+    (
+        "max-throughput",
+        include_str!("../presets/max-throughput.toml"),
+    ),
+];
+
+/// The one setting an experiment varies, and its values in order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Compare {
+    /// `section.key`.
+    pub key: String,
+    /// The values, as `--set` would take them; the first is the reference.
+    pub values: Vec<String>,
+}
+
+impl Compare {
+    /// The settings of each variant: `base` with `key` set to each value.
+    pub fn variants(&self, base: &Settings) -> Result<Vec<Settings>, SettingsError> {
+        self.values
+            .iter()
+            .map(|v| {
+                let mut s = base.clone();
+                s.set(&self.key, v)?;
+                Ok(s)
+            })
+            .collect()
+    }
+
+    /// Parses `KEY=V1,V2[,V3...]` (`--vary`).
+    pub fn parse_vary(spec: &str, base: &Settings) -> Result<Compare, String> {
+        let (key, values) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("--vary {spec:?}: expected KEY=V1,V2[,V3...]"))?;
+        let key = key.trim();
+        if key_info(key).is_none() {
+            let mut probe = Settings::default();
+            return Err(format!(
+                "--vary: {}",
+                probe
+                    .set(key, "")
+                    .err()
+                    .map_or_else(|| format!("unknown setting {key:?}"), |e| e.to_string())
+            ));
+        }
+        let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
+        if values.len() < 2 || values.iter().any(String::is_empty) {
+            return Err(format!(
+                "--vary {spec:?}: give at least two values, comma-separated (e.g. {key}=a,b)"
+            ));
+        }
+        let c = Compare {
+            key: key.to_string(),
+            values,
+        };
+        c.variants(base).map_err(|e| format!("--vary: {e}"))?;
+        Ok(c)
+    }
+}
+
+/// A preset: settings plus what they are for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preset {
+    /// Format version.
+    pub version: i64,
+    /// Short name (the file stem for saved presets).
+    pub name: String,
+    /// What it models and the published result, in a sentence or three.
+    pub description: String,
+    /// The settings; keys left out took their defaults.
+    pub settings: Settings,
+    /// The setting `compare` varies by default.
+    pub compare: Option<Compare>,
+}
+
+/// Where a preset came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Embedded in the binary.
+    Shipped,
+    /// The user's preset directory.
+    User(PathBuf),
+    /// A path given on the command line.
+    File(PathBuf),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Shipped => f.write_str("shipped"),
+            Origin::User(p) | Origin::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// Why a preset could not be found, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PresetError {
+    /// A settings error (already names the file, line:column and key).
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// A problem with `version`, `name`, `description` or `[compare]`.
+    #[error("{origin}:{line}:{col}: {key}: {message}")]
+    Field {
+        /// The file.
+        origin: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// The key (`version`, `compare."workers.mode"`...).
+        key: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// No preset of that name.
+    #[error(
+        "no preset named {name:?}: the presets are {available} (or give a path to a .toml file)"
+    )]
+    NotFound {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        available: String,
+    },
+    /// A file that could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A name that cannot be a file name.
+    #[error(
+        "preset name {0:?} is invalid: use letters, digits, '-', '_' and '.', not starting with '.'"
+    )]
+    BadName(String),
+}
+
+impl PresetError {
+    /// True for every error caused by the user's input (all but I/O).
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, PresetError::Io { .. })
+    }
+}
+
+fn field(
+    src: &str,
+    origin: &str,
+    span: std::ops::Range<usize>,
+    key: &str,
+    message: String,
+) -> PresetError {
+    let (line, col) = line_col(src, span.start);
+    PresetError::Field {
+        origin: origin.to_string(),
+        line,
+        col,
+        key: key.to_string(),
+        message,
+    }
+}
+
+fn scalar_text(v: &DeValue<'_>) -> Option<String> {
+    Some(match v {
+        DeValue::String(s) => s.to_string(),
+        DeValue::Integer(i) => i.as_str().to_string(),
+        DeValue::Float(f) => f.as_str().to_string(),
+        DeValue::Boolean(b) => b.to_string(),
+        _ => return None,
+    })
+}
+
+impl Preset {
+    /// Reads a preset from TOML; `origin` (the file name) starts every error.
+    pub fn from_toml_str(
+        src: &str,
+        origin: &str,
+        default_name: &str,
+    ) -> Result<Preset, PresetError> {
+        // Syntax errors come from the settings reader, with their position.
+        let doc = match DeTable::parse(src) {
+            Ok(doc) => doc,
+            Err(e) => {
+                Settings::from_toml_str_with(src, origin, RESERVED)?;
+                return Err(SettingsError::Parse {
+                    origin: origin.to_string(),
+                    at: None,
+                    message: e.message().replace('\n', "; "),
+                }
+                .into());
+            }
+        };
+        // A newer format is named as such before its keys are judged.
+        if let Some((_, v)) = doc
+            .get_ref()
+            .iter()
+            .find(|(k, _)| k.get_ref().as_ref() == "version")
+        {
+            check_version(src, origin, v.get_ref(), v.span())?;
+        }
+        let settings = Settings::from_toml_str_with(src, origin, RESERVED)?;
+        let mut p = Preset {
+            version: PRESET_VERSION,
+            name: default_name.to_string(),
+            description: String::new(),
+            settings,
+            compare: None,
+        };
+        let mut entries: Vec<_> = doc.get_ref().iter().collect();
+        entries.sort_by_key(|(k, _)| k.span().start);
+        for (k, v) in entries {
+            let key = k.get_ref().as_ref();
+            let span = v.span();
+            let string = |what: &str| match v.get_ref() {
+                DeValue::String(s) => Ok(s.to_string()),
+                _ => Err(field(
+                    src,
+                    origin,
+                    span.clone(),
+                    what,
+                    "expected a string".into(),
+                )),
+            };
+            match key {
+                "version" => p.version = check_version(src, origin, v.get_ref(), span)?,
+                "name" => p.name = string(key)?,
+                "description" => p.description = string(key)?,
+                "compare" => {
+                    p.compare = Some(parse_compare(src, origin, v.get_ref(), span, &p.settings)?)
+                }
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
+
+    /// The preset as TOML, every setting spelled out; reads back equal.
+    pub fn to_toml_string(&self) -> String {
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let mut out = format!(
+            "version = {}\nname = {}\ndescription = {}\n\n{}",
+            self.version,
+            q(&self.name),
+            q(&self.description),
+            self.settings.to_toml_string()
+        );
+        if let Some(c) = &self.compare {
+            let values: Vec<String> = c.values.iter().map(|v| q(v)).collect();
+            out.push_str(&format!(
+                "\n[compare]\n{} = [{}]\n",
+                q(&c.key),
+                values.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+fn check_version(
+    src: &str,
+    origin: &str,
+    v: &DeValue<'_>,
+    span: std::ops::Range<usize>,
+) -> Result<i64, PresetError> {
+    let DeValue::Integer(i) = v else {
+        return Err(field(
+            src,
+            origin,
+            span,
+            "version",
+            format!("expected an integer (this readpath reads version {PRESET_VERSION})"),
+        ));
+    };
+    let n = i64::from_str_radix(i.as_str(), i.radix()).unwrap_or(i64::MAX);
+    if n > PRESET_VERSION {
+        return Err(field(
+            src,
+            origin,
+            span,
+            "version",
+            format!(
+                "{n} is from a newer readpath: this one reads preset version {PRESET_VERSION}; upgrade readpath"
+            ),
+        ));
+    }
+    if n < 1 {
+        return Err(field(
+            src,
+            origin,
+            span,
+            "version",
+            format!("{n} is out of range: allowed 1..={PRESET_VERSION}"),
+        ));
+    }
+    Ok(n)
+}
+
+fn parse_compare(
+    src: &str,
+    origin: &str,
+    v: &DeValue<'_>,
+    span: std::ops::Range<usize>,
+    settings: &Settings,
+) -> Result<Compare, PresetError> {
+    let DeValue::Table(t) = v else {
+        return Err(field(
+            src,
+            origin,
+            span,
+            "compare",
+            "expected a table: [compare] \"section.key\" = [\"a\", \"b\"]".into(),
+        ));
+    };
+    let entries: Vec<_> = t.iter().collect();
+    if entries.len() != 1 {
+        return Err(field(
+            src,
+            origin,
+            span,
+            "compare",
+            format!(
+                "names {} settings; a comparison varies exactly one",
+                entries.len()
+            ),
+        ));
+    }
+    let (k, vals) = entries[0];
+    let key = k.get_ref().as_ref();
+    let at = |s: std::ops::Range<usize>, m: String| {
+        field(src, origin, s, &format!("compare.{key:?}"), m)
+    };
+    if key_info(key).is_none() {
+        let mut probe = Settings::default();
+        let why = probe
+            .set(key, "")
+            .err()
+            .map_or_else(|| "unknown setting".to_string(), |e| e.to_string());
+        return Err(at(k.span(), why));
+    }
+    let DeValue::Array(arr) = vals.get_ref() else {
+        return Err(at(
+            vals.span(),
+            "expected an array of at least two values".into(),
+        ));
+    };
+    if arr.len() < 2 {
+        return Err(at(
+            vals.span(),
+            format!(
+                "has {} value(s); a comparison needs at least two",
+                arr.len()
+            ),
+        ));
+    }
+    let mut values = Vec::new();
+    for item in arr.iter() {
+        let text = scalar_text(item.get_ref())
+            .ok_or_else(|| at(item.span(), "expected a string, number or boolean".into()))?;
+        let mut s = settings.clone();
+        s.set(key, &text)
+            .map_err(|e| at(item.span(), e.to_string()))?;
+        values.push(text);
+    }
+    Ok(Compare {
+        key: key.to_string(),
+        values,
+    })
+}
+
+/// The user's preset directory: `$XDG_CONFIG_HOME/readpath/presets`, else
+/// `~/.config/readpath/presets`.
+pub fn user_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("readpath").join("presets"))
+}
+
+fn is_path(spec: &str) -> bool {
+    spec.contains('/') || spec.ends_with(".toml")
+}
+
+/// Checks a preset name is a plain file stem.
+pub fn check_name(name: &str) -> Result<(), PresetError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(PresetError::BadName(name.to_string()))
+    }
+}
+
+/// Reads a preset file.
+pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
+    let src = std::fs::read_to_string(path).map_err(|source| PresetError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let stem = path
+        .file_stem()
+        .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+    Preset::from_toml_str(&src, &path.display().to_string(), &stem)
+}
+
+/// Finds `NAME|FILE`: a path as given, else the user's directory, else the
+/// shipped set.
+pub fn resolve(spec: &str) -> Result<(Preset, Origin), PresetError> {
+    if is_path(spec) {
+        let p = PathBuf::from(spec);
+        return Ok((load_file(&p)?, Origin::File(p)));
+    }
+    if let Some(dir) = user_dir() {
+        let p = dir.join(format!("{spec}.toml"));
+        if p.is_file() {
+            return Ok((load_file(&p)?, Origin::User(p)));
+        }
+    }
+    if let Some((name, src)) = SHIPPED.iter().find(|(n, _)| *n == spec) {
+        return Ok((
+            Preset::from_toml_str(src, &format!("presets/{name}.toml"), name)?,
+            Origin::Shipped,
+        ));
+    }
+    Err(PresetError::NotFound {
+        name: spec.to_string(),
+        available: list()
+            .iter()
+            .map(|(n, _, _)| n.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+/// Every preset: the user's (overriding a shipped one of the same name),
+/// then the shipped ones; invalid user files are listed with their error as
+/// the description.
+pub fn list() -> Vec<(String, Origin, Result<Preset, String>)> {
+    let mut out: Vec<(String, Origin, Result<Preset, String>)> = Vec::new();
+    if let Some(dir) = user_dir()
+        && let Ok(rd) = std::fs::read_dir(&dir)
+    {
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        files.sort();
+        for p in files {
+            let name = p
+                .file_stem()
+                .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+            let r = load_file(&p).map_err(|e| e.to_string());
+            out.push((name, Origin::User(p), r));
+        }
+    }
+    for (name, src) in SHIPPED {
+        if out.iter().any(|(n, _, _)| n == name) {
+            continue;
+        }
+        let r = Preset::from_toml_str(src, &format!("presets/{name}.toml"), name)
+            .map_err(|e| e.to_string());
+        out.push((name.to_string(), Origin::Shipped, r));
+    }
+    out
+}
+
+/// Where saving `name` writes.
+pub fn user_path(name: &str) -> Result<PathBuf, PresetError> {
+    check_name(name)?;
+    let dir = user_dir().ok_or_else(|| PresetError::Io {
+        path: PathBuf::from("~/.config/readpath/presets"),
+        source: std::io::Error::other("neither XDG_CONFIG_HOME nor HOME is set"),
+    })?;
+    Ok(dir.join(format!("{name}.toml")))
+}
+
+/// Writes `preset` to `path` atomically (a temporary file in the same
+/// directory, synced, then renamed over): a reader never sees half a file
+/// and a failure leaves any existing file as it was.
+pub fn save_atomic(preset: &Preset, path: &Path) -> Result<(), PresetError> {
+    use std::io::Write;
+    let io = |source| PresetError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name()
+            .map_or("preset".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(preset.to_toml_string().as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_preset_loads_validates_and_round_trips() {
+        for (name, src) in SHIPPED {
+            let p = Preset::from_toml_str(src, name, name).unwrap_or_else(|e| panic!("{e}"));
+            p.settings
+                .validate(2)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(p.name, *name);
+            assert!(!p.description.is_empty(), "{name} has no description");
+            if let Some(c) = &p.compare {
+                c.variants(&p.settings).unwrap();
+            }
+            let back = Preset::from_toml_str(&p.to_toml_string(), name, "x").unwrap();
+            assert_eq!(back, p, "{name} round trip");
+        }
+    }
+
+    #[test]
+    fn vary_parses_and_refuses() {
+        let s = Settings::default();
+        let c = Compare::parse_vary("workers.mode=unbound,bound", &s).unwrap();
+        assert_eq!(c.values, ["unbound", "bound"]);
+        let e = Compare::parse_vary("workers.mod=a,b", &s).unwrap_err();
+        assert!(e.contains("workers.mode"), "{e}");
+        let e = Compare::parse_vary("workers.mode=unbound", &s).unwrap_err();
+        assert!(e.contains("at least two"), "{e}");
+        let e = Compare::parse_vary("workload.queue_depth=1,0", &s).unwrap_err();
+        assert!(e.contains("1..=1024"), "{e}");
+    }
+
+    #[test]
+    fn names_are_plain_file_stems() {
+        assert!(check_name("my-run_2.fast").is_ok());
+        for bad in ["", "../x", "a/b", ".hidden", "sp ace"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}
