@@ -20,12 +20,24 @@ use crate::settings::{Settings, parse_size};
 /// readpath: explore the Linux read post-processing path (fscrypt decrypt +
 /// fs-verity verify on workqueues) live, on a real file.
 #[derive(Debug, Parser)]
-#[command(name = "readpath", version, about, long_about = None)]
+#[command(
+    name = "readpath",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     /// Where datasets live [default: $XDG_CACHE_HOME/readpath or ~/.cache/readpath]
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// What to do (default: the live explorer, `tui`, on the default settings).
+    /// Settings of the explorer when no command is given.
+    #[command(flatten)]
+    pub settings: SettingsArgs,
+    /// Display of the explorer when no command is given.
+    #[command(flatten)]
+    pub tui: TuiArgs,
+    /// What to do (default: the live explorer, `tui`).
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -51,19 +63,6 @@ pub struct TuiArgs {
     /// Do not print the run's summary on quit.
     #[arg(long)]
     pub no_summary: bool,
-}
-
-impl Default for TuiArgs {
-    fn default() -> Self {
-        TuiArgs {
-            fps: crate::tui::DEFAULT_FPS,
-            ascii: false,
-            theme: crate::tui::theme::ThemeName::Dark,
-            duration: None,
-            interval: crate::engine::DEFAULT_INTERVAL,
-            no_summary: false,
-        }
-    }
 }
 
 fn parse_fps(s: &str) -> std::result::Result<f64, String> {
@@ -306,14 +305,7 @@ pub fn progress_reporter() -> impl FnMut(u64, u64) {
 pub fn main_with_args(cli: Cli) -> Result<()> {
     let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
     match cli.command {
-        None => tui(
-            &data_dir,
-            &SettingsArgs {
-                preset: None,
-                set: Vec::new(),
-            },
-            &TuiArgs::default(),
-        ),
+        None => tui(&data_dir, &cli.settings, &cli.tui),
         Some(Command::Tui { settings, tui: t }) => tui(&data_dir, &settings, &t),
         Some(Command::Run {
             settings,

@@ -477,7 +477,10 @@ pub fn overlay_key(
             }
             KeyCode::Char(c)
                 if (c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                    && name.len() < 64 =>
+                    && name.len() < 64
+                    && !key
+                        .modifiers
+                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
             {
                 name.push(c);
                 OverlayAction::None
