@@ -20,13 +20,7 @@ use crate::settings::{Settings, parse_size};
 /// readpath: explore the Linux read post-processing path (fscrypt decrypt +
 /// fs-verity verify on workqueues) live, on a real file.
 #[derive(Debug, Parser)]
-#[command(
-    name = "readpath",
-    version,
-    about,
-    long_about = None,
-    args_conflicts_with_subcommands = true
-)]
+#[command(name = "readpath", version, about, long_about = None)]
 pub struct Cli {
     /// Where datasets live [default: $XDG_CACHE_HOME/readpath or ~/.cache/readpath]
     #[arg(long, global = true, value_name = "DIR")]
@@ -304,6 +298,25 @@ pub fn progress_reporter() -> impl FnMut(u64, u64) {
 /// Runs the command line; errors of the user's input are [`BadInput`].
 pub fn main_with_args(cli: Cli) -> Result<()> {
     let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
+    // The explorer's options before a command would be silently ignored.
+    let t = &cli.tui;
+    let top_level_used = cli.settings.preset.is_some()
+        || !cli.settings.set.is_empty()
+        || t.ascii
+        || t.no_summary
+        || t.duration.is_some()
+        || t.fps != crate::tui::DEFAULT_FPS;
+    if let (Some(cmd), true) = (&cli.command, top_level_used) {
+        let name = format!("{cmd:?}")
+            .split([' ', '{'])
+            .next()
+            .unwrap_or("")
+            .to_lowercase();
+        return Err(BadInput(format!(
+            "options such as --preset, --set and --fps go after the command: `readpath {name} --preset ...`"
+        ))
+        .into());
+    }
     match cli.command {
         None => tui(&data_dir, &cli.settings, &cli.tui),
         Some(Command::Tui { settings, tui: t }) => tui(&data_dir, &settings, &t),

@@ -27,6 +27,8 @@ pub const KEY_HELP: &[(&str, &str)] = &[
     ("] [", "readers +1 / -1"),
     ("> <", "block size x2 / /2 (4K..1M)"),
     ("g G", "background CPU hogs +1 / -1"),
+    ("p", "presets: pick one and apply it (Enter)"),
+    ("s", "save the current settings as a preset"),
     ("b", "mark the current window as the baseline"),
     ("space", "pause / resume the workload"),
     ("r", "reset the charts (the baseline stays)"),

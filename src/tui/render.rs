@@ -287,6 +287,8 @@ pub const FOOTER_KEYS: &[(&str, &str)] = &[
     ("<>", "bs"),
     ("gG", "hogs"),
     ("b", "baseline"),
+    ("p", "presets"),
+    ("s", "save"),
     ("␣", "pause"),
     ("r", "reset"),
     ("zZ", "zoom"),
