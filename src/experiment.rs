@@ -79,7 +79,9 @@ fn metric(s: &WindowStats, name: &str) -> f64 {
 pub struct VariantResult {
     /// The value of the varied setting.
     pub value: String,
-    /// Each metric of [`METRICS`], by name, in that order.
+    /// Each metric of [`METRICS`], by name, in that order (a JSON object:
+    /// `metrics.p99_us.median`).
+    #[serde(with = "ordered_map")]
     pub metrics: Vec<(String, Spread)>,
     /// Every round's window.
     pub rounds: Vec<WindowStats>,
@@ -357,6 +359,40 @@ impl CompareReport {
             out.push_str(&format!("notice: {n}\n"));
         }
         out
+    }
+}
+
+/// A list of (name, value) pairs as a JSON object, order kept.
+mod ordered_map {
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    use serde::ser::{SerializeMap, Serializer};
+
+    use super::Spread;
+
+    pub fn serialize<S: Serializer>(v: &[(String, Spread)], s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(v.len()))?;
+        for (k, x) in v {
+            m.serialize_entry(k, x)?;
+        }
+        m.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Spread)>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<(String, Spread)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of metric name to spread")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(e) = a.next_entry()? {
+                    out.push(e);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 

@@ -265,12 +265,28 @@ fn compare_runs_every_variant_interleaved_and_reports_the_machine() {
     for v in variants {
         assert_eq!(v["rounds"].as_array().unwrap().len(), 2, "{v}");
         assert_eq!(v["failed_reads"], 0);
-        let tp = &v["metrics"][0];
-        assert_eq!(tp[0], "throughput_mib_s");
-        assert!(tp[1]["median"].as_f64().unwrap() > 0.0, "{v}");
+        let tp = &v["metrics"]["throughput_mib_s"];
+        assert!(tp["median"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(
+            tp["min"].as_f64().unwrap() <= tp["max"].as_f64().unwrap(),
+            "{v}"
+        );
+        for m in [
+            "iops",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "queue_p99_us",
+            "run_delay_us",
+        ] {
+            assert!(v["metrics"][m]["median"].is_number(), "{m}: {v}");
+        }
     }
-    assert!(variants[0]["metrics"][0][1]["change_pct"].is_null());
-    assert!(variants[1]["metrics"][0][1]["change_pct"].is_number());
+    assert!(variants[0]["metrics"]["throughput_mib_s"]["change_pct"].is_null());
+    assert!(variants[1]["metrics"]["throughput_mib_s"]["change_pct"].is_number());
+    // The JSON reads back.
+    let back: readpath::experiment::CompareReport = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(back.variants.len(), 2);
     for k in [
         "kernel",
         "cpu_model",
