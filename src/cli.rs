@@ -118,6 +118,10 @@ pub enum Command {
         /// Write one JSON line per interval to this file.
         #[arg(long, value_name = "FILE")]
         interval_log: Option<PathBuf>,
+        /// Benchmark switch: take no timestamps and record no latencies
+        /// (throughput and counters only), to measure what recording costs.
+        #[arg(long)]
+        no_latency: bool,
     },
     /// Run variants of one setting interleaved (A B A B ...) and print one table.
     Compare {
@@ -142,6 +146,12 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+    },
+    /// Measure what this machine can do.
+    Bench {
+        /// What to measure.
+        #[command(subcommand)]
+        what: BenchWhat,
     },
     /// List, show or check presets.
     Presets {
@@ -172,6 +182,24 @@ pub enum Command {
         /// Files to digest.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+}
+
+/// `readpath bench ...`.
+#[derive(Debug, Subcommand)]
+pub enum BenchWhat {
+    /// Per-core throughput of each cipher and of SHA-256 on 4096-byte units,
+    /// next to `openssl speed` when openssl is installed.
+    Crypto {
+        /// CPU seconds per measurement.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        seconds: Duration,
+        /// Rounds, alternating readpath and openssl (the median is reported).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+        rounds: u32,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
 }
 
@@ -326,14 +354,18 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             interval,
             format,
             interval_log,
-        }) => run(
-            &data_dir,
-            &settings,
-            duration,
-            interval,
-            format,
-            interval_log.as_deref(),
-        ),
+            no_latency,
+        }) => {
+            crate::metrics::set_recording(!no_latency);
+            run(
+                &data_dir,
+                &settings,
+                duration,
+                interval,
+                format,
+                interval_log.as_deref(),
+            )
+        }
         Some(Command::Compare {
             settings,
             vary,
@@ -357,6 +389,34 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             format,
         ),
         Some(Command::Presets { action }) => presets(action),
+        Some(Command::Bench {
+            what:
+                BenchWhat::Crypto {
+                    seconds,
+                    rounds,
+                    format,
+                },
+        }) => {
+            let tty = std::io::stderr().is_terminal();
+            let mut progress = |name: &str| {
+                if tty {
+                    eprint!("\rmeasuring {name}...          ");
+                }
+            };
+            let r = crate::bench::crypto(seconds.as_secs_f64(), rounds, &mut progress);
+            if tty {
+                eprint!("\r\x1b[K");
+            }
+            let mut out = std::io::stdout().lock();
+            match format {
+                Format::Text => out.write_all(r.to_text().as_bytes())?,
+                Format::Json => {
+                    serde_json::to_writer_pretty(&mut out, &r)?;
+                    out.write_all(b"\n")?;
+                }
+            }
+            Ok(())
+        }
         Some(Command::Prepare { size, salt, force }) => prepare(&data_dir, &size, &salt, force),
         Some(Command::Digest {
             block_size,

@@ -7,6 +7,7 @@
 //! runner, the TUI, experiments and recordings all read the same per-interval
 //! [`metrics::IntervalRecord`]s.
 
+pub mod bench;
 pub mod cli;
 pub mod crypto;
 pub mod dataset;

@@ -41,6 +41,29 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+static RECORDING: AtomicBool = AtomicBool::new(true);
+
+/// Turns latency recording on or off for the whole process (a benchmark
+/// switch: `readpath run --no-latency` measures what recording costs).
+/// Off, [`stamp`] returns 0 without reading the clock and
+/// [`Recorder::record`] does nothing; counters (reads, bytes) still count.
+pub fn set_recording(on: bool) {
+    RECORDING.store(on, Ordering::Relaxed);
+}
+
+/// Whether latencies are recorded.
+#[inline]
+pub fn recording() -> bool {
+    RECORDING.load(Ordering::Relaxed)
+}
+
+/// A timestamp for latency measurement: [`now_ns`], or 0 when recording is
+/// off (no clock read).
+#[inline]
+pub fn stamp() -> u64 {
+    if recording() { now_ns() } else { 0 }
+}
+
 fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG)
         .expect("static histogram bounds are valid")
@@ -141,7 +164,9 @@ impl Recorder {
     /// [`MAX_LATENCY_NS`] saturate.
     #[inline]
     pub fn record(&mut self, stage: Stage, ns: u64) {
-        self.hists[stage as usize].saturating_record(ns.max(1));
+        if recording() {
+            self.hists[stage as usize].saturating_record(ns.max(1));
+        }
     }
 
     /// The histogram of one stage.

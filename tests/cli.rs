@@ -260,3 +260,76 @@ fn explorer_without_a_terminal_points_to_run() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("0.5..=30"), "{}", stderr(&o));
 }
+
+#[test]
+fn bench_crypto_reports_every_primitive_next_to_openssl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = readpath(
+        &[
+            "bench",
+            "crypto",
+            "--seconds",
+            "20ms",
+            "--rounds",
+            "1",
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results = j["results"].as_array().unwrap();
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "aes-256-xts",
+            "aes-256-xts-soft",
+            "adiantum",
+            "sha256",
+            "fsverity-verify"
+        ]
+    );
+    for r in results {
+        assert!(r["bytes_per_s"].as_f64().unwrap() > 1e6, "{r}");
+    }
+    // openssl is installed by .ci/run: the two primitives it has are compared.
+    for r in &results[..1]
+        .iter()
+        .chain(&results[3..4])
+        .collect::<Vec<_>>()
+    {
+        assert!(r["openssl_bytes_per_s"].as_f64().unwrap() > 1e6, "{r}");
+        assert!(r["ratio"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn run_without_latency_recording_still_counts_every_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = readpath(
+        &[
+            "run",
+            "--no-latency",
+            "--duration",
+            "1s",
+            "--set",
+            "workload.file_size=8M",
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reads = j["reads"].as_u64().unwrap();
+    assert!(reads > 0);
+    assert_eq!(j["latency_us"]["count"], 0, "no latency recorded");
+    assert_eq!(j["decrypted_units"].as_u64().unwrap(), reads);
+    assert_eq!(j["verified_blocks"].as_u64().unwrap(), reads);
+    assert_eq!(j["verity_failures"], 0);
+}

@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use crate::crypto::{ContentsCipher, DATA_UNIT_SIZE};
 use crate::dataset::{Dataset, VERITY_BLOCK_SIZE};
 use crate::merkle::VerifiedCache;
-use crate::metrics::{Recorder, Registry, Role, Stage, now_ns};
+use crate::metrics::{Recorder, Registry, Role, Stage, stamp};
 use crate::settings::{Settings, VerifyMode, WorkerMode};
 
 use super::queue::{ReturnQueue, WorkItem, WorkQueue};
@@ -174,9 +174,9 @@ impl Ctx {
     #[inline]
     pub fn dispatch(&self, rec: &mut Recorder, mut item: WorkItem) -> bool {
         match &self.first_q {
-            None => self.process(rec, &mut item, now_ns()),
+            None => self.process(rec, &mut item, stamp()),
             Some(q) => {
-                item.enqueue_ns = now_ns();
+                item.enqueue_ns = stamp();
                 q.push(item, crate::sys::current_cpu());
                 false
             }
@@ -196,7 +196,7 @@ impl Ctx {
                 let first_unit = item.offset / DATA_UNIT_SIZE as u64;
                 c.decrypt_units(first_unit, DATA_UNIT_SIZE, buf);
                 rec.counters.decrypted_units += (buf.len() / DATA_UNIT_SIZE) as u64;
-                let t2 = now_ns();
+                let t2 = stamp();
                 rec.record(Stage::Decrypt, t2 - t);
                 t = t2;
             }
@@ -243,7 +243,7 @@ impl Ctx {
                     }
                 }
             }
-            let t2 = now_ns();
+            let t2 = stamp();
             rec.record(Stage::Verify, t2 - t);
             t = t2;
         }
@@ -262,7 +262,7 @@ impl Ctx {
 
     /// Worker side: take an item off a queue and finish what it needs.
     fn work(&self, rec: &mut Recorder, mut item: WorkItem) {
-        let start = now_ns();
+        let start = stamp();
         item.queued_ns += start.saturating_sub(item.enqueue_ns);
         if self.process(rec, &mut item, start) {
             self.returns[item.reader as usize].give_back(item.slot);

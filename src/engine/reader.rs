@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 
 use io_uring::{IoUring, opcode, types};
 
-use crate::metrics::{Role, Stage, ThreadHandle, now_ns};
+use crate::metrics::{Role, Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, Pattern, Settings, SleepMode};
 
 use super::pipeline::Ctx;
@@ -321,7 +321,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         if !stopping {
             while let Some(&slot) = free.last() {
                 let issue_ns = match &mut schedule {
-                    None => now_ns(),
+                    None => stamp(),
                     Some(sch) => match sch.due(now_ns()) {
                         Some(t) => t,
                         None => {
@@ -402,7 +402,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                 rearm = true;
                 continue;
             }
-            let t = now_ns();
+            let t = stamp();
             let slot = ud as u32;
             let info = &slots[slot as usize];
             in_device -= 1;
@@ -494,7 +494,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
             continue;
         }
         let issue_ns = match &mut schedule {
-            None => now_ns(),
+            None => stamp(),
             Some(sch) => match sch.due(now_ns()) {
                 Some(t) => t,
                 None => {
@@ -508,7 +508,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
         let ptr = bufs.slot(0);
         // SAFETY: `ptr` points to `block` writable bytes owned by this reader.
         let n = unsafe { libc::pread(fd, ptr.cast(), block, offset as libc::off_t) };
-        let t = now_ns();
+        let t = stamp();
         h.rec.record(Stage::Device, t.saturating_sub(issue_ns));
         if n != block as isize {
             h.rec.counters.io_errors += 1;

@@ -1,0 +1,275 @@
+//! `readpath bench crypto`: what this machine's CPU can do per core for
+//! each stage readpath models (AES-256-XTS on AES instructions, the
+//! software AES, Adiantum, SHA-256 and a cached fs-verity block check), on
+//! 4096-byte data units, next to `openssl speed` where openssl has the
+//! same primitive. Both sides are timed in CPU time of the thread doing the
+//! work (openssl's default divisor), alternating rounds, one core pinned,
+//! so a busy machine shifts both alike; the median round is reported.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::crypto::{CipherKind, ContentsCipher};
+use crate::merkle::{MerkleParams, MerkleTree};
+
+/// Bytes per operation: one fscrypt data unit, one fs-verity block.
+pub const UNIT: usize = 4096;
+
+/// One primitive's per-core throughput.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CryptoResult {
+    /// `aes-256-xts`, `sha256`, `aes-256-xts-soft`, `adiantum`, `fsverity-verify`.
+    pub name: String,
+    /// Median over rounds, bytes per CPU-second.
+    pub bytes_per_s: f64,
+    /// `openssl speed -bytes 4096 -evp ...` on the same core, when openssl
+    /// is installed and has the primitive.
+    pub openssl_bytes_per_s: Option<f64>,
+    /// `bytes_per_s / openssl_bytes_per_s`.
+    pub ratio: Option<f64>,
+    /// What ran it (e.g. `aes-ni x8`, `sha2 crate`).
+    pub implementation: String,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CryptoReport {
+    /// Per primitive.
+    pub results: Vec<CryptoResult>,
+    /// CPU time per measurement, seconds.
+    pub seconds: f64,
+    /// Rounds (median taken).
+    pub rounds: u32,
+    /// The CPU the thread was pinned to.
+    pub cpu: usize,
+    /// openssl's version line, if found.
+    pub openssl: Option<String>,
+}
+
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// Runs `op` (one 4096-byte unit per call) for `secs` of CPU time; bytes/s.
+fn measure(secs: f64, mut op: impl FnMut(u64)) -> f64 {
+    let start = thread_cpu_s();
+    let mut n = 0u64;
+    loop {
+        for _ in 0..64 {
+            op(n);
+            n += 1;
+        }
+        let t = thread_cpu_s() - start;
+        if t >= secs {
+            return (n as usize * UNIT) as f64 / t;
+        }
+    }
+}
+
+/// `openssl speed -seconds S -bytes 4096 [-decrypt] -evp ALG`, pinned to
+/// `cpu`; bytes/s (openssl prints thousands of bytes per second).
+pub fn openssl_speed(alg: &str, decrypt: bool, seconds: u32, cpu: usize) -> Option<f64> {
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", &cpu.to_string(), "openssl", "speed"]);
+    cmd.args([
+        "-seconds",
+        &seconds.to_string(),
+        "-bytes",
+        &UNIT.to_string(),
+    ]);
+    if decrypt {
+        cmd.arg("-decrypt");
+    }
+    cmd.args(["-evp", alg]);
+    let out = cmd.output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_openssl_speed(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The last table line's last figure (`AES-256-XTS   5412345.67k`), in bytes/s.
+pub fn parse_openssl_speed(text: &str) -> Option<f64> {
+    let line = text.lines().rev().find(|l| l.trim_end().ends_with('k'))?;
+    let last = line.split_whitespace().last()?;
+    last.strip_suffix('k')?
+        .parse::<f64>()
+        .ok()
+        .map(|k| k * 1000.0)
+}
+
+fn openssl_version() -> Option<String> {
+    let out = Command::new("openssl").arg("version").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Measures every primitive; `progress` hears each name before it runs.
+pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> CryptoReport {
+    let cpu = crate::sys::current_cpu();
+    let _ = crate::sys::pin_current_thread(&[cpu]);
+    let openssl = openssl_version();
+    let whole_s = (seconds.ceil() as u32).max(1);
+    let mut buf = vec![0x5au8; UNIT];
+    let mut results = Vec::new();
+    let key = [0x42u8; 64];
+    let ciphers = [
+        (CipherKind::Aes256Xts, Some("aes-256-xts")),
+        (CipherKind::Aes256XtsSoft, None),
+        (CipherKind::Adiantum, None),
+    ];
+    for (kind, ossl) in ciphers {
+        progress(kind.name());
+        let c = ContentsCipher::new(kind, &key[..kind.key_size()]).expect("valid key size");
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for _ in 0..rounds {
+            ours.push(measure(seconds, |i| c.decrypt_unit(i, &mut buf)));
+            if let (Some(alg), Some(_)) = (ossl, &openssl)
+                && let Some(v) = openssl_speed(alg, true, whole_s, cpu)
+            {
+                theirs.push(v);
+            }
+        }
+        results.push(result(kind.name(), ours, theirs, c.backend().to_string()));
+    }
+    progress("sha256");
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for _ in 0..rounds {
+        ours.push(measure(seconds, |_| {
+            use sha2::Digest;
+            std::hint::black_box(sha2::Sha256::digest(&buf));
+        }));
+        if openssl.is_some()
+            && let Some(v) = openssl_speed("sha256", false, whole_s, cpu)
+        {
+            theirs.push(v);
+        }
+    }
+    results.push(result("sha256", ours, theirs, "sha2 crate".into()));
+    // The whole per-block check on the cache-hit path: hash the data block,
+    // compare with the already verified leaf entry.
+    progress("fsverity-verify");
+    let data: Vec<u8> = (0..(4usize << 20)).map(|i| (i * 131 % 251) as u8).collect();
+    let params = MerkleParams::new(UNIT, &[]).expect("4096 is a valid block size");
+    let tree = MerkleTree::build(params, &data);
+    let cache = tree.new_cache();
+    let blocks = (data.len() / UNIT) as u64;
+    for b in 0..blocks {
+        let _ = tree.verify_block(&cache, b, &data[b as usize * UNIT..][..UNIT]);
+    }
+    let ours: Vec<f64> = (0..rounds)
+        .map(|_| {
+            measure(seconds, |i| {
+                let b = i % blocks;
+                let r = tree.verify_block(&cache, b, &data[b as usize * UNIT..][..UNIT]);
+                std::hint::black_box(r.is_ok());
+            })
+        })
+        .collect();
+    let sha_openssl = results
+        .iter()
+        .find(|r| r.name == "sha256")
+        .and_then(|r| r.openssl_bytes_per_s);
+    let mut r = result(
+        "fsverity-verify",
+        ours,
+        Vec::new(),
+        "tree walk + sha2".into(),
+    );
+    r.openssl_bytes_per_s = sha_openssl;
+    r.ratio = sha_openssl.map(|o| r.bytes_per_s / o);
+    results.push(r);
+    let _ = crate::sys::unpin_current_thread();
+    CryptoReport {
+        results,
+        seconds,
+        rounds,
+        cpu,
+        openssl,
+    }
+}
+
+fn result(name: &str, ours: Vec<f64>, theirs: Vec<f64>, implementation: String) -> CryptoResult {
+    let bytes_per_s = median(ours);
+    let openssl_bytes_per_s = (!theirs.is_empty()).then(|| median(theirs));
+    CryptoResult {
+        name: name.to_string(),
+        bytes_per_s,
+        openssl_bytes_per_s,
+        ratio: openssl_bytes_per_s.map(|o| bytes_per_s / o),
+        implementation,
+    }
+}
+
+impl CryptoReport {
+    /// A table for a terminal.
+    pub fn to_text(&self) -> String {
+        let mut out = format!(
+            "per-core throughput on 4096-byte units, CPU {} ({} round(s) of {:.1} s CPU time, median){}\n\n",
+            self.cpu,
+            self.rounds,
+            self.seconds,
+            self.openssl
+                .as_ref()
+                .map_or(", openssl not found".to_string(), |v| format!(", vs {v}")),
+        );
+        out.push_str(&format!(
+            "{:<18}{:>12}{:>12}{:>8}  {}\n",
+            "", "readpath", "openssl", "ratio", "implementation"
+        ));
+        let gb = |v: f64| format!("{:.2} GB/s", v / 1e9);
+        for r in &self.results {
+            out.push_str(&format!(
+                "{:<18}{:>12}{:>12}{:>8}  {}\n",
+                r.name,
+                gb(r.bytes_per_s),
+                r.openssl_bytes_per_s.map_or("-".into(), gb),
+                r.ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+                r.implementation
+            ));
+        }
+        out.push_str(
+            "\nfsverity-verify: a cached block check (hash the block, compare with its verified leaf), against openssl sha256.\n",
+        );
+        out
+    }
+}
+
+/// How long a default run takes per measurement.
+pub const DEFAULT_SECONDS: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_openssl_speed_output() {
+        let text = "version: 3.0.22\nbuilt on: ...\nThe 'numbers' are in 1000s of bytes per second processed.\ntype           4096 bytes\nAES-256-XTS    5412345.67k\n";
+        assert_eq!(parse_openssl_speed(text), Some(5_412_345_670.0));
+        assert_eq!(parse_openssl_speed("nothing here"), None);
+    }
+
+    #[test]
+    fn measures_something() {
+        let v = measure(0.01, |i| {
+            std::hint::black_box(i);
+        });
+        assert!(v > 0.0);
+    }
+}
