@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::crypto::{CipherKind, ContentsCipher};
 use crate::merkle::{MerkleParams, MerkleTree};
+use crate::metrics::median;
 
 /// Bytes per operation: one fscrypt data unit, one fs-verity block.
 pub const UNIT: usize = 4096;
@@ -111,11 +112,6 @@ fn openssl_version() -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Measures every primitive; `progress` hears each name before it runs.

@@ -407,15 +407,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             if tty {
                 eprint!("\r\x1b[K");
             }
-            let mut out = std::io::stdout().lock();
-            match format {
-                Format::Text => out.write_all(r.to_text().as_bytes())?,
-                Format::Json => {
-                    serde_json::to_writer_pretty(&mut out, &r)?;
-                    out.write_all(b"\n")?;
-                }
-            }
-            Ok(())
+            emit(format, &r, || r.to_text())
         }
         Some(Command::Prepare { size, salt, force }) => prepare(&data_dir, &size, &salt, force),
         Some(Command::Digest {
@@ -525,11 +517,20 @@ fn run(
     }
     let machine = crate::sys::machine_info(&dataset_dir);
     let summary = RunSummary::new(&settings, &effective, &totals, machine, features);
+    emit(format, &summary, || summary.to_text())
+}
+
+/// Prints a report on stdout as text or as one JSON object.
+fn emit<T: serde::Serialize>(
+    format: Format,
+    value: &T,
+    text: impl FnOnce() -> String,
+) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
-        Format::Text => out.write_all(summary.to_text().as_bytes())?,
+        Format::Text => out.write_all(text().as_bytes())?,
         Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &summary)?;
+            serde_json::to_writer_pretty(&mut out, value)?;
             out.write_all(b"\n")?;
         }
     }
@@ -620,15 +621,7 @@ fn compare(
     if tty {
         eprint!("\r\x1b[K");
     }
-    let mut out = std::io::stdout().lock();
-    match format {
-        Format::Text => out.write_all(report.to_text().as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
-            out.write_all(b"\n")?;
-        }
-    }
-    Ok(())
+    emit(format, &report, || report.to_text())
 }
 
 fn presets(action: PresetsAction) -> Result<()> {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{Engine, EngineError, EngineOptions};
-use crate::metrics::{IntervalRecord, WindowStats};
+use crate::metrics::{IntervalRecord, WindowStats, median};
 use crate::preset::Compare;
 use crate::settings::Settings;
 use crate::sys::{Features, MachineInfo};
@@ -116,15 +116,6 @@ pub struct CompareReport {
     pub machine: MachineInfo,
     /// Kernel and CPU features; `highpri` says whether nice -20 was granted.
     pub features: Features,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// Collects records for `warmup` (dropped) then `duration` (kept), after

@@ -716,6 +716,16 @@ impl WindowStats {
     }
 }
 
+/// The median (mean of the middle two for an even count); NaN when empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 /// Hash-cache hit rate in %, None when nothing was verified.
 pub fn hit_pct(c: &Counters) -> Option<f64> {
     let n = c.cache_hits + c.cache_misses;
