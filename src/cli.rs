@@ -57,6 +57,18 @@ pub struct TuiArgs {
     /// Do not print the run's summary on quit.
     #[arg(long)]
     pub no_summary: bool,
+    /// Record every interval to this file, for `readpath replay`.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+fn parse_speed(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().trim_end_matches('x').parse::<f64>() {
+        Ok(v) if (0.1..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "\"{s}\" is out of range: allowed 0.1..=100 (times real time)"
+        )),
+    }
 }
 
 fn parse_fps(s: &str) -> std::result::Result<f64, String> {
@@ -118,6 +130,9 @@ pub enum Command {
         /// Write one JSON line per interval to this file.
         #[arg(long, value_name = "FILE")]
         interval_log: Option<PathBuf>,
+        /// Record every interval to this file, for `readpath replay`.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
         /// Benchmark switch: take no timestamps and record no latencies
         /// (throughput and counters only), to measure what recording costs.
         #[arg(long)]
@@ -146,6 +161,23 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+    },
+    /// Replay a recording in the explorer, with no workload running.
+    Replay {
+        /// A file written with --record.
+        file: PathBuf,
+        /// Recording seconds per second (0.1..=100).
+        #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+        speed: f64,
+        /// Screen refreshes per second (0.5..=30).
+        #[arg(long, default_value_t = crate::tui::DEFAULT_FPS, value_parser = parse_fps)]
+        fps: f64,
+        /// Draw with ASCII only.
+        #[arg(long)]
+        ascii: bool,
+        /// Colours for a dark or a light terminal.
+        #[arg(long, value_enum, default_value_t = crate::tui::theme::ThemeName::Dark)]
+        theme: crate::tui::theme::ThemeName,
     },
     /// Measure what this machine can do.
     Bench {
@@ -333,6 +365,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
         || t.ascii
         || t.no_summary
         || t.duration.is_some()
+        || t.record.is_some()
         || t.fps != crate::tui::DEFAULT_FPS;
     if let (Some(cmd), true) = (&cli.command, top_level_used) {
         let name = format!("{cmd:?}")
@@ -354,6 +387,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             interval,
             format,
             interval_log,
+            record,
             no_latency,
         }) => {
             crate::metrics::set_recording(!no_latency);
@@ -364,6 +398,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
                 interval,
                 format,
                 interval_log.as_deref(),
+                record.as_deref(),
             )
         }
         Some(Command::Compare {
@@ -389,6 +424,13 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             format,
         ),
         Some(Command::Presets { action }) => presets(action),
+        Some(Command::Replay {
+            file,
+            speed,
+            fps,
+            ascii,
+            theme,
+        }) => replay(&file, speed, fps, ascii, theme),
         Some(Command::Bench {
             what:
                 BenchWhat::Crypto {
@@ -443,14 +485,32 @@ fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
         ascii: t.ascii,
         theme: t.theme,
         duration: t.duration,
-        preset: preset.map(|p| (p.name, p.description)),
+        preset: preset
+            .as_ref()
+            .map(|p| (p.name.clone(), p.description.clone())),
     };
-    let shown = crate::tui::run(&mut engine, &opts);
+    let writer = match &t.record {
+        Some(p) => Some(start_recording(p, "tui", &engine, preset.as_ref())?),
+        None => None,
+    };
+    let shown = crate::tui::run(&mut engine, &opts, writer);
     let effective = engine.effective().clone();
     let requested = engine.settings().clone();
     let features = engine.features().clone();
     let dataset_dir = engine.dataset().dir().to_path_buf();
-    let totals = engine.stop();
+    let (totals, rest) = stop_and_drain(engine);
+    let shown = match shown {
+        Ok(Some(mut w)) => {
+            for r in &rest {
+                w.record(r).map_err(recording_error)?;
+            }
+            let path = w.finish().map_err(recording_error)?;
+            eprintln!("readpath: recorded {}", path.display());
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
     shown.context("drawing the explorer")?;
     if !t.no_summary {
         let machine = crate::sys::machine_info(&dataset_dir);
@@ -467,10 +527,14 @@ fn run(
     interval: Duration,
     format: Format,
     interval_log: Option<&Path>,
+    record: Option<&Path>,
 ) -> Result<()> {
-    let (settings, _) = load_settings(args)?;
+    let (settings, preset) = load_settings(args)?;
     if let Some(p) = interval_log {
-        check_writable_target(p)?;
+        check_writable_target("--interval-log", p)?;
+    }
+    if let Some(p) = record {
+        check_writable_target("--record", p)?;
     }
     let mut progress = progress_reporter();
     let engine = Engine::start(
@@ -483,6 +547,10 @@ fn run(
     )
     .map_err(engine_error)?;
     install_interrupt_handler();
+    let mut recording = match record {
+        Some(p) => Some(start_recording(p, "run", &engine, preset.as_ref())?),
+        None => None,
+    };
     let mut log = match interval_log {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
@@ -491,6 +559,9 @@ fn run(
     };
     let started = std::time::Instant::now();
     let mut write_record = |rec: &crate::metrics::IntervalRecord| -> Result<()> {
+        if let Some(w) = recording.as_mut() {
+            w.record(rec).map_err(recording_error)?;
+        }
         if let Some(l) = log.as_mut() {
             serde_json::to_writer(&mut *l, rec)?;
             l.write_all(b"\n")?;
@@ -514,6 +585,10 @@ fn run(
     let (totals, rx_rest) = stop_and_drain(engine);
     for rec in &rx_rest {
         write_record(rec)?;
+    }
+    if let Some(w) = recording {
+        let path = w.finish().map_err(recording_error)?;
+        eprintln!("readpath: recorded {}", path.display());
     }
     let machine = crate::sys::machine_info(&dataset_dir);
     let summary = RunSummary::new(&settings, &effective, &totals, machine, features);
@@ -548,21 +623,76 @@ pub fn stop_and_drain(
     (totals, rx.try_iter().collect())
 }
 
-fn check_writable_target(p: &Path) -> Result<()> {
+fn recording_error(e: crate::recording::RecordingError) -> anyhow::Error {
+    if e.is_bad_input() {
+        BadInput(e.to_string()).into()
+    } else {
+        e.into()
+    }
+}
+
+/// Opens a recording for a running engine (its header written).
+fn start_recording(
+    path: &Path,
+    command: &str,
+    engine: &Engine,
+    preset: Option<&Preset>,
+) -> Result<crate::recording::Writer> {
+    check_writable_target("--record", path)?;
+    let header = crate::recording::Header {
+        format: crate::recording::FORMAT.into(),
+        version: crate::recording::VERSION,
+        command: command.into(),
+        started_unix_s: crate::recording::unix_now(),
+        preset: preset.map(|p| p.name.clone()),
+        settings: engine.settings().clone(),
+        effective_settings: engine.effective().clone(),
+        features: engine.features().clone(),
+        machine: crate::sys::machine_info(engine.dataset().dir()),
+    };
+    crate::recording::Writer::create(path, &header).map_err(recording_error)
+}
+
+fn replay(
+    file: &Path,
+    speed: f64,
+    fps: f64,
+    ascii: bool,
+    theme: crate::tui::theme::ThemeName,
+) -> Result<()> {
+    let rec = crate::recording::read(file).map_err(recording_error)?;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(
+            BadInput("replay needs a terminal (stdin and stdout are not both one)".into()).into(),
+        );
+    }
+    let mut driver = crate::tui::replay::ReplayDriver::new(rec, speed);
+    let mut app = driver.fresh_app();
+    let opts = crate::tui::TuiOptions {
+        fps,
+        ascii,
+        theme,
+        duration: None,
+        preset: None,
+    };
+    crate::tui::run_with(&mut driver, &mut app, &opts).context("drawing the replay")
+}
+
+fn check_writable_target(flag: &str, p: &Path) -> Result<()> {
     let dir = p
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     if !dir.is_dir() {
         return Err(BadInput(format!(
-            "--interval-log {}: directory {} does not exist",
+            "{flag} {}: directory {} does not exist",
             p.display(),
             dir.display()
         ))
         .into());
     }
     if p.is_dir() {
-        return Err(BadInput(format!("--interval-log {}: is a directory", p.display())).into());
+        return Err(BadInput(format!("{flag} {}: is a directory", p.display())).into());
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ pub mod experiment;
 pub mod merkle;
 pub mod metrics;
 pub mod preset;
+pub mod recording;
 pub mod report;
 pub mod settings;
 pub mod sys;

@@ -989,7 +989,7 @@ pub fn probe_features() -> Features {
 // ---------------------------------------------------------------------------
 
 /// Machine description recorded with results.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MachineInfo {
     /// `gethostname(2)`.
     pub hostname: String,

@@ -562,6 +562,8 @@ pub struct App {
     pub quit: bool,
     /// The preset applied last: name and description.
     pub preset: Option<(String, String)>,
+    /// Set when replaying a recording: what the header says ("replay 2x").
+    pub replay: Option<String>,
     /// Reads that failed verification, since the start.
     pub verity_failures: u64,
     /// Reads that failed at the device, since the start.
@@ -594,6 +596,7 @@ impl App {
             ui: UiCost::default(),
             quit: false,
             preset: None,
+            replay: None,
             verity_failures: 0,
             io_errors: 0,
         }

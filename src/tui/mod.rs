@@ -14,6 +14,7 @@ pub mod chart;
 pub mod fixture;
 pub mod help;
 pub mod render;
+pub mod replay;
 pub mod theme;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,25 +135,74 @@ impl CostMeter {
     }
 }
 
-/// Runs the explorer until the user quits (or a signal, or `duration`); the
-/// terminal is restored when it returns, and the caller stops the engine.
-pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
-    install_signal_handlers();
-    let look = Look {
-        theme: Theme::named(opts.theme),
-        ascii: opts.ascii,
-    };
+/// What feeds the explorer: a live engine, or a recording being replayed.
+pub trait Driver {
+    /// Takes in the records that arrived since the last call; true if any.
+    fn poll(&mut self, app: &mut App) -> bool;
+    /// Handles a key.
+    fn key(&mut self, app: &mut App, key: event::KeyEvent);
+}
+
+/// The live engine, optionally recording every interval.
+pub struct EngineDriver<'a> {
+    /// The running engine.
+    pub engine: &'a mut Engine,
+    /// Where the intervals are recorded, if anywhere.
+    pub recording: Option<crate::recording::Writer>,
+}
+
+impl Driver for EngineDriver<'_> {
+    fn poll(&mut self, app: &mut App) -> bool {
+        let mut any = false;
+        while let Ok(rec) = self.engine.records().try_recv() {
+            if let Some(w) = self.recording.as_mut()
+                && let Err(e) = w.record(&rec)
+            {
+                app.overlay = Overlay::Error(format!("recording stopped: {e}"));
+                self.recording = None;
+            }
+            app.push(rec);
+            any = true;
+        }
+        any
+    }
+
+    fn key(&mut self, app: &mut App, key: event::KeyEvent) {
+        handle_key(app, self.engine, key);
+    }
+}
+
+/// Runs the explorer over a live engine until the user quits (or a signal,
+/// or `duration`); the terminal is restored when it returns, and the caller
+/// stops the engine and finishes the recording.
+pub fn run(
+    engine: &mut Engine,
+    opts: &TuiOptions,
+    recording: Option<crate::recording::Writer>,
+) -> std::io::Result<Option<crate::recording::Writer>> {
     let mut app = App::new(
         engine.settings().clone(),
         engine.effective().clone(),
         engine.features().clone(),
         crate::sys::online_cpus().len(),
     );
-    app.ui.fps = opts.fps;
     if let Some((name, description)) = &opts.preset {
         app.log_line(0.0, format!("preset {name}: {description}"), false);
         app.preset = opts.preset.clone();
     }
+    let mut driver = EngineDriver { engine, recording };
+    run_with(&mut driver, &mut app, opts)?;
+    Ok(driver.recording)
+}
+
+/// The terminal loop: draws `app`, feeds it from `driver`, hands keys to it.
+pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> std::io::Result<()> {
+    install_signal_handlers();
+    let look = Look {
+        theme: Theme::named(opts.theme),
+        ascii: opts.ascii,
+    };
+    app.ui.fps = opts.fps;
     let frame_every = Duration::from_secs_f64(1.0 / opts.fps.clamp(0.5, MAX_FPS));
     let started = Instant::now();
     let mut terminal = ratatui::init();
@@ -166,8 +216,7 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
     let mut shown_second = u64::MAX;
     let result = (|| -> std::io::Result<()> {
         loop {
-            while let Ok(rec) = engine.records().try_recv() {
-                app.push(rec);
+            if driver.poll(app) {
                 dirty = true;
             }
             if app.quit
@@ -183,8 +232,8 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
             let due = last_frame.map_or(Instant::now(), |t| t + frame_every);
             if urgent || (dirty && Instant::now() >= due) {
                 let t = Instant::now();
-                terminal.draw(|f| render::draw(f, &app, &look))?;
-                meter.frame(t.elapsed(), &mut app);
+                terminal.draw(|f| render::draw(f, app, &look))?;
+                meter.frame(t.elapsed(), app);
                 (dirty, urgent, shown_second) = (false, false, second);
                 last_frame = Some(t);
             }
@@ -202,7 +251,7 @@ pub fn run(engine: &mut Engine, opts: &TuiOptions) -> std::io::Result<()> {
                     while event::poll(Duration::ZERO)? {
                         match event::read()? {
                             TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
-                                handle_key(&mut app, engine, k);
+                                driver.key(app, k);
                                 urgent = true;
                             }
                             TermEvent::Resize(..) => urgent = true,

@@ -207,14 +207,19 @@ fn mark(ok: bool, th: &Theme) -> Span<'static> {
 fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let f = &app.features;
     let t = app.elapsed_s as u64;
+    let what = app.replay.as_deref().unwrap_or("running");
     let state = if app.paused {
+        let text = match &app.replay {
+            Some(r) => format!(" ⏸ paused ({r}) "),
+            None => " ⏸ paused ".to_string(),
+        };
         Span::styled(
-            " ⏸ paused ",
+            text,
             Style::default().fg(th.warn).add_modifier(Modifier::BOLD),
         )
     } else {
         Span::styled(
-            " ▶ running ",
+            format!(" ▶ {what} "),
             Style::default().fg(th.good).add_modifier(Modifier::BOLD),
         )
     };

@@ -1,0 +1,180 @@
+//! Replaying a recording in the explorer: the recorded intervals are fed to
+//! the same [`App`] on a clock that runs at `--speed` and can be paused and
+//! moved, so charts, markers and the baseline behave as they did live, with
+//! no workload running. Settings keys are refused (the settings are as
+//! recorded); the settings panel follows the recorded changes.
+
+use std::time::Instant;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+
+use super::Driver;
+use super::app::{Action, App, Overlay, action_for_key};
+use crate::recording::Recording;
+
+/// How far the arrow keys move, seconds of recording.
+pub const SEEK_S: f64 = 10.0;
+
+/// Feeds a recording to the explorer.
+pub struct ReplayDriver {
+    rec: Recording,
+    /// Records already pushed.
+    next: usize,
+    /// Position in the recording, seconds.
+    pub clock_s: f64,
+    /// Recording seconds per wall second.
+    pub speed: f64,
+    /// True while the clock stands.
+    pub paused: bool,
+    last: Instant,
+    cpus: usize,
+}
+
+impl ReplayDriver {
+    /// A replay from the start.
+    pub fn new(rec: Recording, speed: f64) -> ReplayDriver {
+        let cpus = rec.header.machine.cpus.max(1);
+        ReplayDriver {
+            rec,
+            next: 0,
+            clock_s: 0.0,
+            speed,
+            paused: false,
+            last: Instant::now(),
+            cpus,
+        }
+    }
+
+    /// The explorer's state at the start of the recording.
+    pub fn fresh_app(&self) -> App {
+        let h = &self.rec.header;
+        let mut app = App::new(
+            h.settings.clone(),
+            h.effective_settings.clone(),
+            h.features.clone(),
+            self.cpus,
+        );
+        app.replay = Some(self.label());
+        if let Some(p) = &h.preset {
+            app.preset = Some((p.clone(), String::new()));
+        }
+        app
+    }
+
+    fn label(&self) -> String {
+        format!("replay {}x", self.speed)
+    }
+
+    /// Length of the recording, seconds.
+    pub fn length_s(&self) -> f64 {
+        self.rec.records.last().map_or(0.0, |r| r.t_s)
+    }
+
+    /// Pushes every record up to the clock into `app`.
+    pub fn feed(&mut self, app: &mut App) -> bool {
+        let mut any = false;
+        while let Some(r) = self.rec.records.get(self.next) {
+            if r.t_s > self.clock_s {
+                break;
+            }
+            for e in &r.events {
+                if e.label == "baseline" {
+                    // `b` was pressed during this interval: the window
+                    // before it is the baseline, as it was live.
+                    app.mark_baseline();
+                } else if let Some((key, change)) = e.label.split_once(": ")
+                    && let Some((_, to)) = change.split_once(" -> ")
+                {
+                    // Follow the recorded change in the settings panel.
+                    let _ = app.settings.set(key, to);
+                    let _ = app.effective.set(key, to);
+                    let (s, e) = (app.settings.clone(), app.effective.clone());
+                    app.set_running(s, e);
+                }
+            }
+            app.push(r.clone());
+            self.next += 1;
+            any = true;
+        }
+        if self.next == self.rec.records.len()
+            && !self.rec.records.is_empty()
+            && !self.paused
+            && self.clock_s >= self.length_s()
+        {
+            self.paused = true;
+            app.paused = true;
+            app.flash("end of the recording: Home replays it, arrows move, q quits");
+        }
+        any
+    }
+
+    /// Moves to `t_s` (clamped to the recording), rebuilding the explorer's
+    /// state from the start so markers and the baseline are as they were.
+    pub fn seek(&mut self, app: &mut App, t_s: f64) {
+        let keep_window = app.window_s;
+        *app = self.fresh_app();
+        app.window_s = keep_window;
+        self.next = 0;
+        self.clock_s = t_s.clamp(0.0, self.length_s());
+        let was_paused = self.paused;
+        self.paused = false;
+        self.feed(app);
+        // At the end the replay stands still; elsewhere it keeps its state.
+        self.paused = was_paused || self.next == self.rec.records.len();
+        app.paused = self.paused;
+        self.last = Instant::now();
+    }
+}
+
+impl Driver for ReplayDriver {
+    fn poll(&mut self, app: &mut App) -> bool {
+        let now = Instant::now();
+        if !self.paused {
+            self.clock_s += now.duration_since(self.last).as_secs_f64() * self.speed;
+        }
+        self.last = now;
+        if self.paused {
+            return false;
+        }
+        self.feed(app)
+    }
+
+    fn key(&mut self, app: &mut App, key: KeyEvent) {
+        if app.overlay != Overlay::None {
+            let quit = app.overlay == Overlay::Help && key.code == KeyCode::Char('q');
+            app.overlay = Overlay::None;
+            app.quit = quit;
+            return;
+        }
+        match key.code {
+            KeyCode::Left => return self.seek(app, self.clock_s - SEEK_S),
+            KeyCode::Right => return self.seek(app, self.clock_s + SEEK_S),
+            KeyCode::Home => {
+                self.paused = false;
+                return self.seek(app, 0.0);
+            }
+            _ => {}
+        }
+        match action_for_key(key, &app.settings, self.cpus) {
+            Action::Quit => app.quit = true,
+            Action::ToggleHelp => app.overlay = Overlay::Help,
+            Action::ZoomIn => app.zoom(false),
+            Action::ZoomOut => app.zoom(true),
+            Action::ResetCharts => app.reset_charts(),
+            Action::TogglePause => {
+                self.paused = !self.paused;
+                app.paused = self.paused;
+                self.last = Instant::now();
+            }
+            Action::MarkBaseline => {
+                if app.mark_baseline() {
+                    app.flash("baseline marked");
+                }
+            }
+            Action::Apply(_) | Action::Refuse(_) | Action::OpenPicker | Action::StartSave => {
+                app.flash("replay: the settings are as recorded (space pauses, arrows move 10 s)")
+            }
+            Action::None => {}
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Recordings: a run recorded with `--record` reads back with every
+//! interval (they add up to the run's summary), a recording round-trips
+//! exactly, a newer format or a foreign file is refused with a clear
+//! message (exit 2), and replaying the fixture recording draws the expected
+//! screens, with markers and the recorded baseline, at any position.
+
+use std::path::Path;
+use std::process::Command;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use readpath::metrics::Event;
+use readpath::recording::{self, Header, Recording, RecordingError};
+use readpath::settings::Settings;
+use readpath::sys::MachineInfo;
+use readpath::tui::fixture::{features, record};
+use readpath::tui::render::{Look, render};
+use readpath::tui::replay::ReplayDriver;
+use readpath::tui::theme::{Theme, ThemeName};
+
+fn header() -> Header {
+    Header {
+        format: recording::FORMAT.into(),
+        version: recording::VERSION,
+        command: "tui".into(),
+        started_unix_s: 1_796_000_000,
+        preset: Some("fsverity-bound-vs-unbound".into()),
+        settings: Settings::default(),
+        effective_settings: Settings::default(),
+        features: features(),
+        machine: MachineInfo {
+            cpus: 2,
+            ..MachineInfo::default()
+        },
+    }
+}
+
+/// The snapshot fixture as a recording, `b` pressed at 29 s.
+fn fixture_recording() -> Recording {
+    let records = (0..180)
+        .map(|seq| {
+            let mut r = record(seq);
+            if seq == 116 {
+                r.events.push(Event {
+                    t_s: 29.1,
+                    label: "baseline".into(),
+                });
+            }
+            r
+        })
+        .collect();
+    Recording {
+        header: header(),
+        records,
+    }
+}
+
+fn write(path: &Path, rec: &Recording) {
+    let mut w = recording::Writer::create(path, &rec.header).unwrap();
+    for r in &rec.records {
+        w.record(r).unwrap();
+    }
+    assert_eq!(w.finish().unwrap(), path);
+}
+
+#[test]
+fn a_recording_round_trips_and_leaves_no_temporary_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("talk.jsonl");
+    let rec = fixture_recording();
+    write(&path, &rec);
+    assert_eq!(recording::read(&path).unwrap(), rec);
+    let names: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["talk.jsonl"]);
+}
+
+#[test]
+fn newer_or_foreign_files_are_refused_clearly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let newer = tmp.path().join("newer.jsonl");
+    std::fs::write(
+        &newer,
+        "{\"format\":\"readpath-recording\",\"version\":2,\"something\":\"new\"}\n",
+    )
+    .unwrap();
+    let e = recording::read(&newer).unwrap_err();
+    assert!(matches!(e, RecordingError::Newer { found: 2, .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("version 2") && msg.contains("upgrade readpath"),
+        "{msg}"
+    );
+    let foreign = tmp.path().join("foreign.jsonl");
+    std::fs::write(&foreign, "{\"hello\": 1}\n").unwrap();
+    let e = recording::read(&foreign).unwrap_err().to_string();
+    assert!(
+        e.contains("foreign.jsonl:1") && e.contains("not a readpath recording"),
+        "{e}"
+    );
+    // The binary: exit 2 with the message, before asking for a terminal.
+    for (f, want) in [
+        (&newer, "upgrade readpath"),
+        (&foreign, "not a readpath recording"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+            .arg("replay")
+            .arg(f)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(want));
+    }
+}
+
+fn screen(driver: &mut ReplayDriver, app: &readpath::tui::app::App) -> String {
+    let _ = driver;
+    let look = Look {
+        theme: Theme::named(ThemeName::Dark),
+        ascii: false,
+    };
+    let mut t = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    t.draw(|f| render(app, &look, f.area(), f.buffer_mut()))
+        .unwrap();
+    let buf = t.backend().buffer();
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        for x in 0..buf.area.width {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn replaying_the_fixture_draws_markers_and_the_recorded_baseline() {
+    let mut d = ReplayDriver::new(fixture_recording(), 2.0);
+    let mut app = d.fresh_app();
+    // At 20 s: no change yet, no baseline.
+    d.seek(&mut app, 20.0);
+    let s = screen(&mut d, &app);
+    assert!(s.contains("replay 2x"), "{s}");
+    assert!(!s.contains("mode: unbound -> bound"), "{s}");
+    assert!(s.contains("no baseline yet"), "{s}");
+    // At 45 s (the end): the change marker, the baseline from 29 s, and the
+    // settings panel following the recorded change.
+    d.seek(&mut app, 45.0);
+    assert!(app.baseline.is_some());
+    assert_eq!(
+        app.settings.workers.mode,
+        readpath::settings::WorkerMode::Bound
+    );
+    let s = screen(&mut d, &app);
+    assert!(s.contains("mode: unbound -> bound"), "{s}");
+    assert!(
+        s.contains("-97%"),
+        "run_delay change from the recorded baseline:\n{s}"
+    );
+    insta::assert_snapshot!("replay_45s_160x48", s);
+    // Moving back rebuilds the state: the baseline is gone again.
+    d.seek(&mut app, 10.0);
+    assert!(app.baseline.is_none());
+    assert!(app.elapsed_s <= 10.0 + 1e-9);
+}
+
+#[test]
+fn run_record_writes_every_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("run.jsonl");
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .arg("--data-dir")
+        .arg(tmp.path())
+        .args([
+            "run",
+            "--duration",
+            "1500ms",
+            "--set",
+            "workload.file_size=8M",
+            "--format",
+            "json",
+            "--record",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rec = recording::read(&path).unwrap();
+    assert_eq!(rec.header.command, "run");
+    assert_eq!(rec.header.settings.workload.file_size, 8 << 20);
+    assert!(rec.records.len() >= 5, "{} intervals", rec.records.len());
+    let reads: u64 = rec.records.iter().map(|r| r.reads).sum();
+    assert_eq!(
+        reads,
+        summary["reads"].as_u64().unwrap(),
+        "the intervals add up to the run"
+    );
+    // A recording target in a missing directory is refused before anything runs.
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .arg("--data-dir")
+        .arg(tmp.path())
+        .args(["run", "--record", "/nonexistent/dir/x.jsonl"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--record"));
+}
