@@ -179,6 +179,20 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = crate::tui::theme::ThemeName::Dark)]
         theme: crate::tui::theme::ThemeName,
     },
+    /// Chart a recording for slides (SVG), or export its series (CSV).
+    Plot {
+        /// A file written with --record.
+        file: PathBuf,
+        /// Where to write: an .svg file, or (with --format csv) a .csv file ("-": stdout).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// svg (charts) or csv (the series).
+        #[arg(long, value_enum, default_value_t = PlotFormat::Svg)]
+        format: PlotFormat,
+        /// Image size in pixels, WIDTHxHEIGHT.
+        #[arg(long, default_value = "1200x900", value_parser = parse_size_px)]
+        size: (u32, u32),
+    },
     /// Measure what this machine can do.
     Bench {
         /// What to measure.
@@ -215,6 +229,30 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+}
+
+/// What `plot` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlotFormat {
+    /// Latency, throughput and scheduler latency charts with change markers.
+    Svg,
+    /// One row per interval.
+    Csv,
+}
+
+fn parse_size_px(s: &str) -> std::result::Result<(u32, u32), String> {
+    let bad =
+        || format!("\"{s}\": expected WIDTHxHEIGHT in pixels, each 200..=8000 (e.g. 1200x900)");
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let (w, h): (u32, u32) = (
+        w.trim().parse().map_err(|_| bad())?,
+        h.trim().parse().map_err(|_| bad())?,
+    );
+    if (200..=8000).contains(&w) && (200..=8000).contains(&h) {
+        Ok((w, h))
+    } else {
+        Err(bad())
+    }
 }
 
 /// `readpath bench ...`.
@@ -424,6 +462,12 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             format,
         ),
         Some(Command::Presets { action }) => presets(action),
+        Some(Command::Plot {
+            file,
+            out,
+            format,
+            size,
+        }) => plot(&file, &out, format, size),
         Some(Command::Replay {
             file,
             speed,
@@ -651,6 +695,45 @@ fn start_recording(
         machine: crate::sys::machine_info(engine.dataset().dir()),
     };
     crate::recording::Writer::create(path, &header).map_err(recording_error)
+}
+
+fn plot(file: &Path, out: &Path, format: PlotFormat, size: (u32, u32)) -> Result<()> {
+    let rec = crate::recording::read(file).map_err(recording_error)?;
+    let stdout = out.as_os_str() == "-";
+    if !stdout {
+        check_writable_target("--out", out)?;
+    }
+    match format {
+        PlotFormat::Csv if stdout => {
+            std::io::stdout().write_all(crate::plot::csv(&rec).as_bytes())?
+        }
+        PlotFormat::Csv => std::fs::write(out, crate::plot::csv(&rec))
+            .with_context(|| format!("writing {}", out.display()))?,
+        PlotFormat::Svg => {
+            let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
+            match ext {
+                "svg" => crate::plot::svg(&rec, out, size.0, size.1)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?,
+                "png" => {
+                    // Drawn as SVG, rasterised by librsvg (text stays sharp).
+                    let tmp = out.with_extension(format!("tmp-{}.svg", std::process::id()));
+                    let r = crate::plot::svg(&rec, &tmp, size.0, size.1)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))
+                        .and_then(|()| crate::plot::rasterize(&tmp, out, size.0, size.1));
+                    let _ = std::fs::remove_file(&tmp);
+                    r?;
+                }
+                _ => {
+                    return Err(BadInput(format!(
+                        "--out {}: give a file name ending in .svg or .png (or --format csv)",
+                        out.display()
+                    ))
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn replay(

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod experiment;
 pub mod merkle;
 pub mod metrics;
+pub mod plot;
 pub mod preset;
 pub mod recording;
 pub mod report;

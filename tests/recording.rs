@@ -208,3 +208,59 @@ fn run_record_writes_every_interval() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--record"));
 }
+
+#[test]
+fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("talk.jsonl");
+    write(&path, &fixture_recording());
+    let plot = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_readpath"))
+            .arg("plot")
+            .arg(&path)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let svg = tmp.path().join("chart.svg");
+    let o = plot(&["--out", svg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    for want in [
+        "latency (us, log)",
+        "throughput (MiB/s)",
+        "scheduler latency",
+        "mode: unbound -&gt; bound",
+        "baseline",
+    ] {
+        assert!(text.contains(want), "svg lacks {want:?}");
+    }
+    // PNG (rsvg-convert is installed by .ci/run): the size asked for.
+    let png = tmp.path().join("chart.png");
+    let o = plot(&["--out", png.to_str().unwrap(), "--size", "800x600"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let head = std::fs::read(&png).unwrap();
+    assert_eq!(&head[..8], b"\x89PNG\r\n\x1a\n");
+    let w = u32::from_be_bytes(head[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(head[20..24].try_into().unwrap());
+    assert_eq!((w, h), (800, 600));
+    // CSV: a header and one row per interval.
+    let o = plot(&["--format", "csv", "--out", "-"]);
+    let csv = String::from_utf8_lossy(&o.stdout);
+    assert!(csv.starts_with("t_s,throughput_mib_s,iops,p50_us"), "{csv}");
+    assert_eq!(csv.lines().count(), 181);
+    assert!(csv.contains("workers.mode: unbound -> bound"));
+    // Bad requests: exit 2, nothing written.
+    for args in [
+        &["--out", "/tmp/x.gif"][..],
+        &["--out", "x.svg", "--size", "10x10"][..],
+    ] {
+        assert_eq!(plot(args).status.code(), Some(2), "{args:?}");
+    }
+    let names: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+}

@@ -1,0 +1,255 @@
+//! Charts for slides from a recording: latency percentiles (log axis),
+//! throughput and scheduler latency over time, with every change marked and
+//! labelled, as an SVG (plotters' SVG backend: text stays text, no fonts
+//! needed); and the same series as CSV for a spreadsheet or gnuplot.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::metrics::IntervalRecord;
+use crate::recording::Recording;
+
+/// One chart panel's series: (name, value per record).
+type Getter = fn(&IntervalRecord) -> f64;
+
+const PANELS: &[(&str, &str, bool, &[(&str, Getter)])] = &[
+    (
+        "latency (us, log)",
+        "us",
+        true,
+        &[
+            ("p50", |r| r.latency_us.p50),
+            ("p99", |r| r.latency_us.p99),
+            ("p99.9", |r| r.latency_us.p999),
+        ],
+    ),
+    (
+        "throughput (MiB/s)",
+        "MiB/s",
+        false,
+        &[("MiB/s", |r| r.throughput_mib_s)],
+    ),
+    (
+        "scheduler latency",
+        "us",
+        false,
+        &[
+            ("queue p99 (us)", |r| r.stages_us.queue.p99),
+            ("run_delay (ms/s)", |r| {
+                r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3
+            }),
+        ],
+    ),
+];
+
+/// The recording's series as CSV: one row per interval.
+pub fn csv(rec: &Recording) -> String {
+    let mut out = String::from(
+        "t_s,throughput_mib_s,iops,p50_us,p99_us,p999_us,queue_p99_us,run_delay_ms_per_s,events\n",
+    );
+    for r in rec.records.iter().filter(|r| !r.paused) {
+        let events: Vec<&str> = r.events.iter().map(|e| e.label.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},\"{}\"",
+            r.t_s,
+            r.throughput_mib_s,
+            r.iops,
+            r.latency_us.p50,
+            r.latency_us.p99,
+            r.latency_us.p999,
+            r.stages_us.queue.p99,
+            r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3,
+            events.join("; ").replace('"', "'")
+        );
+    }
+    out
+}
+
+/// Draws the three panels into an SVG file of `width` x `height` pixels.
+pub fn svg(rec: &Recording, out: &Path, width: u32, height: u32) -> Result<(), String> {
+    let records: Vec<&IntervalRecord> = rec.records.iter().filter(|r| !r.paused).collect();
+    if records.is_empty() {
+        return Err("the recording holds no measured interval".into());
+    }
+    let t0 = rec.records.first().map_or(0.0, |r| r.t_s - r.interval_s);
+    let t1 = rec.records.last().map_or(1.0, |r| r.t_s).max(t0 + 1e-3);
+    let markers: Vec<(f64, String)> = rec
+        .records
+        .iter()
+        .flat_map(|r| r.events.iter().map(|e| (e.t_s, e.label.clone())))
+        .collect();
+    let root = SVGBackend::new(out, (width, height)).into_drawing_area();
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let title = match &rec.header.preset {
+        Some(p) => format!("readpath: {p}"),
+        None => "readpath".to_string(),
+    };
+    let (top, rest) = root.split_vertically(30);
+    top.titled(&title, ("sans-serif", 22)).map_err(|x| e(&x))?;
+    let areas = rest.split_evenly((PANELS.len(), 1));
+    let colors = [
+        RGBColor(0, 140, 60),
+        RGBColor(220, 140, 0),
+        RGBColor(210, 40, 40),
+    ];
+    for (area, (name, _unit, log, series)) in areas.iter().zip(PANELS) {
+        let values: Vec<f64> = records
+            .iter()
+            .flat_map(|r| series.iter().map(move |(_, g)| g(r)))
+            .filter(|v| v.is_finite())
+            .collect();
+        let max = values.iter().copied().fold(0.0, f64::max).max(1e-3);
+        let mut chart = ChartBuilder::on(area);
+        chart
+            .caption(*name, ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(60);
+        let draw_markers = |dc: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+                            to_x: &dyn Fn(f64) -> i32,
+                            plot_top: i32|
+         -> Result<(), String> {
+            let base_x = dc.get_base_pixel().0;
+            for (i, (t, label)) in markers.iter().enumerate() {
+                let x = to_x(*t) - base_x;
+                dc.draw(&Text::new(
+                    short(label),
+                    (x + 3, plot_top + 2 + (i % 3) as i32 * 13),
+                    ("sans-serif", 11).into_font().color(&MAGENTA),
+                ))
+                .map_err(|x| e(&x))?;
+            }
+            Ok(())
+        };
+        if *log {
+            let lo = values
+                .iter()
+                .copied()
+                .filter(|v| *v > 0.0)
+                .fold(f64::INFINITY, f64::min);
+            let lo = if lo.is_finite() {
+                10f64.powf(lo.log10().floor())
+            } else {
+                1.0
+            };
+            let hi = 10f64.powf(max.log10().ceil()).max(lo * 10.0);
+            let mut c = chart
+                .build_cartesian_2d(t0..t1, (lo..hi).log_scale())
+                .map_err(|x| e(&x))?;
+            c.configure_mesh()
+                .x_desc("seconds")
+                .y_label_formatter(&|v| crate::tui::chart::fmt_us(*v))
+                .draw()
+                .map_err(|x| e(&x))?;
+            for (t, _) in &markers {
+                c.draw_series(LineSeries::new(
+                    [(*t, lo), (*t, hi)],
+                    MAGENTA.stroke_width(1),
+                ))
+                .map_err(|x| e(&x))?;
+            }
+            for ((sname, g), color) in series.iter().zip(colors) {
+                c.draw_series(LineSeries::new(
+                    // An interval with no completed read has no latency.
+                    records
+                        .iter()
+                        .filter(|r| r.reads > 0)
+                        .map(|r| (r.t_s, g(r).max(lo))),
+                    color.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?
+                .label(*sname)
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+            }
+            c.configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|x| e(&x))?;
+            let top_px = c.plotting_area().get_pixel_range().1.start;
+            let to_x = |t: f64| c.backend_coord(&(t, lo)).0;
+            draw_markers(area, &to_x, top_px - area.get_base_pixel().1)?;
+        } else {
+            let hi = max * 1.1;
+            let mut c = chart
+                .build_cartesian_2d(t0..t1, 0.0..hi)
+                .map_err(|x| e(&x))?;
+            c.configure_mesh()
+                .x_desc("seconds")
+                .draw()
+                .map_err(|x| e(&x))?;
+            for (t, _) in &markers {
+                c.draw_series(LineSeries::new(
+                    [(*t, 0.0), (*t, hi)],
+                    MAGENTA.stroke_width(1),
+                ))
+                .map_err(|x| e(&x))?;
+            }
+            for ((sname, g), color) in series.iter().zip(colors) {
+                c.draw_series(LineSeries::new(
+                    records.iter().map(|r| (r.t_s, g(r))),
+                    color.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?
+                .label(*sname)
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+            }
+            c.configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|x| e(&x))?;
+            let top_px = c.plotting_area().get_pixel_range().1.start;
+            let to_x = |t: f64| c.backend_coord(&(t, 0.0)).0;
+            draw_markers(area, &to_x, top_px - area.get_base_pixel().1)?;
+        }
+    }
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// Turns an SVG into a PNG of exactly `width` x `height` with `rsvg-convert`
+/// (Debian: librsvg2-bin), written atomically.
+pub fn rasterize(svg: &Path, png: &Path, width: u32, height: u32) -> anyhow::Result<()> {
+    let tmp = png.with_extension(format!("tmp-{}.png", std::process::id()));
+    let status = std::process::Command::new("rsvg-convert")
+        .args([
+            "--width",
+            &width.to_string(),
+            "--height",
+            &height.to_string(),
+        ])
+        .arg("--background-color=white")
+        .arg("-o")
+        .arg(&tmp)
+        .arg(svg)
+        .status();
+    match status {
+        Ok(s) if s.success() => {
+            std::fs::rename(&tmp, png)?;
+            Ok(())
+        }
+        Ok(s) => {
+            let _ = std::fs::remove_file(&tmp);
+            anyhow::bail!("rsvg-convert failed ({s}) writing {}", png.display())
+        }
+        Err(e) => anyhow::bail!(
+            "{}: PNG output needs rsvg-convert (Debian package librsvg2-bin): {e}; or write an .svg",
+            png.display()
+        ),
+    }
+}
+
+fn short(label: &str) -> String {
+    crate::tui::app::short_label(label)
+}
