@@ -14,7 +14,15 @@ use crate::recording::Recording;
 /// One chart panel's series: (name, value per record).
 type Getter = fn(&IntervalRecord) -> f64;
 
-const PANELS: &[(&str, &str, bool, &[(&str, Getter)])] = &[
+/// A panel: title, unit, log axis, series.
+type Panel = (
+    &'static str,
+    &'static str,
+    bool,
+    &'static [(&'static str, Getter)],
+);
+
+const PANELS: &[Panel] = &[
     (
         "latency (us, log)",
         "us",
