@@ -60,6 +60,9 @@ pub struct TuiArgs {
     /// Record every interval to this file, for `readpath replay`.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Start in presentation mode (big numbers, high contrast; `m` toggles).
+    #[arg(long)]
+    pub present: bool,
 }
 
 fn parse_speed(s: &str) -> std::result::Result<f64, String> {
@@ -178,6 +181,9 @@ pub enum Command {
         /// Colours for a dark or a light terminal.
         #[arg(long, value_enum, default_value_t = crate::tui::theme::ThemeName::Dark)]
         theme: crate::tui::theme::ThemeName,
+        /// Start in presentation mode (`m` toggles).
+        #[arg(long)]
+        present: bool,
     },
     /// Chart a recording for slides (SVG), or export its series (CSV).
     Plot {
@@ -404,6 +410,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
         || t.no_summary
         || t.duration.is_some()
         || t.record.is_some()
+        || t.present
         || t.fps != crate::tui::DEFAULT_FPS;
     if let (Some(cmd), true) = (&cli.command, top_level_used) {
         let name = format!("{cmd:?}")
@@ -474,7 +481,8 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             fps,
             ascii,
             theme,
-        }) => replay(&file, speed, fps, ascii, theme),
+            present,
+        }) => replay(&file, speed, fps, ascii, theme, present),
         Some(Command::Bench {
             what:
                 BenchWhat::Crypto {
@@ -532,6 +540,7 @@ fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
         preset: preset
             .as_ref()
             .map(|p| (p.name.clone(), p.description.clone())),
+        present: t.present,
     };
     let writer = match &t.record {
         Some(p) => Some(start_recording(p, "tui", &engine, preset.as_ref())?),
@@ -742,6 +751,7 @@ fn replay(
     fps: f64,
     ascii: bool,
     theme: crate::tui::theme::ThemeName,
+    present: bool,
 ) -> Result<()> {
     let rec = crate::recording::read(file).map_err(recording_error)?;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
@@ -757,6 +767,7 @@ fn replay(
         theme,
         duration: None,
         preset: None,
+        present,
     };
     crate::tui::run_with(&mut driver, &mut app, &opts).context("drawing the replay")
 }

@@ -176,3 +176,19 @@ fn ascii_mode_draws_only_ascii() {
     a.overlay = Overlay::Help;
     assert!(text(&draw(&a, &l, 80, 24)).is_ascii());
 }
+
+#[test]
+fn presentation_mode_fits_80x24_and_120x40() {
+    let mut a = app(true);
+    a.present = true;
+    for (w, h, name) in [(80, 24, "present_80x24"), (120, 40, "present_120x40")] {
+        let screen = text(&draw(&a, &look(), w, h));
+        assert!(
+            screen.contains("throughput") && screen.contains("p99"),
+            "{screen}"
+        );
+        assert!(screen.contains("vs baseline"), "{screen}");
+        assert!(screen.contains("█"), "big digits:\n{screen}");
+        insta::assert_snapshot!(name, screen);
+    }
+}

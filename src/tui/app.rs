@@ -43,6 +43,8 @@ pub enum Action {
     ZoomOut,
     /// Show or hide the help.
     ToggleHelp,
+    /// Enter or leave presentation mode.
+    TogglePresent,
     /// Open the preset picker.
     OpenPicker,
     /// Ask for a name to save the current settings as a preset.
@@ -77,6 +79,7 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
         'Z' => Action::ZoomOut,
         '?' => Action::ToggleHelp,
         'p' => Action::OpenPicker,
+        'm' => Action::TogglePresent,
         's' => Action::StartSave,
         _ => match adjust(c, settings, cpus) {
             Some(Ok(s)) => Action::Apply(s),
@@ -564,6 +567,8 @@ pub struct App {
     pub preset: Option<(String, String)>,
     /// Set when replaying a recording: what the header says ("replay 2x").
     pub replay: Option<String>,
+    /// Presentation mode: big numbers, high contrast, less chrome.
+    pub present: bool,
     /// Reads that failed verification, since the start.
     pub verity_failures: u64,
     /// Reads that failed at the device, since the start.
@@ -597,6 +602,7 @@ impl App {
             quit: false,
             preset: None,
             replay: None,
+            present: false,
             verity_failures: 0,
             io_errors: 0,
         }

@@ -28,6 +28,7 @@ pub const KEY_HELP: &[(&str, &str)] = &[
     ("> <", "block size x2 / /2 (4K..1M)"),
     ("g G", "background CPU hogs +1 / -1"),
     ("p", "presets: pick one and apply it (Enter)"),
+    ("m", "presentation mode: big numbers, high contrast"),
     ("s", "save the current settings as a preset"),
     ("b", "mark the current window as the baseline"),
     ("space", "pause / resume the workload"),

@@ -13,6 +13,7 @@ pub mod app;
 pub mod chart;
 pub mod fixture;
 pub mod help;
+pub mod present;
 pub mod render;
 pub mod replay;
 pub mod theme;
@@ -46,6 +47,8 @@ pub struct TuiOptions {
     pub duration: Option<Duration>,
     /// The preset the workload started from: name and description.
     pub preset: Option<(String, String)>,
+    /// Start in presentation mode.
+    pub present: bool,
 }
 
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
@@ -203,6 +206,7 @@ pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> st
         ascii: opts.ascii,
     };
     app.ui.fps = opts.fps;
+    app.present |= opts.present;
     let frame_every = Duration::from_secs_f64(1.0 / opts.fps.clamp(0.5, MAX_FPS));
     let started = Instant::now();
     let mut terminal = ratatui::init();
@@ -288,6 +292,7 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
         Action::None => {}
         Action::Quit => app.quit = true,
         Action::ToggleHelp => app.overlay = Overlay::Help,
+        Action::TogglePresent => app.present = !app.present,
         Action::ZoomIn => app.zoom(false),
         Action::ZoomOut => app.zoom(true),
         Action::ResetCharts => {

@@ -70,7 +70,15 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         too_small(area, buf, &look.theme);
     } else {
-        main_screen(app, look, area, buf);
+        if app.present {
+            let stage = Look {
+                theme: super::present::high_contrast(),
+                ascii: look.ascii,
+            };
+            super::present::render(app, &stage, area, buf);
+        } else {
+            main_screen(app, look, area, buf);
+        }
         match &app.overlay {
             Overlay::None => {}
             Overlay::Help => help::render(area, buf, &look.theme),
@@ -539,7 +547,7 @@ fn latest(app: &App) -> Option<&IntervalRecord> {
     app.history.iter().rev().find(|r| !r.paused)
 }
 
-fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
+pub(super) fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     let th = &look.theme;
     let s = th.series;
     let last = latest(app);
@@ -593,7 +601,7 @@ fn throughput_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     time_chart(app, look, title, series, Scale::Linear, fmt_rate, fmt_count).render(area, buf);
 }
 
-fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
+pub(super) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     let th = &look.theme;
     let s = th.series;
     let last = latest(app);

@@ -158,6 +158,7 @@ impl Driver for ReplayDriver {
         match action_for_key(key, &app.settings, self.cpus) {
             Action::Quit => app.quit = true,
             Action::ToggleHelp => app.overlay = Overlay::Help,
+            Action::TogglePresent => app.present = !app.present,
             Action::ZoomIn => app.zoom(false),
             Action::ZoomOut => app.zoom(true),
             Action::ResetCharts => app.reset_charts(),

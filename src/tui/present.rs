@@ -1,0 +1,258 @@
+//! Presentation mode (`m`, or `--present`): for a talk, the headline numbers
+//! in digits readable from the back of the room (a 3x5 block font drawn
+//! here: no font crate needed), a high-contrast palette, less chrome, one or
+//! two charts, and a toast naming each change as it happens so the audience
+//! can follow. Laid out to fit 80x24 and 120x40 exactly.
+//!
+//! ```text
+//!  readpath ▶ running 00:01:23  decrypt: unbound -> verify: bound
+//! ┌MiB/s─────────┐┌p99──────────┐┌run_delay/s──┐┌vs baseline──┐
+//! │ ███ █ █      ││ ███ ███     ││  ██ ███     ││ ███ ███     │
+//! │ ...          ││         ms  ││          ms ││   p99       │
+//! └──────────────┘└─────────────┘└─────────────┘└─────────────┘
+//! ┌latency (log)──────────────────────────────────────────────┐
+//! └───────────────────────────────────────────────────────────┘
+//!   ╭ mode: unbound -> bound ╮            m: leave presentation
+//! ```
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Widget};
+
+use super::app::App;
+use super::render::Look;
+use super::theme::Theme;
+
+/// The palette of presentation mode: pure colours on black, bold.
+pub fn high_contrast() -> Theme {
+    Theme {
+        text: Color::White,
+        dim: Color::Gray,
+        border: Color::White,
+        title: Color::LightCyan,
+        disabled: Color::DarkGray,
+        good: Color::LightGreen,
+        bad: Color::LightRed,
+        warn: Color::LightYellow,
+        marker: Color::LightMagenta,
+        baseline: Color::LightBlue,
+        series: [
+            Color::LightGreen,
+            Color::LightYellow,
+            Color::LightRed,
+            Color::LightCyan,
+        ],
+        busy: Color::LightGreen,
+        iowait: Color::LightYellow,
+    }
+}
+
+/// 3x5 glyphs of the characters numbers need.
+fn glyph(c: char) -> [&'static str; 5] {
+    match c {
+        '0' => ["███", "█ █", "█ █", "█ █", "███"],
+        '1' => [" █ ", "██ ", " █ ", " █ ", "███"],
+        '2' => ["███", "  █", "███", "█  ", "███"],
+        '3' => ["███", "  █", "███", "  █", "███"],
+        '4' => ["█ █", "█ █", "███", "  █", "  █"],
+        '5' => ["███", "█  ", "███", "  █", "███"],
+        '6' => ["███", "█  ", "███", "█ █", "███"],
+        '7' => ["███", "  █", "  █", "  █", "  █"],
+        '8' => ["███", "█ █", "███", "█ █", "███"],
+        '9' => ["███", "█ █", "███", "  █", "███"],
+        '.' => ["   ", "   ", "   ", "   ", " █ "],
+        '-' => ["   ", "   ", "███", "   ", "   "],
+        '+' => ["   ", " █ ", "███", " █ ", "   "],
+        '%' => ["█ █", "  █", " █ ", "█  ", "█ █"],
+        'K' => ["█ █", "██ ", "█  ", "██ ", "█ █"],
+        _ => ["   ", "   ", " ? ", "   ", "   "],
+    }
+}
+
+/// Width in cells of `text` drawn big (a glyph and a space per character).
+pub fn big_width(text: &str) -> u16 {
+    (text.chars().count() as u16 * 4).saturating_sub(1)
+}
+
+/// Draws `text` in 5-row block digits at (x, y).
+pub fn draw_big(buf: &mut Buffer, x: u16, y: u16, text: &str, style: Style) {
+    for (i, c) in text.chars().enumerate() {
+        for (row, line) in glyph(c).iter().enumerate() {
+            buf.set_string(x + i as u16 * 4, y + row as u16, line, style);
+        }
+    }
+}
+
+/// A number in at most 4 characters, with its unit: `48.1`, `2.6` ms, `553` ms.
+pub fn headline(v: f64, unit: &str) -> (String, String) {
+    if !v.is_finite() {
+        return ("-".into(), unit.into());
+    }
+    let (v, unit) = match unit {
+        "us" if v >= 1_000_000.0 => (v / 1e6, "s".to_string()),
+        "us" if v >= 1_000.0 => (v / 1e3, "ms".to_string()),
+        u => (v, u.to_string()),
+    };
+    let text = if v >= 10_000.0 {
+        format!("{:.0}K", v / 1e3)
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    (text, unit)
+}
+
+fn big_box(
+    title: &str,
+    value: &str,
+    unit: &str,
+    color: Color,
+    th: &Theme,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    // The unit goes in the title, so the digits get the whole width.
+    let title = if unit.is_empty() {
+        format!(" {title} ")
+    } else {
+        format!(" {title} ({unit}) ")
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(th.border())
+        .title(Span::styled(title, th.title()));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let w = big_width(value);
+    if inner.height < 5 || w > inner.width {
+        Line::from(Span::styled(
+            value.to_string(),
+            Style::default().fg(color).add_modifier(Modifier::BOLD),
+        ))
+        .render(inner, buf);
+        return;
+    }
+    let x = inner.x + (inner.width - w) / 2;
+    let y = inner.y + (inner.height - 5) / 2;
+    draw_big(
+        buf,
+        x,
+        y,
+        value,
+        Style::default().fg(color).add_modifier(Modifier::BOLD),
+    );
+}
+
+/// Draws the presentation screen.
+pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
+    let th = &look.theme;
+    let charts = if area.height >= 34 { 2 } else { 1 };
+    let big_h = if area.height >= 30 { 9 } else { 7 };
+    let mut rows = vec![Constraint::Length(1), Constraint::Length(big_h)];
+    rows.extend(std::iter::repeat_n(Constraint::Fill(1), charts));
+    rows.push(Constraint::Length(1));
+    let parts = Layout::vertical(rows).split(area);
+    // Header: state, time, what runs where.
+    let t = app.elapsed_s as u64;
+    let state = match (&app.replay, app.paused) {
+        (_, true) => "⏸ paused".to_string(),
+        (Some(r), false) => format!("▶ {r}"),
+        (None, false) => "▶ running".to_string(),
+    };
+    Line::from(vec![
+        Span::styled("readpath ", th.title()),
+        Span::styled(
+            format!("{state} "),
+            Style::default().fg(th.good).add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(format!("{:02}:{:02}  ", t / 60, t % 60), th.text()),
+        Span::styled(app.plan.clone(), th.text().add_modifier(Modifier::BOLD)),
+    ])
+    .render(parts[0], buf);
+    // Headline numbers over the "now" window.
+    let now = app.now;
+    let cols = Layout::horizontal([Constraint::Fill(1); 4]).split(parts[1]);
+    let (tp, tpu) = headline(now.map_or(f64::NAN, |n| n.throughput_mib_s), "MiB/s");
+    let (p99, p99u) = headline(now.map_or(f64::NAN, |n| n.p99_us), "us");
+    let (rd, rdu) = headline(now.map_or(f64::NAN, |n| n.run_delay_us_per_s), "us");
+    big_box("throughput", &tp, &tpu, th.series[0], th, cols[0], buf);
+    big_box("p99", &p99, &p99u, th.series[1], th, cols[1], buf);
+    big_box("run_delay/s", &rd, &rdu, th.series[2], th, cols[2], buf);
+    // Change since the baseline: of run_delay when that moved most, else p99.
+    let change = app.baseline.as_ref().zip(now).map(|(b, n)| {
+        let pct = |a: f64, b: f64| if a > 0.0 { (b - a) / a * 100.0 } else { 0.0 };
+        let rd = pct(b.stats.run_delay_us_per_s, n.run_delay_us_per_s);
+        let p = pct(b.stats.p99_us, n.p99_us);
+        if rd.abs() >= p.abs() {
+            (rd, "run_delay")
+        } else {
+            (p, "p99")
+        }
+    });
+    match change {
+        Some((pct, what)) => {
+            let color = if pct <= 0.0 { th.good } else { th.bad };
+            big_box(
+                "vs baseline",
+                &format!("{pct:+.0}%"),
+                what,
+                color,
+                th,
+                cols[3],
+                buf,
+            );
+        }
+        None => big_box("vs baseline", "-", "press b", th.dim, th, cols[3], buf),
+    }
+    // Charts: latency, and throughput when there is room.
+    super::render::latency_chart(app, look, parts[2], buf);
+    if charts == 2 {
+        super::render::sched_chart(app, look, parts[3], buf);
+    }
+    // Toast: the latest change, for 5 s after it happened.
+    let footer = parts[parts.len() - 1];
+    let hint = " m: leave presentation ";
+    buf.set_string(
+        footer.x + footer.width.saturating_sub(hint.len() as u16),
+        footer.y,
+        hint,
+        th.dim(),
+    );
+    if let Some(m) = app
+        .markers
+        .iter()
+        .rev()
+        .find(|m| app.elapsed_s - m.t_s <= 5.0)
+    {
+        let text = format!(" ▶ {} ", m.label);
+        buf.set_stringn(
+            footer.x,
+            footer.y,
+            text,
+            footer.width.saturating_sub(hint.len() as u16) as usize,
+            Style::default()
+                .fg(Color::Black)
+                .bg(th.marker)
+                .add_modifier(Modifier::BOLD),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headlines_fit_four_characters() {
+        assert_eq!(headline(48.12, "MiB/s"), ("48.1".into(), "MiB/s".into()));
+        assert_eq!(headline(2648.0, "us"), ("2.65".into(), "ms".into()));
+        assert_eq!(headline(553_800.0, "us"), ("554".into(), "ms".into()));
+        assert_eq!(headline(13_325.0, "IOPS"), ("13K".into(), "IOPS".into()));
+        assert_eq!(big_width("-96%"), 15);
+    }
+}
