@@ -165,6 +165,18 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Play a scripted demo in the explorer (a shipped name or a TOML file).
+    Demo {
+        /// Demo name (fsverity-bound-vs-unbound, fscrypt-slow-cipher,
+        /// fscrypt-aes-instructions, io_uring-qd1-iowait) or a script file.
+        script: String,
+        /// Settings overrides on top of the demo's start.
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// Display.
+        #[command(flatten)]
+        tui: TuiArgs,
+    },
     /// Replay a recording in the explorer, with no workload running.
     Replay {
         /// A file written with --record.
@@ -426,6 +438,11 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
     match cli.command {
         None => tui(&data_dir, &cli.settings, &cli.tui),
         Some(Command::Tui { settings, tui: t }) => tui(&data_dir, &settings, &t),
+        Some(Command::Demo {
+            script,
+            settings,
+            tui: t,
+        }) => demo(&data_dir, &script, &settings, &t),
         Some(Command::Run {
             settings,
             duration,
@@ -514,6 +531,36 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
 
 fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
     let (settings, preset) = load_settings(args)?;
+    explore(data_dir, settings, preset, t, None)
+}
+
+fn demo(data_dir: &Path, spec: &str, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
+    let cpus = crate::sys::online_cpus().len();
+    let d = crate::demo::resolve(spec, cpus).map_err(BadInput)?;
+    let mut settings = d.start.clone();
+    for spec in &args.set {
+        settings
+            .apply_override(spec)
+            .map_err(|e| BadInput(e.to_string()))?;
+    }
+    settings
+        .validate(cpus)
+        .map_err(|e| BadInput(e.to_string()))?;
+    let preset = match &d.preset {
+        Some(p) => Some(preset::resolve(p).map_err(preset_error)?.0),
+        None => None,
+    };
+    explore(data_dir, settings, preset, t, Some(d))
+}
+
+/// The explorer on a live engine, optionally playing a demo.
+fn explore(
+    data_dir: &Path,
+    settings: Settings,
+    preset: Option<Preset>,
+    t: &TuiArgs,
+    demo: Option<crate::demo::Demo>,
+) -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(BadInput(
             "the explorer needs a terminal (stdin and stdout are not both one); \
@@ -543,10 +590,15 @@ fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
         present: t.present,
     };
     let writer = match &t.record {
-        Some(p) => Some(start_recording(p, "tui", &engine, preset.as_ref())?),
+        Some(p) => Some(start_recording(
+            p,
+            if demo.is_some() { "demo" } else { "tui" },
+            &engine,
+            preset.as_ref(),
+        )?),
         None => None,
     };
-    let shown = crate::tui::run(&mut engine, &opts, writer);
+    let shown = crate::tui::run(&mut engine, &opts, writer, demo);
     let effective = engine.effective().clone();
     let requested = engine.settings().clone();
     let features = engine.features().clone();

@@ -11,6 +11,7 @@ pub mod bench;
 pub mod cli;
 pub mod crypto;
 pub mod dataset;
+pub mod demo;
 pub mod engine;
 pub mod experiment;
 pub mod merkle;

@@ -84,10 +84,19 @@ pub fn svg(rec: &Recording, out: &Path, width: u32, height: u32) -> Result<(), S
     }
     let t0 = rec.records.first().map_or(0.0, |r| r.t_s - r.interval_s);
     let t1 = rec.records.last().map_or(1.0, |r| r.t_s).max(t0 + 1e-3);
+    // Captions are numbered on the charts and written out below them.
+    let mut captions: Vec<(f64, String)> = Vec::new();
     let markers: Vec<(f64, String)> = rec
         .records
         .iter()
-        .flat_map(|r| r.events.iter().map(|e| (e.t_s, e.label.clone())))
+        .flat_map(|r| r.events.iter())
+        .map(|e| match e.label.strip_prefix("caption: ") {
+            Some(c) => {
+                captions.push((e.t_s, c.to_string()));
+                (e.t_s, format!("[{}]", captions.len()))
+            }
+            None => (e.t_s, e.label.clone()),
+        })
         .collect();
     let root = SVGBackend::new(out, (width, height)).into_drawing_area();
     let e = |e: &dyn std::fmt::Display| e.to_string();
@@ -98,6 +107,17 @@ pub fn svg(rec: &Recording, out: &Path, width: u32, height: u32) -> Result<(), S
     };
     let (top, rest) = root.split_vertically(30);
     top.titled(&title, ("sans-serif", 22)).map_err(|x| e(&x))?;
+    let caption_h = 16 * captions.len() as u32 + if captions.is_empty() { 0 } else { 8 };
+    let (rest, bottom) = rest.split_vertically(height.saturating_sub(30 + caption_h));
+    for (i, (t, c)) in captions.iter().enumerate() {
+        bottom
+            .draw(&Text::new(
+                format!("[{}] {:.0} s: {c}", i + 1, t),
+                (12, 4 + 16 * i as i32),
+                ("sans-serif", 13).into_font().color(&BLACK),
+            ))
+            .map_err(|x| e(&x))?;
+    }
     let areas = rest.split_evenly((PANELS.len(), 1));
     let colors = [
         RGBColor(0, 140, 60),

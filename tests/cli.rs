@@ -333,3 +333,33 @@ fn run_without_latency_recording_still_counts_every_read() {
     assert_eq!(j["verified_blocks"].as_u64().unwrap(), reads);
     assert_eq!(j["verity_failures"], 0);
 }
+
+#[test]
+fn demo_names_and_scripts_are_checked_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = readpath(&["demo", "nope"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("no demo named \"nope\"") && e.contains("fsverity-bound-vs-unbound"),
+        "{e}"
+    );
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "version = 1\nname = \"x\"\n[[step]]\nset = { \"workload.queue_depth\" = 0 }\n",
+    )
+    .unwrap();
+    let o = readpath(&["demo", bad.to_str().unwrap()], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("step 1: set: workload.queue_depth = 0"),
+        "{}",
+        stderr(&o)
+    );
+    // A valid demo still needs a terminal; nothing is written without one.
+    let o = readpath(&["demo", "io_uring-qd1-iowait"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("needs a terminal"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+}

@@ -264,3 +264,64 @@ fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
 }
+
+#[test]
+fn a_recorded_demo_replays_its_captions() {
+    let mut rec = fixture_recording();
+    rec.records[20].events.push(Event {
+        t_s: 5.1,
+        label: "caption: unbound: any CPU may pick up the work".into(),
+    });
+    let mut d = ReplayDriver::new(rec, 1.0);
+    let mut app = d.fresh_app();
+    d.seek(&mut app, 10.0);
+    assert_eq!(
+        app.caption.as_deref(),
+        Some("unbound: any CPU may pick up the work")
+    );
+    assert!(
+        !app.markers.iter().any(|m| m.label.contains("caption")),
+        "captions are not chart markers"
+    );
+    let s = screen(&mut d, &app);
+    assert!(s.contains("▶ unbound: any CPU may pick up the work"), "{s}");
+}
+
+#[test]
+fn shipped_demo_recordings_replay() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("demo-") && name.ends_with(".jsonl")) {
+            continue;
+        }
+        n += 1;
+        let rec = recording::read(&p).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(rec.header.command, "demo", "{name}");
+        let captions = rec
+            .records
+            .iter()
+            .flat_map(|r| &r.events)
+            .filter(|e| e.label.starts_with("caption: "))
+            .count();
+        assert!(captions >= 2, "{name}: {captions} captions");
+        assert!(
+            rec.records
+                .iter()
+                .flat_map(|r| &r.events)
+                .any(|e| e.label == "baseline"),
+            "{name} marks a baseline"
+        );
+        let mut d = ReplayDriver::new(rec, 1.0);
+        let mut app = d.fresh_app();
+        let end = d.length_s();
+        d.seek(&mut app, end);
+        assert!(app.baseline.is_some() && app.now.is_some(), "{name}");
+    }
+    assert!(
+        n >= 3,
+        "at least three demo recordings in assets/, found {n}"
+    );
+}

@@ -569,6 +569,8 @@ pub struct App {
     pub replay: Option<String>,
     /// Presentation mode: big numbers, high contrast, less chrome.
     pub present: bool,
+    /// A demo's current caption.
+    pub caption: Option<String>,
     /// Reads that failed verification, since the start.
     pub verity_failures: u64,
     /// Reads that failed at the device, since the start.
@@ -603,6 +605,7 @@ impl App {
             preset: None,
             replay: None,
             present: false,
+            caption: None,
             verity_failures: 0,
             io_errors: 0,
         }
@@ -680,6 +683,12 @@ impl App {
 
     fn add_events(&mut self, events: &[Event]) {
         for e in events {
+            // A demo's caption: shown, logged, not a chart marker.
+            if let Some(c) = e.label.strip_prefix("caption: ") {
+                self.caption = Some(c.to_string());
+                self.log_line(e.t_s, e.label.clone(), false);
+                continue;
+            }
             self.log_line(e.t_s, e.label.clone(), false);
             let short = short_label(&e.label);
             // Changes applied together share one marker.

@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod chart;
+pub mod demo;
 pub mod fixture;
 pub mod help;
 pub mod present;
@@ -182,6 +183,7 @@ pub fn run(
     engine: &mut Engine,
     opts: &TuiOptions,
     recording: Option<crate::recording::Writer>,
+    script: Option<crate::demo::Demo>,
 ) -> std::io::Result<Option<crate::recording::Writer>> {
     let mut app = App::new(
         engine.settings().clone(),
@@ -193,9 +195,20 @@ pub fn run(
         app.log_line(0.0, format!("preset {name}: {description}"), false);
         app.preset = opts.preset.clone();
     }
-    let mut driver = EngineDriver { engine, recording };
-    run_with(&mut driver, &mut app, opts)?;
-    Ok(driver.recording)
+    let driver = EngineDriver { engine, recording };
+    match script {
+        None => {
+            let mut driver = driver;
+            run_with(&mut driver, &mut app, opts)?;
+            Ok(driver.recording)
+        }
+        Some(d) => {
+            app.log_line(0.0, format!("demo {}: {}", d.name, d.description), false);
+            let mut driver = demo::DemoDriver::new(driver, d);
+            run_with(&mut driver, &mut app, opts)?;
+            Ok(driver.inner.recording)
+        }
+    }
 }
 
 /// The terminal loop: draws `app`, feeds it from `driver`, hands keys to it.
@@ -362,7 +375,7 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
 }
 
 /// Runs the engine with `s`; a refusal opens a message and changes nothing.
-fn apply(app: &mut App, engine: &mut Engine, s: crate::settings::Settings) {
+pub(crate) fn apply(app: &mut App, engine: &mut Engine, s: crate::settings::Settings) {
     let t = Instant::now();
     match engine.apply(s) {
         Ok(changes) => {

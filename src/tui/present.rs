@@ -223,13 +223,15 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         hint,
         th.dim(),
     );
-    if let Some(m) = app
+    let toast = app
         .markers
         .iter()
         .rev()
         .find(|m| app.elapsed_s - m.t_s <= 5.0)
-    {
-        let text = format!(" ▶ {} ", m.label);
+        .map(|m| m.label.clone())
+        .or_else(|| app.caption.clone());
+    if let Some(label) = toast {
+        let text = format!(" ▶ {label} ");
         buf.set_stringn(
             footer.x,
             footer.y,

@@ -309,7 +309,14 @@ pub const FOOTER_KEYS: &[(&str, &str)] = &[
 
 fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let tail = "  ? help  q quit";
-    if let Some(msg) = app.flash_text() {
+    let caption = app.caption.as_ref().map(|c| format!("▶ {c}"));
+    if let Some(c) = caption.filter(|_| app.flash_text().is_none()) {
+        Line::from(Span::styled(
+            format!(" {c}"),
+            Style::default().fg(th.title).add_modifier(Modifier::BOLD),
+        ))
+        .render(area, buf);
+    } else if let Some(msg) = app.flash_text() {
         let line = Line::from(vec![
             Span::styled(" ", th.text()),
             Span::styled(msg.to_string(), Style::default().fg(th.warn)),

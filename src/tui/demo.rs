@@ -1,0 +1,90 @@
+//! Playing a scripted demo in the explorer: the live engine's driver, plus
+//! a step clock that applies each step's settings, marks the baseline and
+//! shows its caption, then waits its time or for `n` (or space when the
+//! step waits for a key). Captions are engine events (`caption: ...`), so a
+//! recording of the demo replays them.
+
+use std::time::Instant;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+
+use super::app::App;
+use super::{Driver, EngineDriver};
+use crate::demo::{Demo, Wait};
+
+/// Feeds the explorer from the engine and plays the demo's steps.
+pub struct DemoDriver<'a> {
+    /// The live engine's driver.
+    pub inner: EngineDriver<'a>,
+    demo: Demo,
+    next: usize,
+    due: Option<Instant>,
+    waiting_key: bool,
+}
+
+impl<'a> DemoDriver<'a> {
+    /// A demo about to run its first step.
+    pub fn new(inner: EngineDriver<'a>, demo: Demo) -> Self {
+        DemoDriver {
+            inner,
+            demo,
+            next: 0,
+            due: Some(Instant::now()),
+            waiting_key: false,
+        }
+    }
+
+    fn run_step(&mut self, app: &mut App) {
+        let Some(step) = self.demo.steps.get(self.next).cloned() else {
+            self.due = None;
+            self.waiting_key = false;
+            app.flash("end of the demo: explore on, or q to quit");
+            return;
+        };
+        self.next += 1;
+        if step.baseline && app.mark_baseline() {
+            self.inner.engine.mark("baseline");
+        }
+        if let Some(s) = step.settings {
+            super::apply(app, self.inner.engine, s);
+            if let Some(p) = &step.preset {
+                self.inner.engine.mark(format!("preset {p}"));
+            }
+        }
+        if let Some(c) = &step.caption {
+            self.inner.engine.mark(format!("caption: {c}"));
+            app.caption = Some(c.clone());
+        }
+        match step.wait {
+            Wait::For(d) => {
+                self.due = Some(Instant::now() + d);
+                self.waiting_key = false;
+            }
+            Wait::Key => {
+                self.due = None;
+                self.waiting_key = true;
+            }
+        }
+    }
+}
+
+impl Driver for DemoDriver<'_> {
+    fn poll(&mut self, app: &mut App) -> bool {
+        let any = self.inner.poll(app);
+        if self.due.is_some_and(|d| Instant::now() >= d) {
+            self.run_step(app);
+            return true;
+        }
+        any
+    }
+
+    fn key(&mut self, app: &mut App, key: KeyEvent) {
+        let next =
+            key.code == KeyCode::Char('n') || (self.waiting_key && key.code == KeyCode::Char(' '));
+        if next && app.overlay == super::app::Overlay::None {
+            self.run_step(app);
+        } else {
+            self.inner.key(app, key);
+        }
+    }
+}
