@@ -164,6 +164,9 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Record every interval (all variants, switches marked) for `readpath replay`.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
     },
     /// Play a scripted demo in the explorer (a shipped name or a TOML file).
     Demo {
@@ -210,6 +213,9 @@ pub enum Command {
         /// Image size in pixels, WIDTHxHEIGHT.
         #[arg(long, default_value = "1200x900", value_parser = parse_size_px)]
         size: (u32, u32),
+        /// Which charts, comma-separated: latency, throughput, sched (default: all).
+        #[arg(long, value_delimiter = ',', value_parser = ["latency", "throughput", "sched"])]
+        metric: Vec<String>,
     },
     /// Measure what this machine can do.
     Bench {
@@ -471,9 +477,11 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             warmup,
             interval,
             format,
+            record,
         }) => compare(
             &settings,
             vary.as_deref(),
+            record.as_deref(),
             crate::experiment::CompareOptions {
                 rounds,
                 duration,
@@ -491,7 +499,14 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             out,
             format,
             size,
-        }) => plot(&file, &out, format, size),
+            metric,
+        }) => {
+            let metrics: Vec<usize> = metric
+                .iter()
+                .filter_map(|m| crate::plot::METRIC_NAMES.iter().position(|n| n == m))
+                .collect();
+            plot(&file, &out, format, size, &metrics)
+        }
         Some(Command::Replay {
             file,
             speed,
@@ -758,7 +773,13 @@ fn start_recording(
     crate::recording::Writer::create(path, &header).map_err(recording_error)
 }
 
-fn plot(file: &Path, out: &Path, format: PlotFormat, size: (u32, u32)) -> Result<()> {
+fn plot(
+    file: &Path,
+    out: &Path,
+    format: PlotFormat,
+    size: (u32, u32),
+    metrics: &[usize],
+) -> Result<()> {
     let rec = crate::recording::read(file).map_err(recording_error)?;
     let stdout = out.as_os_str() == "-";
     if !stdout {
@@ -773,12 +794,12 @@ fn plot(file: &Path, out: &Path, format: PlotFormat, size: (u32, u32)) -> Result
         PlotFormat::Svg => {
             let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
             match ext {
-                "svg" => crate::plot::svg(&rec, out, size.0, size.1)
+                "svg" => crate::plot::svg(&rec, out, size.0, size.1, metrics)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?,
                 "png" => {
                     // Drawn as SVG, rasterised by librsvg (text stays sharp).
                     let tmp = out.with_extension(format!("tmp-{}.svg", std::process::id()));
-                    let r = crate::plot::svg(&rec, &tmp, size.0, size.1)
+                    let r = crate::plot::svg(&rec, &tmp, size.0, size.1, metrics)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))
                         .and_then(|()| crate::plot::rasterize(&tmp, out, size.0, size.1));
                     let _ = std::fs::remove_file(&tmp);
@@ -846,6 +867,7 @@ fn check_writable_target(flag: &str, p: &Path) -> Result<()> {
 fn compare(
     args: &SettingsArgs,
     vary: Option<&str>,
+    record: Option<&Path>,
     opts: crate::experiment::CompareOptions,
     format: Format,
 ) -> Result<()> {
@@ -884,6 +906,9 @@ fn compare(
             );
         }
     };
+    if let Some(p) = record {
+        check_writable_target("--record", p)?;
+    }
     let mut ds_progress = progress_reporter();
     let report = crate::experiment::run(
         &settings,
@@ -892,6 +917,7 @@ fn compare(
         &opts,
         &mut progress,
         &mut ds_progress,
+        record,
     )
     .map_err(engine_error)?;
     if tty {

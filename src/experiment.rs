@@ -124,12 +124,19 @@ fn measure(
     engine: &Engine,
     warmup: Duration,
     duration: Duration,
+    recording: &mut Option<crate::recording::Writer>,
 ) -> (Vec<IntervalRecord>, Vec<String>) {
     let rx = engine.records();
     let mut notices = Vec::new();
     // Records queued before the switch, and the one in flight during it.
-    let keep = |r: &IntervalRecord, notices: &mut Vec<String>| {
+    let mut keep = |r: &IntervalRecord, notices: &mut Vec<String>| {
         notices.extend(r.notices.iter().map(|n| n.text.clone()));
+        // A recording that fails stops; the experiment goes on.
+        if let Some(w) = recording.as_mut()
+            && w.record(r).is_err()
+        {
+            *recording = None;
+        }
     };
     for r in rx.try_iter() {
         keep(&r, &mut notices);
@@ -153,7 +160,9 @@ fn measure(
     (kept, notices)
 }
 
-/// Runs the experiment; `progress` hears (round, variant index) before each run.
+/// Runs the experiment; `progress` hears (round, variant index) before each
+/// run. With `record`, every interval (warm-up included, switches marked)
+/// goes to a recording for `readpath replay`.
 pub fn run(
     base: &Settings,
     compare: &Compare,
@@ -161,9 +170,30 @@ pub fn run(
     opts: &CompareOptions,
     progress: &mut dyn FnMut(u32, usize),
     dataset_progress: crate::dataset::Progress<'_>,
+    record: Option<&std::path::Path>,
 ) -> Result<CompareReport, EngineError> {
     let variants = compare.variants(base)?;
     let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;
+    let mut recording = match record {
+        Some(path) => {
+            let header = crate::recording::Header {
+                format: crate::recording::FORMAT.into(),
+                version: crate::recording::VERSION,
+                command: "compare".into(),
+                started_unix_s: crate::recording::unix_now(),
+                preset: preset.clone(),
+                settings: engine.settings().clone(),
+                effective_settings: engine.effective().clone(),
+                features: engine.features().clone(),
+                machine: crate::sys::machine_info(engine.dataset().dir()),
+            };
+            Some(
+                crate::recording::Writer::create(path, &header)
+                    .map_err(|e| EngineError::Start(std::io::Error::other(e.to_string())))?,
+            )
+        }
+        None => None,
+    };
     let effective = engine.effective().clone();
     let mut per_variant: Vec<Vec<WindowStats>> = vec![Vec::new(); variants.len()];
     let mut failed = vec![0u64; variants.len()];
@@ -172,7 +202,14 @@ pub fn run(
         for (i, v) in variants.iter().enumerate() {
             progress(round, i);
             engine.apply(v.clone())?;
-            let (recs, n) = measure(&engine, opts.warmup, opts.duration);
+            engine.mark(format!(
+                "caption: round {} of {}: {} = {}",
+                round + 1,
+                opts.rounds,
+                compare.key,
+                compare.values[i]
+            ));
+            let (recs, n) = measure(&engine, opts.warmup, opts.duration, &mut recording);
             for t in n {
                 if !notices.contains(&t) {
                     notices.push(t);
@@ -189,7 +226,14 @@ pub fn run(
     }
     let features = engine.features().clone();
     let dir = engine.dataset().dir().to_path_buf();
-    engine.stop();
+    let (_, rest) = crate::cli::stop_and_drain(engine);
+    if let Some(mut w) = recording {
+        for r in &rest {
+            let _ = w.record(r);
+        }
+        w.finish()
+            .map_err(|e| EngineError::Start(std::io::Error::other(e.to_string())))?;
+    }
     let mut results: Vec<VariantResult> = Vec::new();
     for (i, rounds) in per_variant.into_iter().enumerate() {
         let metrics = METRICS

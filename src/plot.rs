@@ -76,8 +76,24 @@ pub fn csv(rec: &Recording) -> String {
     out
 }
 
-/// Draws the three panels into an SVG file of `width` x `height` pixels.
-pub fn svg(rec: &Recording, out: &Path, width: u32, height: u32) -> Result<(), String> {
+/// The panels `--metric` can name, in drawing order.
+pub const METRIC_NAMES: [&str; 3] = ["latency", "throughput", "sched"];
+
+/// Draws the chosen panels (indexes into [`METRIC_NAMES`]; all when empty)
+/// into an SVG file of `width` x `height` pixels.
+pub fn svg(
+    rec: &Recording,
+    out: &Path,
+    width: u32,
+    height: u32,
+    metrics: &[usize],
+) -> Result<(), String> {
+    let panels: Vec<&Panel> = PANELS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| metrics.is_empty() || metrics.contains(i))
+        .map(|(_, p)| p)
+        .collect();
     let records: Vec<&IntervalRecord> = rec.records.iter().filter(|r| !r.paused).collect();
     if records.is_empty() {
         return Err("the recording holds no measured interval".into());
@@ -118,13 +134,13 @@ pub fn svg(rec: &Recording, out: &Path, width: u32, height: u32) -> Result<(), S
             ))
             .map_err(|x| e(&x))?;
     }
-    let areas = rest.split_evenly((PANELS.len(), 1));
+    let areas = rest.split_evenly((panels.len(), 1));
     let colors = [
         RGBColor(0, 140, 60),
         RGBColor(220, 140, 0),
         RGBColor(210, 40, 40),
     ];
-    for (area, (name, _unit, log, series)) in areas.iter().zip(PANELS) {
+    for (area, (name, _unit, log, series)) in areas.iter().zip(panels) {
         let values: Vec<f64> = records
             .iter()
             .flat_map(|r| series.iter().map(move |(_, g)| g(r)))

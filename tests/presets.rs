@@ -250,6 +250,8 @@ fn compare_runs_every_variant_interleaved_and_reports_the_machine() {
             "2",
             "--format",
             "json",
+            "--record",
+            tmp.path().join("cmp.jsonl").to_str().unwrap(),
         ],
         tmp.path(),
         tmp.path(),
@@ -257,6 +259,21 @@ fn compare_runs_every_variant_interleaved_and_reports_the_machine() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["key"], "workers.mode");
+    // The recording holds every switch, captioned, for replay.
+    let rec = readpath::recording::read(&tmp.path().join("cmp.jsonl")).unwrap();
+    assert_eq!(rec.header.command, "compare");
+    let captions: Vec<String> = rec
+        .records
+        .iter()
+        .flat_map(|r| &r.events)
+        .filter(|e| e.label.starts_with("caption: round"))
+        .map(|e| e.label.clone())
+        .collect();
+    assert_eq!(captions.len(), 4, "{captions:?}");
+    assert!(
+        captions[1].ends_with("workers.mode = bound"),
+        "{captions:?}"
+    );
     assert_eq!(r["rounds"], 2);
     let variants = r["variants"].as_array().unwrap();
     assert_eq!(variants.len(), 2);

@@ -245,6 +245,17 @@ fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
     let w = u32::from_be_bytes(head[16..20].try_into().unwrap());
     let h = u32::from_be_bytes(head[20..24].try_into().unwrap());
     assert_eq!((w, h), (800, 600));
+    // --metric picks the charts.
+    let one = tmp.path().join("one.svg");
+    let o = plot(&["--out", one.to_str().unwrap(), "--metric", "sched"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&one).unwrap();
+    assert!(text.contains("scheduler latency") && !text.contains("throughput (MiB/s)"));
+    std::fs::remove_file(&one).unwrap();
+    assert_eq!(
+        plot(&["--out", "x.svg", "--metric", "iops"]).status.code(),
+        Some(2)
+    );
     // CSV: a header and one row per interval.
     let o = plot(&["--format", "csv", "--out", "-"]);
     let csv = String::from_utf8_lossy(&o.stdout);
