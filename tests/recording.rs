@@ -124,15 +124,7 @@ fn screen(driver: &mut ReplayDriver, app: &readpath::tui::app::App) -> String {
     let mut t = Terminal::new(TestBackend::new(160, 48)).unwrap();
     t.draw(|f| render(app, &look, f.area(), f.buffer_mut()))
         .unwrap();
-    let buf = t.backend().buffer();
-    let mut out = String::new();
-    for y in 0..buf.area.height {
-        for x in 0..buf.area.width {
-            out.push_str(buf[(x, y)].symbol());
-        }
-        out.push('\n');
-    }
-    out
+    readpath::tui::fixture::screen_text(t.backend().buffer())
 }
 
 #[test]

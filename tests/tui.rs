@@ -26,14 +26,7 @@ fn draw(app: &App, look: &Look, w: u16, h: u16) -> Buffer {
 }
 
 fn text(buf: &Buffer) -> String {
-    let mut out = String::new();
-    for y in 0..buf.area.height {
-        for x in 0..buf.area.width {
-            out.push_str(buf[(x, y)].symbol());
-        }
-        out.push('\n');
-    }
-    out
+    readpath::tui::fixture::screen_text(buf)
 }
 
 #[test]

@@ -110,3 +110,15 @@ pub fn app(baseline: bool) -> App {
     app.set_running(bound.clone(), bound);
     app
 }
+
+/// A rendered buffer as text, one line per row (for snapshot tests).
+pub fn screen_text(buf: &ratatui::buffer::Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        for x in 0..buf.area.width {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
