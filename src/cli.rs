@@ -15,6 +15,7 @@ use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::merkle::{MerkleParams, digest_reader, format_digest};
 use crate::preset::{self, Compare, Preset, PresetError};
 use crate::report::RunSummary;
+pub use crate::settings::parse_duration;
 use crate::settings::{Settings, parse_size};
 
 /// readpath: explore the Linux read post-processing path (fscrypt decrypt +
@@ -320,30 +321,6 @@ pub enum PresetsAction {
 #[error("{0}")]
 pub struct BadInput(pub String);
 
-/// Parses "10s", "250ms", "2m", "1h" or plain seconds.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1.0)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v * mult)),
-        _ => Err(format!(
-            "invalid duration \"{s}\": expected a positive number with a unit (e.g. 10s, 250ms, 2m)"
-        )),
-    }
-}
-
 /// Builds settings from `--preset` then `--set`s, validated for this
 /// machine; returns the preset too.
 pub fn load_settings(args: &SettingsArgs) -> Result<(Settings, Option<Preset>)> {
@@ -584,6 +561,9 @@ fn explore(
         )
         .into());
     }
+    if let Some(p) = &t.record {
+        check_writable_target("--record", p)?;
+    }
     let mut progress = progress_reporter();
     let mut engine = Engine::start(
         settings.clone(),
@@ -619,19 +599,13 @@ fn explore(
     let features = engine.features().clone();
     let dataset_dir = engine.dataset().dir().to_path_buf();
     let (totals, rest) = stop_and_drain(engine);
-    let shown = match shown {
-        Ok(Some(mut w)) => {
-            for r in &rest {
-                w.record(r).map_err(recording_error)?;
-            }
-            let path = w.finish().map_err(recording_error)?;
-            eprintln!("readpath: recorded {}", path.display());
-            Ok(())
+    if let Some(mut w) = shown.context("drawing the explorer")? {
+        for r in &rest {
+            w.record(r).map_err(recording_error)?;
         }
-        Ok(None) => Ok(()),
-        Err(e) => Err(e),
-    };
-    shown.context("drawing the explorer")?;
+        let path = w.finish().map_err(recording_error)?;
+        eprintln!("readpath: recorded {}", path.display());
+    }
     if !t.no_summary {
         let machine = crate::sys::machine_info(&dataset_dir);
         let summary = RunSummary::new(&requested, &effective, &totals, machine, features);
@@ -751,14 +725,14 @@ fn recording_error(e: crate::recording::RecordingError) -> anyhow::Error {
     }
 }
 
-/// Opens a recording for a running engine (its header written).
+/// Opens a recording for a running engine (its header written); the caller
+/// checked the target before starting the engine.
 fn start_recording(
     path: &Path,
     command: &str,
     engine: &Engine,
     preset: Option<&Preset>,
 ) -> Result<crate::recording::Writer> {
-    check_writable_target("--record", path)?;
     let header = crate::recording::Header {
         format: crate::recording::FORMAT.into(),
         version: crate::recording::VERSION,

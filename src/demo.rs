@@ -115,7 +115,7 @@ pub struct Demo {
 fn wait_of(s: Option<&str>, origin: &str, i: usize) -> Result<Wait, String> {
     match s.map(str::trim) {
         None | Some("key") => Ok(Wait::Key),
-        Some(d) => crate::cli::parse_duration(d)
+        Some(d) => crate::settings::parse_duration(d)
             .map(Wait::For)
             .map_err(|e| format!("{origin}: step {}: wait: {e}; or \"key\"", i + 1)),
     }

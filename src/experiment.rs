@@ -226,10 +226,10 @@ pub fn run(
     }
     let features = engine.features().clone();
     let dir = engine.dataset().dir().to_path_buf();
-    let (_, rest) = crate::cli::stop_and_drain(engine);
+    let (_, rest) = engine.stop_with_records();
     if let Some(mut w) = recording {
-        for r in &rest {
-            let _ = w.record(r);
+        for r in rest.try_iter() {
+            let _ = w.record(&r);
         }
         w.finish()
             .map_err(|e| EngineError::Start(std::io::Error::other(e.to_string())))?;

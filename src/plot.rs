@@ -161,7 +161,7 @@ pub fn svg(
             for (i, (t, label)) in markers.iter().enumerate() {
                 let x = to_x(*t) - base_x;
                 dc.draw(&Text::new(
-                    short(label),
+                    crate::tui::app::short_label(label),
                     (x + 3, plot_top + 2 + (i % 3) as i32 * 13),
                     ("sans-serif", 11).into_font().color(&MAGENTA),
                 ))
@@ -292,8 +292,4 @@ pub fn rasterize(svg: &Path, png: &Path, width: u32, height: u32) -> anyhow::Res
             png.display()
         ),
     }
-}
-
-fn short(label: &str) -> String {
-    crate::tui::app::short_label(label)
 }

@@ -90,11 +90,21 @@ impl RecordingError {
     }
 }
 
-/// Writes a recording; [`Writer::finish`] moves it into place.
+/// Writes a recording; [`Writer::finish`] moves it into place. Dropped
+/// unfinished (an error on the way), it removes its temporary file.
 pub struct Writer {
     out: BufWriter<std::fs::File>,
     tmp: PathBuf,
     path: PathBuf,
+    finished: bool,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 impl Writer {
@@ -117,6 +127,7 @@ impl Writer {
             out: BufWriter::new(f),
             tmp,
             path: path.to_path_buf(),
+            finished: false,
         };
         w.line(header)?;
         Ok(w)
@@ -149,6 +160,7 @@ impl Writer {
         self.out.flush().map_err(io)?;
         self.out.get_ref().sync_all().map_err(io)?;
         std::fs::rename(&self.tmp, &self.path).map_err(io)?;
+        self.finished = true;
         Ok(self.path.clone())
     }
 }

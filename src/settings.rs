@@ -1000,6 +1000,30 @@ fn salt(key: &str, v: &Val) -> Result<Vec<u8>, SettingsError> {
 // ---------------------------------------------------------------------------
 // Sizes and CPU lists.
 
+/// Parses "10s", "250ms", "2m", "1h" or plain seconds.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(std::time::Duration::from_secs_f64(v * mult)),
+        _ => Err(format!(
+            "invalid duration \"{s}\": expected a positive number with a unit (e.g. 10s, 250ms, 2m)"
+        )),
+    }
+}
+
 /// Parse a size: plain bytes (`4096`) or a number with a binary unit
 /// (`4K`, `4k`, `4KiB`, `4KB`, `256M`, `1G`, `1T`; K = 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {

@@ -756,15 +756,6 @@ impl App {
         }
     }
 
-    /// The latency distribution of `records`.
-    pub fn buckets_of<'a>(records: impl Iterator<Item = &'a IntervalRecord>) -> Vec<u64> {
-        let mut sum = crate::metrics::LatencyBuckets::default();
-        for r in records {
-            sum.add(&r.latency_buckets);
-        }
-        sum.counts
-    }
-
     /// Freezes the "now" window as the baseline. Returns false when there is
     /// nothing measured yet.
     pub fn mark_baseline(&mut self) -> bool {
@@ -1062,7 +1053,11 @@ mod tests {
             }
             let fresh = WindowStats::of(app.now_records());
             assert_eq!(app.now, fresh, "after record {seq}");
-            assert_eq!(app.now_buckets, App::buckets_of(app.now_records()), "{seq}");
+            let mut fresh_buckets = crate::metrics::LatencyBuckets::default();
+            for r in app.now_records() {
+                fresh_buckets.add(&r.latency_buckets);
+            }
+            assert_eq!(app.now_buckets, fresh_buckets.counts, "{seq}");
         }
     }
 
