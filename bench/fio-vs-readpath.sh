@@ -17,7 +17,7 @@ TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 # name | fio args | readpath --set args
 CASES=(
   "qd1-randread-4k-direct-uring|--rw=randread --bs=4k --direct=1 --ioengine=io_uring --iodepth=1|workload.engine=uring workload.direct=true workload.pattern=random workload.block_size=4K workload.queue_depth=1"
-  "qd32-randread-4k-direct-uring|--rw=randread --bs=4k --direct=1 --ioengine=io_uring --iodepth=32|workload.engine=uring workload.direct=true workload.pattern=random workload.block_size=4K workload.queue_depth=32"
+  "qd32-randread-4k-direct-uring|--rw=randread --bs=4k --direct=1 --ioengine=io_uring --iodepth=32|workload.engine=uring workload.direct=true workload.pattern=random workload.block_size=4K workload.queue_depth=32 workload.submit_batch=1"
   "qd1-randread-4k-direct-psync|--rw=randread --bs=4k --direct=1 --ioengine=psync --iodepth=1|workload.engine=sync workload.direct=true workload.pattern=random workload.block_size=4K workload.queue_depth=1"
   "seq-128k-buffered-cached-uring|--rw=read --bs=128k --direct=0 --ioengine=io_uring --iodepth=8|workload.engine=uring workload.direct=false workload.pattern=sequential workload.block_size=128K workload.queue_depth=8"
 )
@@ -46,5 +46,5 @@ print(f"{sys.argv[3]:<32} {sys.argv[4]:>5} {fi:>9.0f} {fc50:>8.1f} {fl50:>8.1f} 
 PY
   done
 done
-echo "fio: clat = submit->complete, lat = slat+clat (issue->complete); readpath dev = issue (before the SQE is prepared) -> reaped, i.e. comparable to fio's lat"
+echo "fio: clat = submitted->complete, lat = slat+clat (issue->complete); readpath dev = submitted (after io_uring_enter returned; pread start for psync) -> reaped, i.e. fio's clat"
 echo "iops_x = readpath/fio IOPS; clat_x = readpath dev p50 / fio clat p50; lat_x = readpath dev p50 / fio lat p50"

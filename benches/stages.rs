@@ -1,6 +1,7 @@
 //! CPU cost of the pure per-block stages of the read post-processing path, each
 //! over one 4096-byte data unit, with no I/O, queues or threads: decrypting a unit
-//! with each contents cipher, one SHA-256, and fs-verity verification of one block
+//! with each contents cipher, one SHA-256 (and two interleaved, where the CPU has
+//! the SHA extensions), and fs-verity verification of one block (and of a pair)
 //! (warm: the leaf hash block is already verified, so it is one data-block hash and
 //! a compare; cold: the cache is cleared first, so the walk rehashes the tree blocks
 //! up to the root). These are the floors the engine's per-block numbers sit on.
@@ -12,6 +13,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use readpath::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
 use readpath::merkle::{MerkleParams, MerkleTree};
+use readpath::sha256x2::{Prefix, Sha256x2};
 use sha2::{Digest, Sha256};
 
 fn data(len: usize) -> Vec<u8> {
@@ -40,6 +42,26 @@ fn sha256(c: &mut Criterion) {
     let buf = data(DATA_UNIT_SIZE);
     g.bench_function("4096", |b| b.iter(|| Sha256::digest(black_box(&buf[..]))));
     g.finish();
+    // Two units hashed together (interleaved SHA-NI), where the CPU can.
+    if let Some(x2) = Sha256x2::detect() {
+        let mut g = c.benchmark_group("sha256-2x");
+        g.throughput(Throughput::Bytes(2 * DATA_UNIT_SIZE as u64));
+        let other = data(DATA_UNIT_SIZE + 1);
+        let prefix = Prefix::new(&[]);
+        let (mut ha, mut hb) = ([0u8; 32], [0u8; 32]);
+        g.bench_function("2x4096", |b| {
+            b.iter(|| {
+                x2.finup2(
+                    &prefix,
+                    black_box(&buf[..]),
+                    black_box(&other[1..]),
+                    &mut ha,
+                    &mut hb,
+                )
+            })
+        });
+        g.finish();
+    }
 }
 
 fn verify(c: &mut Criterion) {
@@ -70,6 +92,19 @@ fn verify(c: &mut Criterion) {
         b.iter(|| {
             cache.clear();
             tree.verify_block(&cache, black_box(idx as u64), black_box(block))
+        })
+    });
+    g.finish();
+    let next = &file[(idx + 1) * BS..(idx + 2) * BS];
+    let mut g = c.benchmark_group("verify-pair");
+    g.throughput(Throughput::Bytes(2 * BS as u64));
+    g.bench_function("2 blocks", |b| {
+        b.iter(|| {
+            tree.verify_block_pair(
+                &cache,
+                black_box([idx as u64, idx as u64 + 1]),
+                black_box([block, next]),
+            )
         })
     });
     g.finish();

@@ -21,5 +21,6 @@ pub mod preset;
 pub mod recording;
 pub mod report;
 pub mod settings;
+pub mod sha256x2;
 pub mod sys;
 pub mod tui;

@@ -74,7 +74,9 @@ fn new_hist() -> Histogram<u64> {
 pub enum Stage {
     /// Issue (or intended issue, when rate limited) until decrypted and verified.
     EndToEnd,
-    /// Issue until the completion was reaped by the reader thread.
+    /// Handed to the kernel (after the submitting `io_uring_enter` returned,
+    /// as fio's clat; the start of the `pread` for sync reads) until the
+    /// completion was reaped by the reader thread.
     Device,
     /// Enqueued on a workqueue until a worker started it (all queues summed).
     Queue,

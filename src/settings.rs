@@ -208,6 +208,9 @@ pub struct Workload {
     pub block_size: u64,
     /// Reads in flight per reader (io_uring).
     pub queue_depth: u32,
+    /// Reads gathered before one submission (io_uring); 1 = each read is
+    /// submitted as soon as its buffer is free (fio's `iodepth_batch_submit`).
+    pub submit_batch: u32,
     /// Reader threads.
     pub readers: u32,
     /// Target reads per second over all readers; 0 = unlimited.
@@ -227,6 +230,7 @@ impl Default for Workload {
             pattern: Pattern::Random,
             block_size: 4096,
             queue_depth: 1,
+            submit_batch: 1,
             readers: 1,
             rate_iops: 0,
             reader_cpus: Vec::new(),
@@ -362,6 +366,11 @@ pub const KEYS: &[KeyInfo] = &[
         key: "workload.queue_depth",
         allowed: "1..=1024",
         help: "reads in flight per reader (io_uring)",
+    },
+    KeyInfo {
+        key: "workload.submit_batch",
+        allowed: "1..=1024 (1 = submit each read at once, as fio does by default)",
+        help: "reads gathered before one io_uring submission (fio's iodepth_batch_submit)",
     },
     KeyInfo {
         key: "workload.readers",
@@ -1296,6 +1305,7 @@ impl Settings {
             "workload.pattern" => w.pattern = choice(key, v)?,
             "workload.block_size" => w.block_size = size(key, v, MIN_BLOCK_SIZE, MAX_BLOCK_SIZE)?,
             "workload.queue_depth" => w.queue_depth = int_u32(key, v, 1, MAX_QUEUE_DEPTH)?,
+            "workload.submit_batch" => w.submit_batch = int_u32(key, v, 1, MAX_QUEUE_DEPTH)?,
             "workload.readers" => w.readers = int_u32(key, v, 1, MAX_READERS)?,
             "workload.rate_iops" => w.rate_iops = int_u64(key, v, 0, MAX_RATE_IOPS)?,
             "workload.reader_cpus" => w.reader_cpus = cpus(key, v)?,
@@ -1333,6 +1343,7 @@ impl Settings {
             "workload.pattern" => s(w.pattern.name()),
             "workload.block_size" => size(w.block_size),
             "workload.queue_depth" => Val::Int(w.queue_depth.into()),
+            "workload.submit_batch" => Val::Int(w.submit_batch.into()),
             "workload.readers" => Val::Int(w.readers.into()),
             "workload.rate_iops" => Val::Int(w.rate_iops.into()),
             "workload.reader_cpus" => {
@@ -1546,6 +1557,7 @@ mod tests {
         ),
         ("workload.block_size", "\"16K\"", "16K", "16K"),
         ("workload.queue_depth", "32", "32", "32"),
+        ("workload.submit_batch", "8", "8", "8"),
         ("workload.readers", "4", "4", "4"),
         ("workload.rate_iops", "50000", "50000", "50000"),
         ("workload.reader_cpus", "\"0-3,6\"", "0-3,6", "0-3,6"),
@@ -1696,7 +1708,7 @@ mod tests {
         );
         assert_eq!(
             err_toml("[workload.extra]\n"),
-            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are engine, sleep, direct, pattern, block_size, queue_depth, readers, rate_iops, reader_cpus, file_size"
+            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, file_size"
         );
     }
 
@@ -1822,6 +1834,10 @@ mod tests {
         assert_eq!(
             err_set("workload.rate_iops", "20000000"),
             "workload.rate_iops = 20000000 is out of range: allowed 0..=10000000 (0 = unlimited)"
+        );
+        assert_eq!(
+            err_set("workload.submit_batch", "0"),
+            "workload.submit_batch = 0 is out of range: allowed 1..=1024 (1 = submit each read at once, as fio does by default)"
         );
         assert_eq!(
             err_set("pipeline.corrupt_every", "-3"),
