@@ -24,7 +24,7 @@ CASES=(
 # Warm the page cache for the buffered case.
 cat "$FILE" >/dev/null
 
-printf "%-32s %5s %9s %8s %8s %8s %9s %8s %8s %7s %7s %7s\n" case round fio_iops clat50 lat50 lat99 rp_iops dev50 dev99 iops_x clat_x lat_x
+printf "%-32s %5s %9s %8s %8s %8s %9s %8s %8s %7s %7s %7s %7s %7s\n" case round fio_iops clat50 lat50 lat99 rp_iops dev50 dev99 iops_x clat_x lat_x fio_dev rp_dev
 for c in "${CASES[@]}"; do
   IFS='|' read -r name fioargs rpargs <<<"$c"
   sets=(); for kv in $rpargs; do sets+=(--set "$kv"); done
@@ -42,9 +42,12 @@ pct = lambda k, p: f[k]["percentile"][p] / 1e3
 fi, fc50 = f["iops"], pct("clat_ns", "50.000000")
 fl50, fl99 = pct("lat_ns", "50.000000"), pct("lat_ns", "99.000000")
 ri, rp50, rp99 = r["iops"], r["stages_us"]["device"]["p50"], r["stages_us"]["device"]["p99"]
-print(f"{sys.argv[3]:<32} {sys.argv[4]:>5} {fi:>9.0f} {fc50:>8.1f} {fl50:>8.1f} {fl99:>8.1f} {ri:>9.0f} {rp50:>8.1f} {rp99:>8.1f} {ri/fi:>7.3f} {rp50/fc50:>7.3f} {rp50/fl50:>7.3f}")
+# Reads in the device on average (Little's law: mean latency x IOPS).
+fdev, rdev = f["clat_ns"]["mean"] / 1e9 * fi, r["stages_us"]["device"]["mean"] / 1e6 * ri
+print(f"{sys.argv[3]:<32} {sys.argv[4]:>5} {fi:>9.0f} {fc50:>8.1f} {fl50:>8.1f} {fl99:>8.1f} {ri:>9.0f} {rp50:>8.1f} {rp99:>8.1f} {ri/fi:>7.3f} {rp50/fc50:>7.3f} {rp50/fl50:>7.3f} {fdev:>7.2f} {rdev:>7.2f}")
 PY
   done
 done
 echo "fio: clat = submitted->complete, lat = slat+clat (issue->complete); readpath dev = submitted (after io_uring_enter returned; pread start for psync) -> reaped, i.e. fio's clat"
 echo "iops_x = readpath/fio IOPS; clat_x = readpath dev p50 / fio clat p50; lat_x = readpath dev p50 / fio lat p50"
+echo "fio_dev / rp_dev = reads in the device on average (mean clat or device latency x IOPS, Little's law): equal when both tools keep the device equally busy"
