@@ -394,7 +394,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         if stopping && in_device == 0 && at_workers == 0 {
             break;
         }
-        let next_due_wait = if stopping { None } else { issue_free!() };
+        let next_due_wait = issue_free!();
         // Every enter below submits what is still in the SQ.
         mark_submitted(&mut slots, &mut unsubmitted, stamp());
         // Wait for a completion (device or eventfd) or the next due issue.
@@ -449,8 +449,11 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         // does (`iodepth_batch_complete_max=1`): completions not reaped yet
         // wait in the CQ, inside the device stage, rather than reaped and
         // stamped, then waiting for the rest of the batch to be resubmitted.
+        // At most one CQ's worth per pass: a read served from the page cache
+        // completes inside its own submission, so an unbounded loop would
+        // never return to the top (the recorder handoff, buffer returns).
         let mut rearm = false;
-        loop {
+        for _ in 0..=qd {
             let Some(cqe) = ring.completion().next() else {
                 break;
             };
