@@ -1,6 +1,6 @@
 //! The real binary in a real pseudo-terminal (tmux): the explorer opens,
 //! draws a chart, `w` changes the workers mode on screen, `q` exits with
-//! status 0 and prints the run summary. tmux is installed by `.ci/run`; this
+//! status 0 and prints the run summary, also right after a resize. tmux is installed by `.ci/run`; this
 //! test fails (not skips) without it.
 
 use std::path::Path;
@@ -52,17 +52,15 @@ fn settings_row<'a>(p: &'a str, name: &str) -> Option<&'a str> {
     p.lines().find(|l| l.contains(&format!(" {name} ")))
 }
 
-#[test]
-fn explorer_opens_changes_workers_on_w_and_quits_on_q() {
-    let tmp = tempfile::tempdir().unwrap();
-    let status = tmp.path().join("status");
+/// Starts the explorer on a small page-cached dataset in a new tmux session;
+/// its exit status goes to the returned file, its summary stays on the pane.
+fn launch(tmp: &Path, tag: &str) -> (Session, std::path::PathBuf) {
+    let status = tmp.join("status");
     let bin = env!("CARGO_BIN_EXE_readpath");
-    let name = format!("readpath-test-{}", std::process::id());
-    // The explorer draws on the pane (stdin and stdout must be the terminal);
-    // its exit status goes to a file and its summary stays on the pane.
+    let name = format!("readpath-test-{tag}-{}", std::process::id());
     let cmd = format!(
         "{bin} --data-dir {} tui --set workload.file_size=16M --set workload.direct=false; echo \"exit=$?\" > {}; sleep 60",
-        tmp.path().display(),
+        tmp.display(),
         status.display()
     );
     tmux(&[
@@ -76,7 +74,27 @@ fn explorer_opens_changes_workers_on_w_and_quits_on_q() {
         "40",
         &cmd,
     ]);
-    let s = Session(name);
+    (Session(name), status)
+}
+
+/// Waits for the explorer to exit after `what`, and checks it exited 0.
+fn wait_exit(s: &Session, status: &Path, what: &str) {
+    let start = Instant::now();
+    while !status.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "did not exit on {what}:\n{}",
+            pane(s)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read_to_string(status).unwrap().trim(), "exit=0");
+}
+
+#[test]
+fn explorer_opens_changes_workers_on_w_and_quits_on_q() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (s, status) = launch(tmp.path(), "w");
     let p = wait_for(&s, "a chart with data", |p| {
         p.contains("latency (log)") && has_braille(p)
     });
@@ -94,20 +112,32 @@ fn explorer_opens_changes_workers_on_w_and_quits_on_q() {
         p.contains("mode: unbound -> inline")
     });
     tmux(&["send-keys", "-t", &s.0, "q"]);
-    let start = Instant::now();
-    while !Path::new(&status).exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "did not exit on q:\n{}",
-            pane(&s)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "exit=0");
+    wait_exit(&s, &status, "q");
     let p = pane(&s);
     assert!(
         p.contains("read: IOPS="),
         "summary printed after quit:\n{p}"
     );
     assert!(p.contains("workers.mode: unbound -> inline"), "{p}");
+}
+
+/// A key that arrives together with a resize is not lost: crossterm's
+/// edge-triggered event source used to return the resize and leave the key
+/// unread (resume, resize at once, then `q` was ignored).
+#[test]
+fn a_key_after_a_resize_is_not_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (s, status) = launch(tmp.path(), "resize");
+    wait_for(&s, "a chart with data", |p| {
+        p.contains("latency (log)") && has_braille(p)
+    });
+    tmux(&["send-keys", "-t", &s.0, "Space"]);
+    wait_for(&s, "paused", |p| p.contains("paused"));
+    tmux(&["send-keys", "-t", &s.0, "Space"]);
+    tmux(&["resize-window", "-t", &s.0, "-x", "80", "-y", "24"]);
+    std::thread::sleep(Duration::from_millis(500));
+    tmux(&["resize-window", "-t", &s.0, "-x", "120", "-y", "40"]);
+    std::thread::sleep(Duration::from_millis(500));
+    tmux(&["send-keys", "-t", &s.0, "q"]);
+    wait_exit(&s, &status, "q after a resize");
 }

@@ -14,6 +14,7 @@ pub mod chart;
 pub mod demo;
 pub mod fixture;
 pub mod help;
+pub mod input;
 pub mod present;
 pub mod render;
 pub mod replay;
@@ -22,7 +23,8 @@ pub mod theme;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
+use input::Input;
+use ratatui::crossterm::event;
 
 use crate::engine::Engine;
 use crate::preset;
@@ -53,9 +55,15 @@ pub struct TuiOptions {
 }
 
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// The terminal was resized (SIGWINCH): redraw now.
+static RESIZED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_resize(_: libc::c_int) {
+    RESIZED.store(true, Ordering::SeqCst);
 }
 
 fn install_signal_handlers() {
@@ -64,37 +72,7 @@ fn install_signal_handlers() {
         for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
             libc::signal(sig, on_signal as *const () as libc::sighandler_t);
         }
-    }
-}
-
-/// What waiting on the terminal found.
-#[derive(PartialEq)]
-enum Input {
-    /// Nothing before the timeout (or a signal).
-    Idle,
-    /// Bytes to read.
-    Ready,
-    /// The terminal was hung up (window closed, tmux killed): crossterm's
-    /// poll would spin on the end of file forever, so it must not be called.
-    Gone,
-}
-
-/// Waits up to `timeout` for input on the terminal (stdin).
-fn wait_input(timeout: Duration) -> Input {
-    let mut fds = [libc::pollfd {
-        fd: 0,
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    let ms = timeout.as_millis().min(1000) as libc::c_int;
-    // SAFETY: `fds` is a valid array of one pollfd for the duration of the call.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-    if n <= 0 {
-        Input::Idle
-    } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-        Input::Gone
-    } else {
-        Input::Ready
+        libc::signal(libc::SIGWINCH, on_resize as *const () as libc::sighandler_t);
     }
 }
 
@@ -231,6 +209,7 @@ pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> st
     let mut dirty = true;
     let mut urgent = true;
     let mut shown_second = u64::MAX;
+    let mut keys = Vec::new();
     let result = (|| -> std::io::Result<()> {
         loop {
             if driver.poll(app) {
@@ -261,21 +240,19 @@ pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> st
                 Duration::from_millis(50)
             }
             .min(Duration::from_millis(50));
-            match wait_input(wait) {
+            keys.clear();
+            match input::read_keys(wait.as_millis() as i32, &mut keys) {
                 Input::Idle => {}
                 Input::Gone => return Ok(()),
-                Input::Ready => {
-                    while event::poll(Duration::ZERO)? {
-                        match event::read()? {
-                            TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
-                                driver.key(app, k);
-                                urgent = true;
-                            }
-                            TermEvent::Resize(..) => urgent = true,
-                            _ => {}
-                        }
+                Input::Keys => {
+                    for &k in &keys {
+                        driver.key(app, k);
+                        urgent = true;
                     }
                 }
+            }
+            if RESIZED.swap(false, Ordering::SeqCst) {
+                urgent = true;
             }
         }
     })();
