@@ -4,7 +4,6 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -16,7 +15,32 @@ use crate::merkle::{MerkleParams, digest_reader, format_digest};
 use crate::preset::{self, Compare, Preset, PresetError};
 use crate::report::RunSummary;
 pub use crate::settings::parse_duration;
-use crate::settings::{Settings, parse_size};
+use crate::settings::{Settings, parse_duration_in, parse_size};
+
+/// `--duration` of `run` and the explorer: 1 ms to 30 days.
+fn run_duration(s: &str) -> std::result::Result<Duration, String> {
+    parse_duration_in(s, Duration::from_millis(1), crate::settings::MAX_DURATION)
+}
+
+/// `--interval`: one chart point, 10 ms to 1 minute.
+fn interval_duration(s: &str) -> std::result::Result<Duration, String> {
+    parse_duration_in(s, Duration::from_millis(10), Duration::from_secs(60))
+}
+
+/// `compare --duration`: 100 ms to 1 day per variant per round.
+fn compare_duration(s: &str) -> std::result::Result<Duration, String> {
+    parse_duration_in(s, Duration::from_millis(100), Duration::from_secs(86_400))
+}
+
+/// `compare --warmup`: none to 1 hour.
+fn warmup_duration(s: &str) -> std::result::Result<Duration, String> {
+    parse_duration_in(s, Duration::ZERO, Duration::from_secs(3600))
+}
+
+/// `bench crypto --seconds`: 10 ms to 1 hour per measurement.
+fn bench_duration(s: &str) -> std::result::Result<Duration, String> {
+    parse_duration_in(s, Duration::from_millis(10), Duration::from_secs(3600))
+}
 
 /// readpath: explore the Linux read post-processing path (fscrypt decrypt +
 /// fs-verity verify on workqueues) live, on a real file.
@@ -50,10 +74,10 @@ pub struct TuiArgs {
     #[arg(long, value_enum, default_value_t = crate::tui::theme::ThemeName::Dark)]
     pub theme: crate::tui::theme::ThemeName,
     /// Quit by itself after this long (e.g. 30s), then print the summary.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = run_duration)]
     pub duration: Option<Duration>,
-    /// Length of a metrics interval (one chart point).
-    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    /// Length of a metrics interval (one chart point), 10ms..=60s.
+    #[arg(long, default_value = "250ms", value_parser = interval_duration)]
     pub interval: Duration,
     /// Do not print the run's summary on quit.
     #[arg(long)]
@@ -122,11 +146,11 @@ pub enum Command {
         /// Settings.
         #[command(flatten)]
         settings: SettingsArgs,
-        /// How long to run (e.g. 10s, 500ms, 2m).
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        /// How long to run (e.g. 10s, 500ms, 2m; up to 30d).
+        #[arg(long, default_value = "10s", value_parser = run_duration)]
         duration: Duration,
-        /// Length of a metrics interval.
-        #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+        /// Length of a metrics interval, 10ms..=60s.
+        #[arg(long, default_value = "250ms", value_parser = interval_duration)]
         interval: Duration,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -150,17 +174,17 @@ pub enum Command {
         /// The setting to vary and its values, e.g. workers.mode=unbound,bound.
         #[arg(long, value_name = "KEY=V1,V2[,V3...]")]
         vary: Option<String>,
-        /// Measured time per variant per round.
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        /// Measured time per variant per round (100ms..=1d).
+        #[arg(long, default_value = "10s", value_parser = compare_duration)]
         duration: Duration,
         /// Rounds (each runs every variant once).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
-        /// Time dropped after each switch.
-        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        /// Time dropped after each switch (0s..=1h).
+        #[arg(long, default_value = "1s", value_parser = warmup_duration)]
         warmup: Duration,
-        /// Length of a metrics interval.
-        #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+        /// Length of a metrics interval, 10ms..=60s.
+        #[arg(long, default_value = "250ms", value_parser = interval_duration)]
         interval: Duration,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -286,8 +310,8 @@ pub enum BenchWhat {
     /// Per-core throughput of each cipher and of SHA-256 on 4096-byte units,
     /// next to `openssl speed` when openssl is installed.
     Crypto {
-        /// CPU seconds per measurement.
-        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        /// CPU seconds per measurement (10ms..=1h).
+        #[arg(long, default_value = "1s", value_parser = bench_duration)]
         seconds: Duration,
         /// Rounds, alternating readpath and openssl (the median is reported).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
@@ -356,18 +380,32 @@ fn engine_error(e: EngineError) -> anyhow::Error {
     }
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
+/// Writes a line to stderr. A closed or hung-up stderr (the terminal went
+/// away) is not an error: `eprintln!` would panic there.
+pub fn say(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
 }
 
-fn install_interrupt_handler() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+fn say_raw(msg: &str) {
+    let _ = write!(std::io::stderr(), "{msg}");
+}
+
+/// The message of an error and its causes, each once: a cause whose text
+/// the message already holds (an OS error quoted by its wrapper) is not
+/// repeated.
+pub fn error_message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
     }
+    crate::report::printable(&out, true)
 }
 
 /// A progress reporter for dataset preparation: a bar on a terminal, silence otherwise.
@@ -467,6 +505,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
                     interval,
                     data_dir: data_dir.clone(),
                 },
+                stop: crate::sys::stop_requested,
             },
             format,
         ),
@@ -503,12 +542,12 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             let tty = std::io::stderr().is_terminal();
             let mut progress = |name: &str| {
                 if tty {
-                    eprint!("\rmeasuring {name}...          ");
+                    say_raw(&format!("\rmeasuring {name}...          "));
                 }
             };
             let r = crate::bench::crypto(seconds.as_secs_f64(), rounds, &mut progress);
             if tty {
-                eprint!("\r\x1b[K");
+                say_raw("\r\x1b[K");
             }
             emit(format, &r, || r.to_text())
         }
@@ -523,7 +562,60 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
 
 fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
     let (settings, preset) = load_settings(args)?;
-    explore(data_dir, settings, preset, t, None)
+    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
+    explore(data_dir, settings, preset, t, None, &inputs)
+}
+
+/// The file a `--preset` reads, when it is a file (a path, or a saved user
+/// preset): an input no output may replace.
+fn preset_input(args: &SettingsArgs) -> Option<PathBuf> {
+    let spec = args.preset.as_deref()?;
+    if spec.contains('/') || spec.ends_with(".toml") {
+        return Some(PathBuf::from(spec));
+    }
+    preset::user_path(spec).ok().filter(|p| p.is_file())
+}
+
+/// Checks an output path before anything runs: not one of `inputs`, not a
+/// file of a dataset under `data_dir`, and something readpath may write
+/// (see [`crate::outfile`]). Refusals are bad input (exit status 2).
+fn check_output(
+    flag: &str,
+    path: &Path,
+    inputs: &[PathBuf],
+    data_dir: Option<&Path>,
+) -> Result<crate::outfile::OutputPath> {
+    let ins: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let out = crate::outfile::OutputPath::check(flag, path, &ins).map_err(output_error)?;
+    if let Some(dd) = data_dir
+        && let (Ok(dd), Some(dir)) = (
+            std::fs::canonicalize(dd),
+            path.parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .or(Some(Path::new(".")))
+                .and_then(|d| std::fs::canonicalize(d).ok()),
+        )
+        && dir.parent() == Some(dd.as_path())
+        && dir
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("dataset-"))
+    {
+        return Err(BadInput(format!(
+            "{flag} {}: is inside the dataset {}, which the run reads; choose another directory",
+            path.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(out)
+}
+
+fn output_error(e: crate::outfile::OutputError) -> anyhow::Error {
+    if e.is_bad_input() {
+        BadInput(e.to_string()).into()
+    } else {
+        e.into()
+    }
 }
 
 fn demo(data_dir: &Path, spec: &str, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
@@ -542,7 +634,11 @@ fn demo(data_dir: &Path, spec: &str, args: &SettingsArgs, t: &TuiArgs) -> Result
         Some(p) => Some(preset::resolve(p).map_err(preset_error)?.0),
         None => None,
     };
-    explore(data_dir, settings, preset, t, Some(d))
+    let inputs: Vec<PathBuf> = (spec.contains('/') || spec.ends_with(".toml"))
+        .then(|| PathBuf::from(spec))
+        .into_iter()
+        .collect();
+    explore(data_dir, settings, preset, t, Some(d), &inputs)
 }
 
 /// The explorer on a live engine, optionally playing a demo.
@@ -552,6 +648,7 @@ fn explore(
     preset: Option<Preset>,
     t: &TuiArgs,
     demo: Option<crate::demo::Demo>,
+    inputs: &[PathBuf],
 ) -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(BadInput(
@@ -561,9 +658,10 @@ fn explore(
         )
         .into());
     }
-    if let Some(p) = &t.record {
-        check_writable_target("--record", p)?;
-    }
+    let record = match &t.record {
+        Some(p) => Some(check_output("--record", p, inputs, Some(data_dir))?),
+        None => None,
+    };
     let mut progress = progress_reporter();
     let mut engine = Engine::start(
         settings.clone(),
@@ -584,7 +682,7 @@ fn explore(
             .map(|p| (p.name.clone(), p.description.clone())),
         present: t.present,
     };
-    let writer = match &t.record {
+    let writer = match &record {
         Some(p) => Some(start_recording(
             p,
             if demo.is_some() { "demo" } else { "tui" },
@@ -599,12 +697,20 @@ fn explore(
     let features = engine.features().clone();
     let dataset_dir = engine.dataset().dir().to_path_buf();
     let (totals, rest) = stop_and_drain(engine);
-    if let Some(mut w) = shown.context("drawing the explorer")? {
+    let (writer, ending) = shown.context("drawing the explorer")?;
+    // The recording is finished however the explorer ended, the terminal
+    // going away included.
+    if let Some(mut w) = writer {
         for r in &rest {
             w.record(r).map_err(recording_error)?;
         }
         let path = w.finish().map_err(recording_error)?;
-        eprintln!("readpath: recorded {}", path.display());
+        if ending != crate::tui::Ending::TerminalGone {
+            say(&format!("readpath: recorded {}", path.display()));
+        }
+    }
+    if ending == crate::tui::Ending::TerminalGone {
+        return Ok(()); // nothing can be shown: a normal way to end
     }
     if !t.no_summary {
         let machine = crate::sys::machine_info(&dataset_dir);
@@ -624,11 +730,17 @@ fn run(
     record: Option<&Path>,
 ) -> Result<()> {
     let (settings, preset) = load_settings(args)?;
-    if let Some(p) = interval_log {
-        check_writable_target("--interval-log", p)?;
-    }
-    if let Some(p) = record {
-        check_writable_target("--record", p)?;
+    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
+    let log_out = match interval_log {
+        Some(p) => Some(check_output("--interval-log", p, &inputs, Some(data_dir))?),
+        None => None,
+    };
+    let record_out = match record {
+        Some(p) => Some(check_output("--record", p, &inputs, Some(data_dir))?),
+        None => None,
+    };
+    if let (Some(a), Some(b)) = (&record_out, &log_out) {
+        a.check_distinct(b).map_err(output_error)?;
     }
     let mut progress = progress_reporter();
     let engine = Engine::start(
@@ -640,15 +752,13 @@ fn run(
         &mut progress,
     )
     .map_err(engine_error)?;
-    install_interrupt_handler();
-    let mut recording = match record {
+    crate::sys::install_stop_handlers();
+    let mut recording = match &record_out {
         Some(p) => Some(start_recording(p, "run", &engine, preset.as_ref())?),
         None => None,
     };
-    let mut log = match interval_log {
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
+    let mut log = match &log_out {
+        Some(p) => Some(p.create().map_err(output_error)?),
         None => None,
     };
     let started = std::time::Instant::now();
@@ -657,13 +767,14 @@ fn run(
             w.record(rec).map_err(recording_error)?;
         }
         if let Some(l) = log.as_mut() {
-            serde_json::to_writer(&mut *l, rec)?;
-            l.write_all(b"\n")?;
-            l.flush()?;
+            let r = serde_json::to_writer(&mut *l, rec)
+                .map_err(std::io::Error::from)
+                .and_then(|()| l.write_all(b"\n"));
+            r.map_err(|e| output_error(l.error(e)))?;
         }
         Ok(())
     };
-    while started.elapsed() < duration && !INTERRUPTED.load(Ordering::SeqCst) {
+    while started.elapsed() < duration && !crate::sys::stop_requested() {
         let left = duration.saturating_sub(started.elapsed());
         if let Ok(rec) = engine
             .records()
@@ -680,9 +791,12 @@ fn run(
     for rec in &rx_rest {
         write_record(rec)?;
     }
+    if let Some(l) = log {
+        l.finish().map_err(output_error)?;
+    }
     if let Some(w) = recording {
         let path = w.finish().map_err(recording_error)?;
-        eprintln!("readpath: recorded {}", path.display());
+        say(&format!("readpath: recorded {}", path.display()));
     }
     let machine = crate::sys::machine_info(&dataset_dir);
     let summary = RunSummary::new(&settings, &effective, &totals, machine, features);
@@ -728,7 +842,7 @@ fn recording_error(e: crate::recording::RecordingError) -> anyhow::Error {
 /// Opens a recording for a running engine (its header written); the caller
 /// checked the target before starting the engine.
 fn start_recording(
-    path: &Path,
+    path: &crate::outfile::OutputPath,
     command: &str,
     engine: &Engine,
     preset: Option<&Preset>,
@@ -754,42 +868,36 @@ fn plot(
     size: (u32, u32),
     metrics: &[usize],
 ) -> Result<()> {
-    let rec = crate::recording::read(file).map_err(recording_error)?;
-    let stdout = out.as_os_str() == "-";
-    if !stdout {
-        check_writable_target("--out", out)?;
-    }
-    match format {
-        PlotFormat::Csv if stdout => {
-            std::io::stdout().write_all(crate::plot::csv(&rec).as_bytes())?
+    // The output is checked (not the input, not a device) before the input
+    // is read, so a refusal costs nothing.
+    let target = check_output("--out", out, &[file.to_path_buf()], None)?;
+    if format == PlotFormat::Svg && target.mode() != crate::outfile::Mode::Stdout {
+        let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if !matches!(ext, "svg" | "png") && target.mode() == crate::outfile::Mode::Atomic {
+            return Err(BadInput(format!(
+                "--out {}: give a file name ending in .svg or .png (or --format csv)",
+                out.display()
+            ))
+            .into());
         }
-        PlotFormat::Csv => std::fs::write(out, crate::plot::csv(&rec))
-            .with_context(|| format!("writing {}", out.display()))?,
+    }
+    let rec = crate::recording::read(file).map_err(recording_error)?;
+    let bytes = match format {
+        PlotFormat::Csv => crate::plot::csv(&rec).into_bytes(),
         PlotFormat::Svg => {
-            let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
-            match ext {
-                "svg" => crate::plot::svg(&rec, out, size.0, size.1, metrics)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?,
-                "png" => {
-                    // Drawn as SVG, rasterised by librsvg (text stays sharp).
-                    let tmp = out.with_extension(format!("tmp-{}.svg", std::process::id()));
-                    let r = crate::plot::svg(&rec, &tmp, size.0, size.1, metrics)
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))
-                        .and_then(|()| crate::plot::rasterize(&tmp, out, size.0, size.1));
-                    let _ = std::fs::remove_file(&tmp);
-                    r?;
-                }
-                _ => {
-                    return Err(BadInput(format!(
-                        "--out {}: give a file name ending in .svg or .png (or --format csv)",
-                        out.display()
-                    ))
-                    .into());
-                }
+            let svg = crate::plot::svg(&rec, size.0, size.1, metrics)
+                .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
+            let png = out.extension().is_some_and(|e| e == "png");
+            if png {
+                // Drawn as SVG, rasterised by librsvg (text stays sharp).
+                crate::plot::rasterize(svg.as_bytes(), size.0, size.1)
+                    .with_context(|| format!("--out {}", out.display()))?
+            } else {
+                svg.into_bytes()
             }
         }
-    }
-    Ok(())
+    };
+    target.write_all(&bytes).map_err(output_error)
 }
 
 fn replay(
@@ -816,25 +924,7 @@ fn replay(
         preset: None,
         present,
     };
-    crate::tui::run_with(&mut driver, &mut app, &opts).context("drawing the replay")
-}
-
-fn check_writable_target(flag: &str, p: &Path) -> Result<()> {
-    let dir = p
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(BadInput(format!(
-            "{flag} {}: directory {} does not exist",
-            p.display(),
-            dir.display()
-        ))
-        .into());
-    }
-    if p.is_dir() {
-        return Err(BadInput(format!("{flag} {}: is a directory", p.display())).into());
-    }
+    crate::tui::run_with(&mut driver, &mut app, &opts).context("drawing the replay")?;
     Ok(())
 }
 
@@ -869,7 +959,7 @@ fn compare(
     let tty = std::io::stderr().is_terminal();
     let mut progress = |round: u32, i: usize| {
         if tty {
-            eprint!(
+            say_raw(&format!(
                 "\rcompare: round {}/{}, {} = {} ({} of {})   ",
                 round + 1,
                 opts.rounds,
@@ -877,12 +967,20 @@ fn compare(
                 cmp.values[i],
                 round * cmp.values.len() as u32 + i as u32 + 1,
                 total
-            );
+            ));
         }
     };
-    if let Some(p) = record {
-        check_writable_target("--record", p)?;
-    }
+    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
+    let record = match record {
+        Some(p) => Some(check_output(
+            "--record",
+            p,
+            &inputs,
+            Some(&opts.engine.data_dir),
+        )?),
+        None => None,
+    };
+    crate::sys::install_stop_handlers();
     let mut ds_progress = progress_reporter();
     let report = crate::experiment::run(
         &settings,
@@ -891,11 +989,11 @@ fn compare(
         &opts,
         &mut progress,
         &mut ds_progress,
-        record,
+        record.as_ref(),
     )
     .map_err(engine_error)?;
     if tty {
-        eprint!("\r\x1b[K");
+        say_raw("\r\x1b[K");
     }
     emit(format, &report, || report.to_text())
 }
@@ -985,12 +1083,13 @@ fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
         OpenOutcome::Created => "dataset prepared".to_string(),
         OpenOutcome::Rebuilt(why) => format!("dataset rebuilt ({why})"),
     };
-    println!(
+    writeln!(
+        std::io::stdout(),
         "{what}: {} ({} bytes, fs-verity digest sha256:{})",
         ds.dir().display(),
         ds.file_size(),
         ds.header().file_digest
-    );
+    )?;
     Ok(())
 }
 

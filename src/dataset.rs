@@ -218,9 +218,32 @@ fn free_bytes(path: &Path) -> Option<u64> {
     (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
-/// The path itself if it exists, else its nearest existing ancestor.
-fn existing_ancestor(p: &Path) -> &Path {
-    p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"))
+/// Refuses a data dir that cannot hold a dataset, with the reason: a path
+/// through a regular file, or a kernel pseudo-filesystem (procfs, sysfs),
+/// where nothing can be created and "free space" means nothing.
+fn check_data_dir(data_dir: &Path) -> Result<(), DatasetError> {
+    let refuse = |why: String| DatasetError::DataDir {
+        path: data_dir.to_path_buf(),
+        source: io::Error::other(why),
+    };
+    let anc = crate::sys::nearest_existing_ancestor(data_dir);
+    if !anc.is_dir() {
+        return Err(refuse(format!(
+            "{} is a file, not a directory: give a directory (it is created if missing)",
+            anc.display()
+        )));
+    }
+    let fs = crate::sys::fs_type_name(&anc);
+    if matches!(
+        fs.as_str(),
+        "proc" | "sysfs" | "cgroup2" | "devpts" | "debugfs" | "tracefs" | "securityfs"
+    ) {
+        return Err(refuse(format!(
+            "{} is on {fs}, a kernel pseudo-filesystem where no dataset can be written: give a directory on a disk filesystem",
+            anc.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Bytes a dataset of `file_size` occupies (three data files plus the tree).
@@ -238,6 +261,7 @@ impl Dataset {
         salt: &[u8],
         progress: Progress<'_>,
     ) -> Result<(Dataset, OpenOutcome), DatasetError> {
+        check_data_dir(data_dir)?;
         let dir = dataset_dir(data_dir, file_size);
         match Dataset::open(data_dir, file_size, salt) {
             Ok(ds) => Ok((ds, OpenOutcome::Existing)),
@@ -340,8 +364,9 @@ impl Dataset {
         progress: Progress<'_>,
     ) -> Result<Dataset, DatasetError> {
         // Refuse before creating anything.
+        check_data_dir(data_dir)?;
         let needed = footprint(file_size);
-        if let Some(free) = free_bytes(existing_ancestor(data_dir))
+        if let Some(free) = free_bytes(&crate::sys::nearest_existing_ancestor(data_dir))
             && free < needed
         {
             return Err(DatasetError::NoSpace {
@@ -429,37 +454,26 @@ impl Dataset {
 }
 
 /// Removes what an interrupted prepare (killed, power loss) left behind:
-/// `.dataset-*.tmp-PID` and `.dataset-*.old-PID` directories whose process
-/// is gone. Directories of a live process are left alone.
+/// `.dataset-SIZE.tmp-PID` and `.dataset-SIZE.old-PID` directories whose
+/// process is gone. Directories of a live process are left alone.
 fn remove_stale(data_dir: &Path) {
     let Ok(rd) = fs::read_dir(data_dir) else {
         return;
     };
+    let mut prefixes = std::collections::BTreeSet::new();
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if !name.starts_with(".dataset-") {
             continue;
         }
-        let pid = name
-            .rsplit_once(".tmp-")
-            .or_else(|| name.rsplit_once(".old-"))
-            .and_then(|(_, pid)| pid.parse::<u32>().ok());
-        if let Some(pid) = pid
-            && pid != std::process::id()
-            && !process_alive(pid)
-        {
-            let _ = fs::remove_dir_all(e.path());
+        for sep in [".tmp-", ".old-"] {
+            if let Some((head, _)) = name.rsplit_once(sep) {
+                prefixes.insert(format!("{head}{sep}"));
+            }
         }
     }
-}
-
-/// True when `pid` is a running (not zombie) process.
-fn process_alive(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
+    for p in prefixes {
+        crate::sys::remove_stale_temps(data_dir, &p);
     }
 }
 

@@ -112,10 +112,15 @@ pub struct Demo {
     pub steps: Vec<Step>,
 }
 
+/// Shortest timed step.
+const MIN_WAIT: Duration = Duration::from_millis(100);
+/// Longest timed step (a talk is shorter; "key" waits for ever).
+const MAX_WAIT: Duration = Duration::from_secs(86_400);
+
 fn wait_of(s: Option<&str>, origin: &str, i: usize) -> Result<Wait, String> {
     match s.map(str::trim) {
         None | Some("key") => Ok(Wait::Key),
-        Some(d) => crate::settings::parse_duration(d)
+        Some(d) => crate::settings::parse_duration_in(d, MIN_WAIT, MAX_WAIT)
             .map(Wait::For)
             .map_err(|e| format!("{origin}: step {}: wait: {e}; or \"key\"", i + 1)),
     }
@@ -178,7 +183,10 @@ impl Demo {
                 settings,
                 preset: s.preset.clone(),
                 baseline: s.baseline,
-                caption: s.caption.clone(),
+                caption: s
+                    .caption
+                    .as_deref()
+                    .map(|c| crate::report::printable(c, false)),
                 wait: wait_of(s.wait.as_deref(), origin, i)?,
             });
         }
@@ -186,8 +194,8 @@ impl Demo {
             return Err(format!("{origin}: no [[step]]: a demo needs at least one"));
         }
         Ok(Demo {
-            name: raw.name,
-            description: raw.description,
+            name: crate::report::printable(&raw.name, false),
+            description: crate::report::printable(&raw.description, false),
             start,
             preset: raw.preset,
             steps,
@@ -198,7 +206,10 @@ impl Demo {
 /// Finds `NAME|FILE`: a path as given, else a shipped demo.
 pub fn resolve(spec: &str, cpus: usize) -> Result<Demo, String> {
     if spec.contains('/') || spec.ends_with(".toml") {
-        let src = std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?;
+        let src = crate::outfile::read_capped(
+            std::path::Path::new(spec),
+            crate::outfile::MAX_TEXT_INPUT,
+        )?;
         return Demo::from_toml_str(&src, spec, cpus);
     }
     match SHIPPED.iter().find(|(n, _)| *n == spec) {

@@ -32,6 +32,9 @@ pub struct CompareOptions {
     pub warmup: Duration,
     /// Engine options (interval, data dir).
     pub engine: EngineOptions,
+    /// Polled between records: true ends the experiment early (a signal),
+    /// with the rounds that completed reported.
+    pub stop: fn() -> bool,
 }
 
 /// One metric of a variant: median over rounds, min and max.
@@ -116,6 +119,9 @@ pub struct CompareReport {
     pub machine: MachineInfo,
     /// Kernel and CPU features; `highpri` says whether nice -20 was granted.
     pub features: Features,
+    /// Set when a signal stopped the experiment early: what was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
 }
 
 /// Collects records for `warmup` (dropped) then `duration` (kept), after
@@ -125,6 +131,7 @@ fn measure(
     warmup: Duration,
     duration: Duration,
     recording: &mut Option<crate::recording::Writer>,
+    stop: &dyn Fn() -> bool,
 ) -> (Vec<IntervalRecord>, Vec<String>) {
     let rx = engine.records();
     let mut notices = Vec::new();
@@ -141,14 +148,25 @@ fn measure(
     for r in rx.try_iter() {
         keep(&r, &mut notices);
     }
-    if let Ok(r) = rx.recv() {
+    // Waits for the next record, giving up when asked to stop.
+    let next = || loop {
+        if stop() {
+            return None;
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(r) => return Some(r),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => return None,
+        }
+    };
+    if let Some(r) = next() {
         keep(&r, &mut notices);
     }
     let mut dropped = 0.0;
     let mut kept = Vec::new();
     let mut secs = 0.0;
     while secs < duration.as_secs_f64() - 1e-6 {
-        let Ok(r) = rx.recv() else { break };
+        let Some(r) = next() else { break };
         keep(&r, &mut notices);
         if dropped < warmup.as_secs_f64() - 1e-6 {
             dropped += r.interval_s;
@@ -170,8 +188,9 @@ pub fn run(
     opts: &CompareOptions,
     progress: &mut dyn FnMut(u32, usize),
     dataset_progress: crate::dataset::Progress<'_>,
-    record: Option<&std::path::Path>,
+    record: Option<&crate::outfile::OutputPath>,
 ) -> Result<CompareReport, EngineError> {
+    let stop = &opts.stop;
     let variants = compare.variants(base)?;
     let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;
     let mut recording = match record {
@@ -189,7 +208,7 @@ pub fn run(
             };
             Some(
                 crate::recording::Writer::create(path, &header)
-                    .map_err(|e| EngineError::Start(std::io::Error::other(e.to_string())))?,
+                    .map_err(|e| EngineError::Output(e.to_string()))?,
             )
         }
         None => None,
@@ -198,8 +217,18 @@ pub fn run(
     let mut per_variant: Vec<Vec<WindowStats>> = vec![Vec::new(); variants.len()];
     let mut failed = vec![0u64; variants.len()];
     let mut notices: Vec<String> = Vec::new();
-    for round in 0..opts.rounds {
+    let mut interrupted = None;
+    let runs = opts.rounds as usize * variants.len();
+    'rounds: for round in 0..opts.rounds {
         for (i, v) in variants.iter().enumerate() {
+            let done = round as usize * variants.len() + i;
+            if stop() {
+                interrupted = Some(format!(
+                    "stopped by {} after {done} of {runs} runs: the medians are over the rounds that completed",
+                    crate::sys::signal_name(crate::sys::stop_signal())
+                ));
+                break 'rounds;
+            }
             progress(round, i);
             engine.apply(v.clone())?;
             engine.mark(format!(
@@ -209,7 +238,16 @@ pub fn run(
                 compare.key,
                 compare.values[i]
             ));
-            let (recs, n) = measure(&engine, opts.warmup, opts.duration, &mut recording);
+            let (recs, n) = measure(&engine, opts.warmup, opts.duration, &mut recording, stop);
+            if stop() {
+                // A run cut short is not a sample of its variant.
+                interrupted = Some(format!(
+                    "stopped by {} during run {} of {runs}: the medians are over the rounds that completed",
+                    crate::sys::signal_name(crate::sys::stop_signal()),
+                    done + 1
+                ));
+                break 'rounds;
+            }
             for t in n {
                 if !notices.contains(&t) {
                     notices.push(t);
@@ -231,8 +269,7 @@ pub fn run(
         for r in rest.try_iter() {
             let _ = w.record(&r);
         }
-        w.finish()
-            .map_err(|e| EngineError::Start(std::io::Error::other(e.to_string())))?;
+        w.finish().map_err(|e| EngineError::Output(e.to_string()))?;
     }
     let mut results: Vec<VariantResult> = Vec::new();
     for (i, rounds) in per_variant.into_iter().enumerate() {
@@ -279,6 +316,7 @@ pub fn run(
         notices,
         machine: crate::sys::machine_info(&dir),
         features,
+        interrupted,
     })
 }
 
@@ -313,6 +351,9 @@ impl CompareReport {
                 .as_ref()
                 .map_or(String::new(), |p| format!(" | preset {p}")),
         );
+        if let Some(why) = &self.interrupted {
+            out.push_str(&format!("INTERRUPTED: {why}\n"));
+        }
         out.push_str(&format!(
             "machine: Linux {}, {} ({} CPUs), AES instructions {}, SHA instructions {}, data dir on {}, high priority {}\n",
             m.kernel,

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod experiment;
 pub mod merkle;
 pub mod metrics;
+pub mod outfile;
 pub mod plot;
 pub mod preset;
 pub mod recording;

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     match readpath::cli::main_with_args(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("readpath: {e:#}");
+            readpath::cli::say(&format!("readpath: {}", readpath::cli::error_message(&e)));
             if e.downcast_ref::<readpath::cli::BadInput>().is_some() {
                 ExitCode::from(2)
             } else {

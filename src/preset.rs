@@ -176,12 +176,23 @@ pub enum PresetError {
         "preset name {0:?} is invalid: use letters, digits, '-', '_' and '.', not starting with '.'"
     )]
     BadName(String),
+    /// A preset file that cannot be read (missing, unreadable, too large,
+    /// not text): the user's input.
+    #[error("{0}")]
+    Input(String),
+    /// The preset could not be saved.
+    #[error(transparent)]
+    Output(#[from] crate::outfile::OutputError),
 }
 
 impl PresetError {
     /// True for every error caused by the user's input (all but I/O).
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, PresetError::Io { .. })
+        match self {
+            PresetError::Io { .. } => false,
+            PresetError::Output(e) => e.is_bad_input(),
+            _ => true,
+        }
     }
 }
 
@@ -265,8 +276,8 @@ impl Preset {
             };
             match key {
                 "version" => p.version = check_version(src, origin, v.get_ref(), span)?,
-                "name" => p.name = string(key)?,
-                "description" => p.description = string(key)?,
+                "name" => p.name = crate::report::printable(&string(key)?, false),
+                "description" => p.description = crate::report::printable(&string(key)?, false),
                 "compare" => {
                     p.compare = Some(parse_compare(src, origin, v.get_ref(), span, &p.settings)?)
                 }
@@ -440,10 +451,8 @@ pub fn check_name(name: &str) -> Result<(), PresetError> {
 
 /// Reads a preset file.
 pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
-    let src = std::fs::read_to_string(path).map_err(|source| PresetError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let src = crate::outfile::read_capped(path, crate::outfile::MAX_TEXT_INPUT)
+        .map_err(PresetError::Input)?;
     let stem = path
         .file_stem()
         .map_or(String::new(), |s| s.to_string_lossy().into_owned());
@@ -522,32 +531,24 @@ pub fn user_path(name: &str) -> Result<PathBuf, PresetError> {
 }
 
 /// Writes `preset` to `path` atomically (a temporary file in the same
-/// directory, synced, then renamed over): a reader never sees half a file
-/// and a failure leaves any existing file as it was.
+/// directory, synced, then renamed over; through a symlink to the file it
+/// names): a reader never sees half a file and a failure leaves any existing
+/// file as it was. Anything but a regular file at `path` is refused.
 pub fn save_atomic(preset: &Preset, path: &Path) -> Result<(), PresetError> {
-    use std::io::Write;
-    let io = |source| PresetError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map_or("preset".into(), |n| n.to_string_lossy()),
-        std::process::id()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(preset.to_toml_string().as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })
+    std::fs::create_dir_all(dir).map_err(|source| PresetError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let out = crate::outfile::OutputPath::check("preset", path, &[])?;
+    if out.mode() != crate::outfile::Mode::Atomic {
+        return Err(PresetError::Input(format!(
+            "{}: not a regular file: a preset is saved only as a file",
+            path.display()
+        )));
+    }
+    out.write_all(preset.to_toml_string().as_bytes())?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,9 +6,11 @@
 //! Line 1 is a [`Header`] (format name and version, what ran, on what
 //! machine); every further line is `{"interval": IntervalRecord}`. The file
 //! is written under a temporary name and renamed into place when the run
-//! ends, so a recording is never seen half-written.
+//! ends, so a recording is never seen half-written ([`crate::outfile`]).
+//! Reading one trusts nothing: lines and record counts are capped and every
+//! number is range-checked, so a damaged or hostile file is refused by line.
 
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -53,14 +55,18 @@ struct Line {
 /// Why a recording could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
-    /// The file could not be opened, read or written.
-    #[error("{path}: {source}")]
-    Io {
+    /// The input could not be opened or read (missing, unreadable, a
+    /// directory): the user's input, exit status 2.
+    #[error("{path}: {message}")]
+    Input {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why, in words.
+        message: String,
     },
+    /// The output was refused or could not be written.
+    #[error(transparent)]
+    Output(#[from] crate::outfile::OutputError),
     /// Not a readpath recording, or a damaged line.
     #[error("{path}:{line}: {message}")]
     Bad {
@@ -79,67 +85,46 @@ pub enum RecordingError {
         /// The file.
         path: PathBuf,
         /// The version found.
-        found: u32,
+        found: u64,
     },
 }
 
 impl RecordingError {
-    /// True when the file is the user's mistake (exit status 2).
+    /// True when the file is the user's mistake (exit status 2): everything
+    /// but a failure to write the output.
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, RecordingError::Io { .. })
-    }
-}
-
-/// Writes a recording; [`Writer::finish`] moves it into place. Dropped
-/// unfinished (an error on the way), it removes its temporary file.
-pub struct Writer {
-    out: BufWriter<std::fs::File>,
-    tmp: PathBuf,
-    path: PathBuf,
-    finished: bool,
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        if !self.finished {
-            let _ = std::fs::remove_file(&self.tmp);
+        match self {
+            RecordingError::Output(e) => e.is_bad_input(),
+            _ => true,
         }
     }
 }
 
+/// Writes a recording; [`Writer::finish`] moves it into place (see
+/// [`crate::outfile`]). Dropped unfinished (an error on the way), it leaves
+/// what was at the path before.
+pub struct Writer {
+    out: crate::outfile::OutputFile,
+}
+
 impl Writer {
-    /// Creates `path`'s temporary file and writes the header.
-    pub fn create(path: &Path, header: &Header) -> Result<Writer, RecordingError> {
-        let io = |source| RecordingError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = path
-            .file_name()
-            .map_or("recording".into(), |n| n.to_string_lossy().into_owned());
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let f = std::fs::File::create(&tmp).map_err(io)?;
+    /// Opens the checked output `path` and writes the header.
+    pub fn create(
+        path: &crate::outfile::OutputPath,
+        header: &Header,
+    ) -> Result<Writer, RecordingError> {
         let mut w = Writer {
-            out: BufWriter::new(f),
-            tmp,
-            path: path.to_path_buf(),
-            finished: false,
+            out: path.create()?,
         };
         w.line(header)?;
         Ok(w)
     }
 
     fn line<T: Serialize>(&mut self, v: &T) -> Result<(), RecordingError> {
-        let io = |source| RecordingError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        serde_json::to_writer(&mut self.out, v).map_err(|e| io(e.into()))?;
-        self.out.write_all(b"\n").map_err(io)
+        let r = serde_json::to_writer(&mut self.out, v)
+            .map_err(std::io::Error::from)
+            .and_then(|()| self.out.write_all(b"\n"));
+        r.map_err(|e| self.out.error(e).into())
     }
 
     /// Appends one interval.
@@ -152,16 +137,8 @@ impl Writer {
     }
 
     /// Flushes, syncs and renames the file into place.
-    pub fn finish(mut self) -> Result<PathBuf, RecordingError> {
-        let io = |source| RecordingError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        self.out.get_ref().sync_all().map_err(io)?;
-        std::fs::rename(&self.tmp, &self.path).map_err(io)?;
-        self.finished = true;
-        Ok(self.path.clone())
+    pub fn finish(self) -> Result<PathBuf, RecordingError> {
+        Ok(self.out.finish()?)
     }
 }
 
@@ -174,32 +151,97 @@ pub struct Recording {
     pub records: Vec<IntervalRecord>,
 }
 
-/// Reads a recording; a newer format is refused by name.
+/// Longest line a recording may have (an interval record is a few KiB).
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Most intervals a recording may hold: 30 days at the shortest interval
+/// is far beyond any replay; this bounds what reading one can allocate.
+pub const MAX_RECORDS: usize = 2_000_000;
+
+/// Reads one line of at most [`MAX_LINE_BYTES`] into `buf` (cleared);
+/// false at end of file.
+fn read_line_capped(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+) -> Result<bool, Result<std::io::Error, ()>> {
+    buf.clear();
+    loop {
+        let chunk = r.fill_buf().map_err(Ok)?;
+        if chunk.is_empty() {
+            return Ok(!buf.is_empty());
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if buf.len() + take > MAX_LINE_BYTES + 1 {
+            return Err(Err(()));
+        }
+        buf.extend_from_slice(&chunk[..take]);
+        r.consume(take);
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads a recording; a newer format is refused by name, and every number
+/// in it is range-checked (see [`IntervalRecord::check`]), so a damaged or
+/// hostile file is an error naming the line, never a panic or a hang.
 pub fn read(path: &Path) -> Result<Recording, RecordingError> {
-    let f = std::fs::File::open(path).map_err(|source| RecordingError::Io {
+    let input = |e: &std::io::Error| RecordingError::Input {
         path: path.to_path_buf(),
-        source,
-    })?;
+        message: crate::outfile::plain(e),
+    };
+    let f = std::fs::File::open(path).map_err(|e| input(&e))?;
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(RecordingError::Input {
+            path: path.to_path_buf(),
+            message: "is a directory, not a recording".into(),
+        });
+    }
     let bad = |line: usize, message: String| RecordingError::Bad {
         path: path.to_path_buf(),
         line,
         message,
     };
-    let mut lines = std::io::BufReader::new(f).lines();
-    let first = lines
-        .next()
-        .transpose()
-        .map_err(|source| RecordingError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?
-        .ok_or_else(|| bad(1, "empty file: not a readpath recording".into()))?;
+    let mut r = std::io::BufReader::with_capacity(64 * 1024, f);
+    let mut buf = Vec::new();
+    let mut n = 0usize;
+    // The next non-empty line as text, or None at the end.
+    let mut next = |buf: &mut Vec<u8>| -> Result<Option<usize>, RecordingError> {
+        loop {
+            n += 1;
+            match read_line_capped(&mut r, buf) {
+                Ok(false) => return Ok(None),
+                Ok(true) => {}
+                Err(Ok(e)) => return Err(input(&e)),
+                Err(Err(())) => {
+                    return Err(bad(
+                        n,
+                        format!(
+                            "line longer than {} KiB: not a readpath recording",
+                            MAX_LINE_BYTES / 1024
+                        ),
+                    ));
+                }
+            }
+            if buf.iter().any(|b| !b.is_ascii_whitespace()) {
+                return Ok(Some(n));
+            }
+            if n == 1 {
+                return Err(bad(1, "empty first line: not a readpath recording".into()));
+            }
+        }
+    };
+    let Some(first) = next(&mut buf)? else {
+        return Err(bad(1, "empty file: not a readpath recording".into()));
+    };
     // Look at format and version before the rest, which a newer one may change.
-    let probe: serde_json::Value = serde_json::from_str(&first)
-        .map_err(|e| bad(1, format!("not a readpath recording ({e})")))?;
+    let probe: serde_json::Value = serde_json::from_slice(&buf)
+        .map_err(|e| bad(first, format!("not a readpath recording ({e})")))?;
     if probe.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
         return Err(bad(
-            1,
+            first,
             format!("not a readpath recording (no \"format\": \"{FORMAT}\")"),
         ));
     }
@@ -207,24 +249,61 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
     if version > VERSION as u64 {
         return Err(RecordingError::Newer {
             path: path.to_path_buf(),
-            found: version as u32,
+            found: version,
         });
     }
     let header: Header =
-        serde_json::from_value(probe).map_err(|e| bad(1, format!("bad header: {e}")))?;
+        serde_json::from_value(probe).map_err(|e| bad(first, format!("bad header: {e}")))?;
+    header.check().map_err(|e| bad(first, e))?;
     let mut records = Vec::new();
-    for (i, l) in lines.enumerate() {
-        let l = l.map_err(|source| RecordingError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        if l.trim().is_empty() {
-            continue;
+    while let Some(at) = next(&mut buf)? {
+        if records.len() >= MAX_RECORDS {
+            return Err(bad(
+                at,
+                format!("more than {MAX_RECORDS} intervals: not a recording readpath wrote"),
+            ));
         }
-        let line: Line = serde_json::from_str(&l).map_err(|e| bad(i + 2, e.to_string()))?;
+        let line: Line = serde_json::from_slice(&buf).map_err(|e| bad(at, e.to_string()))?;
+        line.interval.check().map_err(|e| bad(at, e))?;
         records.push(line.interval);
     }
     Ok(Recording { header, records })
+}
+
+impl Header {
+    /// Range-checks what replay and plot use from the header.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, s) in [
+            ("settings", &self.settings),
+            ("effective_settings", &self.effective_settings),
+        ] {
+            s.validate(crate::settings::MAX_CPU_NUMBER + 1)
+                .map_err(|e| format!("header {name}: {e}"))?;
+        }
+        for (name, text) in [
+            ("command", &self.command),
+            ("machine.hostname", &self.machine.hostname),
+            ("machine.kernel", &self.machine.kernel),
+            ("machine.cpu_model", &self.machine.cpu_model),
+        ] {
+            if text.len() > 4096 {
+                return Err(format!("header {name}: longer than 4096 bytes"));
+            }
+        }
+        if let Some(p) = &self.preset
+            && p.len() > 4096
+        {
+            return Err("header preset: longer than 4096 bytes".into());
+        }
+        if self.machine.cpus > crate::settings::MAX_CPU_NUMBER + 1 {
+            return Err(format!(
+                "header machine.cpus = {} is out of range: allowed 0..={}",
+                self.machine.cpus,
+                crate::settings::MAX_CPU_NUMBER + 1
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Seconds since the Unix epoch.

@@ -9,6 +9,22 @@ use crate::metrics::{Percentiles, StagePercentiles, WorkerSched, hit_pct};
 use crate::settings::{Settings, format_size};
 use crate::sys::{Features, MachineInfo};
 
+/// `s` with every control character (escape sequences included) replaced
+/// by U+FFFD, so text from a file (a demo caption, a preset description) can
+/// never drive the terminal it is printed on. Newlines and tabs are kept
+/// when `keep_lines`.
+pub fn printable(s: &str, keep_lines: bool) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && !(keep_lines && (c == '\n' || c == '\t')) {
+                '\u{fffd}'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 /// Version of the JSON summary schema.
 pub const SUMMARY_VERSION: u32 = 1;
 
@@ -221,7 +237,7 @@ impl RunSummary {
         for ev in &self.events {
             let _ = writeln!(o, "  event: {ev}");
         }
-        o
+        printable(&o, true)
     }
 }
 

@@ -1011,6 +1011,42 @@ fn salt(key: &str, v: &Val) -> Result<Vec<u8>, SettingsError> {
 
 /// Parses "10s", "250ms", "2m", "1h" or plain seconds.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    parse_duration_in(s, MIN_DURATION, MAX_DURATION)
+}
+
+/// Shortest duration [`parse_duration`] accepts.
+pub const MIN_DURATION: std::time::Duration = std::time::Duration::from_micros(1);
+/// Longest duration [`parse_duration`] accepts: 30 days.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
+
+/// A duration as words: `30d`, `1h`, `250ms`.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    let units: [(f64, &str); 6] = [
+        (86_400.0, "d"),
+        (3600.0, "h"),
+        (60.0, "m"),
+        (1.0, "s"),
+        (1e-3, "ms"),
+        (1e-6, "us"),
+    ];
+    for (size, unit) in units {
+        let n = s / size;
+        if s >= size && (n - n.round()).abs() < 1e-9 {
+            return format!("{}{unit}", n.round());
+        }
+    }
+    format!("{s}s")
+}
+
+/// [`parse_duration`] within `lo..=hi`; the error names the value and the
+/// range. Parsed in f64 and checked before any `Duration` is made, so no
+/// input can overflow one (`1e30s`, `inf`).
+pub fn parse_duration_in(
+    s: &str,
+    lo: std::time::Duration,
+    hi: std::time::Duration,
+) -> Result<std::time::Duration, String> {
     let t = s.trim();
     let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -1022,13 +1058,25 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         (n, 60.0)
     } else if let Some(n) = t.strip_suffix('h') {
         (n, 3600.0)
+    } else if let Some(n) = t.strip_suffix('d') {
+        (n, 86_400.0)
     } else {
         (t, 1.0)
     };
+    let range = || format!("allowed {}..={}", format_duration(lo), format_duration(hi));
     match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(std::time::Duration::from_secs_f64(v * mult)),
+        Ok(v) if v.is_finite() => {
+            let secs = v * mult;
+            // Compared in f64 first: Duration::from_secs_f64 panics beyond u64 seconds.
+            if secs >= lo.as_secs_f64() * (1.0 - 1e-12) && secs <= hi.as_secs_f64() {
+                Ok(std::time::Duration::from_secs_f64(secs).clamp(lo, hi))
+            } else {
+                Err(format!("duration \"{s}\" is out of range: {}", range()))
+            }
+        }
         _ => Err(format!(
-            "invalid duration \"{s}\": expected a positive number with a unit (e.g. 10s, 250ms, 2m)"
+            "invalid duration \"{s}\": expected a positive number with a unit (e.g. 10s, 250ms, 2m), {}",
+            range()
         )),
     }
 }

@@ -862,6 +862,196 @@ pub fn process_rss_bytes() -> u64 {
 }
 
 // ---------------------------------------------------------------------------
+// Signals
+// ---------------------------------------------------------------------------
+
+/// Set by the stop signals; the long-running loops (run, compare, the
+/// explorer) poll it and end as on a normal quit: outputs finished, summary
+/// printed.
+static STOP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// Set by SIGWINCH: the terminal changed size.
+static RESIZED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set by SIGTSTP (sent by `kill -TSTP`; in raw mode Ctrl-Z is a key).
+static SUSPEND: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set by SIGCONT: the process was continued (`fg`) after a stop.
+static CONTINUED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The signals that end a run the way quitting does.
+pub const STOP_SIGNALS: [libc::c_int; 4] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+extern "C" fn on_stop(sig: libc::c_int) {
+    STOP.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn on_winch(_: libc::c_int) {
+    RESIZED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn on_tstp(_: libc::c_int) {
+    SUSPEND.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn on_cont(_: libc::c_int) {
+    CONTINUED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn set_handler(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: every handler here only stores to an atomic, which is
+    // async-signal-safe; sigaction is given a zeroed, then filled struct.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Installs the stop handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT): from now
+/// on they set a flag ([`stop_signal`]) instead of killing the process.
+pub fn install_stop_handlers() {
+    for sig in STOP_SIGNALS {
+        set_handler(sig, on_stop);
+    }
+}
+
+/// Installs the explorer's handlers: the stop signals, plus SIGWINCH
+/// (redraw), SIGTSTP (suspend: restore the terminal, then stop) and SIGCONT
+/// (take the terminal back and redraw).
+pub fn install_terminal_handlers() {
+    install_stop_handlers();
+    set_handler(libc::SIGWINCH, on_winch);
+    set_handler(libc::SIGTSTP, on_tstp);
+    set_handler(libc::SIGCONT, on_cont);
+}
+
+/// The stop signal received, if any (0: none).
+pub fn stop_signal() -> libc::c_int {
+    STOP.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The conventional name of a signal number ("SIGTERM").
+pub fn signal_name(sig: libc::c_int) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGTSTP => "SIGTSTP",
+        _ => "a signal",
+    }
+}
+
+/// True once a stop signal arrived.
+pub fn stop_requested() -> bool {
+    stop_signal() != 0
+}
+
+/// True (once) when the terminal was resized since the last call.
+pub fn take_resized() -> bool {
+    RESIZED.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// True (once) when a SIGTSTP asked the explorer to suspend.
+pub fn take_suspend() -> bool {
+    SUSPEND.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// True (once) when the process was continued after a stop.
+pub fn take_continued() -> bool {
+    CONTINUED.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Stops the process as Ctrl-Z does in a shell (job control), and returns
+/// when it is continued. The caller restores the terminal first.
+pub fn stop_self() {
+    // SAFETY: SIGSTOP cannot be caught or ignored; raise(3) only sends it to
+    // this thread's process. Execution resumes here after SIGCONT.
+    unsafe {
+        libc::raise(libc::SIGSTOP);
+    }
+}
+
+/// True when `pid` is a running (not zombie) process.
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Removes the entries of `dir` named `PREFIX<pid>` (files or directories)
+/// whose process is gone: what a killed readpath left while writing. Entries
+/// of a live process, this one included, are left alone.
+pub fn remove_stale_temps(dir: &Path, prefix: &str) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => {
+                let _ = std::fs::remove_dir_all(&p);
+            }
+            Ok(t) if t.is_file() => {
+                let _ = std::fs::remove_file(&p);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Memory this process may still allocate without pushing the machine into
+/// reclaim, in bytes: `MemAvailable` from /proc/meminfo, lowered to what the
+/// process's cgroup (v2 `memory.max` minus `memory.current`) leaves. None
+/// when neither can be read.
+pub fn memory_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+    let avail = meminfo.as_deref().and_then(parse_mem_available);
+    let cgroup = cgroup_memory_left();
+    match (avail, cgroup) {
+        (Some(a), Some(c)) => Some(a.min(c)),
+        (a, c) => a.or(c),
+    }
+}
+
+/// `MemAvailable:` of /proc/meminfo, in bytes.
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// What the cgroup v2 memory limit of this process leaves, in bytes.
+fn cgroup_memory_left() -> Option<u64> {
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = cg.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let dir = Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    let max = std::fs::read_to_string(dir.join("memory.max")).ok()?;
+    let max: u64 = max.trim().parse().ok()?; // "max": no limit
+    let cur: u64 = std::fs::read_to_string(dir.join("memory.current"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(max.saturating_sub(cur))
+}
+
+// ---------------------------------------------------------------------------
 // Feature probes
 // ---------------------------------------------------------------------------
 
@@ -1117,7 +1307,7 @@ fn fs_magic_name(magic: u32) -> Option<&'static str> {
 }
 
 /// `path` made absolute, then its nearest ancestor (itself included) that exists.
-fn nearest_existing_ancestor(path: &Path) -> PathBuf {
+pub fn nearest_existing_ancestor(path: &Path) -> PathBuf {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {

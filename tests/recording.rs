@@ -56,7 +56,8 @@ fn fixture_recording() -> Recording {
 }
 
 fn write(path: &Path, rec: &Recording) {
-    let mut w = recording::Writer::create(path, &rec.header).unwrap();
+    let out = readpath::outfile::OutputPath::check("--record", path, &[]).unwrap();
+    let mut w = recording::Writer::create(&out, &rec.header).unwrap();
     for r in &rec.records {
         w.record(r).unwrap();
     }

@@ -14,6 +14,7 @@
 //!           reads workers' schedstat and /proc/stat, emits an IntervalRecord
 //! ```
 
+pub mod memory;
 pub mod pipeline;
 pub mod queue;
 pub mod reader;
@@ -74,6 +75,12 @@ pub enum EngineError {
     /// Threads or rings could not be created.
     #[error("starting the pipeline: {0}")]
     Start(std::io::Error),
+    /// An output (a recording) was refused or failed.
+    #[error("{0}")]
+    Output(String),
+    /// The settings need more memory than the machine has available.
+    #[error("{0}")]
+    Memory(String),
 }
 
 impl EngineError {
@@ -81,7 +88,7 @@ impl EngineError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            EngineError::Settings(_) | EngineError::Conflict { .. }
+            EngineError::Settings(_) | EngineError::Conflict { .. } | EngineError::Memory(_)
         ) || matches!(self, EngineError::Dataset(d) if d.is_bad_input())
     }
 }
@@ -329,6 +336,19 @@ pub fn resolve(s: &Settings, features: &Features) -> Result<(Settings, Vec<Strin
     Ok((eff, notes))
 }
 
+/// Refuses settings whose memory (worked out by [`memory::MemoryNeed`])
+/// does not fit in what the machine has available plus `freed` bytes (what
+/// the running pipeline gives back before the new one starts).
+fn check_memory(s: &Settings, features: &Features, freed: u64) -> Result<(), EngineError> {
+    let (eff, _) = resolve(s, features)?;
+    let Some(available) = crate::sys::memory_available_bytes() else {
+        return Ok(());
+    };
+    memory::MemoryNeed::of(&eff, crate::sys::online_cpus().len())
+        .check(&eff, available.saturating_add(freed))
+        .map_err(EngineError::Memory)
+}
+
 impl Engine {
     /// Validates the settings, opens (or prepares) the dataset and starts the
     /// workload and the sampler.
@@ -341,6 +361,7 @@ impl Engine {
         settings.validate(cpus.len())?;
         let features = crate::sys::probe_features();
         resolve(&settings, &features)?;
+        check_memory(&settings, &features, 0)?;
         let (dataset, outcome) = Dataset::open_or_prepare(
             &opts.data_dir,
             settings.workload.file_size,
@@ -446,6 +467,13 @@ impl Engine {
         if changes.is_empty() {
             return Ok(changes);
         }
+        let running = memory::MemoryNeed::of(&self.effective, crate::sys::online_cpus().len());
+        let freed = if self.paused {
+            0
+        } else {
+            running.buffers + running.histograms
+        };
+        check_memory(&new, &self.features, freed)?;
         let new_dataset = if new.workload.file_size != self.requested.workload.file_size
             || new.pipeline.salt != self.requested.pipeline.salt
         {

@@ -327,7 +327,9 @@ impl Widget for TimeChart<'_> {
                     1.0
                 };
                 let mut d = lo;
-                while d <= hi + 1e-9 {
+                // Bounded: a non-finite or huge range draws no more ticks
+                // than there are rows.
+                while d <= hi + 1e-9 && ticks.len() <= plot.height as usize {
                     ticks.push((d, (self.fmt_left)(10f64.powf(d)), String::new()));
                     d += step;
                 }

@@ -64,89 +64,112 @@ fn key(code: KeyCode) -> KeyEvent {
 }
 
 /// Terminal bytes (raw mode) to keys: printable UTF-8, Enter, Tab,
-/// Backspace, Esc, Ctrl+letter, arrows, Home/End, Page Up/Down, Delete and
-/// F1-F4 (CSI and SS3 forms). Other escape sequences are skipped whole. An
-/// ESC at the end of the bytes is the Esc key.
+/// Backspace, Esc, Ctrl+letter, Alt+key (ESC then the key: reported with
+/// the ALT modifier, which the explorer ignores), arrows, Home/End, Page
+/// Up/Down, Delete and F1-F4 (CSI and SS3 forms). Other escape sequences
+/// are skipped whole, and one cut short (`ESC [ 1 ;`, `ESC O`) is dropped,
+/// never read as Esc. An ESC at the end of the bytes is the Esc key.
 pub fn parse(bytes: &[u8], keys: &mut Vec<KeyEvent>) {
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
         i += 1;
-        match b {
-            0x1b => match bytes.get(i) {
-                Some(b'[') => {
-                    // CSI: parameters, then a final byte in 0x40..=0x7e.
-                    let start = i + 1;
-                    let mut end = start;
-                    while end < bytes.len() && !(0x40..=0x7e).contains(&bytes[end]) {
-                        end += 1;
-                    }
-                    if end == bytes.len() {
-                        return; // cut short: drop it
-                    }
-                    let params = &bytes[start..end];
-                    let code = match (bytes[end], params) {
-                        (b'A', _) => Some(KeyCode::Up),
-                        (b'B', _) => Some(KeyCode::Down),
-                        (b'C', _) => Some(KeyCode::Right),
-                        (b'D', _) => Some(KeyCode::Left),
-                        (b'H', _) => Some(KeyCode::Home),
-                        (b'F', _) => Some(KeyCode::End),
-                        (b'~', b"1" | b"7") => Some(KeyCode::Home),
-                        (b'~', b"4" | b"8") => Some(KeyCode::End),
-                        (b'~', b"3") => Some(KeyCode::Delete),
-                        (b'~', b"5") => Some(KeyCode::PageUp),
-                        (b'~', b"6") => Some(KeyCode::PageDown),
-                        _ => None,
-                    };
-                    keys.extend(code.map(key));
-                    i = end + 1;
+        if b != 0x1b {
+            let (k, next) = plain_key(bytes, i - 1);
+            keys.extend(k);
+            i = next;
+            continue;
+        }
+        match bytes.get(i) {
+            Some(b'[') => {
+                // CSI: parameters, then a final byte in 0x40..=0x7e.
+                let start = i + 1;
+                let mut end = start;
+                while end < bytes.len() && !(0x40..=0x7e).contains(&bytes[end]) {
+                    end += 1;
                 }
-                Some(b'O') if i + 1 < bytes.len() => {
-                    // SS3: one final byte.
-                    let code = match bytes[i + 1] {
-                        b'A' => Some(KeyCode::Up),
-                        b'B' => Some(KeyCode::Down),
-                        b'C' => Some(KeyCode::Right),
-                        b'D' => Some(KeyCode::Left),
-                        b'H' => Some(KeyCode::Home),
-                        b'F' => Some(KeyCode::End),
-                        b'P' => Some(KeyCode::F(1)),
-                        b'Q' => Some(KeyCode::F(2)),
-                        b'R' => Some(KeyCode::F(3)),
-                        b'S' => Some(KeyCode::F(4)),
-                        _ => None,
-                    };
-                    keys.extend(code.map(key));
-                    i += 2;
+                if end == bytes.len() {
+                    return; // cut short: drop it
                 }
-                _ => keys.push(key(KeyCode::Esc)),
-            },
-            b'\r' | b'\n' => keys.push(key(KeyCode::Enter)),
-            b'\t' => keys.push(key(KeyCode::Tab)),
-            0x7f | 0x08 => keys.push(key(KeyCode::Backspace)),
-            0x01..=0x1a => keys.push(KeyEvent::new(
-                KeyCode::Char((b - 1 + b'a') as char),
-                KeyModifiers::CONTROL,
-            )),
-            0x00 | 0x1c..=0x1f => {}
-            _ => {
-                // One UTF-8 character: its length from the leading byte.
-                let len = match b {
-                    0x00..=0x7f => 1,
-                    0xc0..=0xdf => 2,
-                    0xe0..=0xef => 3,
-                    0xf0..=0xf7 => 4,
-                    _ => 1,
+                let params = &bytes[start..end];
+                let code = match (bytes[end], params) {
+                    (b'A', _) => Some(KeyCode::Up),
+                    (b'B', _) => Some(KeyCode::Down),
+                    (b'C', _) => Some(KeyCode::Right),
+                    (b'D', _) => Some(KeyCode::Left),
+                    (b'H', _) => Some(KeyCode::Home),
+                    (b'F', _) => Some(KeyCode::End),
+                    (b'~', b"1" | b"7") => Some(KeyCode::Home),
+                    (b'~', b"4" | b"8") => Some(KeyCode::End),
+                    (b'~', b"3") => Some(KeyCode::Delete),
+                    (b'~', b"5") => Some(KeyCode::PageUp),
+                    (b'~', b"6") => Some(KeyCode::PageDown),
+                    _ => None,
                 };
-                let end = (i - 1 + len).min(bytes.len());
-                if let Ok(s) = std::str::from_utf8(&bytes[i - 1..end]) {
-                    keys.extend(s.chars().map(|c| key(KeyCode::Char(c))));
-                }
-                i = end;
+                keys.extend(code.map(key));
+                i = end + 1;
+            }
+            Some(b'O') => {
+                // SS3: one final byte; without it, cut short: dropped.
+                let code = match bytes.get(i + 1) {
+                    Some(b'A') => Some(KeyCode::Up),
+                    Some(b'B') => Some(KeyCode::Down),
+                    Some(b'C') => Some(KeyCode::Right),
+                    Some(b'D') => Some(KeyCode::Left),
+                    Some(b'H') => Some(KeyCode::Home),
+                    Some(b'F') => Some(KeyCode::End),
+                    Some(b'P') => Some(KeyCode::F(1)),
+                    Some(b'Q') => Some(KeyCode::F(2)),
+                    Some(b'R') => Some(KeyCode::F(3)),
+                    Some(b'S') => Some(KeyCode::F(4)),
+                    _ => None,
+                };
+                keys.extend(code.map(key));
+                i = (i + 2).min(bytes.len());
+            }
+            Some(0x1b) | None => keys.push(key(KeyCode::Esc)),
+            Some(_) => {
+                // Alt+key: the next key, marked.
+                let (k, next) = plain_key(bytes, i);
+                keys.extend(k.map(|mut k| {
+                    k.modifiers |= KeyModifiers::ALT;
+                    k
+                }));
+                i = next;
             }
         }
     }
+}
+
+/// The key of the (non-ESC) byte at `i` and the index after it.
+fn plain_key(bytes: &[u8], i: usize) -> (Option<KeyEvent>, usize) {
+    let b = bytes[i];
+    let k = match b {
+        b'\r' | b'\n' => key(KeyCode::Enter),
+        b'\t' => key(KeyCode::Tab),
+        0x7f | 0x08 => key(KeyCode::Backspace),
+        0x01..=0x1a => KeyEvent::new(KeyCode::Char((b - 1 + b'a') as char), KeyModifiers::CONTROL),
+        0x00 | 0x1b..=0x1f => return (None, i + 1),
+        _ => {
+            // One UTF-8 character: its length from the leading byte.
+            let len = match b {
+                0x00..=0x7f => 1,
+                0xc0..=0xdf => 2,
+                0xe0..=0xef => 3,
+                0xf0..=0xf7 => 4,
+                _ => 1,
+            };
+            let end = (i + len).min(bytes.len());
+            return match std::str::from_utf8(&bytes[i..end])
+                .ok()
+                .and_then(|s| s.chars().next())
+            {
+                Some(c) => (Some(key(KeyCode::Char(c))), end),
+                None => (None, end),
+            };
+        }
+    };
+    (Some(k), i + 1)
 }
 
 #[cfg(test)]
@@ -215,11 +238,32 @@ mod tests {
         // Esc alone, Esc then a key, a modified arrow as the arrow, an
         // unknown sequence (focus event) skipped whole, one cut short dropped.
         assert_eq!(codes(b"\x1b"), [KeyCode::Esc]);
-        assert_eq!(codes(b"\x1bq"), [KeyCode::Esc, KeyCode::Char('q')]);
+        assert_eq!(codes(b"\x1b\x1b"), [KeyCode::Esc, KeyCode::Esc]);
         assert_eq!(
             codes(b"\x1b[1;5Cq\x1b[Iw"),
             [KeyCode::Right, KeyCode::Char('q'), KeyCode::Char('w')]
         );
         assert_eq!(codes(b"q\x1b[1;5"), [KeyCode::Char('q')]);
+    }
+
+    #[test]
+    fn alt_keys_and_cut_sequences_are_not_esc() {
+        // Alt+q arrives as ESC q: it is q with ALT, never Esc (which quits).
+        assert_eq!(
+            keys(b"\x1bq"),
+            [KeyEvent::new(KeyCode::Char('q'), KeyModifiers::ALT)]
+        );
+        assert_eq!(
+            keys("\x1bé".as_bytes()),
+            [KeyEvent::new(KeyCode::Char('é'), KeyModifiers::ALT)]
+        );
+        // A lone SS3 introducer is a sequence cut short: dropped.
+        assert!(codes(b"\x1bO").is_empty());
+        assert_eq!(codes(b"w\x1bO"), [KeyCode::Char('w')]);
+        // Ctrl+Z is a key in raw mode (the explorer suspends on it).
+        assert_eq!(
+            keys(b"\x1a"),
+            [KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL)]
+        );
     }
 }

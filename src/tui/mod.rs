@@ -6,8 +6,13 @@
 //! changed, at most `--fps` times a second (and at once after a key, so a
 //! changed setting shows immediately), and turns keys into [`Action`]s that
 //! call [`Engine::apply`]. The terminal
-//! is restored on quit, on a panic (ratatui's hook), and on SIGTERM/SIGHUP
-//! (a flag the loop polls every few ms).
+//! is restored on quit, on a panic (a hook of ours), on SIGINT, SIGTERM,
+//! SIGHUP and SIGQUIT (a flag the loop polls every few ms), and before the
+//! process stops on Ctrl-Z or SIGTSTP (taken back and redrawn on `fg`).
+//! A terminal that goes away (its window closed, `tmux kill-pane`) is a
+//! normal way to end: the loop returns [`Ending::TerminalGone`], the caller
+//! finishes the recording and prints nothing; no write to the lost terminal
+//! may panic.
 
 pub mod app;
 pub mod chart;
@@ -20,11 +25,11 @@ pub mod render;
 pub mod replay;
 pub mod theme;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use input::Input;
-use ratatui::crossterm::event;
+use ratatui::crossterm::event::{self, KeyCode, KeyModifiers};
+use ratatui::crossterm::{cursor, execute, terminal};
 
 use crate::engine::Engine;
 use crate::preset;
@@ -54,25 +59,60 @@ pub struct TuiOptions {
     pub present: bool,
 }
 
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
-/// The terminal was resized (SIGWINCH): redraw now.
-static RESIZED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALLED.store(true, Ordering::SeqCst);
+/// How the explorer's loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The user quit (or `--duration` ran out).
+    Quit,
+    /// A stop signal (SIGINT, SIGTERM, SIGQUIT).
+    Signal(i32),
+    /// The terminal was hung up or closed: nothing more can be shown.
+    TerminalGone,
 }
 
-extern "C" fn on_resize(_: libc::c_int) {
-    RESIZED.store(true, Ordering::SeqCst);
+type Term = ratatui::Terminal<ratatui::backend::CrosstermBackend<std::io::Stdout>>;
+
+/// Raw mode, the alternate screen, and a terminal over stdout.
+fn enter_terminal() -> std::io::Result<Term> {
+    take_terminal()?;
+    ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))
 }
 
-fn install_signal_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-        libc::signal(libc::SIGWINCH, on_resize as *const () as libc::sighandler_t);
+/// Raw mode and the alternate screen (again, after a stop).
+fn take_terminal() -> std::io::Result<()> {
+    terminal::enable_raw_mode()?;
+    execute!(std::io::stdout(), terminal::EnterAlternateScreen)
+}
+
+/// Gives the terminal back as it was: cooked mode, main screen, cursor.
+/// Errors are ignored: the terminal may be gone.
+fn leave_terminal() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(
+        std::io::stdout(),
+        terminal::LeaveAlternateScreen,
+        cursor::Show
+    );
+}
+
+/// Restores the terminal before a panic's message is printed (once).
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            leave_terminal();
+            previous(info);
+        }));
+    });
+}
+
+/// Drops the terminal without a write that could panic: ratatui's drop
+/// prints to stderr (and `eprintln!` panics) when it cannot show the cursor
+/// of a terminal that went away.
+fn release(mut term: Term, gone: bool) {
+    if gone || term.show_cursor().is_err() {
+        std::mem::forget(term);
     }
 }
 
@@ -162,7 +202,7 @@ pub fn run(
     opts: &TuiOptions,
     recording: Option<crate::recording::Writer>,
     script: Option<crate::demo::Demo>,
-) -> std::io::Result<Option<crate::recording::Writer>> {
+) -> std::io::Result<(Option<crate::recording::Writer>, Ending)> {
     let mut app = App::new(
         engine.settings().clone(),
         engine.effective().clone(),
@@ -177,21 +217,26 @@ pub fn run(
     match script {
         None => {
             let mut driver = driver;
-            run_with(&mut driver, &mut app, opts)?;
-            Ok(driver.recording)
+            let ending = run_with(&mut driver, &mut app, opts)?;
+            Ok((driver.recording, ending))
         }
         Some(d) => {
             app.log_line(0.0, format!("demo {}: {}", d.name, d.description), false);
             let mut driver = demo::DemoDriver::new(driver, d);
-            run_with(&mut driver, &mut app, opts)?;
-            Ok(driver.inner.recording)
+            let ending = run_with(&mut driver, &mut app, opts)?;
+            Ok((driver.inner.recording, ending))
         }
     }
 }
 
 /// The terminal loop: draws `app`, feeds it from `driver`, hands keys to it.
-pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> std::io::Result<()> {
-    install_signal_handlers();
+pub fn run_with(
+    driver: &mut dyn Driver,
+    app: &mut App,
+    opts: &TuiOptions,
+) -> std::io::Result<Ending> {
+    crate::sys::install_terminal_handlers();
+    install_panic_hook();
     let look = Look {
         theme: Theme::named(opts.theme),
         ascii: opts.ascii,
@@ -200,7 +245,13 @@ pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> st
     app.present |= opts.present;
     let frame_every = Duration::from_secs_f64(1.0 / opts.fps.clamp(0.5, MAX_FPS));
     let started = Instant::now();
-    let mut terminal = ratatui::init();
+    let mut terminal = match enter_terminal() {
+        Ok(t) => t,
+        Err(e) => {
+            leave_terminal();
+            return Err(e);
+        }
+    };
     let mut meter = CostMeter::new();
     // A frame is drawn when something changed (a record, a key, a resize,
     // the clock's second), at most `fps` times a second; a key is answered
@@ -210,16 +261,31 @@ pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> st
     let mut urgent = true;
     let mut shown_second = u64::MAX;
     let mut keys = Vec::new();
-    let result = (|| -> std::io::Result<()> {
+    let ending = (|| -> Ending {
         loop {
             if driver.poll(app) {
                 dirty = true;
             }
-            if app.quit
-                || SIGNALLED.load(Ordering::SeqCst)
-                || opts.duration.is_some_and(|d| started.elapsed() >= d)
-            {
-                return Ok(());
+            match crate::sys::stop_signal() {
+                0 => {}
+                libc::SIGHUP => return Ending::TerminalGone,
+                sig => return Ending::Signal(sig),
+            }
+            if app.quit || opts.duration.is_some_and(|d| started.elapsed() >= d) {
+                return Ending::Quit;
+            }
+            if crate::sys::take_suspend() {
+                suspend(&mut terminal);
+                urgent = true;
+            }
+            if crate::sys::take_continued() {
+                // Continued after a stop we did not see coming (SIGSTOP):
+                // the shell may have reset the terminal; take it back.
+                let _ = terminal::disable_raw_mode();
+                if take_terminal().and_then(|()| terminal.clear()).is_err() {
+                    return Ending::TerminalGone;
+                }
+                urgent = true;
             }
             let second = started.elapsed().as_secs();
             if second != shown_second {
@@ -228,7 +294,9 @@ pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> st
             let due = last_frame.map_or(Instant::now(), |t| t + frame_every);
             if urgent || (dirty && Instant::now() >= due) {
                 let t = Instant::now();
-                terminal.draw(|f| render::draw(f, app, &look))?;
+                if terminal.draw(|f| render::draw(f, app, &look)).is_err() {
+                    return Ending::TerminalGone;
+                }
                 meter.frame(t.elapsed(), app);
                 (dirty, urgent, shown_second) = (false, false, second);
                 last_frame = Some(t);
@@ -243,21 +311,43 @@ pub fn run_with(driver: &mut dyn Driver, app: &mut App, opts: &TuiOptions) -> st
             keys.clear();
             match input::read_keys(wait.as_millis() as i32, &mut keys) {
                 Input::Idle => {}
-                Input::Gone => return Ok(()),
+                Input::Gone => return Ending::TerminalGone,
                 Input::Keys => {
                     for &k in &keys {
-                        driver.key(app, k);
                         urgent = true;
+                        if k.modifiers.contains(KeyModifiers::ALT) {
+                            continue; // Alt+key means nothing here (and never quits)
+                        }
+                        if k.modifiers.contains(KeyModifiers::CONTROL)
+                            && k.code == KeyCode::Char('z')
+                        {
+                            suspend(&mut terminal);
+                            continue;
+                        }
+                        driver.key(app, k);
                     }
                 }
             }
-            if RESIZED.swap(false, Ordering::SeqCst) {
+            if crate::sys::take_resized() {
                 urgent = true;
             }
         }
     })();
-    ratatui::restore();
-    result
+    leave_terminal();
+    release(terminal, ending == Ending::TerminalGone);
+    Ok(ending)
+}
+
+/// Ctrl-Z: gives the terminal back, stops the process (as a shell job),
+/// and on `fg` takes the terminal back and clears it for a full redraw.
+/// The workload keeps its threads but they are stopped with the process.
+fn suspend(term: &mut Term) {
+    leave_terminal();
+    crate::sys::stop_self();
+    let _ = crate::sys::take_continued();
+    if take_terminal().is_ok() {
+        let _ = term.clear();
+    }
 }
 
 /// Applies one key to the app and the engine.

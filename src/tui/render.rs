@@ -816,7 +816,10 @@ fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 / lastsec.len().max(1) as f64
         };
         let (busy, iow) = (avg(|c| c.busy_pct), avg(|c| c.iowait_pct));
-        let b = (busy / 100.0 * bar_w as f64).round() as usize;
+        // Clamped: a replayed recording is range-checked, but a bar never
+        // trusts its input to size an allocation.
+        let (busy, iow) = (busy.clamp(0.0, 100.0), iow.clamp(0.0, 100.0));
+        let b = ((busy / 100.0 * bar_w as f64).round() as usize).min(bar_w);
         let w = ((iow / 100.0 * bar_w as f64).round() as usize).min(bar_w - b.min(bar_w));
         buf.set_string(inner.x, y, format!("cpu{cpu:<2}"), th.text());
         buf.set_string(inner.x + 6, y, "█".repeat(b), Style::default().fg(th.busy));

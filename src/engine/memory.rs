@@ -1,0 +1,181 @@
+//! The memory a workload needs, worked out before anything is allocated.
+//!
+//! One combination of in-range settings (`workload.readers = 256`,
+//! `queue_depth = 1024`, `block_size = 1M`) asks for 256 GiB of read
+//! buffers; allocated blindly it drives the machine into swap until the OOM
+//! killer ends it. So the engine adds up what a setting will allocate (read
+//! buffers, per-thread histograms, the Merkle tree held in memory) and
+//! refuses, with the figure and the keys to lower, what does not fit in the
+//! memory the machine (and the process's cgroup) has available. The running
+//! workload is untouched by a refusal.
+
+use crate::settings::Settings;
+
+/// Share of the available memory a workload may take: the rest is left to
+/// the page cache the workload reads through and to everything else.
+pub const MAX_SHARE: f64 = 0.8;
+
+/// Bytes of one latency histogram (counts array), measured once.
+fn hist_bytes() -> u64 {
+    static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let h = crate::metrics::empty_hist();
+        h.distinct_values() as u64 * 8
+    })
+}
+
+/// Histograms per thread: five stages, in the thread's recorder and in its
+/// mailbox.
+const HISTS_PER_THREAD: u64 = 5 * 2;
+
+/// Bytes of a Merkle tree (4 KiB blocks, SHA-256) for `file_size` bytes:
+/// every level down to the one holding a single hash block.
+pub fn tree_bytes(file_size: u64) -> u64 {
+    const BLOCK: u64 = crate::dataset::VERITY_BLOCK_SIZE as u64;
+    let mut n = file_size.div_ceil(BLOCK);
+    let mut total = 0u64;
+    while n > 1 {
+        let blocks = (n * 32).div_ceil(BLOCK);
+        total += blocks * BLOCK;
+        n = blocks;
+    }
+    total.max(BLOCK)
+}
+
+/// What a workload will allocate, by part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryNeed {
+    /// Read buffers: readers x queue depth x block size.
+    pub buffers: u64,
+    /// Per-thread latency histograms (readers and workers).
+    pub histograms: u64,
+    /// The Merkle tree and its verified bitmap.
+    pub tree: u64,
+}
+
+impl MemoryNeed {
+    /// What the effective settings `s` allocate on a machine with `cpus`
+    /// online CPUs (worker counts are bounded from above).
+    pub fn of(s: &Settings, cpus: usize) -> MemoryNeed {
+        let w = &s.workload;
+        let readers = u64::from(w.readers);
+        let buffers = readers
+            .saturating_mul(u64::from(w.queue_depth))
+            .saturating_mul(w.block_size);
+        // At most one worker per CPU per queue (bound) or max_active per
+        // queue (unbound), two queues.
+        let workers = 2 * cpus.max(s.effective_max_active(cpus)) as u64;
+        let histograms = (readers + workers) * HISTS_PER_THREAD * hist_bytes();
+        let tree = tree_bytes(w.file_size);
+        MemoryNeed {
+            buffers,
+            histograms,
+            tree: tree + tree / crate::dataset::VERITY_BLOCK_SIZE as u64 / 8,
+        }
+    }
+
+    /// The total, in bytes.
+    pub fn total(&self) -> u64 {
+        self.buffers
+            .saturating_add(self.histograms)
+            .saturating_add(self.tree)
+    }
+
+    /// Refuses the need when it exceeds [`MAX_SHARE`] of `available` bytes;
+    /// the message gives the figures and the keys to lower.
+    pub fn check(&self, s: &Settings, available: u64) -> Result<(), String> {
+        let limit = (available as f64 * MAX_SHARE) as u64;
+        if self.total() <= limit {
+            return Ok(());
+        }
+        let w = &s.workload;
+        let keys = if self.buffers >= self.tree && self.buffers >= self.histograms {
+            "workload.readers, workload.queue_depth or workload.block_size"
+        } else if self.tree >= self.histograms {
+            "workload.file_size"
+        } else {
+            "workload.readers or workers.max_active"
+        };
+        Err(format!(
+            "these settings need {} of memory (read buffers {} = workload.readers {} x workload.queue_depth {} x workload.block_size {}; histograms {}; Merkle tree {}), and {} may be used ({:.0}% of the {} available); lower {keys}",
+            human_bytes(self.total()),
+            human_bytes(self.buffers),
+            w.readers,
+            w.queue_depth,
+            human_bytes(w.block_size),
+            human_bytes(self.histograms),
+            human_bytes(self.tree),
+            human_bytes(limit),
+            MAX_SHARE * 100.0,
+            human_bytes(available),
+        ))
+    }
+}
+
+/// Bytes in binary units with one decimal: `256.0 GiB`, `4 KiB`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} bytes")
+    } else if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_machine_killing_combination_is_refused_with_its_figure() {
+        let mut s = Settings::default();
+        s.set("workload.readers", "256").unwrap();
+        s.set("workload.queue_depth", "1024").unwrap();
+        s.set("workload.block_size", "1M").unwrap();
+        let need = MemoryNeed::of(&s, 2);
+        assert_eq!(need.buffers, 256 << 30);
+        let e = need.check(&s, 24 << 30).unwrap_err();
+        assert!(e.contains("read buffers 256 GiB"), "{e}");
+        assert!(
+            e.contains("lower workload.readers, workload.queue_depth or workload.block_size"),
+            "{e}"
+        );
+        assert!(e.contains("19.2 GiB may be used"), "{e}");
+    }
+
+    #[test]
+    fn the_default_fits_a_small_machine() {
+        let s = Settings::default();
+        let need = MemoryNeed::of(&s, 8);
+        assert!(need.total() < 64 << 20, "{need:?}");
+        need.check(&s, 512 << 20).unwrap();
+    }
+
+    #[test]
+    fn tree_size_matches_the_kernel_layout() {
+        // 256 MiB: 65536 leaves -> 512 level-0 blocks -> 4 -> 1.
+        assert_eq!(tree_bytes(256 << 20), (512 + 4 + 1) * 4096);
+        assert_eq!(tree_bytes(4096), 4096);
+        // A 1 TiB file's tree is about 8 GiB, and is named as the cause.
+        let mut s = Settings::default();
+        s.set("workload.file_size", "1T").unwrap();
+        let e = MemoryNeed::of(&s, 2).check(&s, 4 << 30).unwrap_err();
+        assert!(e.ends_with("lower workload.file_size"), "{e}");
+    }
+
+    #[test]
+    fn bytes_read_as_people_write_them() {
+        assert_eq!(human_bytes(512), "512 bytes");
+        assert_eq!(human_bytes(4096), "4 KiB");
+        assert_eq!(human_bytes(256 << 30), "256 GiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+    }
+}

@@ -1,0 +1,585 @@
+//! Output files that never damage what they are pointed at.
+//!
+//! readpath's users run it as root (to pin threads and raise priorities), so
+//! an output path is trusted with nothing: `--record /dev/null` must not
+//! replace the machine's /dev/null, a symlink is written through (not
+//! replaced), and an output that is one of the run's inputs is refused
+//! before anything is written. Every output of every command (recordings,
+//! interval logs, plots, CSV, saved presets) goes through [`OutputPath`]:
+//!
+//! - a new file, or an existing regular file: written under a temporary
+//!   name in the same directory, synced and renamed into place, so a
+//!   reader never sees half a file and a failure keeps the old one;
+//! - a FIFO (or pipe), a terminal, `/dev/null`: written in place, streamed;
+//! - anything else (a directory, a block or other character device, a
+//!   socket): refused with a message saying why, exit status 2.
+//!
+//! Symlinks in the last component are followed to the file they name
+//! (so the link stays a link); the temporary files a killed process left
+//! beside an output are removed the next time that output is written.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why an output was refused or could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The path is not something readpath may write to (exit status 2).
+    #[error("{what} {path}: {why}")]
+    Refused {
+        /// The flag or setting that named it (`--record`).
+        what: String,
+        /// The path as given.
+        path: PathBuf,
+        /// Why, and what to do.
+        why: String,
+    },
+    /// Writing failed (disk full, I/O error).
+    #[error("{what} {path}: {err}")]
+    Io {
+        /// The flag that named it.
+        what: String,
+        /// The path as given.
+        path: PathBuf,
+        /// The error, printed in this message (not as a separate cause).
+        err: std::io::Error,
+    },
+}
+
+impl OutputError {
+    /// True when the output was refused (the user's input: exit status 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, OutputError::Refused { .. })
+    }
+}
+
+/// How an output is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A new or regular file: temporary file, then rename.
+    Atomic,
+    /// A FIFO, terminal or the null device: opened and written in place.
+    InPlace,
+    /// `-`: the process's standard output.
+    Stdout,
+}
+
+/// A checked output: where it goes and how it is written.
+#[derive(Debug, Clone)]
+pub struct OutputPath {
+    what: String,
+    given: PathBuf,
+    target: PathBuf,
+    mode: Mode,
+    /// The permissions of the file being replaced, kept on the new one.
+    keep_mode: Option<u32>,
+}
+
+/// Most symlinks followed before giving up (the kernel's own limit).
+const MAX_LINKS: usize = 40;
+
+/// Follows symlinks in the last component of `p` (not in its directories,
+/// which the kernel resolves as usual) to the path a write would create or
+/// open. A dangling link resolves to the path it names.
+fn follow_links(p: &Path) -> std::io::Result<PathBuf> {
+    let mut cur = p.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&cur)?;
+                cur = if to.is_absolute() {
+                    to
+                } else {
+                    cur.parent().unwrap_or(Path::new(".")).join(to)
+                };
+            }
+            Ok(_) => return Ok(cur),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cur),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ELOOP))
+}
+
+/// The device (major, minor) of a character device.
+fn dev_numbers(m: &Metadata) -> (u32, u32) {
+    let r = m.rdev();
+    (libc::major(r), libc::minor(r))
+}
+
+/// Character devices an output may stream to: the null device and
+/// terminals (so `--record /dev/null` and `--out /dev/tty` do what a shell
+/// redirect would).
+fn writable_char_device(m: &Metadata) -> bool {
+    match dev_numbers(m) {
+        (1, 3) => true,              // /dev/null
+        (4, _) | (5, 0..=1) => true, // ttyN, /dev/tty, /dev/console
+        (136..=143, _) => true,      // pseudo-terminals
+        _ => false,
+    }
+}
+
+/// The identity of an existing file (device, inode).
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// True when `a` and `b` are the same existing file, however they are named
+/// (symlinks, hard links, `..`).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    matches!((identity(a), identity(b)), (Some(x), Some(y)) if x == y)
+}
+
+impl OutputPath {
+    /// Checks an output before anything runs. `what` names it in messages
+    /// (`--record`); `inputs` are the files the command reads, which the
+    /// output must not be.
+    pub fn check(what: &str, path: &Path, inputs: &[&Path]) -> Result<OutputPath, OutputError> {
+        let refuse = |why: String| OutputError::Refused {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+            why,
+        };
+        if path.as_os_str() == "-" {
+            return Ok(OutputPath {
+                what: what.into(),
+                given: path.into(),
+                target: path.into(),
+                mode: Mode::Stdout,
+                keep_mode: None,
+            });
+        }
+        if path.as_os_str().is_empty() {
+            return Err(refuse("an empty path: give a file name".into()));
+        }
+        let target = follow_links(path).map_err(|e| refuse(format!("cannot follow it: {e}")))?;
+        for input in inputs {
+            if same_file(&target, input) {
+                return Err(refuse(format!(
+                    "is the same file as the input {}: writing it would destroy what is being read; choose another name",
+                    input.display()
+                )));
+            }
+        }
+        let (mode, keep_mode) = match std::fs::metadata(&target) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let dir = parent_of(&target);
+                match std::fs::metadata(dir) {
+                    Ok(m) if m.is_dir() => {}
+                    Ok(_) => {
+                        return Err(refuse(format!("{} is not a directory", dir.display())));
+                    }
+                    Err(_) => {
+                        return Err(refuse(format!(
+                            "directory {} does not exist",
+                            dir.display()
+                        )));
+                    }
+                }
+                (Mode::Atomic, None)
+            }
+            Err(e) => return Err(refuse(e.to_string())),
+            Ok(m) => {
+                let ft = m.file_type();
+                if ft.is_file() {
+                    (Mode::Atomic, Some(m.permissions().mode() & 0o7777))
+                } else if ft.is_dir() {
+                    return Err(refuse("is a directory: give a file name".into()));
+                } else if ft.is_fifo() || (ft.is_char_device() && writable_char_device(&m)) {
+                    (Mode::InPlace, None)
+                } else {
+                    let kind = if ft.is_block_device() {
+                        "a block device".to_string()
+                    } else if ft.is_char_device() {
+                        let (a, b) = dev_numbers(&m);
+                        format!("a character device ({a}:{b})")
+                    } else if ft.is_socket() {
+                        "a socket".to_string()
+                    } else {
+                        "not a regular file".to_string()
+                    };
+                    return Err(refuse(format!(
+                        "is {kind}: readpath writes only to regular files (or new ones), FIFOs, terminals and /dev/null, and never replaces anything else"
+                    )));
+                }
+            }
+        };
+        Ok(OutputPath {
+            what: what.into(),
+            given: path.into(),
+            target,
+            mode,
+            keep_mode,
+        })
+    }
+
+    /// How this output is written.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The path as the user gave it.
+    pub fn path(&self) -> &Path {
+        &self.given
+    }
+
+    /// Refuses `other` when it is the same output as this one (two flags of
+    /// one command naming one file: the second would replace the first).
+    pub fn check_distinct(&self, other: &OutputPath) -> Result<(), OutputError> {
+        let same = match (self.mode, other.mode) {
+            (Mode::Stdout, Mode::Stdout) => true,
+            (Mode::Stdout, _) | (_, Mode::Stdout) => false,
+            _ => {
+                same_file(&self.target, &other.target)
+                    || (canonical_new(&self.target).is_some()
+                        && canonical_new(&self.target) == canonical_new(&other.target))
+            }
+        };
+        if same && !matches!(other.mode, Mode::InPlace) {
+            return Err(OutputError::Refused {
+                what: other.what.clone(),
+                path: other.given.clone(),
+                why: format!(
+                    "is the same file as {} {}: one would replace the other; choose two names",
+                    self.what,
+                    self.given.display()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Opens the output for writing: the temporary file of an atomic
+    /// output (stale ones of dead processes removed first), the FIFO or
+    /// device itself, or stdout.
+    pub fn create(&self) -> Result<OutputFile, OutputError> {
+        let io = |err| OutputError::Io {
+            what: self.what.clone(),
+            path: self.given.clone(),
+            err,
+        };
+        let (file, tmp): (Box<dyn Write + Send>, Option<PathBuf>) = match self.mode {
+            Mode::Stdout => (Box::new(std::io::stdout()), None),
+            Mode::InPlace => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NOCTTY)
+                    .open(&self.target)
+                    .map_err(io)?;
+                (Box::new(f), None)
+            }
+            Mode::Atomic => {
+                let dir = parent_of(&self.target);
+                let name = self
+                    .target
+                    .file_name()
+                    .map_or("output".into(), |n| n.to_string_lossy().into_owned());
+                crate::sys::remove_stale_temps(dir, &format!(".{name}.tmp-"));
+                let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+                let _ = std::fs::remove_file(&tmp);
+                let f = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(self.keep_mode.unwrap_or(0o644))
+                    .open(&tmp)
+                    .map_err(io)?;
+                (Box::new(f), Some(tmp))
+            }
+        };
+        Ok(OutputFile {
+            out: BufWriter::with_capacity(64 * 1024, file),
+            tmp,
+            target: self.target.clone(),
+            given: self.given.clone(),
+            what: self.what.clone(),
+            finished: false,
+        })
+    }
+
+    /// Writes `bytes` as the whole output.
+    pub fn write_all(&self, bytes: &[u8]) -> Result<(), OutputError> {
+        let mut f = self.create()?;
+        f.write_all(bytes).map_err(|e| f.error(e))?;
+        f.finish().map(|_| ())
+    }
+}
+
+/// The canonical path a new file would have (its directory resolved).
+fn canonical_new(p: &Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(parent_of(p)).ok()?;
+    Some(dir.join(p.file_name()?))
+}
+
+fn parent_of(p: &Path) -> &Path {
+    p.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// An output being written. [`OutputFile::finish`] puts it in place;
+/// dropped unfinished (an error, a panic), it removes its temporary file and
+/// leaves what was there before.
+pub struct OutputFile {
+    out: BufWriter<Box<dyn Write + Send>>,
+    tmp: Option<PathBuf>,
+    target: PathBuf,
+    given: PathBuf,
+    what: String,
+    finished: bool,
+}
+
+impl OutputFile {
+    /// An I/O error while writing this output, named by its flag and path.
+    pub fn error(&self, err: std::io::Error) -> OutputError {
+        OutputError::Io {
+            what: self.what.clone(),
+            path: self.given.clone(),
+            err,
+        }
+    }
+
+    /// Flushes; for an atomic output, syncs and renames it into place.
+    /// Returns the path as the user gave it.
+    pub fn finish(mut self) -> Result<PathBuf, OutputError> {
+        if let Err(e) = self.out.flush() {
+            return Err(self.error(e));
+        }
+        if let Some(tmp) = &self.tmp {
+            let synced = File::open(tmp).and_then(|f| f.sync_all());
+            if let Err(e) = synced.and_then(|()| std::fs::rename(tmp, &self.target)) {
+                return Err(self.error(e));
+            }
+            // The rename is durable once the directory is synced.
+            if let Ok(d) = File::open(parent_of(&self.target)) {
+                let _ = d.sync_all();
+            }
+        }
+        self.finished = true;
+        Ok(self.given.clone())
+    }
+}
+
+impl Write for OutputFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(tmp) = &self.tmp
+        {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Most bytes [`read_capped`] reads from an input.
+pub const MAX_TEXT_INPUT: u64 = 1 << 20;
+
+/// Reads a small text input (a preset, a demo) whole, refusing one larger
+/// than `limit` bytes (so `/dev/zero` is an error, not an endless read) and
+/// anything that is a directory. The error says which file and why.
+pub fn read_capped(path: &Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    let f = File::open(path).map_err(|e| format!("{}: {}", path.display(), plain(&e)))?;
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(format!("{}: is a directory, not a file", path.display()));
+    }
+    let mut buf = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("{}: {}", path.display(), plain(&e)))?;
+    if buf.len() as u64 > limit {
+        return Err(format!(
+            "{}: larger than {} KiB: not a readpath file (is it a device or a data file?)",
+            path.display(),
+            limit / 1024
+        ));
+    }
+    String::from_utf8(buf).map_err(|e| {
+        format!(
+            "{}: not UTF-8 text (invalid byte at offset {}): not a readpath file",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// An I/O error as words, without Rust's "(os error N)" suffix.
+pub fn plain(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_and_regular_files_are_replaced_atomically() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.txt");
+        let o = OutputPath::check("--out", &p, &[]).unwrap();
+        assert_eq!(o.mode(), Mode::Atomic);
+        o.write_all(b"one").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"one");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let o = OutputPath::check("--out", &p, &[]).unwrap();
+        let mut f = o.create().unwrap();
+        f.write_all(b"two").unwrap();
+        // Not in place until finished.
+        assert_eq!(std::fs::read(&p).unwrap(), b"one");
+        f.finish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the replaced file's permissions are kept");
+        // Dropped unfinished: the old content stays, no temporary is left.
+        let f = OutputPath::check("--out", &p, &[])
+            .unwrap()
+            .create()
+            .unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn symlinks_are_written_through() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("real");
+        std::fs::write(&target, b"old").unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink("real", &link).unwrap();
+        OutputPath::check("--out", &link, &[])
+            .unwrap()
+            .write_all(b"new")
+            .unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        // A dangling link creates the file it names.
+        let dangling = d.path().join("dangling");
+        std::os::unix::fs::symlink("made", &dangling).unwrap();
+        OutputPath::check("--out", &dangling, &[])
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
+        assert_eq!(std::fs::read(d.path().join("made")).unwrap(), b"x");
+    }
+
+    #[test]
+    fn the_null_device_is_written_in_place_and_others_refused() {
+        let null = Path::new("/dev/null");
+        let o = OutputPath::check("--record", null, &[]).unwrap();
+        assert_eq!(o.mode(), Mode::InPlace);
+        o.write_all(b"discarded").unwrap();
+        assert!(
+            std::fs::metadata(null)
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+        // /dev/zero, /dev/full, /dev/mem and friends are refused.
+        let e = OutputPath::check("--record", Path::new("/dev/zero"), &[]).unwrap_err();
+        assert!(e.is_bad_input());
+        assert!(e.to_string().contains("character device (1:5)"), "{e}");
+        let d = tempfile::tempdir().unwrap();
+        let e = OutputPath::check("--out", d.path(), &[]).unwrap_err();
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        let e = OutputPath::check("--out", &d.path().join("no/such"), &[]).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn fifos_are_streamed_not_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("f");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let o = OutputPath::check("--record", &fifo, &[]).unwrap();
+        assert_eq!(o.mode(), Mode::InPlace);
+        o.write_all(b"through the pipe").unwrap();
+        assert_eq!(reader.join().unwrap(), b"through the pipe");
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+    }
+
+    #[test]
+    fn an_input_is_never_an_output() {
+        let d = tempfile::tempdir().unwrap();
+        let input = d.path().join("r.jsonl");
+        std::fs::write(&input, b"data").unwrap();
+        let hard = d.path().join("hard");
+        std::fs::hard_link(&input, &hard).unwrap();
+        let soft = d.path().join("soft");
+        std::os::unix::fs::symlink(&input, &soft).unwrap();
+        for out in [&input, &hard, &soft] {
+            let e = OutputPath::check("--out", out, &[&input]).unwrap_err();
+            assert!(e.is_bad_input());
+            assert!(e.to_string().contains("same file as the input"), "{e}");
+        }
+        assert_eq!(std::fs::read(&input).unwrap(), b"data");
+        // Two outputs naming one file are refused too.
+        let a = OutputPath::check("--record", &d.path().join("x"), &[]).unwrap();
+        let b = OutputPath::check("--interval-log", &d.path().join("./x"), &[]).unwrap();
+        assert!(a.check_distinct(&b).is_err());
+    }
+
+    #[test]
+    fn stale_temporaries_of_dead_processes_are_removed() {
+        let d = tempfile::tempdir().unwrap();
+        // pid 0x7fffffff cannot be a live process.
+        let stale = d.path().join(".out.txt.tmp-2147483647");
+        std::fs::write(&stale, b"half").unwrap();
+        let p = d.path().join("out.txt");
+        OutputPath::check("--out", &p, &[])
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
+        assert!(!stale.exists());
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn capped_reads_refuse_endless_and_binary_inputs() {
+        let e = read_capped(Path::new("/dev/zero"), 4096).unwrap_err();
+        assert!(e.contains("larger than 4 KiB"), "{e}");
+        let d = tempfile::tempdir().unwrap();
+        let e = read_capped(d.path(), 4096).unwrap_err();
+        assert!(e.contains("is a directory"), "{e}");
+        let bin = d.path().join("bin");
+        std::fs::write(&bin, [0x80u8, 0xff, 0]).unwrap();
+        let e = read_capped(&bin, 4096).unwrap_err();
+        assert!(e.contains("not UTF-8"), "{e}");
+        let e = read_capped(&d.path().join("missing"), 4096).unwrap_err();
+        assert!(e.ends_with("No such file or directory"), "{e}");
+    }
+}
