@@ -1099,7 +1099,11 @@ fn digest(block_size: usize, salt: &str, files: &[PathBuf]) -> Result<()> {
     let params = MerkleParams::new(block_size, &salt).map_err(|e| BadInput(e.to_string()))?;
     let mut out = std::io::stdout().lock();
     for f in files {
-        let file = std::fs::File::open(f).with_context(|| format!("{}", f.display()))?;
+        let file = std::fs::File::open(f)
+            .map_err(|e| BadInput(format!("{}: {}", f.display(), crate::outfile::plain(&e))))?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(BadInput(format!("{}: is a directory, not a file", f.display())).into());
+        }
         let d = digest_reader(std::io::BufReader::with_capacity(1 << 20, file), &params)
             .with_context(|| format!("{}", f.display()))?;
         writeln!(out, "{} {}", format_digest(&d), f.display())?;

@@ -141,3 +141,130 @@ fn a_key_after_a_resize_is_not_lost() {
     tmux(&["send-keys", "-t", &s.0, "q"]);
     wait_exit(&s, &status, "q after a resize");
 }
+
+/// True while a readpath process (argv[0] is the binary under test) whose
+/// arguments contain `needle` is alive (the tmux server's own command line
+/// may hold the same text, so argv[0] must match).
+fn running(needle: &str) -> bool {
+    let bin = env!("CARGO_BIN_EXE_readpath");
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            let text = String::from_utf8_lossy(&c);
+            text.split('\0').next() == Some(bin) && text.contains(needle)
+        })
+    })
+}
+
+/// Closing the terminal (`tmux kill-pane`) is a normal way to end: the
+/// recording is finished and valid, no temporary file is left, and the
+/// process exits (it used to panic on the lost terminal and abort, leaving
+/// the recording cut mid-line under its temporary name).
+#[test]
+fn a_closed_terminal_finishes_the_recording() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("talk.jsonl");
+    let bin = env!("CARGO_BIN_EXE_readpath");
+    let name = format!("readpath-test-gone-{}", std::process::id());
+    let cmd = format!(
+        "{bin} --data-dir {} tui --set workload.file_size=16M --set workload.direct=false --record {}",
+        tmp.path().display(),
+        rec.display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &name,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &cmd,
+    ]);
+    let s = Session(name);
+    wait_for(&s, "a chart with data", |p| {
+        p.contains("latency (log)") && has_braille(p)
+    });
+    tmux(&["kill-pane", "-t", &s.0]);
+    let start = Instant::now();
+    while running(&rec.display().to_string()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "readpath still running after its terminal closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = readpath::recording::read(&rec).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!r.records.is_empty(), "intervals recorded");
+    let names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.contains(".tmp-")),
+        "no temporary file left: {names:?}"
+    );
+}
+
+/// Ctrl-Z gives the terminal back to the shell (cooked mode, main screen);
+/// `fg` takes it back and redraws; Alt+q does not quit; q does.
+#[test]
+fn ctrl_z_suspends_and_fg_redraws() {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = tmp.path().join("status");
+    let bin = env!("CARGO_BIN_EXE_readpath");
+    let name = format!("readpath-test-tstp-{}", std::process::id());
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &name,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "bash --norc --noprofile -i",
+    ]);
+    let s = Session(name);
+    std::thread::sleep(Duration::from_millis(500));
+    // No `; echo $?` after it: bash runs the rest of a list when its job
+    // stops. The status is asked for after `fg` ends.
+    let cmd = format!(
+        "{bin} --data-dir {} tui --set workload.file_size=16M --set workload.direct=false",
+        tmp.path().display(),
+    );
+    tmux(&["send-keys", "-t", &s.0, &cmd, "Enter"]);
+    wait_for(&s, "a chart with data", |p| {
+        p.contains("latency (log)") && has_braille(p)
+    });
+    tmux(&["send-keys", "-t", &s.0, "C-z"]);
+    wait_for(&s, "the shell's job-control message", |p| {
+        p.contains("Stopped") && !p.contains("latency (log)")
+    });
+    tmux(&[
+        "send-keys",
+        "-t",
+        &s.0,
+        "stty -a | grep -c ' icanon'",
+        "Enter",
+    ]);
+    wait_for(&s, "the terminal in cooked mode", |p| {
+        p.lines().any(|l| l.trim() == "1")
+    });
+    tmux(&["send-keys", "-t", &s.0, "fg", "Enter"]);
+    wait_for(&s, "the explorer redrawn", |p| {
+        p.contains("latency (log)") && p.contains("settings")
+    });
+    tmux(&["send-keys", "-t", &s.0, "M-q"]);
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        pane(&s).contains("latency (log)"),
+        "Alt+q must not quit:\n{}",
+        pane(&s)
+    );
+    tmux(&["send-keys", "-t", &s.0, "q"]);
+    wait_for(&s, "the summary after q", |p| p.contains("read: IOPS="));
+    let echo = format!("echo \"exit=$?\" > {}", status.display());
+    tmux(&["send-keys", "-t", &s.0, &echo, "Enter"]);
+    wait_exit(&s, &status, "q after fg");
+}
