@@ -646,7 +646,19 @@ fn check_f64(name: &str, v: f64, lo: f64, hi: f64) -> Result<(), String> {
     if v.is_finite() && (lo..=hi).contains(&v) {
         Ok(())
     } else {
-        Err(format!("{name} = {v} is out of range: allowed {lo}..={hi}"))
+        let num = |x: f64| {
+            if x != 0.0 && !(1e-3..1e9).contains(&x.abs()) {
+                format!("{x:e}")
+            } else {
+                format!("{x}")
+            }
+        };
+        Err(format!(
+            "{name} = {} is out of range: allowed {}..={}",
+            num(v),
+            num(lo),
+            num(hi)
+        ))
     }
 }
 
