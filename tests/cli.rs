@@ -363,3 +363,33 @@ fn demo_names_and_scripts_are_checked_before_anything_runs() {
     assert!(stderr(&o).contains("needs a terminal"), "{}", stderr(&o));
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
 }
+
+/// An OS error quoted by its wrapper is printed once, not twice; a data dir
+/// that is a file says so.
+#[test]
+fn a_data_dir_that_is_a_file_is_named_and_errors_print_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("afile");
+    std::fs::write(&file, b"x").unwrap();
+    let o = readpath(&["prepare", "--size", "1M"], &file);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("is a file, not a directory"), "{e}");
+    assert!(!e.contains("os error"), "{e}");
+    // A directory given as a recording: one message, exit 2.
+    let o = readpath(
+        &[
+            "plot",
+            tmp.path().to_str().unwrap(),
+            "--out",
+            "-",
+            "--format",
+            "csv",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.matches("is a directory").count(), 1, "{e}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+}

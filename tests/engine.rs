@@ -286,3 +286,38 @@ fn live_changes_drain_rebuild_and_are_marked() {
     );
     assert_eq!(t.rec.counters.verity_failures, 0);
 }
+
+/// Settings that need more memory than the machine has are refused before
+/// anything is allocated, at start and live, and the running workload is
+/// untouched (the combination below used to take the machine down).
+#[test]
+fn settings_that_do_not_fit_in_memory_are_refused_and_the_workload_goes_on() {
+    let huge = [
+        "workload.readers=256",
+        "workload.queue_depth=1024",
+        "workload.block_size=1M",
+    ];
+    let mut quiet = |_: u64, _: u64| {};
+    let opts = EngineOptions {
+        interval: Duration::from_millis(50),
+        data_dir: data_dir(),
+    };
+    let e = Engine::start(settings(&huge), opts.clone(), &mut quiet)
+        .err()
+        .expect("refused at start");
+    assert!(e.is_bad_input(), "{e}");
+    assert!(e.to_string().contains("read buffers 256 GiB"), "{e}");
+    let mut engine = Engine::start(settings(&["workload.direct=false"]), opts, &mut quiet).unwrap();
+    let before = engine.settings().clone();
+    let mut s = before.clone();
+    for o in huge {
+        s.apply_override(o).unwrap();
+    }
+    let e = engine.apply(s).unwrap_err();
+    assert!(e.is_bad_input(), "{e}");
+    assert!(e.to_string().contains("lower workload.readers"), "{e}");
+    assert_eq!(engine.settings(), &before, "the running settings are kept");
+    std::thread::sleep(Duration::from_millis(300));
+    let (totals, _) = engine.stop_with_records();
+    assert!(totals.rec.counters.reads > 0, "the workload kept running");
+}
