@@ -909,6 +909,13 @@ fn replay(
     present: bool,
 ) -> Result<()> {
     let rec = crate::recording::read(file).map_err(recording_error)?;
+    if rec.records.is_empty() {
+        return Err(BadInput(format!(
+            "{}: the recording holds no interval: nothing to replay",
+            file.display()
+        ))
+        .into());
+    }
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(
             BadInput("replay needs a terminal (stdin and stdout are not both one)".into()).into(),
@@ -954,6 +961,13 @@ fn compare(
         v.validate(crate::sys::online_cpus().len())
             .map_err(|e| BadInput(e.to_string()))?;
         crate::engine::resolve(&v, &crate::sys::probe_features()).map_err(engine_error)?;
+        crate::engine::memory::check_fits(&v).map_err(|e| {
+            BadInput(format!(
+                "{} = {}: {e}",
+                cmp.key,
+                v.get(&cmp.key).unwrap_or_default()
+            ))
+        })?;
     }
     let total = cmp.values.len() as u32 * opts.rounds;
     let tty = std::io::stderr().is_terminal();
@@ -1040,7 +1054,12 @@ fn presets(action: PresetsAction) -> Result<()> {
             let mut errors = Vec::new();
             for f in &files {
                 match preset::load_file(f) {
-                    Ok(p) => match p.settings.validate(crate::sys::online_cpus().len()) {
+                    Ok(p) => match p
+                        .settings
+                        .validate(crate::sys::online_cpus().len())
+                        .map_err(|e| e.to_string())
+                        .and_then(|()| crate::engine::memory::check_fits(&p.settings))
+                    {
                         Ok(()) => writeln!(out, "{}: ok ({})", f.display(), p.name)?,
                         Err(e) => errors.push(format!("{}: {e}", f.display())),
                     },

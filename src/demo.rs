@@ -178,6 +178,8 @@ impl Demo {
             }
             current
                 .validate(cpus)
+                .map_err(|e| e.to_string())
+                .and_then(|()| crate::engine::memory::check_fits(&current))
                 .map_err(|e| format!("{origin}: step {}: {e}", i + 1))?;
             steps.push(Step {
                 settings,
@@ -186,7 +188,7 @@ impl Demo {
                 caption: s
                     .caption
                     .as_deref()
-                    .map(|c| crate::report::printable(c, false)),
+                    .map(|c| crate::report::printable(c, true)),
                 wait: wait_of(s.wait.as_deref(), origin, i)?,
             });
         }
@@ -195,7 +197,7 @@ impl Demo {
         }
         Ok(Demo {
             name: crate::report::printable(&raw.name, false),
-            description: crate::report::printable(&raw.description, false),
+            description: crate::report::printable(&raw.description, true),
             start,
             preset: raw.preset,
             steps,

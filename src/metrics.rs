@@ -738,7 +738,7 @@ impl IntervalRecord {
         const MAX_T_S: f64 = 1e9; // ~30 years
         const MAX_RATE: f64 = 1e13;
         check_f64("t_s", self.t_s, -1.0, MAX_T_S)?;
-        check_f64("interval_s", self.interval_s, 0.0, 3600.0)?;
+        check_f64("interval_s", self.interval_s, 1e-6, 3600.0)?;
         check_u64("reads", self.reads)?;
         check_u64("bytes", self.bytes)?;
         check_f64("throughput_mib_s", self.throughput_mib_s, 0.0, MAX_RATE)?;

@@ -277,7 +277,7 @@ impl Preset {
             match key {
                 "version" => p.version = check_version(src, origin, v.get_ref(), span)?,
                 "name" => p.name = crate::report::printable(&string(key)?, false),
-                "description" => p.description = crate::report::printable(&string(key)?, false),
+                "description" => p.description = crate::report::printable(&string(key)?, true),
                 "compare" => {
                     p.compare = Some(parse_compare(src, origin, v.get_ref(), span, &p.settings)?)
                 }

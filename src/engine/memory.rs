@@ -59,9 +59,12 @@ impl MemoryNeed {
     pub fn of(s: &Settings, cpus: usize) -> MemoryNeed {
         let w = &s.workload;
         let readers = u64::from(w.readers);
-        let buffers = readers
-            .saturating_mul(u64::from(w.queue_depth))
-            .saturating_mul(w.block_size);
+        // Synchronous reads are one at a time per reader (one buffer).
+        let depth = match w.engine {
+            crate::settings::EngineKind::Sync => 1,
+            _ => u64::from(w.queue_depth),
+        };
+        let buffers = readers.saturating_mul(depth).saturating_mul(w.block_size);
         // At most one worker per CPU per queue (bound) or max_active per
         // queue (unbound), two queues.
         let workers = 2 * cpus.max(s.effective_max_active(cpus)) as u64;
@@ -109,6 +112,16 @@ impl MemoryNeed {
             MAX_SHARE * 100.0,
             human_bytes(available),
         ))
+    }
+}
+
+/// Checks that settings fit in the memory this machine has available now
+/// (for validating presets, demo steps and compare variants before anything
+/// runs); true when the available memory cannot be read.
+pub fn check_fits(s: &Settings) -> Result<(), String> {
+    match crate::sys::memory_available_bytes() {
+        Some(available) => MemoryNeed::of(s, crate::sys::online_cpus().len()).check(s, available),
+        None => Ok(()),
     }
 }
 
