@@ -262,6 +262,9 @@ impl Dataset {
         progress: Progress<'_>,
     ) -> Result<(Dataset, OpenOutcome), DatasetError> {
         check_data_dir(data_dir)?;
+        // What a killed prepare left (a rebuild's temporary directory beside
+        // a valid dataset) goes now, not only at the next prepare.
+        remove_stale(data_dir);
         let dir = dataset_dir(data_dir, file_size);
         match Dataset::open(data_dir, file_size, salt) {
             Ok(ds) => Ok((ds, OpenOutcome::Existing)),
@@ -679,6 +682,20 @@ mod tests {
         fs::write(stale.join("plain.bin"), b"half").unwrap();
         let mut p = quiet();
         Dataset::prepare(tmp.path(), 65536, b"", DEFAULT_SEED, &mut p).unwrap();
+        assert!(!stale.exists());
+    }
+
+    #[test]
+    fn stale_temporaries_beside_a_valid_dataset_are_removed_on_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut p = quiet();
+        Dataset::open_or_prepare(tmp.path(), 65536, b"", &mut p).unwrap();
+        // A rebuild killed half-way, by a process that is gone.
+        let stale = tmp.path().join(".dataset-65536.tmp-2147483647");
+        fs::create_dir(&stale).unwrap();
+        fs::write(stale.join("plain.bin"), b"half").unwrap();
+        let (_, outcome) = Dataset::open_or_prepare(tmp.path(), 65536, b"", &mut p).unwrap();
+        assert_eq!(outcome, OpenOutcome::Existing);
         assert!(!stale.exists());
     }
 
