@@ -163,6 +163,16 @@ impl OutputPath {
                 )));
             }
         }
+        let writable_dir = |dir: &Path| {
+            if crate::sys::can_write(dir, true) {
+                Ok(())
+            } else {
+                Err(refuse(format!(
+                    "directory {} is not writable by this user",
+                    dir.display()
+                )))
+            }
+        };
         let (mode, keep_mode) = match std::fs::metadata(&target) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let dir = parent_of(&target);
@@ -178,16 +188,24 @@ impl OutputPath {
                         )));
                     }
                 }
+                writable_dir(dir)?;
                 (Mode::Atomic, None)
             }
-            Err(e) => return Err(refuse(e.to_string())),
+            Err(e) => return Err(refuse(plain(&e))),
             Ok(m) => {
                 let ft = m.file_type();
                 if ft.is_file() {
+                    if !crate::sys::can_write(&target, false) {
+                        return Err(refuse("is not writable by this user".into()));
+                    }
+                    writable_dir(parent_of(&target))?;
                     (Mode::Atomic, Some(m.permissions().mode() & 0o7777))
                 } else if ft.is_dir() {
                     return Err(refuse("is a directory: give a file name".into()));
                 } else if ft.is_fifo() || (ft.is_char_device() && writable_char_device(&m)) {
+                    if !crate::sys::can_write(&target, false) {
+                        return Err(refuse("is not writable by this user".into()));
+                    }
                     (Mode::InPlace, None)
                 } else {
                     let kind = if ft.is_block_device() {

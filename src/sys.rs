@@ -973,6 +973,22 @@ pub fn stop_self() {
     }
 }
 
+/// True when this process may write `path` (and, for a directory, create
+/// files in it): `access(2)` with W_OK (and X_OK for a directory), by the
+/// real user as the kernel checks it.
+pub fn can_write(path: &Path, dir: bool) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mode = if dir {
+        libc::W_OK | libc::X_OK
+    } else {
+        libc::W_OK
+    };
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    unsafe { libc::access(c.as_ptr(), mode) == 0 }
+}
+
 /// True when `pid` is a running (not zombie) process.
 pub fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
