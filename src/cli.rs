@@ -501,10 +501,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
                 rounds,
                 duration,
                 warmup,
-                engine: EngineOptions {
-                    interval,
-                    data_dir: data_dir.clone(),
-                },
+                engine: EngineOptions::new(interval, data_dir.clone()),
                 stop: crate::sys::stop_requested,
             },
             format,
@@ -665,10 +662,7 @@ fn explore(
     let mut progress = progress_reporter();
     let mut engine = Engine::start(
         settings.clone(),
-        EngineOptions {
-            interval: t.interval,
-            data_dir: data_dir.to_path_buf(),
-        },
+        EngineOptions::new(t.interval, data_dir.to_path_buf()),
         &mut progress,
     )
     .map_err(engine_error)?;
@@ -745,10 +739,7 @@ fn run(
     let mut progress = progress_reporter();
     let engine = Engine::start(
         settings.clone(),
-        EngineOptions {
-            interval,
-            data_dir: data_dir.to_path_buf(),
-        },
+        EngineOptions::new(interval, data_dir.to_path_buf()),
         &mut progress,
     )
     .map_err(engine_error)?;

@@ -190,6 +190,28 @@ pub struct EngineOptions {
     pub interval: Duration,
     /// The data dir holding datasets.
     pub data_dir: PathBuf,
+    /// Failures to inject (tests of the error paths); none by default.
+    pub faults: Faults,
+}
+
+impl EngineOptions {
+    /// Options with the given interval and data dir, no faults.
+    pub fn new(interval: Duration, data_dir: PathBuf) -> EngineOptions {
+        EngineOptions {
+            interval,
+            data_dir,
+            faults: Faults::default(),
+        }
+    }
+}
+
+/// Failures a test can make the engine meet, to prove the error paths
+/// never free memory the kernel or a worker still uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// A uring reader's submission fails once it has reads in the kernel
+    /// and items at the workers (after its first 64 submissions).
+    pub fail_submit_when_busy: bool,
 }
 
 /// Totals over a whole run, returned by [`Engine::stop`].
@@ -442,6 +464,7 @@ impl Engine {
             self.cache.clone(),
             self.shared.registry.clone(),
             sink,
+            self.opts.faults,
         )
         .map_err(EngineError::Start)?;
         self.pipeline = Some(p);
@@ -554,6 +577,12 @@ impl Engine {
             self.mark("resumed");
         }
         Ok(())
+    }
+
+    /// Work items a worker found after their reader had freed its buffers
+    /// (counted in debug builds; anything but 0 is a use after free).
+    pub fn touched_freed(&self) -> u64 {
+        self.pipeline.as_ref().map_or(0, |p| p.touched_freed())
     }
 
     /// True while paused.

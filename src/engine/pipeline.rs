@@ -166,6 +166,14 @@ pub struct Ctx {
     pub highpri_noticed: AtomicBool,
     /// Set once the first verity failure was reported.
     pub verity_noticed: AtomicBool,
+    /// Per reader: true while its buffers are allocated. Workers check it
+    /// (debug builds) before touching an item's buffer.
+    pub buffers_alive: Vec<AtomicBool>,
+    /// Items a worker found whose reader's buffers were already freed
+    /// (debug builds count them; must stay 0: a use after free).
+    pub touched_freed: std::sync::atomic::AtomicU64,
+    /// Failures injected by tests.
+    pub faults: super::Faults,
 }
 
 impl Ctx {
@@ -187,6 +195,11 @@ impl Ctx {
     /// this context picked it up. Returns true when the item is finished (its
     /// buffer may be reused), false when it was queued for verification.
     fn process(&self, rec: &mut Recorder, item: &mut WorkItem, start_ns: u64) -> bool {
+        if cfg!(debug_assertions)
+            && !self.buffers_alive[item.reader as usize].load(Ordering::Acquire)
+        {
+            self.touched_freed.fetch_add(1, Ordering::Relaxed);
+        }
         // SAFETY: the reader handed this buffer to us with the item and does
         // not touch it until it comes back (see WorkItem).
         let buf = unsafe { std::slice::from_raw_parts_mut(item.buf, item.len as usize) };
@@ -333,6 +346,7 @@ impl Pipeline {
         cache: Arc<VerifiedCache>,
         registry: Arc<Registry>,
         notices: NoticeSink,
+        faults: super::Faults,
     ) -> std::io::Result<Pipeline> {
         let plan = Plan::of(&settings);
         let cpus = crate::sys::online_cpus();
@@ -366,6 +380,9 @@ impl Pipeline {
             notices,
             highpri_noticed: AtomicBool::new(false),
             verity_noticed: AtomicBool::new(false),
+            buffers_alive: (0..readers).map(|_| AtomicBool::new(false)).collect(),
+            touched_freed: std::sync::atomic::AtomicU64::new(0),
+            faults,
         });
         let mut workers = Vec::new();
         // Named after the kernel queue they model: the first queue is
@@ -424,6 +441,12 @@ impl Pipeline {
     /// The shared context.
     pub fn ctx(&self) -> &Arc<Ctx> {
         &self.ctx
+    }
+
+    /// Items workers found after their reader freed its buffers (0 unless
+    /// there is a use after free; counted in debug builds).
+    pub fn touched_freed(&self) -> u64 {
+        self.ctx.touched_freed.load(Ordering::Relaxed)
     }
 
     /// Stops issuing, lets every read in flight finish its post-processing,

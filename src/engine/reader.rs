@@ -98,7 +98,9 @@ pub fn spawn(ctx: Arc<Ctx>, index: usize) -> std::io::Result<JoinHandle<()>> {
         })
 }
 
-/// Page-aligned read buffers (O_DIRECT needs alignment).
+/// Page-aligned read buffers (O_DIRECT needs alignment). Owned by one
+/// reader; only ever freed through an [`Owner`], which first makes sure no
+/// read is in the kernel and no item is at a worker.
 struct Buffers {
     ptr: *mut u8,
     layout: Layout,
@@ -124,9 +126,103 @@ impl Buffers {
 
 impl Drop for Buffers {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; readers drop their
-        // buffers only after every read and work item using them completed.
+        // SAFETY: allocated in `new` with this layout. A `Buffers` is only
+        // dropped by its `Owner`, after the kernel and the workers are done
+        // with every slot (or it is leaked instead: see `Owner::drop`).
         unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// Longest a stopping reader waits for the workers to give its buffers
+/// back before it leaks them rather than free memory a worker may still
+/// write (a worker that died would otherwise hang the reader for ever).
+const RETURN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The owner of a reader's buffers and of the counts that say who uses
+/// them. However the reader's loop ends (done, an error returned early, a
+/// panic), dropping the owner first completes every read still in the
+/// kernel (the io_uring case, through [`UringOwner`]) and waits until every
+/// item came back from the workers; only then are the buffers freed. When
+/// that cannot be established they are leaked, never freed under a user.
+struct Owner<'a> {
+    bufs: Option<Buffers>,
+    /// Reads pushed to the ring whose completion was not reaped.
+    in_device: usize,
+    /// Items handed to a workqueue and not given back.
+    at_workers: usize,
+    ret: &'a ReturnQueue,
+    ctx: &'a Ctx,
+    index: usize,
+    /// Set by the loop when it ends with an error: the drain reports it.
+    failed: bool,
+    /// (in the kernel, at the workers) when the loop ended, before draining.
+    stopped_with: Option<(usize, usize)>,
+}
+
+impl<'a> Owner<'a> {
+    fn new(ctx: &'a Ctx, index: usize, n: usize, block: usize) -> Owner<'a> {
+        ctx.buffers_alive[index].store(true, Ordering::Release);
+        Owner {
+            bufs: Some(Buffers::new(n, block)),
+            in_device: 0,
+            at_workers: 0,
+            ret: &ctx.returns[index],
+            ctx,
+            index,
+            failed: false,
+            stopped_with: None,
+        }
+    }
+
+    fn slot(&self, i: usize) -> *mut u8 {
+        self.bufs.as_ref().expect("buffers live until drop").slot(i)
+    }
+
+    /// Takes back the buffers the workers returned; the slots, to `free`.
+    fn take_returns(&mut self, mut free: impl FnMut(u32)) {
+        while let Some(slot) = self.ret.pop() {
+            self.at_workers -= 1;
+            free(slot);
+        }
+    }
+}
+
+impl Drop for Owner<'_> {
+    fn drop(&mut self) {
+        let (device, workers) = *self
+            .stopped_with
+            .get_or_insert((self.in_device, self.at_workers));
+        // Reads in the kernel were completed by `UringOwner` (dropped
+        // before this); if it could not, `in_device` is still > 0.
+        let start = std::time::Instant::now();
+        while self.at_workers > 0 && start.elapsed() < RETURN_TIMEOUT {
+            self.take_returns(|_| {});
+            if self.at_workers > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        let clean = self.in_device == 0 && self.at_workers == 0;
+        if clean {
+            self.ctx.buffers_alive[self.index].store(false, Ordering::Release);
+            drop(self.bufs.take());
+        } else {
+            // Someone may still write into them: never free, leak.
+            std::mem::forget(self.bufs.take());
+        }
+        if self.failed || !clean {
+            self.ctx.notices.push(format!(
+                "reader-{}: stopped with {device} reads in the kernel and {workers} items at the workers; {}",
+                self.index,
+                if clean {
+                    "all came back before its buffers were freed".to_string()
+                } else {
+                    format!(
+                        "{} reads and {} items never came back: its buffers were leaked, not freed",
+                        self.in_device, self.at_workers
+                    )
+                }
+            ));
+        }
     }
 }
 
@@ -266,6 +362,71 @@ struct SlotInfo {
     offset: u64,
 }
 
+/// A uring reader's ring and the buffers its reads land in. Dropped (on
+/// any exit from the loop, an early error or a panic included), it first
+/// completes every read still in the kernel and the armed eventfd read,
+/// reaping until none is left; then its [`Owner`] waits for the workers.
+struct UringOwner<'a> {
+    ring: IoUring,
+    /// The eventfd read's 8 bytes: boxed, so the kernel's pointer stays
+    /// valid however the owner moves.
+    efd_buf: Box<u64>,
+    efd: i32,
+    /// An eventfd read is pushed and its completion not reaped.
+    efd_armed: bool,
+    owner: Owner<'a>,
+}
+
+impl UringOwner<'_> {
+    fn arm_eventfd(&mut self) {
+        let sqe = opcode::Read::new(
+            types::Fd(self.efd),
+            (&mut *self.efd_buf as *mut u64).cast(),
+            8,
+        )
+        .build()
+        .user_data(EVENTFD_TAG);
+        // SAFETY: the 8 bytes are the boxed `efd_buf`, which lives until this
+        // read's completion is reaped (`drop` reaps it, or leaks the box).
+        unsafe { self.ring.submission().push(&sqe) }.expect("SQ has room for the eventfd read");
+        self.efd_armed = true;
+    }
+}
+
+impl Drop for UringOwner<'_> {
+    fn drop(&mut self) {
+        self.owner.stopped_with = Some((self.owner.in_device, self.owner.at_workers));
+        // Wake the armed eventfd read so it completes.
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+        unsafe { libc::write(self.efd, (&one as *const u64).cast(), 8) };
+        while self.owner.in_device > 0 || self.efd_armed {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EBUSY | libc::ETIME)
+                    ) => {}
+                // The ring itself failed: what is in the kernel cannot be
+                // accounted for. The owner leaks the buffers.
+                Err(_) => break,
+            }
+            for cqe in self.ring.completion() {
+                if cqe.user_data() == EVENTFD_TAG {
+                    self.efd_armed = false;
+                } else {
+                    self.owner.in_device -= 1;
+                }
+            }
+        }
+        if self.efd_armed {
+            // Never free what the kernel may still write.
+            std::mem::forget(std::mem::replace(&mut self.efd_buf, Box::new(0)));
+        }
+    }
+}
+
 fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
     let s = &ctx.settings;
     let qd = s.workload.queue_depth as usize;
@@ -275,7 +436,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
     // Sleeping readers set the ring up as fio does (no IPIs, task work run
     // when the reader waits); a polling reader never enters the kernel to
     // wait, so it keeps the default, IPI-driven completion posting.
-    let mut ring = if poll {
+    let ring = if poll {
         IoUring::new(entries)?
     } else {
         IoUring::builder()
@@ -293,7 +454,15 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         ReaderWaker::EventFd(fd) => *fd,
         ReaderWaker::Park(_) => unreachable!("uring reader has an eventfd"),
     };
-    let bufs = Buffers::new(qd, block);
+    // From here on every exit (`?`, a panic) goes through `u`'s drop.
+    let mut u = UringOwner {
+        ring,
+        efd_buf: Box::new(0),
+        efd,
+        efd_armed: false,
+        owner: Owner::new(ctx, index, qd, block),
+    };
+    u.arm_eventfd();
     let mut slots: Vec<SlotInfo> = (0..qd)
         .map(|_| SlotInfo {
             issue_ns: 0,
@@ -308,21 +477,6 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         every: s.pipeline.corrupt_every,
         n: 0,
     };
-    let mut in_device = 0usize;
-    let mut at_workers = 0usize;
-    // The eventfd read buffer lives on this stack frame, which outlives the
-    // ring: before returning we complete the armed read (see below).
-    let mut efd_buf = 0u64;
-    let arm_eventfd = |ring: &mut IoUring, buf: *mut u64| {
-        let sqe = opcode::Read::new(types::Fd(efd), buf.cast(), 8)
-            .build()
-            .user_data(EVENTFD_TAG);
-        // SAFETY: `buf` points to `efd_buf`, alive until the armed read
-        // completes: the reader always reaps it before returning.
-        unsafe { ring.submission().push(&sqe) }.expect("SQ has room for the eventfd read");
-    };
-    let efd_ptr: *mut u64 = &mut efd_buf;
-    arm_eventfd(&mut ring, efd_ptr);
     let mut io_error_noticed = false;
     let submit_batch = s.workload.submit_batch.max(1) as usize;
     // Slots of the reads pushed to the SQ but not yet submitted; the wait
@@ -334,6 +488,27 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         }
         pending.clear();
     };
+    let mut submits = 0u64;
+
+    // Hands the SQ to the kernel. An error return leaves `u` to drain.
+    macro_rules! submit {
+        () => {{
+            submits += 1;
+            let inject = ctx.faults.fail_submit_when_busy
+                && submits > 64
+                && u.owner.in_device > 1
+                && u.owner.at_workers > 0;
+            let r = if inject {
+                Err(std::io::Error::other("injected submission failure"))
+            } else {
+                u.ring.submit()
+            };
+            if r.is_err() {
+                u.owner.failed = true;
+            }
+            r?
+        }};
+    }
 
     // Issue as many reads as there are free buffers (and the schedule
     // allows); the time the next one is due when the schedule said wait.
@@ -359,23 +534,24 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                         submit_ns: issue_ns,
                         offset,
                     };
-                    let sqe = opcode::Read::new(fd, bufs.slot(slot as usize), block as u32)
+                    let sqe = opcode::Read::new(fd, u.owner.slot(slot as usize), block as u32)
                         .offset(offset)
                         .build()
                         .user_data(slot as u64);
                     // SAFETY: the buffer slot is owned by this reader and not
                     // reused until its completion is reaped and post-processing
-                    // gives it back; `bufs` outlives every read in flight because
-                    // the loop exits only with in_device == 0.
-                    unsafe { ring.submission().push(&sqe) }.expect("SQ sized for queue_depth + 1");
-                    in_device += 1;
+                    // gives it back; the buffers are freed only by `u.owner`,
+                    // after `u` reaped every read counted in `in_device`.
+                    unsafe { u.ring.submission().push(&sqe) }
+                        .expect("SQ sized for queue_depth + 1");
+                    u.owner.in_device += 1;
                     unsubmitted.push(slot);
                     if unsubmitted.len() >= submit_batch {
                         // Hand the batch to the kernel now: the device starts on
                         // it while the next reads are prepared (on a virtio disk
                         // this alone is worth 20% IOPS at QD32 over submitting
                         // everything free in one call before the wait).
-                        ring.submit()?;
+                        submit!();
                         mark_submitted(&mut slots, &mut unsubmitted, stamp());
                     }
                 }
@@ -386,12 +562,9 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
 
     loop {
         h.tick();
-        while let Some(slot) = ret.pop() {
-            free.push(slot);
-            at_workers -= 1;
-        }
+        u.owner.take_returns(|slot| free.push(slot));
         let stopping = ctx.stop_readers.load(Ordering::Relaxed);
-        if stopping && in_device == 0 && at_workers == 0 {
+        if stopping && u.owner.in_device == 0 && u.owner.at_workers == 0 {
             break;
         }
         let next_due_wait = issue_free!();
@@ -403,11 +576,11 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
             None => MAX_WAIT_NS,
         };
         if poll {
-            ring.submit()?;
+            submit!();
             let until = now_ns() + wait_ns;
             let mut spins = 0u32;
             loop {
-                if !ring.completion().is_empty() || ret.has_returns() {
+                if !u.ring.completion().is_empty() || ret.has_returns() {
                     break;
                 }
                 spins += 1;
@@ -419,9 +592,10 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         } else {
             // Announce the sleep to the workers first (they write the eventfd
             // only for a sleeping reader); a buffer already back means no wait.
+            let at_workers = u.owner.at_workers;
             let announced = at_workers > 0 && ret.prepare_sleep();
             let returns_pending = at_workers > 0 && !announced;
-            if !returns_pending && (in_device > 0 || announced || next_due_wait.is_some()) {
+            if !returns_pending && (u.owner.in_device > 0 || announced || next_due_wait.is_some()) {
                 let ts = types::Timespec::new()
                     .sec(wait_ns / 1_000_000_000)
                     .nsec((wait_ns % 1_000_000_000) as u32);
@@ -431,7 +605,10 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                 } else {
                     io_uring::EnterFlags::empty()
                 };
-                let r = ring.submitter().submit_with_args_and_flags(1, &args, flags);
+                let r = u
+                    .ring
+                    .submitter()
+                    .submit_with_args_and_flags(1, &args, flags);
                 if announced {
                     ret.end_sleep();
                 }
@@ -439,10 +616,13 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                     Ok(_) => {}
                     Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        u.owner.failed = true;
+                        return Err(e);
+                    }
                 }
             } else {
-                ring.submit()?;
+                submit!();
             }
         }
         // Reap one completion at a time and reuse its buffer at once, as fio
@@ -454,18 +634,19 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         // never return to the top (the recorder handoff, buffer returns).
         let mut rearm = false;
         for _ in 0..=qd {
-            let Some(cqe) = ring.completion().next() else {
+            let Some(cqe) = u.ring.completion().next() else {
                 break;
             };
             let ud = cqe.user_data();
             if ud == EVENTFD_TAG {
+                u.efd_armed = false;
                 rearm = true;
                 continue;
             }
             let t = stamp();
             let slot = ud as u32;
             let info = &slots[slot as usize];
-            in_device -= 1;
+            u.owner.in_device -= 1;
             h.rec
                 .record(Stage::Device, t.saturating_sub(info.submit_ns));
             if cqe.result() != block as i32 {
@@ -489,7 +670,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                 ctx,
                 &mut h,
                 &mut corrupt,
-                (index, slot, bufs.slot(slot as usize), block),
+                (index, slot, u.owner.slot(slot as usize), block),
                 info.offset,
                 info.issue_ns,
             );
@@ -497,24 +678,14 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                 free.push(slot);
                 issue_free!();
             } else {
-                at_workers += 1;
+                u.owner.at_workers += 1;
             }
         }
         if rearm {
-            arm_eventfd(&mut ring, efd_ptr);
+            u.arm_eventfd();
         }
     }
-    // Exactly one eventfd read is armed (maybe not yet submitted): complete
-    // it before the ring and `efd_buf` go away.
-    let one: u64 = 1;
-    // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-    unsafe { libc::write(efd, (&one as *const u64).cast(), 8) };
-    loop {
-        ring.submit_and_wait(1)?;
-        if ring.completion().any(|c| c.user_data() == EVENTFD_TAG) {
-            break;
-        }
-    }
+    // `u`'s drop completes the armed eventfd read before the ring goes.
     Ok(())
 }
 
@@ -526,20 +697,20 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
     if let ReaderWaker::Park(t) = ret.waker() {
         let _ = t.set(std::thread::current());
     }
-    let bufs = Buffers::new(1, block);
+    // From here on every exit goes through `o`'s drop: the one buffer is
+    // freed only once no worker holds it.
+    let mut o = Owner::new(ctx, index, 1, block);
     let mut offsets = Offsets::new(s, index);
     let mut schedule = Schedule::new(s, index);
     let mut corrupt = Corruptor {
         every: s.pipeline.corrupt_every,
         n: 0,
     };
-    let mut busy = false; // the one buffer is at the workers
     let mut io_error_noticed = false;
     loop {
         h.tick();
-        if ret.pop().is_some() {
-            busy = false;
-        }
+        o.take_returns(|_| {});
+        let busy = o.at_workers > 0; // the one buffer is at the workers
         let stopping = ctx.stop_readers.load(Ordering::Relaxed);
         if stopping && !busy {
             break;
@@ -566,7 +737,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
             },
         };
         let offset = offsets.next();
-        let ptr = bufs.slot(0);
+        let ptr = o.slot(0);
         // SAFETY: `ptr` points to `block` writable bytes owned by this reader.
         let n = unsafe { libc::pread(fd, ptr.cast(), block, offset as libc::off_t) };
         let t = stamp();
@@ -594,7 +765,9 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
             offset,
             issue_ns,
         );
-        busy = !ctx.dispatch(&mut h.rec, item);
+        if !ctx.dispatch(&mut h.rec, item) {
+            o.at_workers += 1;
+        }
     }
     Ok(())
 }
