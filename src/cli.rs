@@ -945,14 +945,16 @@ fn compare(
         }
     };
     // Every variant must be valid before anything runs.
+    let features = crate::sys::probe_features();
     for v in cmp
         .variants(&settings)
         .map_err(|e| BadInput(e.to_string()))?
     {
         v.validate(crate::sys::online_cpus().len())
             .map_err(|e| BadInput(e.to_string()))?;
-        crate::engine::resolve(&v, &crate::sys::probe_features()).map_err(engine_error)?;
-        crate::engine::memory::check_fits(&v).map_err(|e| {
+        let r = crate::engine::resolve(&v, &features, &crate::engine::DataFs::capable())
+            .map_err(engine_error)?;
+        crate::engine::memory::check_fits(&r.effective).map_err(|e| {
             BadInput(format!(
                 "{} = {}: {e}",
                 cmp.key,

@@ -80,7 +80,9 @@ fn launch(tmp: &Path, tag: &str) -> (Session, std::path::PathBuf) {
 /// Waits for the explorer to exit after `what`, and checks it exited 0.
 fn wait_exit(s: &Session, status: &Path, what: &str) {
     let start = Instant::now();
-    while !status.exists() {
+    // The shell creates the file before `echo` writes into it: wait for
+    // its content, not its existence.
+    while std::fs::read_to_string(status).map_or(true, |t| t.trim().is_empty()) {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "did not exit on {what}:\n{}",

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod pipeline;
 pub mod queue;
 pub mod reader;
+pub mod resolve;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -34,10 +35,11 @@ use crate::merkle::VerifiedCache;
 use crate::metrics::{
     Event, IntervalRecord, Notice, Recorder, Registry, Role, WorkerSched, now_ns,
 };
-use crate::settings::{EngineKind, SettingChange, Settings, SettingsError, SleepMode};
+use crate::settings::{SettingChange, Settings, SettingsError};
 use crate::sys::{Features, ThreadCounters, ThreadStatReader};
 
 use pipeline::Pipeline;
+pub use resolve::{DataFs, Resolution, resolve};
 
 /// Default length of an interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(250);
@@ -105,46 +107,32 @@ pub struct OpenFile {
 }
 
 impl OpenFile {
-    /// Opens `path`; when O_DIRECT is asked for but the filesystem refuses it
-    /// (EINVAL, e.g. tmpfs), opens buffered and says so.
-    pub fn open(path: &Path, direct: bool) -> Result<(OpenFile, Option<String>), EngineError> {
-        let open = |direct: bool| {
-            let mut o = OpenOptions::new();
-            o.read(true);
-            if direct {
-                o.custom_flags(libc::O_DIRECT);
-            }
-            o.open(path)
-        };
-        let err = |source| EngineError::Open {
+    /// Opens `path`, with O_DIRECT when `direct` ([`resolve`] already chose
+    /// buffered reads where the filesystem refuses O_DIRECT).
+    pub fn open(path: &Path, direct: bool) -> Result<OpenFile, EngineError> {
+        let mut o = OpenOptions::new();
+        o.read(true);
+        if direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        let f = o.open(path).map_err(|source| EngineError::Open {
             path: path.to_path_buf(),
             source,
-        };
-        match open(direct) {
-            Ok(f) => Ok((
-                OpenFile {
-                    file: Arc::new(f),
-                    path: path.to_path_buf(),
-                    direct,
-                },
-                None,
-            )),
-            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                let f = open(false).map_err(err)?;
-                let fs = crate::sys::fs_type_name(path);
-                Ok((
-                    OpenFile {
-                        file: Arc::new(f),
-                        path: path.to_path_buf(),
-                        direct: false,
-                    },
-                    Some(format!(
-                        "workload.direct: {fs} does not support O_DIRECT; reading buffered (page cache) instead"
-                    )),
-                ))
-            }
-            Err(e) => Err(err(e)),
-        }
+        })?;
+        Ok(OpenFile {
+            file: Arc::new(f),
+            path: path.to_path_buf(),
+            direct,
+        })
+    }
+}
+
+/// What the filesystem of a dataset allows (asked once per dataset).
+fn probe_data_fs(ds: &Dataset) -> DataFs {
+    let path = ds.path(Variant::Plain);
+    DataFs {
+        name: crate::sys::fs_type_name(&path),
+        o_direct: crate::sys::supports_o_direct(&path).unwrap_or(true),
     }
 }
 
@@ -297,7 +285,10 @@ pub struct Engine {
     shared: Arc<Shared>,
     opts: EngineOptions,
     requested: Settings,
-    effective: Settings,
+    /// What `requested` runs as here (the one answer of [`resolve`]).
+    resolution: Resolution,
+    /// What the dataset's filesystem allows.
+    data_fs: DataFs,
     features: Features,
     dataset: Arc<Dataset>,
     cache: Arc<VerifiedCache>,
@@ -308,66 +299,15 @@ pub struct Engine {
     rx: Receiver<IntervalRecord>,
 }
 
-/// Resolves what can actually run on this machine: fallbacks become
-/// notices, impossible combinations become errors.
-pub fn resolve(s: &Settings, features: &Features) -> Result<(Settings, Vec<String>), EngineError> {
-    let mut eff = s.clone();
-    let mut notes = Vec::new();
-    if s.workload.engine == EngineKind::Sync && s.workload.sleep != SleepMode::Iowait {
-        return Err(EngineError::Conflict {
-            key: "workload.sleep",
-            value: format!("\"{}\"", s.workload.sleep),
-            other: "workload.engine = \"sync\"".into(),
-            reason: "synchronous reads always sleep as iowait; use sleep = \"iowait\" or engine = \"uring\"",
-        });
-    }
-    if eff.workload.engine == EngineKind::Uring && !features.io_uring {
-        eff.workload.engine = EngineKind::Sync;
-        let why = features
-            .io_uring_reason
-            .clone()
-            .unwrap_or_else(|| "not available".into());
-        notes.push(format!(
-            "workload.engine: io_uring is unavailable ({why}); using engine = sync"
-        ));
-        if eff.workload.sleep != SleepMode::Iowait {
-            notes.push(format!(
-                "workload.sleep: {} needs io_uring; synchronous reads sleep as iowait",
-                eff.workload.sleep
-            ));
-            eff.workload.sleep = SleepMode::Iowait;
-        }
-    }
-    if eff.workload.engine == EngineKind::Uring
-        && eff.workload.sleep == SleepMode::Plain
-        && !features.no_iowait
-    {
-        notes.push(
-            "workload.sleep: this kernel does not advertise IORING_FEAT_NO_IOWAIT (v6.15+); the wait stays iowait"
-                .into(),
-        );
-        eff.workload.sleep = SleepMode::Iowait;
-    }
-    if eff.workload.engine == EngineKind::Sync && eff.workload.queue_depth > 1 {
-        notes.push(format!(
-            "workload.queue_depth: sync reads are one at a time per reader; queue_depth {} is ignored (use readers)",
-            eff.workload.queue_depth
-        ));
-        eff.workload.queue_depth = 1;
-    }
-    Ok((eff, notes))
-}
-
 /// Refuses settings whose memory (worked out by [`memory::MemoryNeed`])
 /// does not fit in what the machine has available plus `freed` bytes (what
 /// the running pipeline gives back before the new one starts).
-fn check_memory(s: &Settings, features: &Features, freed: u64) -> Result<(), EngineError> {
-    let (eff, _) = resolve(s, features)?;
+fn check_memory(eff: &Settings, freed: u64) -> Result<(), EngineError> {
     let Some(available) = crate::sys::memory_available_bytes() else {
         return Ok(());
     };
-    memory::MemoryNeed::of(&eff, crate::sys::online_cpus().len())
-        .check(&eff, available.saturating_add(freed))
+    memory::MemoryNeed::of(eff, crate::sys::online_cpus().len())
+        .check(eff, available.saturating_add(freed))
         .map_err(EngineError::Memory)
 }
 
@@ -382,8 +322,10 @@ impl Engine {
         let cpus = crate::sys::online_cpus();
         settings.validate(cpus.len())?;
         let features = crate::sys::probe_features();
-        resolve(&settings, &features)?;
-        check_memory(&settings, &features, 0)?;
+        // Refused before the dataset is touched; the filesystem's answer
+        // (O_DIRECT) comes with the dataset, and the launch resolves again.
+        let early = resolve(&settings, &features, &DataFs::capable())?;
+        check_memory(&early.effective, 0)?;
         let (dataset, outcome) = Dataset::open_or_prepare(
             &opts.data_dir,
             settings.workload.file_size,
@@ -417,11 +359,20 @@ impl Engine {
                 .spawn(move || sampler_main(shared, interval, tx))
                 .map_err(EngineError::Start)?
         };
+        let data_fs = probe_data_fs(&dataset);
+        let resolution = match resolve(&settings, &features, &data_fs) {
+            Ok(r) => r,
+            Err(e) => {
+                shared.sampler_stop.store(true, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
         let mut engine = Engine {
             shared,
             opts,
             requested: settings.clone(),
-            effective: settings.clone(),
+            resolution: resolution.clone(),
+            data_fs,
             features,
             dataset: Arc::new(dataset),
             cache,
@@ -431,7 +382,7 @@ impl Engine {
             sampler: Some(sampler),
             rx,
         };
-        if let Err(e) = engine.launch(&settings) {
+        if let Err(e) = engine.launch(resolution) {
             engine.shutdown();
             return Err(e);
         }
@@ -442,16 +393,15 @@ impl Engine {
         NoticeSink(self.shared.clone())
     }
 
-    /// Builds and starts a pipeline for `s` (none must be running).
-    fn launch(&mut self, s: &Settings) -> Result<(), EngineError> {
-        let (eff, notes) = resolve(s, &self.features)?;
+    /// Builds and starts a pipeline for a resolution (none must be
+    /// running); its fallbacks become notices.
+    fn launch(&mut self, r: Resolution) -> Result<(), EngineError> {
+        let eff = r.effective.clone();
         let variant = Variant::for_pipeline(eff.pipeline.decrypt, eff.pipeline.cipher);
         let path = self.dataset.path(variant);
-        let (file, note) = OpenFile::open(&path, eff.workload.direct)?;
-        let mut eff = eff;
-        eff.workload.direct = file.direct;
+        let file = OpenFile::open(&path, eff.workload.direct)?;
         let sink = self.sink();
-        for n in notes.into_iter().chain(note) {
+        for n in r.notices() {
             sink.push(n);
         }
         self.hogs
@@ -468,7 +418,7 @@ impl Engine {
         )
         .map_err(EngineError::Start)?;
         self.pipeline = Some(p);
-        self.effective = eff;
+        self.resolution = r;
         self.shared.running.store(true, Ordering::SeqCst);
         Ok(())
     }
@@ -485,18 +435,18 @@ impl Engine {
     /// becomes an event. On error nothing changes.
     pub fn apply(&mut self, new: Settings) -> Result<Vec<SettingChange>, EngineError> {
         new.validate(crate::sys::online_cpus().len())?;
-        resolve(&new, &self.features)?;
+        let resolution = resolve(&new, &self.features, &self.data_fs)?;
         let changes = self.requested.diff(&new);
         if changes.is_empty() {
             return Ok(changes);
         }
-        let running = memory::MemoryNeed::of(&self.effective, crate::sys::online_cpus().len());
+        let running = memory::MemoryNeed::of(self.effective(), crate::sys::online_cpus().len());
         let freed = if self.paused {
             0
         } else {
             running.buffers + running.histograms
         };
-        check_memory(&new, &self.features, freed)?;
+        check_memory(&resolution.effective, freed)?;
         let new_dataset = if new.workload.file_size != self.requested.workload.file_size
             || new.pipeline.salt != self.requested.pipeline.salt
         {
@@ -523,14 +473,16 @@ impl Engine {
                 std::mem::replace(&mut self.cache, cache),
             )
         });
-        if !was_paused && let Err(e) = self.launch(&new) {
+        if was_paused {
+            self.resolution = resolution;
+        } else if let Err(e) = self.launch(resolution) {
             // Put the previous workload back; the caller sees the error.
             if let Some((ds, cache)) = old_dataset {
                 self.dataset = ds;
                 self.cache = cache;
             }
-            let old = self.requested.clone();
-            let _ = self.launch(&old);
+            let old = self.resolution.clone();
+            let _ = self.launch(old);
             return Err(e);
         }
         self.requested = new;
@@ -571,8 +523,8 @@ impl Engine {
     /// Resumes a paused workload.
     pub fn resume(&mut self) -> Result<(), EngineError> {
         if self.paused {
-            let s = self.requested.clone();
-            self.launch(&s)?;
+            let r = self.resolution.clone();
+            self.launch(r)?;
             self.paused = false;
             self.mark("resumed");
         }
@@ -598,7 +550,13 @@ impl Engine {
     /// The settings as running, after fallbacks (io_uring unavailable, no
     /// O_DIRECT, no NO_IOWAIT...).
     pub fn effective(&self) -> &Settings {
-        &self.effective
+        &self.resolution.effective
+    }
+
+    /// How the requested settings resolved here: the effective settings,
+    /// each fallback and each limit with its reason.
+    pub fn resolution(&self) -> &Resolution {
+        &self.resolution
     }
 
     /// What the kernel and machine offer.

@@ -526,3 +526,43 @@ fn spawn_worker(
             }
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(decrypt: bool, verity: bool, mode: &str, verify_mode: &str) -> Plan {
+        let mut s = Settings::default();
+        s.set("pipeline.decrypt", &decrypt.to_string()).unwrap();
+        s.set("pipeline.verity", &verity.to_string()).unwrap();
+        s.set("workers.mode", mode).unwrap();
+        s.set("workers.verify_mode", verify_mode).unwrap();
+        Plan::of(&s)
+    }
+
+    #[test]
+    fn the_worker_plan_follows_the_kernel_queues() {
+        // ext4: decrypt on fscrypt's queue, then verify on fsverity's own.
+        let p = plan(true, true, "unbound", "bound");
+        assert_eq!(p.first, Placement::Unbound);
+        assert_eq!(p.second, Some(Placement::Bound));
+        assert_eq!(p.describe(), "decrypt: unbound -> verify: bound");
+        // Verification in the same work item, or inline after decryption.
+        for vm in ["same", "inline"] {
+            let p = plan(true, true, "bound", vm);
+            assert_eq!(p.second, None, "{vm}");
+            assert_eq!(p.describe(), "decrypt+verify: bound");
+        }
+        // One stage: the mode is its queue's; verify_mode does not apply.
+        let p = plan(false, true, "bound", "unbound");
+        assert_eq!((p.first, p.second), (Placement::Bound, None));
+        assert_eq!(p.describe(), "verify: bound");
+        let p = plan(true, false, "inline", "unbound");
+        assert_eq!((p.first, p.second), (Placement::Inline, None));
+        assert_eq!(p.describe(), "decrypt: inline");
+        // No post-processing: the reader only reads, whatever the mode.
+        let p = plan(false, false, "unbound", "bound");
+        assert_eq!((p.first, p.second), (Placement::Inline, None));
+        assert_eq!(p.describe(), "no post-processing");
+    }
+}

@@ -526,6 +526,9 @@ pub struct App {
     pub settings: Settings,
     /// Settings as running (after fallbacks).
     pub effective: Settings,
+    /// Why each limited setting is limited here: [`crate::engine::resolve`]'s
+    /// answer for the settings running, read by the settings panel.
+    limits: Vec<(&'static str, String)>,
     /// Where each stage runs, e.g. "decrypt: unbound -> verify: bound".
     pub plan: String,
     /// Kernel and CPU features.
@@ -581,9 +584,11 @@ impl App {
     /// A fresh explorer for a running workload.
     pub fn new(settings: Settings, effective: Settings, features: Features, cpus: usize) -> App {
         let plan = crate::engine::pipeline::Plan::of(&effective).describe();
+        let limits = limits_of(&settings, &effective, &features);
         App {
             settings,
             effective,
+            limits,
             plan,
             features,
             cpus,
@@ -796,6 +801,7 @@ impl App {
     /// Records the settings now running.
     pub fn set_running(&mut self, requested: Settings, effective: Settings) {
         self.plan = crate::engine::pipeline::Plan::of(&effective).describe();
+        self.limits = limits_of(&requested, &effective, &self.features);
         self.settings = requested;
         self.effective = effective;
     }
@@ -803,45 +809,26 @@ impl App {
     /// Why a setting is not (fully) available here, if it is not: greyed in
     /// the settings panel with this reason.
     pub fn unavailable(&self, key: &str) -> Option<String> {
-        let f = &self.features;
-        let s = &self.settings;
-        let e = &self.effective;
-        match key {
-            "workload.engine" if !f.io_uring => Some(format!(
-                "io_uring unavailable: {}",
-                f.io_uring_reason.as_deref().unwrap_or("setup failed")
-            )),
-            "workload.sleep" if s.workload.engine == EngineKind::Sync => {
-                Some("sync reads always sleep as iowait".into())
-            }
-            "workload.sleep" if !f.io_uring => Some("needs io_uring".into()),
-            "workload.sleep" if !f.no_iowait => {
-                Some("no IORING_FEAT_NO_IOWAIT (Linux 6.15+): plain = iowait".into())
-            }
-            "workload.direct" if s.workload.direct && !e.workload.direct => {
-                Some("the filesystem refuses O_DIRECT: buffered".into())
-            }
-            "workload.queue_depth" if e.workload.engine == EngineKind::Sync => {
-                Some("sync: one read at a time per reader".into())
-            }
-            "workers.highpri" if !f.highpri => Some(
-                f.highpri_reason
-                    .clone()
-                    .unwrap_or_else(|| "nice -20 not permitted".into()),
-            ),
-            "workers.verify_mode" if !(s.pipeline.decrypt && s.pipeline.verity) => {
-                Some("used only when decrypt and verity are both on".into())
-            }
-            "pipeline.cipher" if !s.pipeline.decrypt => Some("decrypt is off".into()),
-            "pipeline.cipher"
-                if s.pipeline.cipher == crate::crypto::CipherKind::Aes256Xts
-                    && !f.aes_instructions =>
-            {
-                Some("no AES instructions on this CPU".into())
-            }
-            _ => None,
-        }
+        self.limits
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, why)| why.clone())
     }
+}
+
+/// The limits [`crate::engine::resolve`] gives for `requested` on a machine
+/// with `features`. The filesystem's O_DIRECT answer is read back from the
+/// settings that ran (asked for direct, ran buffered: it refuses O_DIRECT).
+fn limits_of(
+    requested: &Settings,
+    effective: &Settings,
+    features: &Features,
+) -> Vec<(&'static str, String)> {
+    let fs = crate::engine::DataFs {
+        name: "the filesystem".into(),
+        o_direct: !requested.workload.direct || effective.workload.direct,
+    };
+    crate::engine::resolve(requested, features, &fs).map_or_else(|_| Vec::new(), |r| r.limits)
 }
 
 /// `workers.mode: unbound -> bound` -> `mode: unbound -> bound`; other

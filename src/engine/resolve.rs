@@ -1,0 +1,346 @@
+//! Requested settings into the settings that run on this machine, worked
+//! out in one place.
+//!
+//! A setting can run differently from what was asked: io_uring may be
+//! disabled (then reads are synchronous, which always sleep as iowait), the
+//! kernel may lack `IORING_FEAT_NO_IOWAIT` (then a plain wait is iowait),
+//! the process may not raise priority (then workers run at nice 0), the
+//! filesystem may refuse O_DIRECT (then reads are buffered), and a
+//! synchronous reader has one read in flight whatever the queue depth.
+//! [`resolve`] is a pure function of the settings, the machine's
+//! [`Features`] and the data file's filesystem: it returns the effective
+//! settings, each fallback with its reason (the engine's notices and the
+//! explorer's `→ running value`), and each setting the machine or the other
+//! settings limit (greyed in the explorer with the reason). The engine, the
+//! explorer and the reports all read its answer; nothing works it out again.
+
+use crate::settings::{EngineKind, Settings, SleepMode};
+use crate::sys::Features;
+
+use super::EngineError;
+
+/// What the filesystem of the data file allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataFs {
+    /// Its type (`ext4`, `tmpfs`).
+    pub name: String,
+    /// It accepts O_DIRECT reads.
+    pub o_direct: bool,
+}
+
+impl DataFs {
+    /// A filesystem that allows everything (tests, replays that ran direct).
+    pub fn capable() -> DataFs {
+        DataFs {
+            name: "the filesystem".into(),
+            o_direct: true,
+        }
+    }
+}
+
+/// A setting that runs differently from what was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    /// The setting (`workload.engine`).
+    pub key: &'static str,
+    /// Why, and what runs instead: the notice text after the key.
+    pub reason: String,
+}
+
+impl Fallback {
+    /// The notice: `workload.engine: io_uring is unavailable (...)`.
+    pub fn notice(&self) -> String {
+        format!("{}: {}", self.key, self.reason)
+    }
+}
+
+/// The answer of [`resolve`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolution {
+    /// The settings that run.
+    pub effective: Settings,
+    /// Every fallback taken, in the order of the settings.
+    pub fallbacks: Vec<Fallback>,
+    /// Settings the machine or the other settings limit, with the reason
+    /// (greyed in the explorer), whatever their current value.
+    pub limits: Vec<(&'static str, String)>,
+}
+
+impl Resolution {
+    /// Why `key` is limited here, if it is.
+    pub fn limit(&self, key: &str) -> Option<&str> {
+        self.limits
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, why)| why.as_str())
+    }
+
+    /// The fallbacks as notices.
+    pub fn notices(&self) -> Vec<String> {
+        self.fallbacks.iter().map(Fallback::notice).collect()
+    }
+}
+
+/// Works out what `s` runs as on a machine with `f`, reading a file on
+/// `fs`. Impossible combinations (a synchronous reader that does not sleep
+/// as iowait) are errors; everything else falls back with a reason.
+pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, EngineError> {
+    if s.workload.engine == EngineKind::Sync && s.workload.sleep != SleepMode::Iowait {
+        return Err(EngineError::Conflict {
+            key: "workload.sleep",
+            value: format!("\"{}\"", s.workload.sleep),
+            other: "workload.engine = \"sync\"".into(),
+            reason: "synchronous reads always sleep as iowait; use sleep = \"iowait\" or engine = \"uring\"",
+        });
+    }
+    let mut e = s.clone();
+    let mut fallbacks = Vec::new();
+    let mut fall = |key: &'static str, reason: String| fallbacks.push(Fallback { key, reason });
+    let w = &mut e.workload;
+    if w.engine == EngineKind::Uring && !f.io_uring {
+        w.engine = EngineKind::Sync;
+        let why = f.io_uring_reason.as_deref().unwrap_or("not available");
+        fall(
+            "workload.engine",
+            format!("io_uring is unavailable ({why}); using engine = sync"),
+        );
+        if w.sleep != SleepMode::Iowait {
+            fall(
+                "workload.sleep",
+                format!(
+                    "{} needs io_uring; synchronous reads sleep as iowait",
+                    w.sleep
+                ),
+            );
+            w.sleep = SleepMode::Iowait;
+        }
+    }
+    if w.engine == EngineKind::Uring && w.sleep == SleepMode::Plain && !f.no_iowait {
+        fall(
+            "workload.sleep",
+            "this kernel does not advertise IORING_FEAT_NO_IOWAIT (v6.15+); the wait stays iowait"
+                .into(),
+        );
+        w.sleep = SleepMode::Iowait;
+    }
+    if w.engine == EngineKind::Sync && w.queue_depth > 1 {
+        fall(
+            "workload.queue_depth",
+            format!(
+                "sync reads are one at a time per reader; queue_depth {} is ignored (use readers)",
+                w.queue_depth
+            ),
+        );
+        w.queue_depth = 1;
+    }
+    if w.direct && !fs.o_direct {
+        fall(
+            "workload.direct",
+            format!(
+                "{} does not support O_DIRECT; reading buffered (page cache) instead",
+                fs.name
+            ),
+        );
+        w.direct = false;
+    }
+    if e.workers.highpri && !f.highpri {
+        fall(
+            "workers.highpri",
+            format!(
+                "running at nice 0 instead of -20: {}",
+                f.highpri_reason
+                    .as_deref()
+                    .unwrap_or("raising priority is not permitted")
+            ),
+        );
+        e.workers.highpri = false;
+    }
+    let limits = limits(s, &e, f, fs);
+    Ok(Resolution {
+        effective: e,
+        fallbacks,
+        limits,
+    })
+}
+
+/// What the machine (or the other settings) limits, whatever the values.
+fn limits(s: &Settings, e: &Settings, f: &Features, fs: &DataFs) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = Vec::new();
+    if !f.io_uring {
+        out.push((
+            "workload.engine",
+            format!(
+                "io_uring unavailable: {}",
+                f.io_uring_reason.as_deref().unwrap_or("setup failed")
+            ),
+        ));
+    }
+    if s.workload.engine == EngineKind::Sync {
+        out.push(("workload.sleep", "sync reads always sleep as iowait".into()));
+    } else if !f.io_uring {
+        out.push(("workload.sleep", "needs io_uring".into()));
+    } else if !f.no_iowait {
+        out.push((
+            "workload.sleep",
+            "no IORING_FEAT_NO_IOWAIT (Linux 6.15+): plain = iowait".into(),
+        ));
+    }
+    if !fs.o_direct {
+        out.push((
+            "workload.direct",
+            "the filesystem refuses O_DIRECT: buffered".into(),
+        ));
+    }
+    if e.workload.engine == EngineKind::Sync {
+        out.push((
+            "workload.queue_depth",
+            "sync: one read at a time per reader".into(),
+        ));
+    }
+    if !f.highpri {
+        out.push((
+            "workers.highpri",
+            f.highpri_reason
+                .clone()
+                .unwrap_or_else(|| "nice -20 not permitted".into()),
+        ));
+    }
+    if !(s.pipeline.decrypt && s.pipeline.verity) {
+        out.push((
+            "workers.verify_mode",
+            "used only when decrypt and verity are both on".into(),
+        ));
+    }
+    if !s.pipeline.decrypt {
+        out.push(("pipeline.cipher", "decrypt is off".into()));
+    } else if s.pipeline.cipher == crate::crypto::CipherKind::Aes256Xts && !f.aes_instructions {
+        out.push(("pipeline.cipher", "no AES instructions on this CPU".into()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all() -> Features {
+        Features {
+            io_uring: true,
+            io_uring_reason: None,
+            no_iowait: true,
+            aes_instructions: true,
+            sha_instructions: true,
+            vaes: true,
+            schedstat: true,
+            highpri: true,
+            highpri_reason: None,
+        }
+    }
+
+    fn with(kv: &[(&str, &str)]) -> Settings {
+        let mut s = Settings::default();
+        for (k, v) in kv {
+            s.set(k, v).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn a_capable_machine_runs_what_was_asked() {
+        let s = with(&[("workload.sleep", "plain")]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(r.effective, s);
+        assert!(r.fallbacks.is_empty());
+        assert_eq!(r.limit("workload.engine"), None);
+    }
+
+    #[test]
+    fn no_io_uring_means_sync_reads_that_sleep_as_iowait() {
+        let f = Features {
+            io_uring: false,
+            io_uring_reason: Some("kernel.io_uring_disabled = 2".into()),
+            no_iowait: false,
+            ..all()
+        };
+        let s = with(&[("workload.sleep", "plain"), ("workload.queue_depth", "8")]);
+        let r = resolve(&s, &f, &DataFs::capable()).unwrap();
+        assert_eq!(r.effective.workload.engine, EngineKind::Sync);
+        assert_eq!(r.effective.workload.sleep, SleepMode::Iowait);
+        assert_eq!(r.effective.workload.queue_depth, 1);
+        let keys: Vec<&str> = r.fallbacks.iter().map(|f| f.key).collect();
+        assert_eq!(
+            keys,
+            ["workload.engine", "workload.sleep", "workload.queue_depth"]
+        );
+        assert!(r.notices()[0].contains("kernel.io_uring_disabled = 2"));
+        assert!(
+            r.limit("workload.engine")
+                .unwrap()
+                .contains("io_uring_disabled")
+        );
+        assert_eq!(r.limit("workload.sleep"), Some("needs io_uring"));
+    }
+
+    #[test]
+    fn no_no_iowait_means_an_iowait_wait() {
+        let f = Features {
+            no_iowait: false,
+            ..all()
+        };
+        let r = resolve(
+            &with(&[("workload.sleep", "plain")]),
+            &f,
+            &DataFs::capable(),
+        )
+        .unwrap();
+        assert_eq!(r.effective.workload.sleep, SleepMode::Iowait);
+        assert!(r.fallbacks[0].reason.contains("NO_IOWAIT"));
+        // Poll needs no kernel feature.
+        let r = resolve(&with(&[("workload.sleep", "poll")]), &f, &DataFs::capable()).unwrap();
+        assert_eq!(r.effective.workload.sleep, SleepMode::Poll);
+    }
+
+    #[test]
+    fn no_cap_sys_nice_means_nice_0_and_no_o_direct_means_buffered() {
+        let f = Features {
+            highpri: false,
+            highpri_reason: Some("no CAP_SYS_NICE, RLIMIT_NICE 0".into()),
+            ..all()
+        };
+        let fs = DataFs {
+            name: "tmpfs".into(),
+            o_direct: false,
+        };
+        let s = with(&[("workers.highpri", "true"), ("workload.direct", "true")]);
+        let r = resolve(&s, &f, &fs).unwrap();
+        assert!(!r.effective.workers.highpri);
+        assert!(!r.effective.workload.direct);
+        assert_eq!(
+            r.notices(),
+            [
+                "workload.direct: tmpfs does not support O_DIRECT; reading buffered (page cache) instead",
+                "workers.highpri: running at nice 0 instead of -20: no CAP_SYS_NICE, RLIMIT_NICE 0"
+            ]
+        );
+        assert_eq!(
+            r.limit("workers.highpri"),
+            Some("no CAP_SYS_NICE, RLIMIT_NICE 0")
+        );
+    }
+
+    #[test]
+    fn sync_with_a_non_iowait_sleep_is_refused() {
+        let s = with(&[("workload.engine", "sync"), ("workload.sleep", "poll")]);
+        let e = resolve(&s, &all(), &DataFs::capable()).unwrap_err();
+        assert!(e.to_string().contains("always sleep as iowait"), "{e}");
+    }
+
+    #[test]
+    fn settings_that_only_matter_with_others_are_limited() {
+        let s = with(&[("pipeline.decrypt", "false")]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(r.limit("pipeline.cipher"), Some("decrypt is off"));
+        assert!(r.limit("workers.verify_mode").is_some());
+        assert!(r.fallbacks.is_empty());
+    }
+}
