@@ -53,13 +53,7 @@ pub struct CryptoReport {
 }
 
 fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    crate::sys::thread_cpu_time_ns() as f64 / 1e9
 }
 
 /// Runs `op` (one 4096-byte unit per call) for `secs` of CPU time; bytes/s.

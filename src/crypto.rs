@@ -725,6 +725,7 @@ pub mod xts {
         #[inline]
         #[target_feature(enable = "aes")]
         unsafe fn expand_step<const SHUF: i32>(prev: __m128i, assist: __m128i) -> __m128i {
+            // SAFETY: the caller runs on a CPU with AES-NI (this fn's contract); register-only intrinsics.
             unsafe {
                 let assist = _mm_shuffle_epi32::<SHUF>(assist);
                 let mut k = prev;
@@ -741,6 +742,7 @@ pub mod xts {
         /// The AES-256 key schedule (FIPS-197 5.2) with `aeskeygenassist`.
         #[target_feature(enable = "aes")]
         unsafe fn expand_key(key: &[u8; 32]) -> [__m128i; RK] {
+            // SAFETY: the caller runs on a CPU with AES-NI; the two unaligned loads read the key's 32 bytes.
             unsafe {
                 let mut rk = [_mm_set_epi32(0, 0, 0, 0); RK];
                 rk[0] = _mm_loadu_si128(key.as_ptr().cast());
@@ -769,6 +771,7 @@ pub mod xts {
         /// Round keys of the equivalent inverse cipher, for `aesdec`.
         #[target_feature(enable = "aes")]
         unsafe fn inverse_keys(enc: &[__m128i; RK]) -> [__m128i; RK] {
+            // SAFETY: the caller runs on a CPU with AES-NI; register-only intrinsics on the given keys.
             unsafe {
                 let mut dec = [enc[0]; RK];
                 dec[0] = enc[RK - 1];
@@ -783,6 +786,7 @@ pub mod xts {
         #[inline]
         #[target_feature(enable = "aes")]
         unsafe fn encrypt_one(rk: &[__m128i; RK], block: __m128i) -> __m128i {
+            // SAFETY: the caller runs on a CPU with AES-NI; register-only intrinsics.
             unsafe {
                 let mut b = _mm_xor_si128(block, rk[0]);
                 for k in &rk[1..RK - 1] {
@@ -799,6 +803,7 @@ pub mod xts {
         #[inline]
         #[target_feature(enable = "aes")]
         unsafe fn mul_alpha(t: __m128i, mask: __m128i) -> __m128i {
+            // SAFETY: the caller runs on a CPU with AES-NI; register-only SSE2 intrinsics.
             unsafe {
                 // dword i of `signs` is all ones if dword i of t has its top bit set.
                 let signs = _mm_srai_epi32::<31>(t);
@@ -812,6 +817,7 @@ pub mod xts {
         #[inline]
         #[target_feature(enable = "aes")]
         unsafe fn halves(v: __m128i) -> (u64, u64) {
+            // SAFETY: the caller runs on a CPU with AES-NI (SSE2 implied); register-only intrinsics.
             unsafe {
                 (
                     _mm_cvtsi128_si64(v) as u64,
@@ -961,6 +967,9 @@ pub mod xts {
                 /// `$keys` schedule of Key1; T_0 = E_K2(iv).
                 #[target_feature(enable = "aes")]
                 unsafe fn $name(keys: &Keys, iv: &[u8; 16], buf: &mut [u8]) {
+                    // SAFETY: the caller runs on a CPU with AES-NI; every
+                    // load and store is at a block index below
+                    // `buf.len() / 16`, inside `buf`.
                     unsafe {
                         let rk = &keys.$keys;
                         let mask = _mm_set_epi32(0, 1, 0, 0x87);

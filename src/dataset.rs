@@ -209,15 +209,6 @@ fn derive(seed: u64, what: &str, out: &mut [u8]) {
     }
 }
 
-fn free_bytes(path: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statvfs.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
-}
-
 /// Refuses a data dir that cannot hold a dataset, with the reason: a path
 /// through a regular file, or a kernel pseudo-filesystem (procfs, sysfs),
 /// where nothing can be created and "free space" means nothing.
@@ -369,7 +360,7 @@ impl Dataset {
         // Refuse before creating anything.
         check_data_dir(data_dir)?;
         let needed = footprint(file_size);
-        if let Some(free) = free_bytes(&crate::sys::nearest_existing_ancestor(data_dir))
+        if let Some(free) = crate::sys::free_bytes(&crate::sys::nearest_existing_ancestor(data_dir))
             && free < needed
         {
             return Err(DatasetError::NoSpace {

@@ -142,8 +142,8 @@ impl Demo {
         })?;
         if raw.version > DEMO_VERSION {
             return Err(format!(
-                "{origin}: demo script version {} is newer than this readpath reads ({DEMO_VERSION}); upgrade readpath",
-                raw.version
+                "{origin}: version {}",
+                crate::outfile::newer_version("demo script", raw.version, DEMO_VERSION)
             ));
         }
         let preset_settings = |name: &str, i: Option<usize>| {

@@ -7,6 +7,9 @@
 //! runner, the TUI, experiments and recordings all read the same per-interval
 //! [`metrics::IntervalRecord`]s.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
 pub mod bench;
 pub mod cli;
 pub mod crypto;

@@ -32,13 +32,7 @@ pub const BUCKET_COUNT: usize = 24 * BUCKETS_PER_OCTAVE;
 /// Monotonic clock in ns (CLOCK_MONOTONIC, a vDSO call: ~20 ns).
 #[inline]
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::sys::monotonic_ns()
 }
 
 static RECORDING: AtomicBool = AtomicBool::new(true);

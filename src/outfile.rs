@@ -435,6 +435,15 @@ pub fn read_capped(path: &Path, limit: u64) -> Result<String, String> {
     })
 }
 
+/// The one message for a file written by a newer readpath (a recording, a
+/// preset, a demo script): `"{found} is from a newer readpath: this one
+/// reads {what} version {supported}; upgrade readpath"`.
+pub fn newer_version(what: &str, found: impl std::fmt::Display, supported: u32) -> String {
+    format!(
+        "{found} is from a newer readpath: this one reads {what} version {supported}; upgrade readpath"
+    )
+}
+
 /// An I/O error as words, without Rust's "(os error N)" suffix.
 pub fn plain(e: &std::io::Error) -> String {
     let s = e.to_string();
@@ -531,9 +540,7 @@ mod tests {
     fn fifos_are_streamed_not_replaced() {
         let d = tempfile::tempdir().unwrap();
         let fifo = d.path().join("f");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: `c` is a valid NUL-terminated path for the call.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::make_fifo(&fifo, 0o600).unwrap();
         let reader = {
             let fifo = fifo.clone();
             std::thread::spawn(move || std::fs::read(fifo).unwrap())

@@ -331,9 +331,7 @@ fn check_version(
             origin,
             span,
             "version",
-            format!(
-                "{n} is from a newer readpath: this one reads preset version {PRESET_VERSION}; upgrade readpath"
-            ),
+            crate::outfile::newer_version("preset", n, PRESET_VERSION as u32),
         ));
     }
     if n < 1 {

@@ -79,7 +79,8 @@ pub enum RecordingError {
     },
     /// Written by a newer readpath.
     #[error(
-        "{path}: recording format version {found} is newer than this readpath reads (version {VERSION}); upgrade readpath to replay it"
+        "{path}: version {}",
+        crate::outfile::newer_version("recording format", found, VERSION)
     )]
     Newer {
         /// The file.

@@ -213,8 +213,8 @@ unsafe fn compress2(sa: &mut [u32; 8], sb: &mut [u32; 8], pa: *const u8, pb: *co
         }};
     }
 
-    // SAFETY (whole body): the caller guarantees the CPU features and that
-    // both pointers cover `n` blocks.
+    // SAFETY: the caller guarantees the CPU features and that both
+    // pointers cover `n` blocks (the whole body relies on this).
     unsafe {
         let (mut abef_a, mut cdgh_a) = load(sa);
         let (mut abef_b, mut cdgh_b) = load(sb);

@@ -147,7 +147,7 @@ impl WorkQueue {
 /// How the reader that owns a buffer is told it is free again.
 pub enum ReaderWaker {
     /// An eventfd the io_uring reader keeps a read armed on.
-    EventFd(i32),
+    EventFd(crate::sys::EventFd),
     /// The sync reader parks its thread.
     Park(OnceLock<Thread>),
 }
@@ -194,11 +194,7 @@ impl ReturnQueue {
     #[cold]
     fn wake(&self) {
         match &self.waker {
-            ReaderWaker::EventFd(fd) => {
-                let one: u64 = 1;
-                // SAFETY: writing 8 bytes from a valid u64 to an eventfd we own.
-                unsafe { libc::write(*fd, (&one as *const u64).cast(), 8) };
-            }
+            ReaderWaker::EventFd(fd) => fd.signal(),
             ReaderWaker::Park(t) => {
                 if let Some(t) = t.get() {
                     t.unpark();
@@ -238,15 +234,6 @@ impl ReturnQueue {
     /// Reader side: awake again.
     pub fn end_sleep(&self) {
         self.sleeping.store(false, Ordering::SeqCst);
-    }
-}
-
-impl Drop for ReturnQueue {
-    fn drop(&mut self) {
-        if let ReaderWaker::EventFd(fd) = self.waker {
-            // SAFETY: the eventfd was created for this queue and is closed once.
-            unsafe { libc::close(fd) };
-        }
     }
 }
 

@@ -60,14 +60,7 @@ pub fn buffers_per_reader(s: &Settings) -> usize {
 /// The return path of one reader, with the waker its engine needs.
 pub fn new_return_queue(s: &Settings, n: usize) -> std::io::Result<Arc<ReturnQueue>> {
     let waker = match s.workload.engine {
-        EngineKind::Uring => {
-            // SAFETY: plain syscall; the fd is owned by the ReturnQueue and closed on drop.
-            let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            ReaderWaker::EventFd(fd)
-        }
+        EngineKind::Uring => ReaderWaker::EventFd(crate::sys::EventFd::new()?),
         EngineKind::Sync => ReaderWaker::Park(OnceLock::new()),
     };
     Ok(Arc::new(ReturnQueue::new(n, waker)))
@@ -397,9 +390,9 @@ impl Drop for UringOwner<'_> {
     fn drop(&mut self) {
         self.owner.stopped_with = Some((self.owner.in_device, self.owner.at_workers));
         // Wake the armed eventfd read so it completes.
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-        unsafe { libc::write(self.efd, (&one as *const u64).cast(), 8) };
+        if let ReaderWaker::EventFd(fd) = self.owner.ret.waker() {
+            fd.signal();
+        }
         while self.owner.in_device > 0 || self.efd_armed {
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
@@ -451,7 +444,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
     let fd = types::Fd(ctx.file.file.as_raw_fd());
     let ret = &ctx.returns[index];
     let efd = match ret.waker() {
-        ReaderWaker::EventFd(fd) => *fd,
+        ReaderWaker::EventFd(fd) => fd.raw(),
         ReaderWaker::Park(_) => unreachable!("uring reader has an eventfd"),
     };
     // From here on every exit (`?`, a panic) goes through `u`'s drop.

@@ -29,31 +29,12 @@ pub enum Input {
 /// Waits up to `timeout_ms` for input on stdin and appends the keys read to
 /// `keys`.
 pub fn read_keys(timeout_ms: i32, keys: &mut Vec<KeyEvent>) -> Input {
-    let mut fds = [libc::pollfd {
-        fd: 0,
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    // SAFETY: `fds` is a valid array of one pollfd for the duration of the call.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, timeout_ms) };
-    if n <= 0 {
-        return Input::Idle;
-    }
-    if fds[0].revents & libc::POLLIN == 0 {
-        // POLLHUP / POLLERR / POLLNVAL without data.
-        return Input::Gone;
-    }
     let mut buf = [0u8; 1024];
-    // SAFETY: reading at most `buf.len()` bytes into a valid, writable buffer.
-    let r = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-    match r {
-        0 => Input::Gone,
-        r if r < 0 => match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::EINTR | libc::EAGAIN) => Input::Idle,
-            _ => Input::Gone,
-        },
-        r => {
-            parse(&buf[..r as usize], keys);
+    match crate::sys::read_stdin(timeout_ms, &mut buf) {
+        crate::sys::StdinRead::Idle => Input::Idle,
+        crate::sys::StdinRead::Gone => Input::Gone,
+        crate::sys::StdinRead::Bytes(n) => {
+            parse(&buf[..n], keys);
             Input::Keys
         }
     }

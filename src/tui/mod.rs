@@ -116,16 +116,6 @@ fn release(mut term: Term, gone: bool) {
     }
 }
 
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Measures the UI thread: CPU % over the last second and frame time.
 struct CostMeter {
     since: Instant,
@@ -138,7 +128,7 @@ impl CostMeter {
     fn new() -> Self {
         CostMeter {
             since: Instant::now(),
-            cpu_at: thread_cpu_ns(),
+            cpu_at: crate::sys::thread_cpu_time_ns(),
             frames: 0,
             draw_ns: 0,
         }
@@ -149,7 +139,7 @@ impl CostMeter {
         self.draw_ns += took.as_nanos() as u64;
         let wall = self.since.elapsed();
         if wall >= Duration::from_secs(1) {
-            let cpu = thread_cpu_ns();
+            let cpu = crate::sys::thread_cpu_time_ns();
             app.ui.cpu_pct = (cpu - self.cpu_at) as f64 / wall.as_nanos() as f64 * 100.0;
             app.ui.frame_ms = self.draw_ns as f64 / self.frames as f64 / 1e6;
             *self = CostMeter::new();
