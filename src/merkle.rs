@@ -1224,6 +1224,9 @@ mod tests {
 
     #[test]
     fn oracle_fsverity_digest() {
+        if !crate::sys::require_tool("oracle_fsverity_digest", "fsverity", "fsverity") {
+            return;
+        }
         let dir = tempfile::tempdir().unwrap();
         let salts: [&[u8]; 4] = [b"", b"\xa5", b"salt", &[0x5au8; 32]];
         let mut checked = 0;

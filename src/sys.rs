@@ -1113,6 +1113,35 @@ pub fn can_write(path: &Path, dir: bool) -> bool {
     unsafe { libc::access(c.as_ptr(), mode) == 0 }
 }
 
+/// True when an executable `name` is on `PATH`.
+pub fn tool_on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// For tests that need an outside tool (the `fsverity` oracle, `tmux`,
+/// `openssl`, `rsvg-convert`): true when it is on `PATH`. When it is not,
+/// under CI (`CI=true`, as `.ci/run` sets: it installs every tool) this
+/// panics, so a missing tool fails; elsewhere it prints a visible skip
+/// naming the tool and its Debian package, and the test returns early.
+#[doc(hidden)]
+pub fn require_tool(test: &str, name: &str, package: &str) -> bool {
+    if tool_on_path(name) {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "{test}: `{name}` is not on PATH, and .ci/run installs it (Debian package {package})"
+    );
+    eprintln!("SKIPPED {test}: needs `{name}` (apt-get install {package})");
+    false
+}
+
 /// True when `pid` is a running (not zombie) process.
 pub fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
