@@ -1,7 +1,8 @@
 //! The explorer's screens, rendered on ratatui's TestBackend from fixed,
 //! synthetic interval records (no engine, no timing), and compared with
 //! insta snapshots: the main screen at 80x24 and 160x48, the help, the
-//! too-small message, the baseline panel, and a change marker on the charts.
+//! too-small message, the baseline panel, a change marker on the charts, and
+//! the whole footer of a wide terminal.
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -61,6 +62,23 @@ fn help_screen() {
         assert!(screen.contains(k), "help lacks {k:?}:\n{screen}");
     }
     insta::assert_snapshot!("help_160x48", screen);
+}
+
+/// Every footer key fits at 220 columns: the order past `gG hogs` (which no
+/// snapshot reaches) is the key table's, most used first.
+#[test]
+fn a_wide_footer_lists_every_footer_key() {
+    let screen = text(&draw(&app(false), &look(), 220, 48));
+    let footer = screen.lines().last().unwrap();
+    assert!(
+        footer.starts_with(" w workers  W verify q  h highpri  i sleep "),
+        "{footer}"
+    );
+    assert!(
+        footer.contains("  gG hogs  b baseline  p presets  s save  ␣ pause  r reset  zZ zoom "),
+        "{footer}"
+    );
+    assert!(footer.ends_with("  ? help  q quit"), "{footer}");
 }
 
 #[test]

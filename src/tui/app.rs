@@ -10,9 +10,10 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use hdrhistogram::Histogram;
 
+use super::keys::{self, Does};
 pub use crate::metrics::WindowStats;
 use crate::metrics::{Event, IntervalRecord, Notice, empty_hist};
-use crate::settings::{EngineKind, MAX_QUEUE_DEPTH, Settings, SleepMode};
+use crate::settings::{EngineKind, Settings};
 use crate::sys::Features;
 
 /// The time windows `z`/`Z` step through, in seconds.
@@ -55,177 +56,47 @@ pub enum Action {
     Refuse(String),
 }
 
-/// Maps a key to an action, given the settings as requested. Pure: the
-/// tests drive every binding through it.
+/// Maps a key to an action, given the settings as requested: what the key
+/// does comes from [`keys::BINDINGS`]. Pure: the tests drive every binding
+/// through it. Ctrl-Z is [`Action::None`] here: the terminal loop suspends
+/// before a key gets this far.
 pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action {
-    if key.modifiers.contains(KeyModifiers::CONTROL) {
-        return match key.code {
-            KeyCode::Char('c') | KeyCode::Char('d') => Action::Quit,
-            _ => Action::None,
-        };
-    }
-    let c = match key.code {
-        KeyCode::Esc => return Action::Quit,
-        KeyCode::Char(c) => c,
-        KeyCode::F(1) => return Action::ToggleHelp,
-        _ => return Action::None,
+    let Some(does) = keys::does(key) else {
+        return Action::None;
     };
-    match c {
-        'q' => Action::Quit,
-        ' ' => Action::TogglePause,
-        'b' => Action::MarkBaseline,
-        'r' => Action::ResetCharts,
-        'z' => Action::ZoomIn,
-        'Z' => Action::ZoomOut,
-        '?' => Action::ToggleHelp,
-        'p' => Action::OpenPicker,
-        'm' => Action::TogglePresent,
-        's' => Action::StartSave,
-        _ => match adjust(c, settings, cpus) {
-            Some(Ok(s)) => Action::Apply(s),
-            Some(Err(why)) => Action::Refuse(why),
-            None => Action::None,
+    match does {
+        Does::Quit => Action::Quit,
+        Does::Suspend => Action::None,
+        Does::TogglePause => Action::TogglePause,
+        Does::MarkBaseline => Action::MarkBaseline,
+        Does::ResetCharts => Action::ResetCharts,
+        Does::ZoomIn => Action::ZoomIn,
+        Does::ZoomOut => Action::ZoomOut,
+        Does::ToggleHelp => Action::ToggleHelp,
+        Does::TogglePresent => Action::TogglePresent,
+        Does::OpenPicker => Action::OpenPicker,
+        Does::StartSave => Action::StartSave,
+        Does::Change(f) => match change(f, settings, cpus) {
+            Ok(s) => Action::Apply(s),
+            Err(why) => Action::Refuse(why),
         },
     }
 }
 
-fn step<T: Copy + PartialOrd>(
-    v: T,
-    next: T,
-    lo: T,
-    hi: T,
-    key: &str,
-    what: &str,
-) -> Result<T, String> {
-    if next < lo || next > hi || next == v {
-        Err(format!("{key} is already {what}"))
-    } else {
-        Ok(next)
-    }
+/// The settings a change leads to, validated, or why it cannot be made.
+fn change(f: keys::Change, s: &Settings, cpus: usize) -> Result<Settings, String> {
+    let mut n = s.clone();
+    f(&mut n)?;
+    n.validate(cpus).map_err(|e| e.to_string())?;
+    Ok(n)
 }
 
 /// The settings a settings key leads to: `None` for a key that is not a
 /// settings key, `Err` with a reason when the change cannot be made.
 pub fn adjust(key: char, s: &Settings, cpus: usize) -> Option<Result<Settings, String>> {
-    let mut n = s.clone();
-    let r: Result<(), String> = (|| {
-        let w = &mut n.workload;
-        match key {
-            'w' => n.workers.mode = n.workers.mode.next(),
-            'W' => n.workers.verify_mode = n.workers.verify_mode.next(),
-            'h' => n.workers.highpri = !n.workers.highpri,
-            'i' => {
-                if w.engine == EngineKind::Sync {
-                    return Err("workload.sleep: synchronous reads always sleep as iowait; \
-                                press e for io_uring first"
-                        .into());
-                }
-                w.sleep = w.sleep.next();
-            }
-            'e' => {
-                w.engine = w.engine.next();
-                if w.engine == EngineKind::Sync {
-                    // pread always sleeps as iowait: take sleep along.
-                    w.sleep = SleepMode::Iowait;
-                }
-            }
-            'v' => n.pipeline.verity = !n.pipeline.verity,
-            'd' => n.pipeline.decrypt = !n.pipeline.decrypt,
-            'c' => {
-                use crate::crypto::CipherKind;
-                let i = CipherKind::ALL.iter().position(|&c| c == n.pipeline.cipher);
-                n.pipeline.cipher =
-                    CipherKind::ALL[i.map_or(0, |i| (i + 1) % CipherKind::ALL.len())];
-            }
-            'o' => w.direct = !w.direct,
-            '+' | '=' => {
-                w.queue_depth = step(
-                    w.queue_depth,
-                    w.queue_depth.saturating_mul(2).min(MAX_QUEUE_DEPTH),
-                    1,
-                    MAX_QUEUE_DEPTH,
-                    "workload.queue_depth",
-                    "at its maximum (1024)",
-                )?
-            }
-            '-' | '_' => {
-                w.queue_depth = step(
-                    w.queue_depth,
-                    (w.queue_depth / 2).max(1),
-                    1,
-                    MAX_QUEUE_DEPTH,
-                    "workload.queue_depth",
-                    "at its minimum (1)",
-                )?
-            }
-            ']' => {
-                w.readers = step(
-                    w.readers,
-                    w.readers + 1,
-                    1,
-                    crate::settings::MAX_READERS,
-                    "workload.readers",
-                    "at its maximum",
-                )?
-            }
-            '[' => {
-                w.readers = step(
-                    w.readers,
-                    w.readers.saturating_sub(1).max(1),
-                    1,
-                    crate::settings::MAX_READERS,
-                    "workload.readers",
-                    "at its minimum (1)",
-                )?
-            }
-            '>' | '.' => {
-                w.block_size = step(
-                    w.block_size,
-                    (w.block_size * 2).min(crate::settings::MAX_BLOCK_SIZE),
-                    crate::settings::MIN_BLOCK_SIZE,
-                    crate::settings::MAX_BLOCK_SIZE,
-                    "workload.block_size",
-                    "at its maximum (1M)",
-                )?
-            }
-            '<' | ',' => {
-                w.block_size = step(
-                    w.block_size,
-                    (w.block_size / 2).max(crate::settings::MIN_BLOCK_SIZE),
-                    crate::settings::MIN_BLOCK_SIZE,
-                    crate::settings::MAX_BLOCK_SIZE,
-                    "workload.block_size",
-                    "at its minimum (4K)",
-                )?
-            }
-            'g' => {
-                n.load.hogs = step(
-                    n.load.hogs,
-                    n.load.hogs + 1,
-                    0,
-                    crate::settings::MAX_HOGS,
-                    "load.hogs",
-                    "at its maximum",
-                )?
-            }
-            'G' => {
-                n.load.hogs = step(
-                    n.load.hogs,
-                    n.load.hogs.saturating_sub(1),
-                    0,
-                    crate::settings::MAX_HOGS,
-                    "load.hogs",
-                    "0",
-                )?
-            }
-            _ => return Err(String::new()),
-        }
-        Ok(())
-    })();
-    match r {
-        Err(e) if e.is_empty() => None,
-        Err(e) => Some(Err(e)),
-        Ok(()) => Some(n.validate(cpus).map(|()| n).map_err(|e| e.to_string())),
+    match keys::lookup(keys::Key::Char(key))? {
+        Does::Change(f) => Some(change(f, s, cpus)),
+        _ => None,
     }
 }
 
@@ -846,7 +717,7 @@ pub fn short_label(label: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::{VerifyMode, WorkerMode};
+    use crate::settings::{SleepMode, VerifyMode, WorkerMode};
 
     fn key(c: char) -> KeyEvent {
         KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)

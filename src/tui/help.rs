@@ -1,42 +1,15 @@
 //! The `?` screen: every key, and what each kernel knob means in plain
 //! words (from the kernel facts readpath follows), so a demo audience and a
-//! new user learn the same vocabulary. The README's key table is this list.
+//! new user learn the same vocabulary. The key list is
+//! [`super::keys::BINDINGS`], as README.md's key table is.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
+use super::keys::BINDINGS;
 use super::theme::Theme;
-
-/// Every key with what it does.
-pub const KEY_HELP: &[(&str, &str)] = &[
-    (
-        "w",
-        "workers: inline -> bound -> unbound (the decrypt queue, or the only one)",
-    ),
-    ("W", "verify queue: same -> inline -> bound -> unbound"),
-    ("h", "high priority workers on/off (nice -20, WQ_HIGHPRI)"),
-    ("i", "reader sleep: iowait -> plain (NO_IOWAIT) -> poll"),
-    ("e", "engine: io_uring <-> sync pread"),
-    ("v", "fs-verity verification on/off"),
-    ("d", "fscrypt decryption on/off"),
-    ("c", "cipher: aes-256-xts -> aes-256-xts-soft -> adiantum"),
-    ("o", "O_DIRECT on/off (off: reads hit the page cache)"),
-    ("+ -", "queue depth x2 / /2 (1..1024)"),
-    ("] [", "readers +1 / -1"),
-    ("> <", "block size x2 / /2 (4K..1M)"),
-    ("g G", "background CPU hogs +1 / -1"),
-    ("p", "presets: pick one and apply it (Enter)"),
-    ("m", "presentation mode: big numbers, high contrast"),
-    ("s", "save the current settings as a preset"),
-    ("b", "mark the current window as the baseline"),
-    ("space", "pause / resume the workload"),
-    ("r", "reset the charts (the baseline stays)"),
-    ("z Z", "zoom the time window in / out (10s .. 10m)"),
-    ("?", "this help (any key closes it)"),
-    ("q Esc ^C", "quit (a summary is printed)"),
-];
 
 /// What the knobs mean, in plain words.
 pub const KNOBS: &[(&str, &str)] = &[
@@ -82,17 +55,17 @@ pub fn render(area: Rect, buf: &mut Buffer, th: &Theme) {
         area.height.saturating_sub(2),
         buf,
     );
-    let row = |(k, what): &(&str, &'static str)| {
+    let row = |k: &str, what: &'static str| {
         Line::from(vec![
             Span::styled(format!("{k:>9}  "), th.title()),
-            Span::styled(*what, th.text()),
+            Span::styled(what, th.text()),
         ])
     };
-    let lines: Vec<Line> = KEY_HELP
+    let lines: Vec<Line> = BINDINGS
         .iter()
-        .map(row)
+        .map(|b| row(&b.label(), b.help))
         .chain([Line::from("")])
-        .chain(KNOBS.iter().map(row))
+        .chain(KNOBS.iter().map(|&(k, what)| row(k, what)))
         .collect();
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })

@@ -20,6 +20,7 @@ pub mod demo;
 pub mod fixture;
 pub mod help;
 pub mod input;
+pub mod keys;
 pub mod present;
 pub mod render;
 pub mod replay;
@@ -28,7 +29,7 @@ pub mod theme;
 use std::time::{Duration, Instant};
 
 use input::Input;
-use ratatui::crossterm::event::{self, KeyCode, KeyModifiers};
+use ratatui::crossterm::event::{self, KeyModifiers};
 use ratatui::crossterm::{cursor, execute, terminal};
 
 use crate::engine::Engine;
@@ -308,9 +309,7 @@ pub fn run_with(
                         if k.modifiers.contains(KeyModifiers::ALT) {
                             continue; // Alt+key means nothing here (and never quits)
                         }
-                        if k.modifiers.contains(KeyModifiers::CONTROL)
-                            && k.code == KeyCode::Char('z')
-                        {
+                        if let Some(keys::Does::Suspend) = keys::does(k) {
                             suspend(&mut terminal);
                             continue;
                         }
@@ -328,9 +327,10 @@ pub fn run_with(
     Ok(ending)
 }
 
-/// Ctrl-Z: gives the terminal back, stops the process (as a shell job),
-/// and on `fg` takes the terminal back and clears it for a full redraw.
-/// The workload keeps its threads but they are stopped with the process.
+/// Ctrl-Z ([`keys::Does::Suspend`]): gives the terminal back, stops the
+/// process (as a shell job), and on `fg` takes the terminal back and clears
+/// it for a full redraw. The workload keeps its threads but they are
+/// stopped with the process.
 fn suspend(term: &mut Term) {
     leave_terminal();
     crate::sys::stop_self();

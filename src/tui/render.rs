@@ -30,6 +30,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 use super::app::{App, Overlay, WindowStats};
 use super::chart::{Scale, Series, TimeChart, fmt_count, fmt_rate, fmt_secs, fmt_us};
 use super::help;
+use super::keys::{self, Footer};
 use super::theme::Theme;
 use crate::metrics::{BUCKETS_PER_OCTAVE, IntervalRecord, LatencyBuckets};
 use crate::settings::KEYS;
@@ -284,31 +285,23 @@ fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     }
 }
 
-/// The footer's key list, most used first.
-pub const FOOTER_KEYS: &[(&str, &str)] = &[
-    ("w", "workers"),
-    ("W", "verify q"),
-    ("h", "highpri"),
-    ("i", "sleep"),
-    ("e", "engine"),
-    ("v", "verity"),
-    ("d", "decrypt"),
-    ("c", "cipher"),
-    ("o", "O_DIRECT"),
-    ("+-", "depth"),
-    ("[]", "readers"),
-    ("<>", "bs"),
-    ("gG", "hogs"),
-    ("b", "baseline"),
-    ("p", "presets"),
-    ("s", "save"),
-    ("␣", "pause"),
-    ("r", "reset"),
-    ("zZ", "zoom"),
-];
-
 fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    let tail = "  ? help  q quit";
+    // Keys that always show, at the right end: "  ? help  q quit".
+    let always: Vec<(String, &str)> = keys::BINDINGS
+        .iter()
+        .filter_map(|b| match b.footer {
+            Footer::Always(what) => Some((b.shown().next()?.glyph(), what)),
+            _ => None,
+        })
+        .collect();
+    let mut tail = Vec::new();
+    for (i, (k, what)) in always.iter().enumerate() {
+        let lead = if i == 0 { "  " } else { " " };
+        let gap = if i + 1 < always.len() { " " } else { "" };
+        tail.push((format!("{lead}{k} "), th.title()));
+        tail.push((format!("{what}{gap}"), th.dim()));
+    }
+    let tail_w: usize = tail.iter().map(|(t, _)| t.chars().count()).sum();
     let caption = app.caption.as_ref().map(|c| format!("▶ {c}"));
     if let Some(c) = caption.filter(|_| app.flash_text().is_none()) {
         Line::from(Span::styled(
@@ -323,11 +316,16 @@ fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         ]);
         line.render(area, buf);
     } else {
-        let budget = area.width.saturating_sub(tail.len() as u16) as usize;
+        // The others, in table order, as many as fit.
+        let budget = (area.width as usize).saturating_sub(tail_w);
         let mut spans = Vec::new();
         let mut used = 0;
-        for (k, what) in FOOTER_KEYS {
-            let n = k.chars().count() + what.len() + 3;
+        for b in keys::BINDINGS {
+            let Footer::IfRoom(what) = b.footer else {
+                continue;
+            };
+            let k = b.compact();
+            let n = k.chars().count() + what.chars().count() + 3;
             if used + n > budget {
                 break;
             }
@@ -337,31 +335,11 @@ fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         }
         Line::from(spans).render(area, buf);
     }
-    let x = area.x + area.width.saturating_sub(tail.len() as u16);
-    buf.set_string(x, area.y, "  ? ", th.title());
-    buf.set_string(x + 4, area.y, "help ", th.dim());
-    buf.set_string(x + 9, area.y, " q ", th.title());
-    buf.set_string(x + 12, area.y, "quit", th.dim());
-}
-
-/// The key that changes a setting, for the settings panel.
-pub fn key_of(setting: &str) -> Option<&'static str> {
-    Some(match setting {
-        "workload.engine" => "e",
-        "workload.sleep" => "i",
-        "workload.direct" => "o",
-        "workload.block_size" => "<>",
-        "workload.queue_depth" => "+-",
-        "workload.readers" => "[]",
-        "pipeline.decrypt" => "d",
-        "pipeline.cipher" => "c",
-        "pipeline.verity" => "v",
-        "workers.mode" => "w",
-        "workers.verify_mode" => "W",
-        "workers.highpri" => "h",
-        "load.hogs" => "gG",
-        _ => return None,
-    })
+    let mut x = area.x + area.width.saturating_sub(tail_w as u16);
+    for (text, style) in tail {
+        buf.set_string(x, area.y, &text, style);
+        x += text.chars().count() as u16;
+    }
 }
 
 fn panel<'a>(title: &'a str, th: &Theme) -> Block<'a> {
@@ -435,7 +413,7 @@ fn setting_lines(app: &App, th: &Theme, wide: bool, keyed_only: bool) -> Vec<Lin
         let Some((sec, name)) = k.key.split_once('.') else {
             continue;
         };
-        let key = key_of(k.key);
+        let key = keys::setting_keys(k.key);
         if keyed_only && key.is_none() {
             continue;
         }
@@ -455,7 +433,7 @@ fn setting_lines(app: &App, th: &Theme, wide: bool, keyed_only: bool) -> Vec<Lin
         let mut name = name.to_string();
         name.truncate(name_w);
         let mut spans = vec![
-            Span::styled(format!("{:>2} ", key.unwrap_or("")), th.title()),
+            Span::styled(format!("{:>2} ", key.as_deref().unwrap_or("")), th.title()),
             Span::styled(format!("{name:<name_w$} "), style),
             Span::styled(
                 value.clone(),

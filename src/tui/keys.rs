@@ -1,0 +1,841 @@
+//! The explorer's key bindings, spelled once. Every key the user can press
+//! on the main screen is a row of [`BINDINGS`]: its keys, what it does, the
+//! setting it changes, its footer label and its help text. The help screen's
+//! key list, the footer, the settings panel's key column and
+//! [`super::app::action_for_key`] are all derived from this table, and a test
+//! checks that README.md's "### Keys" table lists exactly its keys, so the
+//! five places that used to spell the bindings cannot drift apart.
+//!
+//! Rules of the table:
+//!
+//! - A [`Binding`] is one line of the help. It has one [`Step`] per thing it
+//!   can do (`+` and `-` are two steps of the queue-depth binding; `q`, Esc
+//!   and Ctrl-C are three steps that all quit).
+//! - A step's first key is the one shown (help, footer, settings panel,
+//!   README's key column); its other keys are aliases, accepted but never
+//!   shown on screen: `=` and `_` (`+` and `-` without Shift), `.` and `,`
+//!   (`>` and `<` without Shift), F1 for `?`, Ctrl-D for quit. README.md names
+//!   an alias in its row's "does" column, as "(also `=` / `_`)"; the test
+//!   checks that too.
+//! - The compact form of a binding's keys (footer, settings panel) joins its
+//!   shown keys without spaces, space written `␣`, and a pair of brackets
+//!   written opening first (`[]` for `]` / `[`), so it reads as a pair.
+//! - The footer lists the [`Footer::IfRoom`] bindings in table order, as
+//!   many as fit, and always ends with the [`Footer::Always`] ones (by
+//!   their first key). So the table's order is the footer's, most used
+//!   first, and the help's.
+//!
+//! Not in the table: the keys of the overlays (the preset picker's arrows
+//! and Enter, the name prompt's typing, "any key closes" the help) and of
+//! replay (arrows, Home) and demos (`n`), which belong to their own screens;
+//! and Alt+key, which the terminal loop ignores (it never quits). Ctrl-Z is
+//! in the table, but the terminal loop ([`super::run_with`]) does the
+//! suspending, since it owns the terminal.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::settings::{
+    EngineKind, MAX_BLOCK_SIZE, MAX_HOGS, MAX_QUEUE_DEPTH, MAX_READERS, MIN_BLOCK_SIZE, Settings,
+    SleepMode,
+};
+
+/// A key as the user presses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// A plain key (`' '` is the space bar).
+    Char(char),
+    /// Ctrl with a letter, lowercase (as the terminal reports it).
+    Ctrl(char),
+    /// Escape.
+    Esc,
+    /// A function key.
+    F(u8),
+}
+
+use Key::{Char, Ctrl, Esc, F};
+
+impl Key {
+    /// The key of a key event, if it is one the table can bind (Alt is left
+    /// to the caller: the terminal loop drops Alt+key before this).
+    pub fn of(event: KeyEvent) -> Option<Key> {
+        if event.modifiers.contains(KeyModifiers::CONTROL) {
+            return match event.code {
+                KeyCode::Char(c) => Some(Ctrl(c)),
+                _ => None,
+            };
+        }
+        match event.code {
+            KeyCode::Char(c) => Some(Char(c)),
+            KeyCode::Esc => Some(Esc),
+            KeyCode::F(n) => Some(F(n)),
+            _ => None,
+        }
+    }
+
+    /// As the help screen writes it: `w`, `space`, `Esc`, `^C`, `F1`.
+    pub fn label(self) -> String {
+        match self {
+            Char(' ') => "space".into(),
+            Char(c) => c.to_string(),
+            Ctrl(c) => format!("^{}", c.to_ascii_uppercase()),
+            Esc => "Esc".into(),
+            F(n) => format!("F{n}"),
+        }
+    }
+
+    /// As the footer and the settings panel write it: one cell where it
+    /// can be (`␣` for space).
+    pub fn glyph(self) -> String {
+        match self {
+            Char(' ') => "␣".into(),
+            k => k.label(),
+        }
+    }
+
+    /// As README.md writes it: `` `w` ``, space, Esc, Ctrl-C, F1.
+    pub fn readme(self) -> String {
+        match self {
+            Char(' ') => "space".into(),
+            Char(c) => format!("`{c}`"),
+            Ctrl(c) => format!("Ctrl-{}", c.to_ascii_uppercase()),
+            Esc => "Esc".into(),
+            F(n) => format!("F{n}"),
+        }
+    }
+}
+
+/// Turns the settings as requested into new ones, or says why it cannot.
+pub type Change = fn(&mut Settings) -> Result<(), String>;
+
+/// What a key does.
+#[derive(Debug, Clone, Copy)]
+pub enum Does {
+    /// Leave the explorer.
+    Quit,
+    /// Stop the process as a shell job (done by the terminal loop).
+    Suspend,
+    /// Pause or resume the workload.
+    TogglePause,
+    /// Mark the current window as the baseline.
+    MarkBaseline,
+    /// Clear the charts (the baseline is kept).
+    ResetCharts,
+    /// Narrow the time window.
+    ZoomIn,
+    /// Widen the time window.
+    ZoomOut,
+    /// Show or hide the help.
+    ToggleHelp,
+    /// Enter or leave presentation mode.
+    TogglePresent,
+    /// Open the preset picker.
+    OpenPicker,
+    /// Ask for a name to save the current settings as a preset.
+    StartSave,
+    /// Change the binding's setting.
+    Change(Change),
+}
+
+/// One thing a binding does, and the keys that do it.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// The first is shown; the others are aliases.
+    pub keys: &'static [Key],
+    /// What pressing one does.
+    pub does: Does,
+}
+
+/// Whether and how a binding shows in the footer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Footer {
+    /// Not in the footer.
+    None,
+    /// In the footer while there is room, in table order.
+    IfRoom(&'static str),
+    /// Always at the footer's right end, with the binding's first key only
+    /// (`q quit`, not all of `q Esc ^C`).
+    Always(&'static str),
+}
+
+/// One line of the help: a key or a few, what they do, and where they show.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding {
+    /// What the keys do, one step each.
+    pub steps: &'static [Step],
+    /// The setting the keys change (`workers.mode`), if they change one.
+    pub setting: Option<&'static str>,
+    /// The footer's label.
+    pub footer: Footer,
+    /// The help screen's line.
+    pub help: &'static str,
+}
+
+impl Binding {
+    /// The keys shown: each step's first key.
+    pub fn shown(&self) -> impl Iterator<Item = Key> + '_ {
+        self.steps.iter().filter_map(|s| s.keys.first().copied())
+    }
+
+    /// The aliases: each step's keys after the first.
+    pub fn aliases(&self) -> impl Iterator<Item = Key> + '_ {
+        self.steps
+            .iter()
+            .flat_map(|s| s.keys.iter().skip(1).copied())
+    }
+
+    /// The help screen's key column: `w`, `+ -`, `q Esc ^C`.
+    pub fn label(&self) -> String {
+        self.shown().map(Key::label).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The footer's and the settings panel's form: `w`, `+-`, `[]`, `␣`.
+    pub fn compact(&self) -> String {
+        let mut keys: Vec<Key> = self.shown().collect();
+        if let [Char(a), Char(b)] = keys[..]
+            && matches!((a, b), (']', '[') | ('>', '<') | (')', '(') | ('}', '{'))
+        {
+            keys.swap(0, 1);
+        }
+        keys.into_iter().map(Key::glyph).collect()
+    }
+}
+
+/// Every binding, in the help screen's (and the footer's) order.
+pub const BINDINGS: &[Binding] = &[
+    Binding {
+        steps: &[Step {
+            keys: &[Char('w')],
+            does: Does::Change(workers_mode),
+        }],
+        setting: Some("workers.mode"),
+        footer: Footer::IfRoom("workers"),
+        help: "workers: inline -> bound -> unbound (the decrypt queue, or the only one)",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('W')],
+            does: Does::Change(verify_mode),
+        }],
+        setting: Some("workers.verify_mode"),
+        footer: Footer::IfRoom("verify q"),
+        help: "verify queue: same -> inline -> bound -> unbound",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('h')],
+            does: Does::Change(highpri),
+        }],
+        setting: Some("workers.highpri"),
+        footer: Footer::IfRoom("highpri"),
+        help: "high priority workers on/off (nice -20, WQ_HIGHPRI)",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('i')],
+            does: Does::Change(sleep),
+        }],
+        setting: Some("workload.sleep"),
+        footer: Footer::IfRoom("sleep"),
+        help: "reader sleep: iowait -> plain (NO_IOWAIT) -> poll",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('e')],
+            does: Does::Change(engine),
+        }],
+        setting: Some("workload.engine"),
+        footer: Footer::IfRoom("engine"),
+        help: "engine: io_uring <-> sync pread",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('v')],
+            does: Does::Change(verity),
+        }],
+        setting: Some("pipeline.verity"),
+        footer: Footer::IfRoom("verity"),
+        help: "fs-verity verification on/off",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('d')],
+            does: Does::Change(decrypt),
+        }],
+        setting: Some("pipeline.decrypt"),
+        footer: Footer::IfRoom("decrypt"),
+        help: "fscrypt decryption on/off",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('c')],
+            does: Does::Change(cipher),
+        }],
+        setting: Some("pipeline.cipher"),
+        footer: Footer::IfRoom("cipher"),
+        help: "cipher: aes-256-xts -> aes-256-xts-soft -> adiantum",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('o')],
+            does: Does::Change(direct),
+        }],
+        setting: Some("workload.direct"),
+        footer: Footer::IfRoom("O_DIRECT"),
+        help: "O_DIRECT on/off (off: reads hit the page cache)",
+    },
+    Binding {
+        steps: &[
+            Step {
+                keys: &[Char('+'), Char('=')],
+                does: Does::Change(queue_deeper),
+            },
+            Step {
+                keys: &[Char('-'), Char('_')],
+                does: Does::Change(queue_shallower),
+            },
+        ],
+        setting: Some("workload.queue_depth"),
+        footer: Footer::IfRoom("depth"),
+        help: "queue depth x2 / /2 (1..1024)",
+    },
+    Binding {
+        steps: &[
+            Step {
+                keys: &[Char(']')],
+                does: Does::Change(more_readers),
+            },
+            Step {
+                keys: &[Char('[')],
+                does: Does::Change(fewer_readers),
+            },
+        ],
+        setting: Some("workload.readers"),
+        footer: Footer::IfRoom("readers"),
+        help: "readers +1 / -1",
+    },
+    Binding {
+        steps: &[
+            Step {
+                keys: &[Char('>'), Char('.')],
+                does: Does::Change(bigger_blocks),
+            },
+            Step {
+                keys: &[Char('<'), Char(',')],
+                does: Does::Change(smaller_blocks),
+            },
+        ],
+        setting: Some("workload.block_size"),
+        footer: Footer::IfRoom("bs"),
+        help: "block size x2 / /2 (4K..1M)",
+    },
+    Binding {
+        steps: &[
+            Step {
+                keys: &[Char('g')],
+                does: Does::Change(more_hogs),
+            },
+            Step {
+                keys: &[Char('G')],
+                does: Does::Change(fewer_hogs),
+            },
+        ],
+        setting: Some("load.hogs"),
+        footer: Footer::IfRoom("hogs"),
+        help: "background CPU hogs +1 / -1",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('b')],
+            does: Does::MarkBaseline,
+        }],
+        setting: None,
+        footer: Footer::IfRoom("baseline"),
+        help: "mark the current window as the baseline",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('p')],
+            does: Does::OpenPicker,
+        }],
+        setting: None,
+        footer: Footer::IfRoom("presets"),
+        help: "presets: pick one and apply it (Enter)",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('m')],
+            does: Does::TogglePresent,
+        }],
+        setting: None,
+        footer: Footer::None,
+        help: "presentation mode: big numbers, high contrast",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('s')],
+            does: Does::StartSave,
+        }],
+        setting: None,
+        footer: Footer::IfRoom("save"),
+        help: "save the current settings as a preset",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char(' ')],
+            does: Does::TogglePause,
+        }],
+        setting: None,
+        footer: Footer::IfRoom("pause"),
+        help: "pause / resume the workload",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('r')],
+            does: Does::ResetCharts,
+        }],
+        setting: None,
+        footer: Footer::IfRoom("reset"),
+        help: "reset the charts (the baseline stays)",
+    },
+    Binding {
+        steps: &[
+            Step {
+                keys: &[Char('z')],
+                does: Does::ZoomIn,
+            },
+            Step {
+                keys: &[Char('Z')],
+                does: Does::ZoomOut,
+            },
+        ],
+        setting: None,
+        footer: Footer::IfRoom("zoom"),
+        help: "zoom the time window in / out (10s .. 10m)",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Char('?'), F(1)],
+            does: Does::ToggleHelp,
+        }],
+        setting: None,
+        footer: Footer::Always("help"),
+        help: "this help (any key closes it)",
+    },
+    Binding {
+        steps: &[
+            Step {
+                keys: &[Char('q')],
+                does: Does::Quit,
+            },
+            Step {
+                keys: &[Esc],
+                does: Does::Quit,
+            },
+            Step {
+                keys: &[Ctrl('c'), Ctrl('d')],
+                does: Does::Quit,
+            },
+        ],
+        setting: None,
+        footer: Footer::Always("quit"),
+        help: "quit (a summary is printed)",
+    },
+    Binding {
+        steps: &[Step {
+            keys: &[Ctrl('z')],
+            does: Does::Suspend,
+        }],
+        setting: None,
+        footer: Footer::None,
+        help: "suspend to the shell; fg comes back",
+    },
+];
+
+/// What `key` does, if it is bound.
+pub fn lookup(key: Key) -> Option<Does> {
+    BINDINGS
+        .iter()
+        .flat_map(|b| b.steps)
+        .find(|s| s.keys.contains(&key))
+        .map(|s| s.does)
+}
+
+/// What a key event does, if its key is bound.
+pub fn does(event: KeyEvent) -> Option<Does> {
+    Key::of(event).and_then(lookup)
+}
+
+/// The keys that change `setting`, compact, for the settings panel
+/// (`<>` for `workload.block_size`).
+pub fn setting_keys(setting: &str) -> Option<String> {
+    BINDINGS
+        .iter()
+        .find(|b| b.setting == Some(setting))
+        .map(Binding::compact)
+}
+
+/// `next` unless it is out of `lo..=hi` or no change: then why not.
+fn step<T: Copy + PartialOrd>(
+    v: T,
+    next: T,
+    lo: T,
+    hi: T,
+    key: &str,
+    what: &str,
+) -> Result<T, String> {
+    if next < lo || next > hi || next == v {
+        Err(format!("{key} is already {what}"))
+    } else {
+        Ok(next)
+    }
+}
+
+fn workers_mode(s: &mut Settings) -> Result<(), String> {
+    s.workers.mode = s.workers.mode.next();
+    Ok(())
+}
+
+fn verify_mode(s: &mut Settings) -> Result<(), String> {
+    s.workers.verify_mode = s.workers.verify_mode.next();
+    Ok(())
+}
+
+fn highpri(s: &mut Settings) -> Result<(), String> {
+    s.workers.highpri = !s.workers.highpri;
+    Ok(())
+}
+
+fn sleep(s: &mut Settings) -> Result<(), String> {
+    let w = &mut s.workload;
+    if w.engine == EngineKind::Sync {
+        return Err("workload.sleep: synchronous reads always sleep as iowait; \
+                    press e for io_uring first"
+            .into());
+    }
+    w.sleep = w.sleep.next();
+    Ok(())
+}
+
+fn engine(s: &mut Settings) -> Result<(), String> {
+    let w = &mut s.workload;
+    w.engine = w.engine.next();
+    if w.engine == EngineKind::Sync {
+        // pread always sleeps as iowait: take sleep along.
+        w.sleep = SleepMode::Iowait;
+    }
+    Ok(())
+}
+
+fn verity(s: &mut Settings) -> Result<(), String> {
+    s.pipeline.verity = !s.pipeline.verity;
+    Ok(())
+}
+
+fn decrypt(s: &mut Settings) -> Result<(), String> {
+    s.pipeline.decrypt = !s.pipeline.decrypt;
+    Ok(())
+}
+
+fn cipher(s: &mut Settings) -> Result<(), String> {
+    use crate::crypto::CipherKind;
+    let i = CipherKind::ALL.iter().position(|&c| c == s.pipeline.cipher);
+    s.pipeline.cipher = CipherKind::ALL[i.map_or(0, |i| (i + 1) % CipherKind::ALL.len())];
+    Ok(())
+}
+
+fn direct(s: &mut Settings) -> Result<(), String> {
+    s.workload.direct = !s.workload.direct;
+    Ok(())
+}
+
+fn queue_deeper(s: &mut Settings) -> Result<(), String> {
+    let w = &mut s.workload;
+    w.queue_depth = step(
+        w.queue_depth,
+        w.queue_depth.saturating_mul(2).min(MAX_QUEUE_DEPTH),
+        1,
+        MAX_QUEUE_DEPTH,
+        "workload.queue_depth",
+        "at its maximum (1024)",
+    )?;
+    Ok(())
+}
+
+fn queue_shallower(s: &mut Settings) -> Result<(), String> {
+    let w = &mut s.workload;
+    w.queue_depth = step(
+        w.queue_depth,
+        (w.queue_depth / 2).max(1),
+        1,
+        MAX_QUEUE_DEPTH,
+        "workload.queue_depth",
+        "at its minimum (1)",
+    )?;
+    Ok(())
+}
+
+fn more_readers(s: &mut Settings) -> Result<(), String> {
+    let w = &mut s.workload;
+    w.readers = step(
+        w.readers,
+        w.readers + 1,
+        1,
+        MAX_READERS,
+        "workload.readers",
+        "at its maximum",
+    )?;
+    Ok(())
+}
+
+fn fewer_readers(s: &mut Settings) -> Result<(), String> {
+    let w = &mut s.workload;
+    w.readers = step(
+        w.readers,
+        w.readers.saturating_sub(1).max(1),
+        1,
+        MAX_READERS,
+        "workload.readers",
+        "at its minimum (1)",
+    )?;
+    Ok(())
+}
+
+fn bigger_blocks(s: &mut Settings) -> Result<(), String> {
+    let w = &mut s.workload;
+    w.block_size = step(
+        w.block_size,
+        (w.block_size * 2).min(MAX_BLOCK_SIZE),
+        MIN_BLOCK_SIZE,
+        MAX_BLOCK_SIZE,
+        "workload.block_size",
+        "at its maximum (1M)",
+    )?;
+    Ok(())
+}
+
+fn smaller_blocks(s: &mut Settings) -> Result<(), String> {
+    let w = &mut s.workload;
+    w.block_size = step(
+        w.block_size,
+        (w.block_size / 2).max(MIN_BLOCK_SIZE),
+        MIN_BLOCK_SIZE,
+        MAX_BLOCK_SIZE,
+        "workload.block_size",
+        "at its minimum (4K)",
+    )?;
+    Ok(())
+}
+
+fn more_hogs(s: &mut Settings) -> Result<(), String> {
+    s.load.hogs = step(
+        s.load.hogs,
+        s.load.hogs + 1,
+        0,
+        MAX_HOGS,
+        "load.hogs",
+        "at its maximum",
+    )?;
+    Ok(())
+}
+
+fn fewer_hogs(s: &mut Settings) -> Result<(), String> {
+    s.load.hogs = step(
+        s.load.hogs,
+        s.load.hogs.saturating_sub(1),
+        0,
+        MAX_HOGS,
+        "load.hogs",
+        "0",
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn all_keys() -> impl Iterator<Item = Key> {
+        BINDINGS
+            .iter()
+            .flat_map(|b| b.steps)
+            .flat_map(|s| s.keys.iter().copied())
+    }
+
+    #[test]
+    fn no_key_is_bound_twice_and_every_step_has_a_key() {
+        let mut seen = Vec::new();
+        for k in all_keys() {
+            assert!(!seen.contains(&k), "{k:?} is bound twice");
+            seen.push(k);
+        }
+        for b in BINDINGS {
+            assert!(!b.steps.is_empty(), "{:?} does nothing", b.help);
+            for s in b.steps {
+                assert!(!s.keys.is_empty(), "a step of {:?} has no key", b.help);
+            }
+        }
+    }
+
+    #[test]
+    fn settings_bindings_name_a_real_setting_once_and_change_only_it() {
+        let mut seen = BTreeSet::new();
+        // Away from every limit, so each step changes something.
+        let mut mid = Settings::default();
+        mid.workload.queue_depth = 4;
+        mid.workload.readers = 2;
+        mid.workload.block_size = 8192;
+        mid.load.hogs = 1;
+        for b in BINDINGS {
+            let changes = b.steps.iter().any(|s| matches!(s.does, Does::Change(_)));
+            assert_eq!(changes, b.setting.is_some(), "{:?}", b.help);
+            let Some(setting) = b.setting else { continue };
+            assert!(
+                crate::settings::KEYS.iter().any(|k| k.key == setting),
+                "{setting} is not a setting"
+            );
+            assert!(seen.insert(setting), "{setting} has two bindings");
+            for s in b.steps {
+                let Does::Change(f) = s.does else {
+                    panic!("{setting}: a step that changes nothing")
+                };
+                let mut n = mid.clone();
+                f(&mut n).unwrap_or_else(|e| panic!("{:?}: {e}", s.keys[0]));
+                let diff = mid.diff(&n);
+                assert_eq!(diff.len(), 1, "{:?}: {diff:?}", s.keys[0]);
+                assert_eq!(diff[0].key, setting, "{:?}", s.keys[0]);
+            }
+        }
+    }
+
+    #[test]
+    fn derived_forms() {
+        let keys = |s| setting_keys(s).unwrap();
+        assert_eq!(keys("workload.block_size"), "<>");
+        assert_eq!(keys("load.hogs"), "gG");
+        assert_eq!(keys("workload.queue_depth"), "+-");
+        assert_eq!(keys("workload.readers"), "[]");
+        assert_eq!(keys("workers.mode"), "w");
+        assert_eq!(setting_keys("workload.pattern"), None);
+        let help: Vec<String> = BINDINGS.iter().map(Binding::label).collect();
+        for want in ["+ -", "] [", "> <", "space", "z Z", "?", "q Esc ^C", "^Z"] {
+            assert!(help.contains(&want.to_string()), "{want:?} in {help:?}");
+        }
+        let footer: Vec<String> = BINDINGS
+            .iter()
+            .filter(|b| b.footer != Footer::None)
+            .map(Binding::compact)
+            .collect();
+        assert!(footer.contains(&"␣".to_string()), "{footer:?}");
+        assert!(footer.contains(&"zZ".to_string()), "{footer:?}");
+    }
+
+    #[test]
+    fn events_map_to_keys() {
+        let ev = |code, m| KeyEvent::new(code, m);
+        let none = KeyModifiers::NONE;
+        let ctrl = KeyModifiers::CONTROL;
+        assert!(matches!(
+            does(ev(KeyCode::Char('z'), ctrl)),
+            Some(Does::Suspend)
+        ));
+        assert!(matches!(
+            does(ev(KeyCode::Char('d'), ctrl)),
+            Some(Does::Quit)
+        ));
+        assert!(matches!(
+            does(ev(KeyCode::F(1), none)),
+            Some(Does::ToggleHelp)
+        ));
+        assert!(matches!(
+            does(ev(KeyCode::Char('='), none)),
+            Some(Does::Change(_))
+        ));
+        assert!(does(ev(KeyCode::Char('x'), none)).is_none());
+        assert!(does(ev(KeyCode::Char('w'), ctrl)).is_none());
+        assert!(does(ev(KeyCode::Enter, none)).is_none());
+    }
+
+    /// README.md's "### Keys" table: (keys column, does column) per row.
+    fn readme_rows() -> Vec<(String, String)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut lines = text.lines().skip_while(|l| l.trim() != "### Keys").skip(1);
+        let rows: Vec<(String, String)> = lines
+            .by_ref()
+            .skip_while(|l| l.trim().is_empty())
+            .take_while(|l| l.trim_start().starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.trim().trim_matches('|').split('|').collect();
+                assert_eq!(cells.len(), 2, "README Keys row {l:?}: two columns");
+                (cells[0].trim().to_string(), cells[1].trim().to_string())
+            })
+            .collect();
+        assert!(rows.len() > 2, "README.md has no table under ### Keys");
+        // Skip the header and the |---| line.
+        assert!(rows[1].0.starts_with("--"), "{:?}", rows[1]);
+        rows.into_iter().skip(2).collect()
+    }
+
+    /// The keys of a README key column, as [`Key::readme`] writes them:
+    /// `` `+` / `-` `` -> `+`, `-`; `` `q`, Esc, Ctrl-C `` -> `q`, Esc,
+    /// Ctrl-C.
+    fn readme_keys(cell: &str) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut rest = cell;
+        while !rest.is_empty() {
+            if let Some(tail) = rest.strip_prefix('`') {
+                let end = tail.find('`').expect("closing backtick");
+                keys.push(format!("`{}`", &tail[..end]));
+                rest = &tail[end + 1..];
+            } else {
+                let end = rest.find('`').unwrap_or(rest.len());
+                keys.extend(
+                    rest[..end]
+                        .split(|c: char| c.is_whitespace() || c == ',' || c == '/')
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_string),
+                );
+                rest = &rest[end..];
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn readme_lists_exactly_the_bound_keys() {
+        let rows = readme_rows();
+        let readme: BTreeSet<String> = rows.iter().flat_map(|(k, _)| readme_keys(k)).collect();
+        let shown: BTreeSet<String> = BINDINGS
+            .iter()
+            .flat_map(Binding::shown)
+            .map(Key::readme)
+            .collect();
+        let missing: Vec<_> = shown.difference(&readme).collect();
+        let extra: Vec<_> = readme.difference(&shown).collect();
+        assert!(
+            missing.is_empty(),
+            "bound but not in README's Keys table: {missing:?}"
+        );
+        assert!(
+            extra.is_empty(),
+            "in README's Keys table but not bound (an alias goes in its row's text, \
+             as \"(also ...)\"): {extra:?}"
+        );
+        // Aliases: named in the row of the keys they stand for.
+        for b in BINDINGS {
+            let first = b.shown().next().unwrap().readme();
+            let (_, does) = rows
+                .iter()
+                .find(|(k, _)| readme_keys(k).contains(&first))
+                .unwrap();
+            for a in b.aliases() {
+                let a = a.readme();
+                assert!(
+                    does.contains("(also ") && does.contains(&a),
+                    "README's row for {first} does not name its alias {a} as \"(also ...)\""
+                );
+            }
+        }
+    }
+}
