@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use super::keys::{self, Does};
 pub use crate::metrics::WindowStats;
 use crate::metrics::{Event, IntervalRecord, Notice, empty_hist};
-use crate::settings::{EngineKind, Settings};
+use crate::settings::Settings;
 use crate::sys::Features;
 
 /// The time windows `z`/`Z` step through, in seconds.
@@ -83,11 +83,12 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
     }
 }
 
-/// The settings a change leads to, validated, or why it cannot be made.
-fn change(f: keys::Change, s: &Settings, cpus: usize) -> Result<Settings, String> {
+/// The settings a change leads to, or why it cannot be made (a step past
+/// a limit). Not validated here: [`crate::engine::Engine::apply`] validates
+/// once, and a refusal there leaves the running workload as it was.
+fn change(f: keys::Change, s: &Settings, _cpus: usize) -> Result<Settings, String> {
     let mut n = s.clone();
     f(&mut n)?;
-    n.validate(cpus).map_err(|e| e.to_string())?;
     Ok(n)
 }
 
@@ -717,7 +718,7 @@ pub fn short_label(label: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::{SleepMode, VerifyMode, WorkerMode};
+    use crate::settings::{EngineKind, SleepMode, VerifyMode, WorkerMode};
 
     fn key(c: char) -> KeyEvent {
         KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
