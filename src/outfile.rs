@@ -457,6 +457,14 @@ pub fn plain(e: &std::io::Error) -> String {
 mod tests {
     use super::*;
 
+    /// Writes `bytes` as the output `p` (checked, no inputs).
+    fn put(p: &Path, bytes: &[u8]) {
+        OutputPath::check("--out", p, &[])
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
+    }
+
     #[test]
     fn new_and_regular_files_are_replaced_atomically() {
         let d = tempfile::tempdir().unwrap();
@@ -492,10 +500,7 @@ mod tests {
         std::fs::write(&target, b"old").unwrap();
         let link = d.path().join("link");
         std::os::unix::fs::symlink("real", &link).unwrap();
-        OutputPath::check("--out", &link, &[])
-            .unwrap()
-            .write_all(b"new")
-            .unwrap();
+        put(&link, b"new");
         assert!(
             std::fs::symlink_metadata(&link)
                 .unwrap()
@@ -506,10 +511,7 @@ mod tests {
         // A dangling link creates the file it names.
         let dangling = d.path().join("dangling");
         std::os::unix::fs::symlink("made", &dangling).unwrap();
-        OutputPath::check("--out", &dangling, &[])
-            .unwrap()
-            .write_all(b"x")
-            .unwrap();
+        put(&dangling, b"x");
         assert_eq!(std::fs::read(d.path().join("made")).unwrap(), b"x");
     }
 
@@ -585,10 +587,7 @@ mod tests {
         let stale = d.path().join(".out.txt.tmp-2147483647");
         std::fs::write(&stale, b"half").unwrap();
         let p = d.path().join("out.txt");
-        OutputPath::check("--out", &p, &[])
-            .unwrap()
-            .write_all(b"x")
-            .unwrap();
+        put(&p, b"x");
         assert!(!stale.exists());
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }

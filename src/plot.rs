@@ -164,6 +164,37 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                 }
                 Ok(())
             };
+            // The markers, the series with their legend and the marker labels of
+            // one panel, on a log or a linear y axis (two coordinate types, one
+            // drawing).
+            macro_rules! lines {
+                ($c:ident, $g:ident, $lo:expr, $hi:expr, $points:expr) => {
+                    for (t, _) in &markers {
+                        $c.draw_series(LineSeries::new(
+                            [(*t, $lo), (*t, $hi)],
+                            MAGENTA.stroke_width(1),
+                        ))
+                        .map_err(|x| e(&x))?;
+                    }
+                    for ((sname, $g), color) in series.iter().zip(colors) {
+                        $c.draw_series(LineSeries::new($points, color.stroke_width(2)))
+                            .map_err(|x| e(&x))?
+                            .label(*sname)
+                            .legend(move |(x, y)| {
+                                PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
+                            });
+                    }
+                    $c.configure_series_labels()
+                        .background_style(WHITE.mix(0.8))
+                        .border_style(BLACK)
+                        .position(SeriesLabelPosition::UpperLeft)
+                        .draw()
+                        .map_err(|x| e(&x))?;
+                    let top_px = $c.plotting_area().get_pixel_range().1.start;
+                    let to_x = |t: f64| $c.backend_coord(&(t, $lo)).0;
+                    draw_markers(area, &to_x, top_px - area.get_base_pixel().1)?;
+                };
+            }
             if *log {
                 let lo = values
                     .iter()
@@ -184,37 +215,17 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                     .y_label_formatter(&|v| crate::tui::chart::fmt_us(*v))
                     .draw()
                     .map_err(|x| e(&x))?;
-                for (t, _) in &markers {
-                    c.draw_series(LineSeries::new(
-                        [(*t, lo), (*t, hi)],
-                        MAGENTA.stroke_width(1),
-                    ))
-                    .map_err(|x| e(&x))?;
-                }
-                for ((sname, g), color) in series.iter().zip(colors) {
-                    c.draw_series(LineSeries::new(
-                        // An interval with no completed read has no latency.
-                        records
-                            .iter()
-                            .filter(|r| r.reads > 0)
-                            .map(|r| (r.t_s, g(r).max(lo))),
-                        color.stroke_width(2),
-                    ))
-                    .map_err(|x| e(&x))?
-                    .label(*sname)
-                    .legend(move |(x, y)| {
-                        PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
-                    });
-                }
-                c.configure_series_labels()
-                    .background_style(WHITE.mix(0.8))
-                    .border_style(BLACK)
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .draw()
-                    .map_err(|x| e(&x))?;
-                let top_px = c.plotting_area().get_pixel_range().1.start;
-                let to_x = |t: f64| c.backend_coord(&(t, lo)).0;
-                draw_markers(area, &to_x, top_px - area.get_base_pixel().1)?;
+                // An interval with no completed read has no latency.
+                lines!(
+                    c,
+                    g,
+                    lo,
+                    hi,
+                    records
+                        .iter()
+                        .filter(|r| r.reads > 0)
+                        .map(|r| (r.t_s, g(r).max(lo)))
+                );
             } else {
                 let hi = max * 1.1;
                 let mut c = chart
@@ -224,33 +235,7 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                     .x_desc("seconds")
                     .draw()
                     .map_err(|x| e(&x))?;
-                for (t, _) in &markers {
-                    c.draw_series(LineSeries::new(
-                        [(*t, 0.0), (*t, hi)],
-                        MAGENTA.stroke_width(1),
-                    ))
-                    .map_err(|x| e(&x))?;
-                }
-                for ((sname, g), color) in series.iter().zip(colors) {
-                    c.draw_series(LineSeries::new(
-                        records.iter().map(|r| (r.t_s, g(r))),
-                        color.stroke_width(2),
-                    ))
-                    .map_err(|x| e(&x))?
-                    .label(*sname)
-                    .legend(move |(x, y)| {
-                        PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
-                    });
-                }
-                c.configure_series_labels()
-                    .background_style(WHITE.mix(0.8))
-                    .border_style(BLACK)
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .draw()
-                    .map_err(|x| e(&x))?;
-                let top_px = c.plotting_area().get_pixel_range().1.start;
-                let to_x = |t: f64| c.backend_coord(&(t, 0.0)).0;
-                draw_markers(area, &to_x, top_px - area.get_base_pixel().1)?;
+                lines!(c, g, 0.0, hi, records.iter().map(|r| (r.t_s, g(r))));
             }
         }
         root.present().map_err(|x| e(&x))?;

@@ -295,6 +295,29 @@ impl Schedule {
     }
 }
 
+/// Where a reader's reads go, when, and which it corrupts on purpose.
+struct Source {
+    offsets: Offsets,
+    schedule: Option<Schedule>,
+    corrupt: Corruptor,
+    /// The first failed read was reported (one notice per reader).
+    io_error_noticed: bool,
+}
+
+impl Source {
+    fn new(s: &Settings, index: usize) -> Source {
+        Source {
+            offsets: Offsets::new(s, index),
+            schedule: Schedule::new(s, index),
+            corrupt: Corruptor {
+                every: s.pipeline.corrupt_every,
+                n: 0,
+            },
+            io_error_noticed: false,
+        }
+    }
+}
+
 /// Flips one byte of every Nth read (`pipeline.corrupt_every`).
 struct Corruptor {
     every: u64,
@@ -464,13 +487,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         })
         .collect();
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
-    let mut offsets = Offsets::new(s, index);
-    let mut schedule = Schedule::new(s, index);
-    let mut corrupt = Corruptor {
-        every: s.pipeline.corrupt_every,
-        n: 0,
-    };
-    let mut io_error_noticed = false;
+    let mut src = Source::new(s, index);
     let submit_batch = s.workload.submit_batch.max(1) as usize;
     // Slots of the reads pushed to the SQ but not yet submitted; the wait
     // below submits whatever is left. Sized once: no allocation per read.
@@ -510,7 +527,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
             let mut due: Option<u64> = None;
             if !ctx.stop_readers.load(Ordering::Relaxed) {
                 while let Some(&slot) = free.last() {
-                    let issue_ns = match &mut schedule {
+                    let issue_ns = match &mut src.schedule {
                         None => stamp(),
                         Some(sch) => match sch.due(now_ns()) {
                             Some(t) => t,
@@ -521,7 +538,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                         },
                     };
                     free.pop();
-                    let offset = offsets.next();
+                    let offset = src.offsets.next();
                     slots[slot as usize] = SlotInfo {
                         issue_ns,
                         submit_ns: issue_ns,
@@ -644,8 +661,8 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                 .record(Stage::Device, t.saturating_sub(info.submit_ns));
             if cqe.result() != block as i32 {
                 h.rec.counters.io_errors += 1;
-                if !io_error_noticed {
-                    io_error_noticed = true;
+                if !src.io_error_noticed {
+                    src.io_error_noticed = true;
                     let why = if cqe.result() < 0 {
                         std::io::Error::from_raw_os_error(-cqe.result()).to_string()
                     } else {
@@ -662,7 +679,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
             let item = completed(
                 ctx,
                 &mut h,
-                &mut corrupt,
+                &mut src.corrupt,
                 (index, slot, u.owner.slot(slot as usize), block),
                 info.offset,
                 info.issue_ns,
@@ -693,13 +710,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
     // From here on every exit goes through `o`'s drop: the one buffer is
     // freed only once no worker holds it.
     let mut o = Owner::new(ctx, index, 1, block);
-    let mut offsets = Offsets::new(s, index);
-    let mut schedule = Schedule::new(s, index);
-    let mut corrupt = Corruptor {
-        every: s.pipeline.corrupt_every,
-        n: 0,
-    };
-    let mut io_error_noticed = false;
+    let mut src = Source::new(s, index);
     loop {
         h.tick();
         o.take_returns(|_| {});
@@ -718,7 +729,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
         if stopping {
             continue;
         }
-        let issue_ns = match &mut schedule {
+        let issue_ns = match &mut src.schedule {
             None => stamp(),
             Some(sch) => match sch.due(now_ns()) {
                 Some(t) => t,
@@ -729,7 +740,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
                 }
             },
         };
-        let offset = offsets.next();
+        let offset = src.offsets.next();
         let ptr = o.slot(0);
         // SAFETY: `ptr` points to `block` writable bytes owned by this reader.
         let n = unsafe { libc::pread(fd, ptr.cast(), block, offset as libc::off_t) };
@@ -737,8 +748,8 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
         h.rec.record(Stage::Device, t.saturating_sub(issue_ns));
         if n != block as isize {
             h.rec.counters.io_errors += 1;
-            if !io_error_noticed {
-                io_error_noticed = true;
+            if !src.io_error_noticed {
+                src.io_error_noticed = true;
                 let why = if n < 0 {
                     std::io::Error::last_os_error().to_string()
                 } else {
@@ -753,7 +764,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
         let item = completed(
             ctx,
             &mut h,
-            &mut corrupt,
+            &mut src.corrupt,
             (index, 0, ptr, block),
             offset,
             issue_ns,

@@ -25,36 +25,7 @@ pub const HISTORY_S: f64 = 600.0;
 /// Lines of the event and notice log kept.
 const LOG_LINES: usize = 200;
 
-/// What a key asks for. Settings changes carry the complete new settings.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Nothing to do.
-    None,
-    /// Leave the explorer.
-    Quit,
-    /// Pause or resume the workload.
-    TogglePause,
-    /// Mark the current window as the baseline.
-    MarkBaseline,
-    /// Clear the charts (the baseline is kept).
-    ResetCharts,
-    /// Narrow the time window.
-    ZoomIn,
-    /// Widen the time window.
-    ZoomOut,
-    /// Show or hide the help.
-    ToggleHelp,
-    /// Enter or leave presentation mode.
-    TogglePresent,
-    /// Open the preset picker.
-    OpenPicker,
-    /// Ask for a name to save the current settings as a preset.
-    StartSave,
-    /// Run the workload with these settings.
-    Apply(Settings),
-    /// The key was understood but refused, with why.
-    Refuse(String),
-}
+pub use super::keys::Action;
 
 /// Maps a key to an action, given the settings as requested: what the key
 /// does comes from [`keys::BINDINGS`]. Pure: the tests drive every binding
@@ -65,17 +36,8 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
         return Action::None;
     };
     match does {
-        Does::Quit => Action::Quit,
-        Does::Suspend => Action::None,
-        Does::TogglePause => Action::TogglePause,
-        Does::MarkBaseline => Action::MarkBaseline,
-        Does::ResetCharts => Action::ResetCharts,
-        Does::ZoomIn => Action::ZoomIn,
-        Does::ZoomOut => Action::ZoomOut,
-        Does::ToggleHelp => Action::ToggleHelp,
-        Does::TogglePresent => Action::TogglePresent,
-        Does::OpenPicker => Action::OpenPicker,
-        Does::StartSave => Action::StartSave,
+        Does::Act(Action::Suspend) => Action::None,
+        Does::Act(a) => a.clone(),
         Does::Change(f) => match change(f, settings, cpus) {
             Ok(s) => Action::Apply(s),
             Err(why) => Action::Refuse(why),
@@ -86,7 +48,7 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
 /// The settings a change leads to, or why it cannot be made (a step past
 /// a limit). Not validated here: [`crate::engine::Engine::apply`] validates
 /// once, and a refusal there leaves the running workload as it was.
-fn change(f: keys::Change, s: &Settings, _cpus: usize) -> Result<Settings, String> {
+fn change(f: &keys::Change, s: &Settings, _cpus: usize) -> Result<Settings, String> {
     let mut n = s.clone();
     f(&mut n)?;
     Ok(n)

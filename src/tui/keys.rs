@@ -107,12 +107,15 @@ impl Key {
 /// Turns the settings as requested into new ones, or says why it cannot.
 pub type Change = fn(&mut Settings) -> Result<(), String>;
 
-/// What a key does.
-#[derive(Debug, Clone, Copy)]
-pub enum Does {
+/// What a key asks for. Settings changes carry the complete new settings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Nothing to do.
+    None,
     /// Leave the explorer.
     Quit,
-    /// Stop the process as a shell job (done by the terminal loop).
+    /// Stop the process as a shell job (done by the terminal loop, which
+    /// owns the terminal; [`super::app::action_for_key`] answers `None`).
     Suspend,
     /// Pause or resume the workload.
     TogglePause,
@@ -132,17 +135,44 @@ pub enum Does {
     OpenPicker,
     /// Ask for a name to save the current settings as a preset.
     StartSave,
+    /// Run the workload with these settings.
+    Apply(Settings),
+    /// The key was understood but refused, with why.
+    Refuse(String),
+}
+
+/// What a key does: an action of the explorer, or a change of the settings.
+#[derive(Debug, Clone)]
+pub enum Does {
+    /// An action that needs no settings (quit, pause, zoom...).
+    Act(Action),
     /// Change the binding's setting.
     Change(Change),
 }
 
 /// One thing a binding does, and the keys that do it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Step {
     /// The first is shown; the others are aliases.
     pub keys: &'static [Key],
     /// What pressing one does.
     pub does: Does,
+}
+
+/// A step that changes the binding's setting.
+const fn change(keys: &'static [Key], f: Change) -> Step {
+    Step {
+        keys,
+        does: Does::Change(f),
+    }
+}
+
+/// A step that acts on the explorer.
+const fn act(keys: &'static [Key], a: Action) -> Step {
+    Step {
+        keys,
+        does: Does::Act(a),
+    }
 }
 
 /// Whether and how a binding shows in the footer.
@@ -158,7 +188,7 @@ pub enum Footer {
 }
 
 /// One line of the help: a key or a few, what they do, and where they show.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Binding {
     /// What the keys do, one step each.
     pub steps: &'static [Step],
@@ -203,96 +233,63 @@ impl Binding {
 /// Every binding, in the help screen's (and the footer's) order.
 pub const BINDINGS: &[Binding] = &[
     Binding {
-        steps: &[Step {
-            keys: &[Char('w')],
-            does: Does::Change(workers_mode),
-        }],
+        steps: &[change(&[Char('w')], workers_mode)],
         setting: Some("workers.mode"),
         footer: Footer::IfRoom("workers"),
         help: "workers: inline -> bound -> unbound (the decrypt queue, or the only one)",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('W')],
-            does: Does::Change(verify_mode),
-        }],
+        steps: &[change(&[Char('W')], verify_mode)],
         setting: Some("workers.verify_mode"),
         footer: Footer::IfRoom("verify q"),
         help: "verify queue: same -> inline -> bound -> unbound",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('h')],
-            does: Does::Change(highpri),
-        }],
+        steps: &[change(&[Char('h')], highpri)],
         setting: Some("workers.highpri"),
         footer: Footer::IfRoom("highpri"),
         help: "high priority workers on/off (nice -20, WQ_HIGHPRI)",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('i')],
-            does: Does::Change(sleep),
-        }],
+        steps: &[change(&[Char('i')], sleep)],
         setting: Some("workload.sleep"),
         footer: Footer::IfRoom("sleep"),
         help: "reader sleep: iowait -> plain (NO_IOWAIT) -> poll",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('e')],
-            does: Does::Change(engine),
-        }],
+        steps: &[change(&[Char('e')], engine)],
         setting: Some("workload.engine"),
         footer: Footer::IfRoom("engine"),
         help: "engine: io_uring <-> sync pread",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('v')],
-            does: Does::Change(verity),
-        }],
+        steps: &[change(&[Char('v')], verity)],
         setting: Some("pipeline.verity"),
         footer: Footer::IfRoom("verity"),
         help: "fs-verity verification on/off",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('d')],
-            does: Does::Change(decrypt),
-        }],
+        steps: &[change(&[Char('d')], decrypt)],
         setting: Some("pipeline.decrypt"),
         footer: Footer::IfRoom("decrypt"),
         help: "fscrypt decryption on/off",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('c')],
-            does: Does::Change(cipher),
-        }],
+        steps: &[change(&[Char('c')], cipher)],
         setting: Some("pipeline.cipher"),
         footer: Footer::IfRoom("cipher"),
         help: "cipher: aes-256-xts -> aes-256-xts-soft -> adiantum",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('o')],
-            does: Does::Change(direct),
-        }],
+        steps: &[change(&[Char('o')], direct)],
         setting: Some("workload.direct"),
         footer: Footer::IfRoom("O_DIRECT"),
         help: "O_DIRECT on/off (off: reads hit the page cache)",
     },
     Binding {
         steps: &[
-            Step {
-                keys: &[Char('+'), Char('=')],
-                does: Does::Change(queue_deeper),
-            },
-            Step {
-                keys: &[Char('-'), Char('_')],
-                does: Does::Change(queue_shallower),
-            },
+            change(&[Char('+'), Char('=')], queue_deeper),
+            change(&[Char('-'), Char('_')], queue_shallower),
         ],
         setting: Some("workload.queue_depth"),
         footer: Footer::IfRoom("depth"),
@@ -300,14 +297,8 @@ pub const BINDINGS: &[Binding] = &[
     },
     Binding {
         steps: &[
-            Step {
-                keys: &[Char(']')],
-                does: Does::Change(more_readers),
-            },
-            Step {
-                keys: &[Char('[')],
-                does: Does::Change(fewer_readers),
-            },
+            change(&[Char(']')], more_readers),
+            change(&[Char('[')], fewer_readers),
         ],
         setting: Some("workload.readers"),
         footer: Footer::IfRoom("readers"),
@@ -315,14 +306,8 @@ pub const BINDINGS: &[Binding] = &[
     },
     Binding {
         steps: &[
-            Step {
-                keys: &[Char('>'), Char('.')],
-                does: Does::Change(bigger_blocks),
-            },
-            Step {
-                keys: &[Char('<'), Char(',')],
-                does: Does::Change(smaller_blocks),
-            },
+            change(&[Char('>'), Char('.')], bigger_blocks),
+            change(&[Char('<'), Char(',')], smaller_blocks),
         ],
         setting: Some("workload.block_size"),
         footer: Footer::IfRoom("bs"),
@@ -330,121 +315,76 @@ pub const BINDINGS: &[Binding] = &[
     },
     Binding {
         steps: &[
-            Step {
-                keys: &[Char('g')],
-                does: Does::Change(more_hogs),
-            },
-            Step {
-                keys: &[Char('G')],
-                does: Does::Change(fewer_hogs),
-            },
+            change(&[Char('g')], more_hogs),
+            change(&[Char('G')], fewer_hogs),
         ],
         setting: Some("load.hogs"),
         footer: Footer::IfRoom("hogs"),
         help: "background CPU hogs +1 / -1",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('b')],
-            does: Does::MarkBaseline,
-        }],
+        steps: &[act(&[Char('b')], Action::MarkBaseline)],
         setting: None,
         footer: Footer::IfRoom("baseline"),
         help: "mark the current window as the baseline",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('p')],
-            does: Does::OpenPicker,
-        }],
+        steps: &[act(&[Char('p')], Action::OpenPicker)],
         setting: None,
         footer: Footer::IfRoom("presets"),
         help: "presets: pick one and apply it (Enter)",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('m')],
-            does: Does::TogglePresent,
-        }],
+        steps: &[act(&[Char('m')], Action::TogglePresent)],
         setting: None,
         footer: Footer::None,
         help: "presentation mode: big numbers, high contrast",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('s')],
-            does: Does::StartSave,
-        }],
+        steps: &[act(&[Char('s')], Action::StartSave)],
         setting: None,
         footer: Footer::IfRoom("save"),
         help: "save the current settings as a preset",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char(' ')],
-            does: Does::TogglePause,
-        }],
+        steps: &[act(&[Char(' ')], Action::TogglePause)],
         setting: None,
         footer: Footer::IfRoom("pause"),
         help: "pause / resume the workload",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('r')],
-            does: Does::ResetCharts,
-        }],
+        steps: &[act(&[Char('r')], Action::ResetCharts)],
         setting: None,
         footer: Footer::IfRoom("reset"),
         help: "reset the charts (the baseline stays)",
     },
     Binding {
         steps: &[
-            Step {
-                keys: &[Char('z')],
-                does: Does::ZoomIn,
-            },
-            Step {
-                keys: &[Char('Z')],
-                does: Does::ZoomOut,
-            },
+            act(&[Char('z')], Action::ZoomIn),
+            act(&[Char('Z')], Action::ZoomOut),
         ],
         setting: None,
         footer: Footer::IfRoom("zoom"),
         help: "zoom the time window in / out (10s .. 10m)",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Char('?'), F(1)],
-            does: Does::ToggleHelp,
-        }],
+        steps: &[act(&[Char('?'), F(1)], Action::ToggleHelp)],
         setting: None,
         footer: Footer::Always("help"),
         help: "this help (any key closes it)",
     },
     Binding {
         steps: &[
-            Step {
-                keys: &[Char('q')],
-                does: Does::Quit,
-            },
-            Step {
-                keys: &[Esc],
-                does: Does::Quit,
-            },
-            Step {
-                keys: &[Ctrl('c'), Ctrl('d')],
-                does: Does::Quit,
-            },
+            act(&[Char('q')], Action::Quit),
+            act(&[Esc], Action::Quit),
+            act(&[Ctrl('c'), Ctrl('d')], Action::Quit),
         ],
         setting: None,
         footer: Footer::Always("quit"),
         help: "quit (a summary is printed)",
     },
     Binding {
-        steps: &[Step {
-            keys: &[Ctrl('z')],
-            does: Does::Suspend,
-        }],
+        steps: &[act(&[Ctrl('z')], Action::Suspend)],
         setting: None,
         footer: Footer::None,
         help: "suspend to the shell; fg comes back",
@@ -452,16 +392,16 @@ pub const BINDINGS: &[Binding] = &[
 ];
 
 /// What `key` does, if it is bound.
-pub fn lookup(key: Key) -> Option<Does> {
+pub fn lookup(key: Key) -> Option<&'static Does> {
     BINDINGS
         .iter()
         .flat_map(|b| b.steps)
         .find(|s| s.keys.contains(&key))
-        .map(|s| s.does)
+        .map(|s| &s.does)
 }
 
 /// What a key event does, if its key is bound.
-pub fn does(event: KeyEvent) -> Option<Does> {
+pub fn does(event: KeyEvent) -> Option<&'static Does> {
     Key::of(event).and_then(lookup)
 }
 
@@ -737,15 +677,15 @@ mod tests {
         let ctrl = KeyModifiers::CONTROL;
         assert!(matches!(
             does(ev(KeyCode::Char('z'), ctrl)),
-            Some(Does::Suspend)
+            Some(Does::Act(Action::Suspend))
         ));
         assert!(matches!(
             does(ev(KeyCode::Char('d'), ctrl)),
-            Some(Does::Quit)
+            Some(Does::Act(Action::Quit))
         ));
         assert!(matches!(
             does(ev(KeyCode::F(1), none)),
-            Some(Does::ToggleHelp)
+            Some(Does::Act(Action::ToggleHelp))
         ));
         assert!(matches!(
             does(ev(KeyCode::Char('='), none)),

@@ -309,7 +309,7 @@ pub fn run_with(
                         if k.modifiers.contains(KeyModifiers::ALT) {
                             continue; // Alt+key means nothing here (and never quits)
                         }
-                        if let Some(keys::Does::Suspend) = keys::does(k) {
+                        if let Some(keys::Does::Act(Action::Suspend)) = keys::does(k) {
                             suspend(&mut terminal);
                             continue;
                         }
@@ -327,7 +327,7 @@ pub fn run_with(
     Ok(ending)
 }
 
-/// Ctrl-Z ([`keys::Does::Suspend`]): gives the terminal back, stops the
+/// Ctrl-Z ([`keys::Does::Act(Action::Suspend)`]): gives the terminal back, stops the
 /// process (as a shell job), and on `fg` takes the terminal back and clears
 /// it for a full redraw. The workload keeps its threads but they are
 /// stopped with the process.
@@ -359,7 +359,7 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
         return;
     }
     match app::action_for_key(key, &app.settings, app.cpus) {
-        Action::None => {}
+        Action::None | Action::Suspend => {}
         Action::Quit => app.quit = true,
         Action::ToggleHelp => app.overlay = Overlay::Help,
         Action::TogglePresent => app.present = !app.present,

@@ -157,6 +157,7 @@ impl Driver for ReplayDriver {
         }
         match action_for_key(key, &app.settings, self.cpus) {
             Action::Quit => app.quit = true,
+            Action::Suspend => {} // the terminal loop suspends
             Action::ToggleHelp => app.overlay = Overlay::Help,
             Action::TogglePresent => app.present = !app.present,
             Action::ZoomIn => app.zoom(false),
