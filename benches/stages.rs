@@ -12,8 +12,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use readpath::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
-use readpath::merkle::{MerkleParams, MerkleTree};
-use readpath::sha256x2::{Prefix, Sha256x2};
+use readpath::verity::merkle::{MerkleParams, MerkleTree};
+use readpath::verity::sha256x2::{Prefix, Sha256x2};
 use sha2::{Digest, Sha256};
 
 fn data(len: usize) -> Vec<u8> {

@@ -12,9 +12,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::crypto::{CipherKind, ContentsCipher};
-use crate::merkle::{MerkleParams, MerkleTree};
 use crate::metrics::median;
-use crate::sha256x2::{Prefix, Sha256x2};
+use crate::verity::merkle::{MerkleParams, MerkleTree};
+use crate::verity::sha256x2::{Prefix, Sha256x2};
 
 /// Bytes per operation: one fscrypt data unit, one fs-verity block.
 pub const UNIT: usize = 4096;

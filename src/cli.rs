@@ -11,11 +11,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::dataset::{DEFAULT_SEED, Dataset, OpenOutcome, default_data_dir};
 use crate::engine::{Engine, EngineError, EngineOptions};
-use crate::merkle::{MerkleParams, digest_reader, format_digest};
-use crate::preset::{self, Compare, Preset, PresetError};
-use crate::report::RunSummary;
+use crate::output::report::RunSummary;
+use crate::scenario::preset::{self, Compare, Preset, PresetError};
 pub use crate::settings::parse_duration;
 use crate::settings::{Settings, parse_duration_in, parse_size};
+use crate::verity::merkle::{MerkleParams, digest_reader, format_digest};
 
 /// `--duration` of `run` and the explorer: 1 ms to 30 days.
 fn run_duration(s: &str) -> std::result::Result<Duration, String> {
@@ -405,7 +405,7 @@ pub fn error_message(e: &anyhow::Error) -> String {
         }
         out.push_str(&text);
     }
-    crate::report::printable(&out, true)
+    crate::output::format::printable(&out, true)
 }
 
 /// A progress reporter for dataset preparation: a bar on a terminal, silence otherwise.
@@ -497,7 +497,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             &settings,
             vary.as_deref(),
             record.as_deref(),
-            crate::experiment::CompareOptions {
+            crate::output::experiment::CompareOptions {
                 rounds,
                 duration,
                 warmup,
@@ -516,7 +516,11 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
         }) => {
             let metrics: Vec<usize> = metric
                 .iter()
-                .filter_map(|m| crate::plot::METRIC_NAMES.iter().position(|n| n == m))
+                .filter_map(|m| {
+                    crate::output::plot::METRIC_NAMES
+                        .iter()
+                        .position(|n| n == m)
+                })
                 .collect();
             plot(&file, &out, format, size, &metrics)
         }
@@ -575,15 +579,15 @@ fn preset_input(args: &SettingsArgs) -> Option<PathBuf> {
 
 /// Checks an output path before anything runs: not one of `inputs`, not a
 /// file of a dataset under `data_dir`, and something readpath may write
-/// (see [`crate::outfile`]). Refusals are bad input (exit status 2).
+/// (see [`crate::output::file`]). Refusals are bad input (exit status 2).
 fn check_output(
     flag: &str,
     path: &Path,
     inputs: &[PathBuf],
     data_dir: Option<&Path>,
-) -> Result<crate::outfile::OutputPath> {
+) -> Result<crate::output::file::OutputPath> {
     let ins: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-    let out = crate::outfile::OutputPath::check(flag, path, &ins).map_err(output_error)?;
+    let out = crate::output::file::OutputPath::check(flag, path, &ins).map_err(output_error)?;
     if let Some(dd) = data_dir
         && let (Ok(dd), Some(dir)) = (
             std::fs::canonicalize(dd),
@@ -607,7 +611,7 @@ fn check_output(
     Ok(out)
 }
 
-fn output_error(e: crate::outfile::OutputError) -> anyhow::Error {
+fn output_error(e: crate::output::file::OutputError) -> anyhow::Error {
     if e.is_bad_input() {
         BadInput(e.to_string()).into()
     } else {
@@ -617,7 +621,7 @@ fn output_error(e: crate::outfile::OutputError) -> anyhow::Error {
 
 fn demo(data_dir: &Path, spec: &str, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
     let cpus = crate::sys::online_cpus().len();
-    let d = crate::demo::resolve(spec, cpus).map_err(BadInput)?;
+    let d = crate::scenario::demo::resolve(spec, cpus).map_err(BadInput)?;
     let mut settings = d.start.clone();
     for spec in &args.set {
         settings
@@ -644,7 +648,7 @@ fn explore(
     settings: Settings,
     preset: Option<Preset>,
     t: &TuiArgs,
-    demo: Option<crate::demo::Demo>,
+    demo: Option<crate::scenario::demo::Demo>,
     inputs: &[PathBuf],
 ) -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
@@ -822,7 +826,7 @@ pub fn stop_and_drain(
     (totals, rx.try_iter().collect())
 }
 
-fn recording_error(e: crate::recording::RecordingError) -> anyhow::Error {
+fn recording_error(e: crate::output::recording::RecordingError) -> anyhow::Error {
     if e.is_bad_input() {
         BadInput(e.to_string()).into()
     } else {
@@ -833,23 +837,23 @@ fn recording_error(e: crate::recording::RecordingError) -> anyhow::Error {
 /// Opens a recording for a running engine (its header written); the caller
 /// checked the target before starting the engine.
 fn start_recording(
-    path: &crate::outfile::OutputPath,
+    path: &crate::output::file::OutputPath,
     command: &str,
     engine: &Engine,
     preset: Option<&Preset>,
-) -> Result<crate::recording::Writer> {
-    let header = crate::recording::Header {
-        format: crate::recording::FORMAT.into(),
-        version: crate::recording::VERSION,
+) -> Result<crate::output::recording::Writer> {
+    let header = crate::output::recording::Header {
+        format: crate::output::recording::FORMAT.into(),
+        version: crate::output::recording::VERSION,
         command: command.into(),
-        started_unix_s: crate::recording::unix_now(),
+        started_unix_s: crate::output::recording::unix_now(),
         preset: preset.map(|p| p.name.clone()),
         settings: engine.settings().clone(),
         effective_settings: engine.effective().clone(),
         features: engine.features().clone(),
         machine: crate::sys::machine_info(engine.dataset().dir()),
     };
-    crate::recording::Writer::create(path, &header).map_err(recording_error)
+    crate::output::recording::Writer::create(path, &header).map_err(recording_error)
 }
 
 fn plot(
@@ -862,9 +866,9 @@ fn plot(
     // The output is checked (not the input, not a device) before the input
     // is read, so a refusal costs nothing.
     let target = check_output("--out", out, &[file.to_path_buf()], None)?;
-    if format == PlotFormat::Svg && target.mode() != crate::outfile::Mode::Stdout {
+    if format == PlotFormat::Svg && target.mode() != crate::output::file::Mode::Stdout {
         let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if !matches!(ext, "svg" | "png") && target.mode() == crate::outfile::Mode::Atomic {
+        if !matches!(ext, "svg" | "png") && target.mode() == crate::output::file::Mode::Atomic {
             return Err(BadInput(format!(
                 "--out {}: give a file name ending in .svg or .png (or --format csv)",
                 out.display()
@@ -872,16 +876,16 @@ fn plot(
             .into());
         }
     }
-    let rec = crate::recording::read(file).map_err(recording_error)?;
+    let rec = crate::output::recording::read(file).map_err(recording_error)?;
     let bytes = match format {
-        PlotFormat::Csv => crate::plot::csv(&rec).into_bytes(),
+        PlotFormat::Csv => crate::output::plot::csv(&rec).into_bytes(),
         PlotFormat::Svg => {
-            let svg = crate::plot::svg(&rec, size.0, size.1, metrics)
+            let svg = crate::output::plot::svg(&rec, size.0, size.1, metrics)
                 .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
             let png = out.extension().is_some_and(|e| e == "png");
             if png {
                 // Drawn as SVG, rasterised by librsvg (text stays sharp).
-                crate::plot::rasterize(svg.as_bytes(), size.0, size.1)
+                crate::output::plot::rasterize(svg.as_bytes(), size.0, size.1)
                     .with_context(|| format!("--out {}", out.display()))?
             } else {
                 svg.into_bytes()
@@ -899,7 +903,7 @@ fn replay(
     theme: crate::tui::theme::ThemeName,
     present: bool,
 ) -> Result<()> {
-    let rec = crate::recording::read(file).map_err(recording_error)?;
+    let rec = crate::output::recording::read(file).map_err(recording_error)?;
     if rec.records.is_empty() {
         return Err(BadInput(format!(
             "{}: the recording holds no interval: nothing to replay",
@@ -930,7 +934,7 @@ fn compare(
     args: &SettingsArgs,
     vary: Option<&str>,
     record: Option<&Path>,
-    opts: crate::experiment::CompareOptions,
+    opts: crate::output::experiment::CompareOptions,
     format: Format,
 ) -> Result<()> {
     let (settings, preset) = load_settings(args)?;
@@ -989,7 +993,7 @@ fn compare(
     };
     crate::sys::install_stop_handlers();
     let mut ds_progress = progress_reporter();
-    let report = crate::experiment::run(
+    let report = crate::output::experiment::run(
         &settings,
         &cmp,
         preset.map(|p| p.name),
@@ -1111,8 +1115,13 @@ fn digest(block_size: usize, salt: &str, files: &[PathBuf]) -> Result<()> {
     let params = MerkleParams::new(block_size, &salt).map_err(|e| BadInput(e.to_string()))?;
     let mut out = std::io::stdout().lock();
     for f in files {
-        let file = std::fs::File::open(f)
-            .map_err(|e| BadInput(format!("{}: {}", f.display(), crate::outfile::plain(&e))))?;
+        let file = std::fs::File::open(f).map_err(|e| {
+            BadInput(format!(
+                "{}: {}",
+                f.display(),
+                crate::output::file::plain(&e)
+            ))
+        })?;
         if file.metadata().is_ok_and(|m| m.is_dir()) {
             return Err(BadInput(format!("{}: is a directory, not a file", f.display())).into());
         }

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
-use crate::merkle::{MerkleBuilder, MerkleParams, MerkleTree};
+use crate::verity::merkle::{MerkleBuilder, MerkleParams, MerkleTree};
 
 /// Bumped whenever the on-disk layout or content generation changes.
 pub const FORMAT_VERSION: u32 = 1;

@@ -234,10 +234,10 @@ fn run_json_has_the_documented_fields() {
 #[test]
 fn shipped_default_preset_is_the_default_settings() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/presets/default.toml");
-    let p = readpath::preset::load_file(std::path::Path::new(path)).unwrap();
+    let p = readpath::scenario::preset::load_file(std::path::Path::new(path)).unwrap();
     assert_eq!(p.settings, readpath::settings::Settings::default());
     // The embedded copy is the same file.
-    let (shipped, _) = readpath::preset::resolve("default").unwrap();
+    let (shipped, _) = readpath::scenario::preset::resolve("default").unwrap();
     assert_eq!(shipped.settings, p.settings);
 }
 

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use readpath::preset::{self, Preset, SHIPPED};
+use readpath::scenario::preset::{self, Preset, SHIPPED};
 use readpath::settings::{Settings, WorkerMode};
 
 fn readpath(args: &[&str], data_dir: &Path, config: &Path) -> Output {
@@ -260,7 +260,7 @@ fn compare_runs_every_variant_interleaved_and_reports_the_machine() {
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["key"], "workers.mode");
     // The recording holds every switch, captioned, for replay.
-    let rec = readpath::recording::read(&tmp.path().join("cmp.jsonl")).unwrap();
+    let rec = readpath::output::recording::read(&tmp.path().join("cmp.jsonl")).unwrap();
     assert_eq!(rec.header.command, "compare");
     let captions: Vec<String> = rec
         .records
@@ -302,7 +302,8 @@ fn compare_runs_every_variant_interleaved_and_reports_the_machine() {
     assert!(variants[0]["metrics"]["throughput_mib_s"]["change_pct"].is_null());
     assert!(variants[1]["metrics"]["throughput_mib_s"]["change_pct"].is_number());
     // The JSON reads back.
-    let back: readpath::experiment::CompareReport = serde_json::from_slice(&o.stdout).unwrap();
+    let back: readpath::output::experiment::CompareReport =
+        serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(back.variants.len(), 2);
     for k in [
         "kernel",

@@ -10,7 +10,7 @@ use std::process::Command;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use readpath::metrics::Event;
-use readpath::recording::{self, Header, Recording, RecordingError};
+use readpath::output::recording::{self, Header, Recording, RecordingError};
 use readpath::settings::Settings;
 use readpath::sys::MachineInfo;
 use readpath::tui::fixture::{features, record};
@@ -56,7 +56,7 @@ fn fixture_recording() -> Recording {
 }
 
 fn write(path: &Path, rec: &Recording) {
-    let out = readpath::outfile::OutputPath::check("--record", path, &[]).unwrap();
+    let out = readpath::output::file::OutputPath::check("--record", path, &[]).unwrap();
     let mut w = recording::Writer::create(&out, &rec.header).unwrap();
     for r in &rec.records {
         w.record(r).unwrap();

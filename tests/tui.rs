@@ -149,10 +149,10 @@ fn unavailable_settings_are_greyed_with_a_reason() {
 #[test]
 fn preset_picker() {
     let mut a = app(false);
-    let items = readpath::preset::SHIPPED
+    let items = readpath::scenario::preset::SHIPPED
         .iter()
         .map(|(name, src)| {
-            let p = readpath::preset::Preset::from_toml_str(src, name, name).unwrap();
+            let p = readpath::scenario::preset::Preset::from_toml_str(src, name, name).unwrap();
             readpath::tui::app::PickItem {
                 name: p.name,
                 origin: "shipped",

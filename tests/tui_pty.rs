@@ -209,7 +209,7 @@ fn a_closed_terminal_finishes_the_recording() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let r = readpath::recording::read(&rec).unwrap_or_else(|e| panic!("{e}"));
+    let r = readpath::output::recording::read(&rec).unwrap_or_else(|e| panic!("{e}"));
     assert!(!r.records.is_empty(), "intervals recorded");
     let names: Vec<String> = std::fs::read_dir(tmp.path())
         .unwrap()

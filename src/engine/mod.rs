@@ -31,12 +31,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::dataset::{Dataset, DatasetError, OpenOutcome, Progress, Variant};
-use crate::merkle::VerifiedCache;
 use crate::metrics::{
     Event, IntervalRecord, Notice, Recorder, Registry, Role, WorkerSched, now_ns,
 };
 use crate::settings::{SettingChange, Settings, SettingsError};
 use crate::sys::{Features, ThreadCounters, ThreadStatReader};
+use crate::verity::merkle::VerifiedCache;
 
 use pipeline::Pipeline;
 pub use resolve::{DataFs, Resolution, resolve};

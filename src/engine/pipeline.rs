@@ -13,9 +13,9 @@ use std::thread::JoinHandle;
 
 use crate::crypto::{ContentsCipher, DATA_UNIT_SIZE};
 use crate::dataset::{Dataset, VERITY_BLOCK_SIZE};
-use crate::merkle::VerifiedCache;
 use crate::metrics::{Recorder, Registry, Role, Stage, stamp};
 use crate::settings::{Settings, VerifyMode, WorkerMode};
+use crate::verity::merkle::VerifiedCache;
 
 use super::queue::{ReturnQueue, WorkItem, WorkQueue};
 use super::reader;

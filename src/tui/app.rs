@@ -297,7 +297,7 @@ pub fn overlay_key(
         Overlay::SaveName(name) => match key.code {
             KeyCode::Enter if !name.is_empty() => {
                 let name = name.clone();
-                if let Err(e) = crate::preset::check_name(&name) {
+                if let Err(e) = crate::scenario::preset::check_name(&name) {
                     *overlay = Overlay::Error(e.to_string());
                     OverlayAction::None
                 } else if exists(&name) {
@@ -529,7 +529,7 @@ impl App {
                 continue;
             }
             self.log_line(e.t_s, e.label.clone(), false);
-            let short = short_label(&e.label);
+            let short = crate::output::format::short_label(&e.label);
             // Changes applied together share one marker.
             match self.markers.last_mut() {
                 Some(m) if (m.t_s - e.t_s).abs() < 1e-6 => {
@@ -663,18 +663,6 @@ fn limits_of(
         o_direct: !requested.workload.direct || effective.workload.direct,
     };
     crate::engine::resolve(requested, features, &fs).map_or_else(|_| Vec::new(), |r| r.limits)
-}
-
-/// `workers.mode: unbound -> bound` -> `mode: unbound -> bound`; other
-/// labels unchanged.
-pub fn short_label(label: &str) -> String {
-    match label.split_once(": ") {
-        Some((key, rest)) if key.contains('.') => {
-            let name = key.split_once('.').map_or(key, |(_, n)| n);
-            format!("{name}: {rest}")
-        }
-        _ => label.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -978,14 +966,5 @@ mod tests {
             action_for_key(key('s'), &Settings::default(), 2),
             Action::StartSave
         );
-    }
-
-    #[test]
-    fn short_labels_drop_the_section() {
-        assert_eq!(
-            short_label("workers.mode: unbound -> bound"),
-            "mode: unbound -> bound"
-        );
-        assert_eq!(short_label("baseline"), "baseline");
     }
 }

@@ -154,48 +154,6 @@ pub fn nice_max(max: f64) -> f64 {
     10.0 * mag
 }
 
-/// Microseconds as `850us`, `1.2ms`, `35ms`, `1.5s`.
-pub fn fmt_us(us: f64) -> String {
-    if us == 0.0 {
-        "0".into()
-    } else if us < 1.0 {
-        format!("{us:.1}us")
-    } else if us < 1_000.0 {
-        format!("{us:.0}us")
-    } else if us < 10_000.0 {
-        format!("{:.1}ms", us / 1e3)
-    } else if us < 1_000_000.0 {
-        format!("{:.0}ms", us / 1e3)
-    } else {
-        format!("{:.1}s", us / 1e6)
-    }
-}
-
-/// Counts as `950`, `12.5K`, `1.2M`.
-pub fn fmt_count(v: f64) -> String {
-    if v < 1_000.0 {
-        format!("{v:.0}")
-    } else if v < 1_000_000.0 {
-        let k = v / 1e3;
-        if k < 100.0 {
-            format!("{k:.1}K")
-        } else {
-            format!("{k:.0}K")
-        }
-    } else {
-        format!("{:.1}M", v / 1e6)
-    }
-}
-
-/// A rate with up to one decimal: `0.5`, `35.2`, `512`.
-pub fn fmt_rate(v: f64) -> String {
-    if v < 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
-}
-
 const GUTTER: u16 = 6;
 
 impl Widget for TimeChart<'_> {
@@ -504,11 +462,6 @@ mod tests {
 
     #[test]
     fn formats() {
-        assert_eq!(fmt_us(63.4), "63us");
-        assert_eq!(fmt_us(1_234.0), "1.2ms");
-        assert_eq!(fmt_us(553_800.0), "554ms");
-        assert_eq!(fmt_us(1_500_000.0), "1.5s");
-        assert_eq!(fmt_count(13_325.0), "13.3K");
         assert_eq!(nice_max(37.0), 50.0);
         assert_eq!(nice_max(0.0), 1.0);
         assert_eq!(fmt_secs(90.0), "1m30s");

@@ -10,7 +10,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
 use super::app::App;
 use super::{Driver, EngineDriver};
-use crate::demo::{Demo, Wait};
+use crate::scenario::demo::{Demo, Wait};
 
 /// Feeds the explorer from the engine and plays the demo's steps.
 pub struct DemoDriver<'a> {

@@ -33,7 +33,7 @@ use ratatui::crossterm::event::{self, KeyModifiers};
 use ratatui::crossterm::{cursor, execute, terminal};
 
 use crate::engine::Engine;
-use crate::preset;
+use crate::scenario::preset;
 use app::{Action, App, Overlay, OverlayAction, PickItem};
 use render::Look;
 use theme::{Theme, ThemeName};
@@ -161,7 +161,7 @@ pub struct EngineDriver<'a> {
     /// The running engine.
     pub engine: &'a mut Engine,
     /// Where the intervals are recorded, if anywhere.
-    pub recording: Option<crate::recording::Writer>,
+    pub recording: Option<crate::output::recording::Writer>,
 }
 
 impl Driver for EngineDriver<'_> {
@@ -191,9 +191,9 @@ impl Driver for EngineDriver<'_> {
 pub fn run(
     engine: &mut Engine,
     opts: &TuiOptions,
-    recording: Option<crate::recording::Writer>,
-    script: Option<crate::demo::Demo>,
-) -> std::io::Result<(Option<crate::recording::Writer>, Ending)> {
+    recording: Option<crate::output::recording::Writer>,
+    script: Option<crate::scenario::demo::Demo>,
+) -> std::io::Result<(Option<crate::output::recording::Writer>, Ending)> {
     let mut app = App::new(
         engine.settings().clone(),
         engine.effective().clone(),

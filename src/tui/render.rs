@@ -28,11 +28,12 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
 use super::app::{App, Overlay, WindowStats};
-use super::chart::{Scale, Series, TimeChart, fmt_count, fmt_rate, fmt_secs, fmt_us};
+use super::chart::{Scale, Series, TimeChart, fmt_secs};
 use super::help;
 use super::keys::{self, Footer};
 use super::theme::Theme;
 use crate::metrics::{BUCKETS_PER_OCTAVE, IntervalRecord, LatencyBuckets};
+use crate::output::format::{fmt_count, fmt_rate, fmt_us};
 use crate::settings::KEYS;
 
 /// Narrowest terminal the explorer draws in.
@@ -95,7 +96,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
                     Line::from(Span::styled(
                         format!(
                             "saved to {}/<name>.toml; Enter saves, Esc cancels",
-                            crate::preset::user_dir()
+                            crate::scenario::preset::user_dir()
                                 .map_or("?".into(), |d| d.display().to_string())
                         ),
                         look.theme.dim(),

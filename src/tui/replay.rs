@@ -10,7 +10,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
 use super::Driver;
 use super::app::{Action, App, Overlay, action_for_key};
-use crate::recording::Recording;
+use crate::output::recording::Recording;
 
 /// How far the arrow keys move, seconds of recording.
 pub const SEEK_S: f64 = 10.0;

@@ -33,19 +33,19 @@ pub const DEMO_VERSION: u32 = 1;
 pub const SHIPPED: &[(&str, &str)] = &[
     (
         "fsverity-bound-vs-unbound",
-        include_str!("../presets/demos/fsverity-bound-vs-unbound.toml"),
+        include_str!("../../presets/demos/fsverity-bound-vs-unbound.toml"),
     ),
     (
         "fscrypt-slow-cipher",
-        include_str!("../presets/demos/fscrypt-slow-cipher.toml"),
+        include_str!("../../presets/demos/fscrypt-slow-cipher.toml"),
     ),
     (
         "fscrypt-aes-instructions",
-        include_str!("../presets/demos/fscrypt-aes-instructions.toml"),
+        include_str!("../../presets/demos/fscrypt-aes-instructions.toml"),
     ),
     (
         "io_uring-qd1-iowait",
-        include_str!("../presets/demos/io_uring-qd1-iowait.toml"),
+        include_str!("../../presets/demos/io_uring-qd1-iowait.toml"),
     ),
 ];
 
@@ -143,11 +143,11 @@ impl Demo {
         if raw.version > DEMO_VERSION {
             return Err(format!(
                 "{origin}: version {}",
-                crate::outfile::newer_version("demo script", raw.version, DEMO_VERSION)
+                crate::output::file::newer_version("demo script", raw.version, DEMO_VERSION)
             ));
         }
         let preset_settings = |name: &str, i: Option<usize>| {
-            crate::preset::resolve(name)
+            crate::scenario::preset::resolve(name)
                 .map(|(p, _)| p.settings)
                 .map_err(|e| match i {
                     Some(i) => format!("{origin}: step {}: {e}", i + 1),
@@ -188,7 +188,7 @@ impl Demo {
                 caption: s
                     .caption
                     .as_deref()
-                    .map(|c| crate::report::printable(c, true)),
+                    .map(|c| crate::output::format::printable(c, true)),
                 wait: wait_of(s.wait.as_deref(), origin, i)?,
             });
         }
@@ -196,8 +196,8 @@ impl Demo {
             return Err(format!("{origin}: no [[step]]: a demo needs at least one"));
         }
         Ok(Demo {
-            name: crate::report::printable(&raw.name, false),
-            description: crate::report::printable(&raw.description, true),
+            name: crate::output::format::printable(&raw.name, false),
+            description: crate::output::format::printable(&raw.description, true),
             start,
             preset: raw.preset,
             steps,
@@ -208,9 +208,9 @@ impl Demo {
 /// Finds `NAME|FILE`: a path as given, else a shipped demo.
 pub fn resolve(spec: &str, cpus: usize) -> Result<Demo, String> {
     if spec.contains('/') || spec.ends_with(".toml") {
-        let src = crate::outfile::read_capped(
+        let src = crate::output::file::read_capped(
             std::path::Path::new(spec),
-            crate::outfile::MAX_TEXT_INPUT,
+            crate::output::file::MAX_TEXT_INPUT,
         )?;
         return Demo::from_toml_str(&src, spec, cpus);
     }

@@ -24,7 +24,7 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sha256x2::{Prefix, Sha256x2};
+use crate::verity::sha256x2::{Prefix, Sha256x2};
 use sha2::{Digest, Sha256};
 
 /// Size of a SHA-256 digest in bytes.

@@ -6,7 +6,7 @@
 //! Line 1 is a [`Header`] (format name and version, what ran, on what
 //! machine); every further line is `{"interval": IntervalRecord}`. The file
 //! is written under a temporary name and renamed into place when the run
-//! ends, so a recording is never seen half-written ([`crate::outfile`]).
+//! ends, so a recording is never seen half-written ([`crate::output::file`]).
 //! Reading one trusts nothing: lines and record counts are capped and every
 //! number is range-checked, so a damaged or hostile file is refused by line.
 
@@ -66,7 +66,7 @@ pub enum RecordingError {
     },
     /// The output was refused or could not be written.
     #[error(transparent)]
-    Output(#[from] crate::outfile::OutputError),
+    Output(#[from] crate::output::file::OutputError),
     /// Not a readpath recording, or a damaged line.
     #[error("{path}:{line}: {message}")]
     Bad {
@@ -80,7 +80,7 @@ pub enum RecordingError {
     /// Written by a newer readpath.
     #[error(
         "{path}: version {}",
-        crate::outfile::newer_version("recording format", found, VERSION)
+        crate::output::file::newer_version("recording format", found, VERSION)
     )]
     Newer {
         /// The file.
@@ -102,16 +102,16 @@ impl RecordingError {
 }
 
 /// Writes a recording; [`Writer::finish`] moves it into place (see
-/// [`crate::outfile`]). Dropped unfinished (an error on the way), it leaves
+/// [`crate::output::file`]). Dropped unfinished (an error on the way), it leaves
 /// what was at the path before.
 pub struct Writer {
-    out: crate::outfile::OutputFile,
+    out: crate::output::file::OutputFile,
 }
 
 impl Writer {
     /// Opens the checked output `path` and writes the header.
     pub fn create(
-        path: &crate::outfile::OutputPath,
+        path: &crate::output::file::OutputPath,
         header: &Header,
     ) -> Result<Writer, RecordingError> {
         let mut w = Writer {
@@ -191,7 +191,7 @@ fn read_line_capped(
 pub fn read(path: &Path) -> Result<Recording, RecordingError> {
     let input = |e: &std::io::Error| RecordingError::Input {
         path: path.to_path_buf(),
-        message: crate::outfile::plain(e),
+        message: crate::output::file::plain(e),
     };
     let f = std::fs::File::open(path).map_err(|e| input(&e))?;
     if f.metadata().is_ok_and(|m| m.is_dir()) {

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use plotters::prelude::*;
 
 use crate::metrics::IntervalRecord;
-use crate::recording::Recording;
+use crate::output::recording::Recording;
 
 /// One chart panel's series: (name, value per record).
 type Getter = fn(&IntervalRecord) -> f64;
@@ -156,7 +156,7 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                 for (i, (t, label)) in markers.iter().enumerate() {
                     let x = to_x(*t) - base_x;
                     dc.draw(&Text::new(
-                        crate::tui::app::short_label(label),
+                        crate::output::format::short_label(label),
                         (x + 3, plot_top + 2 + (i % 3) as i32 * 13),
                         ("sans-serif", 11).into_font().color(&MAGENTA),
                     ))
@@ -212,7 +212,7 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                     .map_err(|x| e(&x))?;
                 c.configure_mesh()
                     .x_desc("seconds")
-                    .y_label_formatter(&|v| crate::tui::chart::fmt_us(*v))
+                    .y_label_formatter(&|v| crate::output::format::fmt_us(*v))
                     .draw()
                     .map_err(|x| e(&x))?;
                 // An interval with no completed read has no latency.

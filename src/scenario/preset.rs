@@ -22,26 +22,26 @@ pub const RESERVED: &[&str] = &["version", "name", "description", "compare"];
 
 /// The shipped presets, embedded: (name, TOML).
 pub const SHIPPED: &[(&str, &str)] = &[
-    ("default", include_str!("../presets/default.toml")),
+    ("default", include_str!("../../presets/default.toml")),
     (
         "fsverity-bound-vs-unbound",
-        include_str!("../presets/fsverity-bound-vs-unbound.toml"),
+        include_str!("../../presets/fsverity-bound-vs-unbound.toml"),
     ),
     (
         "fscrypt-slow-cipher",
-        include_str!("../presets/fscrypt-slow-cipher.toml"),
+        include_str!("../../presets/fscrypt-slow-cipher.toml"),
     ),
     (
         "fscrypt-aes-instructions",
-        include_str!("../presets/fscrypt-aes-instructions.toml"),
+        include_str!("../../presets/fscrypt-aes-instructions.toml"),
     ),
     (
         "io_uring-qd1-iowait",
-        include_str!("../presets/io_uring-qd1-iowait.toml"),
+        include_str!("../../presets/io_uring-qd1-iowait.toml"),
     ),
     (
         "max-throughput",
-        include_str!("../presets/max-throughput.toml"),
+        include_str!("../../presets/max-throughput.toml"),
     ),
 ];
 
@@ -182,7 +182,7 @@ pub enum PresetError {
     Input(String),
     /// The preset could not be saved.
     #[error(transparent)]
-    Output(#[from] crate::outfile::OutputError),
+    Output(#[from] crate::output::file::OutputError),
 }
 
 impl PresetError {
@@ -276,8 +276,10 @@ impl Preset {
             };
             match key {
                 "version" => p.version = check_version(src, origin, v.get_ref(), span)?,
-                "name" => p.name = crate::report::printable(&string(key)?, false),
-                "description" => p.description = crate::report::printable(&string(key)?, true),
+                "name" => p.name = crate::output::format::printable(&string(key)?, false),
+                "description" => {
+                    p.description = crate::output::format::printable(&string(key)?, true)
+                }
                 "compare" => {
                     p.compare = Some(parse_compare(src, origin, v.get_ref(), span, &p.settings)?)
                 }
@@ -331,7 +333,7 @@ fn check_version(
             origin,
             span,
             "version",
-            crate::outfile::newer_version("preset", n, PRESET_VERSION as u32),
+            crate::output::file::newer_version("preset", n, PRESET_VERSION as u32),
         ));
     }
     if n < 1 {
@@ -449,7 +451,7 @@ pub fn check_name(name: &str) -> Result<(), PresetError> {
 
 /// Reads a preset file.
 pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
-    let src = crate::outfile::read_capped(path, crate::outfile::MAX_TEXT_INPUT)
+    let src = crate::output::file::read_capped(path, crate::output::file::MAX_TEXT_INPUT)
         .map_err(PresetError::Input)?;
     let stem = path
         .file_stem()
@@ -538,8 +540,8 @@ pub fn save_atomic(preset: &Preset, path: &Path) -> Result<(), PresetError> {
         path: dir.to_path_buf(),
         source,
     })?;
-    let out = crate::outfile::OutputPath::check("preset", path, &[])?;
-    if out.mode() != crate::outfile::Mode::Atomic {
+    let out = crate::output::file::OutputPath::check("preset", path, &[])?;
+    if out.mode() != crate::output::file::Mode::Atomic {
         return Err(PresetError::Input(format!(
             "{}: not a regular file: a preset is saved only as a file",
             path.display()

@@ -9,22 +9,6 @@ use crate::metrics::{Percentiles, StagePercentiles, WorkerSched, hit_pct};
 use crate::settings::{Settings, format_size};
 use crate::sys::{Features, MachineInfo};
 
-/// `s` with every control character (escape sequences included) replaced
-/// by U+FFFD, so text from a file (a demo caption, a preset description) can
-/// never drive the terminal it is printed on. Newlines and tabs are kept
-/// when `keep_lines`.
-pub fn printable(s: &str, keep_lines: bool) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && !(keep_lines && (c == '\n' || c == '\t')) {
-                '\u{fffd}'
-            } else {
-                c
-            }
-        })
-        .collect()
-}
-
 /// Version of the JSON summary schema.
 pub const SUMMARY_VERSION: u32 = 1;
 
@@ -184,12 +168,12 @@ impl RunSummary {
             let _ = writeln!(
                 o,
                 "  {name:<8} (usec): p50={:<9} p90={:<9} p99={:<9} p99.9={:<9} max={:<9} mean={}",
-                fmt_us(p.p50),
-                fmt_us(p.p90),
-                fmt_us(p.p99),
-                fmt_us(p.p999),
-                fmt_us(p.max),
-                fmt_us(p.mean)
+                fio_us(p.p50),
+                fio_us(p.p90),
+                fio_us(p.p99),
+                fio_us(p.p999),
+                fio_us(p.max),
+                fio_us(p.mean)
             );
         };
         row(&mut o, "lat", &self.latency_us);
@@ -202,7 +186,7 @@ impl RunSummary {
                 o,
                 "  workers: {} threads, run_delay total {} us, cpu {:.2}s, switches {} voluntary / {} involuntary, {} migrations",
                 self.workers.threads,
-                fmt_us(self.run_delay_us_total),
+                fio_us(self.run_delay_us_total),
                 self.workers.cpu_us / 1e6,
                 self.workers.voluntary_switches,
                 self.workers.involuntary_switches,
@@ -237,12 +221,12 @@ impl RunSummary {
         for ev in &self.events {
             let _ = writeln!(o, "  event: {ev}");
         }
-        printable(&o, true)
+        crate::output::format::printable(&o, true)
     }
 }
 
 /// Formats microseconds with sensible precision.
-pub fn fmt_us(us: f64) -> String {
+fn fio_us(us: f64) -> String {
     if us >= 100.0 {
         format!("{us:.0}")
     } else if us >= 10.0 {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::metrics::{IntervalRecord, WindowStats, median};
-use crate::preset::Compare;
+use crate::scenario::preset::Compare;
 use crate::settings::Settings;
 use crate::sys::{Features, MachineInfo};
 
@@ -130,7 +130,7 @@ fn measure(
     engine: &Engine,
     warmup: Duration,
     duration: Duration,
-    recording: &mut Option<crate::recording::Writer>,
+    recording: &mut Option<crate::output::recording::Writer>,
     stop: &dyn Fn() -> bool,
 ) -> (Vec<IntervalRecord>, Vec<String>) {
     let rx = engine.records();
@@ -188,18 +188,18 @@ pub fn run(
     opts: &CompareOptions,
     progress: &mut dyn FnMut(u32, usize),
     dataset_progress: crate::dataset::Progress<'_>,
-    record: Option<&crate::outfile::OutputPath>,
+    record: Option<&crate::output::file::OutputPath>,
 ) -> Result<CompareReport, EngineError> {
     let stop = &opts.stop;
     let variants = compare.variants(base)?;
     let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;
     let mut recording = match record {
         Some(path) => {
-            let header = crate::recording::Header {
-                format: crate::recording::FORMAT.into(),
-                version: crate::recording::VERSION,
+            let header = crate::output::recording::Header {
+                format: crate::output::recording::FORMAT.into(),
+                version: crate::output::recording::VERSION,
                 command: "compare".into(),
-                started_unix_s: crate::recording::unix_now(),
+                started_unix_s: crate::output::recording::unix_now(),
                 preset: preset.clone(),
                 settings: engine.settings().clone(),
                 effective_settings: engine.effective().clone(),
@@ -207,7 +207,7 @@ pub fn run(
                 machine: crate::sys::machine_info(engine.dataset().dir()),
             };
             Some(
-                crate::recording::Writer::create(path, &header)
+                crate::output::recording::Writer::create(path, &header)
                     .map_err(|e| EngineError::Output(e.to_string()))?,
             )
         }

@@ -1,0 +1,13 @@
+//! Everything readpath writes for people and other tools, all read from the
+//! same per-interval records: the headless summary (`report`), recordings
+//! for replay (`recording`), slide charts and CSV (`plot`), A/B experiment
+//! tables (`experiment`), the shared number formatting (`format`), and the
+//! one way an output file is written (`file`: never onto a device or an
+//! input, atomically for regular files).
+
+pub mod experiment;
+pub mod file;
+pub mod format;
+pub mod plot;
+pub mod recording;
+pub mod report;
