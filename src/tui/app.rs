@@ -8,11 +8,9 @@ use std::collections::VecDeque;
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use hdrhistogram::Histogram;
-
 use super::keys::{self, Does};
 pub use crate::metrics::WindowStats;
-use crate::metrics::{Event, IntervalRecord, Notice, empty_hist};
+use crate::metrics::{Event, IntervalRecord, Notice};
 use crate::settings::Settings;
 use crate::sys::Features;
 
@@ -72,110 +70,7 @@ pub struct Marker {
     pub label: String,
 }
 
-/// Running sums over a contiguous run of records, added at the back and
-/// removed at the front, so keeping the "now" window current costs one
-/// record's work per interval instead of re-merging the whole window
-/// (13 ms per record at a 10-minute window, measured with the test fixture).
-#[derive(Debug, Clone)]
-pub struct WindowAcc {
-    lat: Histogram<u64>,
-    queue: Histogram<u64>,
-    scratch: Histogram<u64>,
-    buckets: Vec<u64>,
-    reads: u64,
-    bytes: u64,
-    secs: f64,
-    run_delay: f64,
-    /// A subtraction failed (cannot happen with matching adds): rebuild.
-    broken: bool,
-}
-
-impl Default for WindowAcc {
-    fn default() -> Self {
-        WindowAcc {
-            lat: empty_hist(),
-            queue: empty_hist(),
-            scratch: empty_hist(),
-            buckets: Vec::new(),
-            reads: 0,
-            bytes: 0,
-            secs: 0.0,
-            run_delay: 0.0,
-            broken: false,
-        }
-    }
-}
-
-impl WindowAcc {
-    /// Adds a record's measurements (paused intervals hold none).
-    pub fn add(&mut self, r: &IntervalRecord) {
-        let mut b = crate::metrics::LatencyBuckets {
-            counts: std::mem::take(&mut self.buckets),
-        };
-        b.add(&r.latency_buckets);
-        self.buckets = b.counts;
-        if r.paused {
-            return;
-        }
-        self.reads += r.reads;
-        self.bytes += r.bytes;
-        self.secs += r.interval_s;
-        self.run_delay += r.workers.run_delay_us;
-        r.latency_hist.add_to(&mut self.lat);
-        r.queue_hist.add_to(&mut self.queue);
-    }
-
-    /// Removes a record added earlier.
-    pub fn remove(&mut self, r: &IntervalRecord) {
-        for (a, b) in self.buckets.iter_mut().zip(&r.latency_buckets.counts) {
-            *a = a.saturating_sub(*b);
-        }
-        if r.paused {
-            return;
-        }
-        self.reads -= r.reads.min(self.reads);
-        self.bytes -= r.bytes.min(self.bytes);
-        self.secs -= r.interval_s;
-        self.run_delay -= r.workers.run_delay_us;
-        for (sparse, h) in [
-            (&r.latency_hist, &mut self.lat),
-            (&r.queue_hist, &mut self.queue),
-        ] {
-            self.scratch.reset();
-            sparse.add_to(&mut self.scratch);
-            if h.subtract(&self.scratch).is_err() {
-                self.broken = true;
-            }
-        }
-    }
-
-    /// The window's stats, `None` when it holds no running interval.
-    pub fn stats(&self, from_s: f64, to_s: f64) -> Option<WindowStats> {
-        if self.secs <= 1e-9 {
-            return None;
-        }
-        let q = |h: &Histogram<u64>, p: f64| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.value_at_quantile(p) as f64 / 1e3
-            }
-        };
-        Some(WindowStats {
-            from_s,
-            to_s,
-            secs: self.secs,
-            reads: self.reads,
-            throughput_mib_s: self.bytes as f64 / (1024.0 * 1024.0) / self.secs,
-            iops: self.reads as f64 / self.secs,
-            p50_us: q(&self.lat, 0.5),
-            p99_us: q(&self.lat, 0.99),
-            p999_us: q(&self.lat, 0.999),
-            queue_p99_us: q(&self.queue, 0.99),
-            run_delay_us_per_s: self.run_delay.max(0.0) / self.secs,
-        })
-    }
-}
+pub use crate::metrics::window::WindowAcc;
 
 /// The baseline: a window's stats, frozen when `b` was pressed.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,6 +11,8 @@
 //! the one immutable, serde-serializable snapshot that the headless runner,
 //! the TUI, experiments and recordings all consume.
 
+pub mod window;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;

@@ -974,7 +974,7 @@ fn cpus(key: &str, v: &Val) -> Result<Vec<usize>, SettingsError> {
     Ok(out)
 }
 
-fn cpu_number_error(n: impl fmt::Display) -> String {
+pub(crate) fn cpu_number_error(n: impl fmt::Display) -> String {
     format!("CPU {n} is out of range: CPU numbers are 0..={MAX_CPU_NUMBER}")
 }
 
@@ -1006,184 +1006,12 @@ fn salt(key: &str, v: &Val) -> Result<Vec<u8>, SettingsError> {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Sizes and CPU lists.
+pub mod units;
 
-/// Parses "10s", "250ms", "2m", "1h" or plain seconds.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    parse_duration_in(s, MIN_DURATION, MAX_DURATION)
-}
-
-/// Shortest duration [`parse_duration`] accepts.
-pub const MIN_DURATION: std::time::Duration = std::time::Duration::from_micros(1);
-/// Longest duration [`parse_duration`] accepts: 30 days.
-pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
-
-/// A duration as words: `30d`, `1h`, `250ms`.
-pub fn format_duration(d: std::time::Duration) -> String {
-    let s = d.as_secs_f64();
-    let units: [(f64, &str); 6] = [
-        (86_400.0, "d"),
-        (3600.0, "h"),
-        (60.0, "m"),
-        (1.0, "s"),
-        (1e-3, "ms"),
-        (1e-6, "us"),
-    ];
-    for (size, unit) in units {
-        let n = s / size;
-        if s >= size && (n - n.round()).abs() < 1e-9 {
-            return format!("{}{unit}", n.round());
-        }
-    }
-    format!("{s}s")
-}
-
-/// [`parse_duration`] within `lo..=hi`; the error names the value and the
-/// range. Parsed in f64 and checked before any `Duration` is made, so no
-/// input can overflow one (`1e30s`, `inf`).
-pub fn parse_duration_in(
-    s: &str,
-    lo: std::time::Duration,
-    hi: std::time::Duration,
-) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else if let Some(n) = t.strip_suffix('d') {
-        (n, 86_400.0)
-    } else {
-        (t, 1.0)
-    };
-    let range = || format!("allowed {}..={}", format_duration(lo), format_duration(hi));
-    match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() => {
-            let secs = v * mult;
-            // Compared in f64 first: Duration::from_secs_f64 panics beyond u64 seconds.
-            if secs >= lo.as_secs_f64() * (1.0 - 1e-12) && secs <= hi.as_secs_f64() {
-                Ok(std::time::Duration::from_secs_f64(secs).clamp(lo, hi))
-            } else {
-                Err(format!("duration \"{s}\" is out of range: {}", range()))
-            }
-        }
-        _ => Err(format!(
-            "invalid duration \"{s}\": expected a positive number with a unit (e.g. 10s, 250ms, 2m), {}",
-            range()
-        )),
-    }
-}
-
-/// Parse a size: plain bytes (`4096`) or a number with a binary unit
-/// (`4K`, `4k`, `4KiB`, `4KB`, `256M`, `1G`, `1T`; K = 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits_end);
-    if num.is_empty() {
-        return Err(format!(
-            "{s:?} is not a size: expected bytes or a number with K, M, G or T, like \"4K\""
-        ));
-    }
-    let unit = unit.trim().to_ascii_lowercase();
-    let shift = match unit.as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => {
-            return Err(format!(
-                "{s:?} is not a size: unknown unit {:?} (use K, M, G or T)",
-                unit
-            ));
-        }
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is too large for a size"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s:?} is too large for a size"))
-}
-
-/// Format a size the way users write it: `4K`, `256M`, `1G`, `1T`, or plain
-/// bytes when it is not a whole number of any unit.
-pub fn format_size(bytes: u64) -> String {
-    if bytes == 0 {
-        return "0".to_string();
-    }
-    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes.is_multiple_of(1u64 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
-}
-
-/// Parse a Linux-style CPU list: `"0-3,6"` is `[0, 1, 2, 3, 6]`; `""` is
-/// empty. Order is kept as written.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let s = s.trim();
-    let mut out = Vec::new();
-    if s.is_empty() {
-        return Ok(out);
-    }
-    let number = |t: &str| -> Result<usize, String> {
-        let t = t.trim();
-        if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!("{t:?} is not a CPU number"));
-        }
-        t.parse::<usize>()
-            .ok()
-            .filter(|&n| n <= MAX_CPU_NUMBER)
-            .ok_or_else(|| cpu_number_error(t))
-    };
-    for part in s.split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            return Err("empty entry in CPU list".to_string());
-        }
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (number(a)?, number(b)?);
-                if a > b {
-                    return Err(format!(
-                        "range {a}-{b} is backwards (did you mean {b}-{a}?)"
-                    ));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(number(part)?),
-        }
-    }
-    Ok(out)
-}
-
-/// Format CPUs as a Linux-style CPU list, `[0, 1, 2, 3, 6]` as `"0-3,6"`.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        if j > i {
-            parts.push(format!("{}-{}", cpus[i], cpus[j]));
-        } else {
-            parts.push(cpus[i].to_string());
-        }
-        i = j + 1;
-    }
-    parts.join(",")
-}
+pub use units::{
+    MAX_DURATION, MIN_DURATION, format_cpu_list, format_duration, format_size, parse_cpu_list,
+    parse_duration, parse_duration_in, parse_size,
+};
 
 // ---------------------------------------------------------------------------
 
