@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod queue;
 pub mod reader;
 pub mod resolve;
+pub mod stages;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};

@@ -10,6 +10,7 @@
 //! one atomic load, the idle case one futex wake, which is the wakeup whose
 //! latency the 2023 fsverity patch measured.
 
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::thread::Thread;
@@ -234,6 +235,40 @@ impl ReturnQueue {
     /// Reader side: awake again.
     pub fn end_sleep(&self) {
         self.sleeping.store(false, Ordering::SeqCst);
+    }
+}
+
+/// A set of queues for one stage placement.
+pub enum Queues {
+    /// Per-CPU queues; index = CPU number (None for CPUs we may not use).
+    Bound {
+        /// Queue of each CPU.
+        by_cpu: Vec<Option<Arc<WorkQueue>>>,
+        /// Fallback for an unexpected CPU number.
+        first: Arc<WorkQueue>,
+    },
+    /// One shared queue.
+    Unbound(Arc<WorkQueue>),
+}
+
+impl Queues {
+    #[inline]
+    pub fn push(&self, item: WorkItem, cpu: usize) {
+        match self {
+            Queues::Bound { by_cpu, first } => by_cpu
+                .get(cpu)
+                .and_then(|q| q.as_ref())
+                .unwrap_or(first)
+                .push(item),
+            Queues::Unbound(q) => q.push(item),
+        }
+    }
+
+    pub fn all(&self) -> Vec<Arc<WorkQueue>> {
+        match self {
+            Queues::Bound { by_cpu, .. } => by_cpu.iter().flatten().cloned().collect(),
+            Queues::Unbound(q) => vec![q.clone()],
+        }
     }
 }
 

@@ -40,8 +40,8 @@ use io_uring::{IoUring, opcode, types};
 use crate::metrics::{Role, Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, Pattern, Settings, SleepMode};
 
-use super::pipeline::Ctx;
 use super::queue::{ReaderWaker, ReturnQueue, WorkItem};
+use super::stages::Ctx;
 
 /// user_data of the eventfd read armed on every ring.
 const EVENTFD_TAG: u64 = u64::MAX;

@@ -366,7 +366,7 @@ impl CompareReport {
         ));
         out.push_str(&format!(
             "plan of the first variant: {}\n\n",
-            crate::engine::pipeline::Plan::of(&self.effective_settings).describe()
+            crate::engine::stages::Plan::of(&self.effective_settings).describe()
         ));
         let labels: Vec<String> = METRICS
             .iter()

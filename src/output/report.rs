@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::engine::RunTotals;
-use crate::engine::pipeline::Plan;
+use crate::engine::stages::Plan;
 use crate::metrics::{Percentiles, StagePercentiles, WorkerSched, hit_pct};
 use crate::settings::{Settings, format_size};
 use crate::sys::{Features, MachineInfo};

@@ -312,7 +312,7 @@ pub struct App {
 impl App {
     /// A fresh explorer for a running workload.
     pub fn new(settings: Settings, effective: Settings, features: Features, cpus: usize) -> App {
-        let plan = crate::engine::pipeline::Plan::of(&effective).describe();
+        let plan = crate::engine::stages::Plan::of(&effective).describe();
         let limits = limits_of(&settings, &effective, &features);
         App {
             settings,
@@ -529,7 +529,7 @@ impl App {
 
     /// Records the settings now running.
     pub fn set_running(&mut self, requested: Settings, effective: Settings) {
-        self.plan = crate::engine::pipeline::Plan::of(&effective).describe();
+        self.plan = crate::engine::stages::Plan::of(&effective).describe();
         self.limits = limits_of(&requested, &effective, &self.features);
         self.settings = requested;
         self.effective = effective;

@@ -1,0 +1,309 @@
+//! The work itself, and where it runs: the [`Plan`] of which stage runs
+//! where (inline, on bound per-CPU queues, or on an unbound queue), and the
+//! [`Ctx`] every thread of a pipeline shares, whose methods decrypt, then
+//! verify, in that order, exactly like ext4 and f2fs. Readers hand each
+//! completed read to [`Ctx::dispatch`]; workers call [`Ctx::work`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::crypto::{ContentsCipher, DATA_UNIT_SIZE};
+use crate::dataset::{Dataset, VERITY_BLOCK_SIZE};
+use crate::metrics::{Recorder, Registry, Stage, stamp};
+use crate::settings::{Settings, VerifyMode, WorkerMode};
+use crate::verity::merkle::VerifiedCache;
+
+use super::queue::{Queues, ReturnQueue, WorkItem};
+use super::{NoticeSink, OpenFile};
+
+/// Where a stage runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// On the thread that reaped the completion.
+    Inline,
+    /// On the pinned worker of the CPU that queued it.
+    Bound,
+    /// On any of `max_active` unpinned workers.
+    Unbound,
+}
+
+impl From<WorkerMode> for Placement {
+    fn from(m: WorkerMode) -> Self {
+        match m {
+            WorkerMode::Inline => Placement::Inline,
+            WorkerMode::Bound => Placement::Bound,
+            WorkerMode::Unbound => Placement::Unbound,
+        }
+    }
+}
+
+/// Which stage runs where, derived from the settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Decrypt stage on.
+    pub decrypt: bool,
+    /// Verify stage on.
+    pub verify: bool,
+    /// Where the first stage (decrypt, or the only stage) runs.
+    pub first: Placement,
+    /// Where verification runs when it has its own queue (both stages on and
+    /// `verify_mode` bound/unbound); None: in the same work item.
+    pub second: Option<Placement>,
+}
+
+impl Plan {
+    /// The plan of a settings value.
+    pub fn of(s: &Settings) -> Plan {
+        let decrypt = s.pipeline.decrypt;
+        let verify = s.pipeline.verity;
+        let first = if decrypt || verify {
+            Placement::from(s.workers.mode)
+        } else {
+            Placement::Inline
+        };
+        let second = if decrypt && verify {
+            match s.workers.verify_mode {
+                VerifyMode::Same | VerifyMode::Inline => None,
+                VerifyMode::Bound => Some(Placement::Bound),
+                VerifyMode::Unbound => Some(Placement::Unbound),
+            }
+        } else {
+            None
+        };
+        Plan {
+            decrypt,
+            verify,
+            first,
+            second,
+        }
+    }
+
+    /// A one-line description, e.g. "decrypt: unbound -> verify: bound".
+    pub fn describe(&self) -> String {
+        let p = |p: Placement| match p {
+            Placement::Inline => "inline",
+            Placement::Bound => "bound",
+            Placement::Unbound => "unbound",
+        };
+        match (self.decrypt, self.verify, self.second) {
+            (false, false, _) => "no post-processing".into(),
+            (true, false, _) => format!("decrypt: {}", p(self.first)),
+            (false, true, _) => format!("verify: {}", p(self.first)),
+            (true, true, None) => format!("decrypt+verify: {}", p(self.first)),
+            (true, true, Some(s)) => format!("decrypt: {} -> verify: {}", p(self.first), p(s)),
+        }
+    }
+}
+
+/// Everything the threads of one pipeline share (immutable while it runs).
+pub struct Ctx {
+    /// Effective settings (after fallbacks).
+    pub settings: Settings,
+    /// Stage placement.
+    pub plan: Plan,
+    /// The file being read.
+    pub file: OpenFile,
+    /// Contents cipher (decrypt on).
+    pub cipher: Option<Arc<ContentsCipher>>,
+    /// Dataset (for the Merkle tree).
+    pub dataset: Arc<Dataset>,
+    /// Verified hash blocks, shared for the engine's lifetime.
+    pub cache: Arc<VerifiedCache>,
+    /// Queues of the first stage (None when it runs inline).
+    pub first_q: Option<Queues>,
+    /// Queues of the verify stage when it has its own.
+    pub second_q: Option<Queues>,
+    /// Return path of each reader.
+    pub returns: Vec<Arc<ReturnQueue>>,
+    /// Readers stop issuing and drain.
+    pub stop_readers: AtomicBool,
+    /// Workers exit once their queue is empty.
+    pub stop_workers: AtomicBool,
+    /// The sampler's registry.
+    pub registry: Arc<Registry>,
+    /// Where notices go.
+    pub notices: NoticeSink,
+    /// Set once a "high priority denied" notice was given.
+    pub highpri_noticed: AtomicBool,
+    /// Set once the first verity failure was reported.
+    pub verity_noticed: AtomicBool,
+    /// Per reader: true while its buffers are allocated. Workers check it
+    /// (debug builds) before touching an item's buffer.
+    pub buffers_alive: Vec<AtomicBool>,
+    /// Items a worker found whose reader's buffers were already freed
+    /// (debug builds count them; must stay 0: a use after free).
+    pub touched_freed: std::sync::atomic::AtomicU64,
+    /// Failures injected by tests.
+    pub faults: super::Faults,
+}
+
+impl Ctx {
+    /// Hands a freshly reaped read to the first stage: processes it inline
+    /// (returns true: the buffer is free again) or queues it (false).
+    #[inline]
+    pub fn dispatch(&self, rec: &mut Recorder, mut item: WorkItem) -> bool {
+        match &self.first_q {
+            None => self.process(rec, &mut item, stamp()),
+            Some(q) => {
+                item.enqueue_ns = stamp();
+                q.push(item, crate::sys::current_cpu());
+                false
+            }
+        }
+    }
+
+    /// Runs the stages an item still needs in this context. `start_ns`: when
+    /// this context picked it up. Returns true when the item is finished (its
+    /// buffer may be reused), false when it was queued for verification.
+    fn process(&self, rec: &mut Recorder, item: &mut WorkItem, start_ns: u64) -> bool {
+        if cfg!(debug_assertions)
+            && !self.buffers_alive[item.reader as usize].load(Ordering::Acquire)
+        {
+            self.touched_freed.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the reader handed this buffer to us with the item and does
+        // not touch it until it comes back (see WorkItem).
+        let buf = unsafe { std::slice::from_raw_parts_mut(item.buf, item.len as usize) };
+        let mut t = start_ns;
+        if item.needs_decrypt {
+            if let Some(c) = &self.cipher {
+                let first_unit = item.offset / DATA_UNIT_SIZE as u64;
+                c.decrypt_units(first_unit, DATA_UNIT_SIZE, buf);
+                rec.counters.decrypted_units += (buf.len() / DATA_UNIT_SIZE) as u64;
+                let t2 = stamp();
+                rec.record(Stage::Decrypt, t2 - t);
+                t = t2;
+            }
+            item.needs_decrypt = false;
+            if self.plan.verify
+                && let Some(q) = &self.second_q
+            {
+                item.enqueue_ns = t;
+                q.push(*item, crate::sys::current_cpu());
+                return false;
+            }
+        }
+        let mut ok = true;
+        if self.plan.verify {
+            let tree = self.dataset.tree();
+            let first_block = item.offset / VERITY_BLOCK_SIZE as u64;
+            let nblocks = buf.len().div_ceil(VERITY_BLOCK_SIZE);
+            let block = |i: usize| {
+                &buf[i * VERITY_BLOCK_SIZE..((i + 1) * VERITY_BLOCK_SIZE).min(buf.len())]
+            };
+            // Blocks go two at a time (interleaved SHA-256 where the CPU
+            // has it, as fs-verity since Linux 6.18), in order; the first
+            // failure ends the item.
+            let mut i = 0;
+            while ok && i < nblocks {
+                let pair = i + 1 < nblocks;
+                let results = if pair {
+                    tree.verify_block_pair(
+                        &self.cache,
+                        [first_block + i as u64, first_block + i as u64 + 1],
+                        [block(i), block(i + 1)],
+                    )
+                } else {
+                    [
+                        tree.verify_block(&self.cache, first_block + i as u64, block(i)),
+                        Ok(Default::default()),
+                    ]
+                };
+                for r in &results[..if pair { 2 } else { 1 }] {
+                    rec.counters.verified_blocks += 1;
+                    match r {
+                        Ok(st) => {
+                            rec.counters.hashes += st.hashes as u64;
+                            // A hit: the block's leaf hash block was already
+                            // verified, so only the data block was hashed.
+                            if st.hashes <= 1 {
+                                rec.counters.cache_hits += 1;
+                            } else {
+                                rec.counters.cache_misses += 1;
+                            }
+                        }
+                        Err(e) => {
+                            ok = false;
+                            if !self.verity_noticed.swap(true, Ordering::Relaxed) {
+                                self.notices.push(format!(
+                                    "verity: read at offset {} failed verification ({e}); counted as a failure, not as data{}",
+                                    item.offset,
+                                    if self.settings.pipeline.corrupt_every > 0 {
+                                        " (pipeline.corrupt_every is on)"
+                                    } else {
+                                        ""
+                                    }
+                                ));
+                            }
+                            break;
+                        }
+                    }
+                }
+                i += 2;
+            }
+            let t2 = stamp();
+            rec.record(Stage::Verify, t2 - t);
+            t = t2;
+        }
+        if ok {
+            rec.counters.reads += 1;
+            rec.counters.bytes += item.len as u64;
+            rec.record(Stage::EndToEnd, t.saturating_sub(item.issue_ns));
+        } else {
+            rec.counters.verity_failures += 1;
+        }
+        if self.first_q.is_some() || self.second_q.is_some() {
+            rec.record(Stage::Queue, item.queued_ns);
+        }
+        true
+    }
+
+    /// Worker side: take an item off a queue and finish what it needs.
+    pub fn work(&self, rec: &mut Recorder, mut item: WorkItem) {
+        let start = stamp();
+        item.queued_ns += start.saturating_sub(item.enqueue_ns);
+        if self.process(rec, &mut item, start) {
+            self.returns[item.reader as usize].give_back(item.slot);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(decrypt: bool, verity: bool, mode: &str, verify_mode: &str) -> Plan {
+        let mut s = Settings::default();
+        s.set("pipeline.decrypt", &decrypt.to_string()).unwrap();
+        s.set("pipeline.verity", &verity.to_string()).unwrap();
+        s.set("workers.mode", mode).unwrap();
+        s.set("workers.verify_mode", verify_mode).unwrap();
+        Plan::of(&s)
+    }
+
+    #[test]
+    fn the_worker_plan_follows_the_kernel_queues() {
+        // ext4: decrypt on fscrypt's queue, then verify on fsverity's own.
+        let p = plan(true, true, "unbound", "bound");
+        assert_eq!(p.first, Placement::Unbound);
+        assert_eq!(p.second, Some(Placement::Bound));
+        assert_eq!(p.describe(), "decrypt: unbound -> verify: bound");
+        // Verification in the same work item, or inline after decryption.
+        for vm in ["same", "inline"] {
+            let p = plan(true, true, "bound", vm);
+            assert_eq!(p.second, None, "{vm}");
+            assert_eq!(p.describe(), "decrypt+verify: bound");
+        }
+        // One stage: the mode is its queue's; verify_mode does not apply.
+        let p = plan(false, true, "bound", "unbound");
+        assert_eq!((p.first, p.second), (Placement::Bound, None));
+        assert_eq!(p.describe(), "verify: bound");
+        let p = plan(true, false, "inline", "unbound");
+        assert_eq!((p.first, p.second), (Placement::Inline, None));
+        assert_eq!(p.describe(), "decrypt: inline");
+        // No post-processing: the reader only reads, whatever the mode.
+        let p = plan(false, false, "unbound", "bound");
+        assert_eq!((p.first, p.second), (Placement::Inline, None));
+        assert_eq!(p.describe(), "no post-processing");
+    }
+}
