@@ -1,0 +1,153 @@
+//! Threads and CPUs: the online CPUs, this process's affinity mask, pinning a
+//! thread, the CPU a thread runs on.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// The kernel thread id of the calling thread.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid(2) takes no arguments, touches no memory and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    tid as i32
+}
+
+/// The CPU the calling thread is running on right now (`sched_getcpu(3)`).
+///
+/// glibc answers from the rseq area or the vDSO, so this is cheap enough to
+/// call once per I/O. The answer may be stale by the time it is used unless the
+/// thread is pinned. Returns 0 if the kernel cannot tell (never seen on Linux).
+pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu takes no arguments and only returns a value.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).unwrap_or(0)
+}
+
+/// Bits per word of a kernel CPU mask (`unsigned long`).
+pub(super) const MASK_WORD_BITS: usize = libc::c_ulong::BITS as usize;
+/// The largest CPU index accepted by [`pin_current_thread`]; anything above is a
+/// caller bug, not a CPU.
+pub(super) const MAX_CPU_INDEX: usize = 1 << 20;
+
+pub(super) fn mask_to_cpus(words: &[libc::c_ulong]) -> Vec<usize> {
+    let mut cpus = Vec::new();
+    for (i, &word) in words.iter().enumerate() {
+        let mut w = word;
+        while w != 0 {
+            cpus.push(i * MASK_WORD_BITS + w.trailing_zeros() as usize);
+            w &= w - 1;
+        }
+    }
+    cpus
+}
+
+pub(super) fn cpus_to_mask(cpus: &[usize]) -> Vec<libc::c_ulong> {
+    let max = cpus.iter().copied().max().unwrap_or(0);
+    // At least the size of glibc's cpu_set_t (1024 CPUs); the kernel ignores
+    // bits beyond its own CPU count.
+    let words = (max / MASK_WORD_BITS + 1).max(1024 / MASK_WORD_BITS);
+    let mut mask = vec![0 as libc::c_ulong; words];
+    for &cpu in cpus {
+        mask[cpu / MASK_WORD_BITS] |= 1 << (cpu % MASK_WORD_BITS);
+    }
+    mask
+}
+
+/// `sched_getaffinity(pid)` as a sorted list of CPU indices, growing the mask
+/// until it is as large as the kernel's (machines with more than 1024 CPUs).
+pub(super) fn affinity_of(pid: libc::pid_t) -> io::Result<Vec<usize>> {
+    let mut words: Vec<libc::c_ulong> = vec![0; 1024 / MASK_WORD_BITS];
+    loop {
+        let bytes = std::mem::size_of_val(words.as_slice());
+        // SAFETY: `words` is a live, writable buffer of exactly `bytes` bytes,
+        // suitably aligned for `unsigned long` (the kernel's mask word, and
+        // cpu_set_t's). The kernel writes at most `bytes` bytes into it; glibc
+        // only zeroes the part the kernel did not write, also within `bytes`.
+        let rc = unsafe {
+            libc::sched_getaffinity(pid, bytes, words.as_mut_ptr().cast::<libc::cpu_set_t>())
+        };
+        if rc == 0 {
+            return Ok(mask_to_cpus(&words));
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EINVAL) && words.len() < MAX_CPU_INDEX / MASK_WORD_BITS
+        {
+            let len = words.len() * 2;
+            words.resize(len, 0);
+            continue;
+        }
+        return Err(err);
+    }
+}
+
+/// The CPUs the process was allowed to use when this module first looked
+/// (the first call to [`online_cpus`], [`pin_current_thread`] or
+/// [`unpin_current_thread`]; call `online_cpus()` early in `main` to make that
+/// "startup").
+pub(super) fn process_mask() -> &'static [usize] {
+    static MASK: OnceLock<Vec<usize>> = OnceLock::new();
+    MASK.get_or_init(|| {
+        // SAFETY: getpid(2) takes no arguments and cannot fail.
+        let pid = unsafe { libc::getpid() };
+        // The main thread's mask (its tid is the pid) is the process's mask,
+        // even when the first caller is an already pinned worker.
+        affinity_of(pid)
+            .or_else(|_| affinity_of(0))
+            .ok()
+            .filter(|cpus| !cpus.is_empty())
+            .unwrap_or_else(|| {
+                let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+                (0..n).collect()
+            })
+    })
+}
+
+/// The CPUs this process may run on, sorted: the affinity mask of the process
+/// (its main thread) as captured once at startup, which is what `taskset` or a
+/// cpuset cgroup allowed. Not changed by later pinning of threads.
+pub fn online_cpus() -> Vec<usize> {
+    process_mask().to_vec()
+}
+
+/// Pins the calling thread to `cpus` (`sched_setaffinity(0, ...)`).
+pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
+    // Capture the process mask before the first change of any thread's mask.
+    let _ = process_mask();
+    if cpus.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot pin a thread to an empty CPU set",
+        ));
+    }
+    if let Some(&bad) = cpus.iter().find(|&&c| c > MAX_CPU_INDEX) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU index {bad} is out of range"),
+        ));
+    }
+    let mask = cpus_to_mask(cpus);
+    // SAFETY: `mask` is a live buffer of exactly the size passed, aligned for
+    // `unsigned long`; the kernel only reads from it. pid 0 is the calling thread.
+    let rc = unsafe {
+        libc::sched_setaffinity(
+            0,
+            std::mem::size_of_val(mask.as_slice()),
+            mask.as_ptr().cast::<libc::cpu_set_t>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Lets the calling thread run on every CPU of the process mask captured at
+/// startup again.
+pub fn unpin_current_thread() -> io::Result<()> {
+    pin_current_thread(process_mask())
+}
+
+/// The calling thread's CPU affinity right now, sorted.
+pub fn current_thread_affinity() -> io::Result<Vec<usize>> {
+    affinity_of(0)
+}

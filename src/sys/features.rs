@@ -1,0 +1,125 @@
+//! Feature probes: what the kernel and CPU offer (io_uring and NO_IOWAIT, AES
+//! and SHA instructions, schedstat, the right to raise priority), asked once at
+//! start.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// What the machine and kernel offer; probed once at startup.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Features {
+    /// An io_uring could be set up.
+    pub io_uring: bool,
+    /// Why not, when `io_uring` is false.
+    pub io_uring_reason: Option<String>,
+    /// The kernel offers IORING_FEAT_NO_IOWAIT (waiting in io_uring_enter
+    /// need not count as iowait; Linux 6.15+).
+    pub no_iowait: bool,
+    /// AES instructions (x86 AES-NI, or the ARMv8 AES extension).
+    pub aes_instructions: bool,
+    /// SHA-256 instructions (x86 SHA-NI, or ARMv8 SHA2).
+    pub sha_instructions: bool,
+    /// Vector AES (x86 VAES; false elsewhere).
+    pub vaes: bool,
+    /// Per-task schedstat is available ([`schedstat_available`]).
+    pub schedstat: bool,
+    /// Threads may run at nice -20 ([`can_raise_priority`]).
+    pub highpri: bool,
+    /// Why not, when `highpri` is false.
+    pub highpri_reason: Option<String>,
+}
+
+/// `kernel.io_uring_disabled`, or `None` if the sysctl does not exist (kernels
+/// before 6.6) or cannot be read.
+pub(super) fn io_uring_disabled_sysctl() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+pub(super) fn describe_io_uring_sysctl(value: Option<u32>) -> String {
+    match value {
+        Some(0) => "kernel.io_uring_disabled = 0 (enabled for all)".to_string(),
+        Some(1) => "kernel.io_uring_disabled = 1 (only for CAP_SYS_ADMIN or members of \
+                    kernel.io_uring_group)"
+            .to_string(),
+        Some(2) => "kernel.io_uring_disabled = 2 (disabled for everyone)".to_string(),
+        Some(v) => format!("kernel.io_uring_disabled = {v}"),
+        None => "kernel.io_uring_disabled is not present (kernel before 6.6 or /proc/sys \
+                 unreadable)"
+            .to_string(),
+    }
+}
+
+/// The reason an io_uring could not be set up, for [`Features::io_uring_reason`].
+pub(super) fn io_uring_failure_reason(err: &io::Error, sysctl: Option<u32>) -> String {
+    match err.raw_os_error() {
+        Some(libc::EPERM) => format!(
+            "io_uring_setup: permission denied (EPERM); {}; a seccomp filter (containers) \
+             can also refuse it",
+            describe_io_uring_sysctl(sysctl)
+        ),
+        Some(libc::ENOSYS) => format!(
+            "io_uring_setup is not implemented (ENOSYS): kernel without CONFIG_IO_URING, or \
+             blocked by a seccomp filter; {}",
+            describe_io_uring_sysctl(sysctl)
+        ),
+        Some(libc::ENOMEM) => format!(
+            "io_uring_setup: out of memory (ENOMEM); kernels before 5.12 charge rings to \
+             RLIMIT_MEMLOCK, which may be too low ({err})"
+        ),
+        _ => format!("io_uring_setup failed: {err}"),
+    }
+}
+
+pub(super) fn cpu_crypto_features() -> (bool, bool, bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        (
+            std::arch::is_x86_feature_detected!("aes"),
+            std::arch::is_x86_feature_detected!("sha"),
+            std::arch::is_x86_feature_detected!("vaes"),
+        )
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        (
+            std::arch::is_aarch64_feature_detected!("aes"),
+            std::arch::is_aarch64_feature_detected!("sha2"),
+            false,
+        )
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        (false, false, false)
+    }
+}
+
+/// Probes what the machine and kernel offer. Meant to run once at startup: it
+/// sets up (and drops) a two-entry io_uring and may start a short-lived thread
+/// (see [`can_raise_priority`]).
+pub fn probe_features() -> Features {
+    let (io_uring, io_uring_reason, no_iowait) = match io_uring::IoUring::new(2) {
+        Ok(ring) => (true, None, ring.params().is_feature_no_iowait()),
+        Err(e) => (
+            false,
+            Some(io_uring_failure_reason(&e, io_uring_disabled_sysctl())),
+            false,
+        ),
+    };
+    let (aes_instructions, sha_instructions, vaes) = cpu_crypto_features();
+    let highpri = can_raise_priority(-20);
+    Features {
+        io_uring,
+        io_uring_reason,
+        no_iowait,
+        aes_instructions,
+        sha_instructions,
+        vaes,
+        schedstat: schedstat_available(),
+        highpri: highpri.is_ok(),
+        highpri_reason: highpri.err(),
+    }
+}

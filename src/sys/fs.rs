@@ -1,0 +1,129 @@
+//! Files and the page cache: filesystem types, O_DIRECT support, dropping and
+//! warming a file's pages, page-cache residency.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// The system page size in bytes.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf only reads its integer argument.
+    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(ps).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
+/// O_DIRECT support of a filesystem: opens `path` (an existing file) with
+/// O_DIRECT and, since some filesystems accept the flag at open and refuse the
+/// I/O, reads its first block into a page-aligned buffer. `Ok(false)` when
+/// either answers EINVAL; other errors (missing file, permission) are returned.
+pub fn supports_o_direct(path: &Path) -> io::Result<bool> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let align = page_size().max(4096);
+    let mut storage = vec![0u8; 2 * align];
+    let skip = (align - storage.as_ptr().addr() % align) % align;
+    let buf = &mut storage[skip..skip + align];
+    match file.read_at(buf, 0) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Drops a file's pages from the page cache: writes dirty pages back
+/// (`fdatasync`, as dirty pages cannot be dropped) and then
+/// `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file. Pages mapped or
+/// locked by anyone stay; tmpfs/shmem pages cannot be dropped at all.
+pub fn fadvise_dontneed(file: &File) -> io::Result<()> {
+    match file.sync_data() {
+        Ok(()) => {}
+        // Files that cannot be synced (special files, read-only media) have
+        // nothing dirty to write back.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EROFS)) => {}
+        Err(e) => return Err(e),
+    }
+    // SAFETY: posix_fadvise only reads its integer arguments; the fd is owned
+    // by `file`, which is borrowed for the duration of the call.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
+
+/// Warms the page cache with a file by reading it through (after a
+/// `POSIX_FADV_WILLNEED` hint). Returns the bytes read. Has no effect on the
+/// cache for a file opened with O_DIRECT.
+pub fn warm_page_cache(file: &File) -> io::Result<u64> {
+    // SAFETY: posix_fadvise only reads its integer arguments; the fd is owned
+    // by `file`, which is borrowed for the duration of the call.
+    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED) };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut offset = 0u64;
+    loop {
+        match file.read_at(&mut buf, offset) {
+            Ok(0) => return Ok(offset),
+            Ok(n) => offset += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How much of a file is in the page cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Residency {
+    /// Pages of the file now in the page cache.
+    pub resident_pages: u64,
+    /// Pages the file spans.
+    pub total_pages: u64,
+}
+
+/// How much of `file` is in the page cache (`mmap` + `mincore(2)`; the mapping
+/// is never touched, so this does not change the answer). `file` must be open
+/// for reading.
+pub fn page_cache_residency(file: &File) -> io::Result<Residency> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(Residency::default());
+    }
+    let len = usize::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
+    let pages = len.div_ceil(page_size());
+    // SAFETY: a fresh read-only shared mapping of an open fd at a kernel-chosen
+    // address; it aliases no Rust memory and is unmapped below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `addr..addr+len` is the mapping made above (page-aligned start);
+    // `vec` has one writable byte per page of it, as mincore requires.
+    let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr().cast()) };
+    let err = io::Error::last_os_error();
+    // SAFETY: unmaps exactly the mapping made above; nothing refers to it.
+    unsafe { libc::munmap(addr, len) };
+    if rc != 0 {
+        return Err(err);
+    }
+    Ok(Residency {
+        resident_pages: vec.iter().filter(|&&b| b & 1 != 0).count() as u64,
+        total_pages: pages as u64,
+    })
+}

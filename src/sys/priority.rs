@@ -1,0 +1,191 @@
+//! Priority: thread nice values, and whether raising them is permitted
+//! (CAP_SYS_NICE, RLIMIT_NICE), with the reason when not.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Why [`set_current_thread_nice`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NiceError {
+    /// The kernel refused to lower the nice value (raise the priority).
+    #[error("cannot set nice {wanted}: {reason}")]
+    Denied {
+        /// The nice value asked for.
+        wanted: i32,
+        /// What is missing, e.g. "needs CAP_SYS_NICE or RLIMIT_NICE >= 40
+        /// (current soft limit 0)".
+        reason: String,
+    },
+    /// Any other failure of `setpriority(2)`.
+    #[error("setpriority failed: {0}")]
+    Other(#[from] io::Error),
+}
+
+/// The RLIMIT_NICE value the kernel requires for nice value `nice`
+/// (`20 - nice`, nice clamped to the kernel's -20..=19).
+pub(super) fn rlimit_needed_for(nice: i32) -> u64 {
+    (20 - i64::from(nice.clamp(-20, 19))) as u64
+}
+
+/// The soft RLIMIT_NICE, or `None` if it cannot be read.
+pub(super) fn rlimit_nice_soft() -> Option<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit the kernel fills in.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut rl) };
+    // rlim_t is 32 bits on some 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    (rc == 0).then_some(rl.rlim_cur as u64)
+}
+
+/// RLIM_INFINITY widened to u64 (rlim_t is 32 bits on some 32-bit targets).
+#[allow(clippy::unnecessary_cast)]
+pub(super) const RLIM_INFINITY_U64: u64 = libc::RLIM_INFINITY as u64;
+
+pub(super) fn format_rlimit(v: Option<u64>) -> String {
+    match v {
+        Some(RLIM_INFINITY_U64) => "unlimited".to_string(),
+        Some(v) => v.to_string(),
+        None => "unknown".to_string(),
+    }
+}
+
+/// CAP_SYS_NICE's bit in the capability sets.
+pub(super) const CAP_SYS_NICE_BIT: u32 = 23;
+
+/// The effective capability set from a `/proc/.../status` text.
+pub(super) fn parse_cap_eff(status: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        let hex = line.strip_prefix("CapEff:")?.trim();
+        u64::from_str_radix(hex, 16).ok()
+    })
+}
+
+/// Whether the calling thread's effective capabilities include CAP_SYS_NICE,
+/// or `None` if the status file cannot be read.
+pub(super) fn has_cap_sys_nice() -> Option<bool> {
+    let status = std::fs::read_to_string("/proc/thread-self/status")
+        .or_else(|_| std::fs::read_to_string("/proc/self/status"))
+        .ok()?;
+    parse_cap_eff(&status).map(|caps| caps & (1 << CAP_SYS_NICE_BIT) != 0)
+}
+
+/// The explanation carried by [`NiceError::Denied`] and returned by
+/// [`can_raise_priority`]: names what the kernel checks and what we have.
+pub(super) fn nice_denied_reason(
+    wanted: i32,
+    cap_sys_nice: Option<bool>,
+    rlim_cur: Option<u64>,
+) -> String {
+    let need = rlimit_needed_for(wanted);
+    let mut reason = format!(
+        "needs CAP_SYS_NICE or RLIMIT_NICE >= {need} (current soft limit {})",
+        format_rlimit(rlim_cur)
+    );
+    if cap_sys_nice == Some(true) {
+        reason.push_str(
+            "; CapEff shows CAP_SYS_NICE, but the kernel checks it in the initial user \
+             namespace, so it is probably held only inside a container's user namespace \
+             (or a seccomp/LSM policy refuses setpriority)",
+        );
+    } else {
+        reason.push_str(&format!(
+            "; run as root, give the binary the capability (setcap cap_sys_nice+ep), or raise \
+             the limit (ulimit -e {need}, or a `nice` entry in /etc/security/limits.conf)"
+        ));
+    }
+    reason
+}
+
+/// The nice value of thread `tid` (0 = calling thread).
+pub(super) fn thread_nice(tid: i32) -> io::Result<i32> {
+    // SAFETY: getpriority(2) only reads its integer arguments. The raw syscall
+    // returns 20 - nice (1..=40) on success and -1 with errno on failure, so
+    // unlike the libc wrapper its result is unambiguous.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_getpriority,
+            libc::PRIO_PROCESS as libc::c_long,
+            libc::c_long::from(tid),
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(20 - rc as i32)
+    }
+}
+
+/// The calling thread's nice value.
+pub fn current_thread_nice() -> io::Result<i32> {
+    thread_nice(0)
+}
+
+/// Sets the calling thread's nice value (`setpriority(PRIO_PROCESS, gettid(),
+/// nice)`, which on Linux affects only that thread).
+///
+/// Raising the nice value is always allowed; lowering it needs CAP_SYS_NICE or
+/// a large enough RLIMIT_NICE, and a refusal comes back as
+/// [`NiceError::Denied`] naming both.
+pub fn set_current_thread_nice(nice: i32) -> Result<(), NiceError> {
+    let tid = gettid();
+    // SAFETY: setpriority(2) only reads its integer arguments.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => Err(NiceError::Denied {
+            wanted: nice,
+            reason: nice_denied_reason(nice, has_cap_sys_nice(), rlimit_nice_soft()),
+        }),
+        _ => Err(NiceError::Other(err)),
+    }
+}
+
+/// Whether the kernel's rules allow a thread at `current` to go to `wanted`.
+pub(super) fn nice_permitted(
+    wanted: i32,
+    current: i32,
+    cap_sys_nice: bool,
+    rlim_cur: Option<u64>,
+) -> bool {
+    wanted >= current || cap_sys_nice || rlim_cur.is_some_and(|r| rlimit_needed_for(wanted) <= r)
+}
+
+/// Probes whether this process may run threads at nice `nice`, without
+/// changing anything lasting: `Ok(())` if so, else `Err(reason)`.
+///
+/// Checks CAP_SYS_NICE in `/proc/thread-self/status` (CapEff, bit 23) and the
+/// soft RLIMIT_NICE (`20 - nice <= rlim_cur`). When those say yes, it confirms
+/// by setting the nice value on a short-lived scratch thread (which then exits),
+/// because a capability held only inside a user namespace shows in CapEff but
+/// does not satisfy the kernel.
+pub fn can_raise_priority(nice: i32) -> Result<(), String> {
+    let current = current_thread_nice().unwrap_or(0);
+    if nice >= current {
+        return Ok(());
+    }
+    let cap = has_cap_sys_nice();
+    let rlim = rlimit_nice_soft();
+    if !nice_permitted(nice, current, cap == Some(true), rlim) {
+        return Err(nice_denied_reason(nice, cap, rlim));
+    }
+    let trial = std::thread::Builder::new()
+        .name("nice-probe".into())
+        .spawn(move || match set_current_thread_nice(nice) {
+            Ok(()) => Ok(()),
+            Err(NiceError::Denied { reason, .. }) => Err(reason),
+            Err(e) => Err(e.to_string()),
+        });
+    match trial {
+        Ok(handle) => handle
+            .join()
+            .unwrap_or_else(|_| Err("nice probe thread panicked".to_string())),
+        // Could not start the scratch thread: trust the static check.
+        Err(_) => Ok(()),
+    }
+}

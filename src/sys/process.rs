@@ -1,0 +1,149 @@
+//! The process: its CPU time and RSS, whether a process is alive, temporary
+//! files a dead one left, what it may write, tools on PATH, and the memory it
+//! may still allocate.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// CPU time (user + system) used by the whole process so far, in nanoseconds
+/// (`clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`).
+pub fn process_cpu_time_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// Resident set size of the process in bytes (`/proc/self/statm`, field 2
+/// times the page size), 0 if it cannot be read. Does not allocate.
+pub fn process_rss_bytes() -> u64 {
+    fn read() -> Option<u64> {
+        let file = File::open("/proc/self/statm").ok()?;
+        let mut buf = [0u8; 256];
+        let n = file.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        let pages: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+        Some(pages.saturating_mul(page_size() as u64))
+    }
+    read().unwrap_or(0)
+}
+
+/// True when this process may write `path` (and, for a directory, create
+/// files in it): `access(2)` with W_OK (and X_OK for a directory), by the
+/// real user as the kernel checks it.
+pub fn can_write(path: &Path, dir: bool) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mode = if dir {
+        libc::W_OK | libc::X_OK
+    } else {
+        libc::W_OK
+    };
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    unsafe { libc::access(c.as_ptr(), mode) == 0 }
+}
+
+/// True when an executable `name` is on `PATH`.
+pub fn tool_on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// For tests that need an outside tool (the `fsverity` oracle, `tmux`,
+/// `openssl`, `rsvg-convert`): true when it is on `PATH`. When it is not,
+/// under CI (`CI=true`, as `.ci/run` sets: it installs every tool) this
+/// panics, so a missing tool fails; elsewhere it prints a visible skip
+/// naming the tool and its Debian package, and the test returns early.
+#[doc(hidden)]
+pub fn require_tool(test: &str, name: &str, package: &str) -> bool {
+    if tool_on_path(name) {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "{test}: `{name}` is not on PATH, and .ci/run installs it (Debian package {package})"
+    );
+    eprintln!("SKIPPED {test}: needs `{name}` (apt-get install {package})");
+    false
+}
+
+/// True when `pid` is a running (not zombie) process.
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Removes the entries of `dir` named `PREFIX<pid>` (files or directories)
+/// whose process is gone: what a killed readpath left while writing. Entries
+/// of a live process, this one included, are left alone.
+pub fn remove_stale_temps(dir: &Path, prefix: &str) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => {
+                let _ = std::fs::remove_dir_all(&p);
+            }
+            Ok(t) if t.is_file() => {
+                let _ = std::fs::remove_file(&p);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Memory this process may still allocate without pushing the machine into
+/// reclaim, in bytes: `MemAvailable` from /proc/meminfo, lowered to what the
+/// process's cgroup (v2 `memory.max` minus `memory.current`) leaves. None
+/// when neither can be read.
+pub fn memory_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+    let avail = meminfo.as_deref().and_then(parse_mem_available);
+    let cgroup = cgroup_memory_left();
+    match (avail, cgroup) {
+        (Some(a), Some(c)) => Some(a.min(c)),
+        (a, c) => a.or(c),
+    }
+}
+
+/// `MemAvailable:` of /proc/meminfo, in bytes.
+pub(super) fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// What the cgroup v2 memory limit of this process leaves, in bytes.
+pub(super) fn cgroup_memory_left() -> Option<u64> {
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = cg.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let dir = Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    let max = std::fs::read_to_string(dir.join("memory.max")).ok()?;
+    let max: u64 = max.trim().parse().ok()?; // "max": no limit
+    let cur: u64 = std::fs::read_to_string(dir.join("memory.current"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(max.saturating_sub(cur))
+}

@@ -1,0 +1,113 @@
+//! Signals: the stop signals end runs the way quitting does; the explorer also
+//! hears resizes, stops and continues. Every handler only stores to an atomic.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Set by the stop signals; the long-running loops (run, compare, the
+/// explorer) poll it and end as on a normal quit: outputs finished, summary
+/// printed.
+static STOP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// Set by SIGWINCH: the terminal changed size.
+static RESIZED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set by SIGTSTP (sent by `kill -TSTP`; in raw mode Ctrl-Z is a key).
+static SUSPEND: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set by SIGCONT: the process was continued (`fg`) after a stop.
+static CONTINUED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The signals that end a run the way quitting does.
+pub const STOP_SIGNALS: [libc::c_int; 4] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+extern "C" fn on_stop(sig: libc::c_int) {
+    STOP.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn on_winch(_: libc::c_int) {
+    RESIZED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn on_tstp(_: libc::c_int) {
+    SUSPEND.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn on_cont(_: libc::c_int) {
+    CONTINUED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+pub(super) fn set_handler(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: every handler here only stores to an atomic, which is
+    // async-signal-safe; sigaction is given a zeroed, then filled struct.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Installs the stop handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT): from now
+/// on they set a flag ([`stop_signal`]) instead of killing the process.
+pub fn install_stop_handlers() {
+    for sig in STOP_SIGNALS {
+        set_handler(sig, on_stop);
+    }
+}
+
+/// Installs the explorer's handlers: the stop signals, plus SIGWINCH
+/// (redraw), SIGTSTP (suspend: restore the terminal, then stop) and SIGCONT
+/// (take the terminal back and redraw).
+pub fn install_terminal_handlers() {
+    install_stop_handlers();
+    set_handler(libc::SIGWINCH, on_winch);
+    set_handler(libc::SIGTSTP, on_tstp);
+    set_handler(libc::SIGCONT, on_cont);
+}
+
+/// The stop signal received, if any (0: none).
+pub fn stop_signal() -> libc::c_int {
+    STOP.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The conventional name of a signal number ("SIGTERM").
+pub fn signal_name(sig: libc::c_int) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGTSTP => "SIGTSTP",
+        _ => "a signal",
+    }
+}
+
+/// True once a stop signal arrived.
+pub fn stop_requested() -> bool {
+    stop_signal() != 0
+}
+
+/// True (once) when the terminal was resized since the last call.
+pub fn take_resized() -> bool {
+    RESIZED.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// True (once) when a SIGTSTP asked the explorer to suspend.
+pub fn take_suspend() -> bool {
+    SUSPEND.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// True (once) when the process was continued after a stop.
+pub fn take_continued() -> bool {
+    CONTINUED.swap(false, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Stops the process as Ctrl-Z does in a shell (job control), and returns
+/// when it is continued. The caller restores the terminal first.
+pub fn stop_self() {
+    // SAFETY: SIGSTOP cannot be caught or ignored; raise(3) only sends it to
+    // this thread's process. Execution resumes here after SIGCONT.
+    unsafe {
+        libc::raise(libc::SIGSTOP);
+    }
+}
