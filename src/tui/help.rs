@@ -49,7 +49,7 @@ pub const KNOBS: &[(&str, &str)] = &[
 
 /// Draws the help over `area`.
 pub fn render(area: Rect, buf: &mut Buffer, th: &Theme) {
-    let r = super::render::popup(
+    let r = super::look::popup(
         area,
         area.width.saturating_sub(4).min(110),
         area.height.saturating_sub(2),

@@ -21,10 +21,12 @@ pub mod fixture;
 pub mod help;
 pub mod input;
 pub mod keys;
+pub mod look;
 pub mod present;
 pub mod render;
 pub mod replay;
 pub mod theme;
+pub mod timecharts;
 
 use std::time::{Duration, Instant};
 

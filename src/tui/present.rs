@@ -22,7 +22,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Widget};
 
 use super::app::App;
-use super::render::Look;
+use super::look::Look;
 use super::theme::Theme;
 
 /// The palette of presentation mode: pure colours on black, bold.
@@ -210,9 +210,9 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         None => big_box("vs baseline", "-", "press b", th.dim, th, cols[3], buf),
     }
     // Charts: latency, and throughput when there is room.
-    super::render::latency_chart(app, look, parts[2], buf);
+    super::timecharts::latency_chart(app, look, parts[2], buf);
     if charts == 2 {
-        super::render::sched_chart(app, look, parts[3], buf);
+        super::timecharts::sched_chart(app, look, parts[3], buf);
     }
     // Toast: the latest change, for 5 s after it happened.
     let footer = parts[parts.len() - 1];

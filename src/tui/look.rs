@@ -1,0 +1,127 @@
+//! How the explorer draws: its [`Look`] (theme, ASCII or not) and the small
+//! pieces every panel and popup shares (a titled panel, a check mark, a chart
+//! legend, a centred popup, the ASCII fallback). Outside `render/` so the help
+//! and presentation screens can use it without a cycle.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::symbols::Marker as Dots;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Widget};
+
+use crate::metrics::IntervalRecord;
+use crate::tui::app::App;
+use crate::tui::chart::fmt_secs;
+use crate::tui::theme::Theme;
+
+/// How to draw: colours and which characters the terminal can show.
+#[derive(Debug, Clone, Copy)]
+pub struct Look {
+    /// Colours.
+    pub theme: Theme,
+    /// Only ASCII characters (no Braille, no box drawing).
+    pub ascii: bool,
+}
+
+impl Look {
+    pub(crate) fn dots(&self) -> Dots {
+        if self.ascii {
+            Dots::Custom('*')
+        } else {
+            Dots::Braille
+        }
+    }
+}
+
+pub(crate) fn mark(ok: bool, th: &Theme) -> Span<'static> {
+    if ok {
+        Span::styled("✓", Style::default().fg(th.good))
+    } else {
+        Span::styled("✗", Style::default().fg(th.bad))
+    }
+}
+
+pub(crate) fn panel<'a>(title: &'a str, th: &Theme) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(th.border())
+        .title(Span::styled(format!(" {title} "), th.title()))
+}
+
+pub(crate) fn fmt_t(t: f64) -> String {
+    if t < 60.0 {
+        format!("{t:.1}s")
+    } else {
+        fmt_secs(t)
+    }
+}
+
+pub(crate) fn legend<'a>(
+    title: &'a str,
+    items: Vec<(String, ratatui::style::Color)>,
+    th: &Theme,
+) -> Line<'a> {
+    let mut spans = vec![Span::styled(format!(" {title} "), th.title())];
+    for (text, color) in items {
+        spans.push(Span::styled(
+            format!("━ {text}  "),
+            Style::default().fg(color),
+        ));
+    }
+    Line::from(spans)
+}
+
+pub(crate) fn latest(app: &App) -> Option<&IntervalRecord> {
+    app.history.iter().rev().find(|r| !r.paused)
+}
+
+/// A `w` x `h` rectangle centred in `area` (clipped to it), cleared: the
+/// ground of a popup.
+pub fn popup(area: Rect, w: u16, h: u16, buf: &mut Buffer) -> Rect {
+    let (w, h) = (w.min(area.width), h.min(area.height));
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    Clear.render(r, buf);
+    r
+}
+
+/// Replaces every non-ASCII symbol in `area` with an ASCII look-alike, for
+/// terminals without Braille or box drawing (`--ascii`).
+pub fn asciify(buf: &mut Buffer, area: Rect) {
+    for y in area.y..area.y + area.height {
+        for x in area.x..area.x + area.width {
+            let cell = &mut buf[(x, y)];
+            let sym = cell.symbol();
+            if sym.is_ascii() {
+                continue;
+            }
+            let c = sym.chars().next().unwrap_or(' ');
+            let r = match c {
+                '─' | '━' | '┄' => "-",
+                '│' | '┃' => "|",
+                '┌' | '┐' | '└' | '┘' | '├' | '┤' | '┬' | '┴' | '┼' | '╭' | '╮' | '╰' | '╯' => {
+                    "+"
+                }
+                '█' => "#",
+                '▒' => ":",
+                '✓' => "y",
+                '✗' => "n",
+                '▶' => ">",
+                '⏸' => "=",
+                '→' => ">",
+                '≤' => "<",
+                '↑' => "^",
+                '↓' => "v",
+                '␣' => "_",
+                '\u{2800}'..='\u{28ff}' => "*",
+                _ => "?",
+            };
+            cell.set_symbol(r);
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The baseline-vs-now panel: each metric for the baseline and the window since
+//! the last change, and the change in percent, green when better.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+use crate::output::format::{fmt_count, fmt_rate, fmt_us};
+use crate::tui::app::{App, WindowStats};
+use crate::tui::look::*;
+use crate::tui::theme::Theme;
+
+/// Change from `a` to `b` in %, `None` when `a` is 0.
+pub fn change_pct(a: f64, b: f64) -> Option<f64> {
+    (a != 0.0).then(|| (b - a) / a * 100.0)
+}
+
+pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    let block = panel("baseline vs now", th);
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let Some(base) = &app.baseline else {
+        Paragraph::new(vec![
+            Line::from(Span::styled("no baseline yet", th.dim())),
+            Line::from(vec![
+                Span::styled("press ", th.dim()),
+                Span::styled("b", th.title()),
+                Span::styled(" to mark the current window,", th.dim()),
+            ]),
+            Line::from(Span::styled("then change a setting and compare", th.dim())),
+        ])
+        .render(inner, buf);
+        return;
+    };
+    let now = app.now;
+    type Get = fn(&WindowStats) -> f64;
+    /// Name, value, format, higher is better.
+    type Row = (&'static str, Get, fn(f64) -> String, bool);
+    let rows: [Row; 7] = [
+        ("MiB/s", |s| s.throughput_mib_s, fmt_rate, true),
+        ("IOPS", |s| s.iops, fmt_count, true),
+        ("p50", |s| s.p50_us, fmt_us, false),
+        ("p99", |s| s.p99_us, fmt_us, false),
+        ("p99.9", |s| s.p999_us, fmt_us, false),
+        ("queue p99", |s| s.queue_p99_us, fmt_us, false),
+        ("run_delay/s", |s| s.run_delay_us_per_s, fmt_us, false),
+    ];
+    let mut lines = vec![Line::from(Span::styled(
+        format!("{:<11}{:>9}{:>9}{:>9}", "", "baseline", "now", "change"),
+        th.dim(),
+    ))];
+    for (name, get, fmt, higher_better) in rows {
+        let b = get(&base.stats);
+        let n = now.as_ref().map(get);
+        let (chg, color) = match n.and_then(|n| change_pct(b, n)) {
+            Some(c) => {
+                let better = if higher_better { c > 0.0 } else { c < 0.0 };
+                let color = if c.abs() < 2.0 {
+                    th.text
+                } else if better {
+                    th.good
+                } else {
+                    th.bad
+                };
+                (format!("{c:+.0}%"), color)
+            }
+            None => ("-".into(), th.dim),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{name:<11}"), th.text()),
+            Span::styled(format!("{:>9}", fmt(b)), Style::default().fg(th.baseline)),
+            Span::styled(format!("{:>9}", n.map_or("-".into(), fmt)), th.text()),
+            Span::styled(format!("{chg:>9}"), Style::default().fg(color)),
+        ]));
+    }
+    if let Some(n) = &now {
+        lines.push(Line::from(Span::styled(
+            format!(
+                "baseline {:.0}s: {}; now {:.0}s",
+                base.stats.secs, base.label, n.secs
+            ),
+            th.dim(),
+        )));
+    }
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(inner, buf);
+}

@@ -1,0 +1,84 @@
+//! The header line: running or paused, elapsed time, what the kernel and CPU
+//! offer, the plan, the explorer's own cost, failures.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use crate::tui::app::App;
+use crate::tui::look::*;
+use crate::tui::theme::Theme;
+
+pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    let f = &app.features;
+    let t = app.elapsed_s as u64;
+    let what = app.replay.as_deref().unwrap_or("running");
+    let state = if app.paused {
+        let text = match &app.replay {
+            Some(r) => format!(" ⏸ paused ({r}) "),
+            None => " ⏸ paused ".to_string(),
+        };
+        Span::styled(
+            text,
+            Style::default().fg(th.warn).add_modifier(Modifier::BOLD),
+        )
+    } else {
+        Span::styled(
+            format!(" ▶ {what} "),
+            Style::default().fg(th.good).add_modifier(Modifier::BOLD),
+        )
+    };
+    let mut spans = vec![
+        Span::styled("readpath", th.title()),
+        state,
+        Span::styled(
+            format!("{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60),
+            th.text(),
+        ),
+        Span::styled(" │ ", th.dim()),
+    ];
+    // Failed reads are never counted as good data; say so loudly.
+    for (n, what) in [
+        (app.verity_failures, "verity failures"),
+        (app.io_errors, "I/O errors"),
+    ] {
+        if n > 0 {
+            spans.push(Span::styled(
+                format!("✗ {n} {what}"),
+                Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
+            ));
+            spans.push(Span::styled(" │ ", th.dim()));
+        }
+    }
+    for (name, ok) in [
+        ("io_uring", f.io_uring),
+        ("NO_IOWAIT", f.no_iowait),
+        ("AES", f.aes_instructions),
+        ("SHA", f.sha_instructions),
+        ("highpri", f.highpri),
+    ] {
+        spans.push(Span::styled(name, th.text()));
+        spans.push(mark(ok, th));
+        spans.push(Span::raw(" "));
+    }
+    spans.push(Span::styled("│ ", th.dim()));
+    spans.push(Span::styled(app.plan.clone(), th.text()));
+    let left = Line::from(spans);
+    let used = left.width() as u16;
+    left.render(area, buf);
+    // The UI's own cost, where it does not cover the plan.
+    let ui = format!(
+        " │ ui {:.1}% cpu {:.1}ms/frame ≤{:.0}Hz",
+        app.ui.cpu_pct, app.ui.frame_ms, app.ui.fps
+    );
+    let short = format!(" │ ui {:.1}% {:.1}ms", app.ui.cpu_pct, app.ui.frame_ms);
+    for text in [ui, short] {
+        let w = text.chars().count() as u16;
+        if used + w <= area.width {
+            buf.set_string(area.x + area.width - w, area.y, text, th.dim());
+            break;
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! Draws the explorer from an [`App`]: a pure function of the state, so every
+//! screen can be snapshot-tested on a `TestBackend` from fixed records.
+//!
+//! ```text
+//!  readpath ▶ running 00:01:23 │ io_uring ✓ NO_IOWAIT ✓ AES ✓ SHA ✓ highpri ✓ │ ui 0.4% 0.8ms
+//! ┌settings──────────┐┌latency p50 p99 p99.9 (log)─────────────────────────────┐
+//! │workers.mode  [w] ││                                                        │
+//! │...               │└────────────────────────────────────────────────────────┘
+//! │                  │┌throughput MiB/s, IOPS──────────────────────────────────┐
+//! │                  │└────────────────────────────────────────────────────────┘
+//! │                  │┌scheduler latency: queue p99, run_delay/s───────────────┐
+//! ├log───────────────┤└────────────────────────────────────────────────────────┘
+//! │12.5s mode: ...   │┌distribution───┐┌stages / CPUs───┐┌baseline vs now──────┐
+//! └──────────────────┘└───────────────┘└────────────────┘└─────────────────────┘
+//!  w workers  W verify  h highpri  i sleep ...                        ? help  q quit
+//! ```
+//!
+//! Panels drop by priority as the terminal shrinks: the bottom row first,
+//! then the log, then the settings narrow to values only; below
+//! [`MIN_WIDTH`]x[`MIN_HEIGHT`] a message names the size needed.
+
+use ratatui::Frame;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+mod baseline;
+mod distribution;
+mod footer;
+mod header;
+mod popups;
+mod side;
+mod stages;
+
+use super::app::{App, Overlay};
+use super::help;
+pub use super::look::{Look, asciify, popup};
+use super::theme::Theme;
+use super::timecharts::*;
+pub use baseline::change_pct;
+use baseline::*;
+use distribution::*;
+use footer::*;
+use header::*;
+use popups::*;
+use side::*;
+use stages::*;
+
+/// Narrowest terminal the explorer draws in.
+pub const MIN_WIDTH: u16 = 60;
+/// Lowest terminal the explorer draws in.
+pub const MIN_HEIGHT: u16 = 18;
+
+/// Draws the whole screen.
+pub fn draw(f: &mut Frame, app: &App, look: &Look) {
+    let area = f.area();
+    let buf = f.buffer_mut();
+    render(app, look, area, buf);
+}
+
+/// Draws into a buffer (what [`draw`] does; also used by tests).
+pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        too_small(area, buf, &look.theme);
+    } else {
+        if app.present {
+            let stage = Look {
+                theme: super::present::high_contrast(),
+                ascii: look.ascii,
+            };
+            super::present::render(app, &stage, area, buf);
+        } else {
+            main_screen(app, look, area, buf);
+        }
+        match &app.overlay {
+            Overlay::None => {}
+            Overlay::Help => help::render(area, buf, &look.theme),
+            Overlay::Error(text) => error_popup(text, area, buf, &look.theme),
+            Overlay::Picker { items, selected } => picker(items, *selected, area, buf, &look.theme),
+            Overlay::SaveName(name) => prompt(
+                " save preset ",
+                vec![
+                    Line::from(vec![
+                        Span::styled("name: ", look.theme.dim()),
+                        Span::styled(format!("{name}_"), look.theme.title()),
+                    ]),
+                    Line::from(Span::styled(
+                        format!(
+                            "saved to {}/<name>.toml; Enter saves, Esc cancels",
+                            crate::scenario::preset::user_dir()
+                                .map_or("?".into(), |d| d.display().to_string())
+                        ),
+                        look.theme.dim(),
+                    )),
+                ],
+                area,
+                buf,
+                &look.theme,
+            ),
+            Overlay::ConfirmOverwrite(name) => prompt(
+                " replace? ",
+                vec![Line::from(Span::styled(
+                    format!("a preset named {name:?} exists: replace it? (y/n)"),
+                    Style::default().fg(look.theme.warn),
+                ))],
+                area,
+                buf,
+                &look.theme,
+            ),
+        }
+    }
+    if look.ascii {
+        asciify(buf, area);
+    }
+}
+
+fn too_small(area: Rect, buf: &mut Buffer, th: &Theme) {
+    let text = vec![
+        Line::from(Span::styled("readpath: terminal too small", th.title())),
+        Line::from(format!(
+            "needs at least {MIN_WIDTH}x{MIN_HEIGHT}, this one is {}x{}",
+            area.width, area.height
+        )),
+        Line::from(Span::styled("enlarge it, or press q to quit", th.dim())),
+    ];
+    let h = (text.len() as u16).min(area.height);
+    let y = area.y + area.height.saturating_sub(h) / 2;
+    Paragraph::new(text)
+        .alignment(Alignment::Center)
+        .wrap(Wrap { trim: true })
+        .render(
+            Rect {
+                y,
+                height: h,
+                ..area
+            },
+            buf,
+        );
+}
+
+fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
+    let th = &look.theme;
+    let [header, body, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    render_header(app, th, header, buf);
+    render_footer(app, th, footer, buf);
+
+    let side_w = if area.width >= 120 {
+        40
+    } else if area.width >= 80 {
+        31
+    } else {
+        0
+    };
+    let [side, main] =
+        Layout::horizontal([Constraint::Length(side_w), Constraint::Min(0)]).areas(body);
+    if side_w > 0 {
+        render_side(app, th, side_w >= 40, side, buf);
+    }
+    // The bottom row appears once the charts have room above it.
+    let bottom_h = if main.height >= 34 {
+        main.height / 3
+    } else {
+        0
+    };
+    let [charts, bottom] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(bottom_h)]).areas(main);
+    let baseline_inline = bottom_h == 0 && app.baseline.is_some();
+    let mut rows = vec![Constraint::Fill(4), Constraint::Fill(3)];
+    if baseline_inline {
+        rows.push(Constraint::Length(10));
+    } else {
+        rows.push(Constraint::Fill(3));
+    }
+    let parts = Layout::vertical(rows).split(charts);
+    latency_chart(app, look, parts[0], buf);
+    throughput_chart(app, look, parts[1], buf);
+    if baseline_inline {
+        render_baseline(app, th, parts[2], buf);
+    } else {
+        sched_chart(app, look, parts[2], buf);
+    }
+    if bottom_h > 0 {
+        let cols = Layout::horizontal([
+            Constraint::Fill(4),
+            Constraint::Fill(4),
+            Constraint::Fill(5),
+        ])
+        .split(bottom);
+        render_distribution(app, th, cols[0], buf);
+        render_stages(app, th, cols[1], buf);
+        render_baseline(app, th, cols[2], buf);
+    }
+}

@@ -1,0 +1,137 @@
+//! The settings panel: every setting, its value, its key, greyed with the
+//! reason when the machine limits it, and the running value when it differs;
+//! and the event log under it.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
+
+use crate::settings::KEYS;
+use crate::tui::app::App;
+use crate::tui::keys::{self};
+use crate::tui::look::*;
+use crate::tui::theme::Theme;
+
+pub(crate) fn render_side(app: &App, th: &Theme, wide: bool, area: Rect, buf: &mut Buffer) {
+    // Everything, if it fits; else only the settings a key changes.
+    let full = setting_lines(app, th, wide, false);
+    let lines = if full.len() as u16 + 2 <= area.height {
+        full
+    } else {
+        setting_lines(app, th, wide, true)
+    };
+    let settings_h = (lines.len() as u16 + 2).min(area.height);
+    let log_h = area.height - settings_h;
+    let [top, bottom] =
+        Layout::vertical([Constraint::Length(settings_h), Constraint::Length(log_h)]).areas(area);
+    let title = match &app.preset {
+        Some((name, _)) => format!("settings · {name}"),
+        None => "settings".to_string(),
+    };
+    Paragraph::new(lines)
+        .block(panel(&title, th))
+        .render(top, buf);
+    if log_h >= 3 {
+        // Wrapped by hand so the newest line always stays in view.
+        let width = area.width.saturating_sub(2) as usize;
+        let mut rows: Vec<Line> = Vec::new();
+        for (t, text, notice) in &app.log {
+            let style = if *notice {
+                Style::default().fg(th.warn)
+            } else {
+                Style::default().fg(th.marker)
+            };
+            let stamp = format!("{:>6} ", fmt_t(*t));
+            let body: Vec<char> = text.chars().collect();
+            let first_w = width.saturating_sub(stamp.len()).max(1);
+            let rest_w = width.saturating_sub(2).max(1);
+            let mut chunks = vec![body.iter().take(first_w).collect::<String>()];
+            let mut i = first_w;
+            while i < body.len() {
+                chunks.push(body[i..(i + rest_w).min(body.len())].iter().collect());
+                i += rest_w;
+            }
+            for (k, c) in chunks.into_iter().enumerate() {
+                let lead = if k == 0 { stamp.clone() } else { "  ".into() };
+                rows.push(Line::from(vec![
+                    Span::styled(lead, th.dim()),
+                    Span::styled(c, style),
+                ]));
+            }
+        }
+        let n = (log_h - 2) as usize;
+        let skip = rows.len().saturating_sub(n);
+        Paragraph::new(rows.split_off(skip))
+            .block(panel("events", th))
+            .render(bottom, buf);
+    }
+}
+
+/// The settings panel's lines: every key by section, or (`keyed_only`) just
+/// the ones a key changes, without section headers or reasons.
+pub(crate) fn setting_lines(
+    app: &App,
+    th: &Theme,
+    wide: bool,
+    keyed_only: bool,
+) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let mut section = "";
+    for k in KEYS {
+        let Some((sec, name)) = k.key.split_once('.') else {
+            continue;
+        };
+        let key = keys::setting_keys(k.key);
+        if keyed_only && key.is_none() {
+            continue;
+        }
+        if sec != section && !keyed_only {
+            section = sec;
+            lines.push(Line::from(Span::styled(format!("[{sec}]"), th.dim())));
+        }
+        let value = app.settings.get(k.key).unwrap_or_default();
+        let running = app.effective.get(k.key).unwrap_or_default();
+        let why = app.unavailable(k.key);
+        let style = if why.is_some() {
+            Style::default().fg(th.disabled)
+        } else {
+            th.text()
+        };
+        let name_w = if wide { 13 } else { 10 };
+        let mut name = name.to_string();
+        name.truncate(name_w);
+        let mut spans = vec![
+            Span::styled(format!("{:>2} ", key.as_deref().unwrap_or("")), th.title()),
+            Span::styled(format!("{name:<name_w$} "), style),
+            Span::styled(
+                value.clone(),
+                if why.is_some() {
+                    style
+                } else {
+                    style.add_modifier(Modifier::BOLD)
+                },
+            ),
+        ];
+        if running != value {
+            spans.push(Span::styled(
+                format!(" → {running}"),
+                Style::default().fg(th.warn),
+            ));
+        }
+        lines.push(Line::from(spans));
+        if let Some(why) = why
+            && wide
+            && !keyed_only
+        {
+            lines.push(Line::from(Span::styled(
+                format!("     {why}"),
+                Style::default()
+                    .fg(th.disabled)
+                    .add_modifier(Modifier::ITALIC),
+            )));
+        }
+    }
+    lines
+}
