@@ -457,6 +457,18 @@ pub fn plain(e: &std::io::Error) -> String {
 mod tests {
     use super::*;
 
+    /// A file `name` in `d` holding `bytes`.
+    fn file_with(d: &tempfile::TempDir, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let p = d.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    /// What `p` itself is (a symlink is not followed).
+    fn kind(p: &Path) -> std::fs::FileType {
+        std::fs::symlink_metadata(p).unwrap().file_type()
+    }
+
     /// Writes `bytes` as the output `p` (checked, no inputs).
     fn put(p: &Path, bytes: &[u8]) {
         OutputPath::check("--out", p, &[])
@@ -496,17 +508,11 @@ mod tests {
     #[test]
     fn symlinks_are_written_through() {
         let d = tempfile::tempdir().unwrap();
-        let target = d.path().join("real");
-        std::fs::write(&target, b"old").unwrap();
+        let target = file_with(&d, "real", b"old");
         let link = d.path().join("link");
         std::os::unix::fs::symlink("real", &link).unwrap();
         put(&link, b"new");
-        assert!(
-            std::fs::symlink_metadata(&link)
-                .unwrap()
-                .file_type()
-                .is_symlink()
-        );
+        assert!(kind(&link).is_symlink());
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
         // A dangling link creates the file it names.
         let dangling = d.path().join("dangling");
@@ -551,19 +557,13 @@ mod tests {
         assert_eq!(o.mode(), Mode::InPlace);
         o.write_all(b"through the pipe").unwrap();
         assert_eq!(reader.join().unwrap(), b"through the pipe");
-        assert!(
-            std::fs::symlink_metadata(&fifo)
-                .unwrap()
-                .file_type()
-                .is_fifo()
-        );
+        assert!(kind(&fifo).is_fifo());
     }
 
     #[test]
     fn an_input_is_never_an_output() {
         let d = tempfile::tempdir().unwrap();
-        let input = d.path().join("r.jsonl");
-        std::fs::write(&input, b"data").unwrap();
+        let input = file_with(&d, "r.jsonl", b"data");
         let hard = d.path().join("hard");
         std::fs::hard_link(&input, &hard).unwrap();
         let soft = d.path().join("soft");
@@ -584,8 +584,7 @@ mod tests {
     fn stale_temporaries_of_dead_processes_are_removed() {
         let d = tempfile::tempdir().unwrap();
         // pid 0x7fffffff cannot be a live process.
-        let stale = d.path().join(".out.txt.tmp-2147483647");
-        std::fs::write(&stale, b"half").unwrap();
+        let stale = file_with(&d, ".out.txt.tmp-2147483647", b"half");
         let p = d.path().join("out.txt");
         put(&p, b"x");
         assert!(!stale.exists());

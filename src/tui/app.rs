@@ -603,39 +603,25 @@ mod tests {
         }
     }
 
+    /// The values a setting takes pressing `key` `n` times from the default.
+    fn cycle<T>(key: char, n: usize, get: fn(&Settings) -> T) -> Vec<T> {
+        let mut s = Settings::default();
+        let mut seen = vec![get(&s)];
+        for _ in 0..n {
+            s = apply(key, &s);
+            seen.push(get(&s));
+        }
+        seen
+    }
+
     #[test]
     fn cycles_wrap_around() {
-        let mut s = Settings::default();
-        let mut seen = vec![s.workers.mode];
-        for _ in 0..3 {
-            s = apply('w', &s);
-            seen.push(s.workers.mode);
-        }
-        assert_eq!(
-            seen,
-            [
-                WorkerMode::Unbound,
-                WorkerMode::Inline,
-                WorkerMode::Bound,
-                WorkerMode::Unbound
-            ]
-        );
-        let mut s = Settings::default();
-        let mut seen = vec![s.workers.verify_mode];
-        for _ in 0..4 {
-            s = apply('W', &s);
-            seen.push(s.workers.verify_mode);
-        }
-        assert_eq!(
-            seen,
-            [
-                VerifyMode::Bound,
-                VerifyMode::Unbound,
-                VerifyMode::Same,
-                VerifyMode::Inline,
-                VerifyMode::Bound
-            ]
-        );
+        use VerifyMode as V;
+        use WorkerMode as W;
+        let modes = cycle('w', 3, |s| s.workers.mode);
+        assert_eq!(modes, [W::Unbound, W::Inline, W::Bound, W::Unbound]);
+        let verify = cycle('W', 4, |s| s.workers.verify_mode);
+        assert_eq!(verify, [V::Bound, V::Unbound, V::Same, V::Inline, V::Bound]);
     }
 
     #[test]

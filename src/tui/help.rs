@@ -6,7 +6,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::keys::BINDINGS;
 use super::theme::Theme;
@@ -69,14 +69,9 @@ pub fn render(area: Rect, buf: &mut Buffer, th: &Theme) {
         .collect();
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(th.border())
-                .title(Span::styled(
-                    " help: keys and knobs (any key closes) ",
-                    th.title(),
-                )),
-        )
+        .block(super::look::panel(
+            "help: keys and knobs (any key closes)",
+            th,
+        ))
         .render(r, buf);
 }

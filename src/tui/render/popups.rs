@@ -51,13 +51,10 @@ pub(crate) fn picker(
     let w = area.width.saturating_sub(4).min(110);
     let h = (items.len() as u16 + 8).min(area.height.saturating_sub(2));
     let r = popup(area, w, h, buf);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(th.border())
-        .title(Span::styled(
-            " presets: ↑↓ choose, Enter applies, any other key closes ",
-            th.title(),
-        ));
+    let block = panel(
+        "presets: ↑↓ choose, Enter applies, any other key closes",
+        th,
+    );
     let inner = block.inner(r);
     block.render(r, buf);
     let list_h = (items.len() as u16).min(inner.height.saturating_sub(3));
