@@ -1,6 +1,9 @@
-//! The command line: argument parsing and the headless commands (`run`,
-//! `prepare`, `digest`). `main` only calls [`main_with_args`] and turns the
-//! outcome into an exit status: 0 success, 2 bad input, 1 anything else.
+//! The command line: argument parsing and the entry point of every command
+//! (the explorer, `run`, `compare`, `demo`, `replay`, `plot`, `bench`,
+//! `presets`, `prepare`, `digest`): each checks its input and outputs before
+//! anything runs, then calls into the engine, `output`, `scenario` or
+//! `tui`. `main` only calls [`main_with_args`] and turns the outcome into an
+//! exit status: 0 success, 2 bad input, 1 anything else.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
