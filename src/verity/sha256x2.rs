@@ -120,6 +120,10 @@ impl Sha256x2 {
     }
 }
 
+/// # Safety
+///
+/// The CPU must have the SHA extensions and SSE4.1, and `pa` and `pb`
+/// must each point to `n` readable 64-byte blocks.
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn compress2(_: &mut [u32; 8], _: &mut [u32; 8], _: *const u8, _: *const u8, _: usize) {
     unreachable!("Sha256x2::detect is None off x86_64")
@@ -161,6 +165,11 @@ unsafe fn compress2(sa: &mut [u32; 8], sb: &mut [u32; 8], pa: *const u8, pb: *co
     let kp: *const __m128i = K.as_ptr().cast();
 
     /// State words (a..h) to the (ABEF, CDGH) register pair `sha256rnds2` uses.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must have the SHA extensions and SSE4.1 (checked once by the
+    /// caller before any of these runs).
     #[inline]
     #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
     unsafe fn load(s: &[u32; 8]) -> (__m128i, __m128i) {
@@ -176,6 +185,10 @@ unsafe fn compress2(sa: &mut [u32; 8], sb: &mut [u32; 8], pa: *const u8, pb: *co
             )
         }
     }
+    /// # Safety
+    ///
+    /// The CPU must have the SHA extensions and SSE4.1 (checked once by the
+    /// caller before any of these runs).
     #[inline]
     #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
     unsafe fn store(s: &mut [u32; 8], abef: __m128i, cdgh: __m128i) {
@@ -189,6 +202,11 @@ unsafe fn compress2(sa: &mut [u32; 8], sb: &mut [u32; 8], pa: *const u8, pb: *co
         }
     }
     /// The next four message words from the previous sixteen.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must have the SHA extensions and SSE4.1 (checked once by the
+    /// caller before any of these runs).
     #[inline]
     #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
     unsafe fn schedule(w0: __m128i, w1: __m128i, w2: __m128i, w3: __m128i) -> __m128i {

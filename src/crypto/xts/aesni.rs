@@ -86,6 +86,11 @@ fn check_len(len: usize) {
 /// i-2 (`prev`) and `aeskeygenassist` of round key i-1 (`assist`),
 /// whose dword 3 (RotWord/SubWord/Rcon, even i: `SHUF` = 0xff) or
 /// dword 2 (SubWord only, odd i: `SHUF` = 0xaa) is mixed in.
+///
+/// # Safety
+///
+/// The CPU must have AES-NI: call only with a [`Keys`] in hand, which
+/// exists only once `is_x86_feature_detected!("aes")` said yes.
 #[inline]
 #[target_feature(enable = "aes")]
 unsafe fn expand_step<const SHUF: i32>(prev: __m128i, assist: __m128i) -> __m128i {
@@ -104,6 +109,11 @@ unsafe fn expand_step<const SHUF: i32>(prev: __m128i, assist: __m128i) -> __m128
 }
 
 /// The AES-256 key schedule (FIPS-197 5.2) with `aeskeygenassist`.
+///
+/// # Safety
+///
+/// The CPU must have AES-NI: call only with a [`Keys`] in hand, which
+/// exists only once `is_x86_feature_detected!("aes")` said yes.
 #[target_feature(enable = "aes")]
 unsafe fn expand_key(key: &[u8; 32]) -> [__m128i; RK] {
     // SAFETY: the caller runs on a CPU with AES-NI; the two unaligned loads read the key's 32 bytes.
@@ -131,6 +141,11 @@ unsafe fn expand_key(key: &[u8; 32]) -> [__m128i; RK] {
 }
 
 /// Round keys of the equivalent inverse cipher, for `aesdec`.
+///
+/// # Safety
+///
+/// The CPU must have AES-NI: call only with a [`Keys`] in hand, which
+/// exists only once `is_x86_feature_detected!("aes")` said yes.
 #[target_feature(enable = "aes")]
 unsafe fn inverse_keys(enc: &[__m128i; RK]) -> [__m128i; RK] {
     // SAFETY: the caller runs on a CPU with AES-NI; register-only intrinsics on the given keys.
@@ -145,6 +160,10 @@ unsafe fn inverse_keys(enc: &[__m128i; RK]) -> [__m128i; RK] {
     }
 }
 
+/// # Safety
+///
+/// The CPU must have AES-NI: call only with a [`Keys`] in hand, which
+/// exists only once `is_x86_feature_detected!("aes")` said yes.
 #[inline]
 #[target_feature(enable = "aes")]
 unsafe fn encrypt_one(rk: &[__m128i; RK], block: __m128i) -> __m128i {
@@ -162,6 +181,11 @@ unsafe fn encrypt_one(rk: &[__m128i; RK], block: __m128i) -> __m128i {
 /// both 64-bit halves, then put bit 63's carry into bit 64 and bit
 /// 127's carry into the low byte as 0x87. `mask` is
 /// `_mm_set_epi32(0, 1, 0, 0x87)`.
+///
+/// # Safety
+///
+/// The CPU must have AES-NI: call only with a [`Keys`] in hand, which
+/// exists only once `is_x86_feature_detected!("aes")` said yes.
 #[inline]
 #[target_feature(enable = "aes")]
 unsafe fn mul_alpha(t: __m128i, mask: __m128i) -> __m128i {
@@ -176,6 +200,11 @@ unsafe fn mul_alpha(t: __m128i, mask: __m128i) -> __m128i {
 }
 
 /// The two 64-bit halves (low, high) of a vector.
+///
+/// # Safety
+///
+/// The CPU must have AES-NI: call only with a [`Keys`] in hand, which
+/// exists only once `is_x86_feature_detected!("aes")` said yes.
 #[inline]
 #[target_feature(enable = "aes")]
 unsafe fn halves(v: __m128i) -> (u64, u64) {
@@ -327,6 +356,11 @@ macro_rules! xts_kernel {
     ($name:ident, $keys:ident, $op:literal, $lastop:literal, $round:ident, $last:ident) => {
         /// XTS over `buf` (a whole number of blocks) with the
         /// `$keys` schedule of Key1; T_0 = E_K2(iv).
+        ///
+        /// # Safety
+        ///
+        /// The CPU must have AES-NI (the caller holds `keys`, which exists only
+        /// once it was detected); `buf` is a whole number of 16-byte blocks.
         #[target_feature(enable = "aes")]
         unsafe fn $name(keys: &Keys, iv: &[u8; 16], buf: &mut [u8]) {
             // SAFETY: the caller runs on a CPU with AES-NI; every
