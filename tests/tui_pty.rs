@@ -52,17 +52,9 @@ fn settings_row<'a>(p: &'a str, name: &str) -> Option<&'a str> {
     p.lines().find(|l| l.contains(&format!(" {name} ")))
 }
 
-/// Starts the explorer on a small page-cached dataset in a new tmux session;
-/// its exit status goes to the returned file, its summary stays on the pane.
-fn launch(tmp: &Path, tag: &str) -> (Session, std::path::PathBuf) {
-    let status = tmp.join("status");
-    let bin = env!("CARGO_BIN_EXE_readpath");
+/// A new 120x40 tmux session `readpath-test-TAG-PID` running `cmd`.
+fn session(tag: &str, cmd: &str) -> Session {
     let name = format!("readpath-test-{tag}-{}", std::process::id());
-    let cmd = format!(
-        "{bin} --data-dir {} tui --set workload.file_size=16M --set workload.direct=false; echo \"exit=$?\" > {}; sleep 60",
-        tmp.display(),
-        status.display()
-    );
     tmux(&[
         "new-session",
         "-d",
@@ -72,9 +64,37 @@ fn launch(tmp: &Path, tag: &str) -> (Session, std::path::PathBuf) {
         "120",
         "-y",
         "40",
-        &cmd,
+        cmd,
     ]);
-    (Session(name), status)
+    Session(name)
+}
+
+/// The explorer on a small page-cached dataset under `tmp`, plus `extra`.
+fn explorer(tmp: &Path, extra: &str) -> String {
+    format!(
+        "{} --data-dir {} tui --set workload.file_size=16M --set workload.direct=false{extra}",
+        env!("CARGO_BIN_EXE_readpath"),
+        tmp.display()
+    )
+}
+
+/// Waits until the explorer draws a chart with data.
+fn wait_chart(s: &Session) -> String {
+    wait_for(s, "a chart with data", |p| {
+        p.contains("latency (log)") && has_braille(p)
+    })
+}
+
+/// Starts the explorer in a new tmux session; its exit status goes to the
+/// returned file, its summary stays on the pane.
+fn launch(tmp: &Path, tag: &str) -> (Session, std::path::PathBuf) {
+    let status = tmp.join("status");
+    let cmd = format!(
+        "{}; echo \"exit=$?\" > {}; sleep 60",
+        explorer(tmp, ""),
+        status.display()
+    );
+    (session(tag, &cmd), status)
 }
 
 /// Waits for the explorer to exit after `what`, and checks it exited 0.
@@ -104,9 +124,7 @@ fn explorer_opens_changes_workers_on_w_and_quits_on_q() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (s, status) = launch(tmp.path(), "w");
-    let p = wait_for(&s, "a chart with data", |p| {
-        p.contains("latency (log)") && has_braille(p)
-    });
+    let p = wait_chart(&s);
     let before = settings_row(&p, "mode")
         .expect("workers mode row")
         .to_string();
@@ -140,9 +158,7 @@ fn a_key_after_a_resize_is_not_lost() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (s, status) = launch(tmp.path(), "resize");
-    wait_for(&s, "a chart with data", |p| {
-        p.contains("latency (log)") && has_braille(p)
-    });
+    wait_chart(&s);
     tmux(&["send-keys", "-t", &s.0, "Space"]);
     wait_for(&s, "paused", |p| p.contains("paused"));
     tmux(&["send-keys", "-t", &s.0, "Space"]);
@@ -178,28 +194,11 @@ fn a_closed_terminal_finishes_the_recording() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let rec = tmp.path().join("talk.jsonl");
-    let bin = env!("CARGO_BIN_EXE_readpath");
-    let name = format!("readpath-test-gone-{}", std::process::id());
-    let cmd = format!(
-        "{bin} --data-dir {} tui --set workload.file_size=16M --set workload.direct=false --record {}",
-        tmp.path().display(),
-        rec.display()
+    let s = session(
+        "gone",
+        &explorer(tmp.path(), &format!(" --record {}", rec.display())),
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &name,
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &cmd,
-    ]);
-    let s = Session(name);
-    wait_for(&s, "a chart with data", |p| {
-        p.contains("latency (log)") && has_braille(p)
-    });
+    wait_chart(&s);
     tmux(&["kill-pane", "-t", &s.0]);
     let start = Instant::now();
     while running(&rec.display().to_string()) {
@@ -230,31 +229,12 @@ fn ctrl_z_suspends_and_fg_redraws() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let status = tmp.path().join("status");
-    let bin = env!("CARGO_BIN_EXE_readpath");
-    let name = format!("readpath-test-tstp-{}", std::process::id());
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &name,
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "bash --norc --noprofile -i",
-    ]);
-    let s = Session(name);
+    let s = session("tstp", "bash --norc --noprofile -i");
     std::thread::sleep(Duration::from_millis(500));
     // No `; echo $?` after it: bash runs the rest of a list when its job
     // stops. The status is asked for after `fg` ends.
-    let cmd = format!(
-        "{bin} --data-dir {} tui --set workload.file_size=16M --set workload.direct=false",
-        tmp.path().display(),
-    );
-    tmux(&["send-keys", "-t", &s.0, &cmd, "Enter"]);
-    wait_for(&s, "a chart with data", |p| {
-        p.contains("latency (log)") && has_braille(p)
-    });
+    tmux(&["send-keys", "-t", &s.0, &explorer(tmp.path(), ""), "Enter"]);
+    wait_chart(&s);
     tmux(&["send-keys", "-t", &s.0, "C-z"]);
     wait_for(&s, "the shell's job-control message", |p| {
         p.contains("Stopped") && !p.contains("latency (log)")
