@@ -4,6 +4,7 @@
 #[allow(unused_imports)]
 use super::*;
 
+#[inline]
 pub(super) fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
