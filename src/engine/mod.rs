@@ -333,6 +333,10 @@ impl Engine {
             &settings.pipeline.salt,
             progress,
         )?;
+        // Resolved again with the dataset's filesystem (O_DIRECT), before
+        // any thread exists: nothing to undo on an error.
+        let data_fs = probe_data_fs(&dataset);
+        let resolution = resolve(&settings, &features, &data_fs)?;
         let cache = Arc::new(dataset.tree().new_cache());
         let shared = Arc::new(Shared {
             start_ns: now_ns(),
@@ -359,14 +363,6 @@ impl Engine {
                 .name("sampler".into())
                 .spawn(move || sampler_main(shared, interval, tx))
                 .map_err(EngineError::Start)?
-        };
-        let data_fs = probe_data_fs(&dataset);
-        let resolution = match resolve(&settings, &features, &data_fs) {
-            Ok(r) => r,
-            Err(e) => {
-                shared.sampler_stop.store(true, Ordering::SeqCst);
-                return Err(e);
-            }
         };
         let mut engine = Engine {
             shared,

@@ -251,8 +251,8 @@ impl OutputPath {
             (Mode::Stdout, _) | (_, Mode::Stdout) => false,
             _ => {
                 same_file(&self.target, &other.target)
-                    || (canonical_new(&self.target).is_some()
-                        && canonical_new(&self.target) == canonical_new(&other.target))
+                    || canonical_new(&self.target)
+                        .is_some_and(|a| Some(a) == canonical_new(&other.target))
             }
         };
         if same && !matches!(other.mode, Mode::InPlace) {
