@@ -44,6 +44,8 @@ use theme::{Theme, ThemeName};
 pub const MAX_FPS: f64 = 30.0;
 /// Refresh rate by default.
 pub const DEFAULT_FPS: f64 = 4.0;
+/// How long after a stop and `fg` every frame is a full repaint.
+const REPAINT_AFTER_CONTINUE: Duration = Duration::from_secs(2);
 
 /// How the explorer looks and runs.
 #[derive(Debug, Clone)]
@@ -254,6 +256,12 @@ pub fn run_with(
     let mut urgent = true;
     let mut shown_second = u64::MAX;
     let mut keys = Vec::new();
+    // After a stop and `fg`, every frame is a full repaint for a while: the
+    // SIGCONT handler runs on whichever thread the kernel picks, possibly
+    // after the first redraw, and the shell or terminal may still be
+    // settling; a diff drawn onto a screen cleared behind ratatui's back
+    // would leave the panels' static parts blank.
+    let mut repaint_until: Option<Instant> = None;
     let ending = (|| -> Ending {
         loop {
             if driver.poll(app) {
@@ -269,6 +277,7 @@ pub fn run_with(
             }
             if crate::sys::take_suspend() {
                 suspend(&mut terminal);
+                repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
                 urgent = true;
             }
             if crate::sys::take_continued() {
@@ -278,15 +287,19 @@ pub fn run_with(
                 if take_terminal().and_then(|()| terminal.clear()).is_err() {
                     return Ending::TerminalGone;
                 }
+                repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
                 urgent = true;
             }
             let second = started.elapsed().as_secs();
-            if second != shown_second {
+            if second != shown_second || repaint_until.is_some_and(|u| Instant::now() < u) {
                 dirty = true;
             }
             let due = last_frame.map_or(Instant::now(), |t| t + frame_every);
             if urgent || (dirty && Instant::now() >= due) {
                 let t = Instant::now();
+                if repaint_until.is_some_and(|u| t < u) && terminal.clear().is_err() {
+                    return Ending::TerminalGone;
+                }
                 if terminal.draw(|f| render::draw(f, app, &look)).is_err() {
                     return Ending::TerminalGone;
                 }
@@ -313,6 +326,7 @@ pub fn run_with(
                         }
                         if let Some(keys::Does::Act(Action::Suspend)) = keys::does(k) {
                             suspend(&mut terminal);
+                            repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
                             continue;
                         }
                         driver.key(app, k);
