@@ -51,6 +51,62 @@ pub struct MemoryNeed {
     pub histograms: u64,
     /// The Merkle tree and its verified bitmap.
     pub tree: u64,
+    /// The model's page cache (its `cache.size` of frames and the page
+    /// states); 0 when reads do not go through it.
+    pub page_cache: u64,
+    /// Frames for the pages of bios in flight (every bio slot of every
+    /// reader at its largest) and the bio slots: they grow with the reads in
+    /// flight, as the read buffers do.
+    pub in_flight: u64,
+}
+
+/// The shape of the page cache a configuration reads through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheGeometry {
+    /// Pages of the file.
+    pub file_pages: usize,
+    /// Uptodate pages it may hold (`cache.size`).
+    pub capacity: usize,
+    /// Frames for pages in flight: every bio slot at its largest.
+    pub reserve: usize,
+    /// Bio slots (readers x per reader).
+    pub bios: usize,
+    /// Readers.
+    pub readers: usize,
+}
+
+impl CacheGeometry {
+    /// The geometry for settings `s`.
+    pub fn of(s: &Settings) -> CacheGeometry {
+        use crate::engine::pagecache::{MAX_BIO_PAGES, PAGE};
+        let page = PAGE as u64;
+        let readers = s.workload.readers as usize;
+        let bios = readers * super::reader::bios_per_reader(s);
+        let largest = (s.workload.block_size / page)
+            .max(s.cache.read_ahead / page)
+            .clamp(1, MAX_BIO_PAGES as u64) as usize;
+        CacheGeometry {
+            file_pages: (s.workload.file_size / page) as usize,
+            capacity: (s.cache_bytes().min(s.workload.file_size) / page) as usize,
+            reserve: bios.saturating_mul(largest),
+            bios,
+            readers,
+        }
+    }
+
+    /// Bytes it allocates: (cache frames and page states, in-flight
+    /// frames and bio slots).
+    pub fn bytes(&self) -> (u64, u64) {
+        let all = crate::engine::pagecache::bytes_for(
+            self.file_pages as u64,
+            self.capacity as u64,
+            self.reserve as u64,
+            self.bios as u64,
+        );
+        let cache =
+            crate::engine::pagecache::bytes_for(self.file_pages as u64, self.capacity as u64, 0, 0);
+        (cache, all.saturating_sub(cache))
+    }
 }
 
 impl MemoryNeed {
@@ -70,10 +126,16 @@ impl MemoryNeed {
         let workers = 2 * cpus.max(s.effective_max_active(cpus)) as u64;
         let histograms = (readers + workers) * HISTS_PER_THREAD * hist_bytes();
         let tree = tree_bytes(w.file_size);
+        let (page_cache, in_flight) = match crate::engine::ReadPath::of(s) {
+            crate::engine::ReadPath::PageCache => CacheGeometry::of(s).bytes(),
+            _ => (0, 0),
+        };
         MemoryNeed {
             buffers,
             histograms,
             tree: tree + tree / crate::dataset::VERITY_BLOCK_SIZE as u64 / 8,
+            page_cache,
+            in_flight,
         }
     }
 
@@ -82,6 +144,8 @@ impl MemoryNeed {
         self.buffers
             .saturating_add(self.histograms)
             .saturating_add(self.tree)
+            .saturating_add(self.page_cache)
+            .saturating_add(self.in_flight)
     }
 
     /// Refuses the need when it exceeds [`MAX_SHARE`] of `available` bytes;
@@ -92,7 +156,17 @@ impl MemoryNeed {
             return Ok(());
         }
         let w = &s.workload;
-        let keys = if self.buffers >= self.tree && self.buffers >= self.histograms {
+        let buffers = self.buffers.saturating_add(self.in_flight);
+        let keys = if self.page_cache >= buffers
+            && self.page_cache >= self.tree
+            && self.page_cache >= self.histograms
+        {
+            if s.cache.size.is_none() {
+                "cache.size (\"auto\" is a quarter of workload.file_size)"
+            } else {
+                "cache.size"
+            }
+        } else if buffers >= self.tree && buffers >= self.histograms {
             "workload.readers, workload.queue_depth or workload.block_size"
         } else if self.tree >= self.histograms {
             "workload.file_size"
@@ -100,7 +174,7 @@ impl MemoryNeed {
             "workload.readers or workers.max_active"
         };
         Err(format!(
-            "these settings need {} of memory (read buffers {} = workload.readers {} x workload.queue_depth {} x workload.block_size {}; histograms {}; Merkle tree {}), and {} may be used ({:.0}% of the {} available); lower {keys}",
+            "these settings need {} of memory (read buffers {} = workload.readers {} x workload.queue_depth {} x workload.block_size {}; histograms {}; Merkle tree {}; page cache {}; pages in flight {}), and {} may be used ({:.0}% of the {} available); lower {keys}",
             human_bytes(self.total()),
             human_bytes(self.buffers),
             w.readers,
@@ -108,6 +182,8 @@ impl MemoryNeed {
             human_bytes(w.block_size),
             human_bytes(self.histograms),
             human_bytes(self.tree),
+            human_bytes(self.page_cache),
+            human_bytes(self.in_flight),
             human_bytes(limit),
             MAX_SHARE * 100.0,
             human_bytes(available),
@@ -168,7 +244,12 @@ mod tests {
     fn the_default_fits_a_small_machine() {
         let s = Settings::default();
         let need = MemoryNeed::of(&s, 8);
-        assert!(need.total() < 64 << 20, "{need:?}");
+        // The page cache: a quarter of the 256 MiB file, plus page states.
+        assert!(
+            need.page_cache >= 64 << 20 && need.page_cache < 66 << 20,
+            "{need:?}"
+        );
+        assert!(need.total() < 128 << 20, "{need:?}");
         need.check(&s, 512 << 20).unwrap();
     }
 
@@ -180,6 +261,8 @@ mod tests {
         // A 1 TiB file's tree is about 8 GiB, and is named as the cause.
         let mut s = Settings::default();
         s.set("workload.file_size", "1T").unwrap();
+        // No page cache frames: the tree is then the largest part.
+        s.set("cache.size", "0").unwrap();
         let e = MemoryNeed::of(&s, 2).check(&s, 4 << 30).unwrap_err();
         assert!(e.ends_with("lower workload.file_size"), "{e}");
     }

@@ -14,7 +14,9 @@
 //!           reads workers' schedstat and /proc/stat, emits an IntervalRecord
 //! ```
 
+mod cached;
 pub mod memory;
+pub mod pagecache;
 pub mod pipeline;
 pub mod queue;
 pub mod reader;
@@ -40,7 +42,7 @@ use crate::sys::{Features, ThreadCounters, ThreadStatReader};
 use crate::verity::merkle::VerifiedCache;
 
 use pipeline::Pipeline;
-pub use resolve::{DataFs, Resolution, resolve};
+pub use resolve::{DataFs, ReadPath, Resolution, resolve};
 
 /// Default length of an interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(250);
@@ -145,6 +147,8 @@ struct Shared {
     running: AtomicBool,
     sampler_stop: AtomicBool,
     sampler_thread: Mutex<Option<std::thread::Thread>>,
+    /// The page cache in use (the sampler reads how much it holds).
+    pcache: Mutex<Option<Arc<pagecache::PageCache>>>,
 }
 
 impl Shared {
@@ -219,6 +223,8 @@ pub struct RunTotals {
     pub intervals: u64,
     /// Mean process CPU over the run, % of one CPU.
     pub process_cpu_pct: f64,
+    /// Plaintext the page cache held at the end (bytes).
+    pub page_cache_bytes: u64,
 }
 
 struct Hogs {
@@ -293,6 +299,10 @@ pub struct Engine {
     features: Features,
     dataset: Arc<Dataset>,
     cache: Arc<VerifiedCache>,
+    /// The model's page cache of the file read; kept across live changes
+    /// (resized, keeping what fits, when its geometry changes) and across
+    /// direct-read configurations, as the kernel keeps its page cache.
+    pcache: Option<Arc<pagecache::PageCache>>,
     pipeline: Option<Pipeline>,
     hogs: Hogs,
     paused: bool,
@@ -346,6 +356,7 @@ impl Engine {
             running: AtomicBool::new(false),
             sampler_stop: AtomicBool::new(false),
             sampler_thread: Mutex::new(None),
+            pcache: Mutex::new(None),
         });
         let sink = NoticeSink(shared.clone());
         match outcome {
@@ -373,6 +384,7 @@ impl Engine {
             features,
             dataset: Arc::new(dataset),
             cache,
+            pcache: None,
             pipeline: None,
             hogs: Hogs::none(),
             paused: false,
@@ -396,7 +408,13 @@ impl Engine {
         let eff = r.effective.clone();
         let variant = Variant::for_pipeline(eff.pipeline.decrypt, eff.pipeline.cipher);
         let path = self.dataset.path(variant);
-        let file = OpenFile::open(&path, eff.workload.direct)?;
+        let pcache = (r.path == ReadPath::PageCache).then(|| self.page_cache_for(&eff));
+        *self.shared.pcache.lock().unwrap_or_else(|e| e.into_inner()) = pcache.clone();
+        let direct = match r.path {
+            ReadPath::PageCache => eff.cache.device == crate::settings::CacheDevice::Disk,
+            _ => eff.workload.direct,
+        };
+        let file = OpenFile::open(&path, direct)?;
         let sink = self.sink();
         for n in r.notices() {
             sink.push(n);
@@ -412,12 +430,60 @@ impl Engine {
             self.shared.registry.clone(),
             sink,
             self.opts.faults,
+            pcache,
         )
         .map_err(EngineError::Start)?;
         self.pipeline = Some(p);
         self.resolution = r;
         self.shared.running.store(true, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// The page cache a page-cache pipeline of `eff` reads through: the
+    /// current one when its geometry fits, else a new one holding what fits
+    /// of the current one's pages. No pipeline runs while this is called.
+    fn page_cache_for(&mut self, eff: &Settings) -> Arc<pagecache::PageCache> {
+        let g = memory::CacheGeometry::of(eff);
+        if let Some(pc) = &self.pcache
+            && pc.file_pages() == g.file_pages
+            && pc.capacity() == g.capacity
+            && pc.frames() == g.capacity + g.reserve.max(1)
+            && pc.bio_slots() == g.bios
+            && pc.readers() == g.readers
+        {
+            return pc.clone();
+        }
+        let pc = Arc::new(pagecache::PageCache::new(
+            g.file_pages,
+            g.capacity,
+            g.reserve,
+            g.bios,
+            g.readers,
+        ));
+        if let Some(old) = self.pcache.take() {
+            pc.migrate_from(&old);
+        }
+        self.pcache = Some(pc.clone());
+        pc
+    }
+
+    /// Drops every page of the model's page cache (the `x` key; `echo 1 >
+    /// /proc/sys/vm/drop_caches` for this file), marked on the charts.
+    /// Returns the pages dropped (None: no page cache in use).
+    pub fn drop_cache(&mut self) -> Option<usize> {
+        if self.resolution.path != ReadPath::PageCache {
+            return None;
+        }
+        let n = self.pcache.as_ref().map(|pc| pc.drop_all())?;
+        self.mark("drop cache");
+        Some(n)
+    }
+
+    /// Bytes of plaintext the page cache holds now (0: none in use).
+    pub fn page_cache_bytes(&self) -> u64 {
+        self.pcache
+            .as_ref()
+            .map_or(0, |pc| (pc.resident() * pagecache::PAGE) as u64)
     }
 
     fn halt(&mut self) {
@@ -584,7 +650,14 @@ impl Engine {
         {
             t.unpark();
         }
-        self.sampler.take().and_then(|h| h.join().ok())
+        let bytes = self.page_cache_bytes();
+        self.sampler
+            .take()
+            .and_then(|h| h.join().ok())
+            .map(|mut t| {
+                t.page_cache_bytes = bytes;
+                t
+            })
     }
 
     /// Stops everything and returns the run's totals.
@@ -626,6 +699,7 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         events: Vec::new(),
         intervals: 0,
         process_cpu_pct: 0.0,
+        page_cache_bytes: 0,
     };
     let mut merged = Recorder::new();
     let mut sched: HashMap<i32, SchedState> = HashMap::new();
@@ -711,6 +785,12 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
             paused: !was_running && merged.is_empty(),
             ..Default::default()
         };
+        rec.page_cache.size_bytes = shared
+            .pcache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(0, |pc| (pc.resident() * pagecache::PAGE) as u64);
         rec.fill_from(&merged, interval_s);
         rec.workers = ws;
         rec.run_delay_us_total = run_delay_total;

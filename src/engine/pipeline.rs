@@ -53,6 +53,7 @@ fn build_queues(
 
 impl Pipeline {
     /// Builds the queues, spawns the workers, then the readers.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         settings: Settings,
         file: OpenFile,
@@ -61,12 +62,15 @@ impl Pipeline {
         registry: Arc<Registry>,
         notices: NoticeSink,
         faults: super::Faults,
+        pcache: Option<Arc<super::pagecache::PageCache>>,
     ) -> std::io::Result<Pipeline> {
         let plan = Plan::of(&settings);
         let cpus = crate::sys::online_cpus();
         let readers = settings.workload.readers as usize;
         let per_reader = reader::buffers_per_reader(&settings);
-        let capacity = readers * per_reader;
+        let bios_per_reader = reader::bios_per_reader(&settings);
+        // Room for every buffer, or every bio, that can be in flight.
+        let capacity = readers * per_reader.max(bios_per_reader);
         let max_active = settings.effective_max_active(cpus.len());
         let first_q = build_queues(plan.first, capacity, &cpus, max_active);
         let second_q = plan
@@ -97,6 +101,8 @@ impl Pipeline {
             buffers_alive: (0..readers).map(|_| AtomicBool::new(false)).collect(),
             touched_freed: std::sync::atomic::AtomicU64::new(0),
             faults,
+            pcache,
+            bios_per_reader,
         });
         let mut workers = Vec::new();
         // Named after the kernel queue they model: the first queue is

@@ -40,7 +40,13 @@ pub struct WorkItem {
     pub queued_ns: u64,
     /// Decryption still to do.
     pub needs_decrypt: bool,
+    /// The page-cache bio this item is (its global slot), or [`NO_BIO`]
+    /// for a read whose buffer is `buf` (direct reads).
+    pub bio: u32,
 }
+
+/// [`WorkItem::bio`] of an item that is not a page-cache bio.
+pub const NO_BIO: u32 = u32::MAX;
 
 // SAFETY: the buffer pointer is handed from the reader to exactly one worker
 // at a time (ownership travels with the item) and back; the reader keeps the
@@ -157,6 +163,8 @@ pub enum ReaderWaker {
 pub struct ReturnQueue {
     q: ArrayQueue<u32>,
     sleeping: AtomicBool,
+    /// A bio this reader waits for ended (set by [`Self::poke`]).
+    poked: AtomicBool,
     waker: ReaderWaker,
 }
 
@@ -166,6 +174,7 @@ impl ReturnQueue {
         ReturnQueue {
             q: ArrayQueue::new(capacity.max(1)),
             sleeping: AtomicBool::new(false),
+            poked: AtomicBool::new(false),
             waker,
         }
     }
@@ -204,6 +213,27 @@ impl ReturnQueue {
         }
     }
 
+    /// Tells the reader a bio it waits for ended (a page it wants may be
+    /// uptodate now), waking it if it sleeps. One atomic store when awake.
+    #[inline]
+    pub fn poke(&self) {
+        self.poked.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst)
+            && self
+                .sleeping
+                .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.wake();
+        }
+    }
+
+    /// Reader side: true (once) when a bio it waits for ended since the last call.
+    #[inline]
+    pub fn take_poke(&self) -> bool {
+        self.poked.load(Ordering::Relaxed) && self.poked.swap(false, Ordering::SeqCst)
+    }
+
     /// Wakes the reader unconditionally (the pipeline is stopping).
     pub fn wake_for_shutdown(&self) {
         self.wake();
@@ -225,7 +255,7 @@ impl ReturnQueue {
     /// not sleep) when a buffer already came back.
     pub fn prepare_sleep(&self) -> bool {
         self.sleeping.store(true, Ordering::SeqCst);
-        if !self.q.is_empty() {
+        if !self.q.is_empty() || self.poked.load(Ordering::SeqCst) {
             self.sleeping.store(false, Ordering::SeqCst);
             return false;
         }
@@ -288,6 +318,7 @@ mod tests {
             enqueue_ns: 0,
             queued_ns: 0,
             needs_decrypt: false,
+            bio: NO_BIO,
         }
     }
 

@@ -44,10 +44,10 @@ use super::queue::{ReaderWaker, ReturnQueue, WorkItem};
 use super::stages::Ctx;
 
 /// user_data of the eventfd read armed on every ring.
-const EVENTFD_TAG: u64 = u64::MAX;
+pub(super) const EVENTFD_TAG: u64 = u64::MAX;
 /// Longest a reader sleeps before it checks for shutdown and hands over its
 /// recorder (a slow device must not hold the interval handoff forever).
-const MAX_WAIT_NS: u64 = 20_000_000;
+pub(super) const MAX_WAIT_NS: u64 = 20_000_000;
 
 /// Buffers (reads in flight, end to end) of each reader.
 pub fn buffers_per_reader(s: &Settings) -> usize {
@@ -57,8 +57,16 @@ pub fn buffers_per_reader(s: &Settings) -> usize {
     }
 }
 
+/// Bio slots of each reader when reads go through the page cache: one per
+/// read in flight, plus two for async readahead and a window split by a
+/// page already present.
+pub fn bios_per_reader(s: &Settings) -> usize {
+    buffers_per_reader(s) + 2
+}
+
 /// The return path of one reader, with the waker its engine needs.
 pub fn new_return_queue(s: &Settings, n: usize) -> std::io::Result<Arc<ReturnQueue>> {
+    let n = n.max(bios_per_reader(s));
     let waker = match s.workload.engine {
         EngineKind::Uring => ReaderWaker::EventFd(crate::sys::EventFd::new()?),
         EngineKind::Sync => ReaderWaker::Park(OnceLock::new()),
@@ -81,9 +89,10 @@ pub fn spawn(ctx: Arc<Ctx>, index: usize) -> std::io::Result<JoinHandle<()>> {
             }
             let _ = crate::sys::set_current_thread_nice(0);
             let h = ctx.registry.register(Role::Reader);
-            let r = match ctx.settings.workload.engine {
-                EngineKind::Uring => run_uring(&ctx, index, h),
-                EngineKind::Sync => run_sync(&ctx, index, h),
+            let r = match (ctx.pcache.is_some(), ctx.settings.workload.engine) {
+                (true, engine) => super::cached::run(&ctx, index, h, engine),
+                (false, EngineKind::Uring) => run_uring(&ctx, index, h),
+                (false, EngineKind::Sync) => run_sync(&ctx, index, h),
             };
             if let Err(e) = r {
                 ctx.notices.push(format!("reader-{index} stopped: {e}"));
@@ -137,23 +146,23 @@ const RETURN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// kernel (the io_uring case, through [`UringOwner`]) and waits until every
 /// item came back from the workers; only then are the buffers freed. When
 /// that cannot be established they are leaked, never freed under a user.
-struct Owner<'a> {
+pub(super) struct Owner<'a> {
     bufs: Option<Buffers>,
     /// Reads pushed to the ring whose completion was not reaped.
-    in_device: usize,
+    pub(super) in_device: usize,
     /// Items handed to a workqueue and not given back.
-    at_workers: usize,
+    pub(super) at_workers: usize,
     ret: &'a ReturnQueue,
     ctx: &'a Ctx,
     index: usize,
     /// Set by the loop when it ends with an error: the drain reports it.
-    failed: bool,
+    pub(super) failed: bool,
     /// (in the kernel, at the workers) when the loop ended, before draining.
     stopped_with: Option<(usize, usize)>,
 }
 
 impl<'a> Owner<'a> {
-    fn new(ctx: &'a Ctx, index: usize, n: usize, block: usize) -> Owner<'a> {
+    pub(super) fn new(ctx: &'a Ctx, index: usize, n: usize, block: usize) -> Owner<'a> {
         ctx.buffers_alive[index].store(true, Ordering::Release);
         Owner {
             bufs: Some(Buffers::new(n, block)),
@@ -167,12 +176,12 @@ impl<'a> Owner<'a> {
         }
     }
 
-    fn slot(&self, i: usize) -> *mut u8 {
+    pub(super) fn slot(&self, i: usize) -> *mut u8 {
         self.bufs.as_ref().expect("buffers live until drop").slot(i)
     }
 
     /// Takes back the buffers the workers returned; the slots, to `free`.
-    fn take_returns(&mut self, mut free: impl FnMut(u32)) {
+    pub(super) fn take_returns(&mut self, mut free: impl FnMut(u32)) {
         while let Some(slot) = self.ret.pop() {
             self.at_workers -= 1;
             free(slot);
@@ -220,7 +229,7 @@ impl Drop for Owner<'_> {
 }
 
 /// Where the next read goes.
-struct Offsets {
+pub(super) struct Offsets {
     rng: u64,
     blocks: u64,
     block: u64,
@@ -243,7 +252,7 @@ impl Offsets {
     }
 
     #[inline]
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         let b = if self.random {
             // xorshift64* then Lemire's range reduction.
             self.rng ^= self.rng >> 12;
@@ -263,9 +272,9 @@ impl Offsets {
 /// Fixed issue schedule for `rate_iops` (None: unlimited). Latency is then
 /// measured from the intended issue time, so a stalled device cannot hide
 /// its stall by delaying the next issue (no coordinated omission).
-struct Schedule {
+pub(super) struct Schedule {
     period_ns: u64,
-    next_ns: u64,
+    pub(super) next_ns: u64,
 }
 
 impl Schedule {
@@ -284,7 +293,7 @@ impl Schedule {
 
     /// The intended issue time of the next read if it is due.
     #[inline]
-    fn due(&mut self, now: u64) -> Option<u64> {
+    pub(super) fn due(&mut self, now: u64) -> Option<u64> {
         if self.next_ns <= now {
             let t = self.next_ns;
             self.next_ns += self.period_ns;
@@ -296,16 +305,16 @@ impl Schedule {
 }
 
 /// Where a reader's reads go, when, and which it corrupts on purpose.
-struct Source {
-    offsets: Offsets,
-    schedule: Option<Schedule>,
-    corrupt: Corruptor,
+pub(super) struct Source {
+    pub(super) offsets: Offsets,
+    pub(super) schedule: Option<Schedule>,
+    pub(super) corrupt: Corruptor,
     /// The first failed read was reported (one notice per reader).
-    io_error_noticed: bool,
+    pub(super) io_error_noticed: bool,
 }
 
 impl Source {
-    fn new(s: &Settings, index: usize) -> Source {
+    pub(super) fn new(s: &Settings, index: usize) -> Source {
         Source {
             offsets: Offsets::new(s, index),
             schedule: Schedule::new(s, index),
@@ -319,14 +328,14 @@ impl Source {
 }
 
 /// Flips one byte of every Nth read (`pipeline.corrupt_every`).
-struct Corruptor {
+pub(super) struct Corruptor {
     every: u64,
     n: u64,
 }
 
 impl Corruptor {
     #[inline]
-    fn apply(&mut self, buf: &mut [u8], h: &mut ThreadHandle) {
+    pub(super) fn apply(&mut self, buf: &mut [u8], h: &mut ThreadHandle) {
         if self.every == 0 {
             return;
         }
@@ -364,6 +373,7 @@ fn completed(
         enqueue_ns: 0,
         queued_ns: 0,
         needs_decrypt: ctx.plan.decrypt,
+        bio: super::queue::NO_BIO,
     }
 }
 
@@ -382,19 +392,19 @@ struct SlotInfo {
 /// any exit from the loop, an early error or a panic included), it first
 /// completes every read still in the kernel and the armed eventfd read,
 /// reaping until none is left; then its [`Owner`] waits for the workers.
-struct UringOwner<'a> {
-    ring: IoUring,
+pub(super) struct UringOwner<'a> {
+    pub(super) ring: IoUring,
     /// The eventfd read's 8 bytes: boxed, so the kernel's pointer stays
     /// valid however the owner moves.
-    efd_buf: Box<u64>,
-    efd: i32,
+    pub(super) efd_buf: Box<u64>,
+    pub(super) efd: i32,
     /// An eventfd read is pushed and its completion not reaped.
-    efd_armed: bool,
-    owner: Owner<'a>,
+    pub(super) efd_armed: bool,
+    pub(super) owner: Owner<'a>,
 }
 
 impl UringOwner<'_> {
-    fn arm_eventfd(&mut self) {
+    pub(super) fn arm_eventfd(&mut self) {
         let sqe = opcode::Read::new(
             types::Fd(self.efd),
             (&mut *self.efd_buf as *mut u64).cast(),

@@ -14,7 +14,7 @@
 //! settings limit (greyed in the explorer with the reason). The engine, the
 //! explorer and the reports all read its answer; nothing works it out again.
 
-use crate::settings::{EngineKind, Settings, SleepMode};
+use crate::settings::{CacheDevice, EngineKind, Settings, SleepMode, WorkerMode};
 use crate::sys::Features;
 
 use super::EngineError;
@@ -54,6 +54,41 @@ impl Fallback {
     }
 }
 
+/// Which kernel read path a configuration models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPath {
+    /// ext4/f2fs buffered read: the page cache, readahead bios, post-read
+    /// work per bio on a miss (every fs-verity file, and encrypted files
+    /// without `inlinecrypt`).
+    PageCache,
+    /// An O_DIRECT read of an encrypted file on a filesystem mounted with
+    /// `inlinecrypt`, no fs-verity: blk-crypto's fallback decrypts each
+    /// direct bio on `blk_crypto_wq` (unbound, WQ_HIGHPRI).
+    BlkCrypto,
+    /// A raw O_DIRECT read of a plain file: no post-read work.
+    RawDirect,
+}
+
+impl ReadPath {
+    /// The path of effective settings.
+    pub fn of(e: &Settings) -> ReadPath {
+        match (e.workload.direct, e.pipeline.decrypt, e.pipeline.verity) {
+            (true, true, false) => ReadPath::BlkCrypto,
+            (true, false, false) => ReadPath::RawDirect,
+            _ => ReadPath::PageCache,
+        }
+    }
+
+    /// How the plan and the reports name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReadPath::PageCache => "ext4 buffered read (page cache)",
+            ReadPath::BlkCrypto => "blk-crypto (inlinecrypt) direct read",
+            ReadPath::RawDirect => "raw direct read",
+        }
+    }
+}
+
 /// The answer of [`resolve`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolution {
@@ -64,6 +99,8 @@ pub struct Resolution {
     /// Settings the machine or the other settings limit, with the reason
     /// (greyed in the explorer), whatever their current value.
     pub limits: Vec<(&'static str, String)>,
+    /// The kernel read path it models.
+    pub path: ReadPath,
 }
 
 impl Resolution {
@@ -143,6 +180,35 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
         );
         w.direct = false;
     }
+    // O_DIRECT as ext4 and f2fs treat it (ext4_dio_alignment()).
+    if e.workload.direct && e.pipeline.verity {
+        fall(
+            "workload.direct",
+            "fs-verity files are never read direct (ext4_dio_alignment() is 0 for them): the kernel reads them through the page cache, and so does this run".into(),
+        );
+        e.workload.direct = false;
+    }
+    let path = ReadPath::of(&e);
+    if path == ReadPath::BlkCrypto && e.workers.mode != WorkerMode::Unbound {
+        fall(
+            "workers.mode",
+            format!(
+                "a direct read of an encrypted file is decrypted by blk-crypto's fallback on blk_crypto_wq, which is unbound; {} does not apply",
+                e.workers.mode
+            ),
+        );
+        e.workers.mode = WorkerMode::Unbound;
+    }
+    if path == ReadPath::PageCache && e.cache.device == CacheDevice::Disk && !fs.o_direct {
+        fall(
+            "cache.device",
+            format!(
+                "{} does not support O_DIRECT; bios read the file through the kernel's own cache (as device = memory)",
+                fs.name
+            ),
+        );
+        e.cache.device = CacheDevice::Memory;
+    }
     if e.workers.highpri && !f.highpri {
         fall(
             "workers.highpri",
@@ -160,6 +226,7 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
         effective: e,
         fallbacks,
         limits,
+        path,
     })
 }
 
@@ -319,13 +386,64 @@ mod tests {
             r.notices(),
             [
                 "workload.direct: tmpfs does not support O_DIRECT; reading buffered (page cache) instead",
+                "cache.device: tmpfs does not support O_DIRECT; bios read the file through the kernel's own cache (as device = memory)",
                 "workers.highpri: running at nice 0 instead of -20: no CAP_SYS_NICE, RLIMIT_NICE 0"
             ]
+        );
+        assert_eq!(
+            r.effective.cache.device,
+            crate::settings::CacheDevice::Memory
         );
         assert_eq!(
             r.limit("workers.highpri"),
             Some("no CAP_SYS_NICE, RLIMIT_NICE 0")
         );
+    }
+
+    /// O_DIRECT as ext4 treats it: never for fs-verity files, blk-crypto
+    /// for encrypted ones (inlinecrypt), raw for plain ones.
+    #[test]
+    fn o_direct_runs_the_path_the_kernel_takes() {
+        let s = with(&[("workload.direct", "true")]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(r.path, ReadPath::PageCache);
+        assert!(!r.effective.workload.direct);
+        assert_eq!(r.fallbacks.len(), 1);
+        assert_eq!(r.fallbacks[0].key, "workload.direct");
+        assert!(
+            r.fallbacks[0].reason.contains("ext4_dio_alignment"),
+            "{:?}",
+            r.fallbacks
+        );
+        let s = with(&[
+            ("workload.direct", "true"),
+            ("pipeline.verity", "false"),
+            ("workers.mode", "bound"),
+        ]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(r.path, ReadPath::BlkCrypto);
+        assert!(r.effective.workload.direct);
+        assert_eq!(r.effective.workers.mode, WorkerMode::Unbound);
+        assert!(r.notices()[0].starts_with(
+            "workers.mode: a direct read of an encrypted file is decrypted by blk-crypto"
+        ));
+        assert_eq!(r.path.describe(), "blk-crypto (inlinecrypt) direct read");
+        let s = with(&[
+            ("workload.direct", "true"),
+            ("pipeline.verity", "false"),
+            ("pipeline.decrypt", "false"),
+        ]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(r.path, ReadPath::RawDirect);
+        assert!(r.fallbacks.is_empty());
+        // Buffered is the page cache whatever the stages.
+        let r = resolve(
+            &with(&[("pipeline.decrypt", "false")]),
+            &all(),
+            &DataFs::capable(),
+        )
+        .unwrap();
+        assert_eq!(r.path, ReadPath::PageCache);
     }
 
     #[test]

@@ -13,7 +13,8 @@ use crate::metrics::{Recorder, Registry, Stage, stamp};
 use crate::settings::{Settings, VerifyMode, WorkerMode};
 use crate::verity::merkle::VerifiedCache;
 
-use super::queue::{Queues, ReturnQueue, WorkItem};
+use super::pagecache::PageCache;
+use super::queue::{NO_BIO, Queues, ReturnQueue, WorkItem};
 use super::{NoticeSink, OpenFile};
 
 /// Where a stage runs.
@@ -135,6 +136,11 @@ pub struct Ctx {
     pub touched_freed: std::sync::atomic::AtomicU64,
     /// Failures injected by tests.
     pub faults: super::Faults,
+    /// The page cache reads go through (None: direct reads, each its own
+    /// bio: raw O_DIRECT or blk-crypto).
+    pub pcache: Option<Arc<PageCache>>,
+    /// Bio slots of each reader in [`Self::pcache`].
+    pub bios_per_reader: usize,
 }
 
 impl Ctx {
@@ -156,6 +162,9 @@ impl Ctx {
     /// this context picked it up. Returns true when the item is finished (its
     /// buffer may be reused), false when it was queued for verification.
     fn process(&self, rec: &mut Recorder, item: &mut WorkItem, start_ns: u64) -> bool {
+        if item.bio != NO_BIO {
+            return self.process_bio(rec, item, start_ns);
+        }
         if cfg!(debug_assertions)
             && !self.buffers_alive[item.reader as usize].load(Ordering::Acquire)
         {
@@ -255,6 +264,98 @@ impl Ctx {
         if self.first_q.is_some() || self.second_q.is_some() {
             rec.record(Stage::Queue, item.queued_ns);
         }
+        true
+    }
+
+    /// The post-read work of one page-cache bio, as `bio_post_read_processing`
+    /// does it: decrypt every page of the bio (one work item), then verify
+    /// every block of it (the same item, or one more on the verify queue),
+    /// then end the read: its pages become uptodate (or fail, all of them,
+    /// when one block fails) and every reader waiting on one is woken.
+    fn process_bio(&self, rec: &mut Recorder, item: &mut WorkItem, start_ns: u64) -> bool {
+        let Some(pc) = &self.pcache else {
+            unreachable!("a bio item without a page cache");
+        };
+        let b = pc.bio(item.bio);
+        let first = b.first_page.load(Ordering::Relaxed);
+        let n = b.npages.load(Ordering::Relaxed) as usize;
+        // SAFETY: the bio's frames are in flight in this bio, whose item this
+        // context holds: nothing else reads or writes them until end_bio.
+        let frame = |i: usize| unsafe { pc.frame_mut(b.frames[i].load(Ordering::Relaxed)) };
+        let mut t = start_ns;
+        if item.needs_decrypt {
+            if let Some(c) = &self.cipher {
+                for i in 0..n {
+                    let unit = (first + i as u64) * (VERITY_BLOCK_SIZE / DATA_UNIT_SIZE) as u64;
+                    c.decrypt_units(unit, DATA_UNIT_SIZE, frame(i));
+                }
+                rec.counters.decrypted_units += (n * VERITY_BLOCK_SIZE / DATA_UNIT_SIZE) as u64;
+                let t2 = stamp();
+                rec.record(Stage::Decrypt, t2 - t);
+                t = t2;
+            }
+            item.needs_decrypt = false;
+            if self.plan.verify
+                && let Some(q) = &self.second_q
+            {
+                item.enqueue_ns = t;
+                q.push(*item, crate::sys::current_cpu());
+                return false;
+            }
+        }
+        let mut ok = true;
+        if self.plan.verify {
+            let tree = self.dataset.tree();
+            let mut i = 0;
+            while ok && i < n {
+                let pair = i + 1 < n;
+                let blk = first + i as u64;
+                let results = if pair {
+                    tree.verify_block_pair(&self.cache, [blk, blk + 1], [frame(i), frame(i + 1)])
+                } else {
+                    [
+                        tree.verify_block(&self.cache, blk, frame(i)),
+                        Ok(Default::default()),
+                    ]
+                };
+                for r in &results[..if pair { 2 } else { 1 }] {
+                    rec.counters.verified_blocks += 1;
+                    match r {
+                        Ok(st) => {
+                            rec.counters.hashes += st.hashes as u64;
+                            if st.hashes <= 1 {
+                                rec.counters.cache_hits += 1;
+                            } else {
+                                rec.counters.cache_misses += 1;
+                            }
+                        }
+                        Err(e) => {
+                            ok = false;
+                            if !self.verity_noticed.swap(true, Ordering::Relaxed) {
+                                self.notices.push(format!(
+                                    "verity: bio at offset {} ({} pages) failed verification ({e}); every read of its pages fails{}",
+                                    item.offset,
+                                    n,
+                                    if self.settings.pipeline.corrupt_every > 0 {
+                                        " (pipeline.corrupt_every is on)"
+                                    } else {
+                                        ""
+                                    }
+                                ));
+                            }
+                            break;
+                        }
+                    }
+                }
+                i += 2;
+            }
+            let t2 = stamp();
+            rec.record(Stage::Verify, t2 - t);
+        }
+        if self.first_q.is_some() || self.second_q.is_some() {
+            rec.record(Stage::Queue, item.queued_ns);
+        }
+        pc.end_bio(item.bio, ok, false, |r| self.returns[r].poke());
         true
     }
 

@@ -95,6 +95,7 @@ impl Stage {
 
 /// Plain counters a thread accumulates between two handoffs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counters {
     /// Reads completed, decrypted and verified as requested (good data).
     pub reads: u64,
@@ -117,6 +118,16 @@ pub struct Counters {
     pub cache_misses: u64,
     /// Buffers corrupted on purpose (`pipeline.corrupt_every`).
     pub corrupted: u64,
+    /// Page-cache pages an application read found uptodate (a copy).
+    pub pc_hits: u64,
+    /// Page-cache pages an application read did not find uptodate.
+    pub pc_misses: u64,
+    /// Bios read for page-cache misses (each decrypted and verified whole).
+    pub bios: u64,
+    /// Bytes of those bios.
+    pub bio_bytes: u64,
+    /// Bios started by async readahead (the marked page was reached).
+    pub readahead_async: u64,
 }
 
 impl Counters {
@@ -132,6 +143,11 @@ impl Counters {
         self.cache_hits += o.cache_hits;
         self.cache_misses += o.cache_misses;
         self.corrupted += o.corrupted;
+        self.pc_hits += o.pc_hits;
+        self.pc_misses += o.pc_misses;
+        self.bios += o.bios;
+        self.bio_bytes += o.bio_bytes;
+        self.readahead_async += o.readahead_async;
     }
 }
 
@@ -619,6 +635,10 @@ pub struct IntervalRecord {
     pub rss_bytes: u64,
     /// Hash-cache hit rate over the interval, % of verifications (None without verification).
     pub hash_cache_hit_pct: Option<f64>,
+    /// The model's page cache over this interval (absent in recordings
+    /// made before it existed).
+    #[serde(default)]
+    pub page_cache: PageCacheStats,
     /// All counters of the interval.
     pub counters: Counters,
     /// Settings changes (and other markers) that happened in this interval.
@@ -786,6 +806,13 @@ impl IntervalRecord {
         }
         check_f64("process_cpu_pct", self.process_cpu_pct, 0.0, 100.0 * 8192.0)?;
         check_u64("rss_bytes", self.rss_bytes >> 10)?;
+        if let Some(h) = self.page_cache.hit_pct {
+            check_f64("page_cache.hit_pct", h, 0.0, 100.0)?;
+        }
+        if let Some(b) = self.page_cache.bio_bytes_mean {
+            check_f64("page_cache.bio_bytes_mean", b, 0.0, 1e12)?;
+        }
+        check_u64("page_cache.size_bytes", self.page_cache.size_bytes)?;
         if let Some(h) = self.hash_cache_hit_pct {
             check_f64("hash_cache_hit_pct", h, 0.0, 100.0)?;
         }
@@ -823,6 +850,42 @@ impl IntervalRecord {
     }
 }
 
+/// What the page cache did: per interval in a record, or over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PageCacheStats {
+    /// Plaintext held at the end (bytes).
+    pub size_bytes: u64,
+    /// Pages reads found uptodate (copied, no post-read work).
+    pub hits: u64,
+    /// Pages reads did not find uptodate.
+    pub misses: u64,
+    /// hits / (hits + misses), percent; None with no lookup.
+    pub hit_pct: Option<f64>,
+    /// Bios read (each decrypted and verified as one work item).
+    pub bios: u64,
+    /// Mean bytes per bio; None with no bio.
+    pub bio_bytes_mean: Option<f64>,
+    /// Bios started by async readahead.
+    pub readahead_async: u64,
+}
+
+impl PageCacheStats {
+    /// The figures of counters, with the cache holding `size_bytes`.
+    pub fn of(c: &Counters, size_bytes: u64) -> PageCacheStats {
+        let looked = c.pc_hits + c.pc_misses;
+        PageCacheStats {
+            size_bytes,
+            hits: c.pc_hits,
+            misses: c.pc_misses,
+            hit_pct: (looked > 0).then(|| c.pc_hits as f64 * 100.0 / looked as f64),
+            bios: c.bios,
+            bio_bytes_mean: (c.bios > 0).then(|| c.bio_bytes as f64 / c.bios as f64),
+            readahead_async: c.readahead_async,
+        }
+    }
+}
+
 impl IntervalRecord {
     /// Fills the derived fields from a merged recorder over `interval_s` seconds.
     pub fn fill_from(&mut self, r: &Recorder, interval_s: f64) {
@@ -839,6 +902,7 @@ impl IntervalRecord {
         self.latency_hist = SparseHist::of(r.hist(Stage::EndToEnd));
         self.queue_hist = SparseHist::of(r.hist(Stage::Queue));
         self.hash_cache_hit_pct = hit_pct(&r.counters);
+        self.page_cache = PageCacheStats::of(&r.counters, self.page_cache.size_bytes);
     }
 }
 

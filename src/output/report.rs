@@ -55,6 +55,12 @@ pub struct RunSummary {
     pub hashes: u64,
     /// Hash-cache hit rate, % (None without verification).
     pub hash_cache_hit_pct: Option<f64>,
+    /// The kernel read path the run modelled.
+    #[serde(default)]
+    pub read_path: String,
+    /// The page cache over the run (zeros on a direct-read path).
+    #[serde(default)]
+    pub page_cache: crate::metrics::PageCacheStats,
     /// Mean CPU of the whole process, % of one CPU.
     pub process_cpu_pct: f64,
     /// Intervals recorded.
@@ -102,6 +108,10 @@ impl RunSummary {
             verified_blocks: c.verified_blocks,
             hashes: c.hashes,
             hash_cache_hit_pct: hit_pct(c),
+            read_path: crate::engine::ReadPath::of(effective)
+                .describe()
+                .to_string(),
+            page_cache: crate::metrics::PageCacheStats::of(c, totals.page_cache_bytes),
             process_cpu_pct: totals.process_cpu_pct,
             intervals: totals.intervals,
             notices: totals.notices.iter().map(|n| n.text.clone()).collect(),
@@ -193,6 +203,25 @@ impl RunSummary {
                 self.workers.migrations
             );
         }
+        let _ = writeln!(o, "  path: {}", self.read_path);
+        let pc = &self.page_cache;
+        if pc.hits + pc.misses > 0 {
+            let _ = writeln!(
+                o,
+                "  page cache: {} hits, {} misses ({} hit), {} bios of {} mean, {} by async readahead, {} held",
+                pc.hits,
+                pc.misses,
+                pc.hit_pct
+                    .map(|p| format!("{p:.1}%"))
+                    .unwrap_or_else(|| "-".into()),
+                pc.bios,
+                pc.bio_bytes_mean
+                    .map(format_size_approx)
+                    .unwrap_or_else(|| "-".into()),
+                pc.readahead_async,
+                human_bytes(pc.size_bytes),
+            );
+        }
         if e.pipeline.decrypt {
             let _ = writeln!(o, "  decrypt: {} data units", self.decrypted_units);
         }
@@ -222,6 +251,16 @@ impl RunSummary {
             let _ = writeln!(o, "  event: {ev}");
         }
         crate::output::format::printable(&o, true)
+    }
+}
+
+/// Bytes as KiB with one decimal where it is not whole (`128K`, `5.3K`).
+fn format_size_approx(b: f64) -> String {
+    let k = b / 1024.0;
+    if k.fract().abs() < 0.05 {
+        format!("{k:.0}K")
+    } else {
+        format!("{k:.1}K")
     }
 }
 

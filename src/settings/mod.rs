@@ -32,6 +32,8 @@ pub const MAX_BLOCK_SIZE: u64 = 1 << 20;
 pub const MIN_FILE_SIZE: u64 = 4096;
 /// Largest `workload.file_size` (1T).
 pub const MAX_FILE_SIZE: u64 = 1 << 40;
+/// Largest readahead window (one bio of BIO_MAX_VECS 4 KiB pages).
+pub const MAX_READ_AHEAD: u64 = 1 << 20;
 /// Largest `workload.queue_depth`.
 pub const MAX_QUEUE_DEPTH: u32 = 1024;
 /// Largest `workload.readers`.
@@ -49,7 +51,7 @@ pub const MAX_MAX_ACTIVE: u32 = 512;
 pub const MAX_HOGS: u32 = 256;
 
 /// The sections of a settings file, in order.
-pub const SECTIONS: &[&str] = &["workload", "pipeline", "workers", "load"];
+pub const SECTIONS: &[&str] = &["workload", "pipeline", "workers", "cache", "load"];
 
 /// A set of named choices (the enums below and [`CipherKind`]).
 trait Choice: Copy + PartialEq + 'static {
@@ -195,6 +197,17 @@ setting_enum! {
     }
 }
 
+setting_enum! {
+    /// What a page-cache miss reads from (`cache.device`).
+    CacheDevice {
+        /// The real device: every bio is an O_DIRECT read of the ciphertext file.
+        Disk => "disk",
+        /// A device with almost no latency: bios are buffered reads of the
+        /// ciphertext file, served from the kernel's own cache of it.
+        Memory => "memory",
+    }
+}
+
 /// `[workload]`: the read workload itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -226,7 +239,7 @@ impl Default for Workload {
         Workload {
             engine: EngineKind::Uring,
             sleep: SleepMode::Iowait,
-            direct: true,
+            direct: false,
             pattern: Pattern::Random,
             block_size: 4096,
             queue_depth: 1,
@@ -290,6 +303,30 @@ impl Default for Workers {
     }
 }
 
+/// `[cache]`: the model's page cache, where the kernel decides whether a
+/// read costs post-read work at all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Cache {
+    /// Bytes of plaintext pages the cache may hold; None = a quarter of
+    /// `workload.file_size` ("auto"), 0 = every read misses.
+    pub size: Option<u64>,
+    /// Largest readahead window in bytes (`read_ahead_kb`); 0 = off.
+    pub read_ahead: u64,
+    /// What a miss reads from.
+    pub device: CacheDevice,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Cache {
+            size: None,
+            read_ahead: 128 << 10,
+            device: CacheDevice::Disk,
+        }
+    }
+}
+
 /// `[load]`: competing background load (none by default).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -307,6 +344,7 @@ pub struct Settings {
     pub workload: Workload,
     pub pipeline: Pipeline,
     pub workers: Workers,
+    pub cache: Cache,
     pub load: Load,
 }
 
@@ -438,6 +476,21 @@ pub const KEYS: &[KeyInfo] = &[
         help: "work items the unbound pool runs at once",
     },
     KeyInfo {
+        key: "cache.size",
+        allowed: "\"auto\" (a quarter of workload.file_size) or a multiple of 4096 from 0 to 1T (0 = every read misses)",
+        help: "plaintext the page cache holds; a hit is a copy, a miss a bio to decrypt and verify",
+    },
+    KeyInfo {
+        key: "cache.read_ahead",
+        allowed: "a multiple of 4096 from 0 to 1M (0 = no readahead)",
+        help: "largest readahead window of a sequential stream (read_ahead_kb)",
+    },
+    KeyInfo {
+        key: "cache.device",
+        allowed: "disk, memory",
+        help: "what a miss reads: the device (O_DIRECT), or the file's own kernel cache (no latency)",
+    },
+    KeyInfo {
         key: "load.hogs",
         allowed: "0..=256",
         help: "CPU-bound background threads competing with the workers",
@@ -474,6 +527,8 @@ fn is_text_key(key: &str) -> bool {
             | "pipeline.salt"
             | "workers.mode"
             | "workers.verify_mode"
+            | "cache.size"
+            | "cache.device"
     )
 }
 
@@ -1174,6 +1229,7 @@ impl Settings {
         let p = &mut self.pipeline;
         let k = &mut self.workers;
         let l = &mut self.load;
+        let c = &mut self.cache;
         match key {
             "workload.engine" => w.engine = choice(key, v)?,
             "workload.sleep" => w.sleep = choice(key, v)?,
@@ -1195,6 +1251,14 @@ impl Settings {
             "workers.verify_mode" => k.verify_mode = choice(key, v)?,
             "workers.highpri" => k.highpri = boolean(key, v)?,
             "workers.max_active" => k.max_active = int_u32(key, v, 0, MAX_MAX_ACTIVE)?,
+            "cache.size" => {
+                c.size = match v {
+                    Val::Str(t) if t.trim().eq_ignore_ascii_case("auto") => None,
+                    _ => Some(size(key, v, 0, MAX_FILE_SIZE)?),
+                }
+            }
+            "cache.read_ahead" => c.read_ahead = size(key, v, 0, MAX_READ_AHEAD)?,
+            "cache.device" => c.device = choice(key, v)?,
             "load.hogs" => l.hogs = int_u32(key, v, 0, MAX_HOGS)?,
             "load.hog_nice" => {
                 l.hog_nice = i32::try_from(int_in(key, v, -20, 19)?).unwrap_or_default()
@@ -1210,6 +1274,7 @@ impl Settings {
         let p = &self.pipeline;
         let k = &self.workers;
         let l = &self.load;
+        let c = &self.cache;
         let s = |x: &str| Val::Str(x.to_string());
         let size = |n: u64| Val::Str(format_size(n));
         Some(match key {
@@ -1235,6 +1300,12 @@ impl Settings {
             "workers.verify_mode" => s(k.verify_mode.name()),
             "workers.highpri" => Val::Bool(k.highpri),
             "workers.max_active" => Val::Int(k.max_active.into()),
+            "cache.size" => match c.size {
+                None => s("auto"),
+                Some(n) => size(n),
+            },
+            "cache.read_ahead" => size(c.read_ahead),
+            "cache.device" => s(c.device.name()),
             "load.hogs" => Val::Int(l.hogs.into()),
             "load.hog_nice" => Val::Int(l.hog_nice.into()),
             _ => return None,
@@ -1334,6 +1405,14 @@ impl Settings {
             .collect()
     }
 
+    /// Bytes the page cache may hold: `cache.size`, or a quarter of the
+    /// file (in whole pages) when it is "auto".
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache
+            .size
+            .unwrap_or(self.workload.file_size / 4 / PAGE_SIZE * PAGE_SIZE)
+    }
+
     /// How many work items the unbound pool runs at once: `max_active`, or
     /// the number of online CPUs when it is 0 (as `fscrypt_read_queue` does).
     pub fn effective_max_active(&self, online_cpus: usize) -> usize {
@@ -1363,7 +1442,10 @@ mod tests {
         let s = Settings::default();
         assert_eq!(s.workload.engine, EngineKind::Uring);
         assert_eq!(s.workload.sleep, SleepMode::Iowait);
-        assert!(s.workload.direct);
+        assert!(
+            !s.workload.direct,
+            "buffered: the kernel reads verity files through the page cache"
+        );
         assert_eq!(s.workload.pattern, Pattern::Random);
         assert_eq!(s.workload.block_size, 4096);
         assert_eq!(s.workload.queue_depth, 1);
@@ -1424,7 +1506,7 @@ mod tests {
     const EVERY_KEY: &[(&str, &str, &str, &str)] = &[
         ("workload.engine", "\"sync\"", "sync", "sync"),
         ("workload.sleep", "\"poll\"", "poll", "poll"),
-        ("workload.direct", "false", "false", "false"),
+        ("workload.direct", "true", "true", "true"),
         (
             "workload.pattern",
             "\"sequential\"",
@@ -1447,6 +1529,9 @@ mod tests {
         ("workers.verify_mode", "\"same\"", "same", "same"),
         ("workers.highpri", "false", "false", "false"),
         ("workers.max_active", "8", "8", "8"),
+        ("cache.size", "\"16M\"", "16M", "16M"),
+        ("cache.read_ahead", "\"512K\"", "512K", "512K"),
+        ("cache.device", "\"memory\"", "memory", "memory"),
         ("load.hogs", "4", "4", "4"),
         ("load.hog_nice", "-5", "-5", "-5"),
     ];
@@ -1564,7 +1649,7 @@ mod tests {
         );
         assert_eq!(
             err_set("foo.bar", "4"),
-            "unknown setting \"foo.bar\": settings live in sections [workload], [pipeline], [workers], [load]"
+            "unknown setting \"foo.bar\": settings live in sections [workload], [pipeline], [workers], [cache], [load]"
         );
         assert_eq!(
             err_toml("[wrkers]\nmode = \"bound\"\n"),
@@ -1572,7 +1657,7 @@ mod tests {
         );
         assert_eq!(
             err_toml("\n[zzz]\n"),
-            "p.toml:2:2: unknown section \"zzz\": valid sections are [workload], [pipeline], [workers], [load]"
+            "p.toml:2:2: unknown section \"zzz\": valid sections are [workload], [pipeline], [workers], [cache], [load]"
         );
         assert_eq!(
             err_toml("queue_depth = 4\n"),
@@ -1596,7 +1681,7 @@ mod tests {
         assert_eq!(s.workload.readers, 2);
         assert_eq!(
             err_toml(src),
-            "p.toml:1:1: unknown setting \"version\": settings live in sections [workload], [pipeline], [workers], [load]"
+            "p.toml:1:1: unknown setting \"version\": settings live in sections [workload], [pipeline], [workers], [cache], [load]"
         );
         let e = Settings::from_toml_str_with("nme = \"x\"\n", "p.toml", &reserved).unwrap_err();
         assert_eq!(

@@ -588,7 +588,7 @@ mod tests {
             ('v', "pipeline.verity", "false"),
             ('d', "pipeline.decrypt", "false"),
             ('c', "pipeline.cipher", "aes-256-xts-soft"),
-            ('o', "workload.direct", "false"),
+            ('o', "workload.direct", "true"),
             ('+', "workload.queue_depth", "2"),
             (']', "workload.readers", "2"),
             ('>', "workload.block_size", "8K"),

@@ -1,0 +1,678 @@
+//! The reader of a file read through the page cache, as ext4 and f2fs read
+//! an encrypted or fs-verity file (`filemap_read`).
+//!
+//! Each application read looks its pages up in the model's
+//! [`PageCache`]: an uptodate page is copied (a hit: no post-read work); an
+//! absent one starts readahead (`page_cache_sync_ra`), which builds bios
+//! for the missing pages of the window; a page in flight is waited for (a
+//! second reader of it causes no second bio); reaching the page marked
+//! `PG_readahead` starts the next window asynchronously. A bio is one real
+//! read of the ciphertext (`readv` into the cache's frames: O_DIRECT, or
+//! buffered with `cache.device = "memory"`); when it completes the reader
+//! hands it, as one work item, to the decrypt queue, which hands it on to
+//! the verify queue (or verifies it in the same item), and the worker that
+//! finishes it makes its pages uptodate and wakes every reader waiting on
+//! one (`folio_end_read`). The reader's wait is an io_uring wait with the
+//! eventfd read pending, so it sleeps as iowait (or not, with
+//! `sleep = "plain"`), as `folio_wait_locked` does. Synchronous readers
+//! read each bio with a blocking `preadv` and then wait (parked) for its
+//! post-read work.
+
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use io_uring::{IoUring, opcode, types};
+
+use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
+use crate::settings::{EngineKind, SleepMode};
+
+use super::pagecache::{Lookup, MAX_BIO_PAGES, PAGE, Page, PageCache, Readahead, Window, seq_key};
+use super::queue::{ReaderWaker, WorkItem};
+use super::reader::{EVENTFD_TAG, MAX_WAIT_NS, Owner, Source, UringOwner};
+use super::stages::Ctx;
+
+/// Most reads one pass finishes (hits finish without waiting).
+const PASS_BUDGET: u32 = 256;
+
+/// user_data bit of a bio read (the rest: the reader's bio slot).
+const BIO_TAG: u64 = 1 << 62;
+
+/// One application read in flight.
+#[derive(Clone, Copy, Default)]
+struct AppRead {
+    active: bool,
+    offset: u64,
+    issue_ns: u64,
+    /// Pages copied so far.
+    done: u32,
+    /// Pages counted as a hit or a miss so far.
+    looked: u32,
+    /// The bio (sequence, cut as pages store it) this read waits for; 0: none.
+    wait_seq: u64,
+    /// Failed: 1 verification, 2 I/O.
+    failed: u8,
+}
+
+/// What progressing a read came to.
+#[derive(PartialEq, Eq)]
+enum Step {
+    Done,
+    Waiting,
+    /// No bio slot or frame free: tried again on the next pass.
+    Blocked,
+}
+
+/// One of this reader's bios.
+#[derive(Clone, Copy, Default)]
+struct LocalBio {
+    in_use: bool,
+    submit_ns: u64,
+    npages: u32,
+}
+
+/// The reader's bios, as a guard: however the reader's loop ends, once the
+/// ring and the owner have drained (they drop first), a bio whose pages are
+/// still in flight (its completion was reaped by the drain, not processed)
+/// is failed, so no page stays in flight in a cache that outlives the
+/// pipeline, and its frames go back.
+struct Bios {
+    pc: Arc<PageCache>,
+    base: u32,
+    slots: Vec<LocalBio>,
+    free: Vec<u32>,
+    /// iovecs of every slot (MAX_BIO_PAGES each), stable for the kernel.
+    iov: Box<[libc::iovec]>,
+}
+
+impl Drop for Bios {
+    fn drop(&mut self) {
+        for (k, b) in self.slots.iter().enumerate() {
+            if !b.in_use {
+                continue;
+            }
+            let g = self.base + k as u32;
+            let bio = self.pc.bio(g);
+            let first = bio.first_page.load(Ordering::Relaxed);
+            let seq = seq_key(bio.seq.load(Ordering::Relaxed));
+            let n = bio.npages.load(Ordering::Relaxed) as u64;
+            let still = (first..first + n).any(|p| {
+                matches!(self.pc.page(p).0, Page::InFlight { bio, seq: s } if bio == g && s == seq)
+            });
+            if still {
+                self.pc.end_bio(g, false, true, |_| {});
+            }
+            self.pc.release(g);
+        }
+    }
+}
+
+struct Reader<'c> {
+    ctx: &'c Ctx,
+    pc: &'c PageCache,
+    index: usize,
+    block: usize,
+    pages_per_read: u32,
+    reads: Vec<AppRead>,
+    bios: Bios,
+    ra: Readahead,
+    src: Source,
+    /// Bios built and not yet handed to the device.
+    to_submit: Vec<u32>,
+    frames_tmp: Vec<u32>,
+    /// Something changed this pass (a read finished or advanced).
+    progressed: bool,
+}
+
+impl Reader<'_> {
+    fn app_buf(&self, owner: &Owner<'_>, i: usize, page: u32) -> &'static mut [u8] {
+        // SAFETY: slot i's buffer is this reader's own (no worker ever sees
+        // an application buffer in this mode), `block` bytes long, and
+        // `page` < pages_per_read; it lives until the owner drops, after
+        // this reader's loop.
+        unsafe { std::slice::from_raw_parts_mut(owner.slot(i).add(page as usize * PAGE), PAGE) }
+    }
+
+    /// Builds the bios of `w` (async: started by readahead, no reader waits
+    /// yet): runs of consecutive pages absent or failed, one bio each, up
+    /// to BIO_MAX_VECS pages. Returns whether any bio was built.
+    fn build_bios(&mut self, w: Window, is_async: bool) -> bool {
+        let file_pages = self.pc.file_pages() as u64;
+        if w.start >= file_pages {
+            return false;
+        }
+        let end = (w.start + w.size).min(file_pages);
+        let mut p = w.start;
+        let mut built = false;
+        while p < end {
+            let claimable = |p: u64| matches!(self.pc.page(p).0, Page::Absent | Page::Error { .. });
+            if !claimable(p) {
+                p += 1;
+                continue;
+            }
+            let mut run = 1u64;
+            while p + run < end && run < MAX_BIO_PAGES as u64 && claimable(p + run) {
+                run += 1;
+            }
+            let Some(k) = self.bios.free.pop() else {
+                break;
+            };
+            let g = self.bios.base + k;
+            self.frames_tmp.clear();
+            self.frames_tmp.resize(run as usize, 0);
+            let got = self.pc.take_frames(&mut self.frames_tmp);
+            let seq = self.pc.next_seq();
+            let mut n = 0usize;
+            while n < got
+                && self
+                    .pc
+                    .claim(p + n as u64, g, seq, w.mark == Some(p + n as u64))
+            {
+                n += 1;
+            }
+            self.pc.return_frames(&self.frames_tmp[n..got]);
+            if n == 0 {
+                self.bios.free.push(k);
+                if got == 0 {
+                    break; // no frame: try again later
+                }
+                p += 1;
+                continue;
+            }
+            let bio = self.pc.bio(g);
+            bio.first_page.store(p, Ordering::Relaxed);
+            bio.npages.store(n as u32, Ordering::Relaxed);
+            bio.seq.store(seq, Ordering::Relaxed);
+            bio.readahead_async.store(is_async, Ordering::Relaxed);
+            let mark = w.mark.filter(|&m| m >= p && m < p + n as u64);
+            bio.mark_page
+                .store(mark.unwrap_or(u64::MAX), Ordering::Relaxed);
+            let iov = &mut self.bios.iov[k as usize * MAX_BIO_PAGES..][..n];
+            for (i, f) in self.frames_tmp[..n].iter().enumerate() {
+                bio.frames[i].store(*f, Ordering::Relaxed);
+                // SAFETY: the frame is this bio's, in flight: only the
+                // kernel's read and then the bio's work item touch it.
+                let base = unsafe { self.pc.frame_mut(*f) }.as_mut_ptr();
+                iov[i] = libc::iovec {
+                    iov_base: base.cast(),
+                    iov_len: PAGE,
+                };
+            }
+            self.bios.slots[k as usize] = LocalBio {
+                in_use: true,
+                submit_ns: 0,
+                npages: n as u32,
+            };
+            self.to_submit.push(k);
+            built = true;
+            p += n as u64;
+        }
+        built
+    }
+
+    fn async_ra(&mut self, index: u64, req: u64) {
+        let pc = self.pc;
+        if let Some(w) = self
+            .ra
+            .on_mark(index, req, |p| p >= pc.file_pages() as u64 || pc.present(p))
+        {
+            self.build_bios(w, true);
+        }
+    }
+
+    /// Moves read `i` on as far as the cache allows.
+    fn step(&mut self, owner: &Owner<'_>, h: &mut ThreadHandle, i: usize) -> Step {
+        let first = self.reads[i].offset / PAGE as u64;
+        let n = self.pages_per_read;
+        let mut blocked_at = u32::MAX;
+        while self.reads[i].done < n {
+            let r = self.reads[i];
+            let p = first + r.done as u64;
+            let req = u64::from(n - r.done);
+            let count = r.looked <= r.done;
+            if count {
+                self.reads[i].looked = r.done + 1;
+            }
+            match self.pc.lookup_copy(p, self.app_buf(owner, i, r.done)) {
+                Lookup::Hit { marked } => {
+                    if count {
+                        h.rec.counters.pc_hits += 1;
+                    }
+                    if marked {
+                        self.async_ra(p, req);
+                    }
+                    self.reads[i].done += 1;
+                    self.progressed = true;
+                }
+                Lookup::Miss(page, flag) => {
+                    if count {
+                        h.rec.counters.pc_misses += 1;
+                    }
+                    match page {
+                        Page::InFlight { bio, seq } => {
+                            if flag && self.pc.take_mark(p) {
+                                self.async_ra(p, req);
+                            }
+                            self.pc.add_waiter(bio, self.index);
+                            if self.pc.page(p).0 == page {
+                                self.reads[i].wait_seq = seq;
+                                return Step::Waiting;
+                            }
+                        }
+                        Page::Error { seq } if seq == r.wait_seq && r.wait_seq != 0 => {
+                            self.reads[i].failed = if flag { 2 } else { 1 };
+                            return Step::Done;
+                        }
+                        Page::Absent | Page::Error { .. } => {
+                            if blocked_at == r.done {
+                                return Step::Blocked;
+                            }
+                            blocked_at = r.done;
+                            let pc = self.pc;
+                            let w = self.ra.sync(p, req, |q| pc.present(q));
+                            self.build_bios(w, false);
+                        }
+                        Page::Uptodate { .. } | Page::Evicting => {}
+                    }
+                }
+            }
+        }
+        Step::Done
+    }
+
+    /// Starts a new read in free slot `i`; false when the rate schedule
+    /// says not yet (the time it is due goes to `due`).
+    fn start(&mut self, i: usize, due: &mut Option<u64>) -> bool {
+        let issue_ns = match &mut self.src.schedule {
+            None => stamp(),
+            Some(sch) => match sch.due(now_ns()) {
+                Some(t) => t,
+                None => {
+                    *due = Some(sch.next_ns);
+                    return false;
+                }
+            },
+        };
+        self.reads[i] = AppRead {
+            active: true,
+            offset: self.src.offsets.next(),
+            issue_ns,
+            ..AppRead::default()
+        };
+        true
+    }
+
+    fn finish(&mut self, h: &mut ThreadHandle, i: usize) {
+        let r = self.reads[i];
+        self.reads[i].active = false;
+        self.progressed = true;
+        match r.failed {
+            0 => {
+                h.rec.counters.reads += 1;
+                h.rec.counters.bytes += self.block as u64;
+                h.rec
+                    .record(Stage::EndToEnd, stamp().saturating_sub(r.issue_ns));
+            }
+            1 => h.rec.counters.verity_failures += 1,
+            _ => h.rec.counters.io_errors += 1,
+        }
+        self.ra.read_done(r.offset + self.block as u64);
+    }
+
+    /// One pass over the reads: finish what can finish, start new reads in
+    /// the free slots (unless stopping). Returns when the next is due.
+    fn pass(&mut self, owner: &Owner<'_>, h: &mut ThreadHandle, stopping: bool) -> Option<u64> {
+        let mut due = None;
+        // Reads served from the cache finish at once: a bounded number per
+        // pass, so the loop gets back to its handoff and stop checks.
+        let mut budget = PASS_BUDGET;
+        for i in 0..self.reads.len() {
+            loop {
+                if budget == 0 {
+                    self.progressed = true;
+                    return due;
+                }
+                if !self.reads[i].active && (stopping || due.is_some() || !self.start(i, &mut due))
+                {
+                    break;
+                }
+                match self.step(owner, h, i) {
+                    Step::Done => {
+                        self.finish(h, i);
+                        budget -= 1;
+                    }
+                    Step::Waiting | Step::Blocked => break,
+                }
+            }
+        }
+        due
+    }
+
+    /// The device read of local bio `k` completed with `res`: hand it to
+    /// post-read work. True when it was processed here (inline).
+    fn bio_read(&mut self, h: &mut ThreadHandle, k: u32, res: i64, t: u64) -> bool {
+        let lb = self.bios.slots[k as usize];
+        let g = self.bios.base + k;
+        let bio = self.pc.bio(g);
+        let first = bio.first_page.load(Ordering::Relaxed);
+        let len = lb.npages as usize * PAGE;
+        h.rec.record(Stage::Device, t.saturating_sub(lb.submit_ns));
+        if res != len as i64 {
+            if !self.src.io_error_noticed {
+                self.src.io_error_noticed = true;
+                let why = if res < 0 {
+                    std::io::Error::from_raw_os_error(-res as i32).to_string()
+                } else {
+                    format!("short read of {res} bytes")
+                };
+                self.ctx.notices.push(format!(
+                    "reader-{}: bio at offset {} failed: {why}",
+                    self.index,
+                    first * PAGE as u64
+                ));
+            }
+            self.pc
+                .end_bio(g, false, true, |r| self.ctx.returns[r].poke());
+            return true;
+        }
+        h.rec.counters.bios += 1;
+        h.rec.counters.bio_bytes += len as u64;
+        if bio.readahead_async.load(Ordering::Relaxed) {
+            h.rec.counters.readahead_async += 1;
+        }
+        if self.ctx.settings.pipeline.corrupt_every > 0 {
+            let f = bio.frames[0].load(Ordering::Relaxed);
+            // SAFETY: the frame is this bio's, its read complete, not yet
+            // handed to a worker.
+            self.src.corrupt.apply(unsafe { self.pc.frame_mut(f) }, h);
+        }
+        let item = WorkItem {
+            buf: std::ptr::null_mut(),
+            len: len as u32,
+            reader: self.index as u32,
+            slot: k,
+            offset: first * PAGE as u64,
+            issue_ns: lb.submit_ns,
+            enqueue_ns: 0,
+            queued_ns: 0,
+            needs_decrypt: self.ctx.plan.decrypt,
+            bio: g,
+        };
+        self.ctx.dispatch(&mut h.rec, item)
+    }
+
+    /// Local bio `k` came back from its post-read work: the reads waiting
+    /// on it copy their pages first (the bio still pins them), then its
+    /// pins go and its slot is free.
+    fn bio_done(&mut self, owner: &Owner<'_>, h: &mut ThreadHandle, k: u32, stopping: bool) {
+        self.pass(owner, h, stopping);
+        self.pc.release(self.bios.base + k);
+        self.bios.slots[k as usize].in_use = false;
+        self.bios.free.push(k);
+        self.progressed = true;
+    }
+}
+
+/// Runs reader `index` of a page-cache pipeline.
+pub fn run(
+    ctx: &Arc<Ctx>,
+    index: usize,
+    mut h: ThreadHandle,
+    engine: EngineKind,
+) -> std::io::Result<()> {
+    let s = &ctx.settings;
+    let pc = ctx.pcache.clone().expect("a page-cache pipeline");
+    let depth = super::reader::buffers_per_reader(s);
+    let nbios = ctx.bios_per_reader;
+    let block = s.workload.block_size as usize;
+    let bios = Bios {
+        pc: pc.clone(),
+        base: (index * nbios) as u32,
+        slots: vec![LocalBio::default(); nbios],
+        free: (0..nbios as u32).rev().collect(),
+        iov: vec![
+            libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0
+            };
+            nbios * MAX_BIO_PAGES
+        ]
+        .into_boxed_slice(),
+    };
+    let mut r = Reader {
+        ctx,
+        pc: &pc,
+        index,
+        block,
+        pages_per_read: (block / PAGE) as u32,
+        reads: vec![AppRead::default(); depth],
+        bios,
+        ra: Readahead::new(s.cache.read_ahead),
+        src: Source::new(s, index),
+        to_submit: Vec::with_capacity(nbios),
+        frames_tmp: Vec::with_capacity(MAX_BIO_PAGES),
+        progressed: false,
+    };
+    match engine {
+        EngineKind::Uring => run_uring(ctx, &mut r, &mut h),
+        EngineKind::Sync => run_sync(ctx, &mut r, &mut h),
+    }
+}
+
+fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io::Result<()> {
+    let s = &ctx.settings;
+    let index = r.index;
+    let poll = s.workload.sleep == SleepMode::Poll;
+    let entries = ((r.bios.slots.len() + 1) as u32).next_power_of_two();
+    let ring = if poll {
+        IoUring::new(entries)?
+    } else {
+        IoUring::builder()
+            .setup_coop_taskrun()
+            .setup_taskrun_flag()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::new(entries))?
+    };
+    let no_iowait = s.workload.sleep == SleepMode::Plain && ring.params().is_feature_no_iowait();
+    let fd = types::Fd(ctx.file.file.as_raw_fd());
+    let ret = &ctx.returns[index];
+    let efd = match ret.waker() {
+        ReaderWaker::EventFd(fd) => fd.raw(),
+        ReaderWaker::Park(_) => unreachable!("uring reader has an eventfd"),
+    };
+    // Dropped before `r.bios` (declared in the caller): every read in the
+    // kernel completes and every item comes back before the bios are failed
+    // and released.
+    let mut u = UringOwner {
+        ring,
+        efd_buf: Box::new(0),
+        efd,
+        efd_armed: false,
+        owner: Owner::new(ctx, index, r.reads.len(), r.block),
+    };
+    u.arm_eventfd();
+    loop {
+        h.tick();
+        r.progressed = false;
+        let stopping = ctx.stop_readers.load(Ordering::Relaxed);
+        let _ = ret.take_poke();
+        while let Some(k) = ret.pop() {
+            u.owner.at_workers -= 1;
+            r.bio_done(&u.owner, h, k, stopping);
+        }
+        if stopping && u.owner.in_device == 0 && u.owner.at_workers == 0 {
+            break;
+        }
+        let due = r.pass(&u.owner, h, stopping);
+        // Hand the new bios to the device.
+        let t = stamp();
+        for k in r.to_submit.drain(..) {
+            let n = r.bios.slots[k as usize].npages;
+            r.bios.slots[k as usize].submit_ns = t;
+            let g = r.bios.base + k;
+            let first = r.pc.bio(g).first_page.load(Ordering::Relaxed);
+            let iov = r.bios.iov[k as usize * MAX_BIO_PAGES..].as_ptr();
+            let sqe = opcode::Readv::new(fd, iov, n)
+                .offset(first * PAGE as u64)
+                .build()
+                .user_data(BIO_TAG | u64::from(k));
+            // SAFETY: the iovecs and the frames they point to belong to this
+            // bio until its completion is reaped (the iovecs live in
+            // `r.bios`, which outlives `u`; the frames in the cache).
+            unsafe { u.ring.submission().push(&sqe) }.expect("SQ sized for every bio");
+            u.owner.in_device += 1;
+        }
+        if r.progressed && u.owner.in_device == 0 {
+            if let Err(e) = u.ring.submit() {
+                u.owner.failed = true;
+                return Err(e);
+            }
+            continue;
+        }
+        let wait_ns = match due {
+            Some(t) => t.saturating_sub(now_ns()).min(MAX_WAIT_NS),
+            None => MAX_WAIT_NS,
+        };
+        if poll {
+            if let Err(e) = u.ring.submit() {
+                u.owner.failed = true;
+                return Err(e);
+            }
+            let until = now_ns() + wait_ns;
+            let mut spins = 0u32;
+            while u.ring.completion().is_empty() && !ret.has_returns() && !ret.take_poke() {
+                spins += 1;
+                if spins.is_multiple_of(256) && now_ns() >= until {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        } else if r.progressed {
+            if let Err(e) = u.ring.submit() {
+                u.owner.failed = true;
+                return Err(e);
+            }
+        } else {
+            // The page wait: an io_uring wait with the eventfd read pending
+            // (iowait, as folio_wait_locked's io_schedule), woken by a worker
+            // that ends a bio this reader waits for.
+            let announced = ret.prepare_sleep();
+            if announced {
+                let ts = types::Timespec::new()
+                    .sec(wait_ns / 1_000_000_000)
+                    .nsec((wait_ns % 1_000_000_000) as u32);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                let flags = if no_iowait {
+                    io_uring::EnterFlags::NO_IOWAIT
+                } else {
+                    io_uring::EnterFlags::empty()
+                };
+                let res = u
+                    .ring
+                    .submitter()
+                    .submit_with_args_and_flags(1, &args, flags);
+                ret.end_sleep();
+                match res {
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                        ) => {}
+                    Err(e) => {
+                        u.owner.failed = true;
+                        return Err(e);
+                    }
+                }
+            } else if let Err(e) = u.ring.submit() {
+                u.owner.failed = true;
+                return Err(e);
+            }
+        }
+        let mut rearm = false;
+        for _ in 0..entries {
+            let Some(cqe) = u.ring.completion().next() else {
+                break;
+            };
+            let ud = cqe.user_data();
+            if ud == EVENTFD_TAG {
+                u.efd_armed = false;
+                rearm = true;
+                continue;
+            }
+            let k = (ud & !BIO_TAG) as u32;
+            u.owner.in_device -= 1;
+            if r.bio_read(h, k, i64::from(cqe.result()), stamp()) {
+                r.bio_done(&u.owner, h, k, stopping);
+            } else {
+                u.owner.at_workers += 1;
+            }
+        }
+        if rearm {
+            u.arm_eventfd();
+        }
+    }
+    Ok(())
+}
+
+fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io::Result<()> {
+    let fd = ctx.file.file.as_raw_fd();
+    let ret = &ctx.returns[r.index];
+    if let ReaderWaker::Park(t) = ret.waker() {
+        let _ = t.set(std::thread::current());
+    }
+    let mut o = Owner::new(ctx, r.index, r.reads.len(), r.block);
+    loop {
+        h.tick();
+        r.progressed = false;
+        let stopping = ctx.stop_readers.load(Ordering::Relaxed);
+        let _ = ret.take_poke();
+        while let Some(k) = ret.pop() {
+            o.at_workers -= 1;
+            r.bio_done(&o, h, k, stopping);
+        }
+        if stopping && o.at_workers == 0 {
+            break;
+        }
+        let due = r.pass(&o, h, stopping);
+        while let Some(k) = r.to_submit.pop() {
+            let n = r.bios.slots[k as usize].npages;
+            let t = stamp();
+            r.bios.slots[k as usize].submit_ns = t;
+            let g = r.bios.base + k;
+            let first = r.pc.bio(g).first_page.load(Ordering::Relaxed);
+            let iov = r.bios.iov[k as usize * MAX_BIO_PAGES..].as_ptr();
+            // SAFETY: the iovecs point at this bio's frames, `n` of them.
+            let res =
+                unsafe { libc::preadv(fd, iov, n as i32, (first * PAGE as u64) as libc::off_t) };
+            let res = if res < 0 {
+                -i64::from(
+                    std::io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EIO),
+                )
+            } else {
+                res as i64
+            };
+            if r.bio_read(h, k, res, stamp()) {
+                r.bio_done(&o, h, k, stopping);
+            } else {
+                o.at_workers += 1;
+            }
+        }
+        if r.progressed {
+            continue;
+        }
+        if ret.prepare_sleep() {
+            let wait = match due {
+                Some(t) => t.saturating_sub(now_ns()).min(MAX_WAIT_NS),
+                None => MAX_WAIT_NS,
+            };
+            std::thread::park_timeout(std::time::Duration::from_nanos(wait));
+            ret.end_sleep();
+        }
+    }
+    Ok(())
+}

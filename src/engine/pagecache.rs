@@ -1,0 +1,996 @@
+//! The model's page cache: where the kernel decides whether a read costs
+//! post-read work at all.
+//!
+//! A read of an encrypted or fs-verity file goes through the page cache
+//! (ext4's `ext4_mpage_readpages`, mm/filemap.c `filemap_read`). A hit is a
+//! copy of plaintext: no decryption, no verification. A miss builds a bio for
+//! the missing pages, as readahead decides (see [`Readahead`]); when the bio
+//! completes, one work item decrypts all of it and one verifies all of it,
+//! and only then do its pages become uptodate and its waiters wake. This
+//! module holds the pages (4 KiB frames of plaintext, order-0 folios as ext4
+//! uses for encrypted and verity files), their per-page state, a CLOCK
+//! eviction that approximates the kernel's LRU (a hit sets a referenced bit,
+//! as `folio_mark_accessed` does), and the bios in flight.
+//!
+//! Concurrency: a hit takes no lock. It reads the page's state word, pins
+//! the frame (a reference count) and checks the state again before copying;
+//! eviction marks the state `Evicting` first and checks the pin count after,
+//! so one of the two always sees the other (both sequentially consistent).
+//! Only the miss path (taking frames, evicting) takes the allocator's lock,
+//! as the kernel's LRU lock is taken there and not on a hit.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Bytes of a page (and of a cache frame).
+pub const PAGE: usize = 4096;
+/// Most pages in one bio (`BIO_MAX_VECS`).
+pub const MAX_BIO_PAGES: usize = 256;
+
+const TAG_SHIFT: u32 = 61;
+const TAG_ABSENT: u64 = 0;
+const TAG_INFLIGHT: u64 = 1;
+const TAG_UPTODATE: u64 = 2;
+const TAG_ERROR: u64 = 3;
+const TAG_EVICTING: u64 = 4;
+/// `PG_readahead`: reaching this page starts async readahead.
+const MARK: u64 = 1 << 60;
+const PAYLOAD: u64 = MARK - 1;
+const BIO_BITS: u32 = 20;
+/// Largest bio slot index (20 bits).
+pub const MAX_BIOS: usize = 1 << BIO_BITS;
+const NO_PAGE: u64 = u64::MAX;
+
+/// The state of one file page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    /// Not in the cache.
+    Absent,
+    /// Being read by bio `bio` (its sequence number `seq`).
+    InFlight {
+        /// Global bio slot.
+        bio: u32,
+        /// The bio's sequence number.
+        seq: u64,
+    },
+    /// Plaintext in frame `frame`.
+    Uptodate {
+        /// The frame holding it.
+        frame: u32,
+    },
+    /// The bio `seq` that read it failed (I/O or verification): never a
+    /// hit; the next read of it issues a new bio.
+    Error {
+        /// The failed bio's sequence number.
+        seq: u64,
+    },
+    /// Being evicted (a hit backs off and reads it again).
+    Evicting,
+}
+
+fn encode(p: Page, mark: bool) -> u64 {
+    let w = match p {
+        Page::Absent => TAG_ABSENT << TAG_SHIFT,
+        Page::InFlight { bio, seq } => {
+            (TAG_INFLIGHT << TAG_SHIFT) | ((seq << BIO_BITS) & PAYLOAD) | u64::from(bio)
+        }
+        Page::Uptodate { frame } => (TAG_UPTODATE << TAG_SHIFT) | u64::from(frame),
+        Page::Error { seq } => (TAG_ERROR << TAG_SHIFT) | seq_key(seq),
+        Page::Evicting => TAG_EVICTING << TAG_SHIFT,
+    };
+    if mark { w | MARK } else { w }
+}
+
+/// The page and its readahead mark.
+pub fn decode(w: u64) -> (Page, bool) {
+    let payload = w & PAYLOAD;
+    let p = match w >> TAG_SHIFT {
+        TAG_INFLIGHT => Page::InFlight {
+            bio: (payload & (MAX_BIOS as u64 - 1)) as u32,
+            seq: payload >> BIO_BITS,
+        },
+        TAG_UPTODATE => Page::Uptodate {
+            frame: payload as u32,
+        },
+        TAG_ERROR => Page::Error { seq: payload },
+        TAG_EVICTING => Page::Evicting,
+        _ => Page::Absent,
+    };
+    (p, w & MARK != 0)
+}
+
+/// Sequence numbers as a page state stores them (40 bits for an in-flight
+/// page): comparing a stored one with a remembered one needs both cut.
+pub fn seq_key(seq: u64) -> u64 {
+    seq & (PAYLOAD >> BIO_BITS)
+}
+
+/// Page-aligned frame memory, never moved while the cache lives.
+struct FrameMem {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the memory is plain bytes; who may touch which frame is the
+// cache's protocol (a frame is written only by the one bio that holds it
+// in flight, read only by pinned readers of an uptodate page).
+unsafe impl Send for FrameMem {}
+// SAFETY: as for Send.
+unsafe impl Sync for FrameMem {}
+
+impl Drop for FrameMem {
+    fn drop(&mut self) {
+        if self.layout.size() > 0 {
+            // SAFETY: allocated with this layout in `PageCache::new`.
+            unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+        }
+    }
+}
+
+/// One bio's slot: which pages it reads into which frames, and who waits.
+pub struct Bio {
+    /// First file page.
+    pub first_page: AtomicU64,
+    /// Pages in the bio.
+    pub npages: AtomicU32,
+    /// Sequence number (set when the bio is built).
+    pub seq: AtomicU64,
+    /// Started by async readahead (nobody waited for it when it was built).
+    pub readahead_async: AtomicBool,
+    /// The page carrying `PG_readahead`, if the bio has it (u64::MAX: none).
+    pub mark_page: AtomicU64,
+    /// The frame of each page.
+    pub frames: Box<[AtomicU32]>,
+    /// Readers (one bit each) waiting for a page of this bio.
+    waiters: Box<[AtomicU64]>,
+}
+
+struct Alloc {
+    free: Vec<u32>,
+    hand: usize,
+}
+
+/// What a lookup of one page found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Copied (a hit); `marked`: the page carried `PG_readahead` (cleared now).
+    Hit {
+        /// The readahead mark was on it.
+        marked: bool,
+    },
+    /// Not readable now.
+    Miss(Page, bool),
+}
+
+/// The cache of one file's plaintext pages.
+pub struct PageCache {
+    mem: FrameMem,
+    pages: Box<[AtomicU64]>,
+    frame_page: Box<[AtomicU64]>,
+    refs: Box<[AtomicU32]>,
+    referenced: Box<[AtomicBool]>,
+    capacity: usize,
+    resident: AtomicUsize,
+    alloc: Mutex<Alloc>,
+    seq: AtomicU64,
+    bios: Box<[Bio]>,
+    readers: usize,
+}
+
+/// Bytes [`PageCache::new`] allocates for these numbers.
+pub fn bytes_for(file_pages: u64, capacity: u64, reserve: u64, bios: u64) -> u64 {
+    let frames = capacity.saturating_add(reserve);
+    frames
+        .saturating_mul(PAGE as u64 + 8 + 4 + 1 + 4)
+        .saturating_add(file_pages.saturating_mul(8))
+        .saturating_add(bios.saturating_mul((MAX_BIO_PAGES * 4 + 64) as u64))
+}
+
+impl PageCache {
+    /// A cache for a file of `file_pages` pages holding at most `capacity`
+    /// uptodate pages, plus `reserve` frames for pages in flight, and
+    /// `bios` bio slots for `readers` readers.
+    pub fn new(
+        file_pages: usize,
+        capacity: usize,
+        reserve: usize,
+        bios: usize,
+        readers: usize,
+    ) -> PageCache {
+        let nframes = capacity + reserve.max(1);
+        assert!(nframes < u32::MAX as usize && bios <= MAX_BIOS);
+        let layout =
+            std::alloc::Layout::from_size_align(nframes * PAGE, PAGE).expect("frame layout");
+        // SAFETY: the layout has a non-zero size (nframes >= 1).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let atomics64 = |n: usize, v: u64| (0..n).map(|_| AtomicU64::new(v)).collect::<Box<[_]>>();
+        let words = readers.div_ceil(64).max(1);
+        PageCache {
+            mem: FrameMem { ptr, layout },
+            pages: atomics64(file_pages, encode(Page::Absent, false)),
+            frame_page: atomics64(nframes, NO_PAGE),
+            refs: (0..nframes).map(|_| AtomicU32::new(0)).collect(),
+            referenced: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
+            capacity,
+            resident: AtomicUsize::new(0),
+            alloc: Mutex::new(Alloc {
+                free: (0..nframes as u32).rev().collect(),
+                hand: 0,
+            }),
+            seq: AtomicU64::new(1),
+            bios: (0..bios)
+                .map(|_| Bio {
+                    first_page: AtomicU64::new(0),
+                    npages: AtomicU32::new(0),
+                    seq: AtomicU64::new(0),
+                    readahead_async: AtomicBool::new(false),
+                    mark_page: AtomicU64::new(NO_PAGE),
+                    frames: (0..MAX_BIO_PAGES).map(|_| AtomicU32::new(0)).collect(),
+                    waiters: atomics64(words, 0),
+                })
+                .collect(),
+            readers,
+        }
+    }
+
+    /// Pages of the file.
+    pub fn file_pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Uptodate pages the cache may hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Frames in all (capacity + in-flight reserve).
+    pub fn frames(&self) -> usize {
+        self.refs.len()
+    }
+
+    /// Bio slots.
+    pub fn bio_slots(&self) -> usize {
+        self.bios.len()
+    }
+
+    /// Readers the waiter sets have room for.
+    pub fn readers(&self) -> usize {
+        self.readers
+    }
+
+    /// Uptodate pages held now (bytes = this x [`PAGE`]).
+    pub fn resident(&self) -> usize {
+        self.resident.load(Ordering::Relaxed)
+    }
+
+    /// The state of page `p`.
+    #[inline]
+    pub fn page(&self, p: u64) -> (Page, bool) {
+        decode(self.pages[p as usize].load(Ordering::SeqCst))
+    }
+
+    /// A bio slot.
+    pub fn bio(&self, i: u32) -> &Bio {
+        &self.bios[i as usize]
+    }
+
+    /// A new bio sequence number (never 0).
+    pub fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Frame `f`'s bytes.
+    ///
+    /// # Safety
+    /// The caller holds the frame: it is in flight in the caller's bio (the
+    /// one context that writes it), or pinned for a read of an uptodate page.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn frame_mut(&self, f: u32) -> &mut [u8] {
+        debug_assert!((f as usize) < self.frames());
+        // SAFETY: f < frames, so the range is inside the allocation; the
+        // caller's contract makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.add(f as usize * PAGE), PAGE) }
+    }
+
+    /// A hit copies page `p` into `dst` (one page) without a lock; any
+    /// other state is returned as it is. A page found `Evicting` or
+    /// changing under the pin is read again.
+    #[inline]
+    pub fn lookup_copy(&self, p: u64, dst: &mut [u8]) -> Lookup {
+        loop {
+            let w = self.pages[p as usize].load(Ordering::SeqCst);
+            let (page, marked) = decode(w);
+            let Page::Uptodate { frame } = page else {
+                if page == Page::Evicting {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                return Lookup::Miss(page, marked);
+            };
+            let f = frame as usize;
+            self.refs[f].fetch_add(1, Ordering::SeqCst);
+            let now = self.pages[p as usize].load(Ordering::SeqCst);
+            if decode(now).0 != page {
+                self.refs[f].fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            // SAFETY: the frame is pinned and holds page p uptodate: no bio
+            // writes it and eviction skips it while refs > 0.
+            dst.copy_from_slice(unsafe { self.frame_mut(frame) });
+            if !self.referenced[f].load(Ordering::Relaxed) {
+                self.referenced[f].store(true, Ordering::Relaxed);
+            }
+            self.refs[f].fetch_sub(1, Ordering::SeqCst);
+            let had_mark = now & MARK != 0
+                && self.pages[p as usize]
+                    .compare_exchange(now, now & !MARK, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok();
+            return Lookup::Hit { marked: had_mark };
+        }
+    }
+
+    /// Clears page `p`'s readahead mark if it carries it (true: it did).
+    pub fn take_mark(&self, p: u64) -> bool {
+        let w = self.pages[p as usize].load(Ordering::SeqCst);
+        w & MARK != 0
+            && self.pages[p as usize]
+                .compare_exchange(w, w & !MARK, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// True when page `p` is in the cache in any state a sequential stream
+    /// leaves behind (uptodate, in flight, failed): readahead's "present".
+    pub fn present(&self, p: u64) -> bool {
+        !matches!(self.page(p).0, Page::Absent | Page::Evicting)
+    }
+
+    /// Claims page `p` for bio `bio`/`seq` when it is absent or failed;
+    /// `mark` sets `PG_readahead` on it. False: someone else has it.
+    pub fn claim(&self, p: u64, bio: u32, seq: u64, mark: bool) -> bool {
+        let slot = &self.pages[p as usize];
+        let w = slot.load(Ordering::SeqCst);
+        if !matches!(decode(w).0, Page::Absent | Page::Error { .. }) {
+            return false;
+        }
+        slot.compare_exchange(
+            w,
+            encode(Page::InFlight { bio, seq }, mark),
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+    }
+
+    /// Gives up a claim made by [`Self::claim`] before any I/O (page absent again).
+    pub fn unclaim(&self, p: u64) {
+        self.pages[p as usize].store(encode(Page::Absent, false), Ordering::SeqCst);
+    }
+
+    /// Takes up to `out.len()` free frames for a bio, evicting (CLOCK) when
+    /// none is free; each comes pinned once (the bio's pin, released by
+    /// [`Self::release`]). Returns how many it took.
+    pub fn take_frames(&self, out: &mut [u32]) -> usize {
+        let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        while n < out.len() {
+            let f = match a.free.pop() {
+                Some(f) => f,
+                None => match self.evict_one(&mut a) {
+                    Some(f) => f,
+                    None => break,
+                },
+            };
+            self.refs[f as usize].store(1, Ordering::SeqCst);
+            self.referenced[f as usize].store(false, Ordering::Relaxed);
+            out[n] = f;
+            n += 1;
+        }
+        n
+    }
+
+    /// CLOCK: the first frame after the hand holding an unpinned uptodate
+    /// page not referenced since the hand last passed. None: every frame is
+    /// pinned or in flight.
+    fn evict_one(&self, a: &mut Alloc) -> Option<u32> {
+        let n = self.frames();
+        for _ in 0..2 * n {
+            let f = a.hand;
+            a.hand = (a.hand + 1) % n;
+            let p = self.frame_page[f].load(Ordering::Relaxed);
+            if p == NO_PAGE || self.refs[f].load(Ordering::SeqCst) != 0 {
+                continue;
+            }
+            if self.referenced[f].swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            let slot = &self.pages[p as usize];
+            let w = slot.load(Ordering::SeqCst);
+            if decode(w).0 != (Page::Uptodate { frame: f as u32 }) {
+                continue;
+            }
+            if slot
+                .compare_exchange(
+                    w,
+                    encode(Page::Evicting, false),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_err()
+            {
+                continue;
+            }
+            if self.refs[f].load(Ordering::SeqCst) != 0 {
+                // A hit pinned it between the checks: it stays.
+                slot.store(w, Ordering::SeqCst);
+                continue;
+            }
+            slot.store(encode(Page::Absent, false), Ordering::SeqCst);
+            self.frame_page[f].store(NO_PAGE, Ordering::Relaxed);
+            self.resident.fetch_sub(1, Ordering::Relaxed);
+            return Some(f as u32);
+        }
+        None
+    }
+
+    /// Evicts until at most `capacity` pages are resident (what is pinned
+    /// stays). Called when a bio's pages are released.
+    pub fn shrink(&self) {
+        if self.resident() <= self.capacity {
+            return;
+        }
+        let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        while self.resident() > self.capacity {
+            match self.evict_one(&mut a) {
+                Some(f) => a.free.push(f),
+                None => break,
+            }
+        }
+    }
+
+    /// Worker side, after post-processing bio `bio`: its pages become
+    /// uptodate (`ok`) or failed (`io_error`: at the device, else in
+    /// verification; a failed page's flag says which), then every waiting
+    /// reader is returned (the caller wakes them). The frames stay pinned
+    /// by the bio.
+    pub fn end_bio(&self, bio: u32, ok: bool, io_error: bool, mut wake: impl FnMut(usize)) {
+        let b = &self.bios[bio as usize];
+        let first = b.first_page.load(Ordering::Relaxed);
+        let n = b.npages.load(Ordering::Relaxed) as usize;
+        let seq = b.seq.load(Ordering::Relaxed);
+        let mark = b.mark_page.load(Ordering::Relaxed);
+        for i in 0..n {
+            let p = first + i as u64;
+            let f = b.frames[i].load(Ordering::Relaxed);
+            let slot = &self.pages[p as usize];
+            // Keep a mark that was cleared meanwhile cleared.
+            let marked = p == mark && slot.load(Ordering::SeqCst) & MARK != 0;
+            if ok {
+                self.frame_page[f as usize].store(p, Ordering::Relaxed);
+                self.resident.fetch_add(1, Ordering::Relaxed);
+                slot.store(
+                    encode(Page::Uptodate { frame: f }, marked),
+                    Ordering::SeqCst,
+                );
+            } else {
+                slot.store(encode(Page::Error { seq }, io_error), Ordering::SeqCst);
+            }
+        }
+        for (w, word) in b.waiters.iter().enumerate() {
+            let mut bits = word.swap(0, Ordering::SeqCst);
+            while bits != 0 {
+                let r = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                wake(w * 64 + r);
+            }
+        }
+    }
+
+    /// Reader side: wait for bio `bio` (reader `reader` is woken when it
+    /// ends). The caller checks the page again afterwards.
+    pub fn add_waiter(&self, bio: u32, reader: usize) {
+        self.bios[bio as usize].waiters[reader / 64].fetch_or(1 << (reader % 64), Ordering::SeqCst);
+    }
+
+    /// Owner side, once the bio came back: drops the bio's pins, frees the
+    /// frames of pages that failed, and shrinks the cache to its capacity.
+    pub fn release(&self, bio: u32) {
+        let b = &self.bios[bio as usize];
+        let n = b.npages.load(Ordering::Relaxed) as usize;
+        let mut failed = Vec::new();
+        for i in 0..n {
+            let f = b.frames[i].load(Ordering::Relaxed);
+            if self.frame_page[f as usize].load(Ordering::Relaxed) == NO_PAGE {
+                failed.push(f);
+            }
+            self.refs[f as usize].fetch_sub(1, Ordering::SeqCst);
+        }
+        if !failed.is_empty() {
+            let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+            a.free.extend(failed);
+        }
+        self.shrink();
+    }
+
+    /// Frames taken by [`Self::take_frames`] and not used by a bio.
+    pub fn return_frames(&self, frames: &[u32]) {
+        if frames.is_empty() {
+            return;
+        }
+        let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        for &f in frames {
+            self.refs[f as usize].store(0, Ordering::SeqCst);
+            a.free.push(f);
+        }
+    }
+
+    /// Drops every unpinned uptodate page (the `x` key; `echo 1 >
+    /// drop_caches` for this file). Returns how many were dropped.
+    pub fn drop_all(&self) -> usize {
+        let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        for f in 0..self.frames() {
+            let p = self.frame_page[f].load(Ordering::Relaxed);
+            if p == NO_PAGE {
+                continue;
+            }
+            self.referenced[f].store(false, Ordering::Relaxed);
+            let slot = &self.pages[p as usize];
+            let w = slot.load(Ordering::SeqCst);
+            if decode(w).0 != (Page::Uptodate { frame: f as u32 })
+                || slot
+                    .compare_exchange(
+                        w,
+                        encode(Page::Evicting, false),
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    )
+                    .is_err()
+            {
+                continue;
+            }
+            if self.refs[f].load(Ordering::SeqCst) != 0 {
+                slot.store(w, Ordering::SeqCst);
+                continue;
+            }
+            slot.store(encode(Page::Absent, false), Ordering::SeqCst);
+            self.frame_page[f].store(NO_PAGE, Ordering::Relaxed);
+            self.resident.fetch_sub(1, Ordering::Relaxed);
+            a.free.push(f as u32);
+            n += 1;
+        }
+        // Failed pages are forgotten too.
+        for slot in self.pages.iter() {
+            let w = slot.load(Ordering::SeqCst);
+            if matches!(decode(w).0, Page::Error { .. }) {
+                let _ = slot.compare_exchange(
+                    w,
+                    encode(Page::Absent, false),
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        n
+    }
+
+    /// Copies the uptodate pages of `old` into this cache, up to its
+    /// capacity (a live change that resizes the cache keeps what it can,
+    /// as the kernel keeps its cache across any workqueue change). Neither
+    /// cache may have a bio in flight.
+    pub fn migrate_from(&self, old: &PageCache) {
+        if old.file_pages() != self.file_pages() {
+            return;
+        }
+        let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        for p in 0..old.file_pages() {
+            if self.resident() >= self.capacity {
+                break;
+            }
+            let (Page::Uptodate { frame }, _) = old.page(p as u64) else {
+                continue;
+            };
+            let Some(f) = a.free.pop() else { break };
+            // SAFETY: no bio is in flight in either cache (the caller's
+            // contract) and this thread is the only one using them.
+            unsafe { self.frame_mut(f).copy_from_slice(old.frame_mut(frame)) };
+            self.frame_page[f as usize].store(p as u64, Ordering::Relaxed);
+            self.resident.fetch_add(1, Ordering::Relaxed);
+            self.pages[p].store(encode(Page::Uptodate { frame: f }, false), Ordering::SeqCst);
+        }
+    }
+}
+
+/// One stream's readahead state (`struct file_ra_state`), and the window
+/// arithmetic of mm/readahead.c (v6.18): `page_cache_sync_ra` on a miss,
+/// `page_cache_async_ra` on reaching the page marked `PG_readahead`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Readahead {
+    /// First page of the current window.
+    pub start: u64,
+    /// Pages in it.
+    pub size: u64,
+    /// Pages before its end where the mark is.
+    pub async_size: u64,
+    /// Byte position just after the previous read (`prev_pos`; -1 at open).
+    pub prev_pos: i64,
+    /// Largest window in pages (`ra_pages`, from `read_ahead_kb`).
+    pub ra_pages: u64,
+}
+
+/// A window to read: pages `[start, start + size)`, `mark` the page to
+/// carry `PG_readahead` (None: no mark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// First page.
+    pub start: u64,
+    /// Pages.
+    pub size: u64,
+    /// The page to mark.
+    pub mark: Option<u64>,
+}
+
+/// Largest bio the device takes, in pages (`bdi->io_pages`; one bio of
+/// `BIO_MAX_VECS` pages).
+const IO_PAGES: u64 = MAX_BIO_PAGES as u64;
+
+fn init_ra_size(size: u64, max: u64) -> u64 {
+    let newsize = size.next_power_of_two();
+    if newsize <= max / 32 {
+        newsize * 4
+    } else if newsize <= max / 4 {
+        newsize * 2
+    } else {
+        max
+    }
+}
+
+fn next_ra_size(cur: u64, max: u64) -> u64 {
+    if cur < max / 16 {
+        4 * cur
+    } else if cur <= max / 2 {
+        2 * cur
+    } else {
+        max
+    }
+}
+
+impl Readahead {
+    /// A stream just opened, with windows up to `read_ahead` bytes.
+    pub fn new(read_ahead: u64) -> Readahead {
+        Readahead {
+            start: 0,
+            size: 0,
+            async_size: 0,
+            prev_pos: -1,
+            ra_pages: read_ahead / PAGE as u64,
+        }
+    }
+
+    fn max_pages(&self, req: u64) -> u64 {
+        if req > self.ra_pages && IO_PAGES > self.ra_pages {
+            req.min(IO_PAGES)
+        } else {
+            self.ra_pages
+        }
+    }
+
+    fn window(&self) -> Window {
+        let mark = (self.async_size > 0 && self.async_size <= self.size)
+            .then(|| self.start + self.size - self.async_size);
+        Window {
+            start: self.start,
+            size: self.size,
+            mark,
+        }
+    }
+
+    /// A miss at page `index` of a read of `req` pages: the window to read.
+    /// `present(p)`: page p is in the cache (the history a sequential
+    /// stream leaves behind). Mirrors `page_cache_sync_ra`.
+    pub fn sync(&mut self, index: u64, req: u64, present: impl Fn(u64) -> bool) -> Window {
+        if self.ra_pages == 0 {
+            // Readahead off: forced, one page at a time.
+            return Window {
+                start: index,
+                size: 1,
+                mark: None,
+            };
+        }
+        let max = self.max_pages(req);
+        let prev_index = if self.prev_pos < 0 {
+            u64::MAX >> 12
+        } else {
+            self.prev_pos as u64 >> 12
+        };
+        if index == 0 || req > max || index.wrapping_sub(prev_index) <= 1 {
+            self.start = index;
+            self.size = init_ra_size(req, max);
+            self.async_size = if self.size > req {
+                self.size - req
+            } else {
+                self.size >> 1
+            };
+            return self.window();
+        }
+        // page_cache_prev_miss: the first hole going back from index - 1.
+        let mut miss = None;
+        for i in 0..max {
+            let Some(p) = (index - 1).checked_sub(i) else {
+                break;
+            };
+            if !present(p) {
+                miss = Some(p);
+                break;
+            }
+        }
+        let (contig, from_start) = match miss {
+            Some(m) => (index - m - 1, false),
+            None if index <= max => (index, true),
+            None => (max, false),
+        };
+        if contig <= req {
+            // Standalone small random read: read as is, state untouched.
+            return Window {
+                start: index,
+                size: req,
+                mark: None,
+            };
+        }
+        let contig = if from_start { contig * 2 } else { contig };
+        self.start = index;
+        self.size = (contig + req).min(max);
+        self.async_size = 1;
+        self.window()
+    }
+
+    /// The marked page `index` was reached by a read of `req` pages: the
+    /// next window, read ahead asynchronously (None: nothing to read).
+    /// Mirrors `page_cache_async_ra`.
+    pub fn on_mark(
+        &mut self,
+        index: u64,
+        req: u64,
+        present: impl Fn(u64) -> bool,
+    ) -> Option<Window> {
+        if self.ra_pages == 0 {
+            return None;
+        }
+        let max = self.max_pages(req);
+        let expected = self.start + self.size - self.async_size;
+        if index == expected && self.size > 0 {
+            self.start += self.size;
+            self.size = self.size.max(next_ra_size(self.size, max));
+            self.async_size = self.size;
+            return Some(self.window());
+        }
+        // A mark without valid state (interleaved streams): query the cache.
+        let mut start = None;
+        for i in 1..=max {
+            if !present(index + i) {
+                start = Some(index + i);
+                break;
+            }
+        }
+        let start = start?;
+        self.start = start;
+        self.size = next_ra_size(start - index + req, max);
+        self.async_size = self.size;
+        Some(self.window())
+    }
+
+    /// The read ended at byte `end` (`ra->prev_pos = last_pos`).
+    pub fn read_done(&mut self, end: u64) {
+        self.prev_pos = end as i64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip() {
+        for (p, m) in [
+            (Page::Absent, false),
+            (
+                Page::InFlight {
+                    bio: 77,
+                    seq: 123_456,
+                },
+                true,
+            ),
+            (Page::Uptodate { frame: 9 }, true),
+            (
+                Page::Uptodate {
+                    frame: u32::MAX - 1,
+                },
+                false,
+            ),
+            (Page::Error { seq: 5 }, false),
+            (Page::Evicting, false),
+        ] {
+            assert_eq!(decode(encode(p, m)), (p, m));
+        }
+    }
+
+    /// The windows a sequential stream of 4 KiB reads gets with the default
+    /// 128 KiB: 4, 8, 16, then 32 pages, each read ahead when the marked
+    /// page is reached (the numbers `page_cache_sync_ra` and
+    /// `page_cache_async_ra` give).
+    #[test]
+    fn sequential_windows_grow_to_read_ahead_kb() {
+        let mut ra = Readahead::new(128 << 10);
+        let w = ra.sync(0, 1, |_| false);
+        assert_eq!(
+            w,
+            Window {
+                start: 0,
+                size: 4,
+                mark: Some(1)
+            }
+        );
+        let w = ra.on_mark(1, 1, |_| true).unwrap();
+        assert_eq!(
+            w,
+            Window {
+                start: 4,
+                size: 8,
+                mark: Some(4)
+            }
+        );
+        let w = ra.on_mark(4, 1, |_| true).unwrap();
+        assert_eq!(
+            w,
+            Window {
+                start: 12,
+                size: 16,
+                mark: Some(12)
+            }
+        );
+        let w = ra.on_mark(12, 1, |_| true).unwrap();
+        assert_eq!(
+            w,
+            Window {
+                start: 28,
+                size: 32,
+                mark: Some(28)
+            }
+        );
+        let w = ra.on_mark(28, 1, |_| true).unwrap();
+        assert_eq!(
+            w,
+            Window {
+                start: 60,
+                size: 32,
+                mark: Some(60)
+            }
+        );
+    }
+
+    #[test]
+    fn a_random_read_reads_its_own_pages() {
+        let mut ra = Readahead::new(128 << 10);
+        ra.read_done(50 << 12);
+        // Far from the last read, no history behind it: as is.
+        let w = ra.sync(1000, 2, |_| false);
+        assert_eq!(
+            w,
+            Window {
+                start: 1000,
+                size: 2,
+                mark: None
+            }
+        );
+        // The next page after the previous read is sequential.
+        ra.read_done(1002 << 12);
+        let w = ra.sync(1002, 1, |_| false);
+        assert_eq!(w.start, 1002);
+        assert_eq!(w.size, 4);
+        // A large read: its own size, up to one bio.
+        let mut ra = Readahead::new(128 << 10);
+        let w = ra.sync(0, 64, |_| false);
+        assert_eq!((w.start, w.size), (0, 64));
+        // Readahead off: one page.
+        let mut ra = Readahead::new(0);
+        assert_eq!(
+            ra.sync(7, 8, |_| false),
+            Window {
+                start: 7,
+                size: 1,
+                mark: None
+            }
+        );
+        assert_eq!(ra.on_mark(7, 1, |_| true), None);
+    }
+
+    fn cache(file_pages: usize, cap: usize) -> PageCache {
+        PageCache::new(file_pages, cap, 8, 4, 2)
+    }
+
+    /// Fills page p through a bio of one page, as a reader and a worker do.
+    fn fill(c: &PageCache, p: u64, byte: u8) {
+        let mut f = [0u32; 1];
+        assert_eq!(c.take_frames(&mut f), 1);
+        let seq = c.next_seq();
+        assert!(c.claim(p, 0, seq, false));
+        let b = c.bio(0);
+        b.first_page.store(p, Ordering::Relaxed);
+        b.npages.store(1, Ordering::Relaxed);
+        b.seq.store(seq, Ordering::Relaxed);
+        b.frames[0].store(f[0], Ordering::Relaxed);
+        // SAFETY: the frame is this test's bio's.
+        unsafe { c.frame_mut(f[0]).fill(byte) };
+        c.end_bio(0, true, false, |_| {});
+        c.release(0);
+    }
+
+    #[test]
+    fn hits_copy_and_eviction_keeps_the_capacity() {
+        let c = cache(16, 2);
+        let mut buf = vec![0u8; PAGE];
+        assert_eq!(
+            c.lookup_copy(3, &mut buf),
+            Lookup::Miss(Page::Absent, false)
+        );
+        fill(&c, 3, 0xaa);
+        assert_eq!(c.lookup_copy(3, &mut buf), Lookup::Hit { marked: false });
+        assert!(buf.iter().all(|&b| b == 0xaa));
+        fill(&c, 4, 0xbb);
+        fill(&c, 5, 0xcc);
+        assert_eq!(c.resident(), 2, "capacity 2");
+        // Page 3 was referenced (hit) after page 4 came in: CLOCK keeps
+        // the referenced page over one that was never hit.
+        let kept: Vec<u64> = (3..6)
+            .filter(|&p| matches!(c.page(p).0, Page::Uptodate { .. }))
+            .collect();
+        assert_eq!(kept.len(), 2);
+        assert!(kept.contains(&5), "the newest page stays: {kept:?}");
+        assert_eq!(c.drop_all(), 2);
+        assert_eq!(c.resident(), 0);
+        assert!((0..16).all(|p| c.page(p).0 == Page::Absent));
+    }
+
+    #[test]
+    fn capacity_zero_keeps_nothing_after_release() {
+        let c = cache(16, 0);
+        fill(&c, 1, 1);
+        assert_eq!(c.resident(), 0);
+        assert_eq!(c.page(1).0, Page::Absent);
+    }
+
+    #[test]
+    fn a_failed_bio_fails_its_pages_and_wakes_its_waiters() {
+        let c = cache(16, 4);
+        let mut f = [0u32; 2];
+        assert_eq!(c.take_frames(&mut f), 2);
+        let seq = c.next_seq();
+        assert!(c.claim(8, 1, seq, false) && c.claim(9, 1, seq, true));
+        assert!(
+            !c.claim(9, 2, seq + 1, false),
+            "an in-flight page is not claimed twice"
+        );
+        let b = c.bio(1);
+        b.first_page.store(8, Ordering::Relaxed);
+        b.npages.store(2, Ordering::Relaxed);
+        b.seq.store(seq, Ordering::Relaxed);
+        b.frames[0].store(f[0], Ordering::Relaxed);
+        b.frames[1].store(f[1], Ordering::Relaxed);
+        c.add_waiter(1, 0);
+        c.add_waiter(1, 1);
+        let mut woken = Vec::new();
+        c.end_bio(1, false, false, |r| woken.push(r));
+        assert_eq!(woken, vec![0, 1]);
+        assert_eq!(c.page(8).0, Page::Error { seq: seq_key(seq) });
+        c.release(1);
+        let mut buf = vec![0u8; PAGE];
+        assert!(matches!(
+            c.lookup_copy(9, &mut buf),
+            Lookup::Miss(Page::Error { .. }, _)
+        ));
+        // A failed page may be claimed by a new bio.
+        assert!(c.claim(9, 2, seq + 1, false));
+    }
+}
