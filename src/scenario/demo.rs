@@ -69,6 +69,8 @@ struct RawStep {
     preset: Option<String>,
     #[serde(default)]
     baseline: bool,
+    #[serde(default)]
+    drop_cache: bool,
     caption: Option<String>,
     wait: Option<String>,
 }
@@ -91,6 +93,8 @@ pub struct Step {
     pub preset: Option<String>,
     /// Mark the baseline first.
     pub baseline: bool,
+    /// Drop the page cache (after the settings), marked on the charts.
+    pub drop_cache: bool,
     /// Shown until the next caption.
     pub caption: Option<String>,
     /// When to go on.
@@ -185,6 +189,7 @@ impl Demo {
                 settings,
                 preset: s.preset.clone(),
                 baseline: s.baseline,
+                drop_cache: s.drop_cache,
                 caption: s
                     .caption
                     .as_deref()

@@ -669,7 +669,8 @@ mod tests {
         assert_eq!(action_for_key(key('z'), &s, 2), Action::ZoomIn);
         assert_eq!(action_for_key(key('Z'), &s, 2), Action::ZoomOut);
         assert_eq!(action_for_key(key('?'), &s, 2), Action::ToggleHelp);
-        assert_eq!(action_for_key(key('x'), &s, 2), Action::None);
+        assert_eq!(action_for_key(key('x'), &s, 2), Action::DropCache);
+        assert_eq!(action_for_key(key('X'), &s, 2), Action::None);
     }
 
     #[test]

@@ -51,6 +51,9 @@ impl<'a> DemoDriver<'a> {
                 self.inner.engine.mark(format!("preset {p}"));
             }
         }
+        if step.drop_cache {
+            let _ = self.inner.engine.drop_cache();
+        }
         if let Some(c) = &step.caption {
             self.inner.engine.mark(format!("caption: {c}"));
             app.caption = Some(c.clone());

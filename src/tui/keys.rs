@@ -123,6 +123,8 @@ pub enum Action {
     MarkBaseline,
     /// Clear the charts (the baseline is kept).
     ResetCharts,
+    /// Drop every page of the page cache (`echo 1 > drop_caches`).
+    DropCache,
     /// Narrow the time window.
     ZoomIn,
     /// Widen the time window.
@@ -351,6 +353,12 @@ pub const BINDINGS: &[Binding] = &[
         setting: None,
         footer: Footer::IfRoom("pause"),
         help: "pause / resume the workload",
+    },
+    Binding {
+        steps: &[act(&[Char('x')], Action::DropCache)],
+        setting: None,
+        footer: Footer::IfRoom("drop cache"),
+        help: "drop the page cache: every page misses again (marked on the charts)",
     },
     Binding {
         steps: &[act(&[Char('r')], Action::ResetCharts)],
@@ -691,7 +699,7 @@ mod tests {
             does(ev(KeyCode::Char('='), none)),
             Some(Does::Change(_))
         ));
-        assert!(does(ev(KeyCode::Char('x'), none)).is_none());
+        assert!(does(ev(KeyCode::Char('X'), none)).is_none());
         assert!(does(ev(KeyCode::Char('w'), ctrl)).is_none());
         assert!(does(ev(KeyCode::Enter, none)).is_none());
     }

@@ -385,6 +385,13 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
             app.reset_charts();
             app.flash("charts reset");
         }
+        Action::DropCache => match engine.drop_cache() {
+            Some(n) => app.flash(&format!(
+                "page cache dropped ({} MiB): every read misses until it refills",
+                n * 4096 >> 20
+            )),
+            None => app.flash("no page cache on this read path (direct reads)"),
+        },
         Action::MarkBaseline => {
             if app.mark_baseline() {
                 engine.mark("baseline");

@@ -163,6 +163,7 @@ impl Driver for ReplayDriver {
             Action::ZoomIn => app.zoom(false),
             Action::ZoomOut => app.zoom(true),
             Action::ResetCharts => app.reset_charts(),
+            Action::DropCache => app.flash("a replay has no page cache to drop"),
             Action::TogglePause => {
                 self.paused = !self.paused;
                 app.paused = self.paused;

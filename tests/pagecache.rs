@@ -1,0 +1,280 @@
+//! The page-cache model end to end, on real files with the real engine:
+//! post-read work happens once per bio on a miss and never on a hit, as in
+//! ext4's buffered read path; readahead builds bios of the window's size;
+//! concurrent readers of a page cause one bio; a failed bio fails every read
+//! of its pages and none of them becomes a hit; O_DIRECT of a verity file is
+//! read through the page cache; the page wait is iowait only when asked.
+//!
+//! The tests of this binary run one at a time (the iowait test reads
+//! machine-wide counters).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use readpath::engine::{Engine, EngineOptions, RunTotals};
+use readpath::metrics::IntervalRecord;
+use readpath::settings::Settings;
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A dataset of `size` bytes in a temp dir kept for the binary's life.
+fn dataset(size: u64) -> PathBuf {
+    let d = tempfile::Builder::new()
+        .prefix("readpath-pc")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+        .keep();
+    let mut quiet = |_: u64, _: u64| {};
+    readpath::dataset::Dataset::open_or_prepare(&d, size, b"", &mut quiet).unwrap();
+    d
+}
+
+fn shared_16m() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| dataset(16 << 20))
+}
+
+fn settings(file_size: &str, overrides: &[&str]) -> Settings {
+    let mut s = Settings::default();
+    s.set("workload.file_size", file_size).unwrap();
+    for o in overrides {
+        s.apply_override(o).unwrap();
+    }
+    s
+}
+
+fn run_in(dir: &Path, s: Settings, d: Duration) -> (RunTotals, Vec<IntervalRecord>) {
+    let mut quiet = |_: u64, _: u64| {};
+    let engine = Engine::start(
+        s,
+        EngineOptions::new(Duration::from_millis(100), dir.to_path_buf()),
+        &mut quiet,
+    )
+    .unwrap();
+    std::thread::sleep(d);
+    let (totals, rx) = engine.stop_with_records();
+    (totals, rx.try_iter().collect())
+}
+
+/// A 16 MiB file read sequentially with a 64 MiB cache: once the file is
+/// cached every read is a hit, so each block is decrypted and verified
+/// exactly once however long it runs.
+#[test]
+fn a_cached_file_is_decrypted_and_verified_once() {
+    let _g = serial();
+    let s = settings("16M", &["workload.pattern=sequential", "cache.size=64M"]);
+    let (t, records) = run_in(shared_16m(), s, Duration::from_millis(1500));
+    let c = &t.rec.counters;
+    assert_eq!(c.decrypted_units, 4096, "{c:?}");
+    assert_eq!(c.verified_blocks, 4096, "{c:?}");
+    assert_eq!(c.verity_failures + c.io_errors, 0);
+    assert!(
+        c.reads > 2 * 4096,
+        "the file was read more than twice: {c:?}"
+    );
+    // Every read looked at its one page once.
+    assert_eq!(c.pc_hits + c.pc_misses, c.reads);
+    let held: u64 = records.last().unwrap().page_cache.size_bytes;
+    assert_eq!(held, 16 << 20, "the whole file is held");
+}
+
+/// With no cache every random read misses and is decrypted and verified
+/// itself, as on a cold cache of a file far larger than memory.
+#[test]
+fn with_no_cache_every_random_read_is_a_bio() {
+    let _g = serial();
+    let s = settings("16M", &["cache.size=0"]);
+    let (t, _) = run_in(shared_16m(), s, Duration::from_millis(800));
+    let c = &t.rec.counters;
+    assert!(c.reads > 100, "{c:?}");
+    assert_eq!(c.pc_hits, 0, "{c:?}");
+    assert_eq!(c.pc_misses, c.reads, "{c:?}");
+    assert_eq!(c.decrypted_units, c.bio_bytes / 4096, "{c:?}");
+    assert_eq!(c.verified_blocks, c.decrypted_units, "{c:?}");
+    // Every read is decrypted; a read that happens to follow the previous
+    // one (or reads page 0) starts a readahead window, as in the kernel,
+    // whose extra pages are dropped unused.
+    assert!(c.decrypted_units >= c.reads, "{c:?}");
+    assert!(c.decrypted_units <= c.reads + c.reads / 50, "{c:?}");
+}
+
+/// Sequential 4 KiB reads get readahead windows that grow to
+/// `cache.read_ahead` (4, 8, 16 pages, then the full window), read ahead
+/// asynchronously when the marked page is reached.
+#[test]
+fn sequential_reads_make_bios_of_the_readahead_size() {
+    let _g = serial();
+    for (ra, pages) in [("128K", 32u64), ("512K", 128)] {
+        let s = settings(
+            "16M",
+            &[
+                "workload.pattern=sequential",
+                "cache.size=64M",
+                &format!("cache.read_ahead={ra}"),
+            ],
+        );
+        let (t, _) = run_in(shared_16m(), s, Duration::from_millis(1200));
+        let c = &t.rec.counters;
+        assert_eq!(c.decrypted_units, 4096, "{ra}: {c:?}");
+        // 4 + 8 + 16 (+ 32 + 64) pages to ramp up, then full windows.
+        let full = c.bio_bytes / 4096;
+        assert_eq!(full, 4096, "{ra}: every page read once: {c:?}");
+        let mean = c.bio_bytes / c.bios;
+        assert!(
+            mean > (pages * 4096) * 8 / 10 && mean <= pages * 4096,
+            "{ra}: mean bio {mean} bytes, window {} bytes: {c:?}",
+            pages * 4096
+        );
+        // Sync windows only at the start and where the stream wraps to 0.
+        assert!(
+            c.readahead_async * 10 >= c.bios * 9,
+            "{ra}: most bios are async readahead: {c:?}"
+        );
+    }
+    // Readahead off: one page per bio.
+    let s = settings(
+        "16M",
+        &[
+            "workload.pattern=sequential",
+            "cache.read_ahead=0",
+            "cache.size=64M",
+        ],
+    );
+    let (t, _) = run_in(shared_16m(), s, Duration::from_millis(600));
+    let c = &t.rec.counters;
+    assert_eq!(c.bio_bytes, c.bios * 4096, "{c:?}");
+    assert_eq!(c.readahead_async, 0);
+}
+
+/// Four readers with eight reads each in flight, random over a 16 MiB file
+/// with room for all of it: readers often ask for a page another one is
+/// reading, and wait for that bio instead of reading it again, so no page
+/// is read (decrypted, verified) twice.
+#[test]
+fn readers_asking_for_one_page_cause_one_bio() {
+    let _g = serial();
+    let s = settings(
+        "16M",
+        &[
+            "workload.readers=4",
+            "workload.queue_depth=8",
+            "cache.size=64M",
+            "cache.device=memory",
+            "workers.mode=bound",
+        ],
+    );
+    let (t, _) = run_in(shared_16m(), s, Duration::from_millis(1500));
+    let c = &t.rec.counters;
+    assert!(c.reads > 4096, "{c:?}");
+    assert!(c.decrypted_units <= 4096, "a page was read twice: {c:?}");
+    assert_eq!(c.decrypted_units, c.bio_bytes / 4096);
+    assert_eq!(c.verity_failures + c.io_errors, 0);
+}
+
+/// A block corrupted on disk: its bio fails verification, every read of
+/// its pages fails, and the pages never become hits (each later read reads
+/// and fails again), while every other page is served.
+#[test]
+fn a_failed_bio_fails_every_read_of_its_pages_and_never_becomes_a_hit() {
+    let _g = serial();
+    let dir = dataset(4 << 20);
+    let ds = readpath::dataset::Dataset::open_or_prepare(&dir, 4 << 20, b"", &mut |_, _| {})
+        .unwrap()
+        .0;
+    let file = ds.path(readpath::dataset::Variant::Cipher(
+        readpath::crypto::CipherKind::Aes256Xts,
+    ));
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[100 * 4096 + 17] ^= 0x5a;
+    std::fs::write(&file, &bytes).unwrap();
+    let s = settings("4M", &["cache.size=64M", "cache.read_ahead=0"]);
+    let (t, records) = run_in(&dir, s, Duration::from_millis(2000));
+    let c = &t.rec.counters;
+    assert!(c.verity_failures >= 2, "{c:?}");
+    // Each failure is a read of the bad page, which is one bio each time.
+    assert_eq!(c.decrypted_units, 1023 + c.verity_failures, "{c:?}");
+    // Late in the run the good pages are all hits, the bad one still fails.
+    let late = &records[records.len() / 2..];
+    let late_fail: u64 = late.iter().map(|r| r.counters.verity_failures).sum();
+    assert!(late_fail > 0, "the bad page failed again late in the run");
+    assert_eq!(c.reads + c.verity_failures, c.pc_hits + c.pc_misses);
+}
+
+/// O_DIRECT on an fs-verity file runs buffered, with a notice saying the
+/// kernel does the same.
+#[test]
+fn direct_with_verity_runs_buffered_with_the_kernels_reason() {
+    let _g = serial();
+    let s = settings("16M", &["workload.direct=true"]);
+    let (t, _) = run_in(shared_16m(), s, Duration::from_millis(400));
+    assert!(
+        t.notices
+            .iter()
+            .any(|n| n.text.contains("ext4_dio_alignment")),
+        "{:?}",
+        t.notices
+    );
+    let c = &t.rec.counters;
+    assert!(c.pc_misses > 0 && c.bios > 0, "{c:?}");
+    // An encrypted file without verity: blk-crypto, one direct read per
+    // read, decrypted per read, no page cache.
+    let s = settings("16M", &["workload.direct=true", "pipeline.verity=false"]);
+    let (t, _) = run_in(shared_16m(), s, Duration::from_millis(400));
+    let c = &t.rec.counters;
+    assert_eq!(c.pc_hits + c.pc_misses, 0, "{c:?}");
+    assert_eq!(c.decrypted_units, c.reads, "{c:?}");
+}
+
+fn iowait_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let cpu = stat.lines().next().unwrap();
+    cpu.split_whitespace().nth(5).unwrap().parse().unwrap()
+}
+
+/// The reader's wait for its page (here a cold 64 KiB bio from the real
+/// device, then its post-read work) is iowait with `sleep = iowait` and
+/// not with `plain`, in /proc/stat, as `folio_wait_locked` is iowait.
+#[test]
+fn the_page_wait_is_iowait_only_when_asked() {
+    let _g = serial();
+    let f = readpath::sys::probe_features();
+    if !f.io_uring || !f.no_iowait {
+        eprintln!(
+            "SKIP the_page_wait_is_iowait_only_when_asked: needs io_uring with IORING_FEAT_NO_IOWAIT (Linux 6.15+): {}",
+            f.io_uring_reason.unwrap_or_else(|| "no NO_IOWAIT".into())
+        );
+        return;
+    }
+    let mut ticks = Vec::new();
+    for sleep in ["iowait", "plain"] {
+        let s = settings(
+            "16M",
+            &[
+                &format!("workload.sleep={sleep}"),
+                "cache.size=0",
+                "workload.block_size=64K",
+            ],
+        );
+        let before = iowait_ticks();
+        let (t, _) = run_in(shared_16m(), s, Duration::from_millis(1500));
+        ticks.push(iowait_ticks() - before);
+        if t.notices.iter().any(|n| n.text.starts_with("cache.device")) {
+            eprintln!(
+                "SKIP the_page_wait_is_iowait_only_when_asked: the test data dir refuses O_DIRECT, so no bio waits for a device"
+            );
+            return;
+        }
+        assert!(t.rec.counters.reads > 0);
+    }
+    // USER_HZ ticks over 1.5 s (100 a second on each idle CPU).
+    assert!(
+        ticks[0] >= 5 && ticks[0] > 4 * ticks[1].max(1),
+        "iowait ticks with sleep=iowait {} vs plain {}",
+        ticks[0],
+        ticks[1]
+    );
+}
