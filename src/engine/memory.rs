@@ -157,12 +157,16 @@ impl MemoryNeed {
         }
         let w = &s.workload;
         let buffers = self.buffers.saturating_add(self.in_flight);
+        let auto = format!(
+            "cache.size or workload.file_size (cache.size \"auto\" is a quarter of workload.file_size {})",
+            crate::settings::format_size(s.workload.file_size)
+        );
         let keys = if self.page_cache >= buffers
             && self.page_cache >= self.tree
             && self.page_cache >= self.histograms
         {
             if s.cache.size.is_none() {
-                "cache.size (\"auto\" is a quarter of workload.file_size)"
+                auto.as_str()
             } else {
                 "cache.size"
             }

@@ -357,7 +357,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         steps: &[act(&[Char('x')], Action::DropCache)],
         setting: None,
-        footer: Footer::IfRoom("drop cache"),
+        footer: Footer::None,
         help: "drop the page cache: every page misses again (marked on the charts)",
     },
     Binding {
