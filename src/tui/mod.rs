@@ -386,9 +386,9 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
             app.flash("charts reset");
         }
         Action::DropCache => match engine.drop_cache() {
-            Some(n) => app.flash(&format!(
+            Some(n) => app.flash(format!(
                 "page cache dropped ({} MiB): every read misses until it refills",
-                n * 4096 >> 20
+                (n * 4096) >> 20
             )),
             None => app.flash("no page cache on this read path (direct reads)"),
         },
