@@ -1017,9 +1017,12 @@ fn presets(action: PresetsAction) -> Result<()> {
     match action {
         PresetsAction::List => {
             for (name, origin, p) in preset::list() {
-                let desc = match &p {
-                    Ok(p) => p.description.clone(),
-                    Err(e) => format!("INVALID: {e}"),
+                let (desc, path) = match &p {
+                    Ok(p) => (
+                        p.description.clone(),
+                        crate::engine::ReadPath::of(&p.settings).short_name(),
+                    ),
+                    Err(e) => (format!("INVALID: {e}"), ""),
                 };
                 let short: String = desc
                     .split(": ")
@@ -1030,7 +1033,7 @@ fn presets(action: PresetsAction) -> Result<()> {
                     .collect();
                 writeln!(
                     out,
-                    "{name:<28} {:<9} {short}",
+                    "{name:<28} {:<9} {path:<10} {short}",
                     match origin {
                         preset::Origin::Shipped => "shipped",
                         _ => "user",
@@ -1048,6 +1051,11 @@ fn presets(action: PresetsAction) -> Result<()> {
         PresetsAction::Show { name } => {
             let (p, origin) = preset::resolve(&name).map_err(preset_error)?;
             writeln!(out, "# {name}: {origin}")?;
+            writeln!(
+                out,
+                "# models: {}",
+                crate::engine::ReadPath::of(&p.settings).describe()
+            )?;
             out.write_all(p.to_toml_string().as_bytes())?;
         }
         PresetsAction::Check { files } => {

@@ -493,6 +493,20 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
         owner: Owner::new(ctx, index, r.reads.len(), r.block),
     };
     u.arm_eventfd();
+    // Hands the SQ to the kernel; tests inject a failure with bios in the
+    // device and items at the workers (`Faults::fail_submit_when_busy`).
+    let mut submits = 0u64;
+    let mut submit = |u: &mut UringOwner<'_>| {
+        submits += 1;
+        if ctx.faults.fail_submit_when_busy
+            && submits > 64
+            && u.owner.in_device > 1
+            && u.owner.at_workers > 0
+        {
+            return Err(std::io::Error::other("injected submission failure"));
+        }
+        u.ring.submit()
+    };
     loop {
         h.tick();
         r.progressed = false;
@@ -525,7 +539,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
             u.owner.in_device += 1;
         }
         if r.progressed && u.owner.in_device == 0 {
-            if let Err(e) = u.ring.submit() {
+            if let Err(e) = submit(&mut u) {
                 u.owner.failed = true;
                 return Err(e);
             }
@@ -536,7 +550,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
             None => MAX_WAIT_NS,
         };
         if poll {
-            if let Err(e) = u.ring.submit() {
+            if let Err(e) = submit(&mut u) {
                 u.owner.failed = true;
                 return Err(e);
             }
@@ -550,7 +564,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
                 std::hint::spin_loop();
             }
         } else if r.progressed {
-            if let Err(e) = u.ring.submit() {
+            if let Err(e) = submit(&mut u) {
                 u.owner.failed = true;
                 return Err(e);
             }
@@ -586,7 +600,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
                         return Err(e);
                     }
                 }
-            } else if let Err(e) = u.ring.submit() {
+            } else if let Err(e) = submit(&mut u) {
                 u.owner.failed = true;
                 return Err(e);
             }

@@ -479,6 +479,13 @@ impl Engine {
         Some(n)
     }
 
+    /// Pages of the page cache in flight (for tests: 0 while paused, when
+    /// every pipeline has drained; a page left in flight would hang its
+    /// next reader).
+    pub fn pages_in_flight(&self) -> usize {
+        self.pcache.as_ref().map_or(0, |pc| pc.pages_in_flight())
+    }
+
     /// Bytes of plaintext the page cache holds now (0: none in use).
     pub fn page_cache_bytes(&self) -> u64 {
         self.pcache

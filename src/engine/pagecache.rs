@@ -266,6 +266,14 @@ impl PageCache {
         self.resident.load(Ordering::Relaxed)
     }
 
+    /// Pages in flight now (a scan; 0 whenever no pipeline runs).
+    pub fn pages_in_flight(&self) -> usize {
+        self.pages
+            .iter()
+            .filter(|w| matches!(decode(w.load(Ordering::Relaxed)).0, Page::InFlight { .. }))
+            .count()
+    }
+
     /// The state of page `p`.
     #[inline]
     pub fn page(&self, p: u64) -> (Page, bool) {

@@ -79,6 +79,15 @@ impl ReadPath {
         }
     }
 
+    /// A one-word name for listings: `buffered`, `blk-crypto`, `direct`.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            ReadPath::PageCache => "buffered",
+            ReadPath::BlkCrypto => "blk-crypto",
+            ReadPath::RawDirect => "direct",
+        }
+    }
+
     /// How the plan and the reports name it.
     pub fn describe(self) -> &'static str {
         match self {
@@ -283,6 +292,24 @@ fn limits(s: &Settings, e: &Settings, f: &Features, fs: &DataFs) -> Vec<(&'stati
     } else if s.pipeline.cipher == crate::crypto::CipherKind::Aes256Xts && !f.aes_instructions {
         out.push(("pipeline.cipher", "no AES instructions on this CPU".into()));
     }
+    let path = ReadPath::of(e);
+    if path != ReadPath::PageCache {
+        let why = format!("{}: no page cache", path.describe());
+        for key in ["cache.size", "cache.read_ahead", "cache.device"] {
+            out.push((key, why.clone()));
+        }
+    } else if !fs.o_direct {
+        out.push((
+            "cache.device",
+            "the filesystem refuses O_DIRECT: bios read the kernel's cache".into(),
+        ));
+    }
+    if path == ReadPath::BlkCrypto {
+        out.push((
+            "workers.mode",
+            "blk-crypto decrypts on its unbound queue".into(),
+        ));
+    }
     out
 }
 
@@ -436,6 +463,7 @@ mod tests {
         let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
         assert_eq!(r.path, ReadPath::RawDirect);
         assert!(r.fallbacks.is_empty());
+        assert!(r.limit("cache.size").unwrap().contains("no page cache"));
         // Buffered is the page cache whatever the stages.
         let r = resolve(
             &with(&[("pipeline.decrypt", "false")]),

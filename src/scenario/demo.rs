@@ -15,7 +15,8 @@
 //! [[step]]
 //! baseline = true
 //! set = { "workers.mode" = "bound" }     # or preset = "NAME"
-//! caption = "bound: work stays on the CPU that completed the read"
+//! drop_cache = true                       # cold again: every page misses
+//! caption = "bound: work stays on the CPU that completed the bio"
 //! wait = "key"
 //! ```
 

@@ -25,8 +25,10 @@ pub fn features() -> Features {
     }
 }
 
-/// One interval of a QD1 workload: unbound before t = 30 s (slower, more
-/// run_delay), bound after; a stall at t = 20 s.
+/// One interval of a QD1 workload through the page cache: a quarter of the
+/// reads hit (a copy), the rest are one 4 KiB bio each, whose stages are
+/// recorded per bio; unbound before t = 30 s (slower, more run_delay),
+/// bound after; a stall at t = 20 s.
 pub fn record(seq: u64) -> IntervalRecord {
     let t = (seq + 1) as f64 * INTERVAL_S;
     let bound = t > 30.0;
@@ -48,7 +50,12 @@ pub fn record(seq: u64) -> IntervalRecord {
         } else {
             us
         };
+        let hit = i % 4 == 3;
+        let us = if hit { 0.3 } else { us };
         r.record(Stage::EndToEnd, (us * 1e3) as u64);
+        if hit {
+            continue;
+        }
         r.record(Stage::Device, (us * 0.8e3) as u64);
         r.record(
             Stage::Queue,
@@ -57,13 +64,21 @@ pub fn record(seq: u64) -> IntervalRecord {
         r.record(Stage::Decrypt, 800);
         r.record(Stage::Verify, 3_000);
     }
+    let misses = n - n / 4;
     r.counters.reads = n;
     r.counters.bytes = n * 4096;
+    r.counters.pc_hits = n / 4;
+    r.counters.pc_misses = misses;
+    r.counters.bios = misses;
+    r.counters.bio_bytes = misses * 4096;
+    r.counters.decrypted_units = misses;
+    r.counters.verified_blocks = misses;
     let mut rec = IntervalRecord {
         seq,
         t_s: t,
         ..Default::default()
     };
+    rec.page_cache.size_bytes = 64 << 20;
     rec.fill_from(&r, INTERVAL_S);
     rec.workers.threads = 4;
     rec.workers.run_delay_us = if bound { 300.0 } else { 9_000.0 };

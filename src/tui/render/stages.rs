@@ -1,5 +1,6 @@
-//! The stages panel: mean time per read in device, queue, decrypt and verify,
-//! and per-CPU busy and iowait bars.
+//! The stages panel: mean time per read (per bio on the page-cache path)
+//! in device, queue, decrypt and verify, the page cache's hit rate and
+//! bios per second, and per-CPU busy and iowait bars.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -17,26 +18,57 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     let inner = block.inner(area);
     block.render(area, buf);
     let recs: Vec<&IntervalRecord> = app.now_records().filter(|r| !r.paused).collect();
-    let mean = |f: fn(&IntervalRecord) -> f64| {
-        let n: u64 = recs.iter().map(|r| r.reads).sum();
+    // Each stage's mean over its own samples: per read on a direct path,
+    // per bio (work item) on the page-cache path.
+    let mean = |f: fn(&IntervalRecord) -> &crate::metrics::Percentiles| {
+        let n: u64 = recs.iter().map(|r| f(r).count).sum();
         if n == 0 {
             0.0
         } else {
-            recs.iter().map(|r| f(r) * r.reads as f64).sum::<f64>() / n as f64
+            recs.iter()
+                .map(|r| f(r).mean * f(r).count as f64)
+                .sum::<f64>()
+                / n as f64
         }
     };
     let stages = [
-        ("device", mean(|r| r.stages_us.device.mean), th.series[3]),
-        ("queue", mean(|r| r.stages_us.queue.mean), th.series[1]),
-        ("decrypt", mean(|r| r.stages_us.decrypt.mean), th.series[0]),
-        ("verify", mean(|r| r.stages_us.verify.mean), th.series[2]),
+        ("device", mean(|r| &r.stages_us.device), th.series[3]),
+        ("queue", mean(|r| &r.stages_us.queue), th.series[1]),
+        ("decrypt", mean(|r| &r.stages_us.decrypt), th.series[0]),
+        ("verify", mean(|r| &r.stages_us.verify), th.series[2]),
     ];
+    let (hits, misses, bios, secs) = recs.iter().fold((0u64, 0u64, 0u64, 0.0), |a, r| {
+        (
+            a.0 + r.page_cache.hits,
+            a.1 + r.page_cache.misses,
+            a.2 + r.page_cache.bios,
+            a.3 + r.interval_s,
+        )
+    });
+    let cached = hits + misses > 0;
     let total: f64 = stages.iter().map(|s| s.1).sum::<f64>().max(1e-9);
     let bar_w = (inner.width as usize).saturating_sub(22).max(1);
     let mut y = inner.y;
     let bottom = inner.y + inner.height;
     if y < bottom {
-        buf.set_string(inner.x, y, "mean per read", th.dim());
+        if cached {
+            let rate = bios as f64 / secs.max(1e-9);
+            let rate = if rate >= 1e4 {
+                format!("{:.0}k", rate / 1e3)
+            } else if rate >= 1e3 {
+                format!("{:.1}k", rate / 1e3)
+            } else {
+                format!("{rate:.0}")
+            };
+            let line = format!(
+                "per bio · hit {:.0}% · {rate} bio/s",
+                hits as f64 * 100.0 / (hits + misses) as f64,
+            );
+            let line: String = line.chars().take(inner.width as usize).collect();
+            buf.set_string(inner.x, y, line, th.dim());
+        } else {
+            buf.set_string(inner.x, y, "mean per read", th.dim());
+        }
         y += 1;
     }
     for (name, us, color) in stages {
