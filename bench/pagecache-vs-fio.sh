@@ -37,6 +37,13 @@ CASES=(
 )
 cat "$SMALL" >/dev/null
 
+# fio's own cost per I/O (its null engine: no kernel at all), to tell its
+# bookkeeping from the kernel's work in the hit rows.
+fio --name=null --ioengine=null --rw=randread --bs=4k --size=16M --runtime=2 --time_based \
+    --norandommap --output-format=json 2>/dev/null | python3 -c '
+import json, sys
+f = json.load(sys.stdin)["jobs"][0]["read"]
+print(f"fio null engine: {f[\"iops\"]:.0f} IOPS = {1e6 / f[\"iops\"]:.3f} us of fio per I/O")'
 printf "%-16s %5s %10s %10s %8s %8s %8s\n" case round fio_iops rp_iops iops_x cost_x rp_hit%
 for c in "${CASES[@]}"; do
   IFS='|' read -r name fioargs rpargs file secs <<<"$c"

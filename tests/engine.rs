@@ -407,10 +407,11 @@ fn a_failed_submission_in_the_page_cache_reader_drains_and_leaves_no_page_in_fli
     engine.resume().unwrap();
     // A live change rebuilds the pipeline on the same cache (same
     // geometry): if a page had been left in flight, its readers would wait
-    // for ever. Inline, so no item is ever at a worker and the injected
-    // failure cannot strike again.
+    // for ever. Inline (both stages), so no item is ever at a worker and
+    // the injected failure cannot strike again.
     let mut s2 = s.clone();
     s2.set("workers.mode", "inline").unwrap();
+    s2.set("workers.verify_mode", "same").unwrap();
     engine.apply(s2).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let (totals, records) = engine.stop_with_records();

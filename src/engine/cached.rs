@@ -37,6 +37,8 @@ const PASS_BUDGET: u32 = 256;
 
 /// user_data bit of a bio read (the rest: the reader's bio slot).
 const BIO_TAG: u64 = 1 << 62;
+/// user_data bit of an application read's copy (the rest: its slot).
+const COPY_TAG: u64 = 1 << 61;
 
 /// One application read in flight.
 #[derive(Clone, Copy, Default)]
@@ -48,10 +50,16 @@ struct AppRead {
     done: u32,
     /// Pages counted as a hit or a miss so far.
     looked: u32,
+    /// Of those, hits (the rest missed); added to the counters when the
+    /// read ends, so a read abandoned at a stop counts nothing.
+    hits: u32,
     /// The bio (sequence, cut as pages store it) this read waits for; 0: none.
     wait_seq: u64,
     /// Failed: 1 verification, 2 I/O.
     failed: u8,
+    /// Every page is uptodate and the copy to the application's buffer
+    /// is in the kernel (io_uring).
+    copying: bool,
 }
 
 /// What progressing a read came to.
@@ -119,20 +127,20 @@ struct Reader<'c> {
     src: Source,
     /// Bios built and not yet handed to the device.
     to_submit: Vec<u32>,
+    /// The file whose kernel page cache the application's copy is read
+    /// from (the plaintext, buffered): see [`Reader::copy`].
+    plain_fd: i32,
+    /// io_uring: the copy is a read on the ring (slots in `to_copy`);
+    /// sync: a `pread` at once.
+    copy_on_ring: bool,
+    /// Reads whose copy is to be submitted (io_uring).
+    to_copy: Vec<u32>,
     frames_tmp: Vec<u32>,
     /// Something changed this pass (a read finished or advanced).
     progressed: bool,
 }
 
 impl Reader<'_> {
-    fn app_buf(&self, owner: &Owner<'_>, i: usize, page: u32) -> &'static mut [u8] {
-        // SAFETY: slot i's buffer is this reader's own (no worker ever sees
-        // an application buffer in this mode), `block` bytes long, and
-        // `page` < pages_per_read; it lives until the owner drops, after
-        // this reader's loop.
-        unsafe { std::slice::from_raw_parts_mut(owner.slot(i).add(page as usize * PAGE), PAGE) }
-    }
-
     /// Builds the bios of `w` (async: started by readahead, no reader waits
     /// yet): runs of consecutive pages absent or failed, one bio each, up
     /// to BIO_MAX_VECS pages. Returns whether any bio was built.
@@ -221,7 +229,7 @@ impl Reader<'_> {
     }
 
     /// Moves read `i` on as far as the cache allows.
-    fn step(&mut self, owner: &Owner<'_>, h: &mut ThreadHandle, i: usize) -> Step {
+    fn step(&mut self, i: usize) -> Step {
         let first = self.reads[i].offset / PAGE as u64;
         let n = self.pages_per_read;
         let mut blocked_at = u32::MAX;
@@ -233,10 +241,10 @@ impl Reader<'_> {
             if count {
                 self.reads[i].looked = r.done + 1;
             }
-            match self.pc.lookup_copy(p, self.app_buf(owner, i, r.done)) {
+            match self.pc.lookup(p) {
                 Lookup::Hit { marked } => {
                     if count {
-                        h.rec.counters.pc_hits += 1;
+                        self.reads[i].hits += 1;
                     }
                     if marked {
                         self.async_ra(p, req);
@@ -244,37 +252,32 @@ impl Reader<'_> {
                     self.reads[i].done += 1;
                     self.progressed = true;
                 }
-                Lookup::Miss(page, flag) => {
-                    if count {
-                        h.rec.counters.pc_misses += 1;
+                Lookup::Miss(page, flag) => match page {
+                    Page::InFlight { bio, seq } => {
+                        if flag && self.pc.take_mark(p) {
+                            self.async_ra(p, req);
+                        }
+                        self.pc.add_waiter(bio, self.index);
+                        if self.pc.page(p).0 == page {
+                            self.reads[i].wait_seq = seq;
+                            return Step::Waiting;
+                        }
                     }
-                    match page {
-                        Page::InFlight { bio, seq } => {
-                            if flag && self.pc.take_mark(p) {
-                                self.async_ra(p, req);
-                            }
-                            self.pc.add_waiter(bio, self.index);
-                            if self.pc.page(p).0 == page {
-                                self.reads[i].wait_seq = seq;
-                                return Step::Waiting;
-                            }
-                        }
-                        Page::Error { seq } if seq == r.wait_seq && r.wait_seq != 0 => {
-                            self.reads[i].failed = if flag { 2 } else { 1 };
-                            return Step::Done;
-                        }
-                        Page::Absent | Page::Error { .. } => {
-                            if blocked_at == r.done {
-                                return Step::Blocked;
-                            }
-                            blocked_at = r.done;
-                            let pc = self.pc;
-                            let w = self.ra.sync(p, req, |q| pc.present(q));
-                            self.build_bios(w, false);
-                        }
-                        Page::Uptodate { .. } | Page::Evicting => {}
+                    Page::Error { seq } if seq == r.wait_seq && r.wait_seq != 0 => {
+                        self.reads[i].failed = if flag { 2 } else { 1 };
+                        return Step::Done;
                     }
-                }
+                    Page::Absent | Page::Error { .. } => {
+                        if blocked_at == r.done {
+                            return Step::Blocked;
+                        }
+                        blocked_at = r.done;
+                        let pc = self.pc;
+                        let w = self.ra.sync(p, req, |q| pc.present(q));
+                        self.build_bios(w, false);
+                    }
+                    Page::Uptodate { .. } | Page::Evicting => {}
+                },
             }
         }
         Step::Done
@@ -302,10 +305,42 @@ impl Reader<'_> {
         true
     }
 
+    /// The copy of read `i`'s pages into the application's buffer, which
+    /// the kernel makes on a buffered read once its pages are uptodate
+    /// (`filemap_read` -> `copy_folio_to_iter`). It is a real read of the
+    /// plaintext through the kernel's own page cache, so a hit costs what
+    /// the kernel's hit costs (the syscall or ring entry, the lookup, the
+    /// copy) and not only a memcpy: the model decides hit or miss, the
+    /// kernel does the copy. Sync: done here (true). io_uring: queued for
+    /// the ring (false), finished when it completes.
+    fn copy(&mut self, owner: &Owner<'_>, i: usize) -> bool {
+        if self.copy_on_ring {
+            self.reads[i].copying = true;
+            self.to_copy.push(i as u32);
+            return false;
+        }
+        let buf = owner.slot(i);
+        // SAFETY: `buf` is slot i's `block` bytes, this reader's own.
+        let n = unsafe {
+            libc::pread(
+                self.plain_fd,
+                buf.cast(),
+                self.block,
+                self.reads[i].offset as libc::off_t,
+            )
+        };
+        if n != self.block as isize {
+            self.reads[i].failed = 2;
+        }
+        true
+    }
+
     fn finish(&mut self, h: &mut ThreadHandle, i: usize) {
         let r = self.reads[i];
         self.reads[i].active = false;
         self.progressed = true;
+        h.rec.counters.pc_hits += u64::from(r.hits);
+        h.rec.counters.pc_misses += u64::from(r.looked - r.hits);
         match r.failed {
             0 => {
                 h.rec.counters.reads += 1;
@@ -336,10 +371,16 @@ impl Reader<'_> {
                 {
                     break;
                 }
-                match self.step(owner, h, i) {
+                if self.reads[i].copying {
+                    break;
+                }
+                match self.step(i) {
                     Step::Done => {
-                        self.finish(h, i);
                         budget -= 1;
+                        if self.reads[i].failed == 0 && !self.copy(owner, i) {
+                            break; // the copy is on the ring
+                        }
+                        self.finish(h, i);
                     }
                     Step::Waiting | Step::Blocked => break,
                 }
@@ -450,6 +491,9 @@ pub fn run(
         ra: Readahead::new(s.cache.read_ahead),
         src: Source::new(s, index),
         to_submit: Vec::with_capacity(nbios),
+        plain_fd: ctx.plain.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        copy_on_ring: engine == EngineKind::Uring,
+        to_copy: Vec::with_capacity(depth),
         frames_tmp: Vec::with_capacity(MAX_BIO_PAGES),
         progressed: false,
     };
@@ -463,7 +507,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
     let s = &ctx.settings;
     let index = r.index;
     let poll = s.workload.sleep == SleepMode::Poll;
-    let entries = ((r.bios.slots.len() + 1) as u32).next_power_of_two();
+    let entries = ((r.bios.slots.len() + r.reads.len() + 1) as u32).next_power_of_two();
     let ring = if poll {
         IoUring::new(entries)?
     } else {
@@ -516,7 +560,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
             u.owner.at_workers -= 1;
             r.bio_done(&u.owner, h, k, stopping);
         }
-        if stopping && u.owner.in_device == 0 && u.owner.at_workers == 0 {
+        if stopping && u.owner.in_device == 0 && u.owner.at_workers == 0 && r.to_copy.is_empty() {
             break;
         }
         let due = r.pass(&u.owner, h, stopping);
@@ -536,6 +580,22 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
             // bio until its completion is reaped (the iovecs live in
             // `r.bios`, which outlives `u`; the frames in the cache).
             unsafe { u.ring.submission().push(&sqe) }.expect("SQ sized for every bio");
+            u.owner.in_device += 1;
+        }
+        for i in r.to_copy.drain(..) {
+            let rd = r.reads[i as usize];
+            let sqe = opcode::Read::new(
+                types::Fd(r.plain_fd),
+                u.owner.slot(i as usize),
+                r.block as u32,
+            )
+            .offset(rd.offset)
+            .build()
+            .user_data(COPY_TAG | u64::from(i));
+            // SAFETY: slot i's buffer is this reader's own and not touched
+            // until this read's completion is reaped; `u.owner` frees the
+            // buffers only after `u` reaped every read counted in_device.
+            unsafe { u.ring.submission().push(&sqe) }.expect("SQ sized for every bio and copy");
             u.owner.in_device += 1;
         }
         if r.progressed && u.owner.in_device == 0 {
@@ -616,8 +676,17 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
                 rearm = true;
                 continue;
             }
-            let k = (ud & !BIO_TAG) as u32;
             u.owner.in_device -= 1;
+            if ud & COPY_TAG != 0 {
+                let i = (ud & !COPY_TAG) as usize;
+                r.reads[i].copying = false;
+                if cqe.result() != r.block as i32 {
+                    r.reads[i].failed = 2;
+                }
+                r.finish(h, i);
+                continue;
+            }
+            let k = (ud & !BIO_TAG) as u32;
             if r.bio_read(h, k, i64::from(cqe.result()), stamp()) {
                 r.bio_done(&u.owner, h, k, stopping);
             } else {
@@ -651,7 +720,12 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
             break;
         }
         let due = r.pass(&o, h, stopping);
-        while let Some(k) = r.to_submit.pop() {
+        // Only the bios built so far: the reads they finish start new reads
+        // whose bios wait for the next turn, so the loop gets back to its
+        // handoff and stop checks.
+        let queued = r.to_submit.len();
+        for j in 0..queued {
+            let k = r.to_submit[j];
             let n = r.bios.slots[k as usize].npages;
             let t = stamp();
             r.bios.slots[k as usize].submit_ns = t;
@@ -676,6 +750,7 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
                 o.at_workers += 1;
             }
         }
+        r.to_submit.drain(..queued);
         if r.progressed {
             continue;
         }

@@ -410,6 +410,22 @@ impl Engine {
         let path = self.dataset.path(variant);
         let pcache = (r.path == ReadPath::PageCache).then(|| self.page_cache_for(&eff));
         *self.shared.pcache.lock().unwrap_or_else(|e| e.into_inner()) = pcache.clone();
+        // Page-cache readers copy through the kernel's cache of the
+        // plaintext; asked to be read in now, so a hit is not a real read.
+        let plain = match &pcache {
+            Some(_) => {
+                let f = File::open(self.dataset.path(Variant::Plain)).map_err(|e| {
+                    EngineError::Start(std::io::Error::new(
+                        e.kind(),
+                        format!("opening the plaintext the page-cache readers copy from: {e}"),
+                    ))
+                })?;
+                self.warm_plain(&f);
+                Some(Arc::new(f))
+            }
+            None => None,
+        };
+        let pcache = pcache.zip(plain);
         let direct = match r.path {
             ReadPath::PageCache => eff.cache.device == crate::settings::CacheDevice::Disk,
             _ => eff.workload.direct,
@@ -465,6 +481,28 @@ impl Engine {
         }
         self.pcache = Some(pc.clone());
         pc
+    }
+
+    /// Makes sure the plaintext the readers copy from is in the kernel's
+    /// page cache, so the copy of a hit costs what a kernel hit costs and
+    /// never reads the device: read through when it is not all resident and
+    /// fits in half the available memory, else a notice says it may not be.
+    fn warm_plain(&self, f: &File) {
+        let Ok(r) = crate::sys::page_cache_residency(f) else {
+            return;
+        };
+        if r.resident_pages >= r.total_pages {
+            return;
+        }
+        let bytes = r.total_pages * crate::sys::page_size() as u64;
+        let room = crate::sys::memory_available_bytes().unwrap_or(0) / 2;
+        if bytes <= room && crate::sys::warm_page_cache(f).is_ok() {
+            return;
+        }
+        self.sink().push(format!(
+            "page cache: {} of {} pages of the plaintext the readers copy from are in the kernel's cache; a copy that finds its page cold reads the device",
+            r.resident_pages, r.total_pages
+        ));
     }
 
     /// Drops every page of the model's page cache (the `x` key; `echo 1 >

@@ -303,10 +303,38 @@ impl PageCache {
         unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.add(f as usize * PAGE), PAGE) }
     }
 
+    /// Looks page `p` up without a lock: an uptodate page is a hit (its
+    /// referenced bit set, its readahead mark taken); any other state is
+    /// returned as it is (an `Evicting` one is read again).
+    #[inline]
+    pub fn lookup(&self, p: u64) -> Lookup {
+        loop {
+            let w = self.pages[p as usize].load(Ordering::SeqCst);
+            let (page, marked) = decode(w);
+            match page {
+                Page::Uptodate { frame } => {
+                    let f = frame as usize;
+                    if !self.referenced[f].load(Ordering::Relaxed) {
+                        self.referenced[f].store(true, Ordering::Relaxed);
+                    }
+                    let had_mark = marked
+                        && self.pages[p as usize]
+                            .compare_exchange(w, w & !MARK, Ordering::SeqCst, Ordering::Relaxed)
+                            .is_ok();
+                    return Lookup::Hit { marked: had_mark };
+                }
+                Page::Evicting => std::hint::spin_loop(),
+                _ => return Lookup::Miss(page, marked),
+            }
+        }
+    }
+
     /// A hit copies page `p` into `dst` (one page) without a lock; any
     /// other state is returned as it is. A page found `Evicting` or
-    /// changing under the pin is read again.
-    #[inline]
+    /// changing under the pin is read again. (The readers copy through the
+    /// kernel instead, see `cached.rs`; this is the model's own copy, which
+    /// the tests use to check what a frame holds.)
+    #[cfg(test)]
     pub fn lookup_copy(&self, p: u64, dst: &mut [u8]) -> Lookup {
         loop {
             let w = self.pages[p as usize].load(Ordering::SeqCst);

@@ -62,8 +62,9 @@ impl Pipeline {
         registry: Arc<Registry>,
         notices: NoticeSink,
         faults: super::Faults,
-        pcache: Option<Arc<super::pagecache::PageCache>>,
+        pcache: Option<(Arc<super::pagecache::PageCache>, Arc<std::fs::File>)>,
     ) -> std::io::Result<Pipeline> {
+        let (pcache, plain) = pcache.unzip();
         let plan = Plan::of(&settings);
         let cpus = crate::sys::online_cpus();
         let readers = settings.workload.readers as usize;
@@ -103,6 +104,7 @@ impl Pipeline {
             faults,
             pcache,
             bios_per_reader,
+            plain,
         });
         let mut workers = Vec::new();
         // Named after the kernel queue they model: the first queue is

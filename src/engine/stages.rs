@@ -141,6 +141,9 @@ pub struct Ctx {
     pub pcache: Option<Arc<PageCache>>,
     /// Bio slots of each reader in [`Self::pcache`].
     pub bios_per_reader: usize,
+    /// The plaintext, read buffered: page-cache readers copy through the
+    /// kernel's own cache of it (the kernel's hit path).
+    pub plain: Option<Arc<std::fs::File>>,
 }
 
 impl Ctx {
