@@ -43,7 +43,8 @@ fio --name=null --ioengine=null --rw=randread --bs=4k --size=16M --runtime=2 --t
     --norandommap --output-format=json 2>/dev/null | python3 -c '
 import json, sys
 f = json.load(sys.stdin)["jobs"][0]["read"]
-print(f"fio null engine: {f[\"iops\"]:.0f} IOPS = {1e6 / f[\"iops\"]:.3f} us of fio per I/O")'
+iops = f["iops"]
+print(f"fio null engine: {iops:.0f} IOPS = {1e6 / iops:.3f} us of fio per I/O")'
 printf "%-16s %5s %10s %10s %8s %8s %8s\n" case round fio_iops rp_iops iops_x cost_x rp_hit%
 for c in "${CASES[@]}"; do
   IFS='|' read -r name fioargs rpargs file secs <<<"$c"

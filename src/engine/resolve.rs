@@ -251,7 +251,12 @@ fn limits(s: &Settings, e: &Settings, f: &Features, fs: &DataFs) -> Vec<(&'stati
             ),
         ));
     }
-    if s.workload.engine == EngineKind::Sync {
+    if s.workload.engine == EngineKind::Sync && ReadPath::of(e) == ReadPath::PageCache {
+        out.push((
+            "workload.sleep",
+            "sync: a bio's read is iowait, the wait for its post-read work a futex (not iowait: a deviation)".into(),
+        ));
+    } else if s.workload.engine == EngineKind::Sync {
         out.push(("workload.sleep", "sync reads always sleep as iowait".into()));
     } else if !f.io_uring {
         out.push(("workload.sleep", "needs io_uring".into()));
@@ -293,6 +298,9 @@ fn limits(s: &Settings, e: &Settings, f: &Features, fs: &DataFs) -> Vec<(&'stati
         out.push(("pipeline.cipher", "no AES instructions on this CPU".into()));
     }
     let path = ReadPath::of(e);
+    if s.pipeline.verity {
+        out.push(("workload.direct", "verity files: page cache (ext4)".into()));
+    }
     if path != ReadPath::PageCache {
         let why = format!("{}: no page cache", path.describe());
         for key in ["cache.size", "cache.read_ahead", "cache.device"] {

@@ -931,6 +931,13 @@ pub struct WindowStats {
     pub queue_p99_us: f64,
     /// Workers' run_delay per second of wall time, us/s.
     pub run_delay_us_per_s: f64,
+    /// Page-cache hit ratio of the window's reads, % (None off the
+    /// page-cache path).
+    #[serde(default)]
+    pub page_hit_pct: Option<f64>,
+    /// Bios per second (each one decrypted and verified as one item).
+    #[serde(default)]
+    pub bios_per_s: f64,
 }
 
 impl WindowStats {
@@ -940,7 +947,11 @@ impl WindowStats {
         let mut queue = empty_hist();
         let mut st = WindowStats::default();
         let (mut bytes, mut run_delay, mut first) = (0u64, 0.0, true);
+        let (mut hits, mut misses, mut bios) = (0u64, 0u64, 0u64);
         for r in records.into_iter().filter(|r| !r.paused) {
+            hits += r.page_cache.hits;
+            misses += r.page_cache.misses;
+            bios += r.page_cache.bios;
             if first {
                 st.from_s = r.t_s - r.interval_s;
                 first = false;
@@ -970,6 +981,8 @@ impl WindowStats {
         st.p999_us = q(&lat, 0.999);
         st.queue_p99_us = q(&queue, 0.99);
         st.run_delay_us_per_s = run_delay / st.secs;
+        st.page_hit_pct = (hits + misses > 0).then(|| hits as f64 * 100.0 / (hits + misses) as f64);
+        st.bios_per_s = bios as f64 / st.secs;
         Some(st)
     }
 }

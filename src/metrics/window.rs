@@ -22,6 +22,8 @@ pub struct WindowAcc {
     bytes: u64,
     secs: f64,
     run_delay: f64,
+    /// Page-cache hits, misses (pages) and bios.
+    pc: (u64, u64, u64),
     /// A subtraction failed (cannot happen with matching adds): the owner
     /// rebuilds the window from its records.
     pub broken: bool,
@@ -38,6 +40,7 @@ impl Default for WindowAcc {
             bytes: 0,
             secs: 0.0,
             run_delay: 0.0,
+            pc: (0, 0, 0),
             broken: false,
         }
     }
@@ -58,6 +61,8 @@ impl WindowAcc {
         self.bytes += r.bytes;
         self.secs += r.interval_s;
         self.run_delay += r.workers.run_delay_us;
+        let c = &r.page_cache;
+        self.pc = (self.pc.0 + c.hits, self.pc.1 + c.misses, self.pc.2 + c.bios);
         r.latency_hist.add_to(&mut self.lat);
         r.queue_hist.add_to(&mut self.queue);
     }
@@ -74,6 +79,12 @@ impl WindowAcc {
         self.bytes -= r.bytes.min(self.bytes);
         self.secs -= r.interval_s;
         self.run_delay -= r.workers.run_delay_us;
+        let c = &r.page_cache;
+        self.pc = (
+            self.pc.0.saturating_sub(c.hits),
+            self.pc.1.saturating_sub(c.misses),
+            self.pc.2.saturating_sub(c.bios),
+        );
         for (sparse, h) in [
             (&r.latency_hist, &mut self.lat),
             (&r.queue_hist, &mut self.queue),
@@ -110,6 +121,9 @@ impl WindowAcc {
             p999_us: q(&self.lat, 0.999),
             queue_p99_us: q(&self.queue, 0.99),
             run_delay_us_per_s: self.run_delay.max(0.0) / self.secs,
+            page_hit_pct: (self.pc.0 + self.pc.1 > 0)
+                .then(|| self.pc.0 as f64 * 100.0 / (self.pc.0 + self.pc.1) as f64),
+            bios_per_s: self.pc.2 as f64 / self.secs,
         })
     }
 }

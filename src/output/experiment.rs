@@ -61,6 +61,8 @@ pub const METRICS: &[(&str, &str, bool)] = &[
     ("p999_us", "us", false),
     ("queue_p99_us", "us", false),
     ("run_delay_us", "us", false),
+    ("page_hit_pct", "%", true),
+    ("bios_per_s", "bios/s", true),
 ];
 
 fn metric(s: &WindowStats, name: &str) -> f64 {
@@ -73,6 +75,8 @@ fn metric(s: &WindowStats, name: &str) -> f64 {
         "queue_p99_us" => s.queue_p99_us,
         // Total over the measured time, as the fsverity patch reported it.
         "run_delay_us" => s.run_delay_us_per_s * s.secs,
+        "page_hit_pct" => s.page_hit_pct.unwrap_or(f64::NAN),
+        "bios_per_s" => s.bios_per_s,
         _ => f64::NAN,
     }
 }
@@ -374,6 +378,8 @@ impl CompareReport {
                 "throughput_mib_s" => "MiB/s".to_string(),
                 "iops" => "IOPS".to_string(),
                 "run_delay_us" => "run_delay us".to_string(),
+                "page_hit_pct" => "page hit %".to_string(),
+                "bios_per_s" => "bios/s".to_string(),
                 n => {
                     n.trim_end_matches("_us")
                         .replace("p999", "p99.9")

@@ -286,7 +286,7 @@ pub const BINDINGS: &[Binding] = &[
         steps: &[change(&[Char('o')], direct)],
         setting: Some("workload.direct"),
         footer: Footer::IfRoom("O_DIRECT"),
-        help: "O_DIRECT on/off (off: reads hit the page cache)",
+        help: "O_DIRECT on/off (as ext4 treats it: verity files stay buffered)",
     },
     Binding {
         steps: &[
