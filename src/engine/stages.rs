@@ -79,6 +79,18 @@ impl Plan {
         }
     }
 
+    /// The plan of effective settings with the kernel path it runs on where
+    /// that is not the page cache: "blk-crypto (inlinecrypt): decrypt:
+    /// unbound", "raw direct: no post-processing".
+    pub fn label(s: &Settings) -> String {
+        let d = Plan::of(s).describe();
+        match super::ReadPath::of(s) {
+            super::ReadPath::PageCache => d,
+            super::ReadPath::BlkCrypto => format!("blk-crypto (inlinecrypt): {d}"),
+            super::ReadPath::RawDirect => format!("raw direct: {d}"),
+        }
+    }
+
     /// A one-line description, e.g. "decrypt: unbound -> verify: bound".
     pub fn describe(&self) -> String {
         let p = |p: Placement| match p {

@@ -370,7 +370,7 @@ impl CompareReport {
         ));
         out.push_str(&format!(
             "plan of the first variant: {}\n\n",
-            crate::engine::stages::Plan::of(&self.effective_settings).describe()
+            crate::engine::stages::Plan::label(&self.effective_settings)
         ));
         let labels: Vec<String> = METRICS
             .iter()

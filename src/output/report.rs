@@ -91,7 +91,7 @@ impl RunSummary {
             version: SUMMARY_VERSION,
             settings: settings.clone(),
             effective_settings: effective.clone(),
-            plan: Plan::of(effective).describe(),
+            plan: Plan::label(effective),
             duration_s: totals.duration_s,
             bytes: c.bytes,
             reads: c.reads,

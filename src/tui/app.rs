@@ -312,7 +312,7 @@ pub struct App {
 impl App {
     /// A fresh explorer for a running workload.
     pub fn new(settings: Settings, effective: Settings, features: Features, cpus: usize) -> App {
-        let plan = crate::engine::stages::Plan::of(&effective).describe();
+        let plan = crate::engine::stages::Plan::label(&effective);
         let limits = limits_of(&settings, &effective, &features);
         App {
             settings,
@@ -529,7 +529,7 @@ impl App {
 
     /// Records the settings now running.
     pub fn set_running(&mut self, requested: Settings, effective: Settings) {
-        self.plan = crate::engine::stages::Plan::of(&effective).describe();
+        self.plan = crate::engine::stages::Plan::label(&effective);
         self.limits = limits_of(&requested, &effective, &self.features);
         self.settings = requested;
         self.effective = effective;
@@ -547,15 +547,22 @@ impl App {
 
 /// The limits [`crate::engine::resolve`] gives for `requested` on a machine
 /// with `features`. The filesystem's O_DIRECT answer is read back from the
-/// settings that ran (asked for direct, ran buffered: it refuses O_DIRECT).
+/// settings that ran: asked for direct without fs-verity (which is never
+/// direct) and ran buffered, or asked for bios from the disk and got them
+/// from memory, means it refuses O_DIRECT.
 fn limits_of(
     requested: &Settings,
     effective: &Settings,
     features: &Features,
 ) -> Vec<(&'static str, String)> {
+    use crate::settings::CacheDevice;
+    let direct_refused =
+        requested.workload.direct && !requested.pipeline.verity && !effective.workload.direct;
+    let device_refused = requested.cache.device == CacheDevice::Disk
+        && effective.cache.device == CacheDevice::Memory;
     let fs = crate::engine::DataFs {
         name: "the filesystem".into(),
-        o_direct: !requested.workload.direct || effective.workload.direct,
+        o_direct: !(direct_refused || device_refused),
     };
     crate::engine::resolve(requested, features, &fs).map_or_else(|_| Vec::new(), |r| r.limits)
 }
