@@ -22,7 +22,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use io_uring::{IoUring, opcode, types};
+use io_uring::{opcode, types};
 
 use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, SleepMode};
@@ -508,24 +508,9 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
     let index = r.index;
     let poll = s.workload.sleep == SleepMode::Poll;
     let entries = ((r.bios.slots.len() + r.reads.len() + 1) as u32).next_power_of_two();
-    let ring = if poll {
-        IoUring::new(entries)?
-    } else {
-        IoUring::builder()
-            .setup_coop_taskrun()
-            .setup_taskrun_flag()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .build(entries)
-            .or_else(|_| IoUring::new(entries))?
-    };
-    let no_iowait = s.workload.sleep == SleepMode::Plain && ring.params().is_feature_no_iowait();
+    let (ring, no_iowait, efd) = super::reader::new_ring(ctx, index, entries)?;
     let fd = types::Fd(ctx.file.file.as_raw_fd());
     let ret = &ctx.returns[index];
-    let efd = match ret.waker() {
-        ReaderWaker::EventFd(fd) => fd.raw(),
-        ReaderWaker::Park(_) => unreachable!("uring reader has an eventfd"),
-    };
     // Dropped before `r.bios` (declared in the caller): every read in the
     // kernel completes and every item comes back before the bios are failed
     // and released.
@@ -634,31 +619,11 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
             // that ends a bio this reader waits for.
             let announced = ret.prepare_sleep();
             if announced {
-                let ts = types::Timespec::new()
-                    .sec(wait_ns / 1_000_000_000)
-                    .nsec((wait_ns % 1_000_000_000) as u32);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                let flags = if no_iowait {
-                    io_uring::EnterFlags::NO_IOWAIT
-                } else {
-                    io_uring::EnterFlags::empty()
-                };
-                let res = u
-                    .ring
-                    .submitter()
-                    .submit_with_args_and_flags(1, &args, flags);
+                let res = super::reader::wait_ring(&u.ring, wait_ns, no_iowait);
                 ret.end_sleep();
-                match res {
-                    Ok(_) => {}
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::ETIME | libc::EINTR | libc::EBUSY)
-                        ) => {}
-                    Err(e) => {
-                        u.owner.failed = true;
-                        return Err(e);
-                    }
+                if let Err(e) = res {
+                    u.owner.failed = true;
+                    return Err(e);
                 }
             } else if let Err(e) = submit(&mut u) {
                 u.owner.failed = true;

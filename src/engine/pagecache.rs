@@ -442,12 +442,26 @@ impl PageCache {
             if self.referenced[f].swap(false, Ordering::Relaxed) {
                 continue;
             }
-            let slot = &self.pages[p as usize];
-            let w = slot.load(Ordering::SeqCst);
-            if decode(w).0 != (Page::Uptodate { frame: f as u32 }) {
-                continue;
+            if self.try_evict(f) {
+                return Some(f as u32);
             }
-            if slot
+        }
+        None
+    }
+
+    /// Evicts frame `f`'s page if it is an unpinned uptodate page: marks
+    /// it `Evicting`, then checks the pin count (a hit that pinned it
+    /// meanwhile keeps it), then makes it absent. The caller holds the
+    /// allocator's lock and gets the frame.
+    fn try_evict(&self, f: usize) -> bool {
+        let p = self.frame_page[f].load(Ordering::Relaxed);
+        if p == NO_PAGE {
+            return false;
+        }
+        let slot = &self.pages[p as usize];
+        let w = slot.load(Ordering::SeqCst);
+        if decode(w).0 != (Page::Uptodate { frame: f as u32 })
+            || slot
                 .compare_exchange(
                     w,
                     encode(Page::Evicting, false),
@@ -455,20 +469,18 @@ impl PageCache {
                     Ordering::SeqCst,
                 )
                 .is_err()
-            {
-                continue;
-            }
-            if self.refs[f].load(Ordering::SeqCst) != 0 {
-                // A hit pinned it between the checks: it stays.
-                slot.store(w, Ordering::SeqCst);
-                continue;
-            }
-            slot.store(encode(Page::Absent, false), Ordering::SeqCst);
-            self.frame_page[f].store(NO_PAGE, Ordering::Relaxed);
-            self.resident.fetch_sub(1, Ordering::Relaxed);
-            return Some(f as u32);
+        {
+            return false;
         }
-        None
+        if self.refs[f].load(Ordering::SeqCst) != 0 {
+            // A hit pinned it between the checks: it stays.
+            slot.store(w, Ordering::SeqCst);
+            return false;
+        }
+        slot.store(encode(Page::Absent, false), Ordering::SeqCst);
+        self.frame_page[f].store(NO_PAGE, Ordering::Relaxed);
+        self.resident.fetch_sub(1, Ordering::Relaxed);
+        true
     }
 
     /// Evicts until at most `capacity` pages are resident (what is pinned
@@ -568,34 +580,11 @@ impl PageCache {
         let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
         for f in 0..self.frames() {
-            let p = self.frame_page[f].load(Ordering::Relaxed);
-            if p == NO_PAGE {
-                continue;
-            }
             self.referenced[f].store(false, Ordering::Relaxed);
-            let slot = &self.pages[p as usize];
-            let w = slot.load(Ordering::SeqCst);
-            if decode(w).0 != (Page::Uptodate { frame: f as u32 })
-                || slot
-                    .compare_exchange(
-                        w,
-                        encode(Page::Evicting, false),
-                        Ordering::SeqCst,
-                        Ordering::SeqCst,
-                    )
-                    .is_err()
-            {
-                continue;
+            if self.try_evict(f) {
+                a.free.push(f as u32);
+                n += 1;
             }
-            if self.refs[f].load(Ordering::SeqCst) != 0 {
-                slot.store(w, Ordering::SeqCst);
-                continue;
-            }
-            slot.store(encode(Page::Absent, false), Ordering::SeqCst);
-            self.frame_page[f].store(NO_PAGE, Ordering::Relaxed);
-            self.resident.fetch_sub(1, Ordering::Relaxed);
-            a.free.push(f as u32);
-            n += 1;
         }
         // Failed pages are forgotten too.
         for slot in self.pages.iter() {

@@ -191,6 +191,12 @@ impl ReturnQueue {
             unreachable!("return queue sized below the reader's buffers");
         }
         fence(Ordering::SeqCst);
+        self.wake_if_sleeping();
+    }
+
+    /// Wakes the reader if it announced a sleep (one atomic load when not).
+    #[inline]
+    fn wake_if_sleeping(&self) {
         if self.sleeping.load(Ordering::SeqCst)
             && self
                 .sleeping
@@ -218,14 +224,7 @@ impl ReturnQueue {
     #[inline]
     pub fn poke(&self) {
         self.poked.store(true, Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst)
-            && self
-                .sleeping
-                .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
-        {
-            self.wake();
-        }
+        self.wake_if_sleeping();
     }
 
     /// Reader side: true (once) when a bio it waits for ended since the last call.

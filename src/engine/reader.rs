@@ -453,16 +453,19 @@ impl Drop for UringOwner<'_> {
     }
 }
 
-fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
-    let s = &ctx.settings;
-    let qd = s.workload.queue_depth as usize;
-    let block = s.workload.block_size as usize;
-    let poll = s.workload.sleep == SleepMode::Poll;
-    let entries = (qd as u32 + 1).next_power_of_two();
-    // Sleeping readers set the ring up as fio does (no IPIs, task work run
-    // when the reader waits); a polling reader never enters the kernel to
-    // wait, so it keeps the default, IPI-driven completion posting.
-    let ring = if poll {
+/// Reader `index`'s ring of `entries` entries, whether its waits may use
+/// `IORING_ENTER_NO_IOWAIT` (`sleep = plain` where the kernel has it), and
+/// the eventfd workers signal it through. Sleeping readers set the ring up
+/// as fio does (no IPIs, task work run when the reader waits); a polling
+/// reader never enters the kernel to wait, so it keeps the default,
+/// IPI-driven completion posting.
+pub(super) fn new_ring(
+    ctx: &Ctx,
+    index: usize,
+    entries: u32,
+) -> std::io::Result<(IoUring, bool, i32)> {
+    let sleep = ctx.settings.workload.sleep;
+    let ring = if sleep == SleepMode::Poll {
         IoUring::new(entries)?
     } else {
         IoUring::builder()
@@ -473,13 +476,50 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
             .build(entries)
             .or_else(|_| IoUring::new(entries))?
     };
-    let no_iowait = s.workload.sleep == SleepMode::Plain && ring.params().is_feature_no_iowait();
-    let fd = types::Fd(ctx.file.file.as_raw_fd());
-    let ret = &ctx.returns[index];
-    let efd = match ret.waker() {
+    let no_iowait = sleep == SleepMode::Plain && ring.params().is_feature_no_iowait();
+    let efd = match ctx.returns[index].waker() {
         ReaderWaker::EventFd(fd) => fd.raw(),
         ReaderWaker::Park(_) => unreachable!("uring reader has an eventfd"),
     };
+    Ok((ring, no_iowait, efd))
+}
+
+/// Submits what is in the SQ and waits for one completion or `wait_ns`,
+/// as iowait unless `no_iowait` (`IORING_ENTER_NO_IOWAIT`). A timeout, a
+/// signal or a full CQ is not an error.
+pub(super) fn wait_ring(ring: &IoUring, wait_ns: u64, no_iowait: bool) -> std::io::Result<()> {
+    let ts = types::Timespec::new()
+        .sec(wait_ns / 1_000_000_000)
+        .nsec((wait_ns % 1_000_000_000) as u32);
+    let args = types::SubmitArgs::new().timespec(&ts);
+    let flags = if no_iowait {
+        io_uring::EnterFlags::NO_IOWAIT
+    } else {
+        io_uring::EnterFlags::empty()
+    };
+    match ring.submitter().submit_with_args_and_flags(1, &args, flags) {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
+    let s = &ctx.settings;
+    let qd = s.workload.queue_depth as usize;
+    let block = s.workload.block_size as usize;
+    let poll = s.workload.sleep == SleepMode::Poll;
+    let entries = (qd as u32 + 1).next_power_of_two();
+    let (ring, no_iowait, efd) = new_ring(ctx, index, entries)?;
+    let fd = types::Fd(ctx.file.file.as_raw_fd());
+    let ret = &ctx.returns[index];
     // From here on every exit (`?`, a panic) goes through `u`'s drop.
     let mut u = UringOwner {
         ring,
@@ -616,30 +656,13 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
             let announced = at_workers > 0 && ret.prepare_sleep();
             let returns_pending = at_workers > 0 && !announced;
             if !returns_pending && (u.owner.in_device > 0 || announced || next_due_wait.is_some()) {
-                let ts = types::Timespec::new()
-                    .sec(wait_ns / 1_000_000_000)
-                    .nsec((wait_ns % 1_000_000_000) as u32);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                let flags = if no_iowait {
-                    io_uring::EnterFlags::NO_IOWAIT
-                } else {
-                    io_uring::EnterFlags::empty()
-                };
-                let r = u
-                    .ring
-                    .submitter()
-                    .submit_with_args_and_flags(1, &args, flags);
+                let r = wait_ring(&u.ring, wait_ns, no_iowait);
                 if announced {
                     ret.end_sleep();
                 }
-                match r {
-                    Ok(_) => {}
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
-                    Err(e) => {
-                        u.owner.failed = true;
-                        return Err(e);
-                    }
+                if let Err(e) = r {
+                    u.owner.failed = true;
+                    return Err(e);
                 }
             } else {
                 submit!();

@@ -199,72 +199,25 @@ impl Ctx {
                 t = t2;
             }
             item.needs_decrypt = false;
-            if self.plan.verify
-                && let Some(q) = &self.second_q
-            {
-                item.enqueue_ns = t;
-                q.push(*item, crate::sys::current_cpu());
+            if self.hand_to_verify(item, t) {
                 return false;
             }
         }
         let mut ok = true;
         if self.plan.verify {
-            let tree = self.dataset.tree();
             let first_block = item.offset / VERITY_BLOCK_SIZE as u64;
             let nblocks = buf.len().div_ceil(VERITY_BLOCK_SIZE);
             let block = |i: usize| {
                 &buf[i * VERITY_BLOCK_SIZE..((i + 1) * VERITY_BLOCK_SIZE).min(buf.len())]
             };
-            // Blocks go two at a time (interleaved SHA-256 where the CPU
-            // has it, as fs-verity since Linux 6.18), in order; the first
-            // failure ends the item.
-            let mut i = 0;
-            while ok && i < nblocks {
-                let pair = i + 1 < nblocks;
-                let results = if pair {
-                    tree.verify_block_pair(
-                        &self.cache,
-                        [first_block + i as u64, first_block + i as u64 + 1],
-                        [block(i), block(i + 1)],
-                    )
-                } else {
-                    [
-                        tree.verify_block(&self.cache, first_block + i as u64, block(i)),
-                        Ok(Default::default()),
-                    ]
-                };
-                for r in &results[..if pair { 2 } else { 1 }] {
-                    rec.counters.verified_blocks += 1;
-                    match r {
-                        Ok(st) => {
-                            rec.counters.hashes += st.hashes as u64;
-                            // A hit: the block's leaf hash block was already
-                            // verified, so only the data block was hashed.
-                            if st.hashes <= 1 {
-                                rec.counters.cache_hits += 1;
-                            } else {
-                                rec.counters.cache_misses += 1;
-                            }
-                        }
-                        Err(e) => {
-                            ok = false;
-                            if !self.verity_noticed.swap(true, Ordering::Relaxed) {
-                                self.notices.push(format!(
-                                    "verity: read at offset {} failed verification ({e}); counted as a failure, not as data{}",
-                                    item.offset,
-                                    if self.settings.pipeline.corrupt_every > 0 {
-                                        " (pipeline.corrupt_every is on)"
-                                    } else {
-                                        ""
-                                    }
-                                ));
-                            }
-                            break;
-                        }
-                    }
-                }
-                i += 2;
-            }
+            ok = self.verify_blocks(
+                rec,
+                first_block,
+                nblocks,
+                block,
+                || format!("read at offset {}", item.offset),
+                "counted as a failure, not as data",
+            );
             let t2 = stamp();
             rec.record(Stage::Verify, t2 - t);
             t = t2;
@@ -310,60 +263,20 @@ impl Ctx {
                 t = t2;
             }
             item.needs_decrypt = false;
-            if self.plan.verify
-                && let Some(q) = &self.second_q
-            {
-                item.enqueue_ns = t;
-                q.push(*item, crate::sys::current_cpu());
+            if self.hand_to_verify(item, t) {
                 return false;
             }
         }
         let mut ok = true;
         if self.plan.verify {
-            let tree = self.dataset.tree();
-            let mut i = 0;
-            while ok && i < n {
-                let pair = i + 1 < n;
-                let blk = first + i as u64;
-                let results = if pair {
-                    tree.verify_block_pair(&self.cache, [blk, blk + 1], [frame(i), frame(i + 1)])
-                } else {
-                    [
-                        tree.verify_block(&self.cache, blk, frame(i)),
-                        Ok(Default::default()),
-                    ]
-                };
-                for r in &results[..if pair { 2 } else { 1 }] {
-                    rec.counters.verified_blocks += 1;
-                    match r {
-                        Ok(st) => {
-                            rec.counters.hashes += st.hashes as u64;
-                            if st.hashes <= 1 {
-                                rec.counters.cache_hits += 1;
-                            } else {
-                                rec.counters.cache_misses += 1;
-                            }
-                        }
-                        Err(e) => {
-                            ok = false;
-                            if !self.verity_noticed.swap(true, Ordering::Relaxed) {
-                                self.notices.push(format!(
-                                    "verity: bio at offset {} ({} pages) failed verification ({e}); every read of its pages fails{}",
-                                    item.offset,
-                                    n,
-                                    if self.settings.pipeline.corrupt_every > 0 {
-                                        " (pipeline.corrupt_every is on)"
-                                    } else {
-                                        ""
-                                    }
-                                ));
-                            }
-                            break;
-                        }
-                    }
-                }
-                i += 2;
-            }
+            ok = self.verify_blocks(
+                rec,
+                first,
+                n,
+                |i| &*frame(i),
+                || format!("bio at offset {} ({n} pages)", item.offset),
+                "every read of its pages fails",
+            );
             let t2 = stamp();
             rec.record(Stage::Verify, t2 - t);
         }
@@ -371,6 +284,80 @@ impl Ctx {
             rec.record(Stage::Queue, item.queued_ns);
         }
         pc.end_bio(item.bio, ok, false, |r| self.returns[r].poke());
+        true
+    }
+
+    /// After decryption: queues `item` (decrypted at `t`) for the verify
+    /// stage's own queue when it has one (true), as ext4 re-queues the bio
+    /// on fsverity's queue from the decrypting worker.
+    fn hand_to_verify(&self, item: &mut WorkItem, t: u64) -> bool {
+        match &self.second_q {
+            Some(q) if self.plan.verify => {
+                item.enqueue_ns = t;
+                q.push(*item, crate::sys::current_cpu());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Verifies `n` consecutive data blocks from `first_block`, two at a
+    /// time (interleaved SHA-256 where the CPU has it, as fs-verity since
+    /// Linux 6.18), in order; the first failure ends it (false) and is
+    /// noticed once per pipeline, naming `what` and `then`.
+    fn verify_blocks<'b>(
+        &self,
+        rec: &mut Recorder,
+        first_block: u64,
+        n: usize,
+        block: impl Fn(usize) -> &'b [u8],
+        what: impl Fn() -> String,
+        then: &str,
+    ) -> bool {
+        let tree = self.dataset.tree();
+        let mut i = 0;
+        while i < n {
+            let pair = i + 1 < n;
+            let blk = first_block + i as u64;
+            let results = if pair {
+                tree.verify_block_pair(&self.cache, [blk, blk + 1], [block(i), block(i + 1)])
+            } else {
+                [
+                    tree.verify_block(&self.cache, blk, block(i)),
+                    Ok(Default::default()),
+                ]
+            };
+            for r in &results[..if pair { 2 } else { 1 }] {
+                rec.counters.verified_blocks += 1;
+                match r {
+                    Ok(st) => {
+                        rec.counters.hashes += st.hashes as u64;
+                        // A hit: the block's leaf hash block was already
+                        // verified, so only the data block was hashed.
+                        if st.hashes <= 1 {
+                            rec.counters.cache_hits += 1;
+                        } else {
+                            rec.counters.cache_misses += 1;
+                        }
+                    }
+                    Err(e) => {
+                        if !self.verity_noticed.swap(true, Ordering::Relaxed) {
+                            self.notices.push(format!(
+                                "verity: {} failed verification ({e}); {then}{}",
+                                what(),
+                                if self.settings.pipeline.corrupt_every > 0 {
+                                    " (pipeline.corrupt_every is on)"
+                                } else {
+                                    ""
+                                }
+                            ));
+                        }
+                        return false;
+                    }
+                }
+            }
+            i += 2;
+        }
         true
     }
 
