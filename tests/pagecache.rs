@@ -305,3 +305,90 @@ fn the_page_wait_is_iowait_only_when_asked() {
         ticks[1]
     );
 }
+
+/// Puts `kernel.task_delayacct` back as it was, however the test ends.
+struct DelayAcct(String);
+
+impl Drop for DelayAcct {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/kernel/task_delayacct", &self.0);
+    }
+}
+
+/// Block-I/O delay ticks (iowait sleeps, per task: field 42 of its stat)
+/// of this process's thread `name`.
+fn blkio_ticks(name: &str) -> Option<u64> {
+    for t in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // Fields after the ")" that ends the command name.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            return rest.split_whitespace().nth(42 - 3)?.parse().ok();
+        }
+    }
+    None
+}
+
+/// The reader's wait for the post-read work of its bio (a bio from memory,
+/// so the wait is for the workers, here the slow software AES) sleeps as
+/// iowait with `sleep = iowait` and not with `plain`: per-task delay
+/// accounting (`kernel.task_delayacct`, switched on for the test and put
+/// back) counts the reader's iowait sleeps whatever the other CPUs do.
+#[test]
+fn the_wait_for_post_read_work_is_iowait_only_when_asked() {
+    let _g = serial();
+    let f = readpath::sys::probe_features();
+    let knob = "/proc/sys/kernel/task_delayacct";
+    let Ok(before) = std::fs::read_to_string(knob) else {
+        eprintln!("SKIP the_wait_for_post_read_work_is_iowait_only_when_asked: no {knob}");
+        return;
+    };
+    if !f.io_uring || !f.no_iowait || std::fs::write(knob, "1").is_err() {
+        eprintln!(
+            "SKIP the_wait_for_post_read_work_is_iowait_only_when_asked: needs io_uring with NO_IOWAIT and root to switch on {knob}"
+        );
+        return;
+    }
+    let _restore = DelayAcct(before);
+    let mut ticks = Vec::new();
+    for sleep in ["iowait", "plain"] {
+        let s = settings(
+            "16M",
+            &[
+                &format!("workload.sleep={sleep}"),
+                "cache.size=0",
+                "cache.device=memory",
+                "cache.read_ahead=0",
+                "workload.block_size=64K",
+                "pipeline.cipher=aes-256-xts-soft",
+                "pipeline.verity=false",
+                "workers.max_active=1",
+            ],
+        );
+        let mut quiet = |_: u64, _: u64| {};
+        let engine = Engine::start(
+            s,
+            EngineOptions::new(Duration::from_millis(100), shared_16m().to_path_buf()),
+            &mut quiet,
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let a = blkio_ticks("reader-0").expect("the reader thread");
+        std::thread::sleep(Duration::from_millis(1500));
+        let b = blkio_ticks("reader-0").expect("the reader thread");
+        let (t, _) = engine.stop_with_records();
+        assert!(t.rec.counters.bios > 0);
+        ticks.push(b - a);
+    }
+    eprintln!(
+        "the reader's iowait (blkio delay) ticks over 1.5 s waiting for the workers: sleep=iowait {}, plain {}",
+        ticks[0], ticks[1]
+    );
+    assert!(
+        ticks[0] > 0 && ticks[1] == 0,
+        "the reader's iowait ticks waiting for the workers: sleep=iowait {}, plain {}",
+        ticks[0],
+        ticks[1]
+    );
+}
