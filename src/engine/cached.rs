@@ -29,7 +29,7 @@ use crate::settings::{EngineKind, SleepMode};
 
 use super::pagecache::{Lookup, MAX_BIO_PAGES, PAGE, Page, PageCache, Readahead, Window, seq_key};
 use super::queue::{ReaderWaker, WorkItem};
-use super::reader::{EVENTFD_TAG, MAX_WAIT_NS, Owner, Source, UringOwner};
+use super::reader::{MAX_WAIT_NS, Owner, Source, UringOwner};
 use super::stages::Ctx;
 
 /// Most reads one pass finishes (hits finish without waiting).
@@ -442,6 +442,22 @@ impl Reader<'_> {
         self.ctx.dispatch(&mut h.rec, item)
     }
 
+    /// The top of a reader's loop: hands over the recorder when asked,
+    /// takes back the bios the workers finished (their reads copy first),
+    /// and says whether the pipeline is stopping.
+    fn turn(&mut self, owner: &mut Owner<'_>, h: &mut ThreadHandle) -> bool {
+        h.tick();
+        self.progressed = false;
+        let stopping = self.ctx.stop_readers.load(Ordering::Relaxed);
+        let ret = &self.ctx.returns[self.index];
+        let _ = ret.take_poke();
+        while let Some(k) = ret.pop() {
+            owner.at_workers -= 1;
+            self.bio_done(owner, h, k, stopping);
+        }
+        stopping
+    }
+
     /// Local bio `k` came back from its post-read work: the reads waiting
     /// on it copy their pages first (the bio still pins them), then its
     /// pins go and its slot is free.
@@ -508,20 +524,12 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
     let index = r.index;
     let poll = s.workload.sleep == SleepMode::Poll;
     let entries = ((r.bios.slots.len() + r.reads.len() + 1) as u32).next_power_of_two();
-    let (ring, no_iowait, efd) = super::reader::new_ring(ctx, index, entries)?;
-    let fd = types::Fd(ctx.file.file.as_raw_fd());
-    let ret = &ctx.returns[index];
     // Dropped before `r.bios` (declared in the caller): every read in the
     // kernel completes and every item comes back before the bios are failed
     // and released.
-    let mut u = UringOwner {
-        ring,
-        efd_buf: Box::new(0),
-        efd,
-        efd_armed: false,
-        owner: Owner::new(ctx, index, r.reads.len(), r.block),
-    };
-    u.arm_eventfd();
+    let (mut u, no_iowait) = UringOwner::start(ctx, index, entries, r.reads.len(), r.block)?;
+    let fd = types::Fd(ctx.file.file.as_raw_fd());
+    let ret = &ctx.returns[index];
     // Hands the SQ to the kernel; tests inject a failure with bios in the
     // device and items at the workers (`Faults::fail_submit_when_busy`).
     let mut submits = 0u64;
@@ -537,14 +545,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
         u.ring.submit()
     };
     loop {
-        h.tick();
-        r.progressed = false;
-        let stopping = ctx.stop_readers.load(Ordering::Relaxed);
-        let _ = ret.take_poke();
-        while let Some(k) = ret.pop() {
-            u.owner.at_workers -= 1;
-            r.bio_done(&u.owner, h, k, stopping);
-        }
+        let stopping = r.turn(&mut u.owner, h);
         if stopping && u.owner.in_device == 0 && u.owner.at_workers == 0 && r.to_copy.is_empty() {
             break;
         }
@@ -630,37 +631,28 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
                 return Err(e);
             }
         }
-        let mut rearm = false;
         for _ in 0..entries {
-            let Some(cqe) = u.ring.completion().next() else {
+            let Some((ud, res)) = u.next_read() else {
                 break;
             };
-            let ud = cqe.user_data();
-            if ud == EVENTFD_TAG {
-                u.efd_armed = false;
-                rearm = true;
-                continue;
-            }
             u.owner.in_device -= 1;
             if ud & COPY_TAG != 0 {
                 let i = (ud & !COPY_TAG) as usize;
                 r.reads[i].copying = false;
-                if cqe.result() != r.block as i32 {
+                if res != r.block as i32 {
                     r.reads[i].failed = 2;
                 }
                 r.finish(h, i);
                 continue;
             }
             let k = (ud & !BIO_TAG) as u32;
-            if r.bio_read(h, k, i64::from(cqe.result()), stamp()) {
+            if r.bio_read(h, k, i64::from(res), stamp()) {
                 r.bio_done(&u.owner, h, k, stopping);
             } else {
                 u.owner.at_workers += 1;
             }
         }
-        if rearm {
-            u.arm_eventfd();
-        }
+        u.rearm();
     }
     Ok(())
 }
@@ -673,14 +665,7 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
     }
     let mut o = Owner::new(ctx, r.index, r.reads.len(), r.block);
     loop {
-        h.tick();
-        r.progressed = false;
-        let stopping = ctx.stop_readers.load(Ordering::Relaxed);
-        let _ = ret.take_poke();
-        while let Some(k) = ret.pop() {
-            o.at_workers -= 1;
-            r.bio_done(&o, h, k, stopping);
-        }
+        let stopping = r.turn(&mut o, h);
         if stopping && o.at_workers == 0 {
             break;
         }

@@ -44,7 +44,7 @@ use super::queue::{ReaderWaker, ReturnQueue, WorkItem};
 use super::stages::Ctx;
 
 /// user_data of the eventfd read armed on every ring.
-pub(super) const EVENTFD_TAG: u64 = u64::MAX;
+const EVENTFD_TAG: u64 = u64::MAX;
 /// Longest a reader sleeps before it checks for shutdown and hands over its
 /// recorder (a slow device must not hold the interval handoff forever).
 pub(super) const MAX_WAIT_NS: u64 = 20_000_000;
@@ -403,7 +403,49 @@ pub(super) struct UringOwner<'a> {
     pub(super) owner: Owner<'a>,
 }
 
-impl UringOwner<'_> {
+impl<'a> UringOwner<'a> {
+    /// Reader `index`'s ring of `entries` entries and its `n` buffers of
+    /// `block` bytes, the eventfd read armed; with whether its waits use
+    /// `IORING_ENTER_NO_IOWAIT`.
+    pub(super) fn start(
+        ctx: &'a Ctx,
+        index: usize,
+        entries: u32,
+        n: usize,
+        block: usize,
+    ) -> std::io::Result<(UringOwner<'a>, bool)> {
+        let (ring, no_iowait, efd) = new_ring(ctx, index, entries)?;
+        let mut u = UringOwner {
+            ring,
+            efd_buf: Box::new(0),
+            efd,
+            efd_armed: false,
+            owner: Owner::new(ctx, index, n, block),
+        };
+        u.arm_eventfd();
+        Ok((u, no_iowait))
+    }
+
+    /// The next completion of a read, as (user_data, result); the eventfd
+    /// read's completion is taken here, and [`Self::rearm`] arms it again.
+    pub(super) fn next_read(&mut self) -> Option<(u64, i32)> {
+        loop {
+            let cqe = self.ring.completion().next()?;
+            if cqe.user_data() == EVENTFD_TAG {
+                self.efd_armed = false;
+                continue;
+            }
+            return Some((cqe.user_data(), cqe.result()));
+        }
+    }
+
+    /// Arms the eventfd read again if its completion was taken.
+    pub(super) fn rearm(&mut self) {
+        if !self.efd_armed {
+            self.arm_eventfd();
+        }
+    }
+
     pub(super) fn arm_eventfd(&mut self) {
         let sqe = opcode::Read::new(
             types::Fd(self.efd),
@@ -517,18 +559,10 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
     let block = s.workload.block_size as usize;
     let poll = s.workload.sleep == SleepMode::Poll;
     let entries = (qd as u32 + 1).next_power_of_two();
-    let (ring, no_iowait, efd) = new_ring(ctx, index, entries)?;
+    // From here on every exit (`?`, a panic) goes through `u`'s drop.
+    let (mut u, no_iowait) = UringOwner::start(ctx, index, entries, qd, block)?;
     let fd = types::Fd(ctx.file.file.as_raw_fd());
     let ret = &ctx.returns[index];
-    // From here on every exit (`?`, a panic) goes through `u`'s drop.
-    let mut u = UringOwner {
-        ring,
-        efd_buf: Box::new(0),
-        efd,
-        efd_armed: false,
-        owner: Owner::new(ctx, index, qd, block),
-    };
-    u.arm_eventfd();
     let mut slots: Vec<SlotInfo> = (0..qd)
         .map(|_| SlotInfo {
             issue_ns: 0,
@@ -675,31 +709,24 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
         // At most one CQ's worth per pass: a read served from the page cache
         // completes inside its own submission, so an unbounded loop would
         // never return to the top (the recorder handoff, buffer returns).
-        let mut rearm = false;
         for _ in 0..=qd {
-            let Some(cqe) = u.ring.completion().next() else {
+            let Some((ud, res)) = u.next_read() else {
                 break;
             };
-            let ud = cqe.user_data();
-            if ud == EVENTFD_TAG {
-                u.efd_armed = false;
-                rearm = true;
-                continue;
-            }
             let t = stamp();
             let slot = ud as u32;
             let info = &slots[slot as usize];
             u.owner.in_device -= 1;
             h.rec
                 .record(Stage::Device, t.saturating_sub(info.submit_ns));
-            if cqe.result() != block as i32 {
+            if res != block as i32 {
                 h.rec.counters.io_errors += 1;
                 if !src.io_error_noticed {
                     src.io_error_noticed = true;
-                    let why = if cqe.result() < 0 {
-                        std::io::Error::from_raw_os_error(-cqe.result()).to_string()
+                    let why = if res < 0 {
+                        std::io::Error::from_raw_os_error(-res).to_string()
                     } else {
-                        format!("short read of {} bytes", cqe.result())
+                        format!("short read of {} bytes", res)
                     };
                     ctx.notices.push(format!(
                         "reader-{index}: read at offset {} failed: {why}",
@@ -724,9 +751,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
                 u.owner.at_workers += 1;
             }
         }
-        if rearm {
-            u.arm_eventfd();
-        }
+        u.rearm();
     }
     // `u`'s drop completes the armed eventfd read before the ring goes.
     Ok(())

@@ -193,12 +193,8 @@ impl Ctx {
             if let Some(c) = &self.cipher {
                 let first_unit = item.offset / DATA_UNIT_SIZE as u64;
                 c.decrypt_units(first_unit, DATA_UNIT_SIZE, buf);
-                rec.counters.decrypted_units += (buf.len() / DATA_UNIT_SIZE) as u64;
-                let t2 = stamp();
-                rec.record(Stage::Decrypt, t2 - t);
-                t = t2;
+                t = Self::decrypted(rec, t, buf.len() / DATA_UNIT_SIZE);
             }
-            item.needs_decrypt = false;
             if self.hand_to_verify(item, t) {
                 return false;
             }
@@ -257,12 +253,8 @@ impl Ctx {
                     let unit = (first + i as u64) * (VERITY_BLOCK_SIZE / DATA_UNIT_SIZE) as u64;
                     c.decrypt_units(unit, DATA_UNIT_SIZE, frame(i));
                 }
-                rec.counters.decrypted_units += (n * VERITY_BLOCK_SIZE / DATA_UNIT_SIZE) as u64;
-                let t2 = stamp();
-                rec.record(Stage::Decrypt, t2 - t);
-                t = t2;
+                t = Self::decrypted(rec, t, n * VERITY_BLOCK_SIZE / DATA_UNIT_SIZE);
             }
-            item.needs_decrypt = false;
             if self.hand_to_verify(item, t) {
                 return false;
             }
@@ -287,10 +279,19 @@ impl Ctx {
         true
     }
 
+    /// Counts `units` data units decrypted since `t`; returns now.
+    fn decrypted(rec: &mut Recorder, t: u64, units: usize) -> u64 {
+        rec.counters.decrypted_units += units as u64;
+        let now = stamp();
+        rec.record(Stage::Decrypt, now - t);
+        now
+    }
+
     /// After decryption: queues `item` (decrypted at `t`) for the verify
     /// stage's own queue when it has one (true), as ext4 re-queues the bio
     /// on fsverity's queue from the decrypting worker.
     fn hand_to_verify(&self, item: &mut WorkItem, t: u64) -> bool {
+        item.needs_decrypt = false;
         match &self.second_q {
             Some(q) if self.plan.verify => {
                 item.enqueue_ns = t;
