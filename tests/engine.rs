@@ -325,6 +325,27 @@ fn settings_that_do_not_fit_in_memory_are_refused_and_the_workload_goes_on() {
     assert!(totals.rec.counters.reads > 0, "the workload kept running");
 }
 
+/// The run ended with reader 0's injected failure, and its drain report
+/// says everything came back before its buffers were freed; the report.
+fn assert_failed_and_drained(totals: &RunTotals) -> String {
+    let texts: Vec<&str> = totals.notices.iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("reader-0 stopped: injected submission failure")),
+        "the run ends with the error: {texts:?}"
+    );
+    let drained = texts
+        .iter()
+        .find(|t| t.starts_with("reader-0: stopped with"))
+        .unwrap_or_else(|| panic!("the drain is reported: {texts:?}"));
+    assert!(
+        drained.ends_with("all came back before its buffers were freed"),
+        "{drained}"
+    );
+    drained.to_string()
+}
+
 /// A reader whose submission fails while reads are in the kernel and items
 /// are at the workers ends with an error, and frees its buffers only after
 /// every read completed and every item came back: no worker and no kernel
@@ -354,24 +375,10 @@ fn a_failed_submission_frees_buffers_only_after_every_read_and_item_is_back() {
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(engine.touched_freed(), 0, "a worker touched freed buffers");
     let (totals, _) = engine.stop_with_records();
-    let texts: Vec<&str> = totals.notices.iter().map(|n| n.text.as_str()).collect();
-    assert!(
-        texts
-            .iter()
-            .any(|t| t.contains("reader-0 stopped: injected submission failure")),
-        "the run ends with the error: {texts:?}"
-    );
-    let drained = texts
-        .iter()
-        .find(|t| t.starts_with("reader-0: stopped with"))
-        .unwrap_or_else(|| panic!("the drain is reported: {texts:?}"));
+    let drained = assert_failed_and_drained(&totals);
     // "reader-0: stopped with N reads in the kernel and M items at the workers; ..."
     let n: Vec<u64> = drained.split(' ').filter_map(|w| w.parse().ok()).collect();
     assert!(n.len() >= 2 && n[0] > 0 && n[1] > 0, "{drained}");
-    assert!(
-        drained.ends_with("all came back before its buffers were freed"),
-        "{drained}"
-    );
     // Everything the reader read before the failure was processed in full.
     assert_eq!(totals.rec.counters.verity_failures, 0);
     assert!(totals.rec.counters.reads > 0);
@@ -422,21 +429,7 @@ fn a_failed_submission_in_the_page_cache_reader_drains_and_leaves_no_page_in_fli
     );
     let (totals, records) = engine.stop_with_records();
     let records: Vec<IntervalRecord> = records.try_iter().collect();
-    let texts: Vec<&str> = totals.notices.iter().map(|n| n.text.as_str()).collect();
-    assert!(
-        texts
-            .iter()
-            .any(|t| t.contains("reader-0 stopped: injected submission failure")),
-        "the run ends with the error: {texts:?}"
-    );
-    let drained = texts
-        .iter()
-        .find(|t| t.starts_with("reader-0: stopped with"))
-        .unwrap_or_else(|| panic!("the drain is reported: {texts:?}"));
-    assert!(
-        drained.ends_with("all came back before its buffers were freed"),
-        "{drained}"
-    );
+    assert_failed_and_drained(&totals);
     let t_change = records
         .iter()
         .find(|r| r.events.iter().any(|e| e.label.starts_with("workers.mode")))

@@ -2,7 +2,7 @@
 //! an encrypted or fs-verity file (`filemap_read`).
 //!
 //! Each application read looks its pages up in the model's
-//! [`PageCache`]: an uptodate page is copied (a hit: no post-read work); an
+//! [`PageCache`]: an uptodate page is a hit (no post-read work); an
 //! absent one starts readahead (`page_cache_sync_ra`), which builds bios
 //! for the missing pages of the window; a page in flight is waited for (a
 //! second reader of it causes no second bio); reaching the page marked
@@ -12,7 +12,10 @@
 //! hands it, as one work item, to the decrypt queue, which hands it on to
 //! the verify queue (or verifies it in the same item), and the worker that
 //! finishes it makes its pages uptodate and wakes every reader waiting on
-//! one (`folio_end_read`). The reader's wait is an io_uring wait with the
+//! one (`folio_end_read`). Once all of a read's pages are uptodate, the
+//! copy to the application's buffer is a real read of the plaintext through
+//! the kernel's own page cache, so it costs what the kernel's copy costs
+//! (see [`Reader::copy`]). The reader's wait is an io_uring wait with the
 //! eventfd read pending, so it sleeps as iowait (or not, with
 //! `sleep = "plain"`), as `folio_wait_locked` does. Synchronous readers
 //! read each bio with a blocking `preadv` and then wait (parked) for its
@@ -136,6 +139,9 @@ struct Reader<'c> {
     /// Reads whose copy is to be submitted (io_uring).
     to_copy: Vec<u32>,
     frames_tmp: Vec<u32>,
+    /// Local bios whose post-read work ended, not yet released (see
+    /// [`Reader::settle`]).
+    ended: Vec<u32>,
     /// Something changed this pass (a read finished or advanced).
     progressed: bool,
 }
@@ -453,20 +459,33 @@ impl Reader<'_> {
         let _ = ret.take_poke();
         while let Some(k) = ret.pop() {
             owner.at_workers -= 1;
-            self.bio_done(owner, h, k, stopping);
+            self.bio_done(k);
         }
+        self.settle(owner, h, stopping);
         stopping
     }
 
-    /// Local bio `k` came back from its post-read work: the reads waiting
-    /// on it copy their pages first (the bio still pins them), then its
-    /// pins go and its slot is free.
-    fn bio_done(&mut self, owner: &Owner<'_>, h: &mut ThreadHandle, k: u32, stopping: bool) {
-        self.pass(owner, h, stopping);
-        self.pc.release(self.bios.base + k);
-        self.bios.slots[k as usize].in_use = false;
-        self.bios.free.push(k);
+    /// Local bio `k`'s post-read work ended (at a worker or inline): its
+    /// pages are uptodate or failed; [`Self::settle`] releases it.
+    fn bio_done(&mut self, k: u32) {
+        self.ended.push(k);
         self.progressed = true;
+    }
+
+    /// Once for every batch of ended bios: the reads waiting on them move
+    /// on first (one pass, while the bios still pin their pages, so a
+    /// cache too small to keep them cannot evict them under their own
+    /// readers), then the bios' pins go and their slots are free.
+    fn settle(&mut self, owner: &Owner<'_>, h: &mut ThreadHandle, stopping: bool) {
+        if self.ended.is_empty() {
+            return;
+        }
+        self.pass(owner, h, stopping);
+        while let Some(k) = self.ended.pop() {
+            self.pc.release(self.bios.base + k);
+            self.bios.slots[k as usize].in_use = false;
+            self.bios.free.push(k);
+        }
     }
 }
 
@@ -511,6 +530,7 @@ pub fn run(
         copy_on_ring: engine == EngineKind::Uring,
         to_copy: Vec::with_capacity(depth),
         frames_tmp: Vec::with_capacity(MAX_BIO_PAGES),
+        ended: Vec::with_capacity(nbios),
         progressed: false,
     };
     match engine {
@@ -647,11 +667,12 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
             }
             let k = (ud & !BIO_TAG) as u32;
             if r.bio_read(h, k, i64::from(res), stamp()) {
-                r.bio_done(&u.owner, h, k, stopping);
+                r.bio_done(k);
             } else {
                 u.owner.at_workers += 1;
             }
         }
+        r.settle(&u.owner, h, stopping);
         u.rearm();
     }
     Ok(())
@@ -695,12 +716,13 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
                 res as i64
             };
             if r.bio_read(h, k, res, stamp()) {
-                r.bio_done(&o, h, k, stopping);
+                r.bio_done(k);
             } else {
                 o.at_workers += 1;
             }
         }
         r.to_submit.drain(..queued);
+        r.settle(&o, h, stopping);
         if r.progressed {
             continue;
         }

@@ -463,7 +463,7 @@ impl Engine {
         if let Some(pc) = &self.pcache
             && pc.file_pages() == g.file_pages
             && pc.capacity() == g.capacity
-            && pc.frames() == g.capacity + g.reserve.max(1)
+            && pc.frames() == pagecache::frames_for(g.capacity, g.reserve)
             && pc.bio_slots() == g.bios
             && pc.readers() == g.readers
         {

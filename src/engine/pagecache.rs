@@ -2,8 +2,8 @@
 //! post-read work at all.
 //!
 //! A read of an encrypted or fs-verity file goes through the page cache
-//! (ext4's `ext4_mpage_readpages`, mm/filemap.c `filemap_read`). A hit is a
-//! copy of plaintext: no decryption, no verification. A miss builds a bio for
+//! (ext4's `ext4_mpage_readpages`, mm/filemap.c `filemap_read`). A hit is
+//! only a copy: no decryption, no verification. A miss builds a bio for
 //! the missing pages, as readahead decides (see [`Readahead`]); when the bio
 //! completes, one work item decrypts all of it and one verifies all of it,
 //! and only then do its pages become uptodate and its waiters wake. This
@@ -12,12 +12,15 @@
 //! eviction that approximates the kernel's LRU (a hit sets a referenced bit,
 //! as `folio_mark_accessed` does), and the bios in flight.
 //!
-//! Concurrency: a hit takes no lock. It reads the page's state word, pins
-//! the frame (a reference count) and checks the state again before copying;
-//! eviction marks the state `Evicting` first and checks the pin count after,
-//! so one of the two always sees the other (both sequentially consistent).
-//! Only the miss path (taking frames, evicting) takes the allocator's lock,
-//! as the kernel's LRU lock is taken there and not on a hit.
+//! Concurrency: a lookup takes no lock: one load of the page's state word
+//! (and its referenced bit and readahead mark). The readers copy through
+//! the kernel (see `cached.rs`), so a hit reads no frame. A frame is pinned
+//! (a reference count) by the bio that reads into it until the bio's owner
+//! releases it; eviction marks the state `Evicting` first and checks the
+//! pin count after, so a pinned frame is never taken (both sequentially
+//! consistent; the tests' `lookup_copy` pins the same way). Only the miss
+//! path (taking frames, evicting) takes the allocator's lock, as the
+//! kernel's LRU lock is taken there and not on a hit.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -177,6 +180,12 @@ pub struct PageCache {
     readers: usize,
 }
 
+/// Frames of a cache holding `capacity` uptodate pages plus `reserve` in
+/// flight (at least one).
+pub fn frames_for(capacity: usize, reserve: usize) -> usize {
+    capacity + reserve.max(1)
+}
+
 /// Bytes [`PageCache::new`] allocates for these numbers.
 pub fn bytes_for(file_pages: u64, capacity: u64, reserve: u64, bios: u64) -> u64 {
     let frames = capacity.saturating_add(reserve);
@@ -197,7 +206,7 @@ impl PageCache {
         bios: usize,
         readers: usize,
     ) -> PageCache {
-        let nframes = capacity + reserve.max(1);
+        let nframes = frames_for(capacity, reserve);
         assert!(nframes < u32::MAX as usize && bios <= MAX_BIOS);
         let layout =
             std::alloc::Layout::from_size_align(nframes * PAGE, PAGE).expect("frame layout");
