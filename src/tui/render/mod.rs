@@ -160,15 +160,15 @@ fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     };
     let [side, main] =
         Layout::horizontal([Constraint::Length(side_w), Constraint::Min(0)]).areas(body);
-    if side_w > 0 {
-        render_side(app, th, side_w >= 40, side, buf);
-    }
     // The bottom row appears once the charts have room above it.
     let bottom_h = if main.height >= 34 {
         main.height / 3
     } else {
         0
     };
+    if side_w > 0 {
+        render_side(app, th, side_w >= 40, bottom_h == 0, side, buf);
+    }
     let [charts, bottom] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(bottom_h)]).areas(main);
     let baseline_inline = bottom_h == 0 && app.baseline.is_some();

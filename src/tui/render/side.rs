@@ -14,7 +14,16 @@ use crate::tui::keys::{self};
 use crate::tui::look::*;
 use crate::tui::theme::Theme;
 
-pub(crate) fn render_side(app: &App, th: &Theme, wide: bool, area: Rect, buf: &mut Buffer) {
+/// `cache_title`: name the page cache's hit rate in the event log's title
+/// (where no stages panel shows it).
+pub(crate) fn render_side(
+    app: &App,
+    th: &Theme,
+    wide: bool,
+    cache_title: bool,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     // Everything, if it fits; else only the settings a key changes.
     let full = setting_lines(app, th, wide, false);
     let lines = if full.len() as u16 + 2 <= area.height {
@@ -63,8 +72,22 @@ pub(crate) fn render_side(app: &App, th: &Theme, wide: bool, area: Rect, buf: &m
         }
         let n = (log_h - 2) as usize;
         let skip = rows.len().saturating_sub(n);
+        let recs: Vec<_> = app.now_records().filter(|r| !r.paused).collect();
+        // The whole line where it fits the border, else the hit rate alone.
+        let room = area.width.saturating_sub(4) as usize;
+        let title = match super::stages::cache_line(&recs) {
+            Some(c) if cache_title => {
+                let full = format!("events · {c}");
+                if full.chars().count() <= room {
+                    full
+                } else {
+                    format!("events · {}", c.split(" · ").next().unwrap_or(""))
+                }
+            }
+            _ => "events".to_string(),
+        };
         Paragraph::new(rows.split_off(skip))
-            .block(panel("events", th))
+            .block(panel(&title, th))
             .render(bottom, buf);
     }
 }

@@ -37,38 +37,18 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         ("decrypt", mean(|r| &r.stages_us.decrypt), th.series[0]),
         ("verify", mean(|r| &r.stages_us.verify), th.series[2]),
     ];
-    let (hits, misses, bios, secs) = recs.iter().fold((0u64, 0u64, 0u64, 0.0), |a, r| {
-        (
-            a.0 + r.page_cache.hits,
-            a.1 + r.page_cache.misses,
-            a.2 + r.page_cache.bios,
-            a.3 + r.interval_s,
-        )
-    });
-    let cached = hits + misses > 0;
+    let cache = cache_line(&recs);
     let total: f64 = stages.iter().map(|s| s.1).sum::<f64>().max(1e-9);
     let bar_w = (inner.width as usize).saturating_sub(22).max(1);
     let mut y = inner.y;
     let bottom = inner.y + inner.height;
     if y < bottom {
-        if cached {
-            let rate = bios as f64 / secs.max(1e-9);
-            let rate = if rate >= 1e4 {
-                format!("{:.0}k", rate / 1e3)
-            } else if rate >= 1e3 {
-                format!("{:.1}k", rate / 1e3)
-            } else {
-                format!("{rate:.0}")
-            };
-            let line = format!(
-                "per bio · hit {:.0}% · {rate} bio/s",
-                hits as f64 * 100.0 / (hits + misses) as f64,
-            );
-            let line: String = line.chars().take(inner.width as usize).collect();
-            buf.set_string(inner.x, y, line, th.dim());
-        } else {
-            buf.set_string(inner.x, y, "mean per read", th.dim());
-        }
+        let line = match &cache {
+            Some(c) => format!("per bio · {c}"),
+            None => "mean per read".to_string(),
+        };
+        let line: String = line.chars().take(inner.width as usize).collect();
+        buf.set_string(inner.x, y, line, th.dim());
         y += 1;
     }
     for (name, us, color) in stages {
@@ -140,4 +120,33 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         );
         y += 1;
     }
+}
+
+/// "hit N% · X bio/s" of the page cache over `recs` (None off the
+/// page-cache path): the stages panel's first line, and the event log's
+/// title where the stages panel has no room.
+pub(crate) fn cache_line(recs: &[&IntervalRecord]) -> Option<String> {
+    let (hits, misses, bios, secs) = recs.iter().fold((0u64, 0u64, 0u64, 0.0), |a, r| {
+        (
+            a.0 + r.page_cache.hits,
+            a.1 + r.page_cache.misses,
+            a.2 + r.page_cache.bios,
+            a.3 + r.interval_s,
+        )
+    });
+    if hits + misses == 0 {
+        return None;
+    }
+    let rate = bios as f64 / f64::max(secs, 1e-9);
+    let rate = if rate >= 1e4 {
+        format!("{:.0}k", rate / 1e3)
+    } else if rate >= 1e3 {
+        format!("{:.1}k", rate / 1e3)
+    } else {
+        format!("{rate:.0}")
+    };
+    Some(format!(
+        "hit {:.0}% · {rate} bio/s",
+        hits as f64 * 100.0 / (hits + misses) as f64
+    ))
 }
