@@ -203,3 +203,23 @@ fn presentation_mode_fits_80x24_and_120x40() {
         insta::assert_snapshot!(name, screen);
     }
 }
+
+#[test]
+fn the_header_names_the_unbound_pods() {
+    let mut a = app(false);
+    a.pods = Some("pods cache 0-3|4-7".into());
+    let screen = text(&draw(&a, &look(), 160, 48));
+    let header = screen.lines().next().unwrap();
+    assert!(header.contains("· pods cache 0-3|4-7"), "{header}");
+    // The idle and frequency drivers, right-aligned where they fit.
+    a.idle = Some(("idle haltpoll, no cpufreq".into(), false));
+    let screen = text(&draw(&a, &look(), 160, 48));
+    let header = screen.lines().next().unwrap();
+    assert!(
+        header.contains("│ idle haltpoll, no cpufreq iowait✗"),
+        "{header}"
+    );
+    // Without an unbound queue, no pods.
+    let screen = text(&draw(&app(false), &look(), 160, 48));
+    assert!(!screen.lines().next().unwrap().contains("pods"), "{screen}");
+}

@@ -122,8 +122,16 @@ impl MemoryNeed {
         };
         let buffers = readers.saturating_mul(depth).saturating_mul(w.block_size);
         // At most one worker per CPU per queue (bound) or max_active per
-        // queue (unbound), two queues.
-        let workers = 2 * cpus.max(s.effective_max_active(cpus)) as u64;
+        // queue (unbound; split over pods by their CPUs, each share rounded
+        // up: exact when max_active is a multiple of the CPUs, else at most
+        // one more per pod, a pod having at least one CPU), two queues.
+        let ma = s.effective_max_active(cpus);
+        let unbound = if ma.is_multiple_of(cpus.max(1)) {
+            ma
+        } else {
+            ma + cpus - 1
+        };
+        let workers = 2 * cpus.max(unbound) as u64;
         let histograms = (readers + workers) * HISTS_PER_THREAD * hist_bytes();
         let tree = tree_bytes(w.file_size);
         let (page_cache, in_flight) = match crate::engine::ReadPath::of(s) {

@@ -16,7 +16,10 @@ use crate::metrics::{Registry, Role};
 use crate::settings::Settings;
 use crate::verity::merkle::VerifiedCache;
 
-use super::queue::{Queues, WorkQueue};
+use crate::settings::AffinityScope;
+use crate::sys::{CpuTopo, format_cpu_list, pods_by};
+
+use super::queue::{Pod, Queues, WorkQueue};
 use super::reader;
 use super::stages::{Ctx, Placement, Plan};
 use super::{NoticeSink, OpenFile};
@@ -32,7 +35,7 @@ fn build_queues(
     p: Placement,
     capacity: usize,
     cpus: &[usize],
-    max_active: usize,
+    pods: &[(Vec<usize>, usize)],
 ) -> Option<Queues> {
     match p {
         Placement::Inline => None,
@@ -45,10 +48,63 @@ fn build_queues(
             let first = by_cpu[cpus[0]].clone().expect("queue for first CPU");
             Some(Queues::Bound { by_cpu, first })
         }
-        Placement::Unbound => Some(Queues::Unbound(Arc::new(WorkQueue::new(
-            capacity, max_active,
-        )))),
+        Placement::Unbound => Some(Queues::unbound(
+            pods.iter()
+                .map(|(cpus, workers)| Pod {
+                    q: Arc::new(WorkQueue::new(capacity, *workers)),
+                    cpus: cpus.clone(),
+                })
+                .collect(),
+        )),
     }
+}
+
+/// The pods an unbound queue runs work in under `s`: the CPUs readpath may
+/// use (`cpus`), grouped by `workers.affinity_scope` from the machine's
+/// topology in sysfs, as the kernel's `init_pod_type()` groups them.
+pub fn unbound_pods(s: &Settings, cpus: &[usize]) -> Vec<Vec<usize>> {
+    pods_of_scope(s.workers.affinity_scope, &crate::sys::cpu_topology(cpus))
+}
+
+/// Pods of `scope` over a topology (tests pass fake ones).
+pub fn pods_of_scope(scope: AffinityScope, topo: &[CpuTopo]) -> Vec<Vec<usize>> {
+    match scope {
+        AffinityScope::Cpu => pods_by(topo, |c| c.cpu),
+        AffinityScope::Smt => pods_by(topo, |c| c.smt.clone()),
+        AffinityScope::Cache => pods_by(topo, |c| c.llc.clone()),
+        AffinityScope::Numa => pods_by(topo, |c| c.node),
+        AffinityScope::System => pods_by(topo, |_| ()),
+    }
+}
+
+/// Workers of each pod: the pod's share of `max_active` by its CPUs
+/// (rounded up, at least 1), so the default (`max_active` = the CPUs) gives
+/// one per CPU. The kernel's limit is per NUMA node and shared by the
+/// node's pods; this splits it per pod instead.
+pub fn pod_workers(pods: &[Vec<usize>], max_active: usize) -> Vec<usize> {
+    let total: usize = pods.iter().map(Vec::len).sum::<usize>().max(1);
+    pods.iter()
+        .map(|p| {
+            (max_active * p.len())
+                .div_ceil(total)
+                .clamp(1, max_active.max(1))
+        })
+        .collect()
+}
+
+/// The header's "pods cache 0-3|4-7" for `s`, when one of its queues is
+/// unbound.
+pub fn pods_label(s: &Settings) -> Option<String> {
+    let plan = Plan::of(s);
+    let unbound = [Some(plan.first), plan.second]
+        .into_iter()
+        .flatten()
+        .any(|p| p == Placement::Unbound);
+    unbound.then(|| {
+        let pods = unbound_pods(s, &crate::sys::online_cpus());
+        let list: Vec<String> = pods.iter().map(|p| format_cpu_list(p)).collect();
+        format!("pods {} {}", s.workers.affinity_scope, list.join("|"))
+    })
 }
 
 impl Pipeline {
@@ -73,10 +129,16 @@ impl Pipeline {
         // Room for every buffer, or every bio, that can be in flight.
         let capacity = readers * per_reader.max(bios_per_reader);
         let max_active = settings.effective_max_active(cpus.len());
-        let first_q = build_queues(plan.first, capacity, &cpus, max_active);
+        let pod_cpus = unbound_pods(&settings, &cpus);
+        let pods: Vec<(Vec<usize>, usize)> = pod_cpus
+            .iter()
+            .cloned()
+            .zip(pod_workers(&pod_cpus, max_active))
+            .collect();
+        let first_q = build_queues(plan.first, capacity, &cpus, &pods);
         let second_q = plan
             .second
-            .and_then(|p| build_queues(p, capacity, &cpus, max_active));
+            .and_then(|p| build_queues(p, capacity, &cpus, &pods));
         let cipher = plan
             .decrypt
             .then(|| Arc::new(dataset.cipher(settings.pipeline.cipher)));
@@ -106,6 +168,7 @@ impl Pipeline {
             bios_per_reader,
             plain,
         });
+        let ctx_pods = pods;
         let mut workers = Vec::new();
         // Named after the kernel queue they model: the first queue is
         // fscrypt's when decryption is on, otherwise fsverity's.
@@ -124,21 +187,25 @@ impl Pipeline {
                                 ctx.clone(),
                                 q.clone(),
                                 0,
-                                Some(cpu),
+                                Some(vec![cpu]),
                                 format!("{prefix}-cpu{cpu}"),
                             )?);
                         }
                     }
                 }
-                Queues::Unbound(q) => {
-                    for i in 0..max_active {
-                        workers.push(spawn_worker(
-                            ctx.clone(),
-                            q.clone(),
-                            i,
-                            None,
-                            format!("{prefix}-u{i}"),
-                        )?);
+                Queues::Unbound { pods, .. } => {
+                    // One pod of every CPU: unpinned, as before pods.
+                    let single = pods.len() == 1 && pods[0].cpus.len() == cpus.len();
+                    for (k, (pod, (_, n))) in pods.iter().zip(&ctx_pods).enumerate() {
+                        for i in 0..*n {
+                            let name = if pods.len() == 1 {
+                                format!("{prefix}-u{i}")
+                            } else {
+                                format!("{prefix}-u{k}.{i}")
+                            };
+                            let pin = (!single).then(|| pod.cpus.clone());
+                            workers.push(spawn_worker(ctx.clone(), pod.q.clone(), i, pin, name)?);
+                        }
                     }
                 }
             }
@@ -202,21 +269,24 @@ impl Drop for Pipeline {
     }
 }
 
+/// Starts worker `index` of `q`, pinned to `cpus` when given.
 fn spawn_worker(
     ctx: Arc<Ctx>,
     q: Arc<WorkQueue>,
     index: usize,
-    cpu: Option<usize>,
+    cpus: Option<Vec<usize>>,
     name: String,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
-            if let Some(cpu) = cpu
-                && let Err(e) = crate::sys::pin_current_thread(&[cpu])
+            if let Some(cpus) = cpus
+                && let Err(e) = crate::sys::pin_current_thread(&cpus)
             {
-                ctx.notices
-                    .push(format!("{name}: could not pin to CPU {cpu}: {e}"));
+                ctx.notices.push(format!(
+                    "{name}: could not pin to CPUs {}: {e}",
+                    format_cpu_list(&cpus)
+                ));
             }
             let nice = if ctx.settings.workers.highpri { -20 } else { 0 };
             if let Err(e) = crate::sys::set_current_thread_nice(nice)
@@ -247,4 +317,88 @@ fn spawn_worker(
                 h.slot().set_final_sched(c);
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two LLCs of two SMT pairs each, on two nodes.
+    fn two_llcs() -> Vec<CpuTopo> {
+        (0..8)
+            .map(|cpu| {
+                let core = cpu % 4;
+                CpuTopo {
+                    cpu,
+                    smt: vec![core, core + 4],
+                    llc: if core < 2 {
+                        vec![0, 1, 4, 5]
+                    } else {
+                        vec![2, 3, 6, 7]
+                    },
+                    node: usize::from(core >= 2),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_scope_groups_cpus_as_the_kernel() {
+        let t = two_llcs();
+        let p = |s| pods_of_scope(s, &t);
+        assert_eq!(p(AffinityScope::Cpu).len(), 8);
+        assert_eq!(
+            p(AffinityScope::Smt),
+            vec![vec![0, 4], vec![1, 5], vec![2, 6], vec![3, 7]]
+        );
+        let llcs = vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]];
+        assert_eq!(p(AffinityScope::Cache), llcs);
+        assert_eq!(p(AffinityScope::Numa), llcs);
+        assert_eq!(p(AffinityScope::System), vec![(0..8).collect::<Vec<_>>()]);
+    }
+
+    #[test]
+    fn max_active_is_shared_by_the_pods() {
+        let llcs = vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]];
+        // The default (max_active = CPUs): one worker per CPU of each pod.
+        assert_eq!(pod_workers(&llcs, 8), vec![4, 4]);
+        assert_eq!(pod_workers(&llcs, 2), vec![1, 1]);
+        // Rounded up, never 0, never above max_active.
+        assert_eq!(pod_workers(&llcs, 1), vec![1, 1]);
+        assert_eq!(pod_workers(&llcs, 3), vec![2, 2]);
+        let single: Vec<Vec<usize>> = (0..4).map(|c| vec![c]).collect();
+        assert_eq!(pod_workers(&single, 4), vec![1; 4]);
+        assert_eq!(pod_workers(&[vec![0, 1]], 16), vec![16]);
+    }
+
+    #[test]
+    fn work_goes_to_the_queueing_cpus_pod() {
+        let pods: Vec<Pod> = [vec![0, 1], vec![2, 3]]
+            .into_iter()
+            .map(|cpus| Pod {
+                q: Arc::new(WorkQueue::new(4, 1)),
+                cpus,
+            })
+            .collect();
+        let q = Queues::unbound(pods);
+        let item = super::super::queue::WorkItem {
+            buf: std::ptr::null_mut(),
+            len: 0,
+            reader: 0,
+            slot: 0,
+            offset: 0,
+            issue_ns: 0,
+            enqueue_ns: 0,
+            queued_ns: 0,
+            needs_decrypt: false,
+            bio: super::super::queue::NO_BIO,
+        };
+        q.push(item, 3);
+        q.push(item, 1);
+        q.push(item, 2);
+        // A CPU outside every pod goes to the first.
+        q.push(item, 99);
+        let lens: Vec<usize> = q.all().iter().map(|q| q.len()).collect();
+        assert_eq!(lens, vec![2, 2]);
+    }
 }

@@ -5,7 +5,9 @@
 //! can be in flight, so a push never fails and never allocates) plus the
 //! sleep state of the workers serving it. `bound` mode has one queue per CPU
 //! served by one pinned worker, like a per-CPU kernel workqueue; `unbound`
-//! has one shared queue served by `max_active` unpinned workers. A producer
+//! has one queue per pod of `workers.affinity_scope` (the CPUs sharing a
+//! last-level cache by default), served by workers that run on the pod's
+//! CPUs. A producer
 //! wakes a sleeping worker only when one sleeps: the common busy case costs
 //! one atomic load, the idle case one futex wake, which is the wakeup whose
 //! latency the 2023 fsverity patch measured.
@@ -267,6 +269,14 @@ impl ReturnQueue {
     }
 }
 
+/// One pod of an unbound queue: its queue and the CPUs its workers run on.
+pub struct Pod {
+    /// The pod's queue.
+    pub q: Arc<WorkQueue>,
+    /// Its CPUs (sorted).
+    pub cpus: Vec<usize>,
+}
+
 /// A set of queues for one stage placement.
 pub enum Queues {
     /// Per-CPU queues; index = CPU number (None for CPUs we may not use).
@@ -276,11 +286,35 @@ pub enum Queues {
         /// Fallback for an unexpected CPU number.
         first: Arc<WorkQueue>,
     },
-    /// One shared queue.
-    Unbound(Arc<WorkQueue>),
+    /// An unbound queue: one pool per pod (`workers.affinity_scope`), a
+    /// work item going to the pod of the CPU that queues it, as the kernel's
+    /// unbound workqueues do since v6.5 (one pod of every CPU with
+    /// `system`).
+    Unbound {
+        /// The pods, in the order of their first CPU.
+        pods: Vec<Pod>,
+        /// Index into `pods` of each CPU (0 for a CPU outside every pod).
+        pod_of: Vec<usize>,
+    },
 }
 
 impl Queues {
+    /// An unbound queue over `pods` (at least one, none empty).
+    pub fn unbound(pods: Vec<Pod>) -> Queues {
+        let max_cpu = pods
+            .iter()
+            .flat_map(|p| p.cpus.iter().copied())
+            .max()
+            .unwrap_or(0);
+        let mut pod_of = vec![0; max_cpu + 1];
+        for (i, p) in pods.iter().enumerate() {
+            for &c in &p.cpus {
+                pod_of[c] = i;
+            }
+        }
+        Queues::Unbound { pods, pod_of }
+    }
+
     #[inline]
     pub fn push(&self, item: WorkItem, cpu: usize) {
         match self {
@@ -289,14 +323,16 @@ impl Queues {
                 .and_then(|q| q.as_ref())
                 .unwrap_or(first)
                 .push(item),
-            Queues::Unbound(q) => q.push(item),
+            Queues::Unbound { pods, pod_of } => {
+                pods[pod_of.get(cpu).copied().unwrap_or(0)].q.push(item)
+            }
         }
     }
 
     pub fn all(&self) -> Vec<Arc<WorkQueue>> {
         match self {
             Queues::Bound { by_cpu, .. } => by_cpu.iter().flatten().cloned().collect(),
-            Queues::Unbound(q) => vec![q.clone()],
+            Queues::Unbound { pods, .. } => pods.iter().map(|p| p.q.clone()).collect(),
         }
     }
 }

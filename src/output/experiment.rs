@@ -368,6 +368,16 @@ impl CompareReport {
             m.data_dir_fs,
             if self.features.highpri { "granted" } else { "refused (nice 0)" },
         ));
+        let consumers = m.iowait_consumers();
+        out.push_str(&format!(
+            "idle and frequency: {}; iowait read by: {}\n",
+            m.idle_and_freq(),
+            if consumers.is_empty() {
+                "nothing (iowait vs plain can change accounting only, not speed)".to_string()
+            } else {
+                consumers.join(", ")
+            }
+        ));
         out.push_str(&format!(
             "plan of the first variant: {}\n\n",
             crate::engine::stages::Plan::label(&self.effective_settings)

@@ -58,6 +58,9 @@ pub struct RunSummary {
     /// The kernel read path the run modelled.
     #[serde(default)]
     pub read_path: String,
+    /// The unbound queues' pods ("pods cache 0-3|4-7"), when a queue was unbound.
+    #[serde(default)]
+    pub pods: Option<String>,
     /// The page cache over the run (zeros on a direct-read path).
     #[serde(default)]
     pub page_cache: crate::metrics::PageCacheStats,
@@ -111,6 +114,7 @@ impl RunSummary {
             read_path: crate::engine::ReadPath::of(effective)
                 .describe()
                 .to_string(),
+            pods: crate::engine::pipeline::pods_label(effective),
             page_cache: crate::metrics::PageCacheStats::of(c, totals.page_cache_bytes),
             process_cpu_pct: totals.process_cpu_pct,
             intervals: totals.intervals,
@@ -204,6 +208,9 @@ impl RunSummary {
             );
         }
         let _ = writeln!(o, "  path: {}", self.read_path);
+        if let Some(p) = &self.pods {
+            let _ = writeln!(o, "  unbound {p}");
+        }
         let pc = &self.page_cache;
         if pc.hits + pc.misses > 0 {
             let _ = writeln!(

@@ -198,6 +198,24 @@ setting_enum! {
 }
 
 setting_enum! {
+    /// Which CPUs an unbound queue runs a work item on (`workers.affinity_scope`,
+    /// the kernel's `workqueue.default_affinity_scope`, v6.5+): those of the
+    /// queueing CPU's pod.
+    AffinityScope {
+        /// Each CPU is its own pod.
+        Cpu => "cpu",
+        /// A pod per core: the CPU's SMT siblings.
+        Smt => "smt",
+        /// A pod per last-level cache (the kernel's default).
+        Cache => "cache",
+        /// A pod per NUMA node.
+        Numa => "numa",
+        /// One pod of every CPU (the kernel before v6.5).
+        System => "system",
+    }
+}
+
+setting_enum! {
     /// What a page-cache miss reads from (`cache.device`).
     CacheDevice {
         /// The real device: every bio is an O_DIRECT read of the ciphertext file.
@@ -290,6 +308,8 @@ pub struct Workers {
     pub highpri: bool,
     /// 0 = number of online CPUs, else the unbound pool's limit.
     pub max_active: u32,
+    /// The pods unbound queues run work in.
+    pub affinity_scope: AffinityScope,
 }
 
 impl Default for Workers {
@@ -299,6 +319,7 @@ impl Default for Workers {
             verify_mode: VerifyMode::Bound,
             highpri: true,
             max_active: 0,
+            affinity_scope: AffinityScope::Cache,
         }
     }
 }
@@ -476,6 +497,11 @@ pub const KEYS: &[KeyInfo] = &[
         help: "work items the unbound pool runs at once",
     },
     KeyInfo {
+        key: "workers.affinity_scope",
+        allowed: "cpu, smt, cache, numa, system",
+        help: "unbound work runs on the queueing CPU's pod: its CPU, core, last-level cache, node, or any CPU",
+    },
+    KeyInfo {
         key: "cache.size",
         allowed: "\"auto\" (a quarter of workload.file_size) or a multiple of 4096 from 0 to 1T (0 = every read misses)",
         help: "plaintext the page cache holds; a hit is a copy, a miss a bio to decrypt and verify",
@@ -527,6 +553,7 @@ fn is_text_key(key: &str) -> bool {
             | "pipeline.salt"
             | "workers.mode"
             | "workers.verify_mode"
+            | "workers.affinity_scope"
             | "cache.size"
             | "cache.device"
     )
@@ -1251,6 +1278,7 @@ impl Settings {
             "workers.verify_mode" => k.verify_mode = choice(key, v)?,
             "workers.highpri" => k.highpri = boolean(key, v)?,
             "workers.max_active" => k.max_active = int_u32(key, v, 0, MAX_MAX_ACTIVE)?,
+            "workers.affinity_scope" => k.affinity_scope = choice(key, v)?,
             "cache.size" => {
                 c.size = match v {
                     Val::Str(t) if t.trim().eq_ignore_ascii_case("auto") => None,
@@ -1300,6 +1328,7 @@ impl Settings {
             "workers.verify_mode" => s(k.verify_mode.name()),
             "workers.highpri" => Val::Bool(k.highpri),
             "workers.max_active" => Val::Int(k.max_active.into()),
+            "workers.affinity_scope" => s(k.affinity_scope.name()),
             "cache.size" => match c.size {
                 None => s("auto"),
                 Some(n) => size(n),
@@ -1529,6 +1558,7 @@ mod tests {
         ("workers.verify_mode", "\"same\"", "same", "same"),
         ("workers.highpri", "false", "false", "false"),
         ("workers.max_active", "8", "8", "8"),
+        ("workers.affinity_scope", "\"system\"", "system", "system"),
         ("cache.size", "\"16M\"", "16M", "16M"),
         ("cache.read_ahead", "\"512K\"", "512K", "512K"),
         ("cache.device", "\"memory\"", "memory", "memory"),
@@ -1629,7 +1659,7 @@ mod tests {
         );
         assert_eq!(
             err_set("workers.zzz", "1"),
-            "unknown setting \"workers.zzz\": valid keys in [workers] are mode, verify_mode, highpri, max_active"
+            "unknown setting \"workers.zzz\": valid keys in [workers] are mode, verify_mode, highpri, max_active, affinity_scope"
         );
         assert_eq!(
             err_set("queue_dept", "4"),

@@ -151,3 +151,8 @@ pub fn unpin_current_thread() -> io::Result<()> {
 pub fn current_thread_affinity() -> io::Result<Vec<usize>> {
     affinity_of(0)
 }
+
+/// Thread `tid`'s CPU affinity right now, sorted.
+pub fn thread_affinity(tid: i32) -> io::Result<Vec<usize>> {
+    affinity_of(tid)
+}

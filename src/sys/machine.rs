@@ -30,6 +30,105 @@ pub struct MachineInfo {
     /// cpufreq governor of the first usable CPU (cpu0 as fallback), `None` if
     /// there is no cpufreq (common in VMs).
     pub cpufreq_governor: Option<String>,
+    /// `/sys/devices/system/cpu/cpuidle/current_governor` (or `_ro`).
+    #[serde(default)]
+    pub cpuidle_governor: Option<String>,
+    /// cpufreq driver of that CPU (`scaling_driver`, e.g. "intel_pstate").
+    #[serde(default)]
+    pub cpufreq_driver: Option<String>,
+    /// `intel_pstate/hwp_dynamic_boost` ("0" or "1"), where present.
+    #[serde(default)]
+    pub hwp_dynamic_boost: Option<String>,
+    /// The kernel's `workqueue.default_affinity_scope` (v6.5+).
+    #[serde(default)]
+    pub default_affinity_scope: Option<String>,
+}
+
+impl MachineInfo {
+    /// "cpuidle haltpoll (governor haltpoll), cpufreq none": what could
+    /// read iowait here.
+    pub fn idle_and_freq(&self) -> String {
+        let idle = match (&self.cpuidle_driver, &self.cpuidle_governor) {
+            (Some(d), Some(g)) => format!("cpuidle {d} (governor {g})"),
+            (Some(d), None) => format!("cpuidle {d}"),
+            (None, _) => "no cpuidle".to_string(),
+        };
+        let freq = match (&self.cpufreq_driver, &self.cpufreq_governor) {
+            (Some(d), Some(g)) => format!("cpufreq {d} (governor {g})"),
+            (None, Some(g)) => format!("cpufreq governor {g}"),
+            (Some(d), None) => format!("cpufreq {d}"),
+            (None, None) => "no cpufreq".to_string(),
+        };
+        format!("{idle}, {freq}")
+    }
+
+    /// The header's short form: "idle haltpoll, no cpufreq" (a driver and
+    /// a governor of the same name written once: "idle intel_idle/menu").
+    pub fn idle_and_freq_short(&self) -> String {
+        let two = |a: &Option<String>, b: &Option<String>, what: &str, none: &str| match (a, b) {
+            (Some(a), Some(b)) if a == b => format!("{what} {a}"),
+            (Some(a), Some(b)) => format!("{what} {a}/{b}"),
+            (Some(a), None) | (None, Some(a)) => format!("{what} {a}"),
+            (None, None) => none.to_string(),
+        };
+        format!(
+            "{}, {}",
+            two(
+                &self.cpuidle_driver,
+                &self.cpuidle_governor,
+                "idle",
+                "no cpuidle"
+            ),
+            two(
+                &self.cpufreq_driver,
+                &self.cpufreq_governor,
+                "freq",
+                "no cpufreq"
+            )
+        )
+    }
+
+    /// What on this machine changes speed because a task sleeps as iowait
+    /// (Linux 6.18): schedutil's iowait boost; intel_pstate's (without HWP,
+    /// or with `hwp_dynamic_boost`); the menu idle governor before 6.13.
+    /// `/proc/stat` iowait and PSI only account for it.
+    pub fn iowait_consumers(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.cpufreq_governor.as_deref() == Some("schedutil") {
+            out.push("schedutil's iowait boost".to_string());
+        }
+        if self.cpufreq_driver.as_deref() == Some("intel_pstate")
+            && self.cpufreq_governor.as_deref() != Some("schedutil")
+            && self.hwp_dynamic_boost.as_deref() != Some("0")
+        {
+            out.push("intel_pstate's iowait boost".to_string());
+        }
+        if self.cpuidle_governor.as_deref() == Some("menu")
+            && kernel_version(&self.kernel).is_some_and(|v| v < (6, 13))
+        {
+            out.push("the menu idle governor (before 6.13)".to_string());
+        }
+        out
+    }
+
+    /// A notice when nothing here consumes iowait, so `sleep = iowait` vs
+    /// `plain` can change its accounting but not speed.
+    pub fn iowait_notice(&self) -> Option<String> {
+        self.iowait_consumers().is_empty().then(|| {
+            format!(
+                "iowait: nothing on this machine reads it ({}): sleep = iowait vs plain changes its accounting (/proc/stat, PSI), not the CPU's speed or idle states",
+                self.idle_and_freq()
+            )
+        })
+    }
+}
+
+/// (major, minor) of a kernel release such as "6.18.44-fc".
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 pub(super) fn read_sysfs_string(path: &str) -> Option<String> {
@@ -86,6 +185,13 @@ pub fn machine_info(data_dir: &Path) -> MachineInfo {
         .first()
         .and_then(|&c| read_sysfs_string(&governor_path(c)))
         .or_else(|| read_sysfs_string(&governor_path(0)));
+    let driver_path =
+        |cpu: usize| format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_driver");
+    let cpufreq_driver = cpus
+        .first()
+        .and_then(|&c| read_sysfs_string(&driver_path(c)))
+        .or_else(|| read_sysfs_string(&driver_path(0)));
+    let idle = "/sys/devices/system/cpu/cpuidle";
     MachineInfo {
         hostname,
         kernel,
@@ -95,8 +201,15 @@ pub fn machine_info(data_dir: &Path) -> MachineInfo {
         aes_instructions,
         sha_instructions,
         data_dir_fs: fs_type_name(data_dir),
-        cpuidle_driver: read_sysfs_string("/sys/devices/system/cpu/cpuidle/current_driver"),
+        cpuidle_driver: read_sysfs_string(&format!("{idle}/current_driver")),
         cpufreq_governor,
+        cpuidle_governor: read_sysfs_string(&format!("{idle}/current_governor"))
+            .or_else(|| read_sysfs_string(&format!("{idle}/current_governor_ro"))),
+        cpufreq_driver,
+        hwp_dynamic_boost: read_sysfs_string(
+            "/sys/devices/system/cpu/intel_pstate/hwp_dynamic_boost",
+        ),
+        default_affinity_scope: default_affinity_scope(),
     }
 }
 

@@ -37,6 +37,7 @@ mod priority;
 mod process;
 mod procfs;
 mod signals;
+mod topology;
 
 pub use calls::*;
 pub use cpu::*;
@@ -47,6 +48,7 @@ pub use priority::*;
 pub use process::*;
 pub use procfs::*;
 pub use signals::*;
+pub use topology::*;
 
 #[cfg(test)]
 mod tests;

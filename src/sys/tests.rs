@@ -761,3 +761,159 @@ fn dontneed_drops_and_warm_fills_the_page_cache() {
     let empty = File::create(dir.path().join("empty")).unwrap();
     assert_eq!(page_cache_residency(&empty).unwrap(), Residency::default());
 }
+
+/// A fake `/sys/devices/system/cpu` tree: for each CPU its SMT siblings, its
+/// L3's sharers and its node (L1d/L1i/L2 private, as on most x86 parts).
+fn fake_cpu_tree(cpus: &[(usize, &str, &str, usize)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for &(cpu, smt, llc, node) in cpus {
+        let c = dir.path().join(format!("cpu{cpu}"));
+        std::fs::create_dir_all(c.join("topology")).unwrap();
+        std::fs::write(c.join("topology/thread_siblings_list"), format!("{smt}\n")).unwrap();
+        for (i, (level, kind, shared)) in [
+            (1, "Data", cpu.to_string()),
+            (1, "Instruction", cpu.to_string()),
+            (2, "Unified", cpu.to_string()),
+            (3, "Unified", llc.to_string()),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let d = c.join(format!("cache/index{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("level"), format!("{level}\n")).unwrap();
+            std::fs::write(d.join("type"), format!("{kind}\n")).unwrap();
+            std::fs::write(d.join("shared_cpu_list"), format!("{shared}\n")).unwrap();
+        }
+        std::fs::create_dir_all(c.join(format!("node{node}"))).unwrap();
+    }
+    dir
+}
+
+fn pods_of(tree: &tempfile::TempDir, cpus: &[usize]) -> [Vec<Vec<usize>>; 4] {
+    let t = read_topology(tree.path(), cpus);
+    [
+        pods_by(&t, |c| c.cpu),
+        pods_by(&t, |c| c.smt.clone()),
+        pods_by(&t, |c| c.llc.clone()),
+        pods_by(&t, |c| c.node),
+    ]
+}
+
+#[test]
+fn pods_of_two_llcs_with_smt_pairs() {
+    // 8 CPUs, SMT pairs (n, n+4), two L3s of 4 CPUs each (0,1,4,5 and
+    // 2,3,6,7), one node: the layout of a small two-CCX part.
+    let mut cpus = Vec::new();
+    for cpu in 0..8usize {
+        let core = cpu % 4;
+        let smt = format!("{},{}", core, core + 4);
+        let llc = if core < 2 { "0-1,4-5" } else { "2-3,6-7" };
+        cpus.push((cpu, smt, llc, 0));
+    }
+    let spec: Vec<(usize, &str, &str, usize)> = cpus
+        .iter()
+        .map(|(c, s, l, n)| (*c, s.as_str(), *l, *n))
+        .collect();
+    let tree = fake_cpu_tree(&spec);
+    let all: Vec<usize> = (0..8).collect();
+    let [cpu, smt, cache, numa] = pods_of(&tree, &all);
+    assert_eq!(cpu, (0..8).map(|c| vec![c]).collect::<Vec<_>>());
+    assert_eq!(smt, vec![vec![0, 4], vec![1, 5], vec![2, 6], vec![3, 7]]);
+    assert_eq!(cache, vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]]);
+    assert_eq!(numa, vec![all.clone()]);
+    // Under a cpuset of 1, 2 and 5 only those CPUs are pooled.
+    let [_, _, cache, _] = pods_of(&tree, &[1, 2, 5]);
+    assert_eq!(cache, vec![vec![1, 5], vec![2]]);
+}
+
+#[test]
+fn pods_of_one_cpu_per_socket() {
+    // A VM that shows each vCPU as its own socket, with its own L3 and
+    // node: every scope short of system gives one pod per CPU.
+    let tree = fake_cpu_tree(&[(0, "0", "0", 0), (1, "1", "1", 1), (2, "2", "2", 2)]);
+    let [cpu, smt, cache, numa] = pods_of(&tree, &[0, 1, 2]);
+    let single = vec![vec![0], vec![1], vec![2]];
+    assert_eq!(cpu, single);
+    assert_eq!(smt, single);
+    assert_eq!(cache, single);
+    assert_eq!(numa, single);
+}
+
+#[test]
+fn pods_of_one_llc_and_missing_files() {
+    // 4 CPUs sharing one L3, no SMT; CPU 3's files are missing: it becomes
+    // its own SMT group and LLC, on node 0.
+    let tree = fake_cpu_tree(&[(0, "0", "0-3", 0), (1, "1", "0-3", 0), (2, "2", "0-3", 0)]);
+    let [_, smt, cache, numa] = pods_of(&tree, &[0, 1, 2, 3]);
+    assert_eq!(smt, vec![vec![0], vec![1], vec![2], vec![3]]);
+    assert_eq!(cache, vec![vec![0, 1, 2], vec![3]]);
+    assert_eq!(numa, vec![vec![0, 1, 2, 3]]);
+}
+
+#[test]
+fn cpu_lists_parse_and_format_like_the_kernels() {
+    assert_eq!(
+        parse_cpu_list("0-3,8,10-11\n"),
+        Some(vec![0, 1, 2, 3, 8, 10, 11])
+    );
+    assert_eq!(parse_cpu_list(""), Some(vec![]));
+    assert_eq!(parse_cpu_list("3-1"), None);
+    assert_eq!(parse_cpu_list("x"), None);
+    assert_eq!(parse_cpu_list("0-99999999999"), None);
+    assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+    assert_eq!(format_cpu_list(&[5]), "5");
+    assert_eq!(format_cpu_list(&[]), "");
+}
+
+#[test]
+fn this_machines_topology_covers_its_cpus() {
+    let cpus = online_cpus();
+    let t = cpu_topology(&cpus);
+    assert_eq!(t.iter().map(|c| c.cpu).collect::<Vec<_>>(), cpus);
+    for c in &t {
+        assert!(c.smt.contains(&c.cpu) && c.llc.contains(&c.cpu), "{c:?}");
+    }
+    let pods = pods_by(&t, |c| c.llc.clone());
+    assert_eq!(pods.iter().map(Vec::len).sum::<usize>(), cpus.len());
+}
+
+#[test]
+fn what_reads_iowait_by_governor_and_kernel() {
+    let base = MachineInfo {
+        kernel: "6.18.44-fc".into(),
+        cpuidle_driver: Some("haltpoll".into()),
+        cpuidle_governor: Some("haltpoll".into()),
+        ..MachineInfo::default()
+    };
+    assert!(base.iowait_consumers().is_empty());
+    let n = base.iowait_notice().unwrap();
+    assert!(
+        n.contains("cpuidle haltpoll (governor haltpoll), no cpufreq"),
+        "{n}"
+    );
+    let su = MachineInfo {
+        cpufreq_driver: Some("acpi-cpufreq".into()),
+        cpufreq_governor: Some("schedutil".into()),
+        ..base.clone()
+    };
+    assert_eq!(su.iowait_consumers(), vec!["schedutil's iowait boost"]);
+    assert_eq!(su.iowait_notice(), None);
+    let hwp = |boost: &str| MachineInfo {
+        cpufreq_driver: Some("intel_pstate".into()),
+        cpufreq_governor: Some("powersave".into()),
+        hwp_dynamic_boost: Some(boost.into()),
+        ..base.clone()
+    };
+    assert!(hwp("0").iowait_consumers().is_empty());
+    assert_eq!(hwp("1").iowait_consumers().len(), 1);
+    let menu = |kernel: &str| MachineInfo {
+        kernel: kernel.into(),
+        cpuidle_governor: Some("menu".into()),
+        ..base.clone()
+    };
+    assert_eq!(menu("6.12.1").iowait_consumers().len(), 1);
+    assert!(menu("6.13.0").iowait_consumers().is_empty());
+    assert_eq!(kernel_version("6.18.44-fc-v1147"), Some((6, 18)));
+    assert_eq!(kernel_version("garbage"), None);
+}

@@ -260,6 +260,12 @@ pub struct App {
     limits: Vec<(&'static str, String)>,
     /// Where each stage runs, e.g. "decrypt: unbound -> verify: bound".
     pub plan: String,
+    /// The pods of the unbound queues running, "pods cache 0-3|4-7"
+    /// (None: no unbound queue, or not known, as in a replay).
+    pub pods: Option<String>,
+    /// The idle and frequency drivers, and whether anything reads iowait:
+    /// ("idle haltpoll, no cpufreq", false). None in replays.
+    pub idle: Option<(String, bool)>,
     /// Kernel and CPU features.
     pub features: Features,
     /// Online CPUs.
@@ -319,6 +325,8 @@ impl App {
             effective,
             limits,
             plan,
+            pods: None,
+            idle: None,
             features,
             cpus,
             history: VecDeque::new(),

@@ -204,6 +204,12 @@ pub fn run(
         engine.features().clone(),
         crate::sys::online_cpus().len(),
     );
+    app.pods = crate::engine::pipeline::pods_label(engine.effective());
+    let m = crate::sys::machine_info(engine.dataset().dir());
+    app.idle = Some((m.idle_and_freq_short(), !m.iowait_consumers().is_empty()));
+    if let Some(n) = m.iowait_notice() {
+        app.log_line(0.0, n, true);
+    }
     if let Some((name, description)) = &opts.preset {
         app.log_line(0.0, format!("preset {name}: {description}"), false);
         app.preset = opts.preset.clone();
@@ -460,6 +466,7 @@ pub(crate) fn apply(app: &mut App, engine: &mut Engine, s: crate::settings::Sett
     match engine.apply(s) {
         Ok(changes) => {
             app.set_running(engine.settings().clone(), engine.effective().clone());
+            app.pods = crate::engine::pipeline::pods_label(engine.effective());
             let what: Vec<String> = changes.iter().map(|c| c.label()).collect();
             app.flash(if what.is_empty() {
                 "no change".to_string()

@@ -65,19 +65,52 @@ pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     }
     spans.push(Span::styled("│ ", th.dim()));
     spans.push(Span::styled(app.plan.clone(), th.text()));
+    if let Some(pods) = &app.pods {
+        spans.push(Span::styled(" · ", th.dim()));
+        spans.push(Span::styled(pods.clone(), th.text()));
+    }
     let left = Line::from(spans);
     let used = left.width() as u16;
     left.render(area, buf);
-    // The UI's own cost, where it does not cover the plan.
+    // Right-aligned where they do not cover the plan: what could read
+    // iowait (where nothing does, sleep = iowait vs plain can change only
+    // accounting here, not speed), then the UI's own cost.
+    let idle: Vec<Span> = match &app.idle {
+        Some((text, read)) => vec![
+            Span::styled(format!(" │ {text} "), th.dim()),
+            Span::styled("iowait", th.dim()),
+            if *read {
+                Span::styled("✓", Style::default().fg(th.good))
+            } else {
+                Span::styled("✗", Style::default().fg(th.warn))
+            },
+        ],
+        None => Vec::new(),
+    };
     let ui = format!(
         " │ ui {:.1}% cpu {:.1}ms/frame ≤{:.0}Hz",
         app.ui.cpu_pct, app.ui.frame_ms, app.ui.fps
     );
     let short = format!(" │ ui {:.1}% {:.1}ms", app.ui.cpu_pct, app.ui.frame_ms);
-    for text in [ui, short] {
-        let w = text.chars().count() as u16;
-        if used + w <= area.width {
-            buf.set_string(area.x + area.width - w, area.y, text, th.dim());
+    let with = |ui: Option<&String>| {
+        let mut v = idle.clone();
+        if let Some(u) = ui {
+            v.push(Span::styled(u.clone(), th.dim()));
+        }
+        Line::from(v)
+    };
+    let options = [
+        with(Some(&ui)),
+        with(Some(&short)),
+        with(None),
+        Line::from(Span::styled(ui.clone(), th.dim())),
+        Line::from(Span::styled(short.clone(), th.dim())),
+    ];
+    for line in options {
+        let w = line.width() as u16;
+        if w > 0 && used + w <= area.width {
+            let at = Rect::new(area.x + area.width - w, area.y, w, 1);
+            line.render(at, buf);
             break;
         }
     }

@@ -122,7 +122,7 @@ pub(crate) fn setting_lines(
         } else {
             th.text()
         };
-        let name_w = if wide { 13 } else { 10 };
+        let name_w = if wide { 14 } else { 10 };
         let mut name = name.to_string();
         name.truncate(name_w);
         let mut spans = vec![
