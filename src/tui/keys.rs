@@ -253,6 +253,12 @@ pub const BINDINGS: &[Binding] = &[
         help: "high priority workers on/off (nice -20, WQ_HIGHPRI)",
     },
     Binding {
+        steps: &[change(&[Char('a')], affinity_scope)],
+        setting: Some("workers.affinity_scope"),
+        footer: Footer::None,
+        help: "unbound pods: cpu -> smt -> cache -> numa -> system (affinity scope)",
+    },
+    Binding {
         steps: &[change(&[Char('i')], sleep)],
         setting: Some("workload.sleep"),
         footer: Footer::IfRoom("sleep"),
@@ -445,6 +451,11 @@ fn workers_mode(s: &mut Settings) -> Result<(), String> {
 
 fn verify_mode(s: &mut Settings) -> Result<(), String> {
     s.workers.verify_mode = s.workers.verify_mode.next();
+    Ok(())
+}
+
+fn affinity_scope(s: &mut Settings) -> Result<(), String> {
+    s.workers.affinity_scope = s.workers.affinity_scope.next();
     Ok(())
 }
 
