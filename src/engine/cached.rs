@@ -572,12 +572,28 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
         let due = r.pass(&u.owner, h, stopping);
         // Hand the new bios to the device.
         let t = stamp();
+        let cpu = ctx.irqs.as_ref().map(|_| crate::sys::current_cpu());
         for k in r.to_submit.drain(..) {
             let n = r.bios.slots[k as usize].npages;
             r.bios.slots[k as usize].submit_ns = t;
             let g = r.bios.base + k;
             let first = r.pc.bio(g).first_page.load(Ordering::Relaxed);
             let iov = r.bios.iov[k as usize * MAX_BIO_PAGES..].as_ptr();
+            if let (Some(irqs), Some(cpu)) = (&ctx.irqs, cpu) {
+                // Submitted and completed by the CPU's irq thread; the slot
+                // comes back through the return queue, like a worker's.
+                irqs.line_for(cpu).submit(super::irq::BioReq {
+                    bio: g,
+                    reader: index as u32,
+                    slot: k,
+                    iov,
+                    npages: n,
+                    offset: first * PAGE as u64,
+                    submit_ns: t,
+                });
+                u.owner.at_workers += 1;
+                continue;
+            }
             let sqe = opcode::Readv::new(fd, iov, n)
                 .offset(first * PAGE as u64)
                 .build()

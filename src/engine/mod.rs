@@ -15,6 +15,7 @@
 //! ```
 
 mod cached;
+pub mod irq;
 pub mod memory;
 pub mod pagecache;
 pub mod pipeline;
@@ -213,6 +214,8 @@ pub struct RunTotals {
     pub rec: Recorder,
     /// Workers' scheduler counters over the run.
     pub workers: WorkerSched,
+    /// The irq threads' (`workload.completion = irq`), apart.
+    pub irq: WorkerSched,
     /// Seconds the workload ran (paused time excluded).
     pub duration_s: f64,
     /// Every notice of the run.
@@ -739,6 +742,7 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
     let mut totals = RunTotals {
         rec: Recorder::new(),
         workers: WorkerSched::default(),
+        irq: WorkerSched::default(),
         duration_s: 0.0,
         notices: Vec::new(),
         events: Vec::new(),
@@ -791,9 +795,13 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         for s in &slots {
             s.collect(&mut merged);
         }
-        // Workers' scheduler counters.
+        // Workers' scheduler counters, and the irq threads' apart.
         let mut ws = WorkerSched::default();
-        for s in slots.iter().filter(|s| s.role == Role::Worker) {
+        let mut irq = WorkerSched::default();
+        for s in slots
+            .iter()
+            .filter(|s| s.role == Role::Worker || s.role == Role::Irq)
+        {
             let st = sched.entry(s.tid).or_insert_with(|| SchedState {
                 reader: ThreadStatReader::open(s.tid).ok(),
                 last: ThreadCounters::default(),
@@ -806,12 +814,17 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
             if let Some(now) = now {
                 let d = now.delta(&st.last);
                 st.last = now;
-                ws.threads += 1;
-                ws.run_delay_us += d.run_delay_ns as f64 / 1e3;
-                ws.cpu_us += d.cpu_ns as f64 / 1e3;
-                ws.voluntary_switches += d.voluntary_ctxt_switches;
-                ws.involuntary_switches += d.nonvoluntary_ctxt_switches;
-                ws.migrations += d.migrations;
+                let to = if s.role == Role::Irq {
+                    &mut irq
+                } else {
+                    &mut ws
+                };
+                to.threads += 1;
+                to.run_delay_us += d.run_delay_ns as f64 / 1e3;
+                to.cpu_us += d.cpu_ns as f64 / 1e3;
+                to.voluntary_switches += d.voluntary_ctxt_switches;
+                to.involuntary_switches += d.nonvoluntary_ctxt_switches;
+                to.migrations += d.migrations;
             }
         }
         for s in &dead {
@@ -820,6 +833,7 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         reg.prune(&dead);
         run_delay_total += ws.run_delay_us;
         totals.workers.add(&ws);
+        totals.irq.add(&irq);
 
         let now = now_ns();
         let interval_s = (now - last_tick) as f64 / 1e9;
@@ -838,6 +852,7 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
             .map_or(0, |pc| (pc.resident() * pagecache::PAGE) as u64);
         rec.fill_from(&merged, interval_s);
         rec.workers = ws;
+        rec.irq = irq;
         rec.run_delay_us_total = run_delay_total;
         if let Some(s) = stat.as_mut()
             && s.read(&mut now_cpu).is_ok()

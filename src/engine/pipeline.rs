@@ -16,9 +16,10 @@ use crate::metrics::{Registry, Role};
 use crate::settings::Settings;
 use crate::verity::merkle::VerifiedCache;
 
-use crate::settings::AffinityScope;
+use crate::settings::{AffinityScope, Completion};
 use crate::sys::{CpuTopo, format_cpu_list, pods_by};
 
+use super::irq::Irqs;
 use super::queue::{Pod, Queues, WorkQueue};
 use super::reader;
 use super::stages::{Ctx, Placement, Plan};
@@ -28,6 +29,8 @@ use super::{NoticeSink, OpenFile};
 pub struct Pipeline {
     ctx: Arc<Ctx>,
     readers: Vec<JoinHandle<()>>,
+    /// Stand for interrupt context (`workload.completion = irq`).
+    irq_threads: Vec<JoinHandle<()>>,
     workers: Vec<JoinHandle<()>>,
 }
 
@@ -145,6 +148,18 @@ impl Pipeline {
         let returns = (0..readers)
             .map(|_| reader::new_return_queue(&settings, per_reader))
             .collect::<std::io::Result<Vec<_>>>()?;
+        // Completions in interrupt context: an irq thread per CPU where
+        // completions land (the readers' CPUs, else every CPU).
+        let irqs = if settings.workload.completion == Completion::Irq && pcache.is_some() {
+            let on = if settings.workload.reader_cpus.is_empty() {
+                cpus.clone()
+            } else {
+                settings.workload.reader_cpus.clone()
+            };
+            Some(Irqs::new(&on, readers * bios_per_reader)?)
+        } else {
+            None
+        };
         let ctx = Arc::new(Ctx {
             settings,
             plan,
@@ -167,6 +182,8 @@ impl Pipeline {
             pcache,
             bios_per_reader,
             plain,
+            irqs,
+            irq_noticed: AtomicBool::new(false),
         });
         let ctx_pods = pods;
         let mut workers = Vec::new();
@@ -213,8 +230,16 @@ impl Pipeline {
         let mut pipeline = Pipeline {
             ctx: ctx.clone(),
             readers: Vec::new(),
+            irq_threads: Vec::new(),
             workers,
         };
+        match Irqs::spawn(&ctx) {
+            Ok(t) => pipeline.irq_threads = t,
+            Err(e) => {
+                pipeline.stop();
+                return Err(e);
+            }
+        }
         for i in 0..readers {
             match reader::spawn(ctx.clone(), i) {
                 Ok(h) => pipeline.readers.push(h),
@@ -246,6 +271,15 @@ impl Pipeline {
             r.wake_for_shutdown();
         }
         for h in self.readers.drain(..) {
+            let _ = h.join();
+        }
+        // The readers waited for every bio they handed over: the irq
+        // threads have nothing in flight (and would finish it if they did).
+        if let Some(irqs) = &self.ctx.irqs {
+            irqs.stop.store(true, Ordering::SeqCst);
+            irqs.wake_all();
+        }
+        for h in self.irq_threads.drain(..) {
             let _ = h.join();
         }
         self.ctx.stop_workers.store(true, Ordering::SeqCst);

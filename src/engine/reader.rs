@@ -334,6 +334,11 @@ pub(super) struct Corruptor {
 }
 
 impl Corruptor {
+    /// Flips a byte in every `every`th buffer (0: never).
+    pub(super) fn new(every: u64) -> Corruptor {
+        Corruptor { every, n: 0 }
+    }
+
     #[inline]
     pub(super) fn apply(&mut self, buf: &mut [u8], h: &mut ThreadHandle) {
         if self.every == 0 {

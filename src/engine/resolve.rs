@@ -14,7 +14,7 @@
 //! settings limit (greyed in the explorer with the reason). The engine, the
 //! explorer and the reports all read its answer; nothing works it out again.
 
-use crate::settings::{CacheDevice, EngineKind, Settings, SleepMode, WorkerMode};
+use crate::settings::{CacheDevice, Completion, EngineKind, Settings, SleepMode, WorkerMode};
 use crate::sys::Features;
 
 use super::EngineError;
@@ -218,6 +218,12 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
         );
         e.cache.device = CacheDevice::Memory;
     }
+    // Completions in interrupt context are modelled for the page cache's
+    // io_uring reads from the device; elsewhere the reader completes them
+    // (no notice: the settings panel greys the key with the reason).
+    if completion_limit(&e, path).is_some() {
+        e.workload.completion = Completion::Thread;
+    }
     if e.workers.highpri && !f.highpri {
         fall(
             "workers.highpri",
@@ -237,6 +243,22 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
         limits,
         path,
     })
+}
+
+/// Why `completion = irq` does not apply under `e` (on `path`), if it does not.
+fn completion_limit(e: &Settings, path: ReadPath) -> Option<String> {
+    if path != ReadPath::PageCache {
+        Some(format!(
+            "{}: the reader completes direct reads (threaded; the kernel's end_io is in interrupt context)",
+            path.describe()
+        ))
+    } else if e.workload.engine == EngineKind::Sync {
+        Some("sync: preadv completes in the reader (threaded; a deviation)".into())
+    } else if e.cache.device == CacheDevice::Memory {
+        Some("device = memory: a bio completes in its submission, as on brd or zram".into())
+    } else {
+        None
+    }
 }
 
 /// What the machine (or the other settings) limits, whatever the values.
@@ -317,6 +339,9 @@ fn limits(s: &Settings, e: &Settings, f: &Features, fs: &DataFs) -> Vec<(&'stati
             "workers.mode",
             "blk-crypto decrypts on its unbound queue".into(),
         ));
+    }
+    if let Some(why) = completion_limit(e, path) {
+        out.push(("workload.completion", why));
     }
     out
 }

@@ -156,6 +156,10 @@ pub struct Ctx {
     /// The plaintext, read buffered: page-cache readers copy through the
     /// kernel's own cache of it (the kernel's hit path).
     pub plain: Option<Arc<std::fs::File>>,
+    /// The irq threads' inboxes (`workload.completion = irq`).
+    pub irqs: Option<super::irq::Irqs>,
+    /// The irq threads' SCHED_FIFO refusal was reported.
+    pub irq_noticed: AtomicBool,
 }
 
 impl Ctx {

@@ -220,6 +220,8 @@ pub enum Role {
     Worker,
     /// Background CPU load.
     Hog,
+    /// Stands for the interrupt context a device completion runs in.
+    Irq,
 }
 
 struct Mailbox {
@@ -625,6 +627,10 @@ pub struct IntervalRecord {
     pub queue_hist: SparseHist,
     /// Workers' scheduler counters over this interval.
     pub workers: WorkerSched,
+    /// The irq threads' scheduler counters (`workload.completion = irq`;
+    /// zeros otherwise and in older recordings), apart from the workers'.
+    #[serde(default)]
+    pub irq: WorkerSched,
     /// Workers' run_delay since the engine started, us.
     pub run_delay_us_total: f64,
     /// Per-CPU busy and iowait.
@@ -780,6 +786,12 @@ impl IntervalRecord {
         check_u64("workers.voluntary_switches", w.voluntary_switches)?;
         check_u64("workers.involuntary_switches", w.involuntary_switches)?;
         check_u64("workers.migrations", w.migrations)?;
+        let q = &self.irq;
+        check_f64("irq.run_delay_us", q.run_delay_us, 0.0, MAX_RATE)?;
+        check_f64("irq.cpu_us", q.cpu_us, 0.0, MAX_RATE)?;
+        check_u64("irq.voluntary_switches", q.voluntary_switches)?;
+        check_u64("irq.involuntary_switches", q.involuntary_switches)?;
+        check_u64("irq.migrations", q.migrations)?;
         check_f64(
             "run_delay_us_total",
             self.run_delay_us_total,

@@ -41,6 +41,9 @@ pub struct RunSummary {
     pub run_delay_us_total: f64,
     /// Workers' scheduler counters over the run.
     pub workers: WorkerSched,
+    /// The irq threads' (`workload.completion = irq`), apart from the workers'.
+    #[serde(default)]
+    pub irq: WorkerSched,
     /// Reads that failed verification.
     pub verity_failures: u64,
     /// Reads that failed at the device.
@@ -104,6 +107,7 @@ impl RunSummary {
             stages_us: StagePercentiles::of(r),
             run_delay_us_total: totals.workers.run_delay_us,
             workers: totals.workers,
+            irq: totals.irq,
             verity_failures: c.verity_failures,
             io_errors: c.io_errors,
             corrupted: c.corrupted,
@@ -205,6 +209,17 @@ impl RunSummary {
                 self.workers.voluntary_switches,
                 self.workers.involuntary_switches,
                 self.workers.migrations
+            );
+        }
+        if self.irq.threads > 0 {
+            let _ = writeln!(
+                o,
+                "  irq: {} threads (completions), run_delay total {} us, cpu {:.2}s, switches {} voluntary / {} involuntary",
+                self.irq.threads,
+                fio_us(self.irq.run_delay_us),
+                self.irq.cpu_us / 1e6,
+                self.irq.voluntary_switches,
+                self.irq.involuntary_switches,
             );
         }
         let _ = writeln!(o, "  path: {}", self.read_path);

@@ -162,6 +162,18 @@ setting_enum! {
 }
 
 setting_enum! {
+    /// Where a device completion queues the post-read work
+    /// (`workload.completion`).
+    Completion {
+        /// In a context standing for the interrupt: a SCHED_FIFO thread on
+        /// the CPU where the completion lands, as the kernel's bio end_io.
+        Irq => "irq",
+        /// In the reader that submitted it, a nice-0 thread (threaded IRQs).
+        Thread => "thread",
+    }
+}
+
+setting_enum! {
     /// Which offsets are read.
     Pattern {
         /// Uniformly random block-aligned offsets.
@@ -246,8 +258,11 @@ pub struct Workload {
     pub readers: u32,
     /// Target reads per second over all readers; 0 = unlimited.
     pub rate_iops: u64,
-    /// CPUs the readers are pinned to; empty = no pinning.
+    /// CPUs the readers are pinned to; empty = no pinning. With
+    /// `completion = irq`, also where completions land.
     pub reader_cpus: Vec<usize>,
+    /// Where device completions queue the post-read work.
+    pub completion: Completion,
     /// Size of the file read, in bytes.
     pub file_size: u64,
 }
@@ -265,6 +280,7 @@ impl Default for Workload {
             readers: 1,
             rate_iops: 0,
             reader_cpus: Vec::new(),
+            completion: Completion::Thread,
             file_size: 256 << 20,
         }
     }
@@ -444,7 +460,12 @@ pub const KEYS: &[KeyInfo] = &[
     KeyInfo {
         key: "workload.reader_cpus",
         allowed: "[] (no pinning), a list of CPU numbers like [0, 1], or a CPU list like \"0-3,6\"",
-        help: "CPUs the readers are pinned to, round-robin",
+        help: "CPUs the readers are pinned to, round-robin (and where completions land)",
+    },
+    KeyInfo {
+        key: "workload.completion",
+        allowed: "irq, thread",
+        help: "where a device completion queues the post-read work: an IRQ-like SCHED_FIFO thread per CPU, or the reader (threaded)",
     },
     KeyInfo {
         key: "workload.file_size",
@@ -548,6 +569,7 @@ fn is_text_key(key: &str) -> bool {
         key,
         "workload.engine"
             | "workload.sleep"
+            | "workload.completion"
             | "workload.pattern"
             | "pipeline.cipher"
             | "pipeline.salt"
@@ -1268,6 +1290,7 @@ impl Settings {
             "workload.readers" => w.readers = int_u32(key, v, 1, MAX_READERS)?,
             "workload.rate_iops" => w.rate_iops = int_u64(key, v, 0, MAX_RATE_IOPS)?,
             "workload.reader_cpus" => w.reader_cpus = cpus(key, v)?,
+            "workload.completion" => w.completion = choice(key, v)?,
             "workload.file_size" => w.file_size = size(key, v, MIN_FILE_SIZE, MAX_FILE_SIZE)?,
             "pipeline.decrypt" => p.decrypt = boolean(key, v)?,
             "pipeline.cipher" => p.cipher = choice(key, v)?,
@@ -1318,6 +1341,7 @@ impl Settings {
             "workload.reader_cpus" => {
                 Val::Array(w.reader_cpus.iter().map(|&c| Val::Int(c as i128)).collect())
             }
+            "workload.completion" => s(w.completion.name()),
             "workload.file_size" => size(w.file_size),
             "pipeline.decrypt" => Val::Bool(p.decrypt),
             "pipeline.cipher" => s(p.cipher.name()),
@@ -1548,6 +1572,7 @@ mod tests {
         ("workload.readers", "4", "4", "4"),
         ("workload.rate_iops", "50000", "50000", "50000"),
         ("workload.reader_cpus", "\"0-3,6\"", "0-3,6", "0-3,6"),
+        ("workload.completion", "\"irq\"", "irq", "irq"),
         ("workload.file_size", "\"1G\"", "1G", "1G"),
         ("pipeline.decrypt", "false", "false", "false"),
         ("pipeline.cipher", "\"adiantum\"", "adiantum", "adiantum"),
@@ -1699,7 +1724,7 @@ mod tests {
         );
         assert_eq!(
             err_toml("[workload.extra]\n"),
-            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, file_size"
+            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, completion, file_size"
         );
     }
 

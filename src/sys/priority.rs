@@ -189,3 +189,48 @@ pub fn can_raise_priority(nice: i32) -> Result<(), String> {
         Err(_) => Ok(()),
     }
 }
+
+/// Priority of the threads standing for interrupt context: the kernel's
+/// threaded IRQ handlers run at SCHED_FIFO 50 (`sched_set_fifo()`).
+pub const IRQ_FIFO_PRIORITY: i32 = 50;
+
+/// Puts the calling thread in SCHED_FIFO at `priority`. Refused without
+/// CAP_SYS_NICE or an `RLIMIT_RTPRIO` of at least `priority`: the error
+/// says which.
+pub fn set_current_thread_fifo(priority: i32) -> Result<(), String> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a live sched_param the kernel only reads; pid 0 is
+    // the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `lim`, which is live.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut lim) } == 0;
+    Err(format!(
+        "SCHED_FIFO {priority} refused ({err}): needs CAP_SYS_NICE or RLIMIT_RTPRIO >= {priority}{}",
+        if got {
+            format!(" (current soft limit {})", lim.rlim_cur)
+        } else {
+            String::new()
+        }
+    ))
+}
+
+/// The scheduling policy of thread `tid` (`SCHED_OTHER` 0, `SCHED_FIFO` 1, ...).
+pub fn thread_policy(tid: i32) -> io::Result<i32> {
+    // SAFETY: sched_getscheduler only reads its argument.
+    let p = unsafe { libc::sched_getscheduler(tid) };
+    if p < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p)
+    }
+}

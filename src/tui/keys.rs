@@ -253,6 +253,12 @@ pub const BINDINGS: &[Binding] = &[
         help: "high priority workers on/off (nice -20, WQ_HIGHPRI)",
     },
     Binding {
+        steps: &[change(&[Char('I')], completion)],
+        setting: Some("workload.completion"),
+        footer: Footer::None,
+        help: "completions: thread (the reader reaps) <-> irq (an IRQ-like SCHED_FIFO thread per CPU)",
+    },
+    Binding {
         steps: &[change(&[Char('a')], affinity_scope)],
         setting: Some("workers.affinity_scope"),
         footer: Footer::None,
@@ -451,6 +457,11 @@ fn workers_mode(s: &mut Settings) -> Result<(), String> {
 
 fn verify_mode(s: &mut Settings) -> Result<(), String> {
     s.workers.verify_mode = s.workers.verify_mode.next();
+    Ok(())
+}
+
+fn completion(s: &mut Settings) -> Result<(), String> {
+    s.workload.completion = s.workload.completion.next();
     Ok(())
 }
 
