@@ -223,3 +223,23 @@ fn the_header_names_the_unbound_pods() {
     let screen = text(&draw(&app(false), &look(), 160, 48));
     assert!(!screen.lines().next().unwrap().contains("pods"), "{screen}");
 }
+
+#[test]
+fn the_stages_panel_shows_the_irq_threads_apart() {
+    let mut a = app(false);
+    // No irq threads in the fixture: no line.
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(!screen.contains("irq x"), "{screen}");
+    for seq in 180..190 {
+        let mut r = readpath::tui::fixture::record(seq);
+        r.irq.threads = 2;
+        r.irq.run_delay_us = 300.0 * r.interval_s;
+        r.irq.cpu_us = 0.25e6 * r.interval_s;
+        a.push(r);
+    }
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(
+        screen.contains("irq x2  run_delay 0.3 ms/s  cpu 25%"),
+        "{screen}"
+    );
+}

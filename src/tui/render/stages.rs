@@ -1,5 +1,6 @@
 //! The stages panel: mean time per read (per bio on the page-cache path)
-//! in device, queue, decrypt and verify, the page cache's hit rate and
+//! in device, queue, decrypt and verify, the irq threads' run_delay and CPU
+//! (`completion = irq`), the page cache's hit rate and
 //! bios per second, and per-CPU busy and iowait bars.
 
 use ratatui::buffer::Buffer;
@@ -72,6 +73,29 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         y += 1;
     }
     // Per-CPU busy and iowait, averaged over the last second.
+    // The irq threads (`completion = irq`), apart from the workers.
+    let (irq_threads, irq_delay, irq_cpu, secs) =
+        recs.iter()
+            .filter(|r| r.irq.threads > 0)
+            .fold((0u32, 0.0, 0.0, 0.0), |a, r| {
+                (
+                    a.0.max(r.irq.threads),
+                    a.1 + r.irq.run_delay_us,
+                    a.2 + r.irq.cpu_us,
+                    a.3 + r.interval_s,
+                )
+            });
+    if y < bottom && irq_threads > 0 {
+        let secs = f64::max(secs, 1e-9);
+        let line = format!(
+            "irq x{irq_threads}  run_delay {:.1} ms/s  cpu {:.0}%",
+            irq_delay / secs / 1e3,
+            irq_cpu / secs / 1e4
+        );
+        let line: String = line.chars().take(inner.width as usize).collect();
+        buf.set_string(inner.x, y, line, th.text());
+        y += 1;
+    }
     let lastsec: Vec<&IntervalRecord> = app
         .history
         .iter()
