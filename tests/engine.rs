@@ -2,40 +2,14 @@
 //! engine x sleep x workers combination decrypts and verifies every block,
 //! corruption is counted exactly, and live changes are applied and marked.
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use readpath::engine::{Engine, EngineOptions, RunTotals};
 use readpath::metrics::IntervalRecord;
 use readpath::settings::Settings;
 
-const FILE_SIZE: &str = "4M";
-
-/// One small dataset shared by the tests of this binary.
-fn data_dir() -> PathBuf {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = tempfile::Builder::new()
-            .prefix("readpath-e2e")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap();
-        let mut quiet = |_: u64, _: u64| {};
-        readpath::dataset::Dataset::open_or_prepare(d.path(), 4 << 20, b"", &mut quiet).unwrap();
-        d
-    })
-    .path()
-    .to_path_buf()
-}
-
-fn settings(overrides: &[&str]) -> Settings {
-    let mut s = Settings::default();
-    s.set("workload.file_size", FILE_SIZE).unwrap();
-    for o in overrides {
-        s.apply_override(o).unwrap();
-    }
-    s
-}
+mod common;
+use common::{data_dir, settings};
 
 fn run_for(s: Settings, d: Duration) -> (RunTotals, Vec<IntervalRecord>, Settings) {
     let mut quiet = |_: u64, _: u64| {};

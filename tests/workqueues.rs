@@ -2,8 +2,7 @@
 //! (`workers.affinity_scope`). Its own test binary, so no other engine's
 //! workers are alive while it looks at thread names and CPU masks.
 
-use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use readpath::engine::{Engine, EngineOptions};
@@ -16,30 +15,8 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One small dataset shared by the tests of this binary.
-fn data_dir() -> PathBuf {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = tempfile::Builder::new()
-            .prefix("readpath-wq")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap();
-        let mut quiet = |_: u64, _: u64| {};
-        readpath::dataset::Dataset::open_or_prepare(d.path(), 4 << 20, b"", &mut quiet).unwrap();
-        d
-    })
-    .path()
-    .to_path_buf()
-}
-
-fn settings(overrides: &[&str]) -> Settings {
-    let mut s = Settings::default();
-    s.set("workload.file_size", "4M").unwrap();
-    for o in overrides {
-        s.apply_override(o).unwrap();
-    }
-    s
-}
+mod common;
+use common::{data_dir, settings};
 
 /// This process's threads whose name starts with `prefix`: (name, CPUs).
 fn threads_named(prefix: &str) -> Vec<(String, Vec<usize>)> {

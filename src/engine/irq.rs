@@ -30,7 +30,7 @@ use crate::metrics::{Role, Stage, ThreadHandle, stamp};
 
 use super::pagecache::PAGE;
 use super::queue::WorkItem;
-use super::reader::{Corruptor, MAX_WAIT_NS, wait_ring};
+use super::reader::{Corruptor, MAX_WAIT_NS, drain_wait, wait_ring};
 use super::stages::Ctx;
 
 /// user_data of the eventfd read that wakes a sleeping irq thread.
@@ -304,17 +304,9 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
     line.efd.signal();
     let mut broken = false;
     while in_flight > 0 || armed {
-        match ring.submit_and_wait(1) {
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINTR | libc::EBUSY | libc::ETIME)
-                ) => {}
-            Err(_) => {
-                broken = true;
-                break;
-            }
+        if !drain_wait(&ring) {
+            broken = true;
+            break;
         }
         for cqe in ring.completion() {
             let ud = cqe.user_data();

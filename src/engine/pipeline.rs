@@ -16,8 +16,9 @@ use crate::metrics::{Registry, Role};
 use crate::settings::Settings;
 use crate::verity::merkle::VerifiedCache;
 
+use crate::settings::units::format_cpu_list;
 use crate::settings::{AffinityScope, Completion};
-use crate::sys::{CpuTopo, format_cpu_list, pods_by};
+use crate::sys::{CpuTopo, pods_by};
 
 use super::irq::Irqs;
 use super::queue::{Pod, Queues, WorkQueue};

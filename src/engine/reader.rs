@@ -474,16 +474,10 @@ impl Drop for UringOwner<'_> {
             fd.signal();
         }
         while self.owner.in_device > 0 || self.efd_armed {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINTR | libc::EBUSY | libc::ETIME)
-                    ) => {}
-                // The ring itself failed: what is in the kernel cannot be
-                // accounted for. The owner leaks the buffers.
-                Err(_) => break,
+            // The ring itself failed: what is in the kernel cannot be
+            // accounted for. The owner leaks the buffers.
+            if !drain_wait(&self.ring) {
+                break;
             }
             for cqe in self.ring.completion() {
                 if cqe.user_data() == EVENTFD_TAG {
@@ -497,6 +491,18 @@ impl Drop for UringOwner<'_> {
             // Never free what the kernel may still write.
             std::mem::forget(std::mem::replace(&mut self.efd_buf, Box::new(0)));
         }
+    }
+}
+
+/// One blocking wait for a completion while a ring drains: false when the
+/// ring itself failed (an interrupted or timed-out wait is not a failure).
+pub(super) fn drain_wait(ring: &IoUring) -> bool {
+    match ring.submit_and_wait(1) {
+        Ok(_) => true,
+        Err(e) => matches!(
+            e.raw_os_error(),
+            Some(libc::EINTR | libc::EBUSY | libc::ETIME)
+        ),
     }
 }
 

@@ -852,21 +852,6 @@ fn pods_of_one_llc_and_missing_files() {
 }
 
 #[test]
-fn cpu_lists_parse_and_format_like_the_kernels() {
-    assert_eq!(
-        parse_cpu_list("0-3,8,10-11\n"),
-        Some(vec![0, 1, 2, 3, 8, 10, 11])
-    );
-    assert_eq!(parse_cpu_list(""), Some(vec![]));
-    assert_eq!(parse_cpu_list("3-1"), None);
-    assert_eq!(parse_cpu_list("x"), None);
-    assert_eq!(parse_cpu_list("0-99999999999"), None);
-    assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-    assert_eq!(format_cpu_list(&[5]), "5");
-    assert_eq!(format_cpu_list(&[]), "");
-}
-
-#[test]
 fn this_machines_topology_covers_its_cpus() {
     let cpus = online_cpus();
     let t = cpu_topology(&cpus);

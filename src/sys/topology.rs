@@ -27,47 +27,6 @@ pub struct CpuTopo {
     pub node: usize,
 }
 
-/// Parses a kernel CPU list ("0-3,8,10-11"). None when malformed or when a
-/// CPU index is above [`MAX_CPU_INDEX`].
-pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a.trim().parse().ok()?, b.trim().parse().ok()?),
-            None => {
-                let c: usize = part.trim().parse().ok()?;
-                (c, c)
-            }
-        };
-        if lo > hi || hi > MAX_CPU_INDEX {
-            return None;
-        }
-        cpus.extend(lo..=hi);
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Some(cpus)
-}
-
-/// Formats CPUs as the kernel's lists do ("0-3,8").
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i {
-            format!("{}-{}", cpus[i], cpus[j])
-        } else {
-            cpus[i].to_string()
-        });
-        i = j + 1;
-    }
-    out.join(",")
-}
-
 /// Reads the topology of `cpus` from a sysfs CPU directory (`root`, normally
 /// `/sys/devices/system/cpu`). A CPU whose files are missing counts as its
 /// own SMT group and LLC, on node 0 (what the kernel assumes without the
@@ -79,7 +38,12 @@ pub fn read_topology(root: &Path, cpus: &[usize]) -> Vec<CpuTopo> {
             let list = |p: PathBuf| {
                 std::fs::read_to_string(p)
                     .ok()
-                    .and_then(|s| parse_cpu_list(&s))
+                    .and_then(|s| crate::settings::units::parse_cpu_list(&s).ok())
+                    .map(|mut l| {
+                        l.sort_unstable();
+                        l.dedup();
+                        l
+                    })
                     .filter(|l| l.contains(&cpu))
             };
             let smt = list(dir.join("topology/thread_siblings_list")).unwrap_or_else(|| vec![cpu]);
