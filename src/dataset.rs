@@ -10,7 +10,12 @@
 //! - `aes-256-xts.bin` and `adiantum.bin`: the plaintext encrypted per
 //!   4096-byte data unit the way fscrypt v2 encrypts file contents;
 //! - `merkle.bin`: the fs-verity tree over the plaintext, in the kernel's
-//!   stored order.
+//!   stored order (what an unencrypted fs-verity file stores past EOF);
+//! - `aes-256-xts.tree` and `adiantum.tree`: that tree as an encrypted
+//!   file stores it: ext4 keeps it past EOF at `round_up(i_size, 64K)`,
+//!   encrypted with the file's contents key, each data unit's IV its
+//!   position there ([`tree_first_unit`]); the model's workers read it
+//!   through the page cache when a hash page is not cached.
 //!
 //! The plaintext is a pure function of the seed, so a dataset can be rebuilt
 //! bit for bit. A dataset is built in a temporary directory and renamed into
@@ -29,7 +34,7 @@ use crate::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
 use crate::verity::merkle::{MerkleBuilder, MerkleParams, MerkleTree};
 
 /// Bumped whenever the on-disk layout or content generation changes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Seed of the default dataset.
 pub const DEFAULT_SEED: u64 = 0x7265_6164_7061_7468; // "readpath"
 /// fs-verity block size of the dataset's tree.
@@ -142,6 +147,28 @@ impl Variant {
     }
 }
 
+/// Where ext4 stores the Merkle tree of a file of `file_size` bytes:
+/// `ext4_verity_metadata_pos()`, past EOF rounded up to 64 KiB.
+pub fn tree_pos(file_size: u64) -> u64 {
+    file_size.div_ceil(1 << 16) << 16
+}
+
+/// The fscrypt data unit index of the tree's first byte: the IV of its
+/// first data unit (each next unit's is one more), as ext4 encrypts its
+/// pages past EOF like any other page of the file.
+pub fn tree_first_unit(file_size: u64) -> u64 {
+    tree_pos(file_size) / DATA_UNIT_SIZE as u64
+}
+
+/// The file holding the Merkle tree as a file read with `v` stores it.
+pub fn tree_file_name(v: Variant) -> &'static str {
+    match v {
+        Variant::Plain => "merkle.bin",
+        Variant::Cipher(CipherKind::Adiantum) => "adiantum.tree",
+        Variant::Cipher(_) => "aes-256-xts.tree",
+    }
+}
+
 /// An opened, validated dataset.
 pub struct Dataset {
     dir: PathBuf,
@@ -237,10 +264,11 @@ fn check_data_dir(data_dir: &Path) -> Result<(), DatasetError> {
     Ok(())
 }
 
-/// Bytes a dataset of `file_size` occupies (three data files plus the tree).
+/// Bytes a dataset of `file_size` occupies (three data files plus the
+/// tree, in plaintext and in both ciphers).
 pub fn footprint(file_size: u64) -> u64 {
     let blocks = file_size.div_ceil(VERITY_BLOCK_SIZE as u64);
-    3 * file_size + blocks * 33 + (1 << 20)
+    3 * file_size + 3 * blocks * 33 + (1 << 20)
 }
 
 impl Dataset {
@@ -337,8 +365,23 @@ impl Dataset {
             .ok()
             .and_then(|n| n.try_into().ok())
             .ok_or_else(|| invalid("root_hash is not 32 hex bytes".into()))?;
+        let tree_len = tree_bytes.len() as u64;
         let tree = MerkleTree::from_stored_with_root(params, file_size, tree_bytes, &root, &digest)
             .map_err(|e| invalid(format!("merkle.bin: {e}")))?;
+        for v in [
+            Variant::Cipher(CipherKind::Aes256Xts),
+            Variant::Cipher(CipherKind::Adiantum),
+        ] {
+            let name = tree_file_name(v);
+            let len = fs::metadata(dir.join(name))
+                .map_err(|e| invalid(format!("{name}: {e}")))?
+                .len();
+            if len != tree_len {
+                return Err(invalid(format!(
+                    "{name} is {len} bytes, expected {tree_len} (truncated?)"
+                )));
+            }
+        }
         Ok(Dataset {
             dir,
             header,
@@ -434,6 +477,11 @@ impl Dataset {
         self.dir.join(v.file_name())
     }
 
+    /// Path of the Merkle tree as a file read with `v` stores it.
+    pub fn tree_path(&self, v: Variant) -> PathBuf {
+        self.dir.join(tree_file_name(v))
+    }
+
     /// The Merkle tree (shared by the verify workers).
     pub fn tree(&self) -> &MerkleTree {
         &self.tree
@@ -523,9 +571,18 @@ fn build_into(
         progress(off, file_size);
     }
     let tree = builder.finish();
-    let mut tree_f = create("merkle.bin")?;
+    let mut tree_f = create(tree_file_name(Variant::Plain))?;
     tree_f.write_all(tree.tree_bytes())?;
-    for f in [&plain_f, &xts_f, &adi_f, &tree_f] {
+    // The tree as an encrypted file stores it past EOF (see tree_first_unit).
+    let mut trees = Vec::new();
+    for (kind, c) in [(CipherKind::Aes256Xts, &xts), (CipherKind::Adiantum, &adi)] {
+        let mut f = create(tree_file_name(Variant::Cipher(kind)))?;
+        let mut bytes = tree.tree_bytes().to_vec();
+        c.encrypt_units(tree_first_unit(file_size), DATA_UNIT_SIZE, &mut bytes);
+        f.write_all(&bytes)?;
+        trees.push(f);
+    }
+    for f in [&plain_f, &xts_f, &adi_f, &tree_f].into_iter().chain(&trees) {
         f.sync_all()?;
     }
     let header = Header {
@@ -588,6 +645,24 @@ mod tests {
         ds.cipher(CipherKind::Adiantum)
             .decrypt_units(0, DATA_UNIT_SIZE, &mut ad);
         assert_eq!(ad, plain);
+        // The tree as an encrypted file stores it: past EOF at 64 KiB, each
+        // data unit's IV its position there (file 68 KiB: tree at 128 KiB).
+        assert_eq!(tree_pos(size), 128 * 1024);
+        assert_eq!(tree_first_unit(size), 32);
+        assert_eq!(tree_pos(64 * 1024), 64 * 1024);
+        let tree = fs::read(ds.tree_path(Variant::Plain)).unwrap();
+        assert_eq!(tree, ds.tree().tree_bytes());
+        for kind in [CipherKind::Aes256Xts, CipherKind::Adiantum] {
+            let mut t = fs::read(ds.tree_path(Variant::Cipher(kind))).unwrap();
+            assert_eq!(t.len(), tree.len());
+            assert_ne!(t, tree);
+            let c = ds.cipher(kind);
+            let mut wrong = t.clone();
+            c.decrypt_units(0, DATA_UNIT_SIZE, &mut wrong);
+            assert_ne!(wrong, tree, "{kind:?}: IVs must be the tree's position, not 0");
+            c.decrypt_units(32, DATA_UNIT_SIZE, &mut t);
+            assert_eq!(t, tree, "{kind:?}");
+        }
         drop(ds);
 
         let (_, out) = Dataset::open_or_prepare(tmp.path(), size, b"", &mut p).unwrap();
@@ -612,7 +687,10 @@ mod tests {
         let h = fs::read_to_string(&hp).unwrap();
         fs::write(
             &hp,
-            h.replace("\"format_version\": 1", "\"format_version\": 0"),
+            h.replace(
+                &format!("\"format_version\": {FORMAT_VERSION}"),
+                "\"format_version\": 0",
+            ),
         )
         .unwrap();
         let (_, out) = Dataset::open_or_prepare(tmp.path(), size, b"", &mut p).unwrap();

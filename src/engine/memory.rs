@@ -42,6 +42,16 @@ pub fn tree_bytes(file_size: u64) -> u64 {
     total.max(BLOCK)
 }
 
+/// Pages of the fs-verity tree of a `file_size` file (0 for a file of one
+/// block or none: its root hash is the block's hash).
+pub fn tree_pages(file_size: u64) -> u64 {
+    if file_size <= crate::dataset::VERITY_BLOCK_SIZE as u64 {
+        0
+    } else {
+        tree_bytes(file_size) / crate::dataset::VERITY_BLOCK_SIZE as u64
+    }
+}
+
 /// What a workload will allocate, by part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryNeed {
@@ -65,6 +75,8 @@ pub struct MemoryNeed {
 pub struct CacheGeometry {
     /// Pages of the file.
     pub file_pages: usize,
+    /// Pages of its fs-verity tree (cached after the data's).
+    pub tree_pages: usize,
     /// Uptodate pages it may hold (`cache.size`).
     pub capacity: usize,
     /// Frames for pages in flight: every bio slot at its largest.
@@ -85,10 +97,18 @@ impl CacheGeometry {
         let largest = (s.workload.block_size / page)
             .max(s.cache.read_ahead / page)
             .clamp(1, MAX_BIO_PAGES as u64) as usize;
+        let tree = tree_pages(s.workload.file_size);
         CacheGeometry {
             file_pages: (s.workload.file_size / page) as usize,
-            capacity: (s.cache_bytes().min(s.workload.file_size) / page) as usize,
-            reserve: bios.saturating_mul(largest),
+            tree_pages: tree as usize,
+            capacity: (s
+                .cache_bytes()
+                .min(s.workload.file_size.saturating_add(tree * page))
+                / page) as usize,
+            // Every bio slot at its largest, and room for tree reads.
+            reserve: bios
+                .saturating_mul(largest)
+                .saturating_add(crate::engine::tree::MAX_TREE_RA * 4),
             bios,
             readers,
         }
@@ -98,13 +118,17 @@ impl CacheGeometry {
     /// frames and bio slots).
     pub fn bytes(&self) -> (u64, u64) {
         let all = crate::engine::pagecache::bytes_for(
-            self.file_pages as u64,
+            (self.file_pages + self.tree_pages) as u64,
             self.capacity as u64,
             self.reserve as u64,
             self.bios as u64,
         );
-        let cache =
-            crate::engine::pagecache::bytes_for(self.file_pages as u64, self.capacity as u64, 0, 0);
+        let cache = crate::engine::pagecache::bytes_for(
+            (self.file_pages + self.tree_pages) as u64,
+            self.capacity as u64,
+            0,
+            0,
+        );
         (cache, all.saturating_sub(cache))
     }
 }
@@ -131,7 +155,8 @@ impl MemoryNeed {
         } else {
             ma + cpus - 1
         };
-        let workers = 2 * cpus.max(unbound) as u64;
+        let bound = cpus * crate::engine::pipeline::POOL_WORKERS;
+        let workers = 2 * bound.max(unbound) as u64;
         let histograms = (readers + workers) * HISTS_PER_THREAD * hist_bytes();
         let tree = tree_bytes(w.file_size);
         let (page_cache, in_flight) = match crate::engine::ReadPath::of(s) {

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod reader;
 pub mod resolve;
 pub mod stages;
+pub mod tree;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -465,6 +466,7 @@ impl Engine {
         let g = memory::CacheGeometry::of(eff);
         if let Some(pc) = &self.pcache
             && pc.file_pages() == g.file_pages
+            && pc.tree_pages() == g.tree_pages
             && pc.capacity() == g.capacity
             && pc.frames() == pagecache::frames_for(g.capacity, g.reserve)
             && pc.bio_slots() == g.bios
@@ -472,8 +474,9 @@ impl Engine {
         {
             return pc.clone();
         }
-        let pc = Arc::new(pagecache::PageCache::new(
+        let pc = Arc::new(pagecache::PageCache::with_tree(
             g.file_pages,
+            g.tree_pages,
             g.capacity,
             g.reserve,
             g.bios,

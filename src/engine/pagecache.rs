@@ -12,6 +12,14 @@
 //! eviction that approximates the kernel's LRU (a hit sets a referenced bit,
 //! as `folio_mark_accessed` does), and the bios in flight.
 //!
+//! The file's fs-verity Merkle tree lives in the same cache, as ext4 keeps
+//! it in the file's page cache past EOF: pages `file_pages()..` are tree
+//! pages ([`PageCache::with_tree`]), read by the verify workers themselves
+//! when a hash page is missing (`engine::tree`), evicted with the rest. A
+//! frame's `checked` flag is `PG_checked`, fs-verity's mark that the hash
+//! page it holds was verified; a frame that gets a new page starts
+//! unchecked, so an evicted hash page is verified again when read again.
+//!
 //! Concurrency: a lookup takes no lock: one load of the page's state word
 //! (and its referenced bit and readahead mark). The readers copy through
 //! the kernel (see `cached.rs`), so a hit reads no frame. A frame is pinned
@@ -172,6 +180,10 @@ pub struct PageCache {
     frame_page: Box<[AtomicU64]>,
     refs: Box<[AtomicU32]>,
     referenced: Box<[AtomicBool]>,
+    /// `PG_checked` of each frame (a verified hash page).
+    checked: Box<[AtomicBool]>,
+    /// Pages of the file's data; the tree's pages follow.
+    data_pages: usize,
     capacity: usize,
     resident: AtomicUsize,
     alloc: Mutex<Alloc>,
@@ -206,6 +218,19 @@ impl PageCache {
         bios: usize,
         readers: usize,
     ) -> PageCache {
+        Self::with_tree(file_pages, 0, capacity, reserve, bios, readers)
+    }
+
+    /// [`Self::new`] for a file whose fs-verity tree has `tree_pages`
+    /// pages, cached after the data's as pages `file_pages..`.
+    pub fn with_tree(
+        file_pages: usize,
+        tree_pages: usize,
+        capacity: usize,
+        reserve: usize,
+        bios: usize,
+        readers: usize,
+    ) -> PageCache {
         let nframes = frames_for(capacity, reserve);
         assert!(nframes < u32::MAX as usize && bios <= MAX_BIOS);
         let layout =
@@ -219,10 +244,12 @@ impl PageCache {
         let words = readers.div_ceil(64).max(1);
         PageCache {
             mem: FrameMem { ptr, layout },
-            pages: atomics64(file_pages, encode(Page::Absent, false)),
+            pages: atomics64(file_pages + tree_pages, encode(Page::Absent, false)),
             frame_page: atomics64(nframes, NO_PAGE),
             refs: (0..nframes).map(|_| AtomicU32::new(0)).collect(),
             referenced: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
+            checked: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
+            data_pages: file_pages,
             capacity,
             resident: AtomicUsize::new(0),
             alloc: Mutex::new(Alloc {
@@ -245,9 +272,15 @@ impl PageCache {
         }
     }
 
-    /// Pages of the file.
+    /// Pages of the file's data.
     pub fn file_pages(&self) -> usize {
-        self.pages.len()
+        self.data_pages
+    }
+
+    /// Pages of the file's fs-verity tree (cached as pages
+    /// `file_pages()..file_pages() + tree_pages()`).
+    pub fn tree_pages(&self) -> usize {
+        self.pages.len() - self.data_pages
     }
 
     /// Uptodate pages the cache may hold.
@@ -430,6 +463,7 @@ impl PageCache {
             };
             self.refs[f as usize].store(1, Ordering::SeqCst);
             self.referenced[f as usize].store(false, Ordering::Relaxed);
+            self.checked[f as usize].store(false, Ordering::Relaxed);
             out[n] = f;
             n += 1;
         }
@@ -571,6 +605,83 @@ impl PageCache {
         self.shrink();
     }
 
+    /// Pins the frame of page `p` when it is uptodate (marking it
+    /// referenced, as a lookup does) and returns it; the caller reads it and
+    /// calls [`Self::unpin`]. None: not uptodate now.
+    pub fn pin_uptodate(&self, p: u64) -> Option<u32> {
+        loop {
+            let w = self.pages[p as usize].load(Ordering::SeqCst);
+            let page = decode(w).0;
+            let Page::Uptodate { frame } = page else {
+                if page == Page::Evicting {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                return None;
+            };
+            let f = frame as usize;
+            self.refs[f].fetch_add(1, Ordering::SeqCst);
+            if decode(self.pages[p as usize].load(Ordering::SeqCst)).0 != page {
+                self.refs[f].fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            if !self.referenced[f].load(Ordering::Relaxed) {
+                self.referenced[f].store(true, Ordering::Relaxed);
+            }
+            return Some(frame);
+        }
+    }
+
+    /// Drops a pin taken by [`Self::pin_uptodate`].
+    pub fn unpin(&self, f: u32) {
+        self.refs[f as usize].fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// `PG_checked` of frame `f` (the hash page it holds was verified).
+    #[inline]
+    pub fn checked(&self, f: u32) -> bool {
+        self.checked[f as usize].load(Ordering::Acquire)
+    }
+
+    /// Sets `PG_checked` on frame `f` (the caller pins it).
+    #[inline]
+    pub fn set_checked(&self, f: u32) {
+        if !self.checked(f) {
+            self.checked[f as usize].store(true, Ordering::Release);
+        }
+    }
+
+    /// Ends a read of pages `first..` into `frames` done without a bio slot
+    /// (a worker's read of tree pages it claimed): they become uptodate
+    /// (`ok`) or failed. The frames stay pinned until [`Self::release_frames`].
+    pub fn fill_pages(&self, first: u64, frames: &[u32], ok: bool, seq: u64) {
+        for (i, &f) in frames.iter().enumerate() {
+            let p = first + i as u64;
+            let slot = &self.pages[p as usize];
+            if ok {
+                self.frame_page[f as usize].store(p, Ordering::Relaxed);
+                self.resident.fetch_add(1, Ordering::Relaxed);
+                slot.store(encode(Page::Uptodate { frame: f }, false), Ordering::SeqCst);
+            } else {
+                slot.store(encode(Page::Error { seq }, true), Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Drops the read's pins of `frames` (see [`Self::fill_pages`]), frees
+    /// those whose page failed, and shrinks the cache to its capacity.
+    pub fn release_frames(&self, frames: &[u32]) {
+        let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        for &f in frames {
+            if self.frame_page[f as usize].load(Ordering::Relaxed) == NO_PAGE {
+                a.free.push(f);
+            }
+            self.refs[f as usize].fetch_sub(1, Ordering::SeqCst);
+        }
+        drop(a);
+        self.shrink();
+    }
+
     /// Frames taken by [`Self::take_frames`] and not used by a bio.
     pub fn return_frames(&self, frames: &[u32]) {
         if frames.is_empty() {
@@ -615,11 +726,11 @@ impl PageCache {
     /// as the kernel keeps its cache across any workqueue change). Neither
     /// cache may have a bio in flight.
     pub fn migrate_from(&self, old: &PageCache) {
-        if old.file_pages() != self.file_pages() {
+        if old.pages.len() != self.pages.len() || old.data_pages != self.data_pages {
             return;
         }
         let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
-        for p in 0..old.file_pages() {
+        for p in 0..old.pages.len() {
             if self.resident() >= self.capacity {
                 break;
             }
@@ -631,6 +742,7 @@ impl PageCache {
             // contract) and this thread is the only one using them.
             unsafe { self.frame_mut(f).copy_from_slice(old.frame_mut(frame)) };
             self.frame_page[f as usize].store(p as u64, Ordering::Relaxed);
+            self.checked[f as usize].store(old.checked(frame), Ordering::Relaxed);
             self.resident.fetch_add(1, Ordering::Relaxed);
             self.pages[p].store(encode(Page::Uptodate { frame: f }, false), Ordering::SeqCst);
         }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use crate::dataset::Dataset;
+use std::os::unix::fs::OpenOptionsExt;
+
+use crate::dataset::{Dataset, Variant, tree_first_unit};
 use crate::metrics::{Registry, Role};
 use crate::settings::Settings;
 use crate::verity::merkle::VerifiedCache;
@@ -24,6 +26,7 @@ use super::irq::Irqs;
 use super::queue::{Pod, Queues, WorkQueue};
 use super::reader;
 use super::stages::{Ctx, Placement, Plan};
+use super::tree::TreePages;
 use super::{NoticeSink, OpenFile};
 
 /// A running pipeline: its context and threads.
@@ -35,11 +38,19 @@ pub struct Pipeline {
     workers: Vec<JoinHandle<()>>,
 }
 
+/// Workers of a per-CPU pool whose items may block (a verify queue reading
+/// the tree through the page cache): the first one runs, the others sleep
+/// until it blocks. The kernel creates workers as its pools need them;
+/// readpath starts them with the pipeline (no thread is created while it
+/// runs), so at most this many items of one CPU's queue are in progress.
+pub const POOL_WORKERS: usize = 4;
+
 fn build_queues(
     p: Placement,
     capacity: usize,
     cpus: &[usize],
     pods: &[(Vec<usize>, usize)],
+    pool: usize,
 ) -> Option<Queues> {
     match p {
         Placement::Inline => None,
@@ -47,7 +58,7 @@ fn build_queues(
             let max_cpu = cpus.iter().copied().max().unwrap_or(0);
             let mut by_cpu: Vec<Option<Arc<WorkQueue>>> = vec![None; max_cpu + 1];
             for &c in cpus {
-                by_cpu[c] = Some(Arc::new(WorkQueue::new(capacity, 1)));
+                by_cpu[c] = Some(Arc::new(WorkQueue::per_cpu(capacity, pool)));
             }
             let first = by_cpu[cpus[0]].clone().expect("queue for first CPU");
             Some(Queues::Bound { by_cpu, first })
@@ -139,13 +150,49 @@ impl Pipeline {
             .cloned()
             .zip(pod_workers(&pod_cpus, max_active))
             .collect();
-        let first_q = build_queues(plan.first, capacity, &cpus, &pods);
+        // The queue that verifies may block on tree reads: its per-CPU
+        // pools get the extra workers.
+        let cold = plan.verify && pcache.is_some();
+        let (first_pool, second_pool) = match plan.second {
+            Some(_) => (1, if cold { POOL_WORKERS } else { 1 }),
+            None => (if cold { POOL_WORKERS } else { 1 }, 1),
+        };
+        let first_q = build_queues(plan.first, capacity, &cpus, &pods, first_pool);
         let second_q = plan
             .second
-            .and_then(|p| build_queues(p, capacity, &cpus, &pods));
+            .and_then(|p| build_queues(p, capacity, &cpus, &pods, second_pool));
         let cipher = plan
             .decrypt
             .then(|| Arc::new(dataset.cipher(settings.pipeline.cipher)));
+        // The tree in the page cache, as the file stores it (encrypted
+        // past EOF when decryption is on), read like the data (O_DIRECT
+        // with `cache.device = "disk"`).
+        let tree = match (&pcache, plan.verify) {
+            (Some(pc), true) => {
+                let variant = Variant::for_pipeline(plan.decrypt, settings.pipeline.cipher);
+                let path = dataset.tree_path(variant);
+                let mut o = std::fs::OpenOptions::new();
+                o.read(true);
+                if file.direct {
+                    o.custom_flags(libc::O_DIRECT);
+                }
+                let f = o.open(&path).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                })?;
+                Some(TreePages::new(
+                    pc.clone(),
+                    OpenFile {
+                        file: Arc::new(f),
+                        path,
+                        direct: file.direct,
+                    },
+                    cipher.clone(),
+                    tree_first_unit(dataset.file_size()),
+                    dataset.tree().leaf_level_start(),
+                ))
+            }
+            _ => None,
+        };
         let returns = (0..readers)
             .map(|_| reader::new_return_queue(&settings, per_reader))
             .collect::<std::io::Result<Vec<_>>>()?;
@@ -185,6 +232,7 @@ impl Pipeline {
             plain,
             irqs,
             irq_noticed: AtomicBool::new(false),
+            tree,
         });
         let ctx_pods = pods;
         let mut workers = Vec::new();
@@ -200,13 +248,19 @@ impl Pipeline {
             match qs {
                 Queues::Bound { by_cpu, .. } => {
                     for (cpu, q) in by_cpu.iter().enumerate() {
-                        if let Some(q) = q {
+                        let Some(q) = q else { continue };
+                        for i in 0..q.worker_count() {
+                            let name = if i == 0 {
+                                format!("{prefix}-cpu{cpu}")
+                            } else {
+                                format!("{prefix}-cpu{cpu}.{i}")
+                            };
                             workers.push(spawn_worker(
                                 ctx.clone(),
                                 q.clone(),
-                                0,
+                                i,
                                 Some(vec![cpu]),
-                                format!("{prefix}-cpu{cpu}"),
+                                name,
                             )?);
                         }
                     }
@@ -333,19 +387,13 @@ fn spawn_worker(
             }
             q.register_worker(index);
             let mut h = ctx.registry.register(Role::Worker);
-            loop {
-                h.tick();
-                if let Some(item) = q.pop() {
-                    ctx.work(&mut h.rec, item);
-                    continue;
-                }
-                if ctx.stop_workers.load(Ordering::SeqCst) {
-                    break;
-                }
-                if let Some(item) = q.sleep(index) {
-                    ctx.work(&mut h.rec, item);
-                }
-            }
+            q.serve(
+                index,
+                &ctx.stop_workers,
+                &mut h,
+                |h| h.tick(),
+                |h, item| ctx.work(&mut h.rec, item, Some(&q)),
+            );
             if let Ok(c) =
                 crate::sys::ThreadStatReader::open(crate::sys::gettid()).and_then(|mut r| r.read())
             {

@@ -11,6 +11,17 @@
 //! wakes a sleeping worker only when one sleeps: the common busy case costs
 //! one atomic load, the idle case one futex wake, which is the wakeup whose
 //! latency the 2023 fsverity patch measured.
+//!
+//! A per-CPU queue's workers form a concurrency-managed pool, as the
+//! kernel's per-CPU worker pools are: a work item wakes a worker only when
+//! none of the pool is running; a worker that blocks (a verify worker
+//! reading a missing hash page, see `tree.rs`) leaves the running count,
+//! and if items wait the pool wakes another of its workers
+//! (`wq_worker_sleeping` -> `kick_pool`); once two run again, the one that
+//! finishes first goes idle (`keep_working`). An unbound pool is not
+//! concurrency-managed: each of its `max_active` workers takes items on its
+//! own, and a blocked one only holds its item. Every queue counts its
+//! running and blocked workers for the sampler.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -67,15 +78,168 @@ pub struct WorkQueue {
     q: ArrayQueue<WorkItem>,
     idle: AtomicUsize,
     workers: Vec<WorkerWake>,
+    /// A per-CPU pool (concurrency-managed).
+    managed: bool,
+    /// Workers running (awake, not blocked), `nr_running`.
+    running: AtomicUsize,
+    /// Workers blocked in an item (reading the tree).
+    blocked: AtomicUsize,
+    /// Most workers blocked at once since the sampler last looked.
+    blocked_peak: AtomicUsize,
+}
+
+/// What a queue's workers are doing, as the sampler sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolState {
+    /// Worker threads.
+    pub workers: usize,
+    /// Running (awake, not blocked).
+    pub running: usize,
+    /// Blocked in an item.
+    pub blocked: usize,
+    /// Most blocked at once since the last look.
+    pub blocked_peak: usize,
+    /// Items waiting.
+    pub pending: usize,
 }
 
 impl WorkQueue {
-    /// A queue for at most `capacity` items served by `workers` workers.
+    /// A queue for at most `capacity` items served by `workers` workers
+    /// (an unbound pool's).
     pub fn new(capacity: usize, workers: usize) -> Self {
         WorkQueue {
             q: ArrayQueue::new(capacity.max(1)),
             idle: AtomicUsize::new(0),
             workers: (0..workers).map(|_| WorkerWake::default()).collect(),
+            managed: false,
+            running: AtomicUsize::new(0),
+            blocked: AtomicUsize::new(0),
+            blocked_peak: AtomicUsize::new(0),
+        }
+    }
+
+    /// A per-CPU queue: a concurrency-managed pool of `workers` workers.
+    pub fn per_cpu(capacity: usize, workers: usize) -> Self {
+        WorkQueue {
+            managed: true,
+            ..Self::new(capacity, workers)
+        }
+    }
+
+    /// True for a concurrency-managed (per-CPU) pool.
+    pub fn is_managed(&self) -> bool {
+        self.managed
+    }
+
+    /// Worker threads serving the queue.
+    pub fn worker_count(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// A worker starts running (woke, or started).
+    #[inline]
+    pub fn run_start(&self) {
+        self.running.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A worker stops running (goes idle, or exits).
+    #[inline]
+    pub fn run_end(&self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// After an item: true when this worker keeps working. In a managed
+    /// pool with another worker running, it goes idle instead (false: it
+    /// left the running count), unless that one stopped meanwhile.
+    #[inline]
+    pub fn keep_working(&self) -> bool {
+        if !self.managed || self.running.load(Ordering::SeqCst) <= 1 {
+            return true;
+        }
+        if self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // The other went idle between the two loads: this one stays.
+            self.running.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// A worker of this queue blocks in its item: it leaves the running
+    /// count, and a managed pool with items waiting and nobody running
+    /// wakes another worker.
+    pub fn block(&self) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        let b = self.blocked.fetch_add(1, Ordering::SeqCst) + 1;
+        self.blocked_peak.fetch_max(b, Ordering::Relaxed);
+        if self.managed
+            && self.running.load(Ordering::SeqCst) == 0
+            && !self.q.is_empty()
+            && self.idle.load(Ordering::SeqCst) > 0
+        {
+            self.wake_one();
+        }
+    }
+
+    /// The blocked worker runs again.
+    pub fn unblock(&self) {
+        self.blocked.fetch_sub(1, Ordering::SeqCst);
+        self.running.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Worker `index`'s loop: takes items and runs `work` on each until
+    /// `stop` is set and the queue is empty, sleeping when there is nothing
+    /// to do; `tick` runs before each look (the sampler's handoff). In the
+    /// running count while awake: a managed pool's extra workers start
+    /// asleep, and one goes idle after an item when another runs.
+    pub fn serve<S>(
+        &self,
+        index: usize,
+        stop: &AtomicBool,
+        state: &mut S,
+        tick: impl Fn(&mut S),
+        mut work: impl FnMut(&mut S, WorkItem),
+    ) {
+        let mut running = index == 0 || !self.managed;
+        if running {
+            self.run_start();
+        }
+        loop {
+            tick(state);
+            if running {
+                if let Some(item) = self.pop() {
+                    work(state, item);
+                    running = self.keep_working();
+                    continue;
+                }
+                self.run_end();
+                running = false;
+            }
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let item = self.sleep(index);
+            self.run_start();
+            running = true;
+            if let Some(item) = item {
+                work(state, item);
+                running = self.keep_working();
+            }
+        }
+        if running {
+            self.run_end();
+        }
+    }
+
+    /// The pool's state now (the blocked peak is reset).
+    pub fn state(&self) -> PoolState {
+        PoolState {
+            workers: self.workers.len(),
+            running: self.running.load(Ordering::Relaxed),
+            blocked: self.blocked.load(Ordering::Relaxed),
+            blocked_peak: self
+                .blocked_peak
+                .swap(self.blocked.load(Ordering::Relaxed), Ordering::Relaxed),
+            pending: self.q.len(),
         }
     }
 
@@ -92,7 +256,11 @@ impl WorkQueue {
             unreachable!("work queue sized below the number of buffers in flight");
         }
         fence(Ordering::SeqCst);
-        if self.idle.load(Ordering::SeqCst) > 0 {
+        // A managed pool wakes a worker only when none runs (a running one
+        // takes the item when it finishes its own).
+        if (!self.managed || self.running.load(Ordering::SeqCst) == 0)
+            && self.idle.load(Ordering::SeqCst) > 0
+        {
             self.wake_one();
         }
     }
@@ -382,6 +550,131 @@ mod tests {
             }
         }
         assert_eq!(t.join().unwrap(), 100);
+    }
+
+    /// Two workers of one queue serve it until `stop`; item 0 blocks
+    /// (leaving the running count) until `release` is set. Returns the
+    /// slots done while item 0 was still blocked.
+    fn pool_with_one_blocked_item(q: Arc<WorkQueue>) -> Vec<u32> {
+        use std::sync::Mutex;
+        use std::sync::atomic::AtomicBool;
+        let stop = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let threads: Vec<_> = (0..2)
+            .map(|i| {
+                let (q, stop, release, done) =
+                    (q.clone(), stop.clone(), release.clone(), done.clone());
+                std::thread::spawn(move || {
+                    q.register_worker(i);
+                    q.serve(
+                        i,
+                        &stop,
+                        &mut (),
+                        |_| {},
+                        |_, it| {
+                            if it.slot == 0 {
+                                q.block();
+                                while !release.load(Ordering::SeqCst) {
+                                    std::thread::sleep(std::time::Duration::from_millis(1));
+                                }
+                                q.unblock();
+                            }
+                            done.lock().unwrap().push(it.slot);
+                        },
+                    )
+                })
+            })
+            .collect();
+        q.push(item(0));
+        // Item 0 is taken and blocks: its worker leaves the running count.
+        let t0 = std::time::Instant::now();
+        while q.state().blocked == 0 && t0.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(q.state().blocked, 1);
+        for i in 1..5 {
+            q.push(item(i));
+        }
+        let t0 = std::time::Instant::now();
+        while done.lock().unwrap().len() < 4 && t0.elapsed().as_secs() < 2 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let while_blocked = done.lock().unwrap().clone();
+        release.store(true, Ordering::SeqCst);
+        while done.lock().unwrap().len() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::SeqCst);
+        q.wake_all();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let st = q.state();
+        assert_eq!((st.running, st.blocked, st.pending), (0, 0, 0), "{st:?}");
+        while_blocked
+    }
+
+    #[test]
+    fn a_per_cpu_pool_wakes_another_worker_when_one_blocks() {
+        // The second worker sleeps until the first blocks, then runs the
+        // items queued behind the blocked one (concurrency management).
+        let q = Arc::new(WorkQueue::per_cpu(16, 2));
+        assert_eq!(pool_with_one_blocked_item(q), vec![1, 2, 3, 4]);
+    }
+
+    /// Items 1..=10 are pushed while worker 0 runs item 0 (30 ms, not
+    /// blocking); returns how many items each of the two workers ran.
+    fn busy_first_worker(q: Arc<WorkQueue>) -> [usize; 2] {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ran = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let threads: Vec<_> = (0..2)
+            .map(|i| {
+                let (q, stop, ran) = (q.clone(), stop.clone(), ran.clone());
+                std::thread::spawn(move || {
+                    q.register_worker(i);
+                    q.serve(i, &stop, &mut (), |_| {}, |_, it| {
+                        if it.slot == 0 {
+                            std::thread::sleep(std::time::Duration::from_millis(30));
+                        }
+                        ran[i].fetch_add(1, Ordering::SeqCst);
+                    })
+                })
+            })
+            .collect();
+        // Both asleep (worker 1 of a managed pool starts asleep).
+        while q.idle.load(Ordering::SeqCst) < 2 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        q.push(item(0));
+        while q.state().running == 0 || !q.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        for i in 1..=10 {
+            q.push(item(i));
+        }
+        let total = |r: &[AtomicUsize; 2]| r[0].load(Ordering::SeqCst) + r[1].load(Ordering::SeqCst);
+        while total(&ran) < 11 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::SeqCst);
+        q.wake_all();
+        for t in threads {
+            t.join().unwrap();
+        }
+        [ran[0].load(Ordering::SeqCst), ran[1].load(Ordering::SeqCst)]
+    }
+
+    #[test]
+    fn a_per_cpu_pool_runs_one_worker_while_none_blocks() {
+        // While the running worker is busy (not blocked), pushes wake no
+        // other worker of a managed pool: the running one takes them all.
+        let r = busy_first_worker(Arc::new(WorkQueue::per_cpu(64, 2)));
+        assert_eq!(r.iter().sum::<usize>(), 11);
+        assert_eq!(r[0].min(r[1]), 0, "one worker ran everything: {r:?}");
+        // An unbound pool is not managed: the idle worker is woken.
+        let r = busy_first_worker(Arc::new(WorkQueue::new(64, 2)));
+        assert!(r[0] > 0 && r[1] > 0, "both ran: {r:?}");
     }
 
     #[test]

@@ -14,7 +14,8 @@ use crate::settings::{Settings, VerifyMode, WorkerMode};
 use crate::verity::merkle::VerifiedCache;
 
 use super::pagecache::PageCache;
-use super::queue::{NO_BIO, Queues, ReturnQueue, WorkItem};
+use super::queue::{NO_BIO, Queues, ReturnQueue, WorkItem, WorkQueue};
+use super::tree::TreePages;
 use super::{NoticeSink, OpenFile};
 
 /// Where a stage runs.
@@ -160,6 +161,9 @@ pub struct Ctx {
     pub irqs: Option<super::irq::Irqs>,
     /// The irq threads' SCHED_FIFO refusal was reported.
     pub irq_noticed: AtomicBool,
+    /// The fs-verity tree in the page cache, read by the verifying worker
+    /// when a hash page is missing (page-cache reads with verity on).
+    pub tree: Option<TreePages>,
 }
 
 impl Ctx {
@@ -168,7 +172,7 @@ impl Ctx {
     #[inline]
     pub fn dispatch(&self, rec: &mut Recorder, mut item: WorkItem) -> bool {
         match &self.first_q {
-            None => self.process(rec, &mut item, stamp()),
+            None => self.process(rec, &mut item, stamp(), None),
             Some(q) => {
                 item.enqueue_ns = stamp();
                 q.push(item, crate::sys::current_cpu());
@@ -180,9 +184,15 @@ impl Ctx {
     /// Runs the stages an item still needs in this context. `start_ns`: when
     /// this context picked it up. Returns true when the item is finished (its
     /// buffer may be reused), false when it was queued for verification.
-    fn process(&self, rec: &mut Recorder, item: &mut WorkItem, start_ns: u64) -> bool {
+    fn process(
+        &self,
+        rec: &mut Recorder,
+        item: &mut WorkItem,
+        start_ns: u64,
+        q: Option<&WorkQueue>,
+    ) -> bool {
         if item.bio != NO_BIO {
-            return self.process_bio(rec, item, start_ns);
+            return self.process_bio(rec, item, start_ns, q);
         }
         if cfg!(debug_assertions)
             && !self.buffers_alive[item.reader as usize].load(Ordering::Acquire)
@@ -212,6 +222,7 @@ impl Ctx {
             };
             ok = self.verify_blocks(
                 rec,
+                None,
                 first_block,
                 nblocks,
                 block,
@@ -240,7 +251,13 @@ impl Ctx {
     /// every block of it (the same item, or one more on the verify queue),
     /// then end the read: its pages become uptodate (or fail, all of them,
     /// when one block fails) and every reader waiting on one is woken.
-    fn process_bio(&self, rec: &mut Recorder, item: &mut WorkItem, start_ns: u64) -> bool {
+    fn process_bio(
+        &self,
+        rec: &mut Recorder,
+        item: &mut WorkItem,
+        start_ns: u64,
+        q: Option<&WorkQueue>,
+    ) -> bool {
         let Some(pc) = &self.pcache else {
             unreachable!("a bio item without a page cache");
         };
@@ -265,8 +282,12 @@ impl Ctx {
         }
         let mut ok = true;
         if self.plan.verify {
+            // Tree pages missing from the cache are read ahead up to a
+            // quarter of the bio (`fsverity_verify_bio`: readahead bios).
+            let reader = self.tree.as_ref().map(|t| t.reader(q, n / 4));
             ok = self.verify_blocks(
                 rec,
+                reader.as_ref(),
                 first,
                 n,
                 |i| &*frame(i),
@@ -310,9 +331,29 @@ impl Ctx {
     /// time (interleaved SHA-256 where the CPU has it, as fs-verity since
     /// Linux 6.18), in order; the first failure ends it (false) and is
     /// noticed once per pipeline, naming `what` and `then`.
+    #[allow(clippy::too_many_arguments)]
     fn verify_blocks<'b>(
         &self,
         rec: &mut Recorder,
+        cold: Option<&super::tree::TreeReader<'_>>,
+        first_block: u64,
+        n: usize,
+        block: impl Fn(usize) -> &'b [u8],
+        what: impl Fn() -> String,
+        then: &str,
+    ) -> bool {
+        let ok = self.verify_blocks_in(rec, cold, first_block, n, block, what, then);
+        if let Some(r) = cold {
+            r.stats().add_to(&mut rec.counters);
+        }
+        ok
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn verify_blocks_in<'b>(
+        &self,
+        rec: &mut Recorder,
+        cold: Option<&super::tree::TreeReader<'_>>,
         first_block: u64,
         n: usize,
         block: impl Fn(usize) -> &'b [u8],
@@ -324,13 +365,21 @@ impl Ctx {
         while i < n {
             let pair = i + 1 < n;
             let blk = first_block + i as u64;
-            let results = if pair {
-                tree.verify_block_pair(&self.cache, [blk, blk + 1], [block(i), block(i + 1)])
-            } else {
-                [
+            let results = match (cold, pair) {
+                (Some(r), true) => {
+                    tree.verify_block_pair_in(r, [blk, blk + 1], [block(i), block(i + 1)])
+                }
+                (Some(r), false) => [
+                    tree.verify_block_in(r, blk, block(i)),
+                    Ok(Default::default()),
+                ],
+                (None, true) => {
+                    tree.verify_block_pair(&self.cache, [blk, blk + 1], [block(i), block(i + 1)])
+                }
+                (None, false) => [
                     tree.verify_block(&self.cache, blk, block(i)),
                     Ok(Default::default()),
-                ]
+                ],
             };
             for r in &results[..if pair { 2 } else { 1 }] {
                 rec.counters.verified_blocks += 1;
@@ -367,10 +416,10 @@ impl Ctx {
     }
 
     /// Worker side: take an item off a queue and finish what it needs.
-    pub fn work(&self, rec: &mut Recorder, mut item: WorkItem) {
+    pub fn work(&self, rec: &mut Recorder, mut item: WorkItem, q: Option<&WorkQueue>) {
         let start = stamp();
         item.queued_ns += start.saturating_sub(item.enqueue_ns);
-        if self.process(rec, &mut item, start) {
+        if self.process(rec, &mut item, start, q) {
             self.returns[item.reader as usize].give_back(item.slot);
         }
     }

@@ -128,6 +128,14 @@ pub struct Counters {
     pub bio_bytes: u64,
     /// Bios started by async readahead (the marked page was reached).
     pub readahead_async: u64,
+    /// fs-verity tree pages the verify workers read (missing from the cache).
+    pub tree_pages_read: u64,
+    /// Reads of tree pages (one `preadv` each, readahead included).
+    pub tree_reads: u64,
+    /// Times a verify worker waited for a tree page another was reading.
+    pub tree_waits: u64,
+    /// Nanoseconds verify workers spent blocked on the tree.
+    pub tree_blocked_ns: u64,
 }
 
 impl Counters {
@@ -148,6 +156,10 @@ impl Counters {
         self.bios += o.bios;
         self.bio_bytes += o.bio_bytes;
         self.readahead_async += o.readahead_async;
+        self.tree_pages_read += o.tree_pages_read;
+        self.tree_reads += o.tree_reads;
+        self.tree_waits += o.tree_waits;
+        self.tree_blocked_ns += o.tree_blocked_ns;
     }
 }
 
@@ -880,6 +892,14 @@ pub struct PageCacheStats {
     pub bio_bytes_mean: Option<f64>,
     /// Bios started by async readahead.
     pub readahead_async: u64,
+    /// fs-verity tree pages read by the verify workers (cold hash pages).
+    pub tree_pages_read: u64,
+    /// Reads of tree pages (readahead included).
+    pub tree_reads: u64,
+    /// Waits for a tree page another worker was reading.
+    pub tree_waits: u64,
+    /// Milliseconds verify workers were blocked on the tree.
+    pub tree_blocked_ms: f64,
 }
 
 impl PageCacheStats {
@@ -894,6 +914,10 @@ impl PageCacheStats {
             bios: c.bios,
             bio_bytes_mean: (c.bios > 0).then(|| c.bio_bytes as f64 / c.bios as f64),
             readahead_async: c.readahead_async,
+            tree_pages_read: c.tree_pages_read,
+            tree_reads: c.tree_reads,
+            tree_waits: c.tree_waits,
+            tree_blocked_ms: c.tree_blocked_ns as f64 / 1e6,
         }
     }
 }

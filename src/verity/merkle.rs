@@ -134,6 +134,57 @@ pub enum VerifyError {
     /// The cache was made by a different tree.
     #[error("verified-block cache belongs to a different Merkle tree")]
     WrongCache,
+    /// A hash block on the path of data block `block_index` could not be read (an I/O
+    /// error reading the tree from its file), as `read_merkle_tree_page` failing.
+    #[error("hash block {hash_block} (tree level {level}) of data block {block_index} could not be read")]
+    Unreadable {
+        /// Data block being verified.
+        block_index: u64,
+        /// The hash block (stored order).
+        hash_block: u64,
+        /// Its tree level (0 = leaf level).
+        level: i32,
+    },
+}
+
+/// Where the hash blocks come from while a data block is verified, and where their
+/// "verified" marks live: the tree in memory with a [`VerifiedCache`] bitmap
+/// ([`MerkleTree::verify_block`]), or, in readpath's model of the kernel, the tree's
+/// pages in the file's page cache with a `PG_checked`-like mark per page, which is lost
+/// when the page is evicted (`engine::tree`).
+pub trait HashBlocks {
+    /// Calls `f(block, verified)` with hash block `index` (stored order) and whether it
+    /// is marked verified; when `f` returns true, the block is marked verified. An error
+    /// means the block could not be read (`f` was not called).
+    fn with_block(
+        &self,
+        index: u64,
+        f: &mut dyn FnMut(&[u8], bool) -> bool,
+    ) -> Result<(), BlockUnreadable>;
+}
+
+/// A hash block could not be read (see [`HashBlocks::with_block`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockUnreadable;
+
+/// The tree in memory and a bitmap of verified blocks.
+struct Resident<'a> {
+    tree: &'a MerkleTree,
+    cache: &'a VerifiedCache,
+}
+
+impl HashBlocks for Resident<'_> {
+    #[inline]
+    fn with_block(
+        &self,
+        index: u64,
+        f: &mut dyn FnMut(&[u8], bool) -> bool,
+    ) -> Result<(), BlockUnreadable> {
+        if f(self.tree.tree_block(index), self.cache.is_set(index)) {
+            self.cache.set(index);
+        }
+        Ok(())
+    }
 }
 
 /// Merkle tree parameters: block size and salt (hash is always SHA-256).
@@ -575,6 +626,12 @@ impl MerkleTree {
         self.level_start.len()
     }
 
+    /// The first leaf-level block in stored order (the blocks of every level
+    /// above come first); 0 for a tree without blocks.
+    pub fn leaf_level_start(&self) -> u64 {
+        self.level_start.first().copied().unwrap_or(0)
+    }
+
     /// Total number of tree blocks.
     pub fn hash_blocks(&self) -> usize {
         self.tree.len() / self.params.block_size
@@ -735,7 +792,22 @@ impl MerkleTree {
         block_index: u64,
         data: &[u8],
     ) -> Result<VerifyStats, VerifyError> {
-        let (want, stats) = self.walk(cache, block_index, data.len())?;
+        if cache.tree_id != self.id {
+            return Err(VerifyError::WrongCache);
+        }
+        self.verify_block_in(&Resident { tree: self, cache }, block_index, data)
+    }
+
+    /// [`MerkleTree::verify_block`] with the hash blocks and their verified marks from
+    /// `blocks` (this tree's blocks, e.g. read from the tree's pages in a page cache):
+    /// the tree held in memory is not read.
+    pub fn verify_block_in(
+        &self,
+        blocks: &dyn HashBlocks,
+        block_index: u64,
+        data: &[u8],
+    ) -> Result<VerifyStats, VerifyError> {
+        let (want, stats) = self.walk(blocks, block_index, data.len())?;
         let mut got = [0u8; SHA256_SIZE];
         self.hasher.hash(data, &mut got);
         Self::check_data(block_index, &got, &want, stats)
@@ -751,16 +823,30 @@ impl MerkleTree {
         index: [u64; 2],
         data: [&[u8]; 2],
     ) -> [Result<VerifyStats, VerifyError>; 2] {
+        if cache.tree_id != self.id {
+            return [Err(VerifyError::WrongCache), Err(VerifyError::WrongCache)];
+        }
+        self.verify_block_pair_in(&Resident { tree: self, cache }, index, data)
+    }
+
+    /// [`MerkleTree::verify_block_pair`] with the hash blocks from `blocks` (see
+    /// [`MerkleTree::verify_block_in`]).
+    pub fn verify_block_pair_in(
+        &self,
+        blocks: &dyn HashBlocks,
+        index: [u64; 2],
+        data: [&[u8]; 2],
+    ) -> [Result<VerifyStats, VerifyError>; 2] {
         let bs = self.params.block_size;
         if self.hasher.x2.is_none() || data[0].len() != bs || data[1].len() != bs {
             return [
-                self.verify_block(cache, index[0], data[0]),
-                self.verify_block(cache, index[1], data[1]),
+                self.verify_block_in(blocks, index[0], data[0]),
+                self.verify_block_in(blocks, index[1], data[1]),
             ];
         }
         match (
-            self.walk(cache, index[0], bs),
-            self.walk(cache, index[1], bs),
+            self.walk(blocks, index[0], bs),
+            self.walk(blocks, index[1], bs),
         ) {
             (Ok((want0, st0)), Ok((want1, st1))) => {
                 let (mut got0, mut got1) = ([0u8; SHA256_SIZE], [0u8; SHA256_SIZE]);
@@ -805,13 +891,10 @@ impl MerkleTree {
     /// argument checks and the tree walk. Returns the expected hash of the data block.
     fn walk(
         &self,
-        cache: &VerifiedCache,
+        blocks: &dyn HashBlocks,
         block_index: u64,
         data_len: usize,
     ) -> Result<([u8; SHA256_SIZE], VerifyStats), VerifyError> {
-        if cache.tree_id != self.id {
-            return Err(VerifyError::WrongCache);
-        }
         if block_index >= self.data_blocks {
             return Err(VerifyError::OutOfRange {
                 block_index,
@@ -834,42 +917,59 @@ impl MerkleTree {
         }
         let mut stats = VerifyStats::default();
         let nlevels = self.num_levels();
+        let unreadable = |g: u64, level: usize| VerifyError::Unreadable {
+            block_index,
+            hash_block: g,
+            level: level as i32,
+        };
 
-        // Walk up to the first verified hash block, or past the top level.
+        // Walk up to the first verified hash block, or past the top level. `want` is
+        // the expected hash of the level-`(level - 1)` block (or of the data block when
+        // `level == 0`): from the root, or from the verified block at `level`.
+        let mut want = self.root;
         let mut level = 0;
         while level < nlevels {
             stats.levels_walked += 1;
             let g = self.level_start[level] + self.block_at_level(block_index, level);
-            if cache.is_set(g) {
+            let mut hit = false;
+            blocks
+                .with_block(g, &mut |blk, verified| {
+                    if verified {
+                        hit = true;
+                        want = self.entry_in(blk, block_index, level);
+                    }
+                    false
+                })
+                .map_err(|_| unreadable(g, level))?;
+            if hit {
                 stats.cache_hit = true;
                 break;
             }
             level += 1;
         }
 
-        // `want` is the expected hash of the level-`(level - 1)` block (or of the data
-        // block when `level == 0`): from the root, or from the verified block at `level`.
-        let mut want = if level == nlevels {
-            self.root
-        } else {
-            let g = self.level_start[level] + self.block_at_level(block_index, level);
-            self.entry_in(self.tree_block(g), block_index, level)
-        };
         let mut got = [0u8; SHA256_SIZE];
         while level > 0 {
             level -= 1;
             let g = self.level_start[level] + self.block_at_level(block_index, level);
-            let block = self.tree_block(g);
-            self.hasher.hash(block, &mut got);
+            let mut ok = false;
+            blocks
+                .with_block(g, &mut |blk, _| {
+                    self.hasher.hash(blk, &mut got);
+                    ok = got == want;
+                    if ok {
+                        want = self.entry_in(blk, block_index, level);
+                    }
+                    ok
+                })
+                .map_err(|_| unreadable(g, level))?;
             stats.hashes += 1;
-            if got != want {
+            if !ok {
                 return Err(VerifyError::Mismatch {
                     block_index,
                     level: level as i32,
                 });
             }
-            cache.set(g);
-            want = self.entry_in(block, block_index, level);
         }
 
         Ok((want, stats))

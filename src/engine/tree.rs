@@ -1,0 +1,485 @@
+//! The cold fs-verity tree: the Merkle tree as the kernel holds it, in the
+//! file's page cache, read by the verify worker that needs it.
+//!
+//! ext4 stores an fs-verity file's tree past EOF at `round_up(i_size, 64K)`
+//! and reads it through the file's own page cache (`ext4_read_merkle_tree_page`),
+//! encrypted with the file's contents key when the file is encrypted (each
+//! data unit's IV its position there). A verify work item walks up from the
+//! leaf hash page of each data block until a page marked verified
+//! (`PG_checked`); a hash page that is not cached is read then and there:
+//! the worker issues the read and sleeps until it is done (readahead of up
+//! to a quarter of the bio's pages at the leaf level, as
+//! `fsverity_verify_bio` asks), so a per-CPU pool wakes another worker
+//! meanwhile (see `queue.rs`). A hash page is evicted like any other page,
+//! and its verified mark goes with it: read again, it is verified again.
+//!
+//! [`TreePages`] is that tree for one pipeline: its pages are pages
+//! `file_pages()..` of the model's [`PageCache`], its file is the dataset's
+//! tree file (ciphertext when decryption is on), and [`TreeReader`] is the
+//! [`HashBlocks`] a worker verifies through. One deviation: the kernel
+//! decrypts the tree page in a work item on `fscrypt_read_queue` while the
+//! verify worker sleeps; here the worker that read it decrypts it (its
+//! wait covers only the device read).
+
+use std::cell::Cell;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::crypto::{ContentsCipher, DATA_UNIT_SIZE};
+use crate::metrics::{Counters, stamp};
+use crate::verity::merkle::{BlockUnreadable, HashBlocks};
+
+use super::OpenFile;
+use super::pagecache::{PAGE, Page, PageCache};
+use super::queue::WorkQueue;
+
+/// Most tree pages one read of a hash page reads (the kernel's bound is a
+/// quarter of the bio, at most `BIO_MAX_VECS / 4`).
+pub const MAX_TREE_RA: usize = 64;
+
+/// Bio number in the state of a tree page in flight: tree reads have no
+/// bio slot (no reader ever waits on a tree page).
+const TREE_BIO: u32 = 0;
+
+/// The tree of the file one pipeline reads.
+pub struct TreePages {
+    pc: Arc<PageCache>,
+    /// Page of the cache holding tree page 0.
+    base: u64,
+    /// Tree pages.
+    pages: u64,
+    /// The tree file (plaintext, or as the encrypted file stores it).
+    file: OpenFile,
+    /// Decrypts tree pages (the file is encrypted).
+    cipher: Option<Arc<ContentsCipher>>,
+    /// Data unit index (IV) of the tree's first byte.
+    first_unit: u64,
+    /// First leaf-level tree block (stored order: leaves last).
+    leaf_start: u64,
+    /// Workers waiting for a tree page another worker reads.
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl TreePages {
+    /// The tree of `pc`'s file (its tree pages), read from `file`,
+    /// decrypted with `cipher` from data unit `first_unit`, whose leaf level
+    /// starts at tree block `leaf_start`.
+    pub fn new(
+        pc: Arc<PageCache>,
+        file: OpenFile,
+        cipher: Option<Arc<ContentsCipher>>,
+        first_unit: u64,
+        leaf_start: u64,
+    ) -> TreePages {
+        debug_assert!(leaf_start < pc.tree_pages() as u64 || pc.tree_pages() == 0);
+        TreePages {
+            base: pc.file_pages() as u64,
+            pages: pc.tree_pages() as u64,
+            pc,
+            file,
+            cipher,
+            first_unit,
+            leaf_start,
+            lock: Mutex::new(()),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// A reader for one work item, run by a worker of `q` (None: a reader
+    /// or irq thread verifying inline), reading ahead up to `ra` pages at
+    /// the leaf level.
+    pub fn reader<'a>(&'a self, q: Option<&'a WorkQueue>, ra: usize) -> TreeReader<'a> {
+        TreeReader {
+            t: self,
+            q,
+            ra: ra.clamp(1, MAX_TREE_RA),
+            stats: Cell::new(TreeStats::default()),
+        }
+    }
+
+    fn wake_waiters(&self) {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_all();
+    }
+}
+
+/// What a [`TreeReader`] did, added to its worker's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TreeStats {
+    /// Tree pages read from the file.
+    pub pages_read: u64,
+    /// Reads of tree pages (each one `preadv`).
+    pub reads: u64,
+    /// Waits for a tree page another worker was reading.
+    pub waits: u64,
+    /// Nanoseconds blocked (reading or waiting).
+    pub blocked_ns: u64,
+    /// Tree pages that could not be read.
+    pub errors: u64,
+}
+
+impl TreeStats {
+    /// Adds these into a worker's counters.
+    pub fn add_to(&self, c: &mut Counters) {
+        c.tree_pages_read += self.pages_read;
+        c.tree_reads += self.reads;
+        c.tree_waits += self.waits;
+        c.tree_blocked_ns += self.blocked_ns;
+    }
+}
+
+/// The [`HashBlocks`] of one work item: hash pages from the page cache,
+/// read (blocking) when missing.
+pub struct TreeReader<'a> {
+    t: &'a TreePages,
+    q: Option<&'a WorkQueue>,
+    ra: usize,
+    stats: Cell<TreeStats>,
+}
+
+impl TreeReader<'_> {
+    /// What this reader did so far.
+    pub fn stats(&self) -> TreeStats {
+        self.stats.get()
+    }
+
+    fn bump(&self, f: impl FnOnce(&mut TreeStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+
+    /// Tells the pool this worker sleeps (and wakes another if work waits).
+    fn block(&self) -> u64 {
+        if let Some(q) = self.q {
+            q.block();
+        }
+        stamp()
+    }
+
+    fn unblock(&self, since: u64) {
+        if let Some(q) = self.q {
+            q.unblock();
+        }
+        let ns = stamp().saturating_sub(since);
+        self.bump(|s| s.blocked_ns += ns);
+    }
+
+    /// Sleeps until tree page `p` (a cache page) is no longer in flight.
+    fn wait_for(&self, p: u64) {
+        let t = self.t;
+        let since = self.block();
+        let mut g = t.lock.lock().unwrap_or_else(|e| e.into_inner());
+        while matches!(t.pc.page(p).0, Page::InFlight { .. }) {
+            // The reader notifies under the lock after the state changes;
+            // the timeout only bounds a wakeup lost to a race.
+            g = t
+                .cv
+                .wait_timeout(g, Duration::from_millis(1))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(g);
+        self.unblock(since);
+        self.bump(|s| s.waits += 1);
+    }
+
+    /// Reads tree block `g` (absent or failed) and the absent pages after
+    /// it up to the readahead size at the leaf level: claims them, reads
+    /// them with one `preadv` into fresh frames (blocking), decrypts them.
+    /// Ok(Some(frame)): `g`'s frame, uptodate and pinned for the caller
+    /// (released with `release_frames`); Ok(None): someone else claimed it
+    /// first, or no frame was free; look again.
+    fn read(&self, g: u64) -> Result<Option<u32>, BlockUnreadable> {
+        let t = self.t;
+        let pc = &t.pc;
+        let p = t.base + g;
+        let seq = pc.next_seq();
+        if !pc.claim(p, TREE_BIO, seq, false) {
+            return Ok(None);
+        }
+        let want = if g >= t.leaf_start {
+            self.ra.min((t.pages - g) as usize)
+        } else {
+            1
+        };
+        let mut n = 1;
+        while n < want && pc.claim(p + n as u64, TREE_BIO, seq, false) {
+            n += 1;
+        }
+        let mut frames = [0u32; MAX_TREE_RA];
+        let got = pc.take_frames(&mut frames[..n]);
+        for i in got..n {
+            pc.unclaim(p + i as u64);
+        }
+        if got == 0 {
+            // Every frame is pinned by reads in flight: let them finish.
+            pc.unclaim(p);
+            t.wake_waiters();
+            std::thread::sleep(Duration::from_micros(50));
+            return Ok(None);
+        }
+        let frames = &frames[..got];
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_TREE_RA];
+        for (i, &f) in frames.iter().enumerate() {
+            // SAFETY: the frame was just taken for this read: nothing else
+            // reads or writes it until the pages are filled.
+            let buf = unsafe { pc.frame_mut(f) };
+            iov[i] = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: PAGE,
+            };
+        }
+        let since = self.block();
+        // SAFETY: every iovec points at a whole frame this read holds.
+        let res = unsafe {
+            libc::preadv(
+                t.file.file.as_raw_fd(),
+                iov.as_ptr(),
+                got as i32,
+                (g * PAGE as u64) as libc::off_t,
+            )
+        };
+        self.unblock(since);
+        let ok = res == (got * PAGE) as isize;
+        if ok && let Some(c) = &t.cipher {
+            let per_page = (PAGE / DATA_UNIT_SIZE) as u64;
+            for (i, &f) in frames.iter().enumerate() {
+                // SAFETY: as above.
+                let buf = unsafe { pc.frame_mut(f) };
+                c.decrypt_units(t.first_unit + (g + i as u64) * per_page, DATA_UNIT_SIZE, buf);
+            }
+        }
+        pc.fill_pages(p, frames, ok, seq);
+        // The other pages' pins go now; `g`'s stays for the caller.
+        pc.release_frames(&frames[1..]);
+        t.wake_waiters();
+        self.bump(|s| {
+            s.reads += 1;
+            s.pages_read += got as u64;
+            if !ok {
+                s.errors += 1;
+            }
+        });
+        if ok {
+            Ok(Some(frames[0]))
+        } else {
+            pc.release_frames(&frames[..1]);
+            Err(BlockUnreadable)
+        }
+    }
+}
+
+impl HashBlocks for TreeReader<'_> {
+    fn with_block(
+        &self,
+        index: u64,
+        f: &mut dyn FnMut(&[u8], bool) -> bool,
+    ) -> Result<(), BlockUnreadable> {
+        let t = self.t;
+        let pc = &t.pc;
+        let p = t.base + index;
+        let use_frame = |fr: u32, f: &mut dyn FnMut(&[u8], bool) -> bool| {
+            // SAFETY: the frame is pinned and holds tree page `index`
+            // uptodate: no read writes it, eviction skips it.
+            let data: &[u8] = unsafe { pc.frame_mut(fr) };
+            if f(data, pc.checked(fr)) {
+                pc.set_checked(fr);
+            }
+        };
+        loop {
+            if let Some(fr) = pc.pin_uptodate(p) {
+                use_frame(fr, f);
+                pc.unpin(fr);
+                return Ok(());
+            }
+            match pc.page(p).0 {
+                Page::InFlight { .. } => self.wait_for(p),
+                Page::Absent | Page::Error { .. } => {
+                    if let Some(fr) = self.read(index)? {
+                        use_frame(fr, f);
+                        pc.release_frames(&[fr]);
+                        return Ok(());
+                    }
+                }
+                Page::Uptodate { .. } | Page::Evicting => std::hint::spin_loop(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::CipherKind;
+    use crate::dataset::{
+        DEFAULT_SEED, Dataset, VERITY_BLOCK_SIZE, Variant, fill_plaintext, tree_first_unit,
+    };
+    use crate::verity::merkle::VerifyError;
+
+    /// 4 MiB: 1024 data blocks, a tree of one top page and 8 leaf pages
+    /// (128 hashes each).
+    const SIZE: u64 = 4 << 20;
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        ds: Dataset,
+    }
+
+    fn dataset() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let ds = Dataset::prepare(dir.path(), SIZE, b"", DEFAULT_SEED, &mut |_, _| {}).unwrap();
+        assert_eq!(ds.tree().hash_blocks(), 9);
+        assert_eq!(ds.tree().leaf_level_start(), 1);
+        Setup { _dir: dir, ds }
+    }
+
+    fn tree(s: &Setup, variant: Variant, capacity: usize) -> TreePages {
+        let pc = Arc::new(PageCache::with_tree(1024, 9, capacity, 8, 1, 1));
+        let path = s.ds.tree_path(variant);
+        let cipher = match variant {
+            Variant::Cipher(k) => Some(Arc::new(s.ds.cipher(k))),
+            Variant::Plain => None,
+        };
+        TreePages::new(
+            pc,
+            OpenFile {
+                file: Arc::new(std::fs::File::open(&path).unwrap()),
+                path,
+                direct: false,
+            },
+            cipher,
+            tree_first_unit(SIZE),
+            s.ds.tree().leaf_level_start(),
+        )
+    }
+
+    fn block(b: u64) -> Vec<u8> {
+        let mut v = vec![0u8; VERITY_BLOCK_SIZE];
+        fill_plaintext(DEFAULT_SEED, b * VERITY_BLOCK_SIZE as u64, &mut v);
+        v
+    }
+
+    /// Verifies data block `b` through a fresh reader: (hashes, what it read).
+    fn verify(s: &Setup, t: &TreePages, b: u64, ra: usize) -> (u32, TreeStats) {
+        let r = t.reader(None, ra);
+        let st = s.ds.tree().verify_block_in(&r, b, &block(b)).unwrap();
+        (st.hashes, r.stats())
+    }
+
+    #[test]
+    fn cold_verify_reads_exactly_the_missing_tree_pages() {
+        let s = dataset();
+        for variant in [Variant::Cipher(CipherKind::Aes256Xts), Variant::Plain] {
+            let t = tree(&s, variant, 64);
+            // Cold: the leaf page and the top page are read, both hashed.
+            let (h, st) = verify(&s, &t, 0, 1);
+            assert_eq!((h, st.pages_read, st.reads), (3, 2, 2), "{variant:?}");
+            // Its leaf page is cached and checked: only the data is hashed.
+            let (h, st) = verify(&s, &t, 1, 1);
+            assert_eq!((h, st.pages_read), (1, 0));
+            // Another leaf page: read and hashed; the top page is checked.
+            let (h, st) = verify(&s, &t, 128, 1);
+            assert_eq!((h, st.pages_read), (2, 1));
+            assert_eq!(t.pc.resident(), 3);
+            // Dropped (`x`): the marks go with the pages; read, verified again.
+            t.pc.drop_all();
+            let (h, st) = verify(&s, &t, 1, 1);
+            assert_eq!((h, st.pages_read), (3, 2));
+        }
+    }
+
+    #[test]
+    fn leaf_pages_are_read_ahead_and_each_is_verified_on_first_use() {
+        let s = dataset();
+        let t = tree(&s, Variant::Cipher(CipherKind::Aes256Xts), 64);
+        // Readahead of 4 at the leaf level: leaf pages 1..=4 in one read,
+        // the top page in another (no readahead above the leaves).
+        let (h, st) = verify(&s, &t, 0, 4);
+        assert_eq!((h, st.pages_read, st.reads), (3, 5, 2));
+        // Leaf page 4 (blocks 384..512) is cached but not checked yet: no
+        // read, its hash is checked against the (checked) top page.
+        let (h, st) = verify(&s, &t, 3 * 128, 4);
+        assert_eq!((h, st.pages_read), (2, 0));
+        // Readahead stops at the first page already in the cache, and at
+        // the end of the tree: block 5*128 reads leaf pages 6..=8 only.
+        let (h, st) = verify(&s, &t, 5 * 128, 8);
+        assert_eq!((h, st.pages_read, st.reads), (2, 3, 1));
+    }
+
+    #[test]
+    fn an_evicted_hash_page_is_read_and_verified_again() {
+        let s = dataset();
+        // Room for two pages: reading a third evicts one (CLOCK).
+        let t = tree(&s, Variant::Cipher(CipherKind::Aes256Xts), 2);
+        verify(&s, &t, 0, 1);
+        verify(&s, &t, 128, 1);
+        assert_eq!(t.pc.resident(), 2);
+        let mut reread = 0;
+        for b in [0, 128, 256] {
+            let (h, st) = verify(&s, &t, b, 1);
+            reread += st.pages_read;
+            // Whatever was read again was hashed again (never trusted).
+            assert!(u64::from(h) > st.pages_read, "{b}: {h} hashes, {st:?}");
+        }
+        assert!(reread >= 2, "{reread}");
+    }
+
+    #[test]
+    fn a_corrupted_tree_block_fails_exactly_the_reads_it_covers() {
+        let s = dataset();
+        let v = Variant::Cipher(CipherKind::Aes256Xts);
+        // One byte of leaf page 3 (tree block 3: data blocks 256..384).
+        let path = s.ds.tree_path(v);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[3 * 4096 + 100] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let t = tree(&s, v, 64);
+        for b in 0..1024u64 {
+            let r = t.reader(None, 1);
+            let res = s.ds.tree().verify_block_in(&r, b, &block(b));
+            if (256..384).contains(&b) {
+                assert_eq!(
+                    res,
+                    Err(VerifyError::Mismatch {
+                        block_index: b,
+                        level: 0
+                    }),
+                    "{b}"
+                );
+            } else {
+                assert!(res.is_ok(), "{b}: {res:?}");
+            }
+        }
+        // The bad page stays unchecked, so every use re-hashes it.
+        assert_eq!(t.pc.resident(), 9);
+    }
+
+    #[test]
+    fn an_unreadable_tree_page_fails_the_read_and_is_read_again_next_time() {
+        let s = dataset();
+        let v = Variant::Cipher(CipherKind::Aes256Xts);
+        let path = s.ds.tree_path(v);
+        let full = std::fs::read(&path).unwrap();
+        // Cut after leaf page 4: pages 5.. cannot be read.
+        std::fs::write(&path, &full[..5 * 4096]).unwrap();
+        let t = tree(&s, v, 64);
+        let r = t.reader(None, 1);
+        let res = s.ds.tree().verify_block_in(&r, 4 * 128, &block(4 * 128));
+        assert!(
+            matches!(res, Err(VerifyError::Unreadable { hash_block: 5, level: 0, .. })),
+            "{res:?}"
+        );
+        assert_eq!(r.stats().errors, 1);
+        // Repaired: the failed page is read again (and the top page, which
+        // the walk up never reached).
+        std::fs::write(&path, &full).unwrap();
+        let (h, st) = verify(&s, &t, 4 * 128, 1);
+        assert_eq!((h, st.pages_read), (3, 2));
+    }
+}
