@@ -582,7 +582,10 @@ fn build_into(
         f.write_all(&bytes)?;
         trees.push(f);
     }
-    for f in [&plain_f, &xts_f, &adi_f, &tree_f].into_iter().chain(&trees) {
+    for f in [&plain_f, &xts_f, &adi_f, &tree_f]
+        .into_iter()
+        .chain(&trees)
+    {
         f.sync_all()?;
     }
     let header = Header {
@@ -646,9 +649,9 @@ mod tests {
             .decrypt_units(0, DATA_UNIT_SIZE, &mut ad);
         assert_eq!(ad, plain);
         // The tree as an encrypted file stores it: past EOF at 64 KiB, each
-        // data unit's IV its position there (file 68 KiB: tree at 128 KiB).
-        assert_eq!(tree_pos(size), 128 * 1024);
-        assert_eq!(tree_first_unit(size), 32);
+        // data unit's IV its position there (file 260 KiB: tree at 320 KiB).
+        assert_eq!(tree_pos(size), 320 * 1024);
+        assert_eq!(tree_first_unit(size), 80);
         assert_eq!(tree_pos(64 * 1024), 64 * 1024);
         let tree = fs::read(ds.tree_path(Variant::Plain)).unwrap();
         assert_eq!(tree, ds.tree().tree_bytes());
@@ -659,8 +662,11 @@ mod tests {
             let c = ds.cipher(kind);
             let mut wrong = t.clone();
             c.decrypt_units(0, DATA_UNIT_SIZE, &mut wrong);
-            assert_ne!(wrong, tree, "{kind:?}: IVs must be the tree's position, not 0");
-            c.decrypt_units(32, DATA_UNIT_SIZE, &mut t);
+            assert_ne!(
+                wrong, tree,
+                "{kind:?}: IVs must be the tree's position, not 0"
+            );
+            c.decrypt_units(80, DATA_UNIT_SIZE, &mut t);
             assert_eq!(t, tree, "{kind:?}");
         }
         drop(ds);

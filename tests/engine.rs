@@ -431,3 +431,107 @@ fn a_failed_submission_in_the_page_cache_reader_drains_and_leaves_no_page_in_fli
     );
     assert_eq!(totals.rec.counters.verity_failures, 0);
 }
+
+/// Tree pages the verify workers read, over records.
+fn tree_pages(records: &[IntervalRecord]) -> u64 {
+    records.iter().map(|r| r.page_cache.tree_pages_read).sum()
+}
+
+#[test]
+fn the_cold_tree_is_read_by_the_verify_workers_and_dropped_with_the_cache() {
+    // The whole file and its tree fit: each of the 9 tree pages (one top,
+    // eight leaves) is read at most once until the cache is dropped.
+    let s = settings(&[
+        "cache.size=8M",
+        "workers.mode=bound",
+        "workers.verify_mode=same",
+    ]);
+    let mut quiet = |_: u64, _: u64| {};
+    let mut engine = Engine::start(
+        s,
+        EngineOptions::new(Duration::from_millis(50), data_dir()),
+        &mut quiet,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let before: Vec<IntervalRecord> = engine.records().try_iter().collect();
+    let cold = tree_pages(&before);
+    assert!((2..=9).contains(&cold), "{cold} tree pages read cold");
+    // The bound verifying queue is a per-CPU pool of four workers a CPU.
+    let cpus = readpath::sys::online_cpus().len() as u32;
+    let pool = before
+        .iter()
+        .rev()
+        .flat_map(|r| &r.pools)
+        .find(|p| p.kind == "bound")
+        .expect("a bound pool record");
+    assert_eq!(pool.workers, 4 * cpus, "{pool:?}");
+    // Dropped (`x`): the tree goes with the data; it is read again.
+    engine.drop_cache().expect("page-cache path");
+    std::thread::sleep(Duration::from_millis(400));
+    let (totals, rx) = engine.stop_with_records();
+    let after: Vec<IntervalRecord> = rx.try_iter().collect();
+    let again = tree_pages(&after);
+    assert!(
+        (2..=9).contains(&again),
+        "{again} tree pages read after the drop"
+    );
+    let c = &totals.rec.counters;
+    assert_eq!(c.tree_pages_read, cold + again);
+    assert_eq!(c.verity_failures, 0);
+    assert!(c.tree_blocked_ns > 0);
+}
+
+#[test]
+fn a_corrupted_tree_page_fails_the_reads_it_covers_and_no_other() {
+    // A dataset of its own, one byte of leaf page 3 (data blocks 256..384,
+    // bytes 1 MiB..1.5 MiB) corrupted in the encrypted tree.
+    let dir = tempfile::Builder::new()
+        .prefix("readpath-e2e-tree")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let mut quiet = |_: u64, _: u64| {};
+    let (ds, _) =
+        readpath::dataset::Dataset::open_or_prepare(dir.path(), 4 << 20, b"", &mut quiet).unwrap();
+    let path = ds.tree_path(readpath::dataset::Variant::Cipher(
+        readpath::crypto::CipherKind::Aes256Xts,
+    ));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[3 * 4096 + 7] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    // One page per bio, a cache that holds everything: a read fails
+    // exactly when its page is under the bad hash page.
+    let s = settings(&[
+        "cache.size=8M",
+        "cache.read_ahead=0",
+        "workload.pattern=sequential",
+    ]);
+    let engine = Engine::start(
+        s,
+        EngineOptions::new(Duration::from_millis(50), dir.path().to_path_buf()),
+        &mut quiet,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let (t, _) = engine.stop_with_records();
+    let c = &t.rec.counters;
+    assert!(c.reads > 0 && c.verity_failures > 0, "{c:?}");
+    // The first failure names a bio inside the covered range.
+    let note = t
+        .notices
+        .iter()
+        .find(|n| n.text.starts_with("verity:"))
+        .expect("a verity notice");
+    let off: u64 = note
+        .text
+        .split("offset ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", note.text));
+    assert!((1 << 20..3 << 19).contains(&off), "{}", note.text);
+    // Sequential passes: at most an eighth of the reads fail, as only one
+    // leaf page of eight is bad (failed pages are read again each pass).
+    let failed = c.verity_failures as f64 / (c.reads + c.verity_failures) as f64;
+    assert!(failed > 0.0 && failed < 0.2, "{failed}");
+}

@@ -85,8 +85,15 @@ fn a_cached_file_is_decrypted_and_verified_once() {
     );
     // Every read looked at its one page once.
     assert_eq!(c.pc_hits + c.pc_misses, c.reads);
+    // The whole file is held, and its fs-verity tree (32 leaf pages and
+    // the top page), which the verify workers read into the same cache.
     let held: u64 = records.last().unwrap().page_cache.size_bytes;
-    assert_eq!(held, 16 << 20, "the whole file is held");
+    assert_eq!(
+        held,
+        (16 << 20) + 33 * 4096,
+        "the whole file and tree are held"
+    );
+    assert_eq!(c.tree_pages_read, 33, "each tree page read once: {c:?}");
 }
 
 /// With no cache every random read misses and is decrypted and verified
@@ -273,6 +280,10 @@ fn the_page_wait_is_iowait_only_when_asked() {
                 &format!("workload.sleep={sleep}"),
                 "cache.size=0",
                 "workload.block_size=64K",
+                // No verity: with no cache the verify workers would read
+                // tree pages for every bio, and their reads are real
+                // iowait whatever the reader's sleep.
+                "pipeline.verity=false",
             ],
         );
         let before = idle_iowait_ticks();

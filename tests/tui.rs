@@ -243,3 +243,48 @@ fn the_stages_panel_shows_the_irq_threads_apart() {
         "{screen}"
     );
 }
+
+#[test]
+fn the_stages_panel_shows_each_queues_running_and_blocked_workers() {
+    let mut a = app(false);
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(!screen.contains("blocked"), "{screen}");
+    for seq in 180..190 {
+        let mut r = readpath::tui::fixture::record(seq);
+        r.pools = vec![
+            readpath::metrics::PoolRecord {
+                queue: "fscrypt".into(),
+                kind: "unbound".into(),
+                workers: 2,
+                running: 1,
+                ..Default::default()
+            },
+            readpath::metrics::PoolRecord {
+                queue: "fsverity".into(),
+                kind: "bound".into(),
+                workers: 8,
+                running: 2,
+                blocked: 1,
+                blocked_peak: if seq == 185 { 3 } else { 1 },
+                pending: 0,
+            },
+        ];
+        r.page_cache.tree_pages_read = (20.0 * r.interval_s) as u64;
+        r.page_cache.tree_blocked_ms = 1.5 * r.interval_s;
+        a.push(r);
+    }
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(
+        screen.contains("fscrypt  unb run 1/2 blk 0 max 0"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("fsverity bnd run 2/8 blk 1 max 3"),
+        "{screen}"
+    );
+    // Over the "now" window (fixture records before these read none).
+    assert!(
+        screen.contains("tree ") && screen.contains(" pg/s  blocked "),
+        "{screen}"
+    );
+}

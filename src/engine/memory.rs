@@ -155,8 +155,9 @@ impl MemoryNeed {
         } else {
             ma + cpus - 1
         };
-        let bound = cpus * crate::engine::pipeline::POOL_WORKERS;
-        let workers = 2 * bound.max(unbound) as u64;
+        // The verifying queue's per-CPU pools have POOL_WORKERS each.
+        let pools = cpus * crate::engine::pipeline::POOL_WORKERS;
+        let workers = (pools.max(unbound) + cpus.max(unbound)) as u64;
         let histograms = (readers + workers) * HISTS_PER_THREAD * hist_bytes();
         let tree = tree_bytes(w.file_size);
         let (page_cache, in_flight) = match crate::engine::ReadPath::of(s) {
@@ -286,7 +287,9 @@ mod tests {
             need.page_cache >= 64 << 20 && need.page_cache < 66 << 20,
             "{need:?}"
         );
-        assert!(need.total() < 128 << 20, "{need:?}");
+        // Histograms of every worker a per-CPU pool may have (four per CPU
+        // on the verifying queue) are most of the rest.
+        assert!(need.total() < 192 << 20, "{need:?}");
         need.check(&s, 512 << 20).unwrap();
     }
 

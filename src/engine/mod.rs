@@ -151,6 +151,8 @@ struct Shared {
     sampler_thread: Mutex<Option<std::thread::Thread>>,
     /// The page cache in use (the sampler reads how much it holds).
     pcache: Mutex<Option<Arc<pagecache::PageCache>>>,
+    /// The running pipeline's queues (the sampler reads their pools).
+    pools: Mutex<Vec<pipeline::QueuePools>>,
 }
 
 impl Shared {
@@ -229,6 +231,10 @@ pub struct RunTotals {
     pub process_cpu_pct: f64,
     /// Plaintext the page cache held at the end (bytes).
     pub page_cache_bytes: u64,
+    /// Each queue's worker pool over the run: its last size, and the most
+    /// workers blocked at once (`blocked_peak`); running, blocked and
+    /// pending as at the end.
+    pub pools: Vec<crate::metrics::PoolRecord>,
 }
 
 struct Hogs {
@@ -361,6 +367,7 @@ impl Engine {
             sampler_stop: AtomicBool::new(false),
             sampler_thread: Mutex::new(None),
             pcache: Mutex::new(None),
+            pools: Mutex::new(Vec::new()),
         });
         let sink = NoticeSink(shared.clone());
         match outcome {
@@ -453,6 +460,7 @@ impl Engine {
             pcache,
         )
         .map_err(EngineError::Start)?;
+        *self.shared.pools.lock().unwrap_or_else(|e| e.into_inner()) = p.pools();
         self.pipeline = Some(p);
         self.resolution = r;
         self.shared.running.store(true, Ordering::SeqCst);
@@ -538,6 +546,11 @@ impl Engine {
     }
 
     fn halt(&mut self) {
+        self.shared
+            .pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         if let Some(mut p) = self.pipeline.take() {
             p.stop();
         }
@@ -752,6 +765,7 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         intervals: 0,
         process_cpu_pct: 0.0,
         page_cache_bytes: 0,
+        pools: Vec::new(),
     };
     let mut merged = Recorder::new();
     let mut sched: HashMap<i32, SchedState> = HashMap::new();
@@ -853,6 +867,28 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .map_or(0, |pc| (pc.resident() * pagecache::PAGE) as u64);
+        rec.pools = shared
+            .pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, kind, qs)| {
+                let mut p = crate::metrics::PoolRecord {
+                    queue: name.to_string(),
+                    kind: kind.to_string(),
+                    ..Default::default()
+                };
+                for q in qs {
+                    let st = q.state();
+                    p.workers += st.workers as u32;
+                    p.running += st.running as u32;
+                    p.blocked += st.blocked as u32;
+                    p.blocked_peak += st.blocked_peak as u32;
+                    p.pending += st.pending as u64;
+                }
+                p
+            })
+            .collect();
         rec.fill_from(&merged, interval_s);
         rec.workers = ws;
         rec.irq = irq;
@@ -872,6 +908,20 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         rec.events = std::mem::take(&mut *shared.events.lock().unwrap_or_else(|e| e.into_inner()));
         rec.notices =
             std::mem::take(&mut *shared.notices.lock().unwrap_or_else(|e| e.into_inner()));
+        for p in &rec.pools {
+            match totals
+                .pools
+                .iter_mut()
+                .find(|t| t.queue == p.queue && t.kind == p.kind)
+            {
+                Some(t) => {
+                    let peak = t.blocked_peak.max(p.blocked_peak);
+                    *t = p.clone();
+                    t.blocked_peak = peak;
+                }
+                None => totals.pools.push(p.clone()),
+            }
+        }
         totals.rec.merge(&merged);
         if !rec.paused {
             totals.duration_s += interval_s;

@@ -29,6 +29,10 @@ use super::stages::{Ctx, Placement, Plan};
 use super::tree::TreePages;
 use super::{NoticeSink, OpenFile};
 
+/// A queue as the sampler sees it: the kernel queue it models, `bound` or
+/// `unbound`, and its per-CPU queues or pods.
+pub type QueuePools = (&'static str, &'static str, Vec<Arc<WorkQueue>>);
+
 /// A running pipeline: its context and threads.
 pub struct Pipeline {
     ctx: Arc<Ctx>,
@@ -305,6 +309,27 @@ impl Pipeline {
             }
         }
         Ok(pipeline)
+    }
+
+    /// Each queue's name (the kernel queue it models), kind and per-CPU
+    /// queues or pods, for the sampler's pool records.
+    pub fn pools(&self) -> Vec<QueuePools> {
+        let first = if self.ctx.plan.decrypt {
+            "fscrypt"
+        } else {
+            "fsverity"
+        };
+        [(&self.ctx.first_q, first), (&self.ctx.second_q, "fsverity")]
+            .into_iter()
+            .filter_map(|(q, name)| {
+                let q = q.as_ref()?;
+                let kind = match q {
+                    Queues::Bound { .. } => "bound",
+                    Queues::Unbound { .. } => "unbound",
+                };
+                Some((name, kind, q.all()))
+            })
+            .collect()
     }
 
     /// The shared context.

@@ -633,12 +633,18 @@ mod tests {
                 let (q, stop, ran) = (q.clone(), stop.clone(), ran.clone());
                 std::thread::spawn(move || {
                     q.register_worker(i);
-                    q.serve(i, &stop, &mut (), |_| {}, |_, it| {
-                        if it.slot == 0 {
-                            std::thread::sleep(std::time::Duration::from_millis(30));
-                        }
-                        ran[i].fetch_add(1, Ordering::SeqCst);
-                    })
+                    q.serve(
+                        i,
+                        &stop,
+                        &mut (),
+                        |_| {},
+                        |_, it| {
+                            if it.slot == 0 {
+                                std::thread::sleep(std::time::Duration::from_millis(30));
+                            }
+                            ran[i].fetch_add(1, Ordering::SeqCst);
+                        },
+                    )
                 })
             })
             .collect();
@@ -653,7 +659,8 @@ mod tests {
         for i in 1..=10 {
             q.push(item(i));
         }
-        let total = |r: &[AtomicUsize; 2]| r[0].load(Ordering::SeqCst) + r[1].load(Ordering::SeqCst);
+        let total =
+            |r: &[AtomicUsize; 2]| r[0].load(Ordering::SeqCst) + r[1].load(Ordering::SeqCst);
         while total(&ran) < 11 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }

@@ -175,11 +175,10 @@ impl TreeReader<'_> {
         while matches!(t.pc.page(p).0, Page::InFlight { .. }) {
             // The reader notifies under the lock after the state changes;
             // the timeout only bounds a wakeup lost to a race.
-            g = t
-                .cv
-                .wait_timeout(g, Duration::from_millis(1))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g =
+                t.cv.wait_timeout(g, Duration::from_millis(1))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
         }
         drop(g);
         self.unblock(since);
@@ -252,7 +251,11 @@ impl TreeReader<'_> {
             for (i, &f) in frames.iter().enumerate() {
                 // SAFETY: as above.
                 let buf = unsafe { pc.frame_mut(f) };
-                c.decrypt_units(t.first_unit + (g + i as u64) * per_page, DATA_UNIT_SIZE, buf);
+                c.decrypt_units(
+                    t.first_unit + (g + i as u64) * per_page,
+                    DATA_UNIT_SIZE,
+                    buf,
+                );
             }
         }
         pc.fill_pages(p, frames, ok, seq);
@@ -472,7 +475,14 @@ mod tests {
         let r = t.reader(None, 1);
         let res = s.ds.tree().verify_block_in(&r, 4 * 128, &block(4 * 128));
         assert!(
-            matches!(res, Err(VerifyError::Unreadable { hash_block: 5, level: 0, .. })),
+            matches!(
+                res,
+                Err(VerifyError::Unreadable {
+                    hash_block: 5,
+                    level: 0,
+                    ..
+                })
+            ),
             "{res:?}"
         );
         assert_eq!(r.stats().errors, 1);

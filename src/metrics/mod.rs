@@ -657,12 +657,37 @@ pub struct IntervalRecord {
     /// made before it existed).
     #[serde(default)]
     pub page_cache: PageCacheStats,
+    /// The workqueues' worker pools at the end of the interval (absent in
+    /// older recordings).
+    #[serde(default)]
+    pub pools: Vec<PoolRecord>,
     /// All counters of the interval.
     pub counters: Counters,
     /// Settings changes (and other markers) that happened in this interval.
     pub events: Vec<Event>,
     /// Notices raised in this interval.
     pub notices: Vec<Notice>,
+}
+
+/// One workqueue's workers at the end of an interval: a per-CPU queue's
+/// pools summed, or an unbound queue's pods summed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PoolRecord {
+    /// The kernel queue it models: `fscrypt` or `fsverity`.
+    pub queue: String,
+    /// `bound` (per-CPU, concurrency-managed) or `unbound`.
+    pub kind: String,
+    /// Worker threads.
+    pub workers: u32,
+    /// Running (awake, not blocked) now.
+    pub running: u32,
+    /// Blocked in an item (reading the tree) now.
+    pub blocked: u32,
+    /// Most blocked at once during the interval (per pool, summed).
+    pub blocked_peak: u32,
+    /// Items waiting now.
+    pub pending: u64,
 }
 
 /// Largest count an interval record read from outside may carry: far above
@@ -839,6 +864,40 @@ impl IntervalRecord {
         check_u64("page_cache.size_bytes", self.page_cache.size_bytes)?;
         if let Some(h) = self.hash_cache_hit_pct {
             check_f64("hash_cache_hit_pct", h, 0.0, 100.0)?;
+        }
+        if self.pools.len() > 2 {
+            return Err(format!(
+                "pools has {} entries: allowed at most 2",
+                self.pools.len()
+            ));
+        }
+        for p in &self.pools {
+            if !matches!(p.queue.as_str(), "fscrypt" | "fsverity") {
+                return Err(format!(
+                    "pools[].queue = {:?}: allowed \"fscrypt\", \"fsverity\"",
+                    p.queue
+                ));
+            }
+            if !matches!(p.kind.as_str(), "bound" | "unbound") {
+                return Err(format!(
+                    "pools[].kind = {:?}: allowed \"bound\", \"unbound\"",
+                    p.kind
+                ));
+            }
+            let most = (crate::settings::MAX_CPU_NUMBER as u64 + 1) * 64;
+            for (f, v) in [
+                ("workers", p.workers),
+                ("running", p.running),
+                ("blocked", p.blocked),
+                ("blocked_peak", p.blocked_peak),
+            ] {
+                if u64::from(v) > most {
+                    return Err(format!(
+                        "pools[].{f} = {v} is out of range: allowed 0..={most}"
+                    ));
+                }
+            }
+            check_u64("pools[].pending", p.pending)?;
         }
         self.counters.check()?;
         for (name, len, items) in [

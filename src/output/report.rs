@@ -67,6 +67,10 @@ pub struct RunSummary {
     /// The page cache over the run (zeros on a direct-read path).
     #[serde(default)]
     pub page_cache: crate::metrics::PageCacheStats,
+    /// Each workqueue's worker pool: its workers and the most blocked at
+    /// once over the run (cold tree reads).
+    #[serde(default)]
+    pub pools: Vec<crate::metrics::PoolRecord>,
     /// Mean CPU of the whole process, % of one CPU.
     pub process_cpu_pct: f64,
     /// Intervals recorded.
@@ -120,6 +124,7 @@ impl RunSummary {
                 .to_string(),
             pods: crate::engine::pipeline::pods_label(effective),
             page_cache: crate::metrics::PageCacheStats::of(c, totals.page_cache_bytes),
+            pools: totals.pools.clone(),
             process_cpu_pct: totals.process_cpu_pct,
             intervals: totals.intervals,
             notices: totals.notices.iter().map(|n| n.text.clone()).collect(),
@@ -242,6 +247,20 @@ impl RunSummary {
                     .unwrap_or_else(|| "-".into()),
                 pc.readahead_async,
                 human_bytes(pc.size_bytes),
+            );
+        }
+        if pc.tree_reads > 0 || pc.tree_waits > 0 {
+            let _ = writeln!(
+                o,
+                "  verity tree: {} pages read in {} reads by the verify workers (cold hash pages), {} waits for a page being read, {:.1} ms blocked",
+                pc.tree_pages_read, pc.tree_reads, pc.tree_waits, pc.tree_blocked_ms,
+            );
+        }
+        for p in &self.pools {
+            let _ = writeln!(
+                o,
+                "  {} queue ({}): {} workers, at most {} blocked at once",
+                p.queue, p.kind, p.workers, p.blocked_peak
             );
         }
         if e.pipeline.decrypt {

@@ -136,7 +136,9 @@ pub enum VerifyError {
     WrongCache,
     /// A hash block on the path of data block `block_index` could not be read (an I/O
     /// error reading the tree from its file), as `read_merkle_tree_page` failing.
-    #[error("hash block {hash_block} (tree level {level}) of data block {block_index} could not be read")]
+    #[error(
+        "hash block {hash_block} (tree level {level}) of data block {block_index} could not be read"
+    )]
     Unreadable {
         /// Data block being verified.
         block_index: u64,

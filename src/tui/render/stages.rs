@@ -1,7 +1,8 @@
 //! The stages panel: mean time per read (per bio on the page-cache path)
 //! in device, queue, decrypt and verify, the irq threads' run_delay and CPU
-//! (`completion = irq`), the page cache's hit rate and
-//! bios per second, and per-CPU busy and iowait bars.
+//! (`completion = irq`), each workqueue's workers (running, blocked on the
+//! fs-verity tree, and the tree pages they read), the page cache's hit rate
+//! and bios per second, and per-CPU busy and iowait bars.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -71,6 +72,49 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
             th.dim(),
         );
         y += 1;
+    }
+    // Each queue's pool: workers running and blocked now and the most
+    // blocked at once; then the tree pages the verify workers read and the
+    // time they spent blocked on them, per second.
+    if let Some(last) = recs.last() {
+        for p in &last.pools {
+            if y >= bottom {
+                return;
+            }
+            let peak = recs
+                .iter()
+                .flat_map(|r| &r.pools)
+                .filter(|q| q.queue == p.queue && q.kind == p.kind)
+                .map(|q| q.blocked_peak)
+                .max()
+                .unwrap_or(0);
+            let kind = if p.kind == "bound" { "bnd" } else { "unb" };
+            let line = format!(
+                "{:<8} {kind} run {}/{} blk {} max {peak}",
+                p.queue, p.running, p.workers, p.blocked
+            );
+            let style = if peak > 0 { th.text() } else { th.dim() };
+            let line: String = line.chars().take(inner.width as usize).collect();
+            buf.set_string(inner.x, y, line, style);
+            y += 1;
+        }
+        let secs = f64::max(recs.iter().map(|r| r.interval_s).sum(), 1e-9);
+        let (pages, blocked_ms) = recs.iter().fold((0u64, 0.0), |a, r| {
+            (
+                a.0 + r.page_cache.tree_pages_read,
+                a.1 + r.page_cache.tree_blocked_ms,
+            )
+        });
+        if y < bottom && pages > 0 {
+            let line = format!(
+                "tree {:.0} pg/s  blocked {:.1} ms/s",
+                pages as f64 / secs,
+                blocked_ms / secs
+            );
+            let line: String = line.chars().take(inner.width as usize).collect();
+            buf.set_string(inner.x, y, line, th.text());
+            y += 1;
+        }
     }
     // Per-CPU busy and iowait, averaged over the last second.
     // The irq threads (`completion = irq`), apart from the workers.
