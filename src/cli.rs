@@ -199,7 +199,8 @@ pub enum Command {
     /// Play a scripted demo in the explorer (a shipped name or a TOML file).
     Demo {
         /// Demo name (fsverity-bound-vs-unbound, fscrypt-slow-cipher,
-        /// fscrypt-aes-instructions, io_uring-qd1-iowait) or a script file.
+        /// fscrypt-aes-instructions, io_uring-qd1-iowait, app-cold-start) or a
+        /// script file.
         script: String,
         /// Settings overrides on top of the demo's start.
         #[command(flatten)]

@@ -447,6 +447,7 @@ fn the_cold_tree_is_read_by_the_verify_workers_and_dropped_with_the_cache() {
         "workers.verify_mode=same",
     ]);
     let mut quiet = |_: u64, _: u64| {};
+    let per_cpu = readpath::engine::pipeline::pool_workers(&s) as u32;
     let mut engine = Engine::start(
         s,
         EngineOptions::new(Duration::from_millis(50), data_dir()),
@@ -457,7 +458,7 @@ fn the_cold_tree_is_read_by_the_verify_workers_and_dropped_with_the_cache() {
     let before: Vec<IntervalRecord> = engine.records().try_iter().collect();
     let cold = tree_pages(&before);
     assert!((2..=9).contains(&cold), "{cold} tree pages read cold");
-    // The bound verifying queue is a per-CPU pool of four workers a CPU.
+    // The bound verifying queue is a per-CPU pool of several workers a CPU.
     let cpus = readpath::sys::online_cpus().len() as u32;
     let pool = before
         .iter()
@@ -465,7 +466,7 @@ fn the_cold_tree_is_read_by_the_verify_workers_and_dropped_with_the_cache() {
         .flat_map(|r| &r.pools)
         .find(|p| p.kind == "bound")
         .expect("a bound pool record");
-    assert_eq!(pool.workers, 4 * cpus, "{pool:?}");
+    assert_eq!(pool.workers, per_cpu * cpus, "{pool:?}");
     // Dropped (`x`): the tree goes with the data; it is read again.
     engine.drop_cache().expect("page-cache path");
     std::thread::sleep(Duration::from_millis(400));

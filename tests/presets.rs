@@ -28,7 +28,7 @@ fn fixture(name: &str) -> PathBuf {
 
 #[test]
 fn every_shipped_preset_is_valid_and_on_disk_too() {
-    assert_eq!(SHIPPED.len(), 6);
+    assert_eq!(SHIPPED.len(), 7);
     for (name, _) in SHIPPED {
         let (p, origin) = preset::resolve(name).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(origin, preset::Origin::Shipped);
@@ -43,6 +43,7 @@ fn every_shipped_preset_is_valid_and_on_disk_too() {
     }
     let experiments = [
         ("fsverity-bound-vs-unbound", "553,800"),
+        ("app-cold-start", "553,800"),
         ("fscrypt-slow-cipher", "25-35%"),
         ("fscrypt-aes-instructions", "~2%"),
         ("io_uring-qd1-iowait", "20-40%"),

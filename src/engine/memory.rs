@@ -155,8 +155,8 @@ impl MemoryNeed {
         } else {
             ma + cpus - 1
         };
-        // The verifying queue's per-CPU pools have POOL_WORKERS each.
-        let pools = cpus * crate::engine::pipeline::POOL_WORKERS;
+        // The verifying queue's per-CPU pools (see pipeline::pool_workers).
+        let pools = cpus * crate::engine::pipeline::pool_workers(s);
         let workers = (pools.max(unbound) + cpus.max(unbound)) as u64;
         let histograms = (readers + workers) * HISTS_PER_THREAD * hist_bytes();
         let tree = tree_bytes(w.file_size);

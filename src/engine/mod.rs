@@ -420,6 +420,13 @@ impl Engine {
         let variant = Variant::for_pipeline(eff.pipeline.decrypt, eff.pipeline.cipher);
         let path = self.dataset.path(variant);
         let pcache = (r.path == ReadPath::PageCache).then(|| self.page_cache_for(&eff));
+        // A cold start: nothing cached when this configuration begins.
+        if eff.cache.cold_start
+            && let Some(pc) = &pcache
+        {
+            pc.drop_all();
+            self.mark("drop cache (cold start)");
+        }
         *self.shared.pcache.lock().unwrap_or_else(|e| e.into_inner()) = pcache.clone();
         // Page-cache readers copy through the kernel's cache of the
         // plaintext; asked to be read in now, so a hit is not a real read.

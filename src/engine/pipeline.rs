@@ -42,12 +42,20 @@ pub struct Pipeline {
     workers: Vec<JoinHandle<()>>,
 }
 
-/// Workers of a per-CPU pool whose items may block (a verify queue reading
-/// the tree through the page cache): the first one runs, the others sleep
-/// until it blocks. The kernel creates workers as its pools need them;
-/// readpath starts them with the pipeline (no thread is created while it
-/// runs), so at most this many items of one CPU's queue are in progress.
-pub const POOL_WORKERS: usize = 4;
+/// Most workers of a per-CPU pool whose items may block (a verify queue
+/// reading the tree through the page cache).
+pub const MAX_POOL_WORKERS: usize = 16;
+
+/// Workers of each per-CPU pool of the verifying queue under `s`: the
+/// first one runs, the others sleep until it blocks. The kernel creates
+/// workers as its pools need them; readpath starts them with the pipeline
+/// (no thread is created while it runs): one more than the bios that can
+/// be in flight, at most [`MAX_POOL_WORKERS`], so every item in flight can
+/// block at once without stalling the queue up to that bound.
+pub fn pool_workers(s: &Settings) -> usize {
+    let bios = s.workload.readers as usize * reader::bios_per_reader(s);
+    (bios + 1).clamp(2, MAX_POOL_WORKERS)
+}
 
 fn build_queues(
     p: Placement,
@@ -157,9 +165,10 @@ impl Pipeline {
         // The queue that verifies may block on tree reads: its per-CPU
         // pools get the extra workers.
         let cold = plan.verify && pcache.is_some();
+        let pool = if cold { pool_workers(&settings) } else { 1 };
         let (first_pool, second_pool) = match plan.second {
-            Some(_) => (1, if cold { POOL_WORKERS } else { 1 }),
-            None => (if cold { POOL_WORKERS } else { 1 }, 1),
+            Some(_) => (1, pool),
+            None => (pool, 1),
         };
         let first_q = build_queues(plan.first, capacity, &cpus, &pods, first_pool);
         let second_q = plan

@@ -235,6 +235,10 @@ pub(super) struct Offsets {
     block: u64,
     next_seq: u64,
     random: bool,
+    /// Blocks of one burst (`pattern = "bursts"`; 0 otherwise) and how
+    /// many of the current one are left.
+    burst: u64,
+    left: u64,
 }
 
 impl Offsets {
@@ -248,18 +252,34 @@ impl Offsets {
             block,
             next_seq: blocks * index as u64 / readers,
             random: s.workload.pattern == Pattern::Random,
+            burst: if s.workload.pattern == Pattern::Bursts {
+                s.workload.burst.div_ceil(block).max(1)
+            } else {
+                0
+            },
+            left: 0,
         }
+    }
+
+    /// A uniformly random block: xorshift64* then Lemire's range reduction.
+    #[inline]
+    fn random_block(&mut self) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        ((r as u128 * self.blocks as u128) >> 64) as u64
     }
 
     #[inline]
     pub(super) fn next(&mut self) -> u64 {
+        if self.burst > 0 && self.left == 0 {
+            self.next_seq = self.random_block();
+            self.left = self.burst;
+        }
+        self.left = self.left.saturating_sub(1);
         let b = if self.random {
-            // xorshift64* then Lemire's range reduction.
-            self.rng ^= self.rng >> 12;
-            self.rng ^= self.rng << 25;
-            self.rng ^= self.rng >> 27;
-            let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D);
-            ((r as u128 * self.blocks as u128) >> 64) as u64
+            self.random_block()
         } else {
             let b = self.next_seq;
             self.next_seq = (self.next_seq + 1) % self.blocks;
@@ -843,4 +863,34 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bursts_are_runs_of_the_burst_size_from_random_blocks() {
+        let mut s = Settings::default();
+        s.set("workload.file_size", "64M").unwrap();
+        s.set("workload.pattern", "bursts").unwrap();
+        s.set("workload.block_size", "16K").unwrap();
+        // 100K rounds up to 7 reads of 16K.
+        s.set("workload.burst", "100K").unwrap();
+        let mut o = Offsets::new(&s, 0);
+        let blocks = (64 << 20) / (16 << 10);
+        let mut starts = std::collections::BTreeSet::new();
+        for _ in 0..50 {
+            let first = o.next();
+            assert_eq!(first % (16 << 10), 0);
+            starts.insert(first);
+            let mut prev = first / (16 << 10);
+            for _ in 1..7 {
+                let b = o.next() / (16 << 10);
+                assert_eq!(b, (prev + 1) % blocks, "consecutive within a burst");
+                prev = b;
+            }
+        }
+        assert!(starts.len() > 40, "random starts: {}", starts.len());
+    }
 }

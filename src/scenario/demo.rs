@@ -48,6 +48,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "io_uring-qd1-iowait",
         include_str!("../../presets/demos/io_uring-qd1-iowait.toml"),
     ),
+    (
+        "app-cold-start",
+        include_str!("../../presets/demos/app-cold-start.toml"),
+    ),
 ];
 
 #[derive(Debug, Deserialize)]

@@ -43,6 +43,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "max-throughput",
         include_str!("../../presets/max-throughput.toml"),
     ),
+    (
+        "app-cold-start",
+        include_str!("../../presets/app-cold-start.toml"),
+    ),
 ];
 
 /// The one setting an experiment varies, and its values in order.

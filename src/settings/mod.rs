@@ -34,6 +34,8 @@ pub const MIN_FILE_SIZE: u64 = 4096;
 pub const MAX_FILE_SIZE: u64 = 1 << 40;
 /// Largest readahead window (one bio of BIO_MAX_VECS 4 KiB pages).
 pub const MAX_READ_AHEAD: u64 = 1 << 20;
+/// Largest `workload.burst`.
+pub const MAX_BURST: u64 = 1 << 30;
 /// Largest `workload.queue_depth`.
 pub const MAX_QUEUE_DEPTH: u32 = 1024;
 /// Largest `workload.readers`.
@@ -180,6 +182,9 @@ setting_enum! {
         Random => "random",
         /// Consecutive blocks, wrapping at the end of the file.
         Sequential => "sequential",
+        /// Runs of `workload.burst` consecutive bytes, each from a random
+        /// block: an app start reading its APK, dex and .so files.
+        Bursts => "bursts",
     }
 }
 
@@ -265,6 +270,8 @@ pub struct Workload {
     pub completion: Completion,
     /// Size of the file read, in bytes.
     pub file_size: u64,
+    /// Bytes of one sequential run of `pattern = "bursts"`.
+    pub burst: u64,
 }
 
 impl Default for Workload {
@@ -282,6 +289,7 @@ impl Default for Workload {
             reader_cpus: Vec::new(),
             completion: Completion::Thread,
             file_size: 256 << 20,
+            burst: 1 << 20,
         }
     }
 }
@@ -352,6 +360,10 @@ pub struct Cache {
     pub read_ahead: u64,
     /// What a miss reads from.
     pub device: CacheDevice,
+    /// Dropped (file and tree) whenever the workload starts or a setting
+    /// is applied: every configuration starts cold, as an app start after
+    /// `echo 3 > /proc/sys/vm/drop_caches`.
+    pub cold_start: bool,
 }
 
 impl Default for Cache {
@@ -360,6 +372,7 @@ impl Default for Cache {
             size: None,
             read_ahead: 128 << 10,
             device: CacheDevice::Disk,
+            cold_start: false,
         }
     }
 }
@@ -429,8 +442,8 @@ pub const KEYS: &[KeyInfo] = &[
     },
     KeyInfo {
         key: "workload.pattern",
-        allowed: "random, sequential",
-        help: "which blocks are read: random offsets or one after another",
+        allowed: "random, sequential, bursts",
+        help: "which blocks are read: random offsets, one after another, or runs of workload.burst from random offsets",
     },
     KeyInfo {
         key: "workload.block_size",
@@ -471,6 +484,11 @@ pub const KEYS: &[KeyInfo] = &[
         key: "workload.file_size",
         allowed: "a multiple of 4096 between 4K and 1T",
         help: "size of the file read",
+    },
+    KeyInfo {
+        key: "workload.burst",
+        allowed: "a multiple of 4096 from 4K to 1G",
+        help: "bytes of one sequential run of pattern \"bursts\" (an app start reading a file), rounded up to whole reads",
     },
     KeyInfo {
         key: "pipeline.decrypt",
@@ -536,6 +554,11 @@ pub const KEYS: &[KeyInfo] = &[
         key: "cache.device",
         allowed: "disk, memory",
         help: "what a miss reads: the device (O_DIRECT), or the file's own kernel cache (no latency)",
+    },
+    KeyInfo {
+        key: "cache.cold_start",
+        allowed: "true, false",
+        help: "drop the page cache (file and tree) whenever the workload starts or a setting is applied",
     },
     KeyInfo {
         key: "load.hogs",
@@ -1292,6 +1315,7 @@ impl Settings {
             "workload.reader_cpus" => w.reader_cpus = cpus(key, v)?,
             "workload.completion" => w.completion = choice(key, v)?,
             "workload.file_size" => w.file_size = size(key, v, MIN_FILE_SIZE, MAX_FILE_SIZE)?,
+            "workload.burst" => w.burst = size(key, v, 4096, MAX_BURST)?,
             "pipeline.decrypt" => p.decrypt = boolean(key, v)?,
             "pipeline.cipher" => p.cipher = choice(key, v)?,
             "pipeline.verity" => p.verity = boolean(key, v)?,
@@ -1310,6 +1334,7 @@ impl Settings {
             }
             "cache.read_ahead" => c.read_ahead = size(key, v, 0, MAX_READ_AHEAD)?,
             "cache.device" => c.device = choice(key, v)?,
+            "cache.cold_start" => c.cold_start = boolean(key, v)?,
             "load.hogs" => l.hogs = int_u32(key, v, 0, MAX_HOGS)?,
             "load.hog_nice" => {
                 l.hog_nice = i32::try_from(int_in(key, v, -20, 19)?).unwrap_or_default()
@@ -1343,6 +1368,7 @@ impl Settings {
             }
             "workload.completion" => s(w.completion.name()),
             "workload.file_size" => size(w.file_size),
+            "workload.burst" => size(w.burst),
             "pipeline.decrypt" => Val::Bool(p.decrypt),
             "pipeline.cipher" => s(p.cipher.name()),
             "pipeline.verity" => Val::Bool(p.verity),
@@ -1359,6 +1385,7 @@ impl Settings {
             },
             "cache.read_ahead" => size(c.read_ahead),
             "cache.device" => s(c.device.name()),
+            "cache.cold_start" => Val::Bool(c.cold_start),
             "load.hogs" => Val::Int(l.hogs.into()),
             "load.hog_nice" => Val::Int(l.hog_nice.into()),
             _ => return None,
@@ -1574,6 +1601,7 @@ mod tests {
         ("workload.reader_cpus", "\"0-3,6\"", "0-3,6", "0-3,6"),
         ("workload.completion", "\"irq\"", "irq", "irq"),
         ("workload.file_size", "\"1G\"", "1G", "1G"),
+        ("workload.burst", "\"4M\"", "4M", "4M"),
         ("pipeline.decrypt", "false", "false", "false"),
         ("pipeline.cipher", "\"adiantum\"", "adiantum", "adiantum"),
         ("pipeline.verity", "false", "false", "false"),
@@ -1587,6 +1615,7 @@ mod tests {
         ("cache.size", "\"16M\"", "16M", "16M"),
         ("cache.read_ahead", "\"512K\"", "512K", "512K"),
         ("cache.device", "\"memory\"", "memory", "memory"),
+        ("cache.cold_start", "true", "true", "true"),
         ("load.hogs", "4", "4", "4"),
         ("load.hog_nice", "-5", "-5", "-5"),
     ];
@@ -1724,7 +1753,7 @@ mod tests {
         );
         assert_eq!(
             err_toml("[workload.extra]\n"),
-            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, completion, file_size"
+            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, completion, file_size, burst"
         );
     }
 
