@@ -25,7 +25,7 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, fence};
 use std::thread::Thread;
 
 use crossbeam_queue::ArrayQueue;
@@ -66,10 +66,17 @@ pub const NO_BIO: u32 = u32::MAX;
 // allocation alive until every item has returned.
 unsafe impl Send for WorkItem {}
 
+/// [`WorkerWake::state`]: awake.
+const AWAKE: u8 = 0;
+/// Asleep (or about to park).
+const ASLEEP: u8 = 1;
+/// Claimed by a waker; in a managed pool already counted as running.
+const WOKEN: u8 = 2;
+
 /// Sleep state of one worker.
 #[derive(Default)]
 pub struct WorkerWake {
-    sleeping: AtomicBool,
+    state: AtomicU8,
     thread: OnceLock<Thread>,
 }
 
@@ -86,6 +93,8 @@ pub struct WorkQueue {
     blocked: AtomicUsize,
     /// Most workers blocked at once since the sampler last looked.
     blocked_peak: AtomicUsize,
+    /// The worker that went idle last (woken first).
+    last_idle: AtomicUsize,
 }
 
 /// What a queue's workers are doing, as the sampler sees it.
@@ -115,6 +124,7 @@ impl WorkQueue {
             running: AtomicUsize::new(0),
             blocked: AtomicUsize::new(0),
             blocked_peak: AtomicUsize::new(0),
+            last_idle: AtomicUsize::new(0),
         }
     }
 
@@ -205,20 +215,15 @@ impl WorkQueue {
         }
         loop {
             tick(state);
-            if running {
-                if let Some(item) = self.pop() {
-                    work(state, item);
-                    running = self.keep_working();
-                    continue;
-                }
-                self.run_end();
-                running = false;
+            if running && let Some(item) = self.pop() {
+                work(state, item);
+                running = self.keep_working();
+                continue;
             }
             if stop.load(Ordering::SeqCst) {
                 break;
             }
-            let item = self.sleep(index);
-            self.run_start();
+            let item = self.sleep_from(index, running);
             running = true;
             if let Some(item) = item {
                 work(state, item);
@@ -267,9 +272,27 @@ impl WorkQueue {
 
     #[cold]
     fn wake_one(&self) {
-        for w in &self.workers {
-            if w.sleeping
-                .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
+        // A managed pool wakes one worker only while none runs, and counts
+        // it as running at once (the kernel's `nr_running` test under the
+        // pool lock): a second item queued before it is on a CPU finds it
+        // counted and wakes nobody else.
+        if self.managed
+            && (self.q.is_empty()
+                || self
+                    .running
+                    .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_err())
+        {
+            return;
+        }
+        // The most recently idle worker first (the kernel's idle list is
+        // LIFO): its cache is warm, and in a pool it is the one that just
+        // ran, so the others stay asleep.
+        let last = self.last_idle.load(Ordering::Relaxed);
+        let first = self.workers.get(last).into_iter();
+        for w in first.chain(self.workers.iter()) {
+            if w.state
+                .compare_exchange(ASLEEP, WOKEN, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
             {
                 if let Some(t) = w.thread.get() {
@@ -277,6 +300,10 @@ impl WorkQueue {
                 }
                 return;
             }
+        }
+        if self.managed {
+            // Nobody asleep after all: give the count back.
+            self.running.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -289,14 +316,32 @@ impl WorkQueue {
     /// Worker `i` sleeps until woken, unless an item arrived meanwhile.
     /// Returns an item if one was found instead of sleeping.
     pub fn sleep(&self, i: usize) -> Option<WorkItem> {
+        let item = self.sleep_from(i, false);
+        self.run_end();
+        item
+    }
+
+    /// [`Self::sleep`] for a worker of [`Self::serve`], which is in the
+    /// running count again when this returns; `running`: it leaves the
+    /// running count too, after it is marked asleep, so a producer that
+    /// sees nobody running finds this worker to wake rather than another.
+    fn sleep_from(&self, i: usize, running: bool) -> Option<WorkItem> {
         let me = &self.workers[i];
-        me.sleeping.store(true, Ordering::SeqCst);
+        me.state.store(ASLEEP, Ordering::SeqCst);
+        self.last_idle.store(i, Ordering::Relaxed);
         self.idle.fetch_add(1, Ordering::SeqCst);
+        if running {
+            self.run_end();
+        }
         let item = self.q.pop();
         if item.is_none() {
             std::thread::park();
         }
-        me.sleeping.store(false, Ordering::SeqCst);
+        // A waker of a managed pool counted this worker running already.
+        if !(self.managed && me.state.swap(AWAKE, Ordering::SeqCst) == WOKEN) {
+            me.state.store(AWAKE, Ordering::SeqCst);
+            self.run_start();
+        }
         self.idle.fetch_sub(1, Ordering::SeqCst);
         item
     }
@@ -623,8 +668,8 @@ mod tests {
         assert_eq!(pool_with_one_blocked_item(q), vec![1, 2, 3, 4]);
     }
 
-    /// Items 1..=10 are pushed while worker 0 runs item 0 (30 ms, not
-    /// blocking); returns how many items each of the two workers ran.
+    /// Items 0..=10 are pushed at once to two sleeping workers; item 0
+    /// takes 30 ms (not blocking). Returns how many each worker ran.
     fn busy_first_worker(q: Arc<WorkQueue>) -> [usize; 2] {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ran = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
@@ -652,11 +697,9 @@ mod tests {
         while q.idle.load(Ordering::SeqCst) < 2 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        q.push(item(0));
-        while q.state().running == 0 || !q.is_empty() {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        for i in 1..=10 {
+        // All at once: the woken worker is not on a CPU yet when the next
+        // items arrive, and must still be the only one woken.
+        for i in 0..=10 {
             q.push(item(i));
         }
         let total =
