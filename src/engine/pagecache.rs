@@ -182,6 +182,9 @@ pub struct PageCache {
     referenced: Box<[AtomicBool]>,
     /// `PG_checked` of each frame (a verified hash page).
     checked: Box<[AtomicBool]>,
+    /// On the "active list" (accessed twice, see `touch`).
+    active: Box<[AtomicBool]>,
+    active_count: AtomicUsize,
     /// Pages of the file's data; the tree's pages follow.
     data_pages: usize,
     capacity: usize,
@@ -249,6 +252,8 @@ impl PageCache {
             refs: (0..nframes).map(|_| AtomicU32::new(0)).collect(),
             referenced: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
             checked: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
+            active: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
+            active_count: AtomicUsize::new(0),
             data_pages: file_pages,
             capacity,
             resident: AtomicUsize::new(0),
@@ -332,6 +337,35 @@ impl PageCache {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// `folio_mark_accessed`: a frame's first access sets its referenced
+    /// bit; an access while it is set activates it (the kernel moves the
+    /// folio to the active LRU list), which protects it from the CLOCK
+    /// hand while the active frames are at most half of the cache
+    /// (`inactive_is_low`). Tree pages, used by every verification under
+    /// them, stay cached through a stream of data pages read once.
+    #[inline]
+    fn touch(&self, f: usize) {
+        if !self.referenced[f].load(Ordering::Relaxed) {
+            self.referenced[f].store(true, Ordering::Relaxed);
+        } else if !self.active[f].load(Ordering::Relaxed)
+            && !self.active[f].swap(true, Ordering::Relaxed)
+        {
+            self.active_count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Clears frame `f`'s active mark (evicted, reused, or demoted).
+    fn deactivate(&self, f: usize) {
+        if self.active[f].swap(false, Ordering::Relaxed) {
+            self.active_count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Frames marked active now.
+    pub fn active(&self) -> usize {
+        self.active_count.load(Ordering::Relaxed)
+    }
+
     /// Frame `f`'s bytes.
     ///
     /// # Safety
@@ -356,9 +390,7 @@ impl PageCache {
             match page {
                 Page::Uptodate { frame } => {
                     let f = frame as usize;
-                    if !self.referenced[f].load(Ordering::Relaxed) {
-                        self.referenced[f].store(true, Ordering::Relaxed);
-                    }
+                    self.touch(f);
                     let had_mark = marked
                         && self.pages[p as usize]
                             .compare_exchange(w, w & !MARK, Ordering::SeqCst, Ordering::Relaxed)
@@ -398,9 +430,7 @@ impl PageCache {
             // SAFETY: the frame is pinned and holds page p uptodate: no bio
             // writes it and eviction skips it while refs > 0.
             dst.copy_from_slice(unsafe { self.frame_mut(frame) });
-            if !self.referenced[f].load(Ordering::Relaxed) {
-                self.referenced[f].store(true, Ordering::Relaxed);
-            }
+            self.touch(f);
             self.refs[f].fetch_sub(1, Ordering::SeqCst);
             let had_mark = now & MARK != 0
                 && self.pages[p as usize]
@@ -464,6 +494,7 @@ impl PageCache {
             self.refs[f as usize].store(1, Ordering::SeqCst);
             self.referenced[f as usize].store(false, Ordering::Relaxed);
             self.checked[f as usize].store(false, Ordering::Relaxed);
+            self.deactivate(f as usize);
             out[n] = f;
             n += 1;
         }
@@ -480,6 +511,15 @@ impl PageCache {
             a.hand = (a.hand + 1) % n;
             let p = self.frame_page[f].load(Ordering::Relaxed);
             if p == NO_PAGE || self.refs[f].load(Ordering::SeqCst) != 0 {
+                continue;
+            }
+            if self.active[f].load(Ordering::Relaxed) {
+                // Active frames are passed over while they are at most half
+                // of what is resident; beyond that the hand demotes them.
+                if self.active_count.load(Ordering::Relaxed) * 2 > self.resident() {
+                    self.deactivate(f);
+                    self.referenced[f].store(false, Ordering::Relaxed);
+                }
                 continue;
             }
             if self.referenced[f].swap(false, Ordering::Relaxed) {
@@ -523,6 +563,7 @@ impl PageCache {
         slot.store(encode(Page::Absent, false), Ordering::SeqCst);
         self.frame_page[f].store(NO_PAGE, Ordering::Relaxed);
         self.resident.fetch_sub(1, Ordering::Relaxed);
+        self.deactivate(f);
         true
     }
 
@@ -625,9 +666,7 @@ impl PageCache {
                 self.refs[f].fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
-            if !self.referenced[f].load(Ordering::Relaxed) {
-                self.referenced[f].store(true, Ordering::Relaxed);
-            }
+            self.touch(f);
             return Some(frame);
         }
     }
@@ -1097,6 +1136,36 @@ mod tests {
         assert_eq!(c.drop_all(), 2);
         assert_eq!(c.resident(), 0);
         assert!((0..16).all(|p| c.page(p).0 == Page::Absent));
+    }
+
+    #[test]
+    fn a_page_used_twice_outlives_a_stream_of_pages_used_once() {
+        // Capacity 4: page 0 is hit twice (activated), then a stream of 40
+        // pages each hit once passes through; page 0 stays, as a hash page
+        // under every verification stays on the kernel's active list.
+        let c = cache(64, 4);
+        let mut buf = vec![0u8; PAGE];
+        fill(&c, 0, 1);
+        c.lookup_copy(0, &mut buf);
+        c.lookup_copy(0, &mut buf);
+        assert_eq!(c.active(), 1);
+        for p in 1..41 {
+            fill(&c, p, 2);
+            c.lookup_copy(p, &mut buf);
+        }
+        assert!(matches!(c.page(0).0, Page::Uptodate { .. }));
+        assert_eq!(c.resident(), 4);
+        // Active frames beyond half the cache are demoted and can go.
+        for p in 41..45 {
+            fill(&c, p, 3);
+            c.lookup_copy(p, &mut buf);
+            c.lookup_copy(p, &mut buf);
+        }
+        for p in 45..60 {
+            fill(&c, p, 4);
+        }
+        assert!(c.active() <= 2, "{}", c.active());
+        assert_eq!(c.resident(), 4);
     }
 
     #[test]
