@@ -484,6 +484,24 @@ fn the_cold_tree_is_read_by_the_verify_workers_and_dropped_with_the_cache() {
 }
 
 #[test]
+fn tree_pages_are_decrypted_on_the_decrypt_queue_when_verify_has_its_own() {
+    // ext4: decrypt on fscrypt's queue, verify on fsverity's; a tree page a
+    // verify worker reads is decrypted by a work item on fscrypt's queue.
+    for (verify_mode, queued) in [("bound", true), ("unbound", true), ("same", false)] {
+        let s = settings(&[
+            "cache.size=8M",
+            &format!("workers.verify_mode={verify_mode}"),
+        ]);
+        let (t, _, eff) = run_for(s, Duration::from_millis(400));
+        let c = &t.rec.counters;
+        assert_complete(verify_mode, &t, &eff);
+        assert!(c.tree_reads > 0, "{verify_mode}: {c:?}");
+        let want = if queued { c.tree_reads } else { 0 };
+        assert_eq!(c.tree_queued_decrypts, want, "{verify_mode}: {c:?}");
+    }
+}
+
+#[test]
 fn a_corrupted_tree_page_fails_the_reads_it_covers_and_no_other() {
     // A dataset of its own, one byte of leaf page 3 (data blocks 256..384,
     // bytes 1 MiB..1.5 MiB) corrupted in the encrypted tree.

@@ -60,6 +60,9 @@ pub struct WorkItem {
 
 /// [`WorkItem::bio`] of an item that is not a page-cache bio.
 pub const NO_BIO: u32 = u32::MAX;
+/// [`WorkItem::bio`] of a read of tree pages to decrypt (`buf` points at
+/// its `tree::TreeJob`, owned by the verify worker waiting for it).
+pub const TREE_JOB: u32 = u32::MAX - 1;
 
 // SAFETY: the buffer pointer is handed from the reader to exactly one worker
 // at a time (ownership travels with the item) and back; the reader keeps the

@@ -284,7 +284,13 @@ impl Ctx {
         if self.plan.verify {
             // Tree pages missing from the cache are read ahead up to a
             // quarter of the bio (`fsverity_verify_bio`: readahead bios).
-            let reader = self.tree.as_ref().map(|t| t.reader(q, n / 4));
+            // With a verify queue of its own, a tree page read is decrypted
+            // on the decrypt queue, as ext4 does (fscrypt_read_queue).
+            let decrypt_q = match (self.plan.decrypt, &self.second_q) {
+                (true, Some(_)) => self.first_q.as_ref(),
+                _ => None,
+            };
+            let reader = self.tree.as_ref().map(|t| t.reader(q, n / 4, decrypt_q));
             ok = self.verify_blocks(
                 rec,
                 reader.as_ref(),
@@ -419,6 +425,15 @@ impl Ctx {
     pub fn work(&self, rec: &mut Recorder, mut item: WorkItem, q: Option<&WorkQueue>) {
         let start = stamp();
         item.queued_ns += start.saturating_sub(item.enqueue_ns);
+        if item.bio == super::queue::TREE_JOB {
+            // Tree pages a verify worker read, decrypted here on fscrypt's
+            // queue while it sleeps (see tree.rs).
+            if let (Some(t), Some(c)) = (&self.tree, &self.cipher) {
+                t.decrypt_job(&item, c);
+            }
+            rec.record(Stage::Queue, item.queued_ns);
+            return;
+        }
         if self.process(rec, &mut item, start, q) {
             self.returns[item.reader as usize].give_back(item.slot);
         }

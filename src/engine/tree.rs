@@ -16,10 +16,14 @@
 //! [`TreePages`] is that tree for one pipeline: its pages are pages
 //! `file_pages()..` of the model's [`PageCache`], its file is the dataset's
 //! tree file (ciphertext when decryption is on), and [`TreeReader`] is the
-//! [`HashBlocks`] a worker verifies through. One deviation: the kernel
-//! decrypts the tree page in a work item on `fscrypt_read_queue` while the
-//! verify worker sleeps; here the worker that read it decrypts it (its
-//! wait covers only the device read).
+//! [`HashBlocks`] a worker verifies through. When verification has a queue
+//! of its own (ext4: fsverity's queue after fscrypt's), the tree pages a
+//! verify worker read are decrypted as ext4 decrypts them, in a work item
+//! on the decrypt queue (`fscrypt_read_queue`) of the CPU that read them,
+//! while the verify worker sleeps; that is why ext4 has two queues. Where
+//! one item decrypts and verifies (`verify_mode = same` or `inline`), which
+//! ext4 never does for this reason (the item would wait behind itself), the
+//! verify worker decrypts them itself.
 
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
@@ -32,7 +36,18 @@ use crate::verity::merkle::{BlockUnreadable, HashBlocks};
 
 use super::OpenFile;
 use super::pagecache::{PAGE, Page, PageCache};
-use super::queue::WorkQueue;
+use super::queue::{Queues, TREE_JOB, WorkItem, WorkQueue};
+
+/// Tree pages read by a verify worker, to be decrypted on the decrypt
+/// queue: lives on the waiting worker's stack until `done`.
+pub struct TreeJob {
+    frames: [u32; MAX_TREE_RA],
+    n: usize,
+    /// Data unit (IV) of the first page.
+    first_unit: u64,
+    done: std::sync::atomic::AtomicBool,
+    waiter: std::thread::Thread,
+}
 
 /// Most tree pages one read of a hash page reads (the kernel's bound is a
 /// quarter of the bio, at most `BIO_MAX_VECS / 4`).
@@ -90,13 +105,38 @@ impl TreePages {
     /// A reader for one work item, run by a worker of `q` (None: a reader
     /// or irq thread verifying inline), reading ahead up to `ra` pages at
     /// the leaf level.
-    pub fn reader<'a>(&'a self, q: Option<&'a WorkQueue>, ra: usize) -> TreeReader<'a> {
+    pub fn reader<'a>(
+        &'a self,
+        q: Option<&'a WorkQueue>,
+        ra: usize,
+        decrypt_q: Option<&'a Queues>,
+    ) -> TreeReader<'a> {
         TreeReader {
             t: self,
             q,
+            decrypt_q,
             ra: ra.clamp(1, MAX_TREE_RA),
             stats: Cell::new(TreeStats::default()),
         }
+    }
+
+    /// Decrypt-queue side: decrypts the pages of the [`TreeJob`] `item`
+    /// carries and wakes the verify worker waiting for them.
+    pub fn decrypt_job(&self, item: &WorkItem, cipher: &ContentsCipher) {
+        // SAFETY: the job lives on the stack of the verify worker that
+        // queued it, which waits (parked) until `done` is set below.
+        let job = unsafe { &*(item.buf as *const TreeJob) };
+        let per_page = (PAGE / DATA_UNIT_SIZE) as u64;
+        for (i, &f) in job.frames[..job.n].iter().enumerate() {
+            // SAFETY: the frames are in flight in the job's read: only
+            // this item touches them until `done`.
+            let buf = unsafe { self.pc.frame_mut(f) };
+            cipher.decrypt_units(job.first_unit + i as u64 * per_page, DATA_UNIT_SIZE, buf);
+        }
+        let waiter = job.waiter.clone();
+        job.done.store(true, std::sync::atomic::Ordering::Release);
+        // `job` may be gone from here on.
+        waiter.unpark();
     }
 
     fn wake_waiters(&self) {
@@ -118,6 +158,8 @@ pub struct TreeStats {
     pub blocked_ns: u64,
     /// Tree pages that could not be read.
     pub errors: u64,
+    /// Reads whose pages were decrypted on the decrypt queue.
+    pub queued_decrypts: u64,
 }
 
 impl TreeStats {
@@ -127,6 +169,7 @@ impl TreeStats {
         c.tree_reads += self.reads;
         c.tree_waits += self.waits;
         c.tree_blocked_ns += self.blocked_ns;
+        c.tree_queued_decrypts += self.queued_decrypts;
     }
 }
 
@@ -135,6 +178,7 @@ impl TreeStats {
 pub struct TreeReader<'a> {
     t: &'a TreePages,
     q: Option<&'a WorkQueue>,
+    decrypt_q: Option<&'a Queues>,
     ra: usize,
     stats: Cell<TreeStats>,
 }
@@ -244,19 +288,54 @@ impl TreeReader<'_> {
                 (g * PAGE as u64) as libc::off_t,
             )
         };
-        self.unblock(since);
         let ok = res == (got * PAGE) as isize;
-        if ok && let Some(c) = &t.cipher {
-            let per_page = (PAGE / DATA_UNIT_SIZE) as u64;
-            for (i, &f) in frames.iter().enumerate() {
-                // SAFETY: as above.
-                let buf = unsafe { pc.frame_mut(f) };
-                c.decrypt_units(
-                    t.first_unit + (g + i as u64) * per_page,
-                    DATA_UNIT_SIZE,
-                    buf,
+        let per_page = (PAGE / DATA_UNIT_SIZE) as u64;
+        let first_unit = t.first_unit + g * per_page;
+        match (&t.cipher, self.decrypt_q) {
+            (Some(_), Some(dq)) if ok => {
+                // As ext4: the read's completion queues the decryption on
+                // fscrypt's queue; this worker sleeps until it is done.
+                let mut job = TreeJob {
+                    frames: [0; MAX_TREE_RA],
+                    n: got,
+                    first_unit,
+                    done: std::sync::atomic::AtomicBool::new(false),
+                    waiter: std::thread::current(),
+                };
+                job.frames[..got].copy_from_slice(frames);
+                let now = stamp();
+                dq.push(
+                    WorkItem {
+                        buf: (&job as *const TreeJob).cast_mut().cast(),
+                        len: (got * PAGE) as u32,
+                        reader: 0,
+                        slot: 0,
+                        offset: g * PAGE as u64,
+                        issue_ns: now,
+                        enqueue_ns: now,
+                        queued_ns: 0,
+                        needs_decrypt: true,
+                        bio: TREE_JOB,
+                    },
+                    crate::sys::current_cpu(),
                 );
+                while !job.done.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::park_timeout(Duration::from_millis(10));
+                }
+                self.unblock(since);
+                self.bump(|s| s.queued_decrypts += 1);
             }
+            (Some(c), _) => {
+                self.unblock(since);
+                if ok {
+                    for (i, &f) in frames.iter().enumerate() {
+                        // SAFETY: as above.
+                        let buf = unsafe { pc.frame_mut(f) };
+                        c.decrypt_units(first_unit + i as u64 * per_page, DATA_UNIT_SIZE, buf);
+                    }
+                }
+            }
+            (None, _) => self.unblock(since),
         }
         pc.fill_pages(p, frames, ok, seq);
         // The other pages' pins go now; `g`'s stays for the caller.
@@ -370,7 +449,7 @@ mod tests {
 
     /// Verifies data block `b` through a fresh reader: (hashes, what it read).
     fn verify(s: &Setup, t: &TreePages, b: u64, ra: usize) -> (u32, TreeStats) {
-        let r = t.reader(None, ra);
+        let r = t.reader(None, ra, None);
         let st = s.ds.tree().verify_block_in(&r, b, &block(b)).unwrap();
         (st.hashes, r.stats())
     }
@@ -444,7 +523,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let t = tree(&s, v, 64);
         for b in 0..1024u64 {
-            let r = t.reader(None, 1);
+            let r = t.reader(None, 1, None);
             let res = s.ds.tree().verify_block_in(&r, b, &block(b));
             if (256..384).contains(&b) {
                 assert_eq!(
@@ -472,7 +551,7 @@ mod tests {
         // Cut after leaf page 4: pages 5.. cannot be read.
         std::fs::write(&path, &full[..5 * 4096]).unwrap();
         let t = tree(&s, v, 64);
-        let r = t.reader(None, 1);
+        let r = t.reader(None, 1, None);
         let res = s.ds.tree().verify_block_in(&r, 4 * 128, &block(4 * 128));
         assert!(
             matches!(

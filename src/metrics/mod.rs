@@ -136,6 +136,9 @@ pub struct Counters {
     pub tree_waits: u64,
     /// Nanoseconds verify workers spent blocked on the tree.
     pub tree_blocked_ns: u64,
+    /// Tree reads decrypted on the decrypt queue (fscrypt's, as ext4 does)
+    /// rather than by the verify worker that read them.
+    pub tree_queued_decrypts: u64,
 }
 
 impl Counters {
@@ -160,6 +163,7 @@ impl Counters {
         self.tree_reads += o.tree_reads;
         self.tree_waits += o.tree_waits;
         self.tree_blocked_ns += o.tree_blocked_ns;
+        self.tree_queued_decrypts += o.tree_queued_decrypts;
     }
 }
 
