@@ -287,4 +287,8 @@ fn the_stages_panel_shows_each_queues_running_and_blocked_workers() {
         screen.contains("tree ") && screen.contains(" pg/s  blocked "),
         "{screen}"
     );
+    // Narrow (120 columns): the short form, never cut.
+    let screen = text(&draw(&a, &look(), 120, 40));
+    assert!(screen.contains("fsverity 2r 1b/8 ^3"), "{screen}");
+    assert!(screen.contains("fscrypt 1r 0b/2 ^0"), "{screen}");
 }

@@ -89,10 +89,17 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
                 .max()
                 .unwrap_or(0);
             let kind = if p.kind == "bound" { "bnd" } else { "unb" };
-            let line = format!(
+            let mut line = format!(
                 "{:<8} {kind} run {}/{} blk {} max {peak}",
                 p.queue, p.running, p.workers, p.blocked
             );
+            if line.chars().count() > inner.width as usize {
+                // Narrow: running r, blocked b, of the pool's workers.
+                line = format!(
+                    "{} {}r {}b/{} ^{peak}",
+                    p.queue, p.running, p.blocked, p.workers
+                );
+            }
             let style = if peak > 0 { th.text() } else { th.dim() };
             let line: String = line.chars().take(inner.width as usize).collect();
             buf.set_string(inner.x, y, line, style);
@@ -106,11 +113,18 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
             )
         });
         if y < bottom && pages > 0 {
-            let line = format!(
+            let mut line = format!(
                 "tree {:.0} pg/s  blocked {:.1} ms/s",
                 pages as f64 / secs,
                 blocked_ms / secs
             );
+            if line.chars().count() > inner.width as usize {
+                line = format!(
+                    "tree {:.0}/s blk {:.0}ms/s",
+                    pages as f64 / secs,
+                    blocked_ms / secs
+                );
+            }
             let line: String = line.chars().take(inner.width as usize).collect();
             buf.set_string(inner.x, y, line, th.text());
             y += 1;
