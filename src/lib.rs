@@ -15,6 +15,7 @@ pub mod cli;
 pub mod crypto;
 pub mod dataset;
 pub mod engine;
+pub mod kernel;
 pub mod metrics;
 pub mod output;
 pub mod scenario;

@@ -1,0 +1,145 @@
+//! readpath held against the real kernel: the same plaintext through the
+//! kernel's own fscrypt, and the bytes it wrote compared with readpath's.
+//!
+//! The model's decryption is only worth its figures if it is the kernel's:
+//! [`check_contents`] adds the dataset's master key to a filesystem with the
+//! `encrypt` feature, sets a v2 policy on a fresh directory, writes the
+//! plaintext through the kernel, asks for the file's nonce and its extents,
+//! reads the ciphertext the kernel put on the device, and compares it bit
+//! for bit with readpath's encryption of the same plaintext under the key
+//! derived from that nonce. It touches nothing but the directory it makes
+//! (removed with its file, and the key removed, before it returns).
+
+pub mod fscrypt;
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use crate::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
+
+/// What [`check_contents`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentsCheck {
+    /// Plaintext bytes written.
+    pub bytes: u64,
+    /// The file's extents.
+    pub extents: usize,
+    /// Its nonce (hex).
+    pub nonce: String,
+    /// Data units compared and equal.
+    pub units_equal: u64,
+    /// The first data unit that differed, if any.
+    pub first_mismatch: Option<u64>,
+    /// The filesystem's block size (the data unit size).
+    pub block_size: u64,
+}
+
+impl ContentsCheck {
+    /// True when every data unit matched.
+    pub fn matched(&self) -> bool {
+        self.first_mismatch.is_none() && self.units_equal * DATA_UNIT_SIZE as u64 == self.bytes
+    }
+}
+
+/// The fscrypt mode of a contents cipher (software AES is AES-256-XTS).
+fn mode_of(kind: CipherKind) -> u8 {
+    match kind {
+        CipherKind::Adiantum => fscrypt::MODE_ADIANTUM,
+        _ => fscrypt::MODE_AES_256_XTS,
+    }
+}
+
+/// Writes `plaintext` (a whole number of 4 KiB data units) into a new
+/// encrypted file under `dir` (on a filesystem with `encrypt`, block size
+/// 4096, whose device or image is `device`) with `master_key` and `kind`,
+/// and compares what the kernel wrote on `device` with readpath's own
+/// encryption. Needs the permissions the ioctls need (root here).
+pub fn check_contents(
+    dir: &Path,
+    device: &Path,
+    master_key: &[u8],
+    plaintext: &[u8],
+    kind: CipherKind,
+) -> io::Result<ContentsCheck> {
+    if plaintext.is_empty() || !plaintext.len().is_multiple_of(DATA_UNIT_SIZE) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} bytes of plaintext: allowed a non-zero multiple of {DATA_UNIT_SIZE}",
+                plaintext.len()
+            ),
+        ));
+    }
+    let block_size = crate::sys::fs_block_size(dir)?;
+    if block_size != DATA_UNIT_SIZE as u64 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: block size {block_size}: readpath's data unit is {DATA_UNIT_SIZE} (mkfs.ext4 -b 4096)",
+                dir.display()
+            ),
+        ));
+    }
+    let root = File::open(dir)?;
+    let id = fscrypt::add_key(&root, master_key)?;
+    let sub = dir.join(format!("readpath-check-{}", std::process::id()));
+    let result = (|| {
+        std::fs::create_dir(&sub)?;
+        fscrypt::set_policy(
+            &File::open(&sub)?,
+            &fscrypt::PolicyV2::new(mode_of(kind), id),
+        )?;
+        let path = sub.join("data");
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        f.write_all(plaintext)?;
+        f.sync_all()?;
+        let nonce = fscrypt::nonce(&f)?;
+        let extents = fscrypt::extents(&f)?;
+        let mut key = vec![0u8; kind.key_size()];
+        crate::crypto::derive_file_key(master_key, &nonce, &mut key);
+        let cipher = ContentsCipher::new(kind, &key).map_err(io::Error::other)?;
+        key.fill(0);
+        let mut dev = File::open(device)?;
+        let mut units_equal = 0u64;
+        let mut first_mismatch = None;
+        let mut want = vec![0u8; DATA_UNIT_SIZE];
+        let mut got = vec![0u8; DATA_UNIT_SIZE];
+        for e in &extents {
+            for off in (0..e.length).step_by(DATA_UNIT_SIZE) {
+                let logical = e.logical + off;
+                if logical >= plaintext.len() as u64 {
+                    break;
+                }
+                let unit = logical / DATA_UNIT_SIZE as u64;
+                let l = logical as usize;
+                want.copy_from_slice(&plaintext[l..l + DATA_UNIT_SIZE]);
+                cipher.encrypt_units(unit, DATA_UNIT_SIZE, &mut want);
+                dev.seek(SeekFrom::Start(e.physical + off))?;
+                dev.read_exact(&mut got)?;
+                if got == want {
+                    units_equal += 1;
+                } else if first_mismatch.is_none() {
+                    first_mismatch = Some(unit);
+                }
+            }
+        }
+        drop(f);
+        std::fs::remove_file(&path)?;
+        Ok(ContentsCheck {
+            bytes: plaintext.len() as u64,
+            extents: extents.len(),
+            nonce: hex::encode(nonce),
+            units_equal,
+            first_mismatch,
+            block_size,
+        })
+    })();
+    let _ = std::fs::remove_dir(&sub);
+    let _ = fscrypt::remove_key(&root, id);
+    result
+}

@@ -1,0 +1,177 @@
+//! readpath against the real kernel: the plaintext written through the
+//! kernel's own fscrypt on an ext4 image (`-O encrypt`, loop-mounted in a
+//! temp dir and unmounted by a guard, panics included) must land on the
+//! image as exactly the ciphertext readpath computes with the key derived
+//! from the file's nonce. Needs root, a loop device and mkfs.ext4; skips,
+//! saying which is missing, elsewhere.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use readpath::crypto::CipherKind;
+use readpath::kernel::{check_contents, fscrypt};
+
+/// Why this machine cannot run the test, if it cannot.
+fn missing() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("root (mounting a loop image)".into());
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Some("/dev/loop-control (loop devices)".into());
+    }
+    if Command::new("mkfs.ext4").arg("-V").output().is_err() {
+        // .ci/run installs it: under CI its absence is a failure.
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "mkfs.ext4 missing under CI: .ci/run installs e2fsprogs"
+        );
+        return Some("mkfs.ext4 (apt-get install e2fsprogs)".into());
+    }
+    None
+}
+
+/// An ext4 image with `encrypt`, loop-mounted; unmounted when dropped.
+struct Mounted {
+    _dir: tempfile::TempDir,
+    image: PathBuf,
+    mnt: PathBuf,
+}
+
+impl Mounted {
+    fn new() -> Result<Mounted, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let image = dir.path().join("fs.img");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).map_err(|e| e.to_string())?;
+        let f = std::fs::File::create(&image).map_err(|e| e.to_string())?;
+        f.set_len(64 << 20).map_err(|e| e.to_string())?;
+        drop(f);
+        let run = |cmd: &mut Command| -> Result<(), String> {
+            let o = cmd.output().map_err(|e| e.to_string())?;
+            if o.status.success() {
+                Ok(())
+            } else {
+                Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&o.stderr)))
+            }
+        };
+        run(Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", "4096", "-O", "encrypt"])
+            .arg(&image))?;
+        // `-o loop` attaches with autoclear: unmounting detaches it.
+        run(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&image)
+            .arg(&mnt))?;
+        Ok(Mounted {
+            _dir: dir,
+            image,
+            mnt,
+        })
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+    }
+}
+
+fn plaintext(bytes: usize) -> Vec<u8> {
+    let mut p = vec![0u8; bytes];
+    readpath::dataset::fill_plaintext(readpath::dataset::DEFAULT_SEED, 0, &mut p);
+    p
+}
+
+#[test]
+fn the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit() {
+    if let Some(why) = missing() {
+        eprintln!("SKIP the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit: needs {why}");
+        return;
+    }
+    let m = match Mounted::new() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("SKIP the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit: {e}");
+            return;
+        }
+    };
+    let key: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+    let plain = plaintext(1 << 20);
+    for kind in [CipherKind::Aes256Xts, CipherKind::Adiantum] {
+        match check_contents(&m.mnt, &m.image, &key, &plain, kind) {
+            Ok(c) => {
+                assert_eq!(c.block_size, 4096);
+                assert!(c.extents >= 1, "{c:?}");
+                assert!(
+                    c.matched(),
+                    "{kind:?}: the kernel's ciphertext differs: {c:?}"
+                );
+                assert_eq!(c.units_equal, 256, "{kind:?}");
+            }
+            // A kernel built without Adiantum refuses the file.
+            Err(e) if kind == CipherKind::Adiantum => {
+                eprintln!("SKIP the Adiantum part: {e}");
+            }
+            Err(e) => panic!("{kind:?}: {e}"),
+        }
+    }
+    // Nothing is left behind in the filesystem.
+    let left: Vec<_> = std::fs::read_dir(&m.mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "lost+found")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_file_on_the_image_reports_encrypted_extents() {
+    if let Some(why) = missing() {
+        eprintln!("SKIP a_file_on_the_image_reports_encrypted_extents: needs {why}");
+        return;
+    }
+    let Ok(m) = Mounted::new() else {
+        eprintln!("SKIP a_file_on_the_image_reports_encrypted_extents: no mount");
+        return;
+    };
+    let key = [7u8; 64];
+    let root = std::fs::File::open(&m.mnt).unwrap();
+    let id = fscrypt::add_key(&root, &key).unwrap();
+    let dir = m.mnt.join("enc");
+    std::fs::create_dir(&dir).unwrap();
+    fscrypt::set_policy(
+        &std::fs::File::open(&dir).unwrap(),
+        &fscrypt::PolicyV2::new(fscrypt::MODE_AES_256_XTS, id),
+    )
+    .unwrap();
+    let p = dir.join("f");
+    std::fs::write(&p, plaintext(64 << 10)).unwrap();
+    let f = std::fs::File::open(&p).unwrap();
+    let ex = fscrypt::extents(&f).unwrap();
+    assert!(!ex.is_empty());
+    // Written and synced: no extent is unwritten (ext4 does not report
+    // FIEMAP_EXTENT_DATA_ENCRYPTED), and they cover the 64 KiB.
+    assert!(
+        ex.iter().all(|e| e.flags & fscrypt::EXTENT_UNWRITTEN == 0),
+        "{ex:?}"
+    );
+    assert!(
+        ex.iter().map(|e| e.length).sum::<u64>() >= 64 << 10,
+        "{ex:?}"
+    );
+    assert_eq!(
+        ex.last().unwrap().flags & fscrypt::EXTENT_LAST,
+        fscrypt::EXTENT_LAST
+    );
+    // Two files in one directory get different nonces.
+    std::fs::write(dir.join("g"), b"x").unwrap();
+    let n1 = fscrypt::nonce(&f).unwrap();
+    let n2 = fscrypt::nonce(&std::fs::File::open(dir.join("g")).unwrap()).unwrap();
+    assert_ne!(n1, n2);
+    // An unencrypted file has no nonce.
+    std::fs::write(m.mnt.join("plain"), b"x").unwrap();
+    assert!(fscrypt::nonce(&std::fs::File::open(m.mnt.join("plain")).unwrap()).is_err());
+    drop(f);
+    fscrypt::remove_key(&root, id).unwrap();
+}
