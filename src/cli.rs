@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::crypto::CipherKind;
 use crate::dataset::{DEFAULT_SEED, Dataset, OpenOutcome, default_data_dir};
 use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::output::report::RunSummary;
@@ -270,6 +271,12 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Hold readpath against the real kernel (root: a loop-mounted ext4 image).
+    Kernel {
+        /// What to do.
+        #[command(subcommand)]
+        action: KernelAction,
+    },
     /// Print the fs-verity digest of files, like `fsverity digest`.
     Digest {
         /// Merkle tree block size (1024..=65536, power of two).
@@ -306,6 +313,22 @@ fn parse_size_px(s: &str) -> std::result::Result<(u32, u32), String> {
     } else {
         Err(bad())
     }
+}
+
+/// `readpath kernel ...`.
+#[derive(Debug, Subcommand)]
+pub enum KernelAction {
+    /// Write the dataset's plaintext through the kernel's own fscrypt on a
+    /// scratch ext4 image and compare the ciphertext it wrote with
+    /// readpath's, bit for bit (exit 0: every check run matched; 1: a
+    /// mismatch; 2: it cannot run here).
+    Check {
+        /// Plaintext written, a multiple of 4K from 4K to 256M.
+        #[arg(long, default_value = "4M")]
+        size: String,
+    },
+    /// Put back what an interrupted check left (its mount, its loop device).
+    Restore,
 }
 
 /// `readpath bench ...`.
@@ -557,6 +580,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             emit(format, &r, || r.to_text())
         }
         Some(Command::Prepare { size, salt, force }) => prepare(&data_dir, &size, &salt, force),
+        Some(Command::Kernel { action }) => kernel(&data_dir, action),
         Some(Command::Digest {
             block_size,
             salt,
@@ -1119,6 +1143,97 @@ fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
         ds.header().file_digest
     )?;
     Ok(())
+}
+
+/// A check's outcome was a mismatch (exit status 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Mismatch(pub String);
+
+fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
+    crate::sys::install_stop_handlers();
+    match action {
+        KernelAction::Restore => {
+            let done = crate::kernel::restore(data_dir)
+                .with_context(|| format!("restoring what {} lists", data_dir.display()))?;
+            if done.is_empty() {
+                println!("readpath kernel restore: nothing to put back");
+            }
+            for m in done {
+                println!("readpath kernel restore: unmounted {}", m.display());
+            }
+            Ok(())
+        }
+        KernelAction::Check { size } => {
+            let bytes = parse_size(&size)
+                .ok()
+                .filter(|&n| (4096..=256 << 20).contains(&n) && n % 4096 == 0)
+                .ok_or_else(|| {
+                    BadInput(format!(
+                        "--size \"{size}\": allowed a multiple of 4K from 4K to 256M"
+                    ))
+                })?;
+            let fs = crate::kernel::ScratchFs::create(data_dir, (bytes * 2).max(64 << 20))
+                .map_err(|e| BadInput(format!("readpath kernel check: {e}")))?;
+            let mut quiet = |_: u64, _: u64| {};
+            let (ds, _) = Dataset::open_or_prepare(data_dir, bytes, b"", &mut quiet)?;
+            let plain = std::fs::read(ds.path(crate::dataset::Variant::Plain))?;
+            println!(
+                "readpath kernel check: {} of the dataset's plaintext through the kernel's fscrypt on an ext4 image (encrypt, 4K blocks) loop-mounted at {}",
+                crate::settings::format_size(bytes),
+                fs.mnt.display()
+            );
+            let mut mismatch = Vec::new();
+            for kind in [CipherKind::Aes256Xts, CipherKind::Adiantum] {
+                match crate::kernel::check_contents(
+                    &fs.mnt,
+                    &fs.image,
+                    ds.master_key(),
+                    &plain,
+                    kind,
+                ) {
+                    Ok(c) => {
+                        let units = c.bytes / 4096;
+                        let verdict = if c.matched() { "MATCH" } else { "MISMATCH" };
+                        println!(
+                            "  fscrypt contents, {} (v2 policy, nonce {}, {} extent(s)): {} of {units} data units equal to readpath's: {verdict}",
+                            kind.name(),
+                            c.nonce,
+                            c.extents,
+                            c.units_equal
+                        );
+                        if !c.matched() {
+                            mismatch.push(format!(
+                                "{}: first differing data unit {:?}",
+                                kind.name(),
+                                c.first_mismatch
+                            ));
+                        }
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ENOPKG) => println!(
+                        "  fscrypt contents, {}: not checked: this kernel lacks the cipher ({e})",
+                        kind.name()
+                    ),
+                    Err(e) => return Err(anyhow::anyhow!("{}: {e}", kind.name())),
+                }
+            }
+            if crate::kernel::ext4_has_verity() {
+                println!(
+                    "  fs-verity digest: not checked yet (FS_IOC_ENABLE_VERITY / FS_IOC_MEASURE_VERITY come with the next part of this work)"
+                );
+            } else {
+                println!(
+                    "  fs-verity digest: not checked: this kernel's ext4 has no fs-verity (/sys/fs/ext4/features/verity is missing: CONFIG_FS_VERITY is not set)"
+                );
+            }
+            fs.remove().context("unmounting the scratch image")?;
+            if mismatch.is_empty() {
+                Ok(())
+            } else {
+                Err(Mismatch(mismatch.join("; ")).into())
+            }
+        }
+    }
 }
 
 fn digest(block_size: usize, salt: &str, files: &[PathBuf]) -> Result<()> {

@@ -487,6 +487,11 @@ impl Dataset {
         &self.tree
     }
 
+    /// The fscrypt master key (64 bytes; stored in the clear in the header).
+    pub fn master_key(&self) -> &[u8] {
+        &self.master_key
+    }
+
     /// A contents cipher keyed with this file's per-file key.
     pub fn cipher(&self, kind: CipherKind) -> ContentsCipher {
         let mut key = vec![0u8; kind.key_size()];

@@ -175,3 +175,77 @@ fn a_file_on_the_image_reports_encrypted_extents() {
     drop(f);
     fscrypt::remove_key(&root, id).unwrap();
 }
+
+#[test]
+fn a_check_left_mounted_by_a_crash_is_put_back_by_restore() {
+    if let Some(why) = missing() {
+        eprintln!("SKIP a_check_left_mounted_by_a_crash_is_put_back_by_restore: needs {why}");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let fs = match readpath::kernel::ScratchFs::create(data.path(), 64 << 20) {
+        Ok(fs) => fs,
+        Err(e) => {
+            eprintln!("SKIP a_check_left_mounted_by_a_crash_is_put_back_by_restore: {e}");
+            return;
+        }
+    };
+    let mnt = fs.mnt.clone();
+    // Whatever happens below, the mount goes when the test ends.
+    struct Undo<'a>(&'a Path);
+    impl Drop for Undo<'_> {
+        fn drop(&mut self) {
+            let _ = readpath::kernel::restore(self.0);
+        }
+    }
+    let _undo = Undo(data.path());
+    assert!(readpath::kernel::is_mount_point(&mnt));
+    // A crash: nothing runs the guard.
+    std::mem::forget(fs);
+    let state = data.path().join("kernel/state.json");
+    assert!(state.exists(), "the mount is recorded before it is made");
+    let done = readpath::kernel::restore(data.path()).unwrap();
+    assert_eq!(done, vec![mnt.clone()]);
+    assert!(!readpath::kernel::is_mount_point(&mnt));
+    assert!(!state.exists());
+    assert!(!data.path().join("kernel/fs.img").exists());
+    // Nothing more to do the second time.
+    assert!(readpath::kernel::restore(data.path()).unwrap().is_empty());
+}
+
+#[test]
+fn kernel_check_on_the_command_line_matches_or_says_why_not() {
+    let data = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["kernel", "check", "--size", "1M", "--data-dir"])
+        .arg(data.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if let Some(why) = missing() {
+        assert_eq!(o.status.code(), Some(2), "{out}{err}");
+        eprintln!("SKIP kernel_check_on_the_command_line_matches_or_says_why_not: needs {why}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(
+        out.contains("aes-256-xts")
+            && out.contains("256 of 256 data units")
+            && out.contains("MATCH"),
+        "{out}"
+    );
+    assert!(out.contains("fs-verity digest"), "{out}");
+    assert!(!data.path().join("kernel/state.json").exists());
+    assert!(!readpath::kernel::is_mount_point(
+        &data.path().join("kernel/mnt")
+    ));
+    // Bad input: exit 2 naming the flag.
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["kernel", "check", "--size", "1G", "--data-dir"])
+        .arg(data.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--size \"1G\""));
+}

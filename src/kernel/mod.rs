@@ -143,3 +143,161 @@ pub fn check_contents(
     let _ = fscrypt::remove_key(&root, id);
     result
 }
+
+/// A scratch ext4 image with `encrypt`, loop-mounted under the data dir
+/// for a check, and everything it changes outside the data dir (the mount,
+/// the loop device) put back: on drop, and, after a crash, by the next
+/// [`restore`] (the mount is recorded in `DATA_DIR/kernel/state.json`
+/// before it is made).
+pub struct ScratchFs {
+    dir: std::path::PathBuf,
+    /// The image file.
+    pub image: std::path::PathBuf,
+    /// Where it is mounted.
+    pub mnt: std::path::PathBuf,
+    mounted: bool,
+}
+
+/// The state file of [`ScratchFs`] under `data_dir`.
+fn state_path(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("kernel").join("state.json")
+}
+
+/// True when `path` is a mount point (in `/proc/self/mountinfo`).
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = path.to_string_lossy();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| m.replace("\\040", " ") == want)
+}
+
+fn run(cmd: &mut std::process::Command) -> io::Result<()> {
+    let o = cmd.output().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("{:?}: {e}", cmd.get_program().to_string_lossy()),
+        )
+    })?;
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{:?} failed: {}",
+            cmd,
+            String::from_utf8_lossy(&o.stderr).trim()
+        )))
+    }
+}
+
+/// Puts back what an earlier [`ScratchFs`] left (a crash, a kill -9):
+/// unmounts each mount its state file lists that is still mounted, then
+/// removes the state and the image. Returns what it unmounted.
+pub fn restore(data_dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+    let sp = state_path(data_dir);
+    let Ok(text) = std::fs::read_to_string(&sp) else {
+        return Ok(Vec::new());
+    };
+    let mut done = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mnt = std::path::PathBuf::from(line.trim());
+        // Only what readpath made: a mount point inside its data dir.
+        if !mnt.starts_with(data_dir.join("kernel")) {
+            continue;
+        }
+        if is_mount_point(&mnt) {
+            run(std::process::Command::new("umount").arg(&mnt))?;
+            done.push(mnt);
+        }
+    }
+    let _ = std::fs::remove_file(data_dir.join("kernel").join("fs.img"));
+    std::fs::remove_file(&sp)?;
+    Ok(done)
+}
+
+impl ScratchFs {
+    /// Makes a `bytes` ext4 image with `encrypt` (block size 4096) under
+    /// `DATA_DIR/kernel/` and loop-mounts it there. Needs root, a loop
+    /// device and mkfs.ext4; the error says which is missing.
+    pub fn create(data_dir: &Path, bytes: u64) -> io::Result<ScratchFs> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "making and loop-mounting an ext4 image needs root",
+            ));
+        }
+        if !Path::new("/dev/loop-control").exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no loop devices (/dev/loop-control is missing; modprobe loop)",
+            ));
+        }
+        restore(data_dir)?;
+        let dir = data_dir.join("kernel");
+        std::fs::create_dir_all(&dir)?;
+        let image = dir.join("fs.img");
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt)?;
+        let f = File::create(&image)?;
+        f.set_len(bytes)?;
+        drop(f);
+        run(std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", "4096", "-O", "encrypt"])
+            .arg(&image))
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{e} (mkfs.ext4 is in Debian's e2fsprogs)"),
+            )
+        })?;
+        // Recorded before it is made: a crash leaves it for `restore`.
+        let sp = state_path(data_dir);
+        let tmp = sp.with_extension("tmp");
+        std::fs::write(&tmp, format!("{}\n", mnt.display()))?;
+        File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, &sp)?;
+        let mut s = ScratchFs {
+            dir,
+            image,
+            mnt,
+            mounted: false,
+        };
+        // `-o loop` attaches with autoclear: unmounting detaches it.
+        run(std::process::Command::new("mount")
+            .args(["-o", "loop,nodev,nosuid,noexec"])
+            .arg(&s.image)
+            .arg(&s.mnt))?;
+        s.mounted = true;
+        Ok(s)
+    }
+
+    /// Unmounts and removes the image and the state.
+    pub fn remove(mut self) -> io::Result<()> {
+        self.cleanup()
+    }
+
+    fn cleanup(&mut self) -> io::Result<()> {
+        if self.mounted {
+            run(std::process::Command::new("umount").arg(&self.mnt))?;
+            self.mounted = false;
+        }
+        let _ = std::fs::remove_file(&self.image);
+        let _ = std::fs::remove_dir(&self.mnt);
+        let _ = std::fs::remove_file(self.dir.join("state.json"));
+        Ok(())
+    }
+}
+
+impl Drop for ScratchFs {
+    fn drop(&mut self) {
+        let _ = self.cleanup();
+    }
+}
+
+/// Whether the running kernel's ext4 has fs-verity (`/sys/fs/ext4/features/verity`).
+pub fn ext4_has_verity() -> bool {
+    Path::new("/sys/fs/ext4/features/verity").exists()
+}
