@@ -327,7 +327,17 @@ pub enum KernelAction {
         #[arg(long, default_value = "4M")]
         size: String,
     },
-    /// Put back what an interrupted check left (its mount, its loop device).
+    /// Follow the kernel's post-read workqueues (fscrypt_read_queue,
+    /// fsverity_read_queue, blk_crypto_wq, f2fs_post_read_wq) through their
+    /// tracepoints, in a tracefs instance of readpath's own, and print each
+    /// queue's items, queue latency, execution time and CPU moves.
+    Trace {
+        /// How long to trace (100ms..=1d); Ctrl-C stops early.
+        #[arg(long, default_value = "10s", value_parser = compare_duration)]
+        duration: Duration,
+    },
+    /// Put back what an interrupted check or trace left (its mount, its
+    /// loop device, its tracefs instance).
     Restore,
 }
 
@@ -1160,7 +1170,49 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                 println!("readpath kernel restore: nothing to put back");
             }
             for m in done {
-                println!("readpath kernel restore: unmounted {}", m.display());
+                println!("readpath kernel restore: put back {}", m.display());
+            }
+            Ok(())
+        }
+        KernelAction::Trace { duration } => {
+            let t = crate::kernel::trace::Tracer::start(data_dir)
+                .map_err(|e| BadInput(format!("readpath kernel trace: {e}")))?;
+            let end = std::time::Instant::now() + duration;
+            while std::time::Instant::now() < end && !crate::sys::stop_requested() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let queues = t.finish();
+            println!(
+                "readpath kernel trace: the kernel's post-read workqueues over {:.1}s (workqueue tracepoints, tracefs instance of its own)",
+                duration.as_secs_f64()
+            );
+            if queues.is_empty() {
+                println!(
+                    "  no item on {}: nothing read an encrypted or verity file cold meanwhile",
+                    crate::kernel::trace::POST_READ_QUEUES.join(", ")
+                );
+            }
+            let mut names: Vec<_> = queues.keys().cloned().collect();
+            names.sort();
+            for n in names {
+                let q = &queues[&n];
+                let us = |h: &hdrhistogram::Histogram<u64>, p: f64| {
+                    crate::output::report::fio_us(h.value_at_quantile(p) as f64 / 1e3)
+                };
+                println!(
+                    "  {n}: {} items; queue (usec) p50={} p99={} max={}; exec (usec) p50={} p99={}; ran on another CPU than queued: {:.0}%",
+                    q.items,
+                    us(&q.queue_ns, 0.5),
+                    us(&q.queue_ns, 0.99),
+                    crate::output::report::fio_us(q.queue_ns.max() as f64 / 1e3),
+                    us(&q.exec_ns, 0.5),
+                    us(&q.exec_ns, 0.99),
+                    if q.items > 0 {
+                        q.moved as f64 * 100.0 / q.items as f64
+                    } else {
+                        0.0
+                    }
+                );
             }
             Ok(())
         }
@@ -1196,17 +1248,19 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                         let units = c.bytes / 4096;
                         let verdict = if c.matched() { "MATCH" } else { "MISMATCH" };
                         println!(
-                            "  fscrypt contents, {} (v2 policy, nonce {}, {} extent(s)): {} of {units} data units equal to readpath's: {verdict}",
+                            "  fscrypt contents, {} (v2 policy, nonce {}, {} extent(s)): {} of {units} data units equal to readpath's; read back cold through the kernel: {}: {verdict}",
                             kind.name(),
                             c.nonce,
                             c.extents,
-                            c.units_equal
+                            c.units_equal,
+                            if c.read_back { "equal" } else { "DIFFERENT" }
                         );
                         if !c.matched() {
                             mismatch.push(format!(
-                                "{}: first differing data unit {:?}",
+                                "{}: first differing data unit {:?}, read back {}",
                                 kind.name(),
-                                c.first_mismatch
+                                c.first_mismatch,
+                                if c.read_back { "equal" } else { "different" }
                             ));
                         }
                     }

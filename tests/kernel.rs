@@ -249,3 +249,101 @@ fn kernel_check_on_the_command_line_matches_or_says_why_not() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--size \"1G\""));
 }
+
+/// Why the kernel's workqueue tracepoints cannot be followed here.
+fn no_tracing() -> Option<String> {
+    if let Some(why) = missing() {
+        return Some(why);
+    }
+    if !Path::new("/sys/kernel/tracing/events/workqueue/workqueue_queue_work").exists() {
+        return Some(
+            "tracefs with workqueue events (mount -t tracefs nodev /sys/kernel/tracing)".into(),
+        );
+    }
+    None
+}
+
+#[test]
+fn the_kernels_fscrypt_queue_is_seen_through_its_tracepoints() {
+    if let Some(why) = no_tracing() {
+        eprintln!("SKIP the_kernels_fscrypt_queue_is_seen_through_its_tracepoints: needs {why}");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let fs = readpath::kernel::ScratchFs::create(data.path(), 64 << 20).unwrap();
+    let t = readpath::kernel::trace::Tracer::start(data.path()).unwrap();
+    let inst = format!(
+        "/sys/kernel/tracing/instances/readpath-{}",
+        std::process::id()
+    );
+    assert!(Path::new(&inst).exists());
+    // The check reads its file back cold: each readahead bio is decrypted
+    // by a work item on the kernel's fscrypt_read_queue.
+    let key = [3u8; 64];
+    let c = check_contents(
+        &fs.mnt,
+        &fs.image,
+        &key,
+        &plaintext(4 << 20),
+        CipherKind::Aes256Xts,
+    )
+    .unwrap();
+    assert!(c.matched(), "{c:?}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let queues = t.finish();
+    let q = queues
+        .get("fscrypt_read_queue")
+        .unwrap_or_else(|| panic!("no fscrypt_read_queue item: {:?}", queues.keys()));
+    assert!(q.items > 0);
+    assert_eq!(q.queue_ns.len(), q.exec_ns.len());
+    assert!(q.exec_ns.len() >= q.items);
+    // Only the post-read queues are followed, and the instance is gone.
+    assert!(
+        queues
+            .keys()
+            .all(|k| readpath::kernel::trace::POST_READ_QUEUES.contains(&k.as_str()))
+    );
+    assert!(!Path::new(&inst).exists());
+    assert!(
+        !data
+            .path()
+            .join(format!("kernel/trace-{}.state", std::process::id()))
+            .exists()
+    );
+    fs.remove().unwrap();
+}
+
+#[test]
+fn a_trace_killed_by_sigkill_is_put_back_by_restore() {
+    if let Some(why) = no_tracing() {
+        eprintln!("SKIP a_trace_killed_by_sigkill_is_put_back_by_restore: needs {why}");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["kernel", "trace", "--duration", "60s", "--data-dir"])
+        .arg(data.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let inst = PathBuf::from(format!(
+        "/sys/kernel/tracing/instances/readpath-{}",
+        child.id()
+    ));
+    let t0 = std::time::Instant::now();
+    while !inst.join("trace_pipe").exists() && t0.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(inst.exists(), "the trace started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(inst.exists(), "a SIGKILL leaves the instance");
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["kernel", "restore", "--data-dir"])
+        .arg(data.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&*inst.to_string_lossy()));
+    assert!(!inst.exists(), "restore removed it");
+}

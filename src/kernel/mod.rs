@@ -11,9 +11,11 @@
 //! (removed with its file, and the key removed, before it returns).
 
 pub mod fscrypt;
+pub mod trace;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use crate::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
@@ -33,12 +35,18 @@ pub struct ContentsCheck {
     pub first_mismatch: Option<u64>,
     /// The filesystem's block size (the data unit size).
     pub block_size: u64,
+    /// The file read back cold through the kernel (its page cache dropped:
+    /// every page read from the image and decrypted by the kernel's
+    /// fscrypt_read_queue) equals the plaintext.
+    pub read_back: bool,
 }
 
 impl ContentsCheck {
     /// True when every data unit matched.
     pub fn matched(&self) -> bool {
-        self.first_mismatch.is_none() && self.units_equal * DATA_UNIT_SIZE as u64 == self.bytes
+        self.first_mismatch.is_none()
+            && self.units_equal * DATA_UNIT_SIZE as u64 == self.bytes
+            && self.read_back
     }
 }
 
@@ -128,9 +136,17 @@ pub fn check_contents(
                 }
             }
         }
+        // Read back cold: the kernel decrypts what it wrote (on its
+        // fscrypt_read_queue) into the plaintext again.
+        // SAFETY: posix_fadvise on an open fd has no memory effects.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let mut back = Vec::with_capacity(plaintext.len());
+        File::open(&path)?.read_to_end(&mut back)?;
+        let read_back = back == plaintext;
         drop(f);
         std::fs::remove_file(&path)?;
         Ok(ContentsCheck {
+            read_back,
             bytes: plaintext.len() as u64,
             extents: extents.len(),
             nonce: hex::encode(nonce),
@@ -192,10 +208,79 @@ fn run(cmd: &mut std::process::Command) -> io::Result<()> {
     }
 }
 
-/// Puts back what an earlier [`ScratchFs`] left (a crash, a kill -9):
-/// unmounts each mount its state file lists that is still mounted, then
-/// removes the state and the image. Returns what it unmounted.
+/// Records a tracefs instance `path` about to be made by this process, in
+/// `DATA_DIR/kernel/trace-PID.state` (synced), for [`restore`] after a
+/// crash; returns the state file.
+pub(crate) fn record_state(data_dir: &Path, path: &Path) -> io::Result<std::path::PathBuf> {
+    let dir = data_dir.join("kernel");
+    std::fs::create_dir_all(&dir)?;
+    let sp = dir.join(format!("trace-{}.state", std::process::id()));
+    let tmp = sp.with_extension("tmp");
+    std::fs::write(&tmp, format!("{}\n", path.display()))?;
+    File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, &sp)?;
+    Ok(sp)
+}
+
+/// Removes the tracefs instances that processes now gone left (their
+/// state files under `DATA_DIR/kernel/`); returns them.
+fn restore_traces(data_dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut done = Vec::new();
+    let Ok(rd) = std::fs::read_dir(data_dir.join("kernel")) else {
+        return done;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("trace-")
+            .and_then(|r| r.strip_suffix(".state"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // A live process (this one included) still owns its instance.
+        if pid == std::process::id() as i32 || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let inst = std::path::PathBuf::from(text.trim());
+        // Only what readpath made: an instance named readpath-PID.
+        let ours = inst.parent() == Some(&Path::new(trace::TRACEFS).join("instances"))
+            && inst
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy() == format!("readpath-{pid}"));
+        if ours && inst.exists() {
+            for ev in [
+                "workqueue_queue_work",
+                "workqueue_execute_start",
+                "workqueue_execute_end",
+            ] {
+                let _ = std::fs::write(inst.join("events/workqueue").join(ev).join("enable"), "0");
+            }
+            if std::fs::remove_dir(&inst).is_ok() {
+                done.push(inst);
+            }
+        }
+        if !ours || !Path::new(text.trim()).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    done
+}
+
+/// Puts back what an earlier [`ScratchFs`] or [`trace::Tracer`] left (a
+/// crash, a kill -9): unmounts each mount its state file lists that is
+/// still mounted and removes the state and the image, and removes the
+/// tracefs instances of processes now gone. Returns what it put back.
 pub fn restore(data_dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+    let mut done = restore_traces(data_dir);
+    done.extend(restore_mounts(data_dir)?);
+    Ok(done)
+}
+
+fn restore_mounts(data_dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     let sp = state_path(data_dir);
     let Ok(text) = std::fs::read_to_string(&sp) else {
         return Ok(Vec::new());

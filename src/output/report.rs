@@ -306,7 +306,7 @@ fn format_size_approx(b: f64) -> String {
 }
 
 /// Formats microseconds with sensible precision.
-fn fio_us(us: f64) -> String {
+pub fn fio_us(us: f64) -> String {
     if us >= 100.0 {
         format!("{us:.0}")
     } else if us >= 10.0 {
