@@ -127,14 +127,16 @@ fn page_cached_inline_reads_are_handed_over_every_interval() {
     // The first interval may start before the reader; the last is cut short.
     let inner = &records[1..records.len().saturating_sub(1)];
     assert!(inner.len() >= 5, "{} records", records.len());
-    for r in inner {
-        assert!(
-            r.reads > 0,
-            "interval {} has no reads: {:?}",
-            r.seq,
-            records.iter().map(|r| r.reads).collect::<Vec<_>>()
-        );
-    }
+    // A reader starved for a whole 50 ms interval by the other tests
+    // running beside this one may miss one handoff; the bug this guards
+    // against (reads handed over only at the end) leaves most empty.
+    let reads: Vec<u64> = records.iter().map(|r| r.reads).collect();
+    let empty = inner.iter().filter(|r| r.reads == 0).count();
+    assert!(empty * 4 <= inner.len(), "empty intervals: {reads:?}");
+    assert!(
+        inner.windows(2).all(|w| w[0].reads > 0 || w[1].reads > 0),
+        "two empty intervals in a row: {reads:?}"
+    );
 }
 
 #[test]
@@ -237,7 +239,9 @@ fn live_changes_drain_rebuild_and_are_marked() {
     // Pause and resume.
     std::thread::sleep(Duration::from_millis(150));
     engine.pause();
-    std::thread::sleep(Duration::from_millis(120));
+    // Long enough for whole intervals of 50 ms to pass paused even when
+    // the sampler waits for a CPU (CI runs these tests side by side).
+    std::thread::sleep(Duration::from_millis(500));
     engine.resume().unwrap();
     std::thread::sleep(Duration::from_millis(150));
     let (t, rx) = engine.stop_with_records();
