@@ -1255,6 +1255,12 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                             c.units_equal,
                             if c.read_back { "equal" } else { "DIFFERENT" }
                         );
+                        println!(
+                            "    read back cold: {} in {:.1} ms ({:.0} MiB/s)",
+                            crate::settings::format_size(c.bytes),
+                            c.read_back_s * 1e3,
+                            c.bytes as f64 / (1 << 20) as f64 / c.read_back_s.max(1e-9)
+                        );
                         if !c.matched() {
                             mismatch.push(format!(
                                 "{}: first differing data unit {:?}, read back {}",

@@ -21,7 +21,7 @@ use std::path::Path;
 use crate::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
 
 /// What [`check_contents`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ContentsCheck {
     /// Plaintext bytes written.
     pub bytes: u64,
@@ -39,6 +39,8 @@ pub struct ContentsCheck {
     /// every page read from the image and decrypted by the kernel's
     /// fscrypt_read_queue) equals the plaintext.
     pub read_back: bool,
+    /// Seconds the cold read-back took.
+    pub read_back_s: f64,
 }
 
 impl ContentsCheck {
@@ -141,12 +143,15 @@ pub fn check_contents(
         // SAFETY: posix_fadvise on an open fd has no memory effects.
         unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         let mut back = Vec::with_capacity(plaintext.len());
+        let t0 = std::time::Instant::now();
         File::open(&path)?.read_to_end(&mut back)?;
+        let read_back_s = t0.elapsed().as_secs_f64();
         let read_back = back == plaintext;
         drop(f);
         std::fs::remove_file(&path)?;
         Ok(ContentsCheck {
             read_back,
+            read_back_s,
             bytes: plaintext.len() as u64,
             extents: extents.len(),
             nonce: hex::encode(nonce),
