@@ -1255,8 +1255,16 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                             c.units_equal,
                             if c.read_back { "equal" } else { "DIFFERENT" }
                         );
+                        let alg = match kind {
+                            CipherKind::Adiantum => "adiantum(xchacha12,aes)",
+                            _ => "xts(aes)",
+                        };
+                        let driver = crate::kernel::crypto_driver(alg).map_or_else(
+                            || format!("{alg}: driver unknown (/proc/crypto)"),
+                            |(d, p)| format!("the kernel's {alg} is {d} (priority {p})"),
+                        );
                         println!(
-                            "    read back cold: {} in {:.1} ms ({:.0} MiB/s)",
+                            "    read back cold: {} in {:.1} ms ({:.0} MiB/s); {driver}",
                             crate::settings::format_size(c.bytes),
                             c.read_back_s * 1e3,
                             c.bytes as f64 / (1 << 20) as f64 / c.read_back_s.max(1e-9)
