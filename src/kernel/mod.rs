@@ -421,6 +421,11 @@ pub fn parse_crypto_driver(text: &str, name: &str) -> Option<(String, i64)> {
     best
 }
 
+/// Whether the running kernel's ext4 has fs-verity (`/sys/fs/ext4/features/verity`).
+pub fn ext4_has_verity() -> bool {
+    Path::new("/sys/fs/ext4/features/verity").exists()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -435,9 +440,4 @@ mod tests {
             None
         );
     }
-}
-
-/// Whether the running kernel's ext4 has fs-verity (`/sys/fs/ext4/features/verity`).
-pub fn ext4_has_verity() -> bool {
-    Path::new("/sys/fs/ext4/features/verity").exists()
 }
