@@ -600,6 +600,25 @@ mod tests {
         assert_eq!(t.join().unwrap(), 100);
     }
 
+    /// Workers 0 and 1 of `q`, serving it with `work(worker, item)` until
+    /// `stop`.
+    fn two_workers(
+        q: &Arc<WorkQueue>,
+        stop: &Arc<std::sync::atomic::AtomicBool>,
+        work: impl Fn(usize, WorkItem) + Send + Sync + 'static,
+    ) -> Vec<std::thread::JoinHandle<()>> {
+        let work = Arc::new(work);
+        (0..2)
+            .map(|i| {
+                let (q, stop, work) = (q.clone(), stop.clone(), work.clone());
+                std::thread::spawn(move || {
+                    q.register_worker(i);
+                    q.serve(i, &stop, &mut (), |_| {}, |_, it| work(i, it))
+                })
+            })
+            .collect()
+    }
+
     /// Two workers of one queue serve it until `stop`; item 0 blocks
     /// (leaving the running count) until `release` is set. Returns the
     /// slots done while item 0 was still blocked.
@@ -609,31 +628,19 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let release = Arc::new(AtomicBool::new(false));
         let done = Arc::new(Mutex::new(Vec::new()));
-        let threads: Vec<_> = (0..2)
-            .map(|i| {
-                let (q, stop, release, done) =
-                    (q.clone(), stop.clone(), release.clone(), done.clone());
-                std::thread::spawn(move || {
-                    q.register_worker(i);
-                    q.serve(
-                        i,
-                        &stop,
-                        &mut (),
-                        |_| {},
-                        |_, it| {
-                            if it.slot == 0 {
-                                q.block();
-                                while !release.load(Ordering::SeqCst) {
-                                    std::thread::sleep(std::time::Duration::from_millis(1));
-                                }
-                                q.unblock();
-                            }
-                            done.lock().unwrap().push(it.slot);
-                        },
-                    )
-                })
+        let threads = {
+            let (q2, release, done) = (q.clone(), release.clone(), done.clone());
+            two_workers(&q, &stop, move |_, it| {
+                if it.slot == 0 {
+                    q2.block();
+                    while !release.load(Ordering::SeqCst) {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    q2.unblock();
+                }
+                done.lock().unwrap().push(it.slot);
             })
-            .collect();
+        };
         q.push(item(0));
         // Item 0 is taken and blocks: its worker leaves the running count.
         let t0 = std::time::Instant::now();
@@ -676,26 +683,15 @@ mod tests {
     fn busy_first_worker(q: Arc<WorkQueue>) -> [usize; 2] {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ran = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-        let threads: Vec<_> = (0..2)
-            .map(|i| {
-                let (q, stop, ran) = (q.clone(), stop.clone(), ran.clone());
-                std::thread::spawn(move || {
-                    q.register_worker(i);
-                    q.serve(
-                        i,
-                        &stop,
-                        &mut (),
-                        |_| {},
-                        |_, it| {
-                            if it.slot == 0 {
-                                std::thread::sleep(std::time::Duration::from_millis(30));
-                            }
-                            ran[i].fetch_add(1, Ordering::SeqCst);
-                        },
-                    )
-                })
+        let threads = {
+            let ran = ran.clone();
+            two_workers(&q, &stop, move |i, it| {
+                if it.slot == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(30));
+                }
+                ran[i].fetch_add(1, Ordering::SeqCst);
             })
-            .collect();
+        };
         // Both asleep (worker 1 of a managed pool starts asleep).
         while q.idle.load(Ordering::SeqCst) < 2 {
             std::thread::sleep(std::time::Duration::from_millis(1));

@@ -11,7 +11,7 @@ use crate::crypto::{ContentsCipher, DATA_UNIT_SIZE};
 use crate::dataset::{Dataset, VERITY_BLOCK_SIZE};
 use crate::metrics::{Recorder, Registry, Stage, stamp};
 use crate::settings::{Settings, VerifyMode, WorkerMode};
-use crate::verity::merkle::VerifiedCache;
+use crate::verity::merkle::{HashBlocks, VerifiedCache, VerifyError};
 
 use super::pagecache::PageCache;
 use super::queue::{NO_BIO, Queues, ReturnQueue, WorkItem, WorkQueue};
@@ -300,6 +300,9 @@ impl Ctx {
                 || format!("bio at offset {} ({n} pages)", item.offset),
                 "every read of its pages fails",
             );
+            if let Some(r) = &reader {
+                r.stats().add_to(&mut rec.counters);
+            }
             let t2 = stamp();
             rec.record(Stage::Verify, t2 - t);
         }
@@ -348,44 +351,34 @@ impl Ctx {
         what: impl Fn() -> String,
         then: &str,
     ) -> bool {
-        let ok = self.verify_blocks_in(rec, cold, first_block, n, block, what, then);
-        if let Some(r) = cold {
-            r.stats().add_to(&mut rec.counters);
-        }
-        ok
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn verify_blocks_in<'b>(
-        &self,
-        rec: &mut Recorder,
-        cold: Option<&super::tree::TreeReader<'_>>,
-        first_block: u64,
-        n: usize,
-        block: impl Fn(usize) -> &'b [u8],
-        what: impl Fn() -> String,
-        then: &str,
-    ) -> bool {
         let tree = self.dataset.tree();
+        // The hash blocks: the tree's pages in the page cache (cold), else
+        // the tree held in memory with the engine's verified bitmap.
+        let resident;
+        let blocks: &dyn HashBlocks = match cold {
+            Some(r) => r,
+            None => match tree.resident(&self.cache) {
+                Ok(r) => {
+                    resident = r;
+                    &resident
+                }
+                Err(e) => {
+                    self.verity_failed(&e, &what, then);
+                    return false;
+                }
+            },
+        };
         let mut i = 0;
         while i < n {
             let pair = i + 1 < n;
             let blk = first_block + i as u64;
-            let results = match (cold, pair) {
-                (Some(r), true) => {
-                    tree.verify_block_pair_in(r, [blk, blk + 1], [block(i), block(i + 1)])
-                }
-                (Some(r), false) => [
-                    tree.verify_block_in(r, blk, block(i)),
+            let results = if pair {
+                tree.verify_block_pair_in(blocks, [blk, blk + 1], [block(i), block(i + 1)])
+            } else {
+                [
+                    tree.verify_block_in(blocks, blk, block(i)),
                     Ok(Default::default()),
-                ],
-                (None, true) => {
-                    tree.verify_block_pair(&self.cache, [blk, blk + 1], [block(i), block(i + 1)])
-                }
-                (None, false) => [
-                    tree.verify_block(&self.cache, blk, block(i)),
-                    Ok(Default::default()),
-                ],
+                ]
             };
             for r in &results[..if pair { 2 } else { 1 }] {
                 rec.counters.verified_blocks += 1;
@@ -401,17 +394,7 @@ impl Ctx {
                         }
                     }
                     Err(e) => {
-                        if !self.verity_noticed.swap(true, Ordering::Relaxed) {
-                            self.notices.push(format!(
-                                "verity: {} failed verification ({e}); {then}{}",
-                                what(),
-                                if self.settings.pipeline.corrupt_every > 0 {
-                                    " (pipeline.corrupt_every is on)"
-                                } else {
-                                    ""
-                                }
-                            ));
-                        }
+                        self.verity_failed(e, &what, then);
                         return false;
                     }
                 }
@@ -419,6 +402,22 @@ impl Ctx {
             i += 2;
         }
         true
+    }
+
+    /// The first verity failure of the pipeline becomes a notice naming
+    /// `what` failed and what `then` happens.
+    fn verity_failed(&self, e: &VerifyError, what: &impl Fn() -> String, then: &str) {
+        if !self.verity_noticed.swap(true, Ordering::Relaxed) {
+            self.notices.push(format!(
+                "verity: {} failed verification ({e}); {then}{}",
+                what(),
+                if self.settings.pipeline.corrupt_every > 0 {
+                    " (pipeline.corrupt_every is on)"
+                } else {
+                    ""
+                }
+            ));
+        }
     }
 
     /// Worker side: take an item off a queue and finish what it needs.

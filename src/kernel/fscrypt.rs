@@ -44,6 +44,19 @@ struct KeySpecifier {
 }
 const KEY_SPEC_TYPE_IDENTIFIER: u32 = 2;
 
+impl KeySpecifier {
+    /// A v2 key by its identifier (all zeros: the kernel fills it in).
+    fn identifier(id: [u8; 16]) -> KeySpecifier {
+        let mut identifier = [0u8; 32];
+        identifier[..16].copy_from_slice(&id);
+        KeySpecifier {
+            kind: KEY_SPEC_TYPE_IDENTIFIER,
+            reserved: 0,
+            identifier,
+        }
+    }
+}
+
 /// `struct fscrypt_add_key_arg` with room for a 64-byte raw key.
 #[repr(C)]
 struct AddKeyArg {
@@ -135,11 +148,7 @@ pub fn add_key(dir: &File, key: &[u8]) -> io::Result<[u8; 16]> {
         ));
     }
     let mut arg = AddKeyArg {
-        key_spec: KeySpecifier {
-            kind: KEY_SPEC_TYPE_IDENTIFIER,
-            reserved: 0,
-            identifier: [0; 32],
-        },
+        key_spec: KeySpecifier::identifier([0; 16]),
         raw_size: key.len() as u32,
         key_id: 0,
         reserved: [0; 8],
@@ -160,15 +169,10 @@ pub fn add_key(dir: &File, key: &[u8]) -> io::Result<[u8; 16]> {
 /// (`FS_IOC_REMOVE_ENCRYPTION_KEY`): its files' keys are wiped.
 pub fn remove_key(dir: &File, identifier: [u8; 16]) -> io::Result<()> {
     let mut arg = RemoveKeyArg {
-        key_spec: KeySpecifier {
-            kind: KEY_SPEC_TYPE_IDENTIFIER,
-            reserved: 0,
-            identifier: [0; 32],
-        },
+        key_spec: KeySpecifier::identifier(identifier),
         removal_status_flags: 0,
         reserved: [0; 5],
     };
-    arg.key_spec.identifier[..16].copy_from_slice(&identifier);
     // SAFETY: `arg` is a valid fscrypt_remove_key_arg.
     let r = unsafe { libc::ioctl(dir.as_raw_fd(), FS_IOC_REMOVE_ENCRYPTION_KEY as _, &mut arg) };
     check(r, "FS_IOC_REMOVE_ENCRYPTION_KEY")

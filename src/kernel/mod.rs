@@ -257,11 +257,7 @@ fn restore_traces(data_dir: &Path) -> Vec<std::path::PathBuf> {
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy() == format!("readpath-{pid}"));
         if ours && inst.exists() {
-            for ev in [
-                "workqueue_queue_work",
-                "workqueue_execute_start",
-                "workqueue_execute_end",
-            ] {
+            for ev in trace::EVENTS {
                 let _ = std::fs::write(inst.join("events/workqueue").join(ev).join("enable"), "0");
             }
             if std::fs::remove_dir(&inst).is_ok() {

@@ -30,6 +30,13 @@ pub const POST_READ_QUEUES: &[&str] = &[
     "f2fs_post_read_wq",
 ];
 
+/// The tracepoints a [`Tracer`] enables (under `events/workqueue/`).
+pub const EVENTS: &[&str] = &[
+    "workqueue_queue_work",
+    "workqueue_execute_start",
+    "workqueue_execute_end",
+];
+
 /// Where tracefs is mounted.
 pub const TRACEFS: &str = "/sys/kernel/tracing";
 
@@ -233,11 +240,7 @@ impl Tracer {
             .join(" || ");
         let ev = t.dir.join("events/workqueue");
         write(&ev.join("workqueue_queue_work/filter"), &filter)?;
-        for e in [
-            "workqueue_queue_work",
-            "workqueue_execute_start",
-            "workqueue_execute_end",
-        ] {
+        for e in EVENTS {
             write(&ev.join(e).join("enable"), "1")?;
         }
         write(&t.dir.join("tracing_on"), "1")?;
@@ -293,11 +296,7 @@ impl Tracer {
     fn teardown(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         let _ = write(&self.dir.join("tracing_on"), "0");
-        for e in [
-            "workqueue_queue_work",
-            "workqueue_execute_start",
-            "workqueue_execute_end",
-        ] {
+        for e in EVENTS {
             let _ = write(
                 &self.dir.join("events/workqueue").join(e).join("enable"),
                 "0",

@@ -107,8 +107,23 @@ pub fn read_stdin(timeout_ms: i32, buf: &mut [u8]) -> StdinRead {
     }
 }
 
+/// Bytes free for an unprivileged user on the filesystem of `path`
+/// (`statvfs(2)`: f_bavail x f_frsize).
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    let st = statvfs(path).ok()?;
+    // The field types vary by target (32-bit on some); widen them all.
+    #[allow(clippy::unnecessary_cast)]
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
 /// The block size of the filesystem of `path` (`statvfs(2)`: f_bsize).
 pub fn fs_block_size(path: &Path) -> std::io::Result<u64> {
+    #[allow(clippy::unnecessary_cast)]
+    Ok(statvfs(path)?.f_bsize as u64)
+}
+
+/// `statvfs(2)` of `path`.
+fn statvfs(path: &Path) -> std::io::Result<libc::statvfs> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
@@ -119,27 +134,7 @@ pub fn fs_block_size(path: &Path) -> std::io::Result<u64> {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: statvfs returned 0, so the kernel filled in the whole struct.
-    let st = unsafe { st.assume_init() };
-    #[allow(clippy::unnecessary_cast)]
-    Ok(st.f_bsize as u64)
-}
-
-/// Bytes free for an unprivileged user on the filesystem of `path`
-/// (`statvfs(2)`: f_bavail x f_frsize).
-pub fn free_bytes(path: &Path) -> Option<u64> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c` is a valid NUL-terminated path and `st` points to writable
-    // memory the size of a statvfs.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so the kernel filled in the whole struct.
-    let st = unsafe { st.assume_init() };
-    // The field types vary by target (32-bit on some); widen them all.
-    #[allow(clippy::unnecessary_cast)]
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    Ok(unsafe { st.assume_init() })
 }
 
 /// Makes a FIFO at `path` (`mkfifo(3)`), mode `mode`.

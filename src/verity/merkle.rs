@@ -169,8 +169,9 @@ pub trait HashBlocks {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockUnreadable;
 
-/// The tree in memory and a bitmap of verified blocks.
-struct Resident<'a> {
+/// The tree in memory and a bitmap of verified blocks, as a [`HashBlocks`]
+/// (made by [`MerkleTree::resident`]).
+pub struct Resident<'a> {
     tree: &'a MerkleTree,
     cache: &'a VerifiedCache,
 }
@@ -794,10 +795,17 @@ impl MerkleTree {
         block_index: u64,
         data: &[u8],
     ) -> Result<VerifyStats, VerifyError> {
+        self.verify_block_in(&self.resident(cache)?, block_index, data)
+    }
+
+    /// The tree held in memory with `cache`'s verified marks, as a
+    /// [`HashBlocks`]; [`VerifyError::WrongCache`] when another tree made
+    /// `cache`.
+    pub fn resident<'a>(&'a self, cache: &'a VerifiedCache) -> Result<Resident<'a>, VerifyError> {
         if cache.tree_id != self.id {
             return Err(VerifyError::WrongCache);
         }
-        self.verify_block_in(&Resident { tree: self, cache }, block_index, data)
+        Ok(Resident { tree: self, cache })
     }
 
     /// [`MerkleTree::verify_block`] with the hash blocks and their verified marks from
@@ -825,10 +833,10 @@ impl MerkleTree {
         index: [u64; 2],
         data: [&[u8]; 2],
     ) -> [Result<VerifyStats, VerifyError>; 2] {
-        if cache.tree_id != self.id {
-            return [Err(VerifyError::WrongCache), Err(VerifyError::WrongCache)];
+        match self.resident(cache) {
+            Ok(r) => self.verify_block_pair_in(&r, index, data),
+            Err(e) => [Err(e.clone()), Err(e)],
         }
-        self.verify_block_pair_in(&Resident { tree: self, cache }, index, data)
     }
 
     /// [`MerkleTree::verify_block_pair`] with the hash blocks from `blocks` (see
