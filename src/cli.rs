@@ -125,7 +125,7 @@ pub enum Format {
 #[derive(Debug, Clone, clap::Args)]
 pub struct SettingsArgs {
     /// A preset: a shipped or saved name (see `readpath presets list`), or a
-    /// TOML file with [workload], [pipeline], [workers], [cache], [load] sections.
+    /// TOML file with [workload], [pipeline], [workers], [cache], [load], [kernel] sections.
     #[arg(long, value_name = "NAME|FILE")]
     pub preset: Option<String>,
     /// Override one setting, e.g. --set workers.mode=bound (repeatable).

@@ -28,11 +28,11 @@ pub const POLICY_FLAGS_PAD_32: u8 = 0x03;
 
 /// An ioctl request number (`_IOC(dir, 'f', nr, size)`); passed `as _`,
 /// since glibc and musl type the request differently.
-const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
+pub(crate) const fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
     (dir << 30) | ((size as u32) << 16) | ((b'f' as u32) << 8) | nr
 }
-const IOC_WRITE: u32 = 1;
-const IOC_READ: u32 = 2;
+pub(crate) const IOC_WRITE: u32 = 1;
+pub(crate) const IOC_READ: u32 = 2;
 
 /// `struct fscrypt_key_specifier`.
 #[repr(C)]

@@ -11,6 +11,7 @@
 //! (removed with its file, and the key removed, before it returns).
 
 pub mod fscrypt;
+pub mod fsverity;
 pub mod trace;
 
 use std::fs::{File, OpenOptions};

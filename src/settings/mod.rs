@@ -53,7 +53,11 @@ pub const MAX_MAX_ACTIVE: u32 = 512;
 pub const MAX_HOGS: u32 = 256;
 
 /// The sections of a settings file, in order.
-pub const SECTIONS: &[&str] = &["workload", "pipeline", "workers", "cache", "load"];
+pub const SECTIONS: &[&str] = &["workload", "pipeline", "workers", "cache", "load", "kernel"];
+/// Largest `kernel.read_ahead_kb` (128 MiB).
+pub const MAX_KERNEL_READ_AHEAD_KB: u32 = 128 << 10;
+/// Longest `kernel.dir`, in bytes (the kernel's `PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
 
 /// A set of named choices (the enums below and [`CipherKind`]).
 trait Choice: Copy + PartialEq + 'static {
@@ -139,6 +143,38 @@ macro_rules! setting_enum {
             }
         }
     };
+}
+
+setting_enum! {
+    /// What runs the post-read work (`workload.target`).
+    Target {
+        /// readpath's model: its own page cache, queues and workers.
+        Model => "model",
+        /// The running kernel: a file on an ext4 with `encrypt`, read through
+        /// the kernel's own fscrypt (and fs-verity where it has it).
+        Kernel => "kernel",
+    }
+}
+
+setting_enum! {
+    /// The kernel's `workqueue.default_affinity_scope` as `kernel.affinity_scope`
+    /// sets it; `default` leaves it as the machine has it.
+    #[derive(Default)]
+    KernelScope {
+        /// Not changed.
+        #[default]
+        Default => "default",
+        /// Each CPU its own pod.
+        Cpu => "cpu",
+        /// A pod per core.
+        Smt => "smt",
+        /// A pod per last-level cache.
+        Cache => "cache",
+        /// A pod per NUMA node.
+        Numa => "numa",
+        /// One pod of every CPU.
+        System => "system",
+    }
 }
 
 setting_enum! {
@@ -247,6 +283,8 @@ setting_enum! {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Workload {
+    /// What does the post-read work: the model or the running kernel.
+    pub target: Target,
     pub engine: EngineKind,
     pub sleep: SleepMode,
     /// Open the file with `O_DIRECT`.
@@ -277,6 +315,7 @@ pub struct Workload {
 impl Default for Workload {
     fn default() -> Self {
         Workload {
+            target: Target::Model,
             engine: EngineKind::Uring,
             sleep: SleepMode::Iowait,
             direct: false,
@@ -387,6 +426,25 @@ pub struct Load {
     pub hog_nice: i32,
 }
 
+/// `[kernel]`: the real kernel with `workload.target = "kernel"`: where
+/// its file lives, and the system knobs readpath turns (each put back on
+/// exit; `default` / empty = not changed).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Kernel {
+    /// A directory on a filesystem with `encrypt`; empty = an ext4 image
+    /// readpath makes and loop-mounts under its data dir (root).
+    pub dir: String,
+    /// `/sys/module/workqueue/parameters/default_affinity_scope` (global).
+    pub affinity_scope: KernelScope,
+    /// `/sys/devices/virtual/workqueue/cpumask`; empty = not changed.
+    pub unbound_cpus: Vec<usize>,
+    /// The file's block device's `queue/read_ahead_kb`; None = not changed.
+    pub read_ahead_kb: Option<u32>,
+    /// The file's block device's `queue/rq_affinity` (0, 1, 2); None = not changed.
+    pub rq_affinity: Option<u8>,
+}
+
 /// A complete, validated workload description.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -396,6 +454,7 @@ pub struct Settings {
     pub workers: Workers,
     pub cache: Cache,
     pub load: Load,
+    pub kernel: Kernel,
 }
 
 mod hex_bytes {
@@ -425,6 +484,11 @@ pub struct KeyInfo {
 /// Every setting key with a one-line description and the allowed values, in
 /// section order (used by --help, the TUI and error messages).
 pub const KEYS: &[KeyInfo] = &[
+    KeyInfo {
+        key: "workload.target",
+        allowed: "model, kernel",
+        help: "what does the post-read work: readpath's model, or the running kernel's own fscrypt and fs-verity on a real ext4 file",
+    },
     KeyInfo {
         key: "workload.engine",
         allowed: "uring, sync",
@@ -570,6 +634,31 @@ pub const KEYS: &[KeyInfo] = &[
         allowed: "-20..=19",
         help: "nice value of the hog threads",
     },
+    KeyInfo {
+        key: "kernel.dir",
+        allowed: "\"\" (an ext4 image readpath makes and loop-mounts under its data dir, as root) or an absolute path of a directory on a filesystem with the encrypt feature",
+        help: "where the kernel target's files live (workload.target = kernel)",
+    },
+    KeyInfo {
+        key: "kernel.affinity_scope",
+        allowed: "default (not changed), cpu, smt, cache, numa, system",
+        help: "the kernel's workqueue.default_affinity_scope: where fscrypt's unbound queue runs work (global: every unbound queue of the machine)",
+    },
+    KeyInfo {
+        key: "kernel.unbound_cpus",
+        allowed: "default (not changed) or a CPU list like \"0-3,6\"",
+        help: "the CPUs every unbound workqueue may run on (/sys/devices/virtual/workqueue/cpumask; global)",
+    },
+    KeyInfo {
+        key: "kernel.read_ahead_kb",
+        allowed: "default (not changed) or 0..=131072",
+        help: "the kernel file's block device's read_ahead_kb (the kernel's readahead window)",
+    },
+    KeyInfo {
+        key: "kernel.rq_affinity",
+        allowed: "default (not changed), 0, 1 or 2",
+        help: "the block device's rq_affinity: complete a request on the CPU that issued it (1: its cache group, 2: that CPU)",
+    },
 ];
 
 /// The [`KeyInfo`] of `key` (`section.key`), if it is a setting.
@@ -590,7 +679,8 @@ fn info(key: &str) -> &'static KeyInfo {
 fn is_text_key(key: &str) -> bool {
     matches!(
         key,
-        "workload.engine"
+        "workload.target"
+            | "workload.engine"
             | "workload.sleep"
             | "workload.completion"
             | "workload.pattern"
@@ -601,6 +691,9 @@ fn is_text_key(key: &str) -> bool {
             | "workers.affinity_scope"
             | "cache.size"
             | "cache.device"
+            | "kernel.dir"
+            | "kernel.affinity_scope"
+            | "kernel.unbound_cpus"
     )
 }
 
@@ -1101,6 +1194,37 @@ fn cpus(key: &str, v: &Val) -> Result<Vec<usize>, SettingsError> {
     Ok(out)
 }
 
+/// `kernel.dir`: empty, or an absolute path without control characters.
+fn dir_path(key: &str, v: &Val) -> Result<String, SettingsError> {
+    let allowed = info(key).allowed;
+    let Val::Str(p) = v else {
+        return Err(wrong_type(key, v, allowed.to_string()));
+    };
+    let problem = if p.is_empty() {
+        None
+    } else if p.len() > MAX_PATH_BYTES {
+        Some(format!(
+            "{} bytes is longer than PATH_MAX ({MAX_PATH_BYTES})",
+            p.len()
+        ))
+    } else if p.chars().any(char::is_control) {
+        Some("it contains a control character".to_string())
+    } else if !p.starts_with('/') {
+        Some("it is not an absolute path".to_string())
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(p.clone()),
+        Some(reason) => Err(SettingsError::Invalid {
+            key: key.to_string(),
+            value: v.written(),
+            reason: format!("{reason}; allowed {allowed}"),
+            allowed: allowed.to_string(),
+        }),
+    }
+}
+
 pub(crate) fn cpu_number_error(n: impl fmt::Display) -> String {
     format!("CPU {n} is out of range: CPU numbers are 0..={MAX_CPU_NUMBER}")
 }
@@ -1302,7 +1426,11 @@ impl Settings {
         let k = &mut self.workers;
         let l = &mut self.load;
         let c = &mut self.cache;
+        let kn = &mut self.kernel;
+        let is_default =
+            |v: &Val| matches!(v, Val::Str(t) if t.trim().eq_ignore_ascii_case("default"));
         match key {
+            "workload.target" => w.target = choice(key, v)?,
             "workload.engine" => w.engine = choice(key, v)?,
             "workload.sleep" => w.sleep = choice(key, v)?,
             "workload.direct" => w.direct = boolean(key, v)?,
@@ -1339,6 +1467,41 @@ impl Settings {
             "load.hog_nice" => {
                 l.hog_nice = i32::try_from(int_in(key, v, -20, 19)?).unwrap_or_default()
             }
+            "kernel.dir" => kn.dir = dir_path(key, v)?,
+            "kernel.affinity_scope" => kn.affinity_scope = choice(key, v)?,
+            "kernel.unbound_cpus" => {
+                kn.unbound_cpus = match v {
+                    Val::Str(t) if t.trim().is_empty() => Vec::new(),
+                    _ if is_default(v) => Vec::new(),
+                    _ => {
+                        let bare = matches!(v, Val::Str(t) if t.trim() == "[]");
+                        let cpus = if bare { Vec::new() } else { cpus(key, v)? };
+                        if cpus.is_empty() {
+                            return Err(SettingsError::Invalid {
+                                key: key.to_string(),
+                                value: v.written(),
+                                reason: "an empty CPU list would leave unbound work nowhere to run; use \"default\" to leave it unchanged".into(),
+                                allowed: info(key).allowed.to_string(),
+                            });
+                        }
+                        cpus
+                    }
+                }
+            }
+            "kernel.read_ahead_kb" => {
+                kn.read_ahead_kb = if is_default(v) {
+                    None
+                } else {
+                    Some(int_u32(key, v, 0, MAX_KERNEL_READ_AHEAD_KB)?)
+                }
+            }
+            "kernel.rq_affinity" => {
+                kn.rq_affinity = if is_default(v) {
+                    None
+                } else {
+                    Some(int_u32(key, v, 0, 2)? as u8)
+                }
+            }
             _ => return Err(unknown_key_error(key)),
         }
         Ok(())
@@ -1351,9 +1514,11 @@ impl Settings {
         let k = &self.workers;
         let l = &self.load;
         let c = &self.cache;
+        let kn = &self.kernel;
         let s = |x: &str| Val::Str(x.to_string());
         let size = |n: u64| Val::Str(format_size(n));
         Some(match key {
+            "workload.target" => s(w.target.name()),
             "workload.engine" => s(w.engine.name()),
             "workload.sleep" => s(w.sleep.name()),
             "workload.direct" => Val::Bool(w.direct),
@@ -1388,6 +1553,14 @@ impl Settings {
             "cache.cold_start" => Val::Bool(c.cold_start),
             "load.hogs" => Val::Int(l.hogs.into()),
             "load.hog_nice" => Val::Int(l.hog_nice.into()),
+            "kernel.dir" => s(&kn.dir),
+            "kernel.affinity_scope" => s(kn.affinity_scope.name()),
+            "kernel.unbound_cpus" if kn.unbound_cpus.is_empty() => s("default"),
+            "kernel.unbound_cpus" => s(&format_cpu_list(&kn.unbound_cpus)),
+            "kernel.read_ahead_kb" => kn
+                .read_ahead_kb
+                .map_or(s("default"), |n| Val::Int(n.into())),
+            "kernel.rq_affinity" => kn.rq_affinity.map_or(s("default"), |n| Val::Int(n.into())),
             _ => return None,
         })
     }
@@ -1428,21 +1601,23 @@ impl Settings {
                 allowed: info("workload.file_size").allowed.to_string(),
             });
         }
-        if let Some(&cpu) = w.reader_cpus.iter().find(|&&c| c >= cpu_count) {
-            let machine = match cpu_count {
-                0 => "this machine has no CPUs".to_string(),
-                1 => "this machine has 1 CPU (0)".to_string(),
-                n => format!("this machine has {n} CPUs (0-{})", n - 1),
-            };
-            return Err(SettingsError::Invalid {
-                key: "workload.reader_cpus".to_string(),
-                value: self
-                    .value_of("workload.reader_cpus")
-                    .map(|v| v.written())
-                    .unwrap_or_default(),
-                reason: format!("CPU {cpu} is out of range; {machine}"),
-                allowed: machine,
-            });
+        let machine = match cpu_count {
+            0 => "this machine has no CPUs".to_string(),
+            1 => "this machine has 1 CPU (0)".to_string(),
+            n => format!("this machine has {n} CPUs (0-{})", n - 1),
+        };
+        for (key, list) in [
+            ("workload.reader_cpus", &w.reader_cpus),
+            ("kernel.unbound_cpus", &self.kernel.unbound_cpus),
+        ] {
+            if let Some(&cpu) = list.iter().find(|&&c| c >= cpu_count) {
+                return Err(SettingsError::Invalid {
+                    key: key.to_string(),
+                    value: self.value_of(key).map(|v| v.written()).unwrap_or_default(),
+                    reason: format!("CPU {cpu} is out of range; {machine}"),
+                    allowed: machine,
+                });
+            }
         }
         Ok(())
     }
@@ -1509,6 +1684,31 @@ mod tests {
 
     fn err_set(key: &str, value: &str) -> String {
         Settings::default().set(key, value).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn kernel_keys_are_checked_where_they_are_parsed() {
+        assert_eq!(
+            err_set("kernel.dir", "mnt/enc"),
+            "kernel.dir = \"mnt/enc\" is invalid: it is not an absolute path; allowed \"\" (an ext4 image readpath makes and loop-mounts under its data dir, as root) or an absolute path of a directory on a filesystem with the encrypt feature"
+        );
+        assert!(err_set("kernel.dir", "\"/a\\nb\"").contains("control character"));
+        assert!(err_set("kernel.dir", &format!("/{}", "x".repeat(5000))).contains("PATH_MAX"));
+        assert!(err_set("kernel.rq_affinity", "3").contains("default (not changed), 0, 1 or 2"));
+        assert!(err_set("kernel.read_ahead_kb", "99999999999").contains("0..=131072"));
+        assert!(err_set("kernel.unbound_cpus", "[]").contains("nowhere to run"));
+        assert!(err_set("kernel.affinity_scope", "pod").contains("allowed default, cpu"));
+        let mut s = Settings::default();
+        s.set("kernel.unbound_cpus", "0-3").unwrap();
+        let e = s.validate(2).unwrap_err().to_string();
+        assert!(
+            e.starts_with("kernel.unbound_cpus = \"0-3\" is invalid: CPU 2 is out of range"),
+            "{e}"
+        );
+        s.set("kernel.unbound_cpus", "default").unwrap();
+        assert!(s.kernel.unbound_cpus.is_empty());
+        s.set("kernel.read_ahead_kb", "default").unwrap();
+        assert_eq!(s, Settings::default());
     }
 
     fn err_toml(src: &str) -> String {
@@ -1618,6 +1818,12 @@ mod tests {
         ("cache.cold_start", "true", "true", "true"),
         ("load.hogs", "4", "4", "4"),
         ("load.hog_nice", "-5", "-5", "-5"),
+        ("workload.target", "\"kernel\"", "kernel", "kernel"),
+        ("kernel.dir", "\"/mnt/enc\"", "/mnt/enc", "/mnt/enc"),
+        ("kernel.affinity_scope", "\"cpu\"", "cpu", "cpu"),
+        ("kernel.unbound_cpus", "\"0-1\"", "0-1", "0-1"),
+        ("kernel.read_ahead_kb", "512", "512", "512"),
+        ("kernel.rq_affinity", "2", "2", "2"),
     ];
 
     #[test]
@@ -1733,7 +1939,7 @@ mod tests {
         );
         assert_eq!(
             err_set("foo.bar", "4"),
-            "unknown setting \"foo.bar\": settings live in sections [workload], [pipeline], [workers], [cache], [load]"
+            "unknown setting \"foo.bar\": settings live in sections [workload], [pipeline], [workers], [cache], [load], [kernel]"
         );
         assert_eq!(
             err_toml("[wrkers]\nmode = \"bound\"\n"),
@@ -1741,7 +1947,7 @@ mod tests {
         );
         assert_eq!(
             err_toml("\n[zzz]\n"),
-            "p.toml:2:2: unknown section \"zzz\": valid sections are [workload], [pipeline], [workers], [cache], [load]"
+            "p.toml:2:2: unknown section \"zzz\": valid sections are [workload], [pipeline], [workers], [cache], [load], [kernel]"
         );
         assert_eq!(
             err_toml("queue_depth = 4\n"),
@@ -1753,7 +1959,7 @@ mod tests {
         );
         assert_eq!(
             err_toml("[workload.extra]\n"),
-            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, completion, file_size, burst"
+            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are target, engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, completion, file_size, burst"
         );
     }
 
@@ -1765,7 +1971,7 @@ mod tests {
         assert_eq!(s.workload.readers, 2);
         assert_eq!(
             err_toml(src),
-            "p.toml:1:1: unknown setting \"version\": settings live in sections [workload], [pipeline], [workers], [cache], [load]"
+            "p.toml:1:1: unknown setting \"version\": settings live in sections [workload], [pipeline], [workers], [cache], [load], [kernel]"
         );
         let e = Settings::from_toml_str_with("nme = \"x\"\n", "p.toml", &reserved).unwrap_err();
         assert_eq!(
