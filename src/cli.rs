@@ -701,6 +701,7 @@ fn explore(
         Some(p) => Some(check_output("--record", p, inputs, Some(data_dir))?),
         None => None,
     };
+    crate::sys::install_stop_handlers();
     let mut progress = progress_reporter();
     let mut engine = Engine::start(
         settings.clone(),
@@ -778,6 +779,9 @@ fn run(
     if let (Some(a), Some(b)) = (&record_out, &log_out) {
         a.check_distinct(b).map_err(output_error)?;
     }
+    // Before the engine starts: a stop signal while it prepares (writing
+    // the kernel target's file, with knobs turned) ends the run cleanly.
+    crate::sys::install_stop_handlers();
     let mut progress = progress_reporter();
     let engine = Engine::start(
         settings.clone(),
@@ -785,7 +789,6 @@ fn run(
         &mut progress,
     )
     .map_err(engine_error)?;
-    crate::sys::install_stop_handlers();
     let mut recording = match &record_out {
         Some(p) => Some(start_recording(p, "run", &engine, preset.as_ref())?),
         None => None,
@@ -1164,10 +1167,18 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
     crate::sys::install_stop_handlers();
     match action {
         KernelAction::Restore => {
+            let knobs = crate::kernel::knobs::restore_left(&data_dir.join("kernel"))
+                .with_context(|| format!("restoring the knobs {} lists", data_dir.display()))?;
             let done = crate::kernel::restore(data_dir)
                 .with_context(|| format!("restoring what {} lists", data_dir.display()))?;
-            if done.is_empty() {
+            if done.is_empty() && knobs.is_empty() {
                 println!("readpath kernel restore: nothing to put back");
+            }
+            for (key, path, value) in knobs {
+                println!(
+                    "readpath kernel restore: put back {key} = {value} ({})",
+                    path.display()
+                );
             }
             for m in done {
                 println!("readpath kernel restore: put back {}", m.display());
@@ -1286,9 +1297,22 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                 }
             }
             if crate::kernel::ext4_has_verity() {
+                let want = ds.tree().file_digest();
+                let got = crate::kernel::measure_verity(&fs.mnt, &plain, b"")
+                    .context("fs-verity digest through the kernel")?;
+                let verdict = if got[..] == want[..] {
+                    "MATCH"
+                } else {
+                    "MISMATCH"
+                };
                 println!(
-                    "  fs-verity digest: not checked yet (FS_IOC_ENABLE_VERITY / FS_IOC_MEASURE_VERITY come with the next part of this work)"
+                    "  fs-verity digest (FS_IOC_MEASURE_VERITY, sha256, 4K blocks, no salt): kernel {} readpath {}: {verdict}",
+                    hex::encode(&got),
+                    hex::encode(want)
                 );
+                if got[..] != want[..] {
+                    mismatch.push("fs-verity digest differs".to_string());
+                }
             } else {
                 println!(
                     "  fs-verity digest: not checked: this kernel's ext4 has no fs-verity (/sys/fs/ext4/features/verity is missing: CONFIG_FS_VERITY is not set)"

@@ -347,3 +347,79 @@ fn a_trace_killed_by_sigkill_is_put_back_by_restore() {
     assert!(String::from_utf8_lossy(&o.stdout).contains(&*inst.to_string_lossy()));
     assert!(!inst.exists(), "restore removed it");
 }
+
+#[test]
+fn an_interval_of_the_tracer_sees_the_loop_devices_reads_and_the_kworkers() {
+    let name = "an_interval_of_the_tracer_sees_the_loop_devices_reads_and_the_kworkers";
+    if let Some(why) = no_tracing() {
+        eprintln!("SKIP {name}: needs {why}");
+        return;
+    }
+    if !Path::new("/sys/kernel/tracing/events/block/block_rq_issue").exists() {
+        eprintln!("SKIP {name}: needs the block tracepoints (CONFIG_BLK_DEV_IO_TRACE)");
+        return;
+    }
+    // The instance is named by the PID and the test above holds one in
+    // this process meanwhile: this one traces in a process of its own.
+    const CHILD: &str = "READPATH_TEST_TRACER_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{out}{err}");
+        assert!(out.contains("1 passed"), "{out}{err}");
+        eprint!("{err}");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let fs = readpath::kernel::ScratchFs::create(data.path(), 64 << 20).unwrap();
+    // The loop device the image is mounted on.
+    let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&fs.mnt).unwrap());
+    let device = (libc::major(dev), libc::minor(dev));
+    let t = readpath::kernel::trace::Tracer::start_with(data.path(), Some(device)).unwrap();
+    // Written, then read back cold (posix_fadvise DONTNEED): each bio is
+    // read from the loop device and decrypted on fscrypt_read_queue.
+    let c = check_contents(
+        &fs.mnt,
+        &fs.image,
+        &[5u8; 64],
+        &plaintext(4 << 20),
+        CipherKind::Aes256Xts,
+    )
+    .unwrap();
+    assert!(c.matched(), "{c:?}");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let one = t.take_interval();
+    assert!(one.requests > 0, "no read request on {device:?}");
+    assert_eq!(one.requests, one.device_ns.len());
+    assert!(one.device_ns.min() > 0);
+    let q = one
+        .queues
+        .get("fscrypt_read_queue")
+        .unwrap_or_else(|| panic!("no fscrypt_read_queue item: {:?}", one.queues.keys()));
+    assert!(q.items > 0);
+    assert_eq!(q.queue_ns.len(), q.items);
+    assert!(!one.kworkers.is_empty());
+    // Every item that ended was started in the interval, by a kworker.
+    assert!(one.kworkers.values().sum::<u64>() >= q.items, "{one:?}");
+    eprintln!(
+        "{name}: {} reads on {device:?}, p50 {} us; {} items on fscrypt_read_queue, queue p50 {} us, exec p50 {} us; kworkers {:?}; lost {}",
+        one.requests,
+        one.device_ns.value_at_quantile(0.5) / 1000,
+        q.items,
+        q.queue_ns.value_at_quantile(0.5) / 1000,
+        q.exec_ns.value_at_quantile(0.5) / 1000,
+        one.kworkers,
+        one.lost
+    );
+    // The next interval starts empty, and the totals hold both.
+    let two = t.take_interval();
+    let later = two.queues.get("fscrypt_read_queue").map_or(0, |q| q.items);
+    let total = t.finish();
+    assert_eq!(total["fscrypt_read_queue"].items, q.items + later);
+    fs.remove().unwrap();
+}

@@ -88,6 +88,10 @@ pub enum EngineError {
     /// The settings need more memory than the machine has available.
     #[error("{0}")]
     Memory(String),
+    /// The kernel target cannot run here (not root, no loop device, no
+    /// `encrypt`, a cipher the kernel lacks): what is missing.
+    #[error("workload.target = \"kernel\": {0}")]
+    Kernel(String),
 }
 
 impl EngineError {
@@ -95,7 +99,10 @@ impl EngineError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            EngineError::Settings(_) | EngineError::Conflict { .. } | EngineError::Memory(_)
+            EngineError::Settings(_)
+                | EngineError::Conflict { .. }
+                | EngineError::Memory(_)
+                | EngineError::Kernel(_)
         ) || matches!(self, EngineError::Dataset(d) if d.is_bad_input())
     }
 }
@@ -153,6 +160,11 @@ struct Shared {
     pcache: Mutex<Option<Arc<pagecache::PageCache>>>,
     /// The running pipeline's queues (the sampler reads their pools).
     pools: Mutex<Vec<pipeline::QueuePools>>,
+    /// The kernel target's tracer and open file, while it runs (the
+    /// sampler takes each interval's trace and the file's cached pages).
+    kernel: Mutex<Option<(Arc<crate::kernel::trace::Tracer>, Arc<File>)>>,
+    /// The kernel's workqueue affinity scope while the kernel target ran.
+    kernel_scope: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -235,6 +247,29 @@ pub struct RunTotals {
     /// workers blocked at once (`blocked_peak`); running, blocked and
     /// pending as at the end.
     pub pools: Vec<crate::metrics::PoolRecord>,
+    /// The kernel's post-read queues over the run, from their tracepoints
+    /// (`workload.target = "kernel"`), by name.
+    pub kernel: std::collections::BTreeMap<String, crate::kernel::trace::QueueTrace>,
+    /// The kernel's workqueue affinity scope while the kernel target ran.
+    pub kernel_scope: Option<String>,
+}
+
+/// The kernel target of a running engine: its file system, the tracer on
+/// its queues, and the system knobs turned for it. Dropped in field order:
+/// the knobs are put back, the tracer's instance removed, then the key
+/// removed and the image unmounted.
+struct KernelRun {
+    /// The file the pipeline reads (closed first: the image unmounts).
+    file: Option<Arc<File>>,
+    knobs: crate::kernel::knobs::SystemKnobs,
+    tracer: Arc<crate::kernel::trace::Tracer>,
+    /// tracefs, when readpath mounted it for the run.
+    _tracefs: Option<crate::kernel::TracefsMount>,
+    target: crate::kernel::target::KernelTarget,
+    /// `kernel.dir` it was opened with.
+    dir: String,
+    /// The largest dataset its image has room for.
+    file_size: u64,
 }
 
 struct Hogs {
@@ -318,6 +353,8 @@ pub struct Engine {
     paused: bool,
     sampler: Option<JoinHandle<RunTotals>>,
     rx: Receiver<IntervalRecord>,
+    /// The kernel target, while `workload.target = "kernel"` runs.
+    kernel: Option<KernelRun>,
 }
 
 /// Refuses settings whose memory (worked out by [`memory::MemoryNeed`])
@@ -343,6 +380,9 @@ impl Engine {
         let cpus = crate::sys::online_cpus();
         settings.validate(cpus.len())?;
         let features = crate::sys::probe_features();
+        // What a readpath killed with SIGKILL left outside the data dir
+        // (system knobs, tracefs instances, mounts) is put back first.
+        let put_back = restore_left(&opts.data_dir);
         // Refused before the dataset is touched; the filesystem's answer
         // (O_DIRECT) comes with the dataset, and the launch resolves again.
         let early = resolve(&settings, &features, &DataFs::capable())?;
@@ -368,8 +408,13 @@ impl Engine {
             sampler_thread: Mutex::new(None),
             pcache: Mutex::new(None),
             pools: Mutex::new(Vec::new()),
+            kernel: Mutex::new(None),
+            kernel_scope: Mutex::new(None),
         });
         let sink = NoticeSink(shared.clone());
+        for p in put_back {
+            sink.push(format!("put back what a killed readpath left: {p}"));
+        }
         match outcome {
             OpenOutcome::Existing => {}
             OpenOutcome::Created => {
@@ -401,8 +446,9 @@ impl Engine {
             paused: false,
             sampler: Some(sampler),
             rx,
+            kernel: None,
         };
-        if let Err(e) = engine.launch(resolution) {
+        if let Err(e) = engine.launch_with(resolution, progress) {
             engine.shutdown();
             return Err(e);
         }
@@ -416,9 +462,20 @@ impl Engine {
     /// Builds and starts a pipeline for a resolution (none must be
     /// running); its fallbacks become notices.
     fn launch(&mut self, r: Resolution) -> Result<(), EngineError> {
+        self.launch_with(r, &mut |_, _| {})
+    }
+
+    /// [`Engine::launch`], with the progress of writing the kernel
+    /// target's file when it is written now.
+    fn launch_with(&mut self, r: Resolution, progress: Progress<'_>) -> Result<(), EngineError> {
         let eff = r.effective.clone();
         let variant = Variant::for_pipeline(eff.pipeline.decrypt, eff.pipeline.cipher);
-        let path = self.dataset.path(variant);
+        let path = if r.path == ReadPath::Kernel {
+            self.kernel_file(&eff, progress)?
+        } else {
+            self.leave_kernel();
+            self.dataset.path(variant)
+        };
         let pcache = (r.path == ReadPath::PageCache).then(|| self.page_cache_for(&eff));
         // A cold start: nothing cached when this configuration begins.
         if eff.cache.cold_start
@@ -449,6 +506,15 @@ impl Engine {
             _ => eff.workload.direct,
         };
         let file = OpenFile::open(&path, direct)?;
+        if let Some(k) = self.kernel.as_mut() {
+            k.file = Some(file.file.clone());
+            *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((k.tracer.clone(), file.file.clone()));
+            if eff.cache.cold_start {
+                let _ = crate::sys::fadvise_dontneed(&file.file);
+                self.mark("drop cache (cold start: POSIX_FADV_DONTNEED)");
+            }
+        }
         let sink = self.sink();
         for n in r.notices() {
             sink.push(n);
@@ -530,6 +596,14 @@ impl Engine {
     /// /proc/sys/vm/drop_caches` for this file), marked on the charts.
     /// Returns the pages dropped (None: no page cache in use).
     pub fn drop_cache(&mut self) -> Option<usize> {
+        if self.resolution.path == ReadPath::Kernel {
+            // The kernel's own cache of the file: POSIX_FADV_DONTNEED.
+            let f = self.kernel.as_ref()?.file.clone()?;
+            let n = crate::sys::page_cache_residency(&f).map_or(0, |r| r.resident_pages);
+            crate::sys::fadvise_dontneed(&f).ok()?;
+            self.mark("drop cache (POSIX_FADV_DONTNEED)");
+            return Some(n as usize);
+        }
         if self.resolution.path != ReadPath::PageCache {
             return None;
         }
@@ -711,6 +785,14 @@ impl Engine {
     fn shutdown(&mut self) -> Option<RunTotals> {
         self.halt();
         self.hogs.stop_all();
+        let scope = self.kernel_scope_now();
+        if scope.is_some() {
+            *self
+                .shared
+                .kernel_scope
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = scope;
+        }
         self.shared.sampler_stop.store(true, Ordering::SeqCst);
         if let Some(t) = self
             .shared
@@ -722,13 +804,129 @@ impl Engine {
             t.unpark();
         }
         let bytes = self.page_cache_bytes();
-        self.sampler
+        let totals = self
+            .sampler
             .take()
             .and_then(|h| h.join().ok())
             .map(|mut t| {
                 t.page_cache_bytes = bytes;
+                t.kernel_scope = self
+                    .shared
+                    .kernel_scope
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
                 t
-            })
+            });
+        // After the sampler took the last trace: knobs back, instance
+        // removed, key removed, image unmounted.
+        self.leave_kernel();
+        totals
+    }
+
+    /// The kernel's workqueue affinity scope now, while the kernel target
+    /// runs.
+    fn kernel_scope_now(&self) -> Option<String> {
+        self.kernel.as_ref()?;
+        std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    /// Opens the kernel target (once; again when `kernel.dir` changed or
+    /// the dataset outgrew its image), turns the knobs `eff` asks for and
+    /// returns the file of `eff`'s decryption and verity, written through
+    /// the kernel first if it is missing.
+    fn kernel_file(
+        &mut self,
+        eff: &Settings,
+        progress: Progress<'_>,
+    ) -> Result<PathBuf, EngineError> {
+        let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
+        let size = self.dataset.file_size();
+        if self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.dir != eff.kernel.dir || k.file_size < size)
+        {
+            self.leave_kernel();
+        }
+        if self.kernel.is_none() {
+            let target = crate::kernel::target::KernelTarget::open(
+                &self.opts.data_dir,
+                &eff.kernel.dir,
+                &self.dataset,
+            )
+            .map_err(|e| EngineError::Kernel(e.to_string()))?;
+            let tracefs = crate::kernel::ensure_tracefs(&self.opts.data_dir)
+                .map_err(|e| kerr("tracefs", e))?;
+            let tracer =
+                crate::kernel::trace::Tracer::start_with(&self.opts.data_dir, Some(target.device))
+                    .map_err(|e| kerr("tracing the kernel's workqueues", e))?;
+            let driver = crate::kernel::crypto_driver("xts(aes)")
+                .map_or_else(|| "unknown".to_string(), |(d, _)| d);
+            self.sink().push(format!(
+                "kernel target: {}; the kernel's xts(aes) is {driver}",
+                target.describe
+            ));
+            self.kernel = Some(KernelRun {
+                knobs: crate::kernel::knobs::SystemKnobs::new(&self.opts.data_dir.join("kernel")),
+                tracer: Arc::new(tracer),
+                _tracefs: tracefs,
+                target,
+                dir: eff.kernel.dir.clone(),
+                file_size: if eff.kernel.dir.is_empty() {
+                    size
+                } else {
+                    u64::MAX
+                },
+                file: None,
+            });
+        }
+        let k = self.kernel.as_mut().expect("opened above");
+        let kind = crate::kernel::target::FileKind::of(
+            eff.pipeline.decrypt,
+            eff.pipeline.verity,
+            eff.pipeline.cipher,
+        );
+        let path = k.target.file(&self.dataset, kind, progress).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::ENOPKG) => EngineError::Kernel(format!(
+                    "pipeline.cipher = \"{}\": this kernel lacks the cipher ({e}); use aes-256-xts",
+                    eff.pipeline.cipher.name()
+                )),
+                _ => kerr("writing its file through the kernel", e),
+            }
+        })?;
+        // Knobs last: nothing is changed until the file is there.
+        apply_knobs(k, eff)?;
+        Ok(path)
+    }
+
+    /// Leaves the kernel target, if it runs: the sampler stops taking its
+    /// trace, the knobs are put back, the tracefs instance removed, the
+    /// key removed and the image unmounted.
+    fn leave_kernel(&mut self) {
+        *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if let Some(k) = self.kernel.take() {
+            let scope = std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
+                .ok()
+                .map(|s| s.trim().to_string());
+            *self
+                .shared
+                .kernel_scope
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = scope;
+            // The sampler may hold the tracer for the interval it is
+            // closing: the instance goes before tracefs does.
+            for _ in 0..200 {
+                if Arc::strong_count(&k.tracer) == 1 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(k);
+        }
     }
 
     /// Stops everything and returns the run's totals.
@@ -748,6 +946,180 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Puts back what readpath processes now gone left outside the data dir:
+/// system knobs, tracefs instances, mounts. Returns one line per thing.
+fn restore_left(data_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(done) = crate::kernel::knobs::restore_left(&data_dir.join("kernel")) {
+        out.extend(
+            done.into_iter()
+                .map(|(key, path, v)| format!("{key} = {v} ({})", path.display())),
+        );
+    }
+    if let Ok(done) = crate::kernel::restore(data_dir) {
+        out.extend(done.into_iter().map(|p| p.display().to_string()));
+    }
+    out
+}
+
+/// Turns the kernel knobs of `eff` on the target's system (a knob left at
+/// `default` is put back to what it was).
+fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
+    use crate::kernel::knobs::{AFFINITY_SCOPE, Knob, UNBOUND_CPUMASK, cpu_mask_hex, queue_dir_of};
+    let kn = &eff.kernel;
+    let mut want: Vec<(Knob, Option<String>)> = vec![
+        (
+            Knob {
+                key: "kernel.affinity_scope",
+                path: AFFINITY_SCOPE.into(),
+            },
+            (kn.affinity_scope != crate::settings::KernelScope::Default)
+                .then(|| kn.affinity_scope.name().to_string()),
+        ),
+        (
+            Knob {
+                key: "kernel.unbound_cpus",
+                path: UNBOUND_CPUMASK.into(),
+            },
+            (!kn.unbound_cpus.is_empty()).then(|| cpu_mask_hex(&kn.unbound_cpus)),
+        ),
+    ];
+    // A device knob left at `default` is put back if it was changed; a
+    // device without a queue directory is an error only when one is set.
+    match queue_dir_of(k.target.base()) {
+        Ok(q) => {
+            want.push((
+                Knob {
+                    key: "kernel.read_ahead_kb",
+                    path: q.join("read_ahead_kb"),
+                },
+                kn.read_ahead_kb.map(|n| n.to_string()),
+            ));
+            want.push((
+                Knob {
+                    key: "kernel.rq_affinity",
+                    path: q.join("rq_affinity"),
+                },
+                kn.rq_affinity.map(|n| n.to_string()),
+            ));
+        }
+        Err(e) if kn.read_ahead_kb.is_some() || kn.rq_affinity.is_some() => {
+            return Err(EngineError::Kernel(format!(
+                "kernel.read_ahead_kb / kernel.rq_affinity: the queue of {}'s device: {e}",
+                k.target.base().display()
+            )));
+        }
+        Err(_) => {}
+    }
+    for (knob, value) in want {
+        let r = match value {
+            Some(v) => k.knobs.set(&knob, &v),
+            None => k.knobs.restore(&knob.path),
+        };
+        r.map_err(|e| EngineError::Kernel(format!("{}: {e}", knob.key)))?;
+    }
+    Ok(())
+}
+
+/// Takes the kernel target's trace of one interval into the interval's
+/// recorder (device latency from the block tracepoints in place of the
+/// reader's, queue latency of every post-read queue, fscrypt's and
+/// blk-crypto's execution as decryption, fsverity's as verification), the
+/// run_delay of the kworkers that ran those items into `ws`, and the run
+/// totals; returns the interval's kernel record.
+fn kernel_interval(
+    tracer: &crate::kernel::trace::Tracer,
+    file: &File,
+    merged: &mut Recorder,
+    ws: &mut WorkerSched,
+    kworkers: &mut HashMap<i32, (SchedState, u64)>,
+    seq: u64,
+    totals: &mut RunTotals,
+) -> crate::metrics::KernelRecord {
+    use crate::metrics::{KernelQueueRecord, Percentiles, Stage};
+    let k = tracer.take_interval();
+    merged.add_samples(Stage::Device, &k.device_ns, true);
+    merged.counters.bios += k.requests;
+    let mut queues = Vec::new();
+    for name in crate::kernel::trace::POST_READ_QUEUES {
+        let Some(q) = k.queues.get(*name) else {
+            continue;
+        };
+        merged.add_samples(Stage::Queue, &q.queue_ns, false);
+        let stage = if *name == "fsverity_read_queue" {
+            Stage::Verify
+        } else {
+            Stage::Decrypt
+        };
+        merged.add_samples(stage, &q.exec_ns, false);
+        queues.push(KernelQueueRecord {
+            queue: name.to_string(),
+            items: q.items,
+            queue_us: Percentiles::of(&q.queue_ns),
+            exec_us: Percentiles::of(&q.exec_ns),
+            moved_pct: if q.items > 0 {
+                (q.moved as f64 * 100.0 / q.items as f64).min(100.0)
+            } else {
+                0.0
+            },
+        });
+        match totals.kernel.get_mut(*name) {
+            Some(t) => {
+                t.items += q.items;
+                t.moved += q.moved;
+                let _ = t.queue_ns.add(&q.queue_ns);
+                let _ = t.exec_ns.add(&q.exec_ns);
+            }
+            None => {
+                totals.kernel.insert(name.to_string(), q.clone());
+            }
+        }
+    }
+    // Each kworker's counters are read every interval while it is
+    // followed; its delta counts in the intervals it ran a post-read item.
+    for &tid in k.kworkers.keys() {
+        if let std::collections::hash_map::Entry::Vacant(v) = kworkers.entry(tid)
+            && let Ok(mut r) = ThreadStatReader::open_global(tid)
+        {
+            let last = r.read().unwrap_or_default();
+            v.insert((
+                SchedState {
+                    reader: Some(r),
+                    last,
+                },
+                seq,
+            ));
+        }
+    }
+    kworkers.retain(|tid, (st, seen)| {
+        let Some(now) = st.reader.as_mut().and_then(|r| r.read().ok()) else {
+            return false; // the kworker exited
+        };
+        let d = now.delta(&st.last);
+        st.last = now;
+        if k.kworkers.contains_key(tid) {
+            *seen = seq;
+            ws.threads += 1;
+            ws.run_delay_us += d.run_delay_ns as f64 / 1e3;
+            ws.cpu_us += d.cpu_ns as f64 / 1e3;
+            ws.voluntary_switches += d.voluntary_ctxt_switches;
+            ws.involuntary_switches += d.nonvoluntary_ctxt_switches;
+            ws.migrations += d.migrations;
+        }
+        // Followed for 40 intervals after its last item.
+        seq.saturating_sub(*seen) < 40
+    });
+    let cached_bytes = crate::sys::page_cache_residency(file)
+        .map_or(0, |r| r.resident_pages * crate::sys::page_size() as u64);
+    crate::metrics::KernelRecord {
+        queues,
+        kworkers: k.kworkers.len() as u32,
+        requests: k.requests,
+        lost: k.lost,
+        cached_bytes,
     }
 }
 
@@ -773,8 +1145,13 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         process_cpu_pct: 0.0,
         page_cache_bytes: 0,
         pools: Vec::new(),
+        kernel: Default::default(),
+        kernel_scope: None,
     };
     let mut merged = Recorder::new();
+    // The kworkers the kernel's tracepoints named, with the interval they
+    // last ran a post-read item.
+    let mut kworkers: HashMap<i32, (SchedState, u64)> = HashMap::new();
     let mut sched: HashMap<i32, SchedState> = HashMap::new();
     let mut stat = crate::sys::ProcStatReader::open().ok();
     let mut prev_cpu = Vec::new();
@@ -855,6 +1232,22 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
             sched.remove(&s.tid);
         }
         reg.prune(&dead);
+        let kernel = shared
+            .kernel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let kernel_rec = kernel.map(|(tracer, file)| {
+            kernel_interval(
+                &tracer,
+                &file,
+                &mut merged,
+                &mut ws,
+                &mut kworkers,
+                seq,
+                &mut totals,
+            )
+        });
         run_delay_total += ws.run_delay_us;
         totals.workers.add(&ws);
         totals.irq.add(&irq);
@@ -896,7 +1289,11 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
                 p
             })
             .collect();
+        if let Some(k) = &kernel_rec {
+            rec.page_cache.size_bytes = k.cached_bytes;
+        }
         rec.fill_from(&merged, interval_s);
+        rec.kernel = kernel_rec;
         rec.workers = ws;
         rec.irq = irq;
         rec.run_delay_us_total = run_delay_total;

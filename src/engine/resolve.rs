@@ -14,7 +14,9 @@
 //! settings limit (greyed in the explorer with the reason). The engine, the
 //! explorer and the reports all read its answer; nothing works it out again.
 
-use crate::settings::{CacheDevice, Completion, EngineKind, Settings, SleepMode, WorkerMode};
+use crate::settings::{
+    CacheDevice, Completion, EngineKind, Settings, SleepMode, Target, WorkerMode,
+};
 use crate::sys::Features;
 
 use super::EngineError;
@@ -67,11 +69,18 @@ pub enum ReadPath {
     BlkCrypto,
     /// A raw O_DIRECT read of a plain file: no post-read work.
     RawDirect,
+    /// `workload.target = "kernel"`: the running kernel's own read path
+    /// (its page cache, readahead, fscrypt and fs-verity queues) on a file
+    /// written through it; readpath only reads and observes.
+    Kernel,
 }
 
 impl ReadPath {
     /// The path of effective settings.
     pub fn of(e: &Settings) -> ReadPath {
+        if e.workload.target == Target::Kernel {
+            return ReadPath::Kernel;
+        }
         match (e.workload.direct, e.pipeline.decrypt, e.pipeline.verity) {
             (true, true, false) => ReadPath::BlkCrypto,
             (true, false, false) => ReadPath::RawDirect,
@@ -85,6 +94,7 @@ impl ReadPath {
             ReadPath::PageCache => "buffered",
             ReadPath::BlkCrypto => "blk-crypto",
             ReadPath::RawDirect => "direct",
+            ReadPath::Kernel => "kernel",
         }
     }
 
@@ -94,6 +104,7 @@ impl ReadPath {
             ReadPath::PageCache => "ext4 buffered read (page cache)",
             ReadPath::BlkCrypto => "blk-crypto (inlinecrypt) direct read",
             ReadPath::RawDirect => "raw direct read",
+            ReadPath::Kernel => "the running kernel's read path (its own fscrypt and fs-verity)",
         }
     }
 }
@@ -190,6 +201,13 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
         w.direct = false;
     }
     // O_DIRECT as ext4 and f2fs treat it (ext4_dio_alignment()).
+    if e.workload.target == Target::Kernel {
+        if let Some(why) = &f.kernel_target_reason {
+            let why = why.trim_start_matches("workload.target = \"kernel\" ");
+            return Err(EngineError::Kernel(why.to_string()));
+        }
+        return Ok(resolve_kernel(s, e, fallbacks, f, fs));
+    }
     if e.workload.direct && e.pipeline.verity {
         fall(
             "workload.direct",
@@ -243,6 +261,96 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
         limits,
         path,
     })
+}
+
+/// The rest of [`resolve`] for `workload.target = "kernel"`: the kernel
+/// decides what O_DIRECT does, runs its own queues and page cache; what
+/// this kernel lacks (fs-verity) falls back with the reason, and what only
+/// the model has is limited.
+fn resolve_kernel(
+    s: &Settings,
+    mut e: Settings,
+    mut fallbacks: Vec<Fallback>,
+    f: &Features,
+    fs: &DataFs,
+) -> Resolution {
+    let mut fall = |key: &'static str, reason: String| fallbacks.push(Fallback { key, reason });
+    if e.pipeline.verity && !f.kernel_verity {
+        fall(
+            "pipeline.verity",
+            "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY is not set): the kernel target reads its file without verity".into(),
+        );
+        e.pipeline.verity = false;
+    }
+    if e.pipeline.corrupt_every > 0 {
+        fall(
+            "pipeline.corrupt_every",
+            "the kernel's file is read as the kernel wrote it; nothing is corrupted".into(),
+        );
+        e.pipeline.corrupt_every = 0;
+    }
+    // The kernel's own: no notice (the settings panel greys them).
+    e.workload.completion = Completion::Thread;
+    let mut out = limits(s, &e, f, fs);
+    // The model's page cache and queues are not the kernel's.
+    out.retain(|(k, _)| {
+        !(k.starts_with("workers.") || k.starts_with("cache.") || *k == "workload.completion")
+            || *k == "cache.cold_start"
+    });
+    out.retain(|(k, _)| *k != "workload.direct");
+    let fixed = "the kernel's own queues: fscrypt_read_queue is unbound and WQ_HIGHPRI, fsverity_read_queue per-CPU and WQ_HIGHPRI, fixed when they are made (kernel.affinity_scope moves the unbound one)";
+    for key in [
+        "workers.mode",
+        "workers.verify_mode",
+        "workers.highpri",
+        "workers.max_active",
+    ] {
+        out.push((key, fixed.into()));
+    }
+    out.push((
+        "workers.affinity_scope",
+        "the model's pods; the kernel's is kernel.affinity_scope".into(),
+    ));
+    for key in ["cache.size", "cache.device"] {
+        out.push((key, "the kernel's own page cache".into()));
+    }
+    out.push((
+        "cache.read_ahead",
+        "the model's readahead; the kernel's is kernel.read_ahead_kb".into(),
+    ));
+    out.push((
+        "workload.completion",
+        "the kernel completes its own bios (in interrupt context or its loop worker)".into(),
+    ));
+    out.push((
+        "workload.direct",
+        "as the kernel treats it: ext4 reads an encrypted file without inlinecrypt, and every verity file, through the page cache".into(),
+    ));
+    if s.pipeline.cipher == crate::crypto::CipherKind::Aes256XtsSoft
+        || s.pipeline.cipher == crate::crypto::CipherKind::Aes256Xts
+    {
+        out.retain(|(k, _)| *k != "pipeline.cipher");
+        out.push((
+            "pipeline.cipher",
+            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft reads the same file".into(),
+        ));
+    }
+    if !f.kernel_verity {
+        out.push((
+            "pipeline.verity",
+            "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY)".into(),
+        ));
+    }
+    out.push((
+        "pipeline.corrupt_every",
+        "the model's: the kernel's file is not corrupted".into(),
+    ));
+    Resolution {
+        effective: e,
+        fallbacks,
+        limits: out,
+        path: ReadPath::Kernel,
+    }
 }
 
 /// Why `completion = irq` does not apply under `e` (on `path`), if it does not.
@@ -343,6 +451,20 @@ fn limits(s: &Settings, e: &Settings, f: &Features, fs: &DataFs) -> Vec<(&'stati
     if let Some(why) = completion_limit(e, path) {
         out.push(("workload.completion", why));
     }
+    if let Some(why) = &f.kernel_target_reason {
+        out.push(("workload.target", why.clone()));
+    }
+    if path != ReadPath::Kernel {
+        for key in [
+            "kernel.dir",
+            "kernel.affinity_scope",
+            "kernel.unbound_cpus",
+            "kernel.read_ahead_kb",
+            "kernel.rq_affinity",
+        ] {
+            out.push((key, "used with workload.target = kernel".into()));
+        }
+    }
     out
 }
 
@@ -361,6 +483,8 @@ mod tests {
             schedstat: true,
             highpri: true,
             highpri_reason: None,
+            kernel_verity: false,
+            kernel_target_reason: None,
         }
     }
 
@@ -432,6 +556,8 @@ mod tests {
         let f = Features {
             highpri: false,
             highpri_reason: Some("no CAP_SYS_NICE, RLIMIT_NICE 0".into()),
+            kernel_verity: false,
+            kernel_target_reason: None,
             ..all()
         };
         let fs = DataFs {

@@ -56,8 +56,11 @@ pub struct Plan {
 impl Plan {
     /// The plan of a settings value.
     pub fn of(s: &Settings) -> Plan {
-        let decrypt = s.pipeline.decrypt;
-        let verify = s.pipeline.verity;
+        // The kernel target: the kernel does the post-read work; the
+        // readers only read.
+        let model = s.workload.target == crate::settings::Target::Model;
+        let decrypt = s.pipeline.decrypt && model;
+        let verify = s.pipeline.verity && model;
         let first = if decrypt || verify {
             Placement::from(s.workers.mode)
         } else {
@@ -89,6 +92,16 @@ impl Plan {
             super::ReadPath::PageCache => d,
             super::ReadPath::BlkCrypto => format!("blk-crypto (inlinecrypt): {d}"),
             super::ReadPath::RawDirect => format!("raw direct: {d}"),
+            super::ReadPath::Kernel => {
+                let p = &s.pipeline;
+                let what = match (p.decrypt, p.verity) {
+                    (true, true) => format!("fscrypt {} + fs-verity", p.cipher.name()),
+                    (true, false) => format!("fscrypt {}", p.cipher.name()),
+                    (false, true) => "fs-verity".to_string(),
+                    (false, false) => "a plain file".to_string(),
+                };
+                format!("kernel: {what} (the kernel's own queues)")
+            }
         }
     }
 

@@ -12,6 +12,8 @@
 
 pub mod fscrypt;
 pub mod fsverity;
+pub mod knobs;
+pub mod target;
 pub mod trace;
 
 use std::fs::{File, OpenOptions};
@@ -166,13 +168,38 @@ pub fn check_contents(
     result
 }
 
+/// Writes `plaintext` into a new file under `dir` (ext4 with `verity`),
+/// enables fs-verity on it with SHA-256, 4 KiB blocks and `salt`, and
+/// returns the digest the kernel measured (`FS_IOC_MEASURE_VERITY`): to be
+/// held against readpath's `digest` of the same bytes. The file is
+/// removed before it returns.
+pub fn measure_verity(dir: &Path, plaintext: &[u8], salt: &[u8]) -> io::Result<Vec<u8>> {
+    let path = dir.join(format!("readpath-verity-{}", std::process::id()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        f.write_all(plaintext)?;
+        f.sync_all()?;
+        drop(f);
+        let ro = File::open(&path)?;
+        fsverity::enable(&ro, DATA_UNIT_SIZE as u32, salt)?;
+        fsverity::measure(&ro)
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
 /// A scratch ext4 image with `encrypt`, loop-mounted under the data dir
-/// for a check, and everything it changes outside the data dir (the mount,
-/// the loop device) put back: on drop, and, after a crash, by the next
-/// [`restore`] (the mount is recorded in `DATA_DIR/kernel/state.json`
-/// before it is made).
+/// for a check or a kernel-target run, and everything it changes outside
+/// the data dir (the mount, the loop device) put back: on drop, and, after
+/// a crash, by the next [`restore`] (the mount is recorded, with the PID
+/// that made it, in a state file under `DATA_DIR/kernel/` before it is
+/// made).
 pub struct ScratchFs {
     dir: std::path::PathBuf,
+    spec: &'static ScratchSpec,
     /// The image file.
     pub image: std::path::PathBuf,
     /// Where it is mounted.
@@ -180,9 +207,41 @@ pub struct ScratchFs {
     mounted: bool,
 }
 
-/// The state file of [`ScratchFs`] under `data_dir`.
-fn state_path(data_dir: &Path) -> std::path::PathBuf {
-    data_dir.join("kernel").join("state.json")
+/// Where a kind of scratch image lives under `DATA_DIR/kernel/`.
+#[derive(Debug)]
+pub struct ScratchSpec {
+    /// The image file's name.
+    image: &'static str,
+    /// The mount point's name.
+    mnt: &'static str,
+    /// The state file's name.
+    state: &'static str,
+    /// Kept after unmounting (its files are reused by the next run).
+    keep: bool,
+}
+
+/// `kernel check`'s image: made for the check, removed after it.
+pub const CHECK_IMAGE: ScratchSpec = ScratchSpec {
+    image: "fs.img",
+    mnt: "mnt",
+    state: "state.json",
+    keep: false,
+};
+
+/// The kernel target's image: kept between runs (its files are written
+/// once per dataset), mounted only while a run uses it.
+pub const TARGET_IMAGE: ScratchSpec = ScratchSpec {
+    image: "target.img",
+    mnt: "target",
+    state: "target-state.json",
+    keep: true,
+};
+
+const SCRATCH_SPECS: [&ScratchSpec; 2] = [&CHECK_IMAGE, &TARGET_IMAGE];
+
+/// True when process `pid` is alive (and not this one).
+fn other_live_pid(pid: i32) -> bool {
+    pid != std::process::id() as i32 && Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// True when `path` is a mount point (in `/proc/self/mountinfo`).
@@ -261,6 +320,9 @@ fn restore_traces(data_dir: &Path) -> Vec<std::path::PathBuf> {
             for ev in trace::EVENTS {
                 let _ = std::fs::write(inst.join("events/workqueue").join(ev).join("enable"), "0");
             }
+            for ev in trace::BLOCK_EVENTS {
+                let _ = std::fs::write(inst.join("events/block").join(ev).join("enable"), "0");
+            }
             if std::fs::remove_dir(&inst).is_ok() {
                 done.push(inst);
             }
@@ -279,36 +341,68 @@ fn restore_traces(data_dir: &Path) -> Vec<std::path::PathBuf> {
 pub fn restore(data_dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
     let mut done = restore_traces(data_dir);
     done.extend(restore_mounts(data_dir)?);
+    done.extend(restore_tracefs(data_dir));
     Ok(done)
 }
 
 fn restore_mounts(data_dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
-    let sp = state_path(data_dir);
-    let Ok(text) = std::fs::read_to_string(&sp) else {
-        return Ok(Vec::new());
-    };
     let mut done = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let mnt = std::path::PathBuf::from(line.trim());
-        // Only what readpath made: a mount point inside its data dir.
-        if !mnt.starts_with(data_dir.join("kernel")) {
+    let kdir = data_dir.join("kernel");
+    for spec in SCRATCH_SPECS {
+        let sp = kdir.join(spec.state);
+        let Ok(text) = std::fs::read_to_string(&sp) else {
+            continue;
+        };
+        let mut live = false;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            // "PID<TAB>mount point"; a bare mount point is from an older
+            // readpath, whose process is gone.
+            let (pid, path) = match line.split_once('\t') {
+                Some((p, m)) => (p.trim().parse::<i32>().ok(), m),
+                None => (None, line),
+            };
+            if pid.is_some_and(other_live_pid) {
+                live = true;
+                continue;
+            }
+            let mnt = std::path::PathBuf::from(path.trim());
+            // Only what readpath made: a mount point inside its data dir.
+            if !mnt.starts_with(&kdir) {
+                continue;
+            }
+            if is_mount_point(&mnt) {
+                run(std::process::Command::new("umount").arg(&mnt))?;
+                done.push(mnt);
+            }
+        }
+        if live {
             continue;
         }
-        if is_mount_point(&mnt) {
-            run(std::process::Command::new("umount").arg(&mnt))?;
-            done.push(mnt);
+        if !spec.keep {
+            let _ = std::fs::remove_file(kdir.join(spec.image));
         }
+        std::fs::remove_file(&sp)?;
     }
-    let _ = std::fs::remove_file(data_dir.join("kernel").join("fs.img"));
-    std::fs::remove_file(&sp)?;
     Ok(done)
 }
 
 impl ScratchFs {
     /// Makes a `bytes` ext4 image with `encrypt` (block size 4096) under
-    /// `DATA_DIR/kernel/` and loop-mounts it there. Needs root, a loop
-    /// device and mkfs.ext4; the error says which is missing.
+    /// `DATA_DIR/kernel/` and loop-mounts it there (`kernel check`'s
+    /// image). Needs root, a loop device and mkfs.ext4; the error says
+    /// which is missing.
     pub fn create(data_dir: &Path, bytes: u64) -> io::Result<ScratchFs> {
+        ScratchFs::mount_spec(data_dir, &CHECK_IMAGE, bytes)
+    }
+
+    /// Mounts the image of `spec` (at least `bytes`, with `encrypt`, and
+    /// `verity` where this kernel's ext4 has it): a kept image is reused
+    /// when it is big enough and mounts; otherwise it is made anew.
+    pub fn mount_spec(
+        data_dir: &Path,
+        spec: &'static ScratchSpec,
+        bytes: u64,
+    ) -> io::Result<ScratchFs> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err(io::Error::new(
@@ -325,57 +419,208 @@ impl ScratchFs {
         restore(data_dir)?;
         let dir = data_dir.join("kernel");
         std::fs::create_dir_all(&dir)?;
-        let image = dir.join("fs.img");
-        let mnt = dir.join("mnt");
+        let sp = dir.join(spec.state);
+        if let Ok(text) = std::fs::read_to_string(&sp)
+            && let Some(pid) = text
+                .lines()
+                .find_map(|l| l.split_once('\t')?.0.trim().parse::<i32>().ok())
+            && other_live_pid(pid)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "another readpath (PID {pid}) has {} mounted; wait for it, or set kernel.dir to a directory of your own",
+                    dir.join(spec.mnt).display()
+                ),
+            ));
+        }
+        let image = dir.join(spec.image);
+        let mnt = dir.join(spec.mnt);
         std::fs::create_dir_all(&mnt)?;
-        let f = File::create(&image)?;
-        f.set_len(bytes)?;
-        drop(f);
-        run(std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-b", "4096", "-O", "encrypt"])
-            .arg(&image))
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{e} (mkfs.ext4 is in Debian's e2fsprogs)"),
-            )
-        })?;
+        let reuse = spec.keep && std::fs::metadata(&image).is_ok_and(|m| m.len() >= bytes);
+        if !reuse {
+            ScratchFs::make_image(&image, bytes)?;
+        }
         // Recorded before it is made: a crash leaves it for `restore`.
-        let sp = state_path(data_dir);
         let tmp = sp.with_extension("tmp");
-        std::fs::write(&tmp, format!("{}\n", mnt.display()))?;
+        std::fs::write(&tmp, format!("{}\t{}\n", std::process::id(), mnt.display()))?;
         File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, &sp)?;
         let mut s = ScratchFs {
             dir,
+            spec,
             image,
             mnt,
             mounted: false,
         };
         // `-o loop` attaches with autoclear: unmounting detaches it.
-        run(std::process::Command::new("mount")
-            .args(["-o", "loop,nodev,nosuid,noexec"])
-            .arg(&s.image)
-            .arg(&s.mnt))?;
+        let mount = |s: &ScratchFs| {
+            run(std::process::Command::new("mount")
+                .args(["-o", "loop,nodev,nosuid,noexec"])
+                .arg(&s.image)
+                .arg(&s.mnt))
+        };
+        if let Err(e) = mount(&s) {
+            if !reuse {
+                return Err(e);
+            }
+            // A kept image that no longer mounts (a crash while it was
+            // made): made anew.
+            ScratchFs::make_image(&s.image, bytes)?;
+            mount(&s)?;
+        }
         s.mounted = true;
         Ok(s)
     }
 
-    /// Unmounts and removes the image and the state.
+    fn make_image(image: &Path, bytes: u64) -> io::Result<()> {
+        let _ = std::fs::remove_file(image);
+        let f = File::create(image)?;
+        f.set_len(bytes)?;
+        drop(f);
+        let features = if ext4_has_verity() {
+            "encrypt,verity"
+        } else {
+            "encrypt"
+        };
+        run(std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", "4096", "-O", features])
+            .arg(image))
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{e} (mkfs.ext4 is in Debian's e2fsprogs)"),
+            )
+        })
+    }
+
+    /// The block device the image is attached to (major, minor).
+    pub fn device(&self) -> io::Result<(u32, u32)> {
+        device_of(&self.mnt)
+    }
+
+    /// Unmounts and removes the image (unless kept) and the state.
     pub fn remove(mut self) -> io::Result<()> {
         self.cleanup()
     }
 
     fn cleanup(&mut self) -> io::Result<()> {
         if self.mounted {
-            run(std::process::Command::new("umount").arg(&self.mnt))?;
+            // A file still closing (a reader's last reference) makes the
+            // mount busy for a moment: tried for 2 s, then detached lazily
+            // (the kernel unmounts it when the last file closes).
+            let mut tries = 0;
+            while let Err(e) = run(std::process::Command::new("umount").arg(&self.mnt)) {
+                tries += 1;
+                if tries == 40 {
+                    run(std::process::Command::new("umount")
+                        .arg("-l")
+                        .arg(&self.mnt))
+                    .map_err(|l| io::Error::other(format!("{e}; lazily: {l}")))?;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
             self.mounted = false;
         }
-        let _ = std::fs::remove_file(&self.image);
+        if !self.spec.keep {
+            let _ = std::fs::remove_file(&self.image);
+        }
         let _ = std::fs::remove_dir(&self.mnt);
-        let _ = std::fs::remove_file(self.dir.join("state.json"));
+        let _ = std::fs::remove_file(self.dir.join(self.spec.state));
         Ok(())
     }
+}
+
+/// tracefs, mounted by readpath because it was not: unmounted on drop, or
+/// after a crash by the next [`restore`] (recorded in
+/// `DATA_DIR/kernel/tracefs-state.json`, with the PID, before the mount).
+pub struct TracefsMount {
+    state: std::path::PathBuf,
+}
+
+const TRACEFS_STATE: &str = "tracefs-state.json";
+
+/// Mounts tracefs at [`trace::TRACEFS`] when it is not mounted (as root),
+/// returning the guard that unmounts it; None when it already was.
+pub fn ensure_tracefs(data_dir: &Path) -> io::Result<Option<TracefsMount>> {
+    let tracefs = Path::new(trace::TRACEFS);
+    if tracefs.join("events").exists() {
+        return Ok(None);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "tracefs is not mounted at {} and mounting it needs root (mount -t tracefs nodev {})",
+                trace::TRACEFS,
+                trace::TRACEFS
+            ),
+        ));
+    }
+    let dir = data_dir.join("kernel");
+    std::fs::create_dir_all(&dir)?;
+    let state = dir.join(TRACEFS_STATE);
+    let tmp = state.with_extension("tmp");
+    std::fs::write(
+        &tmp,
+        format!("{}\t{}\n", std::process::id(), trace::TRACEFS),
+    )?;
+    File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, &state)?;
+    if let Err(e) = run(std::process::Command::new("mount")
+        .args(["-t", "tracefs", "nodev"])
+        .arg(tracefs))
+    {
+        let _ = std::fs::remove_file(&state);
+        return Err(e);
+    }
+    Ok(Some(TracefsMount { state }))
+}
+
+impl Drop for TracefsMount {
+    fn drop(&mut self) {
+        let tracefs = Path::new(trace::TRACEFS);
+        if !is_mount_point(tracefs)
+            || run(std::process::Command::new("umount").arg(tracefs)).is_ok()
+        {
+            let _ = std::fs::remove_file(&self.state);
+        }
+    }
+}
+
+/// Unmounts tracefs where a readpath now gone mounted it.
+fn restore_tracefs(data_dir: &Path) -> Vec<std::path::PathBuf> {
+    let state = data_dir.join("kernel").join(TRACEFS_STATE);
+    let Ok(text) = std::fs::read_to_string(&state) else {
+        return Vec::new();
+    };
+    let pid = text
+        .split('\t')
+        .next()
+        .and_then(|p| p.trim().parse::<i32>().ok());
+    if pid.is_some_and(other_live_pid) || pid == Some(std::process::id() as i32) {
+        return Vec::new();
+    }
+    let tracefs = Path::new(trace::TRACEFS);
+    let mut done = Vec::new();
+    if is_mount_point(tracefs) {
+        if run(std::process::Command::new("umount").arg(tracefs)).is_err() {
+            // In use by someone else now: left mounted, and the state kept.
+            return done;
+        }
+        done.push(tracefs.to_path_buf());
+    }
+    let _ = std::fs::remove_file(&state);
+    done
+}
+
+/// The block device (major, minor) of the filesystem holding `path`.
+pub fn device_of(path: &Path) -> io::Result<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path)?.dev();
+    Ok((libc::major(dev), libc::minor(dev)))
 }
 
 impl Drop for ScratchFs {

@@ -1,5 +1,5 @@
-//! The kernel's own workqueues, observed through their tracepoints: what
-//! the model's queue latency is to be held against.
+//! The kernel's own read path, observed through its tracepoints: what the
+//! model's queue latency and device latency are to be held against.
 //!
 //! A [`Tracer`] makes a tracefs instance of its own
 //! (`/sys/kernel/tracing/instances/readpath-PID`), so the global trace
@@ -9,16 +9,30 @@
 //! queues, and reads `trace_pipe` on a thread. Each item is followed by its
 //! work pointer: queue latency is queued -> started (the 2023 fsverity
 //! patch's "workqueue scheduler latency"), execution is started -> ended,
-//! and the CPU that queued it is compared with the CPU that ran it. The
-//! instance is recorded in `DATA_DIR/kernel/state.json` before it is made
-//! and removed on drop, or after a crash by `kernel::restore`.
+//! the CPU that queued it is compared with the CPU that ran it, and the
+//! kworker (thread id) that ran it is counted. Given a block device
+//! ([`Tracer::start_with`]), it also enables `block:block_rq_issue` and
+//! `block_rq_complete`, filtered on that device, and follows each read
+//! request by its sector: device latency is issued -> completed.
+//!
+//! What the thread aggregates is taken per interval
+//! ([`Tracer::take_interval`], e.g. every 250 ms by the engine's sampler):
+//! items and requests count in the interval they complete in, while those
+//! still in flight stay followed across intervals. Whole-run totals per
+//! queue are kept alongside ([`Tracer::finish`]). Trace lines the ring
+//! buffer lost (`CPU:N [LOST n EVENTS]` in `trace_pipe`), and in-flight
+//! entries dropped because their other end never came (the maps are
+//! capped), are counted in [`KernelInterval::lost`]. The instance is
+//! recorded in `DATA_DIR/kernel/trace-PID.state` before it is made and
+//! removed on drop, or after a crash by `kernel::restore`.
 
 use std::collections::HashMap;
-use std::io::{self, BufRead, BufReader};
+use std::hash::Hash;
+use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use hdrhistogram::Histogram;
 
@@ -37,17 +51,36 @@ pub const EVENTS: &[&str] = &[
     "workqueue_execute_end",
 ];
 
+/// The tracepoints a [`Tracer`] given a device also enables (under
+/// `events/block/`).
+pub const BLOCK_EVENTS: &[&str] = &["block_rq_issue", "block_rq_complete"];
+
 /// Where tracefs is mounted.
 pub const TRACEFS: &str = "/sys/kernel/tracing";
 
-/// One queue's items over the trace.
+/// In-flight entries (queued items, running items, issued requests) each
+/// map holds at most; past it, entries older than [`STALE_NS`] of trace
+/// time are dropped (and counted as lost).
+pub const MAX_IN_FLIGHT: usize = 65_536;
+
+/// Trace time after which an in-flight entry is taken for lost when its
+/// map is full, ns.
+pub const STALE_NS: u64 = 10_000_000_000;
+
+/// An empty latency histogram, 1 ns to an hour at 3 significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds")
+}
+
+/// One queue's items over the trace (or over an interval).
 #[derive(Debug, Clone)]
 pub struct QueueTrace {
-    /// Items that were queued and ran to the end within the trace.
+    /// Items that were queued and ran to the end within the trace (the
+    /// interval: those that ended in it).
     pub items: u64,
-    /// Queued -> started, ns.
+    /// Queued -> started, ns (one value per item counted in `items`).
     pub queue_ns: Histogram<u64>,
-    /// Started -> ended, ns.
+    /// Started -> ended, ns (one value per item counted in `items`).
     pub exec_ns: Histogram<u64>,
     /// Items that ran on another CPU than the one that queued them.
     pub moved: u64,
@@ -55,12 +88,52 @@ pub struct QueueTrace {
 
 impl QueueTrace {
     fn new() -> QueueTrace {
-        let h = || Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds");
         QueueTrace {
             items: 0,
-            queue_ns: h(),
-            exec_ns: h(),
+            queue_ns: histogram(),
+            exec_ns: histogram(),
             moved: 0,
+        }
+    }
+
+    fn record(&mut self, r: &Running, exec_ns: u64) {
+        self.items += 1;
+        self.queue_ns.saturating_record(r.wait_ns.max(1));
+        self.exec_ns.saturating_record(exec_ns.max(1));
+        self.moved += u64::from(r.moved);
+    }
+}
+
+/// What the kernel did in one interval ([`Tracer::take_interval`]).
+#[derive(Debug, Clone)]
+pub struct KernelInterval {
+    /// Per post-read queue: the items that completed in this interval.
+    pub queues: HashMap<String, QueueTrace>,
+    /// Thread ids (the pid of the trace line: the "70" of
+    /// "kworker/u9:0-70") of the kworkers that started an item of a
+    /// post-read queue in this interval, with the count of items each
+    /// started.
+    pub kworkers: HashMap<i32, u64>,
+    /// Block-device request latency (issue -> complete), ns, of the traced
+    /// device's reads completed in this interval (empty without a device).
+    pub device_ns: Histogram<u64>,
+    /// Read requests completed (== `device_ns.len()`).
+    pub requests: u64,
+    /// Trace lines lost in this interval (the ring buffer's
+    /// `CPU:N [LOST n EVENTS]`; one where it could not say how many), plus
+    /// in-flight entries dropped because their map was full: when non-zero,
+    /// the figures above miss some items.
+    pub lost: u64,
+}
+
+impl Default for KernelInterval {
+    fn default() -> KernelInterval {
+        KernelInterval {
+            queues: HashMap::new(),
+            kworkers: HashMap::new(),
+            device_ns: histogram(),
+            requests: 0,
+            lost: 0,
         }
     }
 }
@@ -74,8 +147,8 @@ pub enum Event<'a> {
         cpu: u32,
         /// Timestamp, ns.
         t_ns: u64,
-        /// The work pointer.
-        work: &'a str,
+        /// The work pointer (as hashed by `%p`).
+        work: u64,
         /// The workqueue's name.
         queue: &'a str,
     },
@@ -86,26 +159,66 @@ pub enum Event<'a> {
         /// Timestamp, ns.
         t_ns: u64,
         /// The work pointer.
-        work: &'a str,
+        work: u64,
+        /// The thread id of the kworker that started it.
+        pid: i32,
     },
     /// `workqueue_execute_end`.
     End {
         /// Timestamp, ns.
         t_ns: u64,
         /// The work pointer.
-        work: &'a str,
+        work: u64,
+    },
+    /// `block_rq_issue`: a request handed to the device driver.
+    RqIssue {
+        /// Timestamp, ns.
+        t_ns: u64,
+        /// The device (major, minor).
+        dev: (u32, u32),
+        /// Its first sector.
+        sector: u64,
+        /// A read (its rwbs has an `R`).
+        read: bool,
+    },
+    /// `block_rq_complete`: the device finished a request.
+    RqComplete {
+        /// Timestamp, ns.
+        t_ns: u64,
+        /// The device (major, minor).
+        dev: (u32, u32),
+        /// Its first sector.
+        sector: u64,
+        /// A read (its rwbs has an `R`).
+        read: bool,
+    },
+    /// `CPU:N [LOST n EVENTS]`: the ring buffer overwrote `events` lines
+    /// of `cpu` before they were read (`[LOST EVENTS]`, count unknown,
+    /// reads as 1).
+    Lost {
+        /// The CPU whose buffer lost them.
+        cpu: u32,
+        /// How many.
+        events: u64,
     },
 }
 
-/// Parses one `trace_pipe` line of the three events; None for others.
-/// `  kworker/u8:2-57  [001] ..... 1234.567890: workqueue_queue_work: work struct=... function=... workqueue=... req_cpu=... cpu=...`
+/// Parses one `trace_pipe` line of the events a [`Tracer`] enables, or a
+/// lost-events line; None for others. A line is
+/// `COMM-PID [CPU] FLAGS SECONDS.MICROS: EVENT: ARGS`, e.g.
+/// `  kworker/u8:2-57  [001] ..... 1234.567890: workqueue_queue_work: work struct=... function=... workqueue=... req_cpu=... cpu=...`;
+/// the comm may hold spaces and dashes (the pid is the digits after the
+/// last `-` before ` [CPU]`). Allocates nothing.
 pub fn parse_line(line: &str) -> Option<Event<'_>> {
-    let open = line.find(" [")?;
-    let close = open + line[open..].find(']')?;
+    let line = line.trim_end_matches(['\n', '\r']);
+    if let Some(rest) = line.strip_prefix("CPU:") {
+        return parse_lost(rest);
+    }
+    let (open, close) = cpu_field(line)?;
     let cpu: u32 = line[open + 2..close].trim().parse().ok()?;
     let rest = &line[close + 1..];
     let colon = rest.find(": ")?;
-    let t_ns = parse_ts(rest[..colon].split_whitespace().last()?)?;
+    let t_ns = parse_ts(rest[..colon].split_whitespace().next_back()?)?;
     let rest = &rest[colon + 2..];
     let (name, args) = rest.split_once(": ")?;
     match name {
@@ -117,20 +230,108 @@ pub fn parse_line(line: &str) -> Option<Event<'_>> {
             Some(Event::Queue {
                 cpu,
                 t_ns,
-                work: field("struct")?,
+                work: parse_hex(field("struct")?)?,
                 queue: field("workqueue")?,
             })
         }
         "workqueue_execute_start" | "workqueue_execute_end" => {
             let work = args.strip_prefix("work struct ")?.split(':').next()?.trim();
+            let work = parse_hex(work)?;
             Some(if name == "workqueue_execute_start" {
-                Event::Start { cpu, t_ns, work }
+                Event::Start {
+                    cpu,
+                    t_ns,
+                    work,
+                    pid: task_pid(&line[..open])?,
+                }
             } else {
                 Event::End { t_ns, work }
             })
         }
+        "block_rq_issue" | "block_rq_complete" => {
+            let (dev, read, sector) = parse_rq(args)?;
+            Some(if name == "block_rq_issue" {
+                Event::RqIssue {
+                    t_ns,
+                    dev,
+                    sector,
+                    read,
+                }
+            } else {
+                Event::RqComplete {
+                    t_ns,
+                    dev,
+                    sector,
+                    read,
+                }
+            })
+        }
         _ => None,
     }
+}
+
+/// `N [LOST n EVENTS]` (after `CPU:`).
+fn parse_lost(rest: &str) -> Option<Event<'static>> {
+    let (cpu, rest) = rest.split_once(" [LOST")?;
+    let n = rest.strip_suffix("EVENTS]")?.trim();
+    Some(Event::Lost {
+        cpu: cpu.trim().parse().ok()?,
+        events: if n.is_empty() { 1 } else { n.parse().ok()? },
+    })
+}
+
+/// The ` [CPU]` field of a line: the first ` [digits]` after a `-PID`
+/// (where a comm holds ` [` of its own), as (index of ` [`, index of `]`).
+fn cpu_field(line: &str) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(i) = line[from..].find(" [") {
+        let open = from + i;
+        if let Some(j) = line[open + 2..].find(']') {
+            let close = open + 2 + j;
+            let inner = line[open + 2..close].trim();
+            if !inner.is_empty()
+                && inner.bytes().all(|b| b.is_ascii_digit())
+                && task_pid(&line[..open]).is_some()
+            {
+                return Some((open, close));
+            }
+        }
+        from = open + 2;
+    }
+    None
+}
+
+/// The pid of `COMM-PID` (padded, and with a `(TGID)` column where the
+/// instance records tgids): the digits after the last `-`.
+fn task_pid(head: &str) -> Option<i32> {
+    let mut head = head.trim_end();
+    if head.ends_with(')') {
+        head = head[..head.rfind('(')?].trim_end();
+    }
+    let (_, pid) = head.rsplit_once('-')?;
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// The args of `block_rq_issue` (`7,0 R 4096 () 2048 + 8 none,0,0 [comm]`)
+/// or `block_rq_complete` (`7,0 R () 2048 + 8 none,0,0 [0]`; older
+/// kernels lack the ioprio field): (device, read, sector).
+fn parse_rq(args: &str) -> Option<((u32, u32), bool, u64)> {
+    let (dev, rest) = args.trim_start().split_once(' ')?;
+    let (major, minor) = dev.split_once(',')?;
+    let dev = (major.parse().ok()?, minor.parse().ok()?);
+    let (rwbs, rest) = rest.trim_start().split_once(' ')?;
+    let open = rest.find('(')?;
+    let close = open + rest[open..].find(") ")?;
+    let (sector, _) = rest[close + 2..].split_once(" + ")?;
+    Some((dev, rwbs.contains('R'), sector.trim().parse().ok()?))
+}
+
+/// A `%p` pointer (hex, with or without `0x`).
+fn parse_hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x").unwrap_or(s), 16).ok()
 }
 
 /// "1234.567890" (seconds, microseconds) -> ns.
@@ -144,12 +345,55 @@ fn parse_ts(s: &str) -> Option<u64> {
     sec.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
-/// Follows items from their events and fills per-queue statistics.
+/// A queued item, by work pointer.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    t_ns: u64,
+    cpu: u32,
+    queue: &'static str,
+}
+
+/// A running item, by work pointer.
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    t_ns: u64,
+    /// Queued -> started.
+    wait_ns: u64,
+    moved: bool,
+    queue: &'static str,
+}
+
+/// The name in [`POST_READ_QUEUES`] equal to `q`.
+fn intern(q: &str) -> Option<&'static str> {
+    POST_READ_QUEUES.iter().copied().find(|&n| n == q)
+}
+
+/// Makes room for one more entry in `map`: when full, drops the entries
+/// older than [`STALE_NS`] before `now_ns` (all of them when that frees
+/// less than half, so the cost stays amortised); returns how many went.
+fn make_room<K: Eq + Hash, V>(map: &mut HashMap<K, V>, t_ns: fn(&V) -> u64, now_ns: u64) -> u64 {
+    if map.len() < MAX_IN_FLIGHT {
+        return 0;
+    }
+    let before = map.len();
+    let cutoff = now_ns.saturating_sub(STALE_NS);
+    map.retain(|_, v| t_ns(v) >= cutoff);
+    if map.len() > MAX_IN_FLIGHT / 2 {
+        map.clear();
+    }
+    (before - map.len()) as u64
+}
+
+/// Follows items and requests from their events, filling the current
+/// interval and the whole-run totals. Items of queues not in
+/// [`POST_READ_QUEUES`] are ignored.
 #[derive(Default)]
 pub struct Aggregator {
-    queued: HashMap<String, (u64, u32, String)>,
-    running: HashMap<String, (u64, String)>,
-    /// Per queue.
+    queued: HashMap<u64, Queued>,
+    running: HashMap<u64, Running>,
+    issued: HashMap<((u32, u32), u64), u64>,
+    interval: KernelInterval,
+    /// Per queue, over the whole trace.
     pub queues: HashMap<String, QueueTrace>,
 }
 
@@ -163,41 +407,111 @@ impl Aggregator {
                 work,
                 queue,
             } => {
-                self.queued
-                    .insert(work.to_string(), (t_ns, cpu, queue.to_string()));
+                if let Some(queue) = intern(queue) {
+                    self.interval.lost += make_room(&mut self.queued, |q| q.t_ns, t_ns);
+                    self.queued.insert(work, Queued { t_ns, cpu, queue });
+                }
             }
-            Event::Start { cpu, t_ns, work } => {
-                if let Some((tq, qcpu, queue)) = self.queued.remove(work) {
-                    let q = self
-                        .queues
-                        .entry(queue.clone())
-                        .or_insert_with(QueueTrace::new);
-                    let _ = q.queue_ns.record(t_ns.saturating_sub(tq).max(1));
-                    if qcpu != cpu {
-                        q.moved += 1;
-                    }
-                    self.running.insert(work.to_string(), (t_ns, queue));
+            Event::Start {
+                cpu,
+                t_ns,
+                work,
+                pid,
+            } => {
+                if let Some(q) = self.queued.remove(&work) {
+                    self.interval.lost += make_room(&mut self.running, |r| r.t_ns, t_ns);
+                    self.running.insert(
+                        work,
+                        Running {
+                            t_ns,
+                            wait_ns: t_ns.saturating_sub(q.t_ns),
+                            moved: q.cpu != cpu,
+                            queue: q.queue,
+                        },
+                    );
+                    *self.interval.kworkers.entry(pid).or_insert(0) += 1;
                 }
             }
             Event::End { t_ns, work } => {
-                if let Some((ts, queue)) = self.running.remove(work)
-                    && let Some(q) = self.queues.get_mut(&queue)
-                {
-                    let _ = q.exec_ns.record(t_ns.saturating_sub(ts).max(1));
-                    q.items += 1;
+                if let Some(r) = self.running.remove(&work) {
+                    let exec = t_ns.saturating_sub(r.t_ns);
+                    for m in [&mut self.interval.queues, &mut self.queues] {
+                        match m.get_mut(r.queue) {
+                            Some(q) => q.record(&r, exec),
+                            None => {
+                                let mut q = QueueTrace::new();
+                                q.record(&r, exec);
+                                m.insert(r.queue.to_string(), q);
+                            }
+                        }
+                    }
+                }
+            }
+            Event::RqIssue {
+                t_ns,
+                dev,
+                sector,
+                read,
+            } => {
+                if read {
+                    self.interval.lost += make_room(&mut self.issued, |t| *t, t_ns);
+                    self.issued.insert((dev, sector), t_ns);
+                }
+            }
+            Event::RqComplete {
+                t_ns,
+                dev,
+                sector,
+                read,
+            } => {
+                if read && let Some(t0) = self.issued.remove(&(dev, sector)) {
+                    self.interval
+                        .device_ns
+                        .saturating_record(t_ns.saturating_sub(t0).max(1));
+                    self.interval.requests += 1;
+                }
+            }
+            Event::Lost { events, .. } => self.interval.lost += events,
+        }
+    }
+
+    /// Returns what completed since the last call (or the start), leaving
+    /// what is in flight followed.
+    pub fn take_interval(&mut self) -> KernelInterval {
+        std::mem::take(&mut self.interval)
+    }
+
+    /// Items queued or running, and read requests issued, not yet done.
+    pub fn in_flight(&self) -> (usize, usize, usize) {
+        (self.queued.len(), self.running.len(), self.issued.len())
+    }
+
+    /// Takes one line of `trace_pipe` (bytes: a comm need not be UTF-8).
+    fn add_line(&mut self, line: &[u8]) {
+        match std::str::from_utf8(line) {
+            Ok(s) => {
+                if let Some(e) = parse_line(s) {
+                    self.add(&e);
+                }
+            }
+            Err(_) => {
+                if let Some(e) = parse_line(&String::from_utf8_lossy(line)) {
+                    self.add(&e);
                 }
             }
         }
     }
 }
 
-/// A tracefs instance following the post-read queues until dropped.
+/// A tracefs instance following the post-read queues (and a block
+/// device's requests) until finished or dropped.
 pub struct Tracer {
     dir: PathBuf,
     stop: Arc<AtomicBool>,
     agg: Arc<Mutex<Aggregator>>,
     thread: Option<std::thread::JoinHandle<()>>,
     state: PathBuf,
+    block: bool,
 }
 
 fn write(path: &Path, v: &str) -> io::Result<()> {
@@ -205,11 +519,68 @@ fn write(path: &Path, v: &str) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
+fn lock(agg: &Mutex<Aggregator>) -> MutexGuard<'_, Aggregator> {
+    agg.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads `trace_pipe` (non-blocking) into `agg` until `stop`, then drains
+/// it: whole reads are split into lines and taken under one lock.
+fn read_pipe(mut pipe: std::fs::File, stop: &AtomicBool, agg: &Mutex<Aggregator>) {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut have = 0;
+    let mut drained = false;
+    loop {
+        match pipe.read(&mut buf[have..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                have += n;
+                let Some(last) = buf[..have].iter().rposition(|&b| b == b'\n') else {
+                    // A line longer than the buffer is none of ours.
+                    if have == buf.len() {
+                        have = 0;
+                    }
+                    continue;
+                };
+                {
+                    let mut a = lock(agg);
+                    for line in buf[..last].split(|&b| b == b'\n') {
+                        a.add_line(line);
+                    }
+                }
+                // A partial line: the rest comes with the next read.
+                buf.copy_within(last + 1..have, 0);
+                have -= last + 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Stopped: one more pass drains what is left.
+                if stop.load(Ordering::SeqCst) {
+                    if drained {
+                        break;
+                    }
+                    drained = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
 impl Tracer {
     /// Starts tracing the post-read queues in an instance of its own,
-    /// recorded under `data_dir` first. Needs root (or tracefs access) and
-    /// a mounted tracefs; the error says which is missing.
+    /// recorded under `data_dir` first: [`Tracer::start_with`] without a
+    /// device.
     pub fn start(data_dir: &Path) -> io::Result<Tracer> {
+        Tracer::start_with(data_dir, None)
+    }
+
+    /// Starts tracing the post-read queues, and with `device` (major,
+    /// minor) the latency of that block device's read requests, in an
+    /// instance of its own (named by the PID: one Tracer at a time per
+    /// process), recorded under `data_dir` first. Needs root (or tracefs
+    /// access) and a mounted tracefs; the error says which is missing.
+    pub fn start_with(data_dir: &Path, device: Option<(u32, u32)>) -> io::Result<Tracer> {
         let events = Path::new(TRACEFS).join("events/workqueue/workqueue_queue_work");
         if !events.exists() {
             return Err(io::Error::new(
@@ -220,18 +591,39 @@ impl Tracer {
                 ),
             ));
         }
+        let block = Path::new(TRACEFS).join("events/block/block_rq_issue");
+        if device.is_some() && !block.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} is missing: this kernel has no block tracepoints (CONFIG_BLK_DEV_IO_TRACE / CONFIG_EVENT_TRACING)",
+                    block.display()
+                ),
+            ));
+        }
         let dir = Path::new(TRACEFS)
             .join("instances")
             .join(format!("readpath-{}", std::process::id()));
+        if dir.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists: another Tracer of this process is running (one at a time per process)",
+                    dir.display()
+                ),
+            ));
+        }
         let state = super::record_state(data_dir, &dir)?;
         std::fs::create_dir(&dir)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        // From here on an error drops `t`, which removes the instance.
         let mut t = Tracer {
             dir,
             stop: Arc::new(AtomicBool::new(false)),
             agg: Arc::new(Mutex::new(Aggregator::default())),
             thread: None,
             state,
+            block: device.is_some(),
         };
         let filter = POST_READ_QUEUES
             .iter()
@@ -242,6 +634,19 @@ impl Tracer {
         write(&ev.join("workqueue_queue_work/filter"), &filter)?;
         for e in EVENTS {
             write(&ev.join(e).join("enable"), "1")?;
+        }
+        if let Some((major, minor)) = device {
+            // The field is the kernel's dev_t: major << 20 | minor. Writes
+            // are left out in the kernel where its filter takes a glob.
+            let dev = (u64::from(major) << 20) | u64::from(minor);
+            let ev = t.dir.join("events/block");
+            for e in BLOCK_EVENTS {
+                let f = ev.join(e).join("filter");
+                if write(&f, &format!("dev == {dev} && rwbs ~ \"*R*\"")).is_err() {
+                    write(&f, &format!("dev == {dev}"))?;
+                }
+                write(&ev.join(e).join("enable"), "1")?;
+            }
         }
         write(&t.dir.join("tracing_on"), "1")?;
         // Non-blocking, so the reader sees `stop` within a few ms and
@@ -254,43 +659,27 @@ impl Tracer {
         t.thread = Some(
             std::thread::Builder::new()
                 .name("tracer".into())
-                .spawn(move || {
-                    let mut r = BufReader::with_capacity(1 << 16, pipe);
-                    let mut line = String::new();
-                    let mut drained = false;
-                    loop {
-                        match r.read_line(&mut line) {
-                            Ok(0) => break,
-                            Ok(_) if line.ends_with('\n') => {
-                                if let Some(e) = parse_line(&line) {
-                                    agg.lock().unwrap_or_else(|e| e.into_inner()).add(&e);
-                                }
-                                line.clear();
-                            }
-                            // A partial line: the rest comes with the next read.
-                            Ok(_) => {}
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                                // Stopped: one more pass drains what is left.
-                                if stop.load(Ordering::SeqCst) {
-                                    if drained {
-                                        break;
-                                    }
-                                    drained = true;
-                                }
-                                std::thread::sleep(std::time::Duration::from_millis(5));
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                })?,
+                .spawn(move || read_pipe(pipe, &stop, &agg))?,
         );
         Ok(t)
     }
 
-    /// Stops, removes the instance and returns what was seen.
+    /// Returns what completed since the last call (or the start): per
+    /// queue, per kworker, the device's read latency, and what was lost.
+    /// Items and requests in flight stay followed into the next interval;
+    /// the reader thread keeps running. Only what the reader has taken
+    /// from `trace_pipe` counts (it polls every 5 ms).
+    pub fn take_interval(&self) -> KernelInterval {
+        // The next interval's (allocated) histograms are made outside the lock.
+        let fresh = KernelInterval::default();
+        std::mem::replace(&mut lock(&self.agg).interval, fresh)
+    }
+
+    /// Stops, removes the instance and returns the whole run's per-queue
+    /// totals (what any interval taken reported, and what was left).
     pub fn finish(mut self) -> HashMap<String, QueueTrace> {
         self.teardown();
-        std::mem::take(&mut self.agg.lock().unwrap_or_else(|e| e.into_inner()).queues)
+        std::mem::take(&mut lock(&self.agg).queues)
     }
 
     fn teardown(&mut self) {
@@ -301,6 +690,11 @@ impl Tracer {
                 &self.dir.join("events/workqueue").join(e).join("enable"),
                 "0",
             );
+        }
+        if self.block {
+            for e in BLOCK_EVENTS {
+                let _ = write(&self.dir.join("events/block").join(e).join("enable"), "0");
+            }
         }
         // The reader sees `stop` within a few ms and closes the pipe (an
         // instance cannot be removed while its pipe is open).
@@ -331,6 +725,14 @@ impl Drop for Tracer {
 mod tests {
     use super::*;
 
+    fn feed(a: &mut Aggregator, lines: &[&str]) {
+        for l in lines {
+            if let Some(e) = parse_line(l) {
+                a.add(&e);
+            }
+        }
+    }
+
     #[test]
     fn trace_lines_parse_and_items_are_followed() {
         let lines = [
@@ -348,18 +750,23 @@ mod tests {
             Some(Event::Queue {
                 cpu: 1,
                 t_ns: 100_000_010_000,
-                work: "00000000aabbccdd",
+                work: 0xaabb_ccdd,
                 queue: "fscrypt_read_queue"
+            })
+        );
+        assert_eq!(
+            parse_line(lines[1]),
+            Some(Event::Start {
+                cpu: 0,
+                t_ns: 100_000_060_000,
+                work: 0xaabb_ccdd,
+                pid: 70
             })
         );
         assert_eq!(parse_line(lines[6]), None);
         assert_eq!(parse_line(lines[7]), None);
         let mut a = Aggregator::default();
-        for l in lines {
-            if let Some(e) = parse_line(l) {
-                a.add(&e);
-            }
-        }
+        feed(&mut a, &lines);
         let f = &a.queues["fscrypt_read_queue"];
         assert_eq!((f.items, f.moved), (1, 1));
         assert!((49_900..=50_100).contains(&f.queue_ns.value_at_quantile(0.5)));
@@ -369,5 +776,187 @@ mod tests {
         assert!((999_000..=1_001_000).contains(&v.queue_ns.value_at_quantile(0.5)));
         assert_eq!(parse_ts("1.5"), Some(1_500_000_000));
         assert_eq!(parse_ts("1.x"), None);
+        // The interval saw the same, and its kworkers.
+        let i = a.take_interval();
+        assert_eq!(i.queues["fscrypt_read_queue"].items, 1);
+        assert_eq!(i.kworkers, HashMap::from([(70, 1), (99, 1)]));
+        assert_eq!(a.in_flight(), (0, 0, 0));
+    }
+
+    #[test]
+    fn the_pid_is_after_the_last_dash_of_the_comm() {
+        let pid = |head: &str| {
+            let line = format!(
+                "{head} [003] .....   7.000001: workqueue_execute_start: work struct 00000000deadbeef: function fscrypt_decrypt_bio"
+            );
+            match parse_line(&line) {
+                Some(Event::Start { pid, cpu, .. }) => {
+                    assert_eq!(cpu, 3);
+                    Some(pid)
+                }
+                _ => None,
+            }
+        };
+        assert_eq!(pid("  my-prog x-1234-5678   "), Some(5678));
+        assert_eq!(pid("  my-prog x-1234"), Some(1234));
+        assert_eq!(pid("    <idle>-0      "), Some(0));
+        assert_eq!(pid("kworker/u9:0-70 (     70)"), Some(70));
+        // A comm holding " [1]" of its own.
+        assert_eq!(pid("odd [1] name-42"), Some(42));
+        assert_eq!(pid("no pid here"), None);
+    }
+
+    #[test]
+    fn block_and_lost_lines_parse() {
+        let issue = "   loop0-1234   [001] ..... 200.000100: block_rq_issue: 7,0 R 4096 () 2048 + 8 [kworker/1:1]";
+        let complete =
+            "  <idle>-0      [001] d.h1. 200.000300: block_rq_complete: 7,0 R () 2048 + 8 [0]";
+        assert_eq!(
+            parse_line(issue),
+            Some(Event::RqIssue {
+                t_ns: 200_000_100_000,
+                dev: (7, 0),
+                sector: 2048,
+                read: true
+            })
+        );
+        assert_eq!(
+            parse_line(complete),
+            Some(Event::RqComplete {
+                t_ns: 200_000_300_000,
+                dev: (7, 0),
+                sector: 2048,
+                read: true
+            })
+        );
+        // 6.x: an ioprio field; a cmd in the parentheses; other rwbs.
+        assert_eq!(
+            parse_line(
+                "  kworker/u8:3-66 [000] ..... 1.000000: block_rq_issue: 259,3 RA 131072 (12 00 ab) 123456789 + 256 be,0,4 [cat]"
+            ),
+            Some(Event::RqIssue {
+                t_ns: 1_000_000_000,
+                dev: (259, 3),
+                sector: 123_456_789,
+                read: true
+            })
+        );
+        assert_eq!(
+            parse_line(
+                "  rustc-18406   [001] ..s..  1291.883965: block_rq_complete: 254,0 FWS () 18446744073709551615 + 0 none,0,0 [0]"
+            ),
+            Some(Event::RqComplete {
+                t_ns: 1_291_883_965_000,
+                dev: (254, 0),
+                sector: u64::MAX,
+                read: false
+            })
+        );
+        assert_eq!(
+            parse_line("CPU:2 [LOST 123 EVENTS]"),
+            Some(Event::Lost {
+                cpu: 2,
+                events: 123
+            })
+        );
+        assert_eq!(
+            parse_line("CPU:0 [LOST EVENTS]\n"),
+            Some(Event::Lost { cpu: 0, events: 1 })
+        );
+        // Reads are timed issue -> complete; writes are not; lost lines count.
+        let mut a = Aggregator::default();
+        feed(
+            &mut a,
+            &[
+                issue,
+                "   loop0-1234   [001] ..... 200.000110: block_rq_issue: 7,0 WS 4096 () 4096 + 8 none,0,0 [jbd2/loop0-8]",
+                "  <idle>-0      [001] d.h1. 200.000400: block_rq_complete: 7,0 WS () 4096 + 8 none,0,0 [0]",
+                complete,
+                "CPU:1 [LOST 5 EVENTS]",
+            ],
+        );
+        let i = a.take_interval();
+        assert_eq!((i.requests, i.device_ns.len(), i.lost), (1, 1, 5));
+        assert!((199_000..=201_000).contains(&i.device_ns.max()));
+        assert_eq!(a.in_flight(), (0, 0, 0));
+    }
+
+    #[test]
+    fn an_interval_counts_what_completed_in_it() {
+        let q = |t: &str, w: &str| {
+            format!(
+                "  kworker/1:1H-88 [001] d..1. {t}: workqueue_queue_work: work struct={w} function=fscrypt_decrypt_bio workqueue=fscrypt_read_queue req_cpu=8192 cpu=1"
+            )
+        };
+        let s = |t: &str, w: &str, who: &str| {
+            format!(
+                "  {who} [000] ..... {t}: workqueue_execute_start: work struct {w}: function fscrypt_decrypt_bio"
+            )
+        };
+        let e = |t: &str, w: &str| {
+            format!(
+                "  kworker/u9:0-70 [000] ..... {t}: workqueue_execute_end: work struct {w}: function fscrypt_decrypt_bio"
+            )
+        };
+        let mut a = Aggregator::default();
+        let lines = [
+            q("10.000000", "aa"),
+            q("10.000001", "bb"),
+            s("10.000010", "aa", "kworker/u9:0-70"),
+            e("10.000020", "aa"),
+            // A queue the tracer does not follow is ignored.
+            "  x-1 [000] ..... 10.000030: workqueue_queue_work: work struct=cc function=f workqueue=events req_cpu=1 cpu=1".to_string(),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        feed(&mut a, &lines);
+        let one = a.take_interval();
+        assert_eq!(one.queues["fscrypt_read_queue"].items, 1);
+        assert_eq!(one.kworkers, HashMap::from([(70, 1)]));
+        assert_eq!(a.in_flight(), (1, 0, 0));
+        // bb, queued in the first interval, runs and ends in the second.
+        let lines = [
+            s("10.000100", "bb", "kworker/u9:1-71"),
+            e("10.000300", "bb"),
+            s("10.000400", "cc", "kworker/u9:1-71"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        feed(&mut a, &lines);
+        let two = a.take_interval();
+        let f = &two.queues["fscrypt_read_queue"];
+        assert_eq!((f.items, f.queue_ns.len(), f.exec_ns.len()), (1, 1, 1));
+        assert!((98_000..=100_000).contains(&f.queue_ns.max()));
+        assert_eq!(two.kworkers, HashMap::from([(71, 1)]));
+        assert!(a.take_interval().queues.is_empty());
+        // The totals hold both.
+        assert_eq!(a.queues["fscrypt_read_queue"].items, 2);
+        assert_eq!(a.queues.len(), 1);
+    }
+
+    #[test]
+    fn items_never_started_do_not_grow_the_maps_forever() {
+        let mut a = Aggregator::default();
+        let sec = 1_000_000_000u64;
+        // Old items whose start was lost, then as many again 20 s later.
+        for i in 0..MAX_IN_FLIGHT as u64 {
+            a.add(&Event::Queue {
+                cpu: 0,
+                t_ns: sec + i,
+                work: i,
+                queue: "fscrypt_read_queue",
+            });
+        }
+        assert_eq!(a.in_flight().0, MAX_IN_FLIGHT);
+        for i in 0..(MAX_IN_FLIGHT as u64) * 3 {
+            a.add(&Event::Queue {
+                cpu: 0,
+                t_ns: 21 * sec + i,
+                work: (1 << 40) + i,
+                queue: "fscrypt_read_queue",
+            });
+            assert!(a.in_flight().0 <= MAX_IN_FLIGHT);
+        }
+        let i = a.take_interval();
+        assert!(i.lost >= 3 * MAX_IN_FLIGHT as u64, "{}", i.lost);
+        assert_eq!(i.lost + a.in_flight().0 as u64, 4 * MAX_IN_FLIGHT as u64);
     }
 }

@@ -204,6 +204,19 @@ impl Recorder {
         &self.hists[stage as usize]
     }
 
+    /// Adds the samples of a ns histogram of any bounds to one stage
+    /// (values above [`MAX_LATENCY_NS`] saturate); `replace` empties the
+    /// stage first. Used for what the kernel's tracepoints measured.
+    pub fn add_samples(&mut self, stage: Stage, h: &Histogram<u64>, replace: bool) {
+        let own = &mut self.hists[stage as usize];
+        if replace {
+            own.reset();
+        }
+        for v in h.iter_recorded() {
+            own.saturating_record_n(v.value_iterated_to().max(1), v.count_at_value());
+        }
+    }
+
     /// Adds another recorder's content into this one (same bounds: no allocation).
     pub fn merge(&mut self, other: &Recorder) {
         for (a, b) in self.hists.iter_mut().zip(other.hists.iter()) {
@@ -665,6 +678,10 @@ pub struct IntervalRecord {
     /// older recordings).
     #[serde(default)]
     pub pools: Vec<PoolRecord>,
+    /// The running kernel's post-read queues over this interval, from their
+    /// tracepoints (`workload.target = "kernel"`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelRecord>,
     /// All counters of the interval.
     pub counters: Counters,
     /// Settings changes (and other markers) that happened in this interval.
@@ -692,6 +709,40 @@ pub struct PoolRecord {
     pub blocked_peak: u32,
     /// Items waiting now.
     pub pending: u64,
+}
+
+/// The running kernel's post-read work over an interval, as its
+/// tracepoints saw it (`workload.target = "kernel"`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelRecord {
+    /// Each post-read queue that ran an item in the interval.
+    pub queues: Vec<KernelQueueRecord>,
+    /// kworkers that ran those items (their run_delay is `workers`).
+    pub kworkers: u32,
+    /// Block requests of the file's device completed (their latency is
+    /// `stages_us.device`).
+    pub requests: u64,
+    /// Trace events lost (tracefs overruns): figures are then partial.
+    pub lost: u64,
+    /// The file's pages in the kernel's page cache at the end (`mincore`).
+    pub cached_bytes: u64,
+}
+
+/// One kernel workqueue over an interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelQueueRecord {
+    /// The queue's name (`fscrypt_read_queue`).
+    pub queue: String,
+    /// Items that ran to the end.
+    pub items: u64,
+    /// Queued -> started (the workqueue scheduler latency), us.
+    pub queue_us: Percentiles,
+    /// Started -> ended, us.
+    pub exec_us: Percentiles,
+    /// Share of items run on another CPU than the one that queued them, %.
+    pub moved_pct: f64,
 }
 
 /// Largest count an interval record read from outside may carry: far above
@@ -868,6 +919,32 @@ impl IntervalRecord {
         check_u64("page_cache.size_bytes", self.page_cache.size_bytes)?;
         if let Some(h) = self.hash_cache_hit_pct {
             check_f64("hash_cache_hit_pct", h, 0.0, 100.0)?;
+        }
+        if let Some(k) = &self.kernel {
+            if k.queues.len() > crate::kernel::trace::POST_READ_QUEUES.len() {
+                return Err(format!(
+                    "kernel.queues has {} entries: allowed at most {}",
+                    k.queues.len(),
+                    crate::kernel::trace::POST_READ_QUEUES.len()
+                ));
+            }
+            for q in &k.queues {
+                if !crate::kernel::trace::POST_READ_QUEUES.contains(&q.queue.as_str()) {
+                    return Err(format!(
+                        "kernel.queues[].queue = {:?}: allowed {}",
+                        q.queue,
+                        crate::kernel::trace::POST_READ_QUEUES.join(", ")
+                    ));
+                }
+                check_u64("kernel.queues[].items", q.items)?;
+                q.queue_us.check("kernel.queues[].queue_us")?;
+                q.exec_us.check("kernel.queues[].exec_us")?;
+                check_f64("kernel.queues[].moved_pct", q.moved_pct, 0.0, 100.0)?;
+            }
+            check_u64("kernel.kworkers", u64::from(k.kworkers))?;
+            check_u64("kernel.requests", k.requests)?;
+            check_u64("kernel.lost", k.lost)?;
+            check_u64("kernel.cached_bytes", k.cached_bytes >> 10)?;
         }
         if self.pools.len() > 2 {
             return Err(format!(

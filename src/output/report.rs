@@ -79,10 +79,70 @@ pub struct RunSummary {
     pub notices: Vec<String>,
     /// Events (live changes), in order.
     pub events: Vec<String>,
+    /// The running kernel's post-read work (`workload.target = "kernel"`):
+    /// its queues as their tracepoints saw them, its workqueue affinity
+    /// scope and the AES driver it used; absent for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelSummary>,
     /// The machine.
     pub machine: MachineInfo,
     /// Kernel and CPU features detected.
     pub features: Features,
+}
+
+/// The kernel target's part of a run summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelSummary {
+    /// Per post-read queue that ran items.
+    pub workqueues: std::collections::BTreeMap<String, KernelQueueSummary>,
+    /// `workqueue.default_affinity_scope` while the run read the kernel.
+    pub affinity_scope: String,
+    /// The driver of the kernel's `xts(aes)` (`/proc/crypto`).
+    pub aes_driver: String,
+}
+
+/// One kernel workqueue over a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelQueueSummary {
+    /// Items that ran to the end.
+    pub items: u64,
+    /// Queued -> started, us.
+    pub queue_us: Percentiles,
+    /// Started -> ended, us.
+    pub exec_us: Percentiles,
+    /// Share of items run on another CPU than the one that queued them, %.
+    pub moved_pct: f64,
+}
+
+impl KernelSummary {
+    /// The summary of a run's totals, if it read the kernel.
+    pub fn of(totals: &RunTotals) -> Option<KernelSummary> {
+        let scope = totals.kernel_scope.clone()?;
+        Some(KernelSummary {
+            workqueues: totals
+                .kernel
+                .iter()
+                .map(|(name, q)| {
+                    (
+                        name.clone(),
+                        KernelQueueSummary {
+                            items: q.items,
+                            queue_us: Percentiles::of(&q.queue_ns),
+                            exec_us: Percentiles::of(&q.exec_ns),
+                            moved_pct: if q.items > 0 {
+                                q.moved as f64 * 100.0 / q.items as f64
+                            } else {
+                                0.0
+                            },
+                        },
+                    )
+                })
+                .collect(),
+            affinity_scope: scope,
+            aes_driver: crate::kernel::crypto_driver("xts(aes)")
+                .map_or_else(|| "unknown".into(), |(d, _)| d),
+        })
+    }
 }
 
 impl RunSummary {
@@ -133,6 +193,7 @@ impl RunSummary {
                 .iter()
                 .map(|e| format!("{:.2}s {}", e.t_s, e.label))
                 .collect(),
+            kernel: KernelSummary::of(totals),
             machine,
             features,
         }
@@ -165,7 +226,11 @@ impl RunSummary {
             } else {
                 String::new()
             },
-            if e.workers.highpri { ", highpri" } else { "" },
+            if e.workers.highpri && e.workload.target == crate::settings::Target::Model {
+                ", highpri"
+            } else {
+                ""
+            },
         );
         if e.load.hogs > 0 {
             let _ = writeln!(
@@ -207,7 +272,12 @@ impl RunSummary {
         if self.workers.threads > 0 {
             let _ = writeln!(
                 o,
-                "  workers: {} threads, run_delay total {} us, cpu {:.2}s, switches {} voluntary / {} involuntary, {} migrations",
+                "  {}: {} threads, run_delay total {} us, cpu {:.2}s, switches {} voluntary / {} involuntary, {} migrations",
+                if self.kernel.is_some() {
+                    "kworkers (in the intervals they ran post-read items)"
+                } else {
+                    "workers"
+                },
                 self.workers.threads,
                 fio_us(self.run_delay_us_total),
                 self.workers.cpu_us / 1e6,
@@ -263,10 +333,38 @@ impl RunSummary {
                 p.queue, p.kind, p.workers, p.blocked_peak
             );
         }
-        if e.pipeline.decrypt {
+        if let Some(k) = &self.kernel {
+            let _ = writeln!(
+                o,
+                "  kernel: workqueue affinity scope {}, xts(aes) driver {}",
+                k.affinity_scope, k.aes_driver
+            );
+            if k.workqueues.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "  kernel: no post-read work item ran (every read hit the kernel's page cache, or the file is neither encrypted nor verity)"
+                );
+            }
+            for (name, q) in &k.workqueues {
+                let _ = writeln!(
+                    o,
+                    "  {name}: {} items; queue (usec) p50={} p99={} p99.9={} max={}; exec (usec) p50={} p99={}; ran on another CPU than queued: {:.0}%",
+                    q.items,
+                    fio_us(q.queue_us.p50),
+                    fio_us(q.queue_us.p99),
+                    fio_us(q.queue_us.p999),
+                    fio_us(q.queue_us.max),
+                    fio_us(q.exec_us.p50),
+                    fio_us(q.exec_us.p99),
+                    q.moved_pct
+                );
+            }
+        }
+        let model = e.workload.target == crate::settings::Target::Model;
+        if e.pipeline.decrypt && model {
             let _ = writeln!(o, "  decrypt: {} data units", self.decrypted_units);
         }
-        if e.pipeline.verity {
+        if e.pipeline.verity && model {
             let _ = writeln!(
                 o,
                 "  verity: {} blocks verified, {} hashes, {} failures, hash cache hit {}",

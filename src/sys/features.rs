@@ -27,6 +27,14 @@ pub struct Features {
     pub highpri: bool,
     /// Why not, when `highpri` is false.
     pub highpri_reason: Option<String>,
+    /// This kernel's ext4 has fs-verity (`/sys/fs/ext4/features/verity`:
+    /// `CONFIG_FS_VERITY`), for `workload.target = "kernel"`.
+    #[serde(default)]
+    pub kernel_verity: bool,
+    /// Why `workload.target = "kernel"` cannot run here (not root), if it
+    /// cannot.
+    #[serde(default)]
+    pub kernel_target_reason: Option<String>,
 }
 
 /// `kernel.io_uring_disabled`, or `None` if the sysctl does not exist (kernels
@@ -121,5 +129,16 @@ pub fn probe_features() -> Features {
         schedstat: schedstat_available(),
         highpri: highpri.is_ok(),
         highpri_reason: highpri.err(),
+        kernel_verity: crate::kernel::ext4_has_verity(),
+        kernel_target_reason: kernel_target_reason(),
     }
+}
+
+/// Why the kernel target cannot run here: its key ioctls, tracefs and loop
+/// mounts need root.
+fn kernel_target_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    (unsafe { libc::geteuid() } != 0).then(|| {
+        "workload.target = \"kernel\" needs root: the workqueue tracepoints (tracefs), the fscrypt key ioctls and the loop-mounted image".to_string()
+    })
 }

@@ -197,7 +197,16 @@ impl ThreadStatReader {
     /// `se.nr_migrations` line, migrations read as 0 and
     /// [`has_migrations`](Self::has_migrations) is false.
     pub fn open(tid: i32) -> io::Result<Self> {
-        let dir = PathBuf::from(format!("/proc/self/task/{tid}"));
+        Self::open_dir(tid, PathBuf::from(format!("/proc/self/task/{tid}")))
+    }
+
+    /// Opens the files of thread `tid` of any process (a kworker the
+    /// kernel's tracepoints named).
+    pub fn open_global(tid: i32) -> io::Result<Self> {
+        Self::open_dir(tid, PathBuf::from(format!("/proc/{tid}/task/{tid}")))
+    }
+
+    fn open_dir(tid: i32, dir: PathBuf) -> io::Result<Self> {
         let schedstat = ProcFile::open(&dir.join("schedstat"), 128)?;
         let status = ProcFile::open(&dir.join("status"), 4096)?;
         let mut sched = ProcFile::open(&dir.join("sched"), 4096).ok();

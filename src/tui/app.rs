@@ -37,7 +37,7 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
         Does::Act(Action::Suspend) => Action::None,
         Does::Act(a) => a.clone(),
         Does::Change(f) => match change(f, settings, cpus) {
-            Ok(s) => Action::Apply(s),
+            Ok(s) => Action::Apply(Box::new(s)),
             Err(why) => Action::Refuse(why),
         },
     }
@@ -135,7 +135,7 @@ pub enum OverlayAction {
     /// Nothing more.
     None,
     /// Apply a preset: its name, description and settings.
-    ApplyPreset(String, String, Settings),
+    ApplyPreset(String, String, Box<Settings>),
     /// Save the current settings under this name (`true`: replace the file).
     Save(String, bool),
     /// Quit.
@@ -175,7 +175,7 @@ pub fn overlay_key(
                         ..
                     }) => {
                         *overlay = Overlay::None;
-                        OverlayAction::ApplyPreset(name, description, s)
+                        OverlayAction::ApplyPreset(name, description, Box::new(s))
                     }
                     Some(PickItem { description, .. }) => {
                         *overlay = Overlay::Error(description);
@@ -586,7 +586,7 @@ mod tests {
 
     fn apply(c: char, s: &Settings) -> Settings {
         match action_for_key(key(c), s, 2) {
-            Action::Apply(n) => n,
+            Action::Apply(n) => *n,
             other => panic!("key {c:?}: expected Apply, got {other:?}"),
         }
     }
@@ -792,7 +792,7 @@ mod tests {
         overlay_key(&mut o, k(KeyCode::Down), &never);
         assert_eq!(
             overlay_key(&mut o, k(KeyCode::Enter), &never),
-            OverlayAction::ApplyPreset("b".into(), "about b".into(), Settings::default())
+            OverlayAction::ApplyPreset("b".into(), "about b".into(), Box::default())
         );
         assert_eq!(o, Overlay::None);
         // An invalid preset shows its error instead of applying.

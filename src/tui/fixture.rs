@@ -21,6 +21,8 @@ pub fn features() -> Features {
         schedstat: true,
         highpri: false,
         highpri_reason: Some("needs CAP_SYS_NICE or RLIMIT_NICE >= 40".into()),
+        kernel_verity: false,
+        kernel_target_reason: None,
         ..Features::default()
     }
 }

@@ -138,7 +138,7 @@ pub enum Action {
     /// Ask for a name to save the current settings as a preset.
     StartSave,
     /// Run the workload with these settings.
-    Apply(Settings),
+    Apply(Box<Settings>),
     /// The key was understood but refused, with why.
     Refuse(String),
 }
@@ -263,6 +263,18 @@ pub const BINDINGS: &[Binding] = &[
         setting: Some("workers.affinity_scope"),
         footer: Footer::None,
         help: "unbound pods: cpu -> smt -> cache -> numa -> system (affinity scope)",
+    },
+    Binding {
+        steps: &[change(&[Char('k')], target)],
+        setting: Some("workload.target"),
+        footer: Footer::None,
+        help: "target: readpath's model <-> the running kernel (its own fscrypt, fs-verity and page cache, traced)",
+    },
+    Binding {
+        steps: &[change(&[Char('K')], kernel_scope)],
+        setting: Some("kernel.affinity_scope"),
+        footer: Footer::None,
+        help: "the kernel's workqueue affinity scope (global): default -> cpu -> smt -> cache -> numa -> system",
     },
     Binding {
         steps: &[change(&[Char('i')], sleep)],
@@ -467,6 +479,16 @@ fn completion(s: &mut Settings) -> Result<(), String> {
 
 fn affinity_scope(s: &mut Settings) -> Result<(), String> {
     s.workers.affinity_scope = s.workers.affinity_scope.next();
+    Ok(())
+}
+
+fn target(s: &mut Settings) -> Result<(), String> {
+    s.workload.target = s.workload.target.next();
+    Ok(())
+}
+
+fn kernel_scope(s: &mut Settings) -> Result<(), String> {
+    s.kernel.affinity_scope = s.kernel.affinity_scope.next();
     Ok(())
 }
 

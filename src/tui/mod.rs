@@ -370,7 +370,7 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
             OverlayAction::None => {}
             OverlayAction::Quit => app.quit = true,
             OverlayAction::ApplyPreset(name, description, settings) => {
-                apply(app, engine, settings);
+                apply(app, engine, *settings);
                 if !matches!(app.overlay, Overlay::Error(_)) {
                     engine.mark(format!("preset {name}"));
                     app.preset = Some((name, description));
@@ -418,7 +418,7 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
             }
         }
         Action::Refuse(why) => app.flash(why),
-        Action::Apply(s) => apply(app, engine, s),
+        Action::Apply(s) => apply(app, engine, *s),
         Action::OpenPicker => {
             let items: Vec<PickItem> = preset::list()
                 .into_iter()

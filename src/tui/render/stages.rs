@@ -44,8 +44,19 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     let bar_w = (inner.width as usize).saturating_sub(22).max(1);
     let mut y = inner.y;
     let bottom = inner.y + inner.height;
+    let kernel = recs.iter().any(|r| r.kernel.is_some());
     if y < bottom {
         let line = match &cache {
+            _ if kernel => {
+                let cached = recs
+                    .last()
+                    .and_then(|r| r.kernel.as_ref())
+                    .map_or(0, |k| k.cached_bytes);
+                format!(
+                    "kernel, per item · cached {}",
+                    crate::settings::format_size(cached)
+                )
+            }
             Some(c) => format!("per bio · {c}"),
             None => "mean per read".to_string(),
         };
@@ -106,6 +117,36 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
             y += 1;
         }
         let secs = f64::max(recs.iter().map(|r| r.interval_s).sum(), 1e-9);
+        // The kernel's own queues (their tracepoints): items per second,
+        // the worst queue p99 of the last second, and the share run on
+        // another CPU than the one that queued them.
+        for name in crate::kernel::trace::POST_READ_QUEUES {
+            let qs: Vec<_> = recs
+                .iter()
+                .filter_map(|r| r.kernel.as_ref())
+                .flat_map(|k| &k.queues)
+                .filter(|q| q.queue == *name)
+                .collect();
+            if qs.is_empty() || y >= bottom {
+                continue;
+            }
+            let items: u64 = qs.iter().map(|q| q.items).sum();
+            let p99 = qs.iter().map(|q| q.queue_us.p99).fold(0.0, f64::max);
+            let moved =
+                qs.iter().map(|q| q.moved_pct * q.items as f64).sum::<f64>() / items.max(1) as f64;
+            let short = name.trim_end_matches("_read_queue").trim_end_matches("_wq");
+            let mut line = format!(
+                "{name} {:.0}/s q p99 {} moved {moved:.0}%",
+                items as f64 / secs,
+                fmt_us(p99)
+            );
+            if line.chars().count() > inner.width as usize {
+                line = format!("{short} {:.0}/s q99 {}", items as f64 / secs, fmt_us(p99));
+            }
+            let line: String = line.chars().take(inner.width as usize).collect();
+            buf.set_string(inner.x, y, line, th.text());
+            y += 1;
+        }
         let (pages, blocked_ms) = recs.iter().fold((0u64, 0.0), |a, r| {
             (
                 a.0 + r.page_cache.tree_pages_read,

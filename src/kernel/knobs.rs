@@ -1,0 +1,1318 @@
+//! The system knobs readpath turns while a kernel workload runs, and how
+//! every one of them is put back.
+//!
+//! To see what the kernel's read post-processing does under other settings,
+//! readpath (as root) changes real, system-wide sysfs files: the unbound
+//! workqueues' default affinity scope and CPU mask, and the read-ahead and
+//! completion affinity (`rq_affinity`) of the block device under the file it
+//! reads. Those settings outlive the process, so each one's original value
+//! is saved in `DATA_DIR/kernel/knobs-PID.json` (written to a temporary
+//! file, synced and renamed) *before* the knob is first written: whatever
+//! happens after that, the state file knows what to put back. [`SystemKnobs`]
+//! puts every knob back when it is dropped (an orderly exit, an error, a
+//! signal that unwinds); a process killed outright (SIGKILL, a crash) leaves
+//! its state file behind, and the next start, or `readpath kernel restore`,
+//! calls [`restore_left`] to write those originals back once that process is
+//! gone. Only files under `/sys/` are ever written from a state file, so a
+//! tampered one cannot make root write anywhere else.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+/// The workqueue module's default affinity scope for unbound workqueues
+/// (`cpu`, `smt`, `cache`, `numa` or `system`).
+pub const AFFINITY_SCOPE: &str = "/sys/module/workqueue/parameters/default_affinity_scope";
+
+/// The CPUs unbound workqueues may run on (a hex mask).
+pub const UNBOUND_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
+
+/// The setting key of [`AFFINITY_SCOPE`].
+pub const KEY_AFFINITY_SCOPE: &str = "kernel.affinity_scope";
+
+/// The setting key of [`UNBOUND_CPUMASK`].
+pub const KEY_UNBOUND_CPUS: &str = "kernel.unbound_cpus";
+
+/// The setting key of a block device's `queue/read_ahead_kb`.
+pub const KEY_READ_AHEAD_KB: &str = "kernel.read_ahead_kb";
+
+/// The setting key of a block device's `queue/rq_affinity`.
+pub const KEY_RQ_AFFINITY: &str = "kernel.rq_affinity";
+
+/// The values [`AFFINITY_SCOPE`] takes.
+pub const AFFINITY_SCOPES: [&str; 5] = ["cpu", "smt", "cache", "numa", "system"];
+
+/// The most CPUs a mask may name ([`parse_cpu_mask_hex`] refuses CPU
+/// numbers from this one up).
+pub const MAX_CPUS: usize = 4096;
+
+/// The longest value saved or restored (a sysfs file holds one page).
+const MAX_VALUE: usize = 4096;
+
+/// The most 32-bit words a mask text may have (leading zero words
+/// included, as a kernel with many possible CPUs prints them).
+const MAX_MASK_WORDS: usize = 1024;
+
+/// One knob: its setting key and sysfs file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Knob {
+    /// The setting key (`kernel.affinity_scope`, ...).
+    pub key: &'static str,
+    /// The sysfs file, absolute (`/sys/...`).
+    pub path: PathBuf,
+}
+
+impl Knob {
+    /// `kernel.affinity_scope`: [`AFFINITY_SCOPE`].
+    pub fn affinity_scope() -> Knob {
+        Knob {
+            key: KEY_AFFINITY_SCOPE,
+            path: PathBuf::from(AFFINITY_SCOPE),
+        }
+    }
+
+    /// `kernel.unbound_cpus`: [`UNBOUND_CPUMASK`].
+    pub fn unbound_cpus() -> Knob {
+        Knob {
+            key: KEY_UNBOUND_CPUS,
+            path: PathBuf::from(UNBOUND_CPUMASK),
+        }
+    }
+
+    /// `kernel.read_ahead_kb`: `queue/read_ahead_kb` of the block device
+    /// holding `file` (see [`queue_dir_of`]).
+    pub fn read_ahead_kb(file: &Path) -> io::Result<Knob> {
+        Ok(Knob {
+            key: KEY_READ_AHEAD_KB,
+            path: queue_dir_of(file)?.join("read_ahead_kb"),
+        })
+    }
+
+    /// `kernel.rq_affinity`: `queue/rq_affinity` of the block device
+    /// holding `file` (see [`queue_dir_of`]).
+    pub fn rq_affinity(file: &Path) -> io::Result<Knob> {
+        Ok(Knob {
+            key: KEY_RQ_AFFINITY,
+            path: queue_dir_of(file)?.join("rq_affinity"),
+        })
+    }
+}
+
+/// The queue directory (`/sys/.../queue`) of the block device holding
+/// `path` (its `st_dev`; for a partition, the queue of the disk it is on),
+/// or an error naming why there is none (tmpfs, overlayfs, NFS, btrfs: an
+/// anonymous device; no such block device in sysfs).
+pub fn queue_dir_of(path: &Path) -> io::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = fs::metadata(path)
+        .map_err(|e| described(&e, &path.display().to_string()))?
+        .dev();
+    queue_dir_in(Path::new("/"), libc::major(dev), libc::minor(dev)).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("no block queue for {}: {e}", path.display()),
+        )
+    })
+}
+
+/// [`queue_dir_of`] for device `major:minor` in the sysfs tree under
+/// `root`; the answer is the production path (`/sys/...`).
+fn queue_dir_in(root: &Path, major: u32, minor: u32) -> io::Result<PathBuf> {
+    if major == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "it is on device {major}:{minor}, an anonymous device with no block queue \
+                 (tmpfs, overlayfs, NFS, or btrfs, whose st_dev is not its disk)"
+            ),
+        ));
+    }
+    let link = root.join(format!("sys/dev/block/{major}:{minor}"));
+    let dev_dir = fs::canonicalize(&link).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "device {major}:{minor} is not a block device ({}: {})",
+                link.display(),
+                os_text(&e)
+            ),
+        )
+    })?;
+    let own = dev_dir.join("queue");
+    let queue = if own.is_dir() {
+        own
+    } else {
+        // A partition: its queue is its disk's.
+        match dev_dir.parent().map(|p| p.join("queue")) {
+            Some(q) if q.is_dir() => q,
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "device {major}:{minor} has no queue directory in {} or its parent",
+                        dev_dir.display()
+                    ),
+                ));
+            }
+        }
+    };
+    let root = fs::canonicalize(root)?;
+    let rel = queue.strip_prefix(&root).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} lies outside {}", queue.display(), root.display()),
+        )
+    })?;
+    let prod = Path::new("/").join(rel);
+    if !sys_path_ok(&prod) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not under /sys/", prod.display()),
+        ));
+    }
+    Ok(prod)
+}
+
+/// A CPU list as the hex mask sysfs takes: 32-bit words, most significant
+/// first, separated by commas, every word but the first printed with 8
+/// digits, the way the kernel prints a bitmap (`[0, 1]` -> `3`, `[0, 33]`
+/// -> `2,00000001`; no CPUs -> `0`).
+pub fn cpu_mask_hex(cpus: &[usize]) -> String {
+    let Some(&max) = cpus.iter().max() else {
+        return "0".to_string();
+    };
+    let mut words = vec![0u32; max / 32 + 1];
+    for &c in cpus {
+        if let Some(w) = words.get_mut(c / 32) {
+            *w |= 1 << (c % 32);
+        }
+    }
+    let mut out = String::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        if i == 0 {
+            out.push_str(&format!("{w:x}"));
+        } else {
+            out.push_str(&format!(",{w:08x}"));
+        }
+    }
+    out
+}
+
+/// A hex CPU mask as sysfs prints it (`ff,ffffffff`, surrounding white
+/// space ignored) -> the sorted CPU list. Refuses anything but hex words
+/// of at most 8 digits separated by single commas, and CPUs from
+/// [`MAX_CPUS`] up.
+pub fn parse_cpu_mask_hex(s: &str) -> Result<Vec<usize>, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("an empty CPU mask".to_string());
+    }
+    let words: Vec<&str> = t.split(',').collect();
+    if words.len() > MAX_MASK_WORDS {
+        return Err(format!(
+            "CPU mask {:?}... has {} words, more than {MAX_MASK_WORDS}",
+            t.chars().take(20).collect::<String>(),
+            words.len()
+        ));
+    }
+    let mut cpus = Vec::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        if w.is_empty() || w.len() > 8 || !w.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "CPU mask {t:?}: {w:?} is not a word of 1 to 8 hex digits (a mask is hex words separated by commas, e.g. ff,ffffffff)"
+            ));
+        }
+        let v = u32::from_str_radix(w, 16).map_err(|e| format!("CPU mask {t:?}: {w:?}: {e}"))?;
+        for b in 0..32 {
+            if v & (1 << b) != 0 {
+                let cpu = i * 32 + b;
+                if cpu >= MAX_CPUS {
+                    return Err(format!(
+                        "CPU mask {t:?} names CPU {cpu}; at most {MAX_CPUS} CPUs (0-{}) are allowed",
+                        MAX_CPUS - 1
+                    ));
+                }
+                cpus.push(cpu);
+            }
+        }
+    }
+    cpus.sort_unstable();
+    Ok(cpus)
+}
+
+/// One saved original, as the state file holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Saved {
+    key: String,
+    path: String,
+    value: String,
+}
+
+/// A state file: the originals one process saved, in order of first change.
+#[derive(Debug, Serialize, Deserialize)]
+struct StateFile {
+    pid: u32,
+    knobs: Vec<Saved>,
+}
+
+/// Serialises every read-modify-write of a state file in this process, and
+/// holds the knobs (full paths) changed by the live [`SystemKnobs`] here,
+/// so two of them never take each other's value for an original.
+static HELD: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn held() -> MutexGuard<'static, Vec<PathBuf>> {
+    HELD.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Knobs changed by this process, saved before they are first written,
+/// restored on drop.
+#[derive(Debug)]
+pub struct SystemKnobs {
+    root: PathBuf,
+    state_dir: PathBuf,
+    state_file: PathBuf,
+    /// What this one changed, in order of first change.
+    changed: Vec<Saved>,
+}
+
+impl SystemKnobs {
+    /// Knobs of the running system (`root` `/`), saved under `state_dir`
+    /// (`DATA_DIR/kernel`).
+    pub fn new(state_dir: &Path) -> SystemKnobs {
+        SystemKnobs::with_root(state_dir, Path::new("/"))
+    }
+
+    /// Knobs whose paths are taken relative to `root` (a test's fake sysfs
+    /// tree; `/` in production), saved in `state_dir/knobs-PID.json`
+    /// (`state_dir` is made if missing; a failure shows at the first
+    /// [`SystemKnobs::set`]).
+    pub fn with_root(state_dir: &Path, root: &Path) -> SystemKnobs {
+        let _ = fs::create_dir_all(state_dir);
+        SystemKnobs {
+            root: root.to_path_buf(),
+            state_dir: state_dir.to_path_buf(),
+            state_file: state_dir.join(format!("knobs-{}.json", std::process::id())),
+            changed: Vec::new(),
+        }
+    }
+
+    /// The state file this process saves originals in.
+    pub fn state_file(&self) -> &Path {
+        &self.state_file
+    }
+
+    /// The knobs changed and not yet put back, as (key, path, original),
+    /// in order of first change.
+    pub fn changed(&self) -> impl Iterator<Item = (&str, &Path, &str)> {
+        self.changed
+            .iter()
+            .map(|s| (s.key.as_str(), Path::new(&s.path), s.value.as_str()))
+    }
+
+    /// Sets `knob` to `value`. The first time this knob is changed, its
+    /// current value is read and saved in the state file (with every
+    /// original saved before it; written to a temporary file, synced and
+    /// renamed) before anything is written. Refuses a knob outside `/sys/`,
+    /// a value with control characters or over 4096 bytes, and a knob
+    /// another live readpath has changed (or a gone one left changed).
+    /// Errors name the file, the value and the OS error.
+    pub fn set(&mut self, knob: &Knob, value: &str) -> io::Result<()> {
+        let full = full_path(&self.root, &knob.path)?;
+        if !value_ok(value) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "refusing to write {:?} to {}: a sysfs value has no control characters and at most {MAX_VALUE} bytes",
+                    clip(value),
+                    full.display()
+                ),
+            ));
+        }
+        let newly = !self.changed.iter().any(|s| Path::new(&s.path) == knob.path);
+        if newly {
+            self.record(knob, &full)?;
+        }
+        if let Err(e) = write_sysfs(&full, value) {
+            if newly
+                && let Some(s) = self
+                    .changed
+                    .iter()
+                    .find(|s| Path::new(&s.path) == knob.path)
+                    .cloned()
+            {
+                // Nothing was changed: forget the original again (a
+                // failure to do so leaves a harmless entry behind).
+                let _ = self.forget(std::slice::from_ref(&s));
+            }
+            return Err(described(
+                &e,
+                &format!("writing {value:?} to {}", full.display()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads `knob`'s current value and saves it in the state file.
+    fn record(&mut self, knob: &Knob, full: &Path) -> io::Result<()> {
+        let path = knob.path.to_str().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not UTF-8", knob.path.display()),
+            )
+        })?;
+        let original =
+            read_sysfs(full).map_err(|e| described(&e, &format!("reading {}", full.display())))?;
+        if !value_ok(&original) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} holds {:?}, which cannot be saved to be put back (control characters or over {MAX_VALUE} bytes)",
+                    full.display(),
+                    clip(&original)
+                ),
+            ));
+        }
+        fs::create_dir_all(&self.state_dir).map_err(|e| {
+            described(
+                &e,
+                &format!("making the state directory {}", self.state_dir.display()),
+            )
+        })?;
+        let mut held = held();
+        if held.iter().any(|h| h == full) {
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is already changed by another part of this readpath and not put back yet",
+                    full.display()
+                ),
+            ));
+        }
+        self.check_others(&knob.path)?;
+        let mut saved = read_state(&self.state_file)?;
+        let entry = Saved {
+            key: knob.key.to_string(),
+            path: path.to_string(),
+            value: original,
+        };
+        saved.push(entry.clone());
+        write_state(&self.state_file, &saved).map_err(|e| {
+            described(
+                &e,
+                &format!(
+                    "saving the original of {} in {} (nothing was changed)",
+                    full.display(),
+                    self.state_file.display()
+                ),
+            )
+        })?;
+        held.push(full.to_path_buf());
+        self.changed.push(entry);
+        Ok(())
+    }
+
+    /// Refuses `path` when another process's state file lists it: a live
+    /// readpath changed it (its value is no original), or a gone one left
+    /// it changed (its original is in that file).
+    fn check_others(&self, path: &Path) -> io::Result<()> {
+        let Ok(rd) = fs::read_dir(&self.state_dir) else {
+            return Ok(());
+        };
+        let me = std::process::id();
+        for e in rd.flatten() {
+            let Some(pid) = state_pid(&e.file_name().to_string_lossy()) else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            let Ok(saved) = read_state(&e.path()) else {
+                continue;
+            };
+            if !saved.iter().any(|s| Path::new(&s.path) == path) {
+                continue;
+            }
+            let msg = if alive(pid) {
+                format!(
+                    "another readpath (PID {pid}) has changed {} and not put it back yet; wait for it to end",
+                    path.display()
+                )
+            } else {
+                format!(
+                    "a readpath that is gone (PID {pid}) left {} changed (its original is in {}); run `readpath kernel restore` first",
+                    path.display(),
+                    e.path().display()
+                )
+            };
+            return Err(io::Error::new(io::ErrorKind::ResourceBusy, msg));
+        }
+        Ok(())
+    }
+
+    /// Drops `done` from this one's knobs, the held list and the state
+    /// file (removed when it is left empty).
+    fn forget(&mut self, done: &[Saved]) -> io::Result<()> {
+        let mut held = held();
+        for s in done {
+            if let Ok(full) = full_path(&self.root, Path::new(&s.path)) {
+                held.retain(|h| *h != full);
+            }
+            if let Some(i) = self.changed.iter().position(|c| c == s) {
+                self.changed.remove(i);
+            }
+        }
+        let mut saved = read_state(&self.state_file)?;
+        for s in done {
+            // The last entry is ours: an earlier one with the same path
+            // was left by a gone process with this PID.
+            if let Some(i) = saved.iter().rposition(|c| c == s) {
+                saved.remove(i);
+            }
+        }
+        write_state(&self.state_file, &saved)
+    }
+
+    /// The original value of `path`, if this one changed it.
+    pub fn original(&self, path: &Path) -> Option<&str> {
+        self.changed
+            .iter()
+            .find(|s| Path::new(&s.path) == path)
+            .map(|s| s.value.as_str())
+    }
+
+    /// Puts back the knob at `path` (if this one changed it) and drops it
+    /// from the state file (removed once empty). A knob whose file is gone
+    /// (its device removed) is dropped with nothing to write.
+    pub fn restore(&mut self, path: &Path) -> io::Result<()> {
+        let Some(s) = self
+            .changed
+            .iter()
+            .find(|s| Path::new(&s.path) == path)
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let full = full_path(&self.root, path)?;
+        match write_sysfs(&full, &s.value) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(described(
+                    &e,
+                    &format!("putting back {:?} to {}", s.value, full.display()),
+                ));
+            }
+        }
+        // The knob is back: a stale entry left by a failed state write is
+        // harmless (writing the original again changes nothing).
+        let _ = self.forget(std::slice::from_ref(&s));
+        Ok(())
+    }
+
+    /// Puts back every knob this one changed, in reverse order of first
+    /// change, and removes the state file once all are back. Returns what
+    /// was written as (key, path, value); on an error, the knobs that
+    /// could not be put back stay in the state file for [`restore_left`]
+    /// after this process ends.
+    pub fn restore_all(&mut self) -> io::Result<Vec<(String, PathBuf, String)>> {
+        let mut done = Vec::new();
+        let mut back = Vec::new();
+        let mut failed: Vec<io::Error> = Vec::new();
+        for s in self.changed.iter().rev() {
+            let full = match full_path(&self.root, Path::new(&s.path)) {
+                Ok(f) => f,
+                Err(e) => {
+                    failed.push(e);
+                    continue;
+                }
+            };
+            match write_sysfs(&full, &s.value) {
+                Ok(()) => {
+                    done.push((s.key.clone(), PathBuf::from(&s.path), s.value.clone()));
+                    back.push(s.clone());
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => back.push(s.clone()),
+                Err(e) => failed.push(described(
+                    &e,
+                    &format!("putting back {:?} to {}", s.value, full.display()),
+                )),
+            }
+        }
+        let _ = self.forget(&back);
+        match failed.first() {
+            None => Ok(done),
+            Some(first) => Err(io::Error::new(
+                first.kind(),
+                format!(
+                    "{} (saved in {}: `readpath kernel restore` puts them back once this readpath has ended)",
+                    failed
+                        .iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    self.state_file.display()
+                ),
+            )),
+        }
+    }
+}
+
+impl Drop for SystemKnobs {
+    /// Puts back every knob ([`SystemKnobs::restore_all`]); errors are
+    /// ignored (what could not be put back stays in the state file).
+    fn drop(&mut self) {
+        let _ = self.restore_all();
+        let mut held = held();
+        for s in &self.changed {
+            if let Ok(full) = full_path(&self.root, Path::new(&s.path)) {
+                held.retain(|h| *h != full);
+            }
+        }
+    }
+}
+
+/// After a crash: puts back every knob listed in the state files
+/// (`knobs-PID.json`) under `state_dir` left by processes that are gone
+/// (a live PID's file, this process's included, is left alone). Returns
+/// what was written as (key, path, value). See [`restore_left_with_root`].
+pub fn restore_left(state_dir: &Path) -> io::Result<Vec<(String, PathBuf, String)>> {
+    restore_left_with_root(state_dir, Path::new("/"))
+}
+
+/// [`restore_left`] with every knob path taken relative to `root`. Only
+/// files under `/sys/` are written, and only values without control
+/// characters of at most 4096 bytes: a state file naming anything else is
+/// refused (its other entries are still put back; the file is kept as
+/// `knobs-PID.json.refused`) and reported in the error. A knob whose file
+/// is gone (its device removed) is dropped; one that cannot be written
+/// stays in its state file for the next try. A state file whose knobs are
+/// all back is removed. On any problem the error lists each, and what was
+/// put back.
+pub fn restore_left_with_root(
+    state_dir: &Path,
+    root: &Path,
+) -> io::Result<Vec<(String, PathBuf, String)>> {
+    let rd = match fs::read_dir(state_dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(described(&e, &format!("reading {}", state_dir.display()))),
+    };
+    let mut files: Vec<(u32, PathBuf)> = rd
+        .flatten()
+        .filter_map(|e| Some((state_pid(&e.file_name().to_string_lossy())?, e.path())))
+        .filter(|(pid, _)| !alive(*pid))
+        .collect();
+    files.sort();
+    let mut done = Vec::new();
+    let mut problems: Vec<(io::ErrorKind, String)> = Vec::new();
+    for (_, file) in files {
+        let saved = match read_state(&file) {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push((e.kind(), e.to_string()));
+                continue;
+            }
+        };
+        let mut keep = Vec::new();
+        let mut refused = false;
+        for s in saved.iter().rev() {
+            let path = PathBuf::from(&s.path);
+            if !sys_path_ok(&path) {
+                refused = true;
+                problems.push((
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: refused to write {:?} to {}: not a file under /sys/",
+                        file.display(),
+                        clip(&s.value),
+                        clip(&s.path)
+                    ),
+                ));
+                continue;
+            }
+            if !value_ok(&s.value) || !value_ok(&s.key) {
+                refused = true;
+                problems.push((
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: refused to write {:?} to {}: control characters or over {MAX_VALUE} bytes",
+                        file.display(),
+                        clip(&s.value),
+                        s.path
+                    ),
+                ));
+                continue;
+            }
+            let full = match full_path(root, &path) {
+                Ok(f) => f,
+                Err(e) => {
+                    refused = true;
+                    problems.push((e.kind(), format!("{}: {e}", file.display())));
+                    continue;
+                }
+            };
+            match write_sysfs(&full, &s.value) {
+                Ok(()) => done.push((s.key.clone(), path, s.value.clone())),
+                // Gone with its device: nothing left to put back.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    let e = described(
+                        &e,
+                        &format!("putting back {:?} to {}", s.value, full.display()),
+                    );
+                    problems.push((e.kind(), e.to_string()));
+                    keep.push(s.clone());
+                }
+            }
+        }
+        keep.reverse();
+        if refused {
+            let kept = file.with_extension("json.refused");
+            if let Err(e) = fs::rename(&file, &kept) {
+                problems.push((
+                    e.kind(),
+                    format!("renaming {} to {}: {e}", file.display(), kept.display()),
+                ));
+                continue;
+            }
+            problems.push((
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} kept as {} to be looked at",
+                    file.display(),
+                    kept.display()
+                ),
+            ));
+        }
+        if let Err(e) = write_state(&file, &keep) {
+            problems.push((e.kind(), format!("updating {}: {e}", file.display())));
+        }
+    }
+    match problems.first() {
+        None => Ok(done),
+        Some((kind, _)) => {
+            let back = if done.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (put back: {})",
+                    done.iter()
+                        .map(|(k, p, v)| format!("{k} {} = {v:?}", p.display()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            Err(io::Error::new(
+                *kind,
+                format!(
+                    "putting back the knobs a gone readpath left: {}{back}",
+                    problems
+                        .iter()
+                        .map(|(_, m)| m.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            ))
+        }
+    }
+}
+
+/// The PID of a state file's name `knobs-PID.json`.
+fn state_pid(name: &str) -> Option<u32> {
+    name.strip_prefix("knobs-")?
+        .strip_suffix(".json")?
+        .parse::<u32>()
+        .ok()
+        .filter(|&p| p > 0)
+}
+
+/// True when process `pid` is alive (this one included).
+fn alive(pid: u32) -> bool {
+    pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// True when `path` is `/sys/` followed by plain names only (no `..`).
+fn sys_path_ok(path: &Path) -> bool {
+    let mut c = path.components();
+    c.next() == Some(Component::RootDir) && c.next() == Some(Component::Normal("sys".as_ref())) && {
+        let rest: Vec<Component> = c.collect();
+        !rest.is_empty() && rest.iter().all(|x| matches!(x, Component::Normal(_)))
+    }
+}
+
+/// True when `v` may be saved and written back: no control characters
+/// (newline included), at most [`MAX_VALUE`] bytes.
+fn value_ok(v: &str) -> bool {
+    v.len() <= MAX_VALUE && !v.chars().any(char::is_control)
+}
+
+/// `path` (a `/sys/...` path) under `root`; refuses any other path.
+fn full_path(root: &Path, path: &Path) -> io::Result<PathBuf> {
+    if !sys_path_ok(path) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing knob {}: not a file under /sys/", path.display()),
+        ));
+    }
+    Ok(root.join(path.strip_prefix("/").unwrap_or(path)))
+}
+
+/// A sysfs file's value, trimmed (at most a page and a bit is read).
+fn read_sysfs(path: &Path) -> io::Result<String> {
+    let mut buf = Vec::new();
+    File::open(path)?
+        .take(2 * MAX_VALUE as u64)
+        .read_to_end(&mut buf)?;
+    let text = String::from_utf8(buf)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))?;
+    Ok(text.trim().to_string())
+}
+
+/// Writes `value` (no newline) to an existing sysfs file, in one write
+/// (never creating it; truncating, which sysfs ignores, keeps a test's
+/// fake tree holding just the value).
+fn write_sysfs(path: &Path, value: &str) -> io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?
+        .write_all(value.as_bytes())
+}
+
+/// The originals saved in state file `file` (none when it is missing).
+fn read_state(file: &Path) -> io::Result<Vec<Saved>> {
+    let text = match fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(described(&e, &format!("reading {}", file.display()))),
+    };
+    serde_json::from_str::<StateFile>(&text)
+        .map(|s| s.knobs)
+        .map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is no readpath knobs state file: {e}", file.display()),
+            )
+        })
+}
+
+/// Replaces state file `file` with `saved` (a temporary file, synced and
+/// renamed, the directory synced), or removes it when `saved` is empty.
+fn write_state(file: &Path, saved: &[Saved]) -> io::Result<()> {
+    if saved.is_empty() {
+        return match fs::remove_file(file) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+    }
+    let text = serde_json::to_string_pretty(&StateFile {
+        pid: std::process::id(),
+        knobs: saved.to_vec(),
+    })
+    .map_err(io::Error::other)?;
+    let tmp = file.with_extension("json.tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, file)?;
+    if let Some(dir) = file.parent()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// An OS error's text without its `(os error N)`.
+fn os_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// `e` with `what` in front and a hint of why it failed.
+fn described(e: &io::Error, what: &str) -> io::Error {
+    let hint = match e.kind() {
+        io::ErrorKind::PermissionDenied if !is_root() => {
+            " (readpath must run as root to change it)"
+        }
+        io::ErrorKind::PermissionDenied => {
+            " (not even root may change it here: a container, or kernel lockdown)"
+        }
+        io::ErrorKind::NotFound => " (this kernel has no such file)",
+        io::ErrorKind::InvalidInput => " (the kernel refused the value)",
+        _ => "",
+    };
+    io::Error::new(e.kind(), format!("{what}: {}{hint}", os_text(e)))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid takes no arguments, touches no memory of ours and
+    // cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `s` cut to 80 characters for a message.
+fn clip(s: &str) -> String {
+    if s.chars().count() <= 80 {
+        s.to_string()
+    } else {
+        format!("{}...", s.chars().take(80).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake sysfs tree under a temp dir, with the state dir beside it.
+    struct Fake {
+        dir: tempfile::TempDir,
+    }
+
+    impl Fake {
+        fn new() -> Fake {
+            let f = Fake {
+                dir: tempfile::tempdir().unwrap(),
+            };
+            f.put(AFFINITY_SCOPE, "cache\n");
+            f.put(UNBOUND_CPUMASK, "ff,ffffffff\n");
+            f
+        }
+        fn root(&self) -> PathBuf {
+            self.dir.path().join("root")
+        }
+        fn state(&self) -> PathBuf {
+            self.dir.path().join("data/kernel")
+        }
+        fn file(&self, p: &str) -> PathBuf {
+            self.root().join(p.trim_start_matches('/'))
+        }
+        fn put(&self, p: &str, v: &str) {
+            let f = self.file(p);
+            fs::create_dir_all(f.parent().unwrap()).unwrap();
+            fs::write(f, v).unwrap();
+        }
+        fn get(&self, p: &str) -> String {
+            fs::read_to_string(self.file(p)).unwrap()
+        }
+        fn knobs(&self) -> SystemKnobs {
+            SystemKnobs::with_root(&self.state(), &self.root())
+        }
+        fn own_state(&self) -> PathBuf {
+            self.state()
+                .join(format!("knobs-{}.json", std::process::id()))
+        }
+        /// Writes a state file of a process that is gone.
+        fn gone_state(&self, pid: u32, knobs: &[(&str, &str, &str)]) -> PathBuf {
+            let sp = self.state().join(format!("knobs-{pid}.json"));
+            let saved: Vec<Saved> = knobs
+                .iter()
+                .map(|(k, p, v)| Saved {
+                    key: k.to_string(),
+                    path: p.to_string(),
+                    value: v.to_string(),
+                })
+                .collect();
+            fs::create_dir_all(self.state()).unwrap();
+            fs::write(
+                &sp,
+                serde_json::to_string(&StateFile { pid, knobs: saved }).unwrap(),
+            )
+            .unwrap();
+            sp
+        }
+    }
+
+    #[test]
+    fn set_then_drop_puts_the_original_back() {
+        let f = Fake::new();
+        {
+            let mut k = f.knobs();
+            k.set(&Knob::affinity_scope(), "system").unwrap();
+            k.set(&Knob::unbound_cpus(), "3").unwrap();
+            assert_eq!(f.get(AFFINITY_SCOPE), "system");
+            assert_eq!(f.get(UNBOUND_CPUMASK), "3");
+            assert_eq!(k.original(Path::new(AFFINITY_SCOPE)), Some("cache"));
+            assert_eq!(k.original(Path::new(UNBOUND_CPUMASK)), Some("ff,ffffffff"));
+            assert!(f.own_state().exists());
+        }
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        assert_eq!(f.get(UNBOUND_CPUMASK), "ff,ffffffff");
+        assert!(!f.own_state().exists());
+    }
+
+    #[test]
+    fn a_second_set_keeps_the_first_original() {
+        let f = Fake::new();
+        let mut k = f.knobs();
+        k.set(&Knob::affinity_scope(), "system").unwrap();
+        k.set(&Knob::affinity_scope(), "numa").unwrap();
+        assert_eq!(f.get(AFFINITY_SCOPE), "numa");
+        assert_eq!(k.original(Path::new(AFFINITY_SCOPE)), Some("cache"));
+        let saved = read_state(&f.own_state()).unwrap();
+        assert_eq!(saved.len(), 1);
+        drop(k);
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+    }
+
+    #[test]
+    fn setting_the_current_value_still_restores_cleanly() {
+        let f = Fake::new();
+        let mut k = f.knobs();
+        k.set(&Knob::affinity_scope(), "cache").unwrap();
+        assert_eq!(k.original(Path::new(AFFINITY_SCOPE)), Some("cache"));
+        let back = k.restore_all().unwrap();
+        assert_eq!(
+            back,
+            vec![(
+                KEY_AFFINITY_SCOPE.to_string(),
+                PathBuf::from(AFFINITY_SCOPE),
+                "cache".to_string()
+            )]
+        );
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        assert!(!f.own_state().exists());
+    }
+
+    #[test]
+    fn restore_one_then_all_in_reverse_order() {
+        let f = Fake::new();
+        let q = "/sys/devices/virtual/block/loop0/queue";
+        f.put(&format!("{q}/read_ahead_kb"), "128\n");
+        f.put(&format!("{q}/rq_affinity"), "1\n");
+        let ra = Knob {
+            key: KEY_READ_AHEAD_KB,
+            path: PathBuf::from(format!("{q}/read_ahead_kb")),
+        };
+        let rq = Knob {
+            key: KEY_RQ_AFFINITY,
+            path: PathBuf::from(format!("{q}/rq_affinity")),
+        };
+        let mut k = f.knobs();
+        k.set(&Knob::affinity_scope(), "smt").unwrap();
+        k.set(&ra, "4096").unwrap();
+        k.set(&rq, "2").unwrap();
+        k.restore(&ra.path).unwrap();
+        assert_eq!(f.get(&format!("{q}/read_ahead_kb")), "128");
+        assert_eq!(k.original(&ra.path), None);
+        // Restoring what is not changed (any more) is a no-op.
+        k.restore(&ra.path).unwrap();
+        let saved = read_state(&f.own_state()).unwrap();
+        assert_eq!(saved.len(), 2);
+        let back = k.restore_all().unwrap();
+        let keys: Vec<&str> = back.iter().map(|(k, _, _)| k.as_str()).collect();
+        assert_eq!(keys, [KEY_RQ_AFFINITY, KEY_AFFINITY_SCOPE]);
+        assert_eq!(f.get(&format!("{q}/rq_affinity")), "1");
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        assert!(!f.own_state().exists());
+        assert_eq!(k.changed().count(), 0);
+    }
+
+    #[test]
+    fn a_crash_is_undone_by_the_next_start() {
+        let f = Fake::new();
+        let mut k = f.knobs();
+        k.set(&Knob::affinity_scope(), "system").unwrap();
+        k.set(&Knob::unbound_cpus(), "3").unwrap();
+        // The original was saved before the write.
+        let saved = read_state(&f.own_state()).unwrap();
+        assert_eq!(
+            saved
+                .iter()
+                .map(|s| (s.path.as_str(), s.value.as_str()))
+                .collect::<Vec<_>>(),
+            [(AFFINITY_SCOPE, "cache"), (UNBOUND_CPUMASK, "ff,ffffffff")]
+        );
+        // A crash: nothing is put back.
+        std::mem::forget(k);
+        assert_eq!(f.get(AFFINITY_SCOPE), "system");
+        // Our own (live) state file is left alone.
+        assert_eq!(restore_left_with_root(&f.state(), &f.root()).unwrap(), []);
+        assert!(f.own_state().exists());
+        // As seen by the next process: the PID is gone.
+        let gone = f.state().join("knobs-999999999.json");
+        fs::rename(f.own_state(), &gone).unwrap();
+        let back = restore_left_with_root(&f.state(), &f.root()).unwrap();
+        assert_eq!(
+            back,
+            vec![
+                (
+                    KEY_UNBOUND_CPUS.to_string(),
+                    PathBuf::from(UNBOUND_CPUMASK),
+                    "ff,ffffffff".to_string()
+                ),
+                (
+                    KEY_AFFINITY_SCOPE.to_string(),
+                    PathBuf::from(AFFINITY_SCOPE),
+                    "cache".to_string()
+                ),
+            ]
+        );
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        assert_eq!(f.get(UNBOUND_CPUMASK), "ff,ffffffff");
+        assert!(!gone.exists());
+        assert_eq!(restore_left_with_root(&f.state(), &f.root()).unwrap(), []);
+    }
+
+    #[test]
+    fn a_state_file_pointing_outside_sys_is_refused() {
+        let f = Fake::new();
+        f.put("/etc/passwd", "root:x:0:0\n");
+        f.put(AFFINITY_SCOPE, "system");
+        let sp = f.gone_state(
+            999999998,
+            &[
+                (KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache"),
+                ("x", "/etc/passwd", "owned"),
+                ("x", "/sys/../etc/passwd", "owned"),
+                (
+                    "x",
+                    "sys/module/workqueue/parameters/default_affinity_scope",
+                    "x",
+                ),
+                ("x", UNBOUND_CPUMASK, "1\nowned"),
+            ],
+        );
+        let e = restore_left_with_root(&f.state(), &f.root()).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("/etc/passwd"), "{msg}");
+        assert!(msg.contains("not a file under /sys/"), "{msg}");
+        assert!(msg.contains("control characters"), "{msg}");
+        assert_eq!(f.get("/etc/passwd"), "root:x:0:0\n");
+        assert_eq!(f.get(UNBOUND_CPUMASK), "ff,ffffffff\n");
+        // The valid entry is still put back; the file is kept aside.
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        assert!(!sp.exists());
+        assert!(sp.with_extension("json.refused").exists());
+        assert_eq!(restore_left_with_root(&f.state(), &f.root()).unwrap(), []);
+    }
+
+    #[test]
+    fn a_knob_outside_sys_or_a_bad_value_is_never_set() {
+        let f = Fake::new();
+        f.put("/etc/x", "1");
+        let mut k = f.knobs();
+        let bad = Knob {
+            key: "x",
+            path: PathBuf::from("/etc/x"),
+        };
+        assert_eq!(
+            k.set(&bad, "2").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        let sneaky = Knob {
+            key: "x",
+            path: PathBuf::from("/sys/../etc/x"),
+        };
+        assert!(k.set(&sneaky, "2").is_err());
+        assert_eq!(f.get("/etc/x"), "1");
+        assert!(k.set(&Knob::affinity_scope(), "cache\nnuma").is_err());
+        assert!(k.set(&Knob::affinity_scope(), &"a".repeat(5000)).is_err());
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache\n");
+        assert!(!f.own_state().exists());
+    }
+
+    #[test]
+    fn a_missing_knob_errors_naming_it_and_records_nothing() {
+        let f = Fake::new();
+        let mut k = f.knobs();
+        let knob = Knob {
+            key: KEY_RQ_AFFINITY,
+            path: PathBuf::from("/sys/block/nope/queue/rq_affinity"),
+        };
+        let e = k.set(&knob, "2").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("nope/queue/rq_affinity"), "{e}");
+        assert!(!e.to_string().contains("os error"), "{e}");
+        assert_eq!(k.original(&knob.path), None);
+        assert!(!f.own_state().exists());
+    }
+
+    #[test]
+    fn a_knob_another_readpath_changed_is_refused() {
+        let f = Fake::new();
+        // PID 1 is always alive.
+        f.gone_state(1, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "numa")]);
+        let mut k = f.knobs();
+        let e = k.set(&Knob::affinity_scope(), "system").unwrap_err();
+        assert!(e.to_string().contains("PID 1"), "{e}");
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache\n");
+        // And two in one process do not share a knob.
+        let mut a = f.knobs();
+        let mut b = f.knobs();
+        a.set(&Knob::unbound_cpus(), "3").unwrap();
+        assert!(b.set(&Knob::unbound_cpus(), "1").is_err());
+        drop(a);
+        b.set(&Knob::unbound_cpus(), "1").unwrap();
+        assert_eq!(b.original(Path::new(UNBOUND_CPUMASK)), Some("ff,ffffffff"));
+        drop(b);
+        assert_eq!(f.get(UNBOUND_CPUMASK), "ff,ffffffff");
+    }
+
+    #[test]
+    fn two_in_one_process_share_the_state_file() {
+        let f = Fake::new();
+        let mut a = f.knobs();
+        let mut b = f.knobs();
+        a.set(&Knob::affinity_scope(), "system").unwrap();
+        b.set(&Knob::unbound_cpus(), "3").unwrap();
+        assert_eq!(read_state(&f.own_state()).unwrap().len(), 2);
+        drop(a);
+        let saved = read_state(&f.own_state()).unwrap();
+        assert_eq!(saved.len(), 1);
+        assert_eq!(saved[0].path, UNBOUND_CPUMASK);
+        drop(b);
+        assert!(!f.own_state().exists());
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        assert_eq!(f.get(UNBOUND_CPUMASK), "ff,ffffffff");
+    }
+
+    #[test]
+    fn a_knob_gone_with_its_device_is_dropped() {
+        let f = Fake::new();
+        let sp = f.gone_state(
+            999999997,
+            &[(
+                KEY_READ_AHEAD_KB,
+                "/sys/block/gone/queue/read_ahead_kb",
+                "128",
+            )],
+        );
+        assert_eq!(restore_left_with_root(&f.state(), &f.root()).unwrap(), []);
+        assert!(!sp.exists());
+        assert!(!f.file("/sys/block/gone/queue/read_ahead_kb").exists());
+    }
+
+    #[test]
+    fn a_corrupt_state_file_is_reported_and_kept() {
+        let f = Fake::new();
+        fs::create_dir_all(f.state()).unwrap();
+        let sp = f.state().join("knobs-999999996.json");
+        fs::write(&sp, "not json").unwrap();
+        fs::write(f.state().join("knobs-999999995.json.tmp"), "x").unwrap();
+        let e = restore_left_with_root(&f.state(), &f.root()).unwrap_err();
+        assert!(e.to_string().contains("knobs-999999996.json"), "{e}");
+        assert!(sp.exists());
+    }
+
+    #[test]
+    fn a_missing_state_dir_has_nothing_to_restore() {
+        let f = Fake::new();
+        let none = f.dir.path().join("none");
+        assert_eq!(restore_left_with_root(&none, &f.root()).unwrap(), []);
+    }
+
+    #[test]
+    fn cpu_lists_become_kernel_masks() {
+        assert_eq!(cpu_mask_hex(&[]), "0");
+        assert_eq!(cpu_mask_hex(&[0, 1]), "3");
+        assert_eq!(cpu_mask_hex(&[1, 0, 1]), "3");
+        assert_eq!(cpu_mask_hex(&(0..8).collect::<Vec<_>>()), "ff");
+        assert_eq!(cpu_mask_hex(&[0, 33]), "2,00000001");
+        assert_eq!(cpu_mask_hex(&[32]), "1,00000000");
+        assert_eq!(cpu_mask_hex(&(0..40).collect::<Vec<_>>()), "ff,ffffffff");
+        assert_eq!(cpu_mask_hex(&[64]), "1,00000000,00000000");
+    }
+
+    #[test]
+    fn kernel_masks_become_cpu_lists() {
+        assert_eq!(parse_cpu_mask_hex("3\n").unwrap(), [0, 1]);
+        assert_eq!(parse_cpu_mask_hex("0").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpu_mask_hex("1,00000000").unwrap(), [32]);
+        assert_eq!(parse_cpu_mask_hex("2,00000001").unwrap(), [0, 33]);
+        assert_eq!(parse_cpu_mask_hex("00000000,00000003").unwrap(), [0, 1]);
+        assert_eq!(
+            parse_cpu_mask_hex("FF").unwrap(),
+            (0..8).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            parse_cpu_mask_hex("ff,ffffffff").unwrap(),
+            (0..40).collect::<Vec<_>>()
+        );
+        // CPU 4095 is the last allowed; 4096 is one too many.
+        let mut top = vec!["80000000"];
+        top.extend(std::iter::repeat_n("00000000", 127));
+        assert_eq!(parse_cpu_mask_hex(&top.join(",")).unwrap(), [4095]);
+        let mut over = vec!["1"];
+        over.extend(std::iter::repeat_n("00000000", 128));
+        assert!(parse_cpu_mask_hex(&over.join(",")).is_err());
+        // Leading zero words past 4096 bits are fine.
+        let mut wide = vec!["0"; 200];
+        wide.push("1");
+        assert_eq!(parse_cpu_mask_hex(&wide.join(",")).unwrap(), [0]);
+        for bad in [
+            "",
+            " ",
+            "xyz",
+            "0x3",
+            "1,,2",
+            ",1",
+            "1,",
+            "123456789",
+            "-1",
+            "1 2",
+            "ff;ff",
+        ] {
+            assert!(parse_cpu_mask_hex(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_cpu_mask_hex(&vec!["0"; 2000].join(",")).is_err());
+    }
+
+    #[test]
+    fn masks_round_trip() {
+        for cpus in [
+            vec![0],
+            vec![0, 1],
+            vec![5, 31, 32, 63, 64, 100],
+            (0..256).collect(),
+            vec![4095],
+        ] {
+            assert_eq!(parse_cpu_mask_hex(&cpu_mask_hex(&cpus)).unwrap(), cpus);
+        }
+    }
+
+    #[test]
+    fn the_queue_of_a_disk_or_partition_is_found() {
+        let f = Fake::new();
+        let root = f.root();
+        let disk = "sys/devices/pci0000:00/0000:00:1d.0/nvme/nvme0/nvme0n1";
+        fs::create_dir_all(root.join(disk).join("queue")).unwrap();
+        fs::create_dir_all(root.join(disk).join("nvme0n1p1")).unwrap();
+        fs::create_dir_all(root.join("sys/dev/block")).unwrap();
+        let up = "../../devices/pci0000:00/0000:00:1d.0/nvme/nvme0/nvme0n1";
+        std::os::unix::fs::symlink(up, root.join("sys/dev/block/259:0")).unwrap();
+        std::os::unix::fs::symlink(format!("{up}/nvme0n1p1"), root.join("sys/dev/block/259:1"))
+            .unwrap();
+        let want = Path::new("/").join(disk).join("queue");
+        assert_eq!(queue_dir_in(&root, 259, 0).unwrap(), want);
+        assert_eq!(queue_dir_in(&root, 259, 1).unwrap(), want);
+        let e = queue_dir_in(&root, 0, 42).unwrap_err();
+        assert!(e.to_string().contains("tmpfs"), "{e}");
+        let e = queue_dir_in(&root, 8, 9).unwrap_err();
+        assert!(e.to_string().contains("8:9"), "{e}");
+    }
+
+    #[test]
+    fn queue_dir_of_a_real_file_is_under_sys_or_says_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        match queue_dir_of(dir.path()) {
+            Ok(q) => {
+                assert!(q.starts_with("/sys/") && q.ends_with("queue"), "{q:?}");
+            }
+            Err(e) => assert!(
+                e.to_string().contains(&dir.path().display().to_string()),
+                "{e}"
+            ),
+        }
+        assert!(queue_dir_of(Path::new("/nonexistent/readpath")).is_err());
+    }
+}

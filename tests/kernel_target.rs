@@ -1,0 +1,403 @@
+//! `workload.target = "kernel"` end to end, with the real binary: a run
+//! through the running kernel's own fscrypt reports its
+//! `fscrypt_read_queue` items and queue latencies; every system setting it
+//! changes (the workqueue affinity scope, the device's readahead) is put
+//! back after `q` in the explorer, after SIGTERM, and after SIGKILL
+//! followed by a new start or `readpath kernel restore`; the image it
+//! mounts is unmounted; a run as an unprivileged user gets a clear error
+//! naming what is missing. Needs root, a loop device, mkfs.ext4 and the
+//! workqueue tracepoints; skips, saying which is missing, elsewhere.
+//!
+//! The affinity scope is global: the tests that turn it hold one lock, so
+//! they never overlap.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const SCOPE: &str = "/sys/module/workqueue/parameters/default_affinity_scope";
+
+/// Held by every test that runs the kernel target (its knobs are global).
+static GLOBAL: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    GLOBAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why this machine cannot run the kernel target, if it cannot.
+fn missing() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("root (the kernel target mounts an image and traces)".into());
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Some("/dev/loop-control (loop devices)".into());
+    }
+    if Command::new("mkfs.ext4").arg("-V").output().is_err() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "mkfs.ext4 missing under CI: .ci/run installs e2fsprogs"
+        );
+        return Some("mkfs.ext4 (apt-get install e2fsprogs)".into());
+    }
+    if !Path::new(SCOPE).exists() {
+        return Some(format!("{SCOPE} (a kernel before 6.5)"));
+    }
+    if !Path::new("/sys/kernel/tracing/events/workqueue").exists()
+        && !Path::new("/sys/kernel/tracing").exists()
+    {
+        return Some("tracefs (CONFIG_TRACING)".into());
+    }
+    None
+}
+
+fn skip(test: &str) -> bool {
+    match missing() {
+        Some(why) => {
+            println!("{test}: skipped: needs {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+fn scope() -> String {
+    std::fs::read_to_string(SCOPE).unwrap().trim().to_string()
+}
+
+/// readpath's mounts (its image) still mounted under `dir`.
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = dir.to_string_lossy().to_string();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&want))
+        .map(str::to_string)
+        .collect()
+}
+
+fn readpath(data: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_readpath"));
+    c.arg("--data-dir").arg(data);
+    c
+}
+
+fn wait_until(what: &str, limit: Duration, mut pred: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !pred() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A scope other than the machine's own, to turn it to.
+fn other_scope(now: &str) -> &'static str {
+    if now == "system" { "cpu" } else { "system" }
+}
+
+#[test]
+fn a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind() {
+    if skip("a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind") {
+        return;
+    }
+    let _g = lock();
+    let data = tempfile::tempdir().unwrap();
+    let before = scope();
+    let o = readpath(data.path())
+        .args([
+            "run",
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "workload.file_size=16M",
+            "--set",
+            "cache.cold_start=true",
+            "--set",
+            "workload.block_size=16K",
+            "--duration",
+            "3s",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["reads"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(j["io_errors"], 0);
+    assert_eq!(j["effective_settings"]["workload"]["target"], "kernel");
+    let q = &j["kernel"]["workqueues"]["fscrypt_read_queue"];
+    assert!(
+        q["items"].as_u64().unwrap_or(0) > 0,
+        "no fscrypt items: {}",
+        j["kernel"]
+    );
+    assert!(q["queue_us"]["p50"].as_f64().unwrap() > 0.0, "{q}");
+    assert!(q["queue_us"]["p99"].as_f64().unwrap() >= q["queue_us"]["p50"].as_f64().unwrap());
+    assert!(q["exec_us"]["p50"].as_f64().unwrap() > 0.0, "{q}");
+    assert_eq!(j["kernel"]["affinity_scope"], before.as_str());
+    assert!(!j["kernel"]["aes_driver"].as_str().unwrap().is_empty());
+    // The reads' device latency is the block layer's (the loop device).
+    assert!(
+        j["stages_us"]["device"]["count"].as_u64().unwrap() > 0,
+        "{}",
+        j["stages_us"]
+    );
+    assert!(j["stages_us"]["queue"]["count"].as_u64().unwrap() > 0);
+    assert_eq!(scope(), before);
+    assert!(
+        mounts_under(data.path()).is_empty(),
+        "{:?}",
+        mounts_under(data.path())
+    );
+    assert!(
+        !data.path().join("kernel/target-state.json").exists(),
+        "the mount's state is removed after a clean exit"
+    );
+    // The kept image's files are reused: a second run writes nothing.
+    let o = readpath(data.path())
+        .args([
+            "run",
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "workload.file_size=16M",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("path: the running kernel's read path"),
+        "{text}"
+    );
+    assert!(text.contains("kernel: workqueue affinity scope"), "{text}");
+}
+
+/// Starts a kernel run that turns the affinity scope (and the device's
+/// readahead) and waits until the scope is turned.
+fn start_turning(data: &Path, to: &str) -> std::process::Child {
+    let child = readpath(data)
+        .args([
+            "run",
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "workload.file_size=8M",
+            "--set",
+            &format!("kernel.affinity_scope={to}"),
+            "--set",
+            "kernel.read_ahead_kb=512",
+            "--duration",
+            "60s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the scope to be turned", Duration::from_secs(60), || {
+        scope() == to
+    });
+    child
+}
+
+#[test]
+fn sigterm_puts_every_knob_back_and_unmounts() {
+    if skip("sigterm_puts_every_knob_back_and_unmounts") {
+        return;
+    }
+    let _g = lock();
+    let data = tempfile::tempdir().unwrap();
+    let before = scope();
+    let to = other_scope(&before);
+    let child = start_turning(data.path(), to);
+    // The device's readahead was turned too.
+    let mnt = data.path().join("kernel/target");
+    let (maj, min) = readpath::kernel::device_of(&mnt).unwrap();
+    let ra = format!("/sys/dev/block/{maj}:{min}/queue/read_ahead_kb");
+    assert_eq!(std::fs::read_to_string(&ra).unwrap().trim(), "512");
+    // SAFETY: kill on a child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(scope(), before);
+    assert!(mounts_under(data.path()).is_empty());
+    assert!(
+        std::fs::read_dir(data.path().join("kernel"))
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("knobs-")),
+        "the knobs' state is removed once they are back"
+    );
+}
+
+#[test]
+fn sigkill_leaves_knobs_that_the_next_start_and_restore_put_back() {
+    if skip("sigkill_leaves_knobs_that_the_next_start_and_restore_put_back") {
+        return;
+    }
+    let _g = lock();
+    let before = scope();
+    let to = other_scope(&before);
+    // Twice: put back once by a new start (a model run), once by hand.
+    for by_restore in [false, true] {
+        let data = tempfile::tempdir().unwrap();
+        let mut child = start_turning(data.path(), to);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(scope(), to, "SIGKILL cannot put anything back");
+        assert_eq!(mounts_under(data.path()).len(), 1);
+        let o = if by_restore {
+            readpath(data.path())
+                .args(["kernel", "restore"])
+                .output()
+                .unwrap()
+        } else {
+            readpath(data.path())
+                .args([
+                    "run",
+                    "--set",
+                    "workload.file_size=4M",
+                    "--duration",
+                    "300ms",
+                ])
+                .output()
+                .unwrap()
+        };
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            scope(),
+            before,
+            "put back by {}",
+            if by_restore { "restore" } else { "a new start" }
+        );
+        assert!(mounts_under(data.path()).is_empty(), "{out}");
+        assert!(
+            out.contains("kernel.affinity_scope"),
+            "says what it put back: {out}"
+        );
+        let instances = std::fs::read_dir("/sys/kernel/tracing/instances")
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        e.file_name().to_string_lossy() == format!("readpath-{}", child.id())
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        assert_eq!(instances, 0, "the killed run's tracefs instance is removed");
+    }
+}
+
+#[test]
+fn q_in_the_explorer_puts_the_scope_back() {
+    if skip("q_in_the_explorer_puts_the_scope_back") {
+        return;
+    }
+    if !readpath::sys::require_tool("q_in_the_explorer_puts_the_scope_back", "tmux", "tmux") {
+        return;
+    }
+    let _g = lock();
+    let data = tempfile::tempdir().unwrap();
+    let before = scope();
+    let to = other_scope(&before);
+    let status = data.path().join("status");
+    let name = format!("readpath-kt-{}", std::process::id());
+    let cmd = format!(
+        "{} --data-dir {} tui --set workload.target=kernel --set workload.file_size=8M --set kernel.affinity_scope={to}; echo \"exit=$?\" > {}; sleep 60",
+        env!("CARGO_BIN_EXE_readpath"),
+        data.path().display(),
+        status.display()
+    );
+    let tmux = |args: &[&str]| {
+        Command::new("tmux").args(args).output().unwrap();
+    };
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &name,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        &cmd,
+    ]);
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["kill-session", "-t", &self.0])
+                .status();
+        }
+    }
+    let _k = Kill(name.clone());
+    wait_until("the scope to be turned", Duration::from_secs(60), || {
+        scope() == to
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    tmux(&["send-keys", "-t", &name, "q"]);
+    wait_until("the explorer to exit", Duration::from_secs(30), || {
+        std::fs::read_to_string(&status).is_ok_and(|t| !t.trim().is_empty())
+    });
+    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "exit=0");
+    assert_eq!(scope(), before);
+    assert!(mounts_under(data.path()).is_empty());
+}
+
+#[test]
+fn an_unprivileged_run_is_told_what_is_missing() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        // Already unprivileged: the run itself is the test.
+        let data = tempfile::tempdir().unwrap();
+        let o = readpath(data.path())
+            .args(["run", "--set", "workload.target=kernel", "--duration", "1s"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("needs root"));
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        println!(
+            "an_unprivileged_run_is_told_what_is_missing: skipped: needs setpriv (util-linux)"
+        );
+        return;
+    }
+    // A copy of the binary and a data dir nobody can use.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("readpath");
+    std::fs::copy(env!("CARGO_BIN_EXE_readpath"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = scope();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args([
+            "run",
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "kernel.affinity_scope=system",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("workload.target = \"kernel\""), "{err}");
+    assert!(err.contains("needs root"), "{err}");
+    assert!(err.contains("tracefs"), "names what needs root: {err}");
+    assert_eq!(scope(), before);
+}
