@@ -292,3 +292,29 @@ fn the_stages_panel_shows_each_queues_running_and_blocked_workers() {
     assert!(screen.contains("fsverity 2r 1b/8 ^3"), "{screen}");
     assert!(screen.contains("fscrypt 1r 0b/2 ^0"), "{screen}");
 }
+
+/// The kernel target: the settings panel shows `[kernel]` and greys the
+/// model's worker and cache knobs; the stages panel shows the kernel's
+/// `fscrypt_read_queue` from its tracepoints.
+#[test]
+fn kernel_target_screens() {
+    let a = readpath::tui::fixture::kernel_app();
+    let wide = text(&draw(&a, &look(), 160, 48));
+    for want in [
+        "[kernel]",
+        "affinity_scope cpu",
+        "fscrypt 172/s q99 1.1ms",
+        "kernel, per item",
+        "verity         true → false",
+        "target         kernel",
+    ] {
+        assert!(wide.contains(want), "160x48 lacks {want:?}:\n{wide}");
+    }
+    insta::assert_snapshot!("kernel_160x48", wide);
+    let narrow = text(&draw(&a, &look(), 80, 24));
+    assert!(narrow.contains("target     kernel"), "{narrow}");
+    insta::assert_snapshot!("kernel_80x24", narrow);
+    let mid = text(&draw(&a, &look(), 120, 40));
+    assert!(mid.contains("fscrypt"), "{mid}");
+    insta::assert_snapshot!("kernel_120x40", mid);
+}

@@ -124,11 +124,11 @@ impl KernelTarget {
         };
         let key_dir = File::open(&root)?;
         let key_id = fscrypt::add_key(&key_dir, ds.master_key()).map_err(|e| {
-            let why = match e.raw_os_error() {
-                Some(libc::EOPNOTSUPP) | Some(libc::ENOTTY) => {
+            let why = match e.kind() {
+                io::ErrorKind::Unsupported => {
                     " (the filesystem has no encrypt feature: tune2fs -O encrypt, or leave kernel.dir empty)"
                 }
-                Some(libc::EACCES) | Some(libc::EPERM) => " (needs root)",
+                io::ErrorKind::PermissionDenied => " (needs root)",
                 _ => "",
             };
             io::Error::new(

@@ -139,3 +139,84 @@ pub fn screen_text(buf: &ratatui::buffer::Buffer) -> String {
     }
     out
 }
+
+/// One interval of the fixture read through the kernel target: the
+/// kernel's `fscrypt_read_queue` as its tracepoints saw it, the stages
+/// those fill (device from the block layer, queue and decrypt per item).
+pub fn kernel_record(seq: u64) -> IntervalRecord {
+    use crate::metrics::{KernelQueueRecord, KernelRecord, Percentiles};
+    let mut rec = record(seq);
+    rec.stages_us.verify = Percentiles::default();
+    let items = 40 + seq % 7;
+    let scope_cpu = (seq + 1) as f64 * INTERVAL_S > 30.0;
+    let queue = |p50: f64, p99: f64| Percentiles {
+        count: items,
+        mean: p50 * 1.5,
+        p50,
+        p90: p99 * 0.6,
+        p99,
+        p999: p99 * 1.2,
+        max: p99 * 1.3,
+    };
+    rec.kernel = Some(KernelRecord {
+        queues: vec![KernelQueueRecord {
+            queue: "fscrypt_read_queue".into(),
+            items,
+            queue_us: if scope_cpu {
+                queue(14.0, 1_150.0)
+            } else {
+                queue(32.0, 9_830.0)
+            },
+            exec_us: queue(159.0, 744.0),
+            moved_pct: if scope_cpu { 2.0 } else { 69.0 },
+        }],
+        kworkers: 2,
+        requests: items * 4,
+        lost: 0,
+        cached_bytes: 48 << 20,
+    });
+    rec.counters.decrypted_units = 0;
+    rec.counters.verified_blocks = 0;
+    // The kernel's page cache is its own: no model hits or misses.
+    rec.counters.pc_hits = 0;
+    rec.counters.pc_misses = 0;
+    rec.page_cache = crate::metrics::PageCacheStats {
+        size_bytes: 48 << 20,
+        ..Default::default()
+    };
+    if seq == 119 {
+        rec.events = vec![Event {
+            t_s: 30.0,
+            label: "kernel.affinity_scope: system -> cpu".into(),
+        }];
+    }
+    if seq == 0 {
+        rec.notices = vec![Notice {
+            t_s: 0.0,
+            text: "kernel target: ext4 image ~/.cache/readpath/kernel/target.img (loop 7:0); the kernel's xts(aes) is xts(ecb(aes-fixed-time))".into(),
+        }];
+    }
+    rec
+}
+
+/// The explorer after 45 s of the kernel target, the kernel's affinity
+/// scope turned from `system` to `cpu` at 30 s.
+pub fn kernel_app() -> App {
+    let mut s = Settings::default();
+    s.workload.target = crate::settings::Target::Kernel;
+    s.kernel.affinity_scope = crate::settings::KernelScope::System;
+    let running = |s: &Settings| {
+        crate::engine::resolve(s, &features(), &crate::engine::DataFs::capable())
+            .expect("the fixture's settings resolve")
+            .effective
+    };
+    let mut app = App::new(s.clone(), running(&s), features(), 2);
+    for seq in 0..180 {
+        app.push(kernel_record(seq));
+    }
+    let mut cpu = app.settings.clone();
+    cpu.kernel.affinity_scope = crate::settings::KernelScope::Cpu;
+    let eff = running(&cpu);
+    app.set_running(cpu, eff);
+    app
+}

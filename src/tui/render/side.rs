@@ -24,12 +24,19 @@ pub(crate) fn render_side(
     area: Rect,
     buf: &mut Buffer,
 ) {
-    // Everything, if it fits; else only the settings a key changes.
-    let full = setting_lines(app, th, wide, false);
-    let lines = if full.len() as u16 + 2 <= area.height {
+    // Everything, if it fits; else every setting without the reasons of
+    // the greyed ones; else only the settings a key changes.
+    let fits = |l: &Vec<Line<'static>>| l.len() as u16 + 2 <= area.height;
+    let full = setting_lines(app, th, wide, false, true);
+    let lines = if fits(&full) {
         full
     } else {
-        setting_lines(app, th, wide, true)
+        let bare = setting_lines(app, th, wide, false, false);
+        if fits(&bare) {
+            bare
+        } else {
+            setting_lines(app, th, wide, true, false)
+        }
     };
     let settings_h = (lines.len() as u16 + 2).min(area.height);
     let log_h = area.height - settings_h;
@@ -92,22 +99,35 @@ pub(crate) fn render_side(
     }
 }
 
-/// The settings panel's lines: every key by section, or (`keyed_only`) just
-/// the ones a key changes, without section headers or reasons.
+/// The settings panel's lines: every key by section (with the reason of
+/// each greyed one under it when `reasons` and `wide`), or (`keyed_only`)
+/// just the ones a key changes, without section headers or reasons. The
+/// `[kernel]` knobs show only when the kernel is the target.
 pub(crate) fn setting_lines(
     app: &App,
     th: &Theme,
     wide: bool,
     keyed_only: bool,
+    reasons: bool,
 ) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let mut section = "";
+    let kernel = app.settings.workload.target == crate::settings::Target::Kernel;
     for k in KEYS {
         let Some((sec, name)) = k.key.split_once('.') else {
             continue;
         };
+        // The kernel target's knobs, only when it is the target.
+        if sec == "kernel" && !kernel {
+            continue;
+        }
         let key = keys::setting_keys(k.key);
         if keyed_only && key.is_none() {
+            continue;
+        }
+        // Short of room, the model's queue knobs make way for the
+        // kernel's while the kernel is the target (they do nothing then).
+        if keyed_only && kernel && (sec == "workers" || k.key == "workload.completion") {
             continue;
         }
         if sec != section && !keyed_only {
@@ -146,6 +166,7 @@ pub(crate) fn setting_lines(
         lines.push(Line::from(spans));
         if let Some(why) = why
             && wide
+            && reasons
             && !keyed_only
         {
             lines.push(Line::from(Span::styled(
