@@ -148,6 +148,10 @@ fn probe_data_fs(ds: &Dataset) -> DataFs {
     }
 }
 
+/// The kernel target's tracer (None with `kernel.trace = false`) and the
+/// file it reads, as the sampler sees them.
+type KernelShared = (Option<Arc<crate::kernel::trace::Tracer>>, Arc<File>);
+
 struct Shared {
     start_ns: u64,
     registry: Arc<Registry>,
@@ -162,7 +166,7 @@ struct Shared {
     pools: Mutex<Vec<pipeline::QueuePools>>,
     /// The kernel target's tracer and open file, while it runs (the
     /// sampler takes each interval's trace and the file's cached pages).
-    kernel: Mutex<Option<(Arc<crate::kernel::trace::Tracer>, Arc<File>)>>,
+    kernel: Mutex<Option<KernelShared>>,
     /// The kernel's workqueue affinity scope while the kernel target ran.
     kernel_scope: Mutex<Option<String>>,
 }
@@ -262,14 +266,45 @@ struct KernelRun {
     /// The file the pipeline reads (closed first: the image unmounts).
     file: Option<Arc<File>>,
     knobs: crate::kernel::knobs::SystemKnobs,
-    tracer: Arc<crate::kernel::trace::Tracer>,
-    /// tracefs, when readpath mounted it for the run.
-    _tracefs: Option<crate::kernel::TracefsMount>,
+    /// The tracer, with `kernel.trace` (the default).
+    traced: Option<Traced>,
     target: crate::kernel::target::KernelTarget,
     /// `kernel.dir` it was opened with.
     dir: String,
     /// The largest dataset its image has room for.
     file_size: u64,
+}
+
+/// The kernel target's tracer and, when readpath mounted it, tracefs
+/// (dropped in that order: the instance goes before the mount).
+struct Traced {
+    tracer: Arc<crate::kernel::trace::Tracer>,
+    _tracefs: Option<crate::kernel::TracefsMount>,
+}
+
+impl Traced {
+    /// Starts following the post-read queues and `device`'s requests.
+    fn start(data_dir: &Path, device: (u32, u32)) -> Result<Traced, EngineError> {
+        let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
+        let tracefs = crate::kernel::ensure_tracefs(data_dir).map_err(|e| kerr("tracefs", e))?;
+        let tracer = crate::kernel::trace::Tracer::start_with(data_dir, Some(device))
+            .map_err(|e| kerr("tracing the kernel's workqueues", e))?;
+        Ok(Traced {
+            tracer: Arc::new(tracer),
+            _tracefs: tracefs,
+        })
+    }
+
+    /// Waits (briefly) until the sampler no longer holds the tracer for
+    /// the interval it is closing, so dropping this removes the instance.
+    fn release(self) {
+        for _ in 0..200 {
+            if Arc::strong_count(&self.tracer) == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 struct Hogs {
@@ -508,8 +543,10 @@ impl Engine {
         let file = OpenFile::open(&path, direct)?;
         if let Some(k) = self.kernel.as_mut() {
             k.file = Some(file.file.clone());
-            *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some((k.tracer.clone(), file.file.clone()));
+            *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = Some((
+                k.traced.as_ref().map(|t| t.tracer.clone()),
+                file.file.clone(),
+            ));
             if eff.cache.cold_start {
                 let _ = crate::sys::fadvise_dontneed(&file.file);
                 self.mark("drop cache (cold start: POSIX_FADV_DONTNEED)");
@@ -858,11 +895,6 @@ impl Engine {
                 &self.dataset,
             )
             .map_err(|e| EngineError::Kernel(e.to_string()))?;
-            let tracefs = crate::kernel::ensure_tracefs(&self.opts.data_dir)
-                .map_err(|e| kerr("tracefs", e))?;
-            let tracer =
-                crate::kernel::trace::Tracer::start_with(&self.opts.data_dir, Some(target.device))
-                    .map_err(|e| kerr("tracing the kernel's workqueues", e))?;
             let driver = crate::kernel::crypto_driver("xts(aes)")
                 .map_or_else(|| "unknown".to_string(), |(d, _)| d);
             self.sink().push(format!(
@@ -871,8 +903,7 @@ impl Engine {
             ));
             self.kernel = Some(KernelRun {
                 knobs: crate::kernel::knobs::SystemKnobs::new(&self.opts.data_dir.join("kernel")),
-                tracer: Arc::new(tracer),
-                _tracefs: tracefs,
+                traced: None,
                 target,
                 dir: eff.kernel.dir.clone(),
                 file_size: if eff.kernel.dir.is_empty() {
@@ -882,6 +913,17 @@ impl Engine {
                 },
                 file: None,
             });
+        }
+        // Tracing on or off as `kernel.trace` says (the sampler lets go of
+        // a tracer being stopped first).
+        let tracing = self.kernel.as_ref().is_some_and(|k| k.traced.is_some());
+        if tracing != eff.kernel.trace {
+            *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            let k = self.kernel.as_mut().expect("opened above");
+            match k.traced.take() {
+                Some(t) => t.release(),
+                None => k.traced = Some(Traced::start(&self.opts.data_dir, k.target.device)?),
+            }
         }
         let k = self.kernel.as_mut().expect("opened above");
         let kind = crate::kernel::target::FileKind::of(
@@ -917,13 +959,9 @@ impl Engine {
                 .kernel_scope
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()) = scope;
-            // The sampler may hold the tracer for the interval it is
-            // closing: the instance goes before tracefs does.
-            for _ in 0..200 {
-                if Arc::strong_count(&k.tracer) == 1 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
+            let mut k = k;
+            if let Some(t) = k.traced.take() {
+                t.release();
             }
             drop(k);
         }
@@ -1031,7 +1069,7 @@ fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
 /// run_delay of the kworkers that ran those items into `ws`, and the run
 /// totals; returns the interval's kernel record.
 fn kernel_interval(
-    tracer: &crate::kernel::trace::Tracer,
+    tracer: Option<&crate::kernel::trace::Tracer>,
     file: &File,
     merged: &mut Recorder,
     ws: &mut WorkerSched,
@@ -1040,6 +1078,16 @@ fn kernel_interval(
     totals: &mut RunTotals,
 ) -> crate::metrics::KernelRecord {
     use crate::metrics::{KernelQueueRecord, Percentiles, Stage};
+    let cached_bytes = crate::sys::page_cache_residency(file)
+        .map_or(0, |r| r.resident_pages * crate::sys::page_size() as u64);
+    // Not traced: the reader's own figures stand (the device stage is
+    // then the whole read, as for a raw read).
+    let Some(tracer) = tracer else {
+        return crate::metrics::KernelRecord {
+            cached_bytes,
+            ..Default::default()
+        };
+    };
     let k = tracer.take_interval();
     merged.add_samples(Stage::Device, &k.device_ns, true);
     merged.counters.bios += k.requests;
@@ -1112,8 +1160,6 @@ fn kernel_interval(
         // Followed for 40 intervals after its last item.
         seq.saturating_sub(*seen) < 40
     });
-    let cached_bytes = crate::sys::page_cache_residency(file)
-        .map_or(0, |r| r.resident_pages * crate::sys::page_size() as u64);
     crate::metrics::KernelRecord {
         queues,
         kworkers: k.kworkers.len() as u32,
@@ -1239,7 +1285,7 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
             .clone();
         let kernel_rec = kernel.map(|(tracer, file)| {
             kernel_interval(
-                &tracer,
+                tracer.as_deref(),
                 &file,
                 &mut merged,
                 &mut ws,

@@ -303,8 +303,10 @@ pub fn run(
         .unwrap_or_default();
     for r in results.iter_mut().skip(1) {
         for ((_, s), base) in r.metrics.iter_mut().zip(&reference) {
-            s.change_pct =
-                (*base != 0.0 && base.is_finite()).then(|| (s.median - base) / base * 100.0);
+            // No change where either side has no value (a metric one
+            // target does not measure: the kernel's page-cache hit rate).
+            s.change_pct = (*base != 0.0 && base.is_finite() && s.median.is_finite())
+                .then(|| (s.median - base) / base * 100.0);
         }
     }
     Ok(CompareReport {

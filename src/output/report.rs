@@ -99,6 +99,9 @@ pub struct KernelSummary {
     pub affinity_scope: String,
     /// The driver of the kernel's `xts(aes)` (`/proc/crypto`).
     pub aes_driver: String,
+    /// The queues were traced (`kernel.trace`); false: no queue figures.
+    #[serde(default)]
+    pub traced: bool,
 }
 
 /// One kernel workqueue over a run.
@@ -116,7 +119,7 @@ pub struct KernelQueueSummary {
 
 impl KernelSummary {
     /// The summary of a run's totals, if it read the kernel.
-    pub fn of(totals: &RunTotals) -> Option<KernelSummary> {
+    pub fn of(totals: &RunTotals, traced: bool) -> Option<KernelSummary> {
         let scope = totals.kernel_scope.clone()?;
         Some(KernelSummary {
             workqueues: totals
@@ -141,6 +144,7 @@ impl KernelSummary {
             affinity_scope: scope,
             aes_driver: crate::kernel::crypto_driver("xts(aes)")
                 .map_or_else(|| "unknown".into(), |(d, _)| d),
+            traced,
         })
     }
 }
@@ -193,7 +197,7 @@ impl RunSummary {
                 .iter()
                 .map(|e| format!("{:.2}s {}", e.t_s, e.label))
                 .collect(),
-            kernel: KernelSummary::of(totals),
+            kernel: KernelSummary::of(totals, effective.kernel.trace),
             machine,
             features,
         }
@@ -339,7 +343,12 @@ impl RunSummary {
                 "  kernel: workqueue affinity scope {}, xts(aes) driver {}",
                 k.affinity_scope, k.aes_driver
             );
-            if k.workqueues.is_empty() {
+            if !k.traced {
+                let _ = writeln!(
+                    o,
+                    "  kernel: not traced (kernel.trace = false): no queue figures; device is the whole read"
+                );
+            } else if k.workqueues.is_empty() {
                 let _ = writeln!(
                     o,
                     "  kernel: no post-read work item ran (every read hit the kernel's page cache, or the file is neither encrypted nor verity)"

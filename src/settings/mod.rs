@@ -429,7 +429,7 @@ pub struct Load {
 /// `[kernel]`: the real kernel with `workload.target = "kernel"`: where
 /// its file lives, and the system knobs readpath turns (each put back on
 /// exit; `default` / empty = not changed).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Kernel {
     /// A directory on a filesystem with `encrypt`; empty = an ext4 image
@@ -443,6 +443,22 @@ pub struct Kernel {
     pub read_ahead_kb: Option<u32>,
     /// The file's block device's `queue/rq_affinity` (0, 1, 2); None = not changed.
     pub rq_affinity: Option<u8>,
+    /// Follow the kernel's post-read queues and block requests through
+    /// their tracepoints (off: what tracing costs can be measured).
+    pub trace: bool,
+}
+
+impl Default for Kernel {
+    fn default() -> Self {
+        Kernel {
+            dir: String::new(),
+            affinity_scope: KernelScope::Default,
+            unbound_cpus: Vec::new(),
+            read_ahead_kb: None,
+            rq_affinity: None,
+            trace: true,
+        }
+    }
 }
 
 /// A complete, validated workload description.
@@ -658,6 +674,11 @@ pub const KEYS: &[KeyInfo] = &[
         key: "kernel.rq_affinity",
         allowed: "default (not changed), 0, 1 or 2",
         help: "the block device's rq_affinity: complete a request on the CPU that issued it (1: its cache group, 2: that CPU)",
+    },
+    KeyInfo {
+        key: "kernel.trace",
+        allowed: "true, false",
+        help: "follow the kernel's post-read queues and block requests through their tracepoints (false: no queue figures, to measure what tracing costs)",
     },
 ];
 
@@ -1495,6 +1516,7 @@ impl Settings {
                     Some(int_u32(key, v, 0, MAX_KERNEL_READ_AHEAD_KB)?)
                 }
             }
+            "kernel.trace" => kn.trace = boolean(key, v)?,
             "kernel.rq_affinity" => {
                 kn.rq_affinity = if is_default(v) {
                     None
@@ -1561,6 +1583,7 @@ impl Settings {
                 .read_ahead_kb
                 .map_or(s("default"), |n| Val::Int(n.into())),
             "kernel.rq_affinity" => kn.rq_affinity.map_or(s("default"), |n| Val::Int(n.into())),
+            "kernel.trace" => Val::Bool(kn.trace),
             _ => return None,
         })
     }
@@ -1824,6 +1847,7 @@ mod tests {
         ("kernel.unbound_cpus", "\"0-1\"", "0-1", "0-1"),
         ("kernel.read_ahead_kb", "512", "512", "512"),
         ("kernel.rq_affinity", "2", "2", "2"),
+        ("kernel.trace", "false", "false", "false"),
     ];
 
     #[test]

@@ -53,8 +53,8 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
                     .and_then(|r| r.kernel.as_ref())
                     .map_or(0, |k| k.cached_bytes);
                 format!(
-                    "kernel, per item · cached {}",
-                    crate::settings::format_size(cached)
+                    "kernel, per item · cached {:.0}M",
+                    cached as f64 / (1 << 20) as f64
                 )
             }
             Some(c) => format!("per bio · {c}"),
