@@ -423,3 +423,32 @@ fn an_interval_of_the_tracer_sees_the_loop_devices_reads_and_the_kworkers() {
     assert_eq!(total["fscrypt_read_queue"].items, q.items + later);
     fs.remove().unwrap();
 }
+
+/// The kernel's fs-verity digest of the dataset's plaintext
+/// (`FS_IOC_MEASURE_VERITY`) equals readpath's, with and without a salt.
+/// Needs an ext4 with `verity` (`CONFIG_FS_VERITY`); skips, saying so,
+/// where the kernel lacks it (this machine).
+#[test]
+fn the_kernels_fs_verity_digest_is_readpaths() {
+    let name = "the_kernels_fs_verity_digest_is_readpaths";
+    if let Some(why) = missing() {
+        println!("{name}: skipped: needs {why}");
+        return;
+    }
+    if !readpath::kernel::ext4_has_verity() {
+        println!(
+            "{name}: skipped: this kernel's ext4 has no fs-verity (/sys/fs/ext4/features/verity is missing: CONFIG_FS_VERITY is not set)"
+        );
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let fs = readpath::kernel::ScratchFs::create(data.path(), 64 << 20).unwrap();
+    let plain = plaintext(1 << 20);
+    for salt in [&b""[..], &b"\x01\x02\x03\x04"[..]] {
+        let params = readpath::verity::merkle::MerkleParams::new(4096, salt).unwrap();
+        let want = readpath::verity::merkle::digest_reader(&plain[..], &params).unwrap();
+        let got = readpath::kernel::measure_verity(&fs.mnt, &plain, salt).unwrap();
+        assert_eq!(got, want.to_vec(), "salt {salt:?}");
+    }
+    fs.remove().unwrap();
+}

@@ -94,9 +94,15 @@ impl Plan {
             super::ReadPath::RawDirect => format!("raw direct: {d}"),
             super::ReadPath::Kernel => {
                 let p = &s.pipeline;
+                // The fscrypt contents mode: -soft is the same AES-256-XTS
+                // file, decrypted by the driver the kernel picked.
+                let mode = match p.cipher {
+                    crate::crypto::CipherKind::Adiantum => "adiantum",
+                    _ => "aes-256-xts",
+                };
                 let what = match (p.decrypt, p.verity) {
-                    (true, true) => format!("fscrypt {} + fs-verity", p.cipher.name()),
-                    (true, false) => format!("fscrypt {}", p.cipher.name()),
+                    (true, true) => format!("fscrypt {mode} + fs-verity"),
+                    (true, false) => format!("fscrypt {mode}"),
                     (false, true) => "fs-verity".to_string(),
                     (false, false) => "a plain file".to_string(),
                 };

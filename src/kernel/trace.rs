@@ -55,6 +55,48 @@ pub const EVENTS: &[&str] = &[
 /// `events/block/`).
 pub const BLOCK_EVENTS: &[&str] = &["block_rq_issue", "block_rq_complete"];
 
+/// The functions the post-read queues run (ext4's and f2fs's read
+/// completion steps, blk-crypto's fallback): their work items are the ones
+/// `workqueue_execute_start` / `_end` are kept for.
+pub const POST_READ_FUNCTIONS: &[&str] = &[
+    "decrypt_work",
+    "verity_work",
+    "f2fs_post_read_work",
+    "blk_crypto_fallback_decrypt_bio",
+];
+
+/// A tracefs filter keeping the execute events of [`POST_READ_FUNCTIONS`]
+/// (`function == 0x...` per address in `/proc/kallsyms`); None where
+/// kallsyms hides the addresses.
+fn post_read_function_filter() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    let addrs = function_addresses(&text, POST_READ_FUNCTIONS);
+    (!addrs.is_empty()).then(|| {
+        addrs
+            .iter()
+            .map(|a| format!("function == 0x{a:x}"))
+            .collect::<Vec<_>>()
+            .join(" || ")
+    })
+}
+
+/// The non-zero addresses of the text symbols `names` in kallsyms text.
+fn function_addresses(kallsyms: &str, names: &[&str]) -> Vec<u64> {
+    let mut out: Vec<u64> = kallsyms
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            let kind = f.next()?;
+            let name = f.next()?;
+            (addr != 0 && matches!(kind, "t" | "T") && names.contains(&name)).then_some(addr)
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// Where tracefs is mounted.
 pub const TRACEFS: &str = "/sys/kernel/tracing";
 
@@ -632,6 +674,16 @@ impl Tracer {
             .join(" || ");
         let ev = t.dir.join("events/workqueue");
         write(&ev.join("workqueue_queue_work/filter"), &filter)?;
+        // The start and end events carry no queue name: filtered on the
+        // post-read work functions' addresses, so the kernel does not
+        // emit (and format, and readpath parse) every other work item of
+        // the machine, the loop device's own among them. Where the
+        // addresses are hidden (kptr_restrict) they stay unfiltered.
+        if let Some(f) = post_read_function_filter() {
+            for e in &EVENTS[1..] {
+                let _ = write(&ev.join(e).join("filter"), &f);
+            }
+        }
         for e in EVENTS {
             write(&ev.join(e).join("enable"), "1")?;
         }
@@ -724,6 +776,16 @@ impl Drop for Tracer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn post_read_functions_are_found_in_kallsyms() {
+        let text = "ffffffff81809920 t verity_work\nffffffff81809960 t decrypt_work\nffffffffc0001000 t decrypt_work\t[f2fs]\n0000000000000000 t decrypt_work\nffffffff81000000 T decrypt_work_helper\nffffffff81000010 d decrypt_work\n";
+        assert_eq!(
+            function_addresses(text, POST_READ_FUNCTIONS),
+            vec![0xffffffff81809920, 0xffffffff81809960, 0xffffffffc0001000]
+        );
+        assert!(function_addresses("", POST_READ_FUNCTIONS).is_empty());
+    }
 
     fn feed(a: &mut Aggregator, lines: &[&str]) {
         for l in lines {
