@@ -326,6 +326,11 @@ pub enum KernelAction {
         /// Plaintext written, a multiple of 4K from 4K to 256M.
         #[arg(long, default_value = "4M")]
         size: String,
+        /// Check on this directory's filesystem (ext4 or f2fs with
+        /// `encrypt`, 4 KiB blocks) instead of a scratch image: the
+        /// ciphertext is read from its block device (root).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Follow the kernel's post-read workqueues (fscrypt_read_queue,
     /// fsverity_read_queue, blk_crypto_wq, f2fs_post_read_wq) through their
@@ -1227,7 +1232,7 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
             }
             Ok(())
         }
-        KernelAction::Check { size } => {
+        KernelAction::Check { size, dir } => {
             let bytes = parse_size(&size)
                 .ok()
                 .filter(|&n| (4096..=256 << 20).contains(&n) && n % 4096 == 0)
@@ -1236,25 +1241,48 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                         "--size \"{size}\": allowed a multiple of 4K from 4K to 256M"
                     ))
                 })?;
-            let fs = crate::kernel::ScratchFs::create(data_dir, (bytes * 2).max(64 << 20))
-                .map_err(|e| BadInput(format!("readpath kernel check: {e}")))?;
+            // The filesystem checked: a scratch image, or the user's
+            // directory and the block device under it.
+            let (fs, mnt, device) = match &dir {
+                None => {
+                    let fs = crate::kernel::ScratchFs::create(data_dir, (bytes * 2).max(64 << 20))
+                        .map_err(|e| BadInput(format!("readpath kernel check: {e}")))?;
+                    let (mnt, image) = (fs.mnt.clone(), fs.image.clone());
+                    (Some(fs), mnt, image)
+                }
+                Some(d) => {
+                    if !d.is_dir() {
+                        return Err(BadInput(format!(
+                            "readpath kernel check: --dir {}: not a directory",
+                            d.display()
+                        ))
+                        .into());
+                    }
+                    let dev = crate::kernel::block_device_path(d).map_err(|e| {
+                        BadInput(format!("readpath kernel check: --dir {}: {e}", d.display()))
+                    })?;
+                    (None, d.clone(), dev)
+                }
+            };
             let mut quiet = |_: u64, _: u64| {};
             let (ds, _) = Dataset::open_or_prepare(data_dir, bytes, b"", &mut quiet)?;
             let plain = std::fs::read(ds.path(crate::dataset::Variant::Plain))?;
-            println!(
-                "readpath kernel check: {} of the dataset's plaintext through the kernel's fscrypt on an ext4 image (encrypt, 4K blocks) loop-mounted at {}",
-                crate::settings::format_size(bytes),
-                fs.mnt.display()
-            );
+            match &fs {
+                Some(fs) => println!(
+                    "readpath kernel check: {} of the dataset's plaintext through the kernel's fscrypt on an ext4 image (encrypt, 4K blocks) loop-mounted at {}",
+                    crate::settings::format_size(bytes),
+                    fs.mnt.display()
+                ),
+                None => println!(
+                    "readpath kernel check: {} of the dataset's plaintext through the kernel's fscrypt in {}, the ciphertext read from {}",
+                    crate::settings::format_size(bytes),
+                    mnt.display(),
+                    device.display()
+                ),
+            }
             let mut mismatch = Vec::new();
             for kind in [CipherKind::Aes256Xts, CipherKind::Adiantum] {
-                match crate::kernel::check_contents(
-                    &fs.mnt,
-                    &fs.image,
-                    ds.master_key(),
-                    &plain,
-                    kind,
-                ) {
+                match crate::kernel::check_contents(&mnt, &device, ds.master_key(), &plain, kind) {
                     Ok(c) => {
                         let units = c.bytes / 4096;
                         let verdict = if c.matched() { "MATCH" } else { "MISMATCH" };
@@ -1293,12 +1321,19 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                         "  fscrypt contents, {}: not checked: this kernel lacks the cipher ({e})",
                         kind.name()
                     ),
+                    Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                        return Err(BadInput(format!(
+                            "readpath kernel check: {}: {e} (the filesystem has no encrypt feature: tune2fs -O encrypt, or leave --dir out for a scratch image)",
+                            mnt.display()
+                        ))
+                        .into());
+                    }
                     Err(e) => return Err(anyhow::anyhow!("{}: {e}", kind.name())),
                 }
             }
             if crate::kernel::ext4_has_verity() {
                 let want = ds.tree().file_digest();
-                let got = crate::kernel::measure_verity(&fs.mnt, &plain, b"")
+                let got = crate::kernel::measure_verity(&mnt, &plain, b"")
                     .context("fs-verity digest through the kernel")?;
                 let verdict = if got[..] == want[..] {
                     "MATCH"
@@ -1318,7 +1353,9 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                     "  fs-verity digest: not checked: this kernel's ext4 has no fs-verity (/sys/fs/ext4/features/verity is missing: CONFIG_FS_VERITY is not set)"
                 );
             }
-            fs.remove().context("unmounting the scratch image")?;
+            if let Some(fs) = fs {
+                fs.remove().context("unmounting the scratch image")?;
+            }
             if mismatch.is_empty() {
                 Ok(())
             } else {

@@ -452,3 +452,44 @@ fn the_kernels_fs_verity_digest_is_readpaths() {
     }
     fs.remove().unwrap();
 }
+
+/// `kernel check --dir` on a filesystem readpath did not make: the
+/// ciphertext is read from the block device under it (here a loop device
+/// the test attached), and matches.
+#[test]
+fn kernel_check_dir_reads_the_ciphertext_from_the_block_device() {
+    let name = "kernel_check_dir_reads_the_ciphertext_from_the_block_device";
+    if let Some(why) = missing() {
+        println!("{name}: skipped: needs {why}");
+        return;
+    }
+    let m = Mounted::new().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["kernel", "check", "--size", "1M", "--dir"])
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("the ciphertext read from /dev/loop"), "{out}");
+    assert!(
+        out.contains("256 of 256 data units equal to readpath's"),
+        "{out}"
+    );
+    assert!(out.contains("MATCH"), "{out}");
+    // Nothing of the check is left on the filesystem.
+    let left: Vec<_> = std::fs::read_dir(&m.mnt)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "lost+found")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -24,9 +24,10 @@ pub(crate) fn render_side(
     area: Rect,
     buf: &mut Buffer,
 ) {
-    // Everything, if it fits; else every setting without the reasons of
-    // the greyed ones; else only the settings a key changes.
-    let fits = |l: &Vec<Line<'static>>| l.len() as u16 + 2 <= area.height;
+    // Everything, if it fits; else every setting that applies, without the
+    // reasons of the greyed ones; else only the settings a key changes.
+    // Fits with room left for an events panel of at least one line.
+    let fits = |l: &Vec<Line<'static>>| l.len() as u16 + 2 + 3 <= area.height;
     let full = setting_lines(app, th, wide, false, true);
     let lines = if fits(&full) {
         full
@@ -100,9 +101,11 @@ pub(crate) fn render_side(
 }
 
 /// The settings panel's lines: every key by section (with the reason of
-/// each greyed one under it when `reasons` and `wide`), or (`keyed_only`)
-/// just the ones a key changes, without section headers or reasons. The
-/// `[kernel]` knobs show only when the kernel is the target.
+/// each greyed one under it when `reasons` and `wide`; without `reasons`,
+/// also without the model's queue and cache knobs while the kernel is the
+/// target), or (`keyed_only`) just the ones a key changes, without section
+/// headers or reasons. The `[kernel]` knobs show only when the kernel is
+/// the target.
 pub(crate) fn setting_lines(
     app: &App,
     th: &Theme,
@@ -125,9 +128,9 @@ pub(crate) fn setting_lines(
         if keyed_only && key.is_none() {
             continue;
         }
-        // Short of room, the model's queue knobs make way for the
-        // kernel's while the kernel is the target (they do nothing then).
-        if keyed_only && kernel && (sec == "workers" || k.key == "workload.completion") {
+        // Short of room, the model's queue and cache knobs make way for
+        // the kernel's while the kernel is the target (they do nothing then).
+        if !reasons && kernel && model_only(k.key) {
             continue;
         }
         if sec != section && !keyed_only {
@@ -178,4 +181,17 @@ pub(crate) fn setting_lines(
         }
     }
     lines
+}
+
+/// A setting only the model uses (the kernel target greys it).
+fn model_only(key: &str) -> bool {
+    key.starts_with("workers.")
+        || matches!(
+            key,
+            "cache.size"
+                | "cache.read_ahead"
+                | "cache.device"
+                | "workload.completion"
+                | "pipeline.corrupt_every"
+        )
 }
