@@ -1191,6 +1191,10 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
             Ok(())
         }
         KernelAction::Trace { duration } => {
+            // tracefs mounted first where it is not (unmounted at the end,
+            // after the tracer's instance is gone).
+            let _tracefs = crate::kernel::ensure_tracefs(data_dir)
+                .map_err(|e| BadInput(format!("readpath kernel trace: {e}")))?;
             let t = crate::kernel::trace::Tracer::start(data_dir)
                 .map_err(|e| BadInput(format!("readpath kernel trace: {e}")))?;
             let end = std::time::Instant::now() + duration;

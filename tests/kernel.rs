@@ -251,10 +251,30 @@ fn kernel_check_on_the_command_line_matches_or_says_why_not() {
 }
 
 /// Why the kernel's workqueue tracepoints cannot be followed here.
+/// Unmounts tracefs at exit, where this test binary mounted it.
+extern "C" fn unmount_tracefs() {
+    let _ = Command::new("umount").arg("/sys/kernel/tracing").status();
+}
+
 fn no_tracing() -> Option<String> {
     if let Some(why) = missing() {
         return Some(why);
     }
+    // tracefs mounted once for this binary where it is not (as readpath
+    // does), and unmounted when the binary exits.
+    static MOUNTED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    MOUNTED.get_or_init(|| {
+        let events = Path::new("/sys/kernel/tracing/events");
+        if !events.exists()
+            && Command::new("mount")
+                .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+                .status()
+                .is_ok_and(|s| s.success())
+        {
+            // SAFETY: registers a plain extern "C" fn with no arguments.
+            unsafe { libc::atexit(unmount_tracefs) };
+        }
+    });
     if !Path::new("/sys/kernel/tracing/events/workqueue/workqueue_queue_work").exists() {
         return Some(
             "tracefs with workqueue events (mount -t tracefs nodev /sys/kernel/tracing)".into(),

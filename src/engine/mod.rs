@@ -1150,12 +1150,7 @@ fn kernel_interval(
         st.last = now;
         if k.kworkers.contains_key(tid) {
             *seen = seq;
-            ws.threads += 1;
-            ws.run_delay_us += d.run_delay_ns as f64 / 1e3;
-            ws.cpu_us += d.cpu_ns as f64 / 1e3;
-            ws.voluntary_switches += d.voluntary_ctxt_switches;
-            ws.involuntary_switches += d.nonvoluntary_ctxt_switches;
-            ws.migrations += d.migrations;
+            add_thread(ws, &d);
         }
         // Followed for 40 intervals after its last item.
         seq.saturating_sub(*seen) < 40
@@ -1167,6 +1162,16 @@ fn kernel_interval(
         lost: k.lost,
         cached_bytes,
     }
+}
+
+/// Adds one thread's counters over an interval to a group's.
+fn add_thread(to: &mut WorkerSched, d: &ThreadCounters) {
+    to.threads += 1;
+    to.run_delay_us += d.run_delay_ns as f64 / 1e3;
+    to.cpu_us += d.cpu_ns as f64 / 1e3;
+    to.voluntary_switches += d.voluntary_ctxt_switches;
+    to.involuntary_switches += d.nonvoluntary_ctxt_switches;
+    to.migrations += d.migrations;
 }
 
 struct SchedState {
@@ -1266,12 +1271,7 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
                 } else {
                     &mut ws
                 };
-                to.threads += 1;
-                to.run_delay_us += d.run_delay_ns as f64 / 1e3;
-                to.cpu_us += d.cpu_ns as f64 / 1e3;
-                to.voluntary_switches += d.voluntary_ctxt_switches;
-                to.involuntary_switches += d.nonvoluntary_ctxt_switches;
-                to.migrations += d.migrations;
+                add_thread(to, &d);
             }
         }
         for s in &dead {
