@@ -400,47 +400,102 @@ impl CompareReport {
                 }
             })
             .collect();
-        let cells: Vec<Vec<String>> = self
-            .variants
-            .iter()
-            .map(|v| {
-                METRICS
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (_, unit, _))| {
-                        let s = v.metrics[k].1;
-                        format!(
-                            "{} ({}-{}){}",
-                            fmt_value(s.median, unit),
-                            fmt_value(s.min, unit),
-                            fmt_value(s.max, unit),
-                            s.change_pct.map_or(String::new(), |c| format!(" {c:+.0}%"))
-                        )
-                    })
-                    .collect()
+        let one_round = self.rounds <= 1;
+        let base = self.variants.first();
+        // A cell: the median, and its range where there is one.
+        let cell = |s: &Spread, unit: &str| {
+            if one_round || !s.median.is_finite() {
+                fmt_value(s.median, unit)
+            } else {
+                format!(
+                    "{} ({}-{})",
+                    fmt_value(s.median, unit),
+                    fmt_value(s.min, unit),
+                    fmt_value(s.max, unit)
+                )
+            }
+        };
+        // A change: `~` where the ranges overlap (not significant), and no
+        // mark with one round, which has no range to judge by.
+        let mut overlapped = false;
+        let mut change = |s: &Spread, b: &Spread| match s.change_pct {
+            None => "-".to_string(),
+            Some(c) => {
+                let overlap = !one_round && s.min <= b.max && b.min <= s.max;
+                overlapped |= overlap;
+                format!("{}{c:+.0}%", if overlap { "~" } else { "" })
+            }
+        };
+        // Rows where no variant measured anything (every median 0 or
+        // none) are left out: they are a stage or a cache the runs lack.
+        let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+        for (k, ((_, unit, _), label)) in METRICS.iter().zip(&labels).enumerate() {
+            let empty = self.variants.iter().all(|v| {
+                let m = v.metrics[k].1.median;
+                !m.is_finite() || m == 0.0
+            });
+            if empty {
+                continue;
+            }
+            let mut cols = Vec::new();
+            for (i, v) in self.variants.iter().enumerate() {
+                let s = &v.metrics[k].1;
+                cols.push(cell(s, unit));
+                if i > 0 {
+                    let b = &base.expect("a variant").metrics[k].1;
+                    cols.push(change(s, b));
+                }
+            }
+            rows.push((label.clone(), cols));
+        }
+        // Column titles: each variant, and after each but the first its
+        // change against the first.
+        let mut titles = Vec::new();
+        for (i, v) in self.variants.iter().enumerate() {
+            titles.push(v.value.clone());
+            if i > 0 {
+                titles.push(if self.variants.len() > 2 {
+                    format!("vs {}", self.variants[0].value)
+                } else {
+                    "change".to_string()
+                });
+            }
+        }
+        let widths: Vec<usize> = (0..titles.len())
+            .map(|c| {
+                rows.iter()
+                    .map(|(_, cols)| cols[c].chars().count())
+                    .chain(std::iter::once(titles[c].chars().count()))
+                    .max()
+                    .unwrap_or(4)
+                    + 3
             })
             .collect();
-        let w = cells
-            .iter()
-            .flatten()
-            .chain(self.variants.iter().map(|v| &v.value))
-            .map(|c| c.chars().count())
-            .max()
-            .unwrap_or(10)
-            + 3;
-        let mut header = format!("{:<16}", "median (min-max)");
-        for v in &self.variants {
-            header.push_str(&format!("{:>w$}", v.value));
+        let first = if one_round {
+            "median"
+        } else {
+            "median (min-max)"
+        };
+        let mut header = format!("{first:<16}");
+        for (t, w) in titles.iter().zip(&widths) {
+            header.push_str(&format!("{t:>w$}"));
         }
-        out.push_str(&header);
+        out.push_str(header.trim_end());
         out.push('\n');
-        for (k, label) in labels.iter().enumerate() {
+        for (label, cols) in &rows {
             let mut line = format!("{label:<16}");
-            for c in &cells {
-                line.push_str(&format!("{:>w$}", c[k]));
+            for (c, w) in cols.iter().zip(&widths) {
+                line.push_str(&format!("{c:>w$}"));
             }
-            out.push_str(&line);
+            out.push_str(line.trim_end());
             out.push('\n');
+        }
+        if one_round {
+            out.push_str(
+                "\n1 round: no spread to judge a change by; run --rounds 3 or more for ranges and significance.\n",
+            );
+        } else if overlapped {
+            out.push_str("\n~: the two variants' ranges (min-max over rounds) overlap: the change is not significant.\n");
         }
         let failed: u64 = self.variants.iter().map(|v| v.failed_reads).sum();
         if failed > 0 {
@@ -497,6 +552,93 @@ fn yes(b: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report of two variants over `rounds`, the second's throughput
+    /// ranges as given, everything else measured by neither but p99.
+    fn report(rounds: u32, a: (f64, f64, f64), b: (f64, f64, f64)) -> CompareReport {
+        let spread = |(median, min, max): (f64, f64, f64), change_pct| Spread {
+            median,
+            min,
+            max,
+            change_pct,
+        };
+        let variant = |value: &str, t, change| VariantResult {
+            value: value.into(),
+            metrics: METRICS
+                .iter()
+                .map(|(name, _, _)| {
+                    let s = match *name {
+                        "throughput_mib_s" => spread(t, change),
+                        "p99_us" => spread((100.0, 90.0, 110.0), change.map(|_| 0.0)),
+                        _ => spread((0.0, 0.0, 0.0), None),
+                    };
+                    (name.to_string(), s)
+                })
+                .collect(),
+            rounds: Vec::new(),
+            failed_reads: 0,
+        };
+        let change = (b.0 - a.0) / a.0 * 100.0;
+        CompareReport {
+            version: REPORT_VERSION,
+            preset: None,
+            key: "workers.mode".into(),
+            rounds,
+            duration_s: 1.0,
+            warmup_s: 1.0,
+            settings: Settings::default(),
+            effective_settings: Settings::default(),
+            variants: vec![
+                variant("bound", a, None),
+                variant("unbound", b, Some(change)),
+            ],
+            notices: Vec::new(),
+            machine: Default::default(),
+            features: Default::default(),
+            interrupted: None,
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_change_column_marks_overlaps_and_drops_empty_rows() {
+        let t = report(3, (100.0, 90.0, 110.0), (150.0, 140.0, 160.0)).to_text();
+        let head = t.lines().find(|l| l.starts_with("median")).unwrap();
+        assert!(
+            head.starts_with("median (min-max)") && head.ends_with("change"),
+            "{t}"
+        );
+        let mib = t.lines().find(|l| l.starts_with("MiB/s")).unwrap();
+        assert!(
+            mib.ends_with(" +50%"),
+            "separate ranges: significant: {mib}"
+        );
+        let p99 = t.lines().find(|l| l.starts_with("p99 us")).unwrap();
+        assert!(p99.ends_with(" ~+0%"), "overlapping ranges: {p99}");
+        assert!(t.contains("~: the two variants' ranges"), "{t}");
+        assert!(
+            !t.contains("IOPS") && !t.contains("queue p99"),
+            "all-zero rows dropped: {t}"
+        );
+        let t = report(3, (100.0, 90.0, 130.0), (120.0, 110.0, 140.0)).to_text();
+        let mib = t.lines().find(|l| l.starts_with("MiB/s")).unwrap();
+        assert!(mib.ends_with(" ~+20%"), "{mib}");
+    }
+
+    #[test]
+    fn one_round_shows_no_range_and_says_why() {
+        let t = report(1, (152.9, 152.9, 152.9), (160.0, 160.0, 160.0)).to_text();
+        assert!(!t.contains("(152.9-152.9)"), "{t}");
+        let mib = t.lines().find(|l| l.starts_with("MiB/s")).unwrap();
+        assert!(
+            mib.ends_with(" +5%"),
+            "no significance mark with one round: {mib}"
+        );
+        assert!(t.contains("1 round: no spread"), "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("median ") && !l.contains("min-max"))
+        );
+    }
 
     #[test]
     fn medians() {
