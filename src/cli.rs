@@ -201,8 +201,8 @@ pub enum Command {
     Demo {
         /// Demo name (fsverity-bound-vs-unbound, fscrypt-slow-cipher,
         /// fscrypt-aes-instructions, io_uring-qd1-iowait, app-cold-start) or a
-        /// script file.
-        script: String,
+        /// script file; none lists the shipped demos.
+        script: Option<String>,
         /// Settings overrides on top of the demo's start.
         #[command(flatten)]
         settings: SettingsArgs,
@@ -505,7 +505,10 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             script,
             settings,
             tui: t,
-        }) => demo(&data_dir, &script, &settings, &t),
+        }) => match script {
+            Some(script) => demo(&data_dir, &script, &settings, &t),
+            None => list_demos(),
+        },
         Some(Command::Run {
             settings,
             duration,
@@ -660,6 +663,50 @@ fn output_error(e: crate::output::file::OutputError) -> anyhow::Error {
     } else {
         e.into()
     }
+}
+
+/// `readpath demo` with no name: each shipped demo, its steps and length,
+/// and what it shows.
+fn list_demos() -> Result<()> {
+    use crate::scenario::demo::{SHIPPED, Wait, resolve};
+    let cpus = crate::sys::online_cpus().len();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "readpath demo NAME (or a script file); the shipped demos:"
+    )?;
+    for (name, _) in SHIPPED {
+        let d = resolve(name, cpus).map_err(BadInput)?;
+        let timed: Duration = d
+            .steps
+            .iter()
+            .filter_map(|s| match s.wait {
+                Wait::For(t) => Some(t),
+                Wait::Key => None,
+            })
+            .sum();
+        let keys = d.steps.iter().filter(|s| s.wait == Wait::Key).count();
+        let length = match keys {
+            0 => format!("{:.0} s", timed.as_secs_f64()),
+            1 => format!("{:.0} s + 1 key press", timed.as_secs_f64()),
+            n => format!("{:.0} s + {n} key presses", timed.as_secs_f64()),
+        };
+        writeln!(out, "\n  {name}  ({} steps, {length})", d.steps.len())?;
+        let words: Vec<&str> = d.description.split_whitespace().collect();
+        let mut line = String::from("   ");
+        for w in words {
+            if line.len() + w.len() + 1 > 78 {
+                writeln!(out, "{line}")?;
+                line = String::from("   ");
+            }
+            line.push(' ');
+            line.push_str(w);
+        }
+        if !line.trim().is_empty() {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
 }
 
 fn demo(data_dir: &Path, spec: &str, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {

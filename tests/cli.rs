@@ -405,3 +405,22 @@ fn a_data_dir_that_is_a_file_is_named_and_errors_print_once() {
     assert_eq!(e.matches("is a directory").count(), 1, "{e}");
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
 }
+
+/// `readpath demo` with no name lists every shipped demo (name, steps,
+/// length, what it shows) and touches nothing.
+#[test]
+fn demo_without_a_name_lists_the_demos() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = readpath(&["demo"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for (name, _) in readpath::scenario::demo::SHIPPED {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name}  (")))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{out}"));
+        assert!(line.contains(" steps, ") && line.ends_with(')'), "{line}");
+    }
+    assert!(out.lines().all(|l| l.chars().count() <= 80), "{out}");
+    assert!(tree_listing(dir.path()).is_empty());
+}
