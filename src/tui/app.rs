@@ -301,6 +301,9 @@ pub struct App {
     pub ui: UiCost,
     /// Set when quitting.
     pub quit: bool,
+    /// `q` was pressed once with a baseline marked: the next `q` quits,
+    /// any other key cancels.
+    pub quit_armed: bool,
     /// The preset applied last: name and description.
     pub preset: Option<(String, String)>,
     /// Set when replaying a recording: what the header says ("replay 2x").
@@ -333,6 +336,7 @@ impl App {
             markers: Vec::new(),
             log: VecDeque::new(),
             baseline: None,
+            quit_armed: false,
             now: None,
             now_buckets: Vec::new(),
             acc: WindowAcc::default(),
@@ -495,6 +499,23 @@ impl App {
         match self.markers.iter().rev().find(|m| m.label != "baseline") {
             Some(m) => t0.max(m.t_s),
             None => t0,
+        }
+    }
+
+    /// Whether a key's action quits now: Ctrl-C at once; `q` at once with
+    /// no baseline to lose, else the first `q` arms (and says so) and a
+    /// second quits. Any other key disarms.
+    pub fn quit_key(&mut self, action: &Action) -> bool {
+        let armed = std::mem::take(&mut self.quit_armed);
+        match action {
+            Action::QuitNow => true,
+            Action::Quit if self.baseline.is_some() && !armed => {
+                self.quit_armed = true;
+                self.flash("q again quits; the baseline goes with it");
+                false
+            }
+            Action::Quit => true,
+            _ => false,
         }
     }
 
@@ -668,15 +689,33 @@ mod tests {
         assert_eq!(apply('e', &s).workload.engine, EngineKind::Uring);
     }
 
+    /// q quits at once without a baseline; with one, the first q only
+    /// asks, any other key cancels, a second q quits; Ctrl-C never asks.
+    #[test]
+    fn quitting_asks_once_when_a_baseline_would_be_lost() {
+        let mut a = crate::tui::fixture::app(false);
+        assert!(a.quit_key(&Action::Quit));
+        let mut a = crate::tui::fixture::app(true);
+        assert!(a.baseline.is_some());
+        assert!(!a.quit_key(&Action::Quit));
+        assert!(a.quit_armed);
+        assert!(!a.quit_key(&Action::ZoomIn), "another key cancels");
+        assert!(!a.quit_key(&Action::Quit), "asks again");
+        assert!(a.quit_key(&Action::Quit), "the second q quits");
+        let mut a = crate::tui::fixture::app(true);
+        assert!(a.quit_key(&Action::QuitNow));
+        assert!(!a.quit_key(&Action::Escape));
+    }
+
     #[test]
     fn control_keys() {
         let s = Settings::default();
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
-        assert_eq!(action_for_key(ctrl_c, &s, 2), Action::Quit);
+        assert_eq!(action_for_key(ctrl_c, &s, 2), Action::QuitNow);
         assert_eq!(action_for_key(key('q'), &s, 2), Action::Quit);
         assert_eq!(
             action_for_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), &s, 2),
-            Action::Quit
+            Action::Escape
         );
         assert_eq!(action_for_key(key(' '), &s, 2), Action::TogglePause);
         assert_eq!(action_for_key(key('b'), &s, 2), Action::MarkBaseline);

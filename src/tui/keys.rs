@@ -9,8 +9,9 @@
 //! Rules of the table:
 //!
 //! - A [`Binding`] is one line of the help. It has one [`Step`] per thing it
-//!   can do (`+` and `-` are two steps of the queue-depth binding; `q`, Esc
-//!   and Ctrl-C are three steps that all quit).
+//!   can do (`+` and `-` are two steps of the queue-depth binding; `q` and
+//!   Ctrl-C are two steps that quit, `q` asking first when a baseline would
+//!   be lost).
 //! - A step's first key is the one shown (help, footer, settings panel,
 //!   README's key column); its other keys are aliases, accepted but never
 //!   shown on screen: `=` and `_` (`+` and `-` without Shift), `.` and `,`
@@ -112,8 +113,13 @@ pub type Change = fn(&mut Settings) -> Result<(), String>;
 pub enum Action {
     /// Nothing to do.
     None,
-    /// Leave the explorer.
+    /// Leave the explorer; asks once (q again) when a baseline would be
+    /// lost with the session.
     Quit,
+    /// Leave the explorer at once (Ctrl-C, Ctrl-D).
+    QuitNow,
+    /// Esc on the main screen: popups close with it, it never quits.
+    Escape,
     /// Stop the process as a shell job (done by the terminal loop, which
     /// owns the terminal; [`super::app::action_for_key`] answers `None`).
     Suspend,
@@ -408,12 +414,17 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         steps: &[
             act(&[Char('q')], Action::Quit),
-            act(&[Esc], Action::Quit),
-            act(&[Ctrl('c'), Ctrl('d')], Action::Quit),
+            act(&[Ctrl('c'), Ctrl('d')], Action::QuitNow),
         ],
         setting: None,
         footer: Footer::Always("quit"),
-        help: "quit (a summary is printed)",
+        help: "quit (a summary is printed); with a baseline marked, q asks once (q again); Ctrl-C quits at once",
+    },
+    Binding {
+        steps: &[act(&[Esc], Action::Escape)],
+        setting: None,
+        footer: Footer::None,
+        help: "close a popup (never quits)",
     },
     Binding {
         steps: &[act(&[Ctrl('z')], Action::Suspend)],
@@ -710,7 +721,9 @@ mod tests {
         assert_eq!(keys("workers.mode"), "w");
         assert_eq!(setting_keys("workload.pattern"), None);
         let help: Vec<String> = BINDINGS.iter().map(Binding::label).collect();
-        for want in ["+ -", "] [", "> <", "space", "z Z", "?", "q Esc ^C", "^Z"] {
+        for want in [
+            "+ -", "] [", "> <", "space", "z Z", "?", "q ^C", "Esc", "^Z",
+        ] {
             assert!(help.contains(&want.to_string()), "{want:?} in {help:?}");
         }
         let footer: Vec<String> = BINDINGS
@@ -733,7 +746,7 @@ mod tests {
         ));
         assert!(matches!(
             does(ev(KeyCode::Char('d'), ctrl)),
-            Some(Does::Act(Action::Quit))
+            Some(Does::Act(Action::QuitNow))
         ));
         assert!(matches!(
             does(ev(KeyCode::F(1), none)),

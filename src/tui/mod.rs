@@ -380,9 +380,14 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
         }
         return;
     }
-    match app::action_for_key(key, &app.settings, app.cpus) {
-        Action::None | Action::Suspend => {}
-        Action::Quit => app.quit = true,
+    let action = app::action_for_key(key, &app.settings, app.cpus);
+    if app.quit_key(&action) {
+        app.quit = true;
+        return;
+    }
+    match action {
+        Action::None | Action::Suspend | Action::Quit | Action::QuitNow => {}
+        Action::Escape => app.flash("Esc closes popups; q quits"),
         Action::ToggleHelp => app.overlay = Overlay::Help,
         Action::TogglePresent => app.present = !app.present,
         Action::ZoomIn => app.zoom(false),

@@ -156,7 +156,8 @@ impl Driver for ReplayDriver {
             _ => {}
         }
         match action_for_key(key, &app.settings, self.cpus) {
-            Action::Quit => app.quit = true,
+            Action::Quit | Action::QuitNow => app.quit = true,
+            Action::Escape => app.flash("Esc closes popups; q quits"),
             Action::Suspend => {} // the terminal loop suspends
             Action::ToggleHelp => app.overlay = Overlay::Help,
             Action::TogglePresent => app.present = !app.present,
