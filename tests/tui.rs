@@ -318,3 +318,24 @@ fn kernel_target_screens() {
     assert!(mid.contains("fscrypt"), "{mid}");
     insta::assert_snapshot!("kernel_120x40", mid);
 }
+
+/// The save dialog: the preset's name prefilled and selected (typing
+/// replaces it), and a refused character said in words.
+#[test]
+fn save_dialog() {
+    let mut a = app(false);
+    a.overlay = Overlay::SaveName {
+        name: "default".into(),
+        selected: true,
+        refused: Some("' ' cannot be in a preset name: letters, digits, - _ . only".into()),
+    };
+    let screen = text(&draw(&a, &look(), 120, 40));
+    // The presets directory is the user's: written as [DIR] here.
+    let dir =
+        readpath::scenario::preset::user_dir().map_or("?".into(), |d| d.display().to_string());
+    let screen = screen.replace(&format!("saved to {dir}/"), "saved to [DIR]/");
+    assert!(screen.contains("name: default"), "{screen}");
+    assert!(screen.contains("typing replaces the name"), "{screen}");
+    assert!(screen.contains("cannot be in a preset name"), "{screen}");
+    insta::assert_snapshot!("save_120x40", screen);
+}

@@ -111,7 +111,15 @@ pub enum Overlay {
         selected: usize,
     },
     /// `s`: the name to save the current settings under.
-    SaveName(String),
+    SaveName {
+        /// The name typed (prefilled with the current preset's).
+        name: String,
+        /// The prefilled name is selected: typing replaces it, Backspace
+        /// clears it, Right or End keeps it for appending.
+        selected: bool,
+        /// Why the last key was not taken (a character a name cannot have).
+        refused: Option<String>,
+    },
     /// Saving would replace an existing file: ask first.
     ConfirmOverwrite(String),
 }
@@ -189,40 +197,68 @@ pub fn overlay_key(
                 OverlayAction::None
             }
         },
-        Overlay::SaveName(name) => match key.code {
-            KeyCode::Enter if !name.is_empty() => {
-                let name = name.clone();
-                if let Err(e) = crate::scenario::preset::check_name(&name) {
-                    *overlay = Overlay::Error(e.to_string());
-                    OverlayAction::None
-                } else if exists(&name) {
-                    *overlay = Overlay::ConfirmOverwrite(name);
-                    OverlayAction::None
-                } else {
-                    *overlay = Overlay::None;
-                    OverlayAction::Save(name, false)
+        Overlay::SaveName {
+            name,
+            selected,
+            refused,
+        } => {
+            let plain = !key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+            *refused = None;
+            match key.code {
+                KeyCode::Enter if !name.is_empty() => {
+                    let name = name.clone();
+                    if let Err(e) = crate::scenario::preset::check_name(&name) {
+                        *overlay = Overlay::Error(e.to_string());
+                        OverlayAction::None
+                    } else if exists(&name) {
+                        *overlay = Overlay::ConfirmOverwrite(name);
+                        OverlayAction::None
+                    } else {
+                        *overlay = Overlay::None;
+                        OverlayAction::Save(name, false)
+                    }
                 }
+                KeyCode::Backspace => {
+                    if std::mem::take(selected) {
+                        name.clear();
+                    } else {
+                        name.pop();
+                    }
+                    OverlayAction::None
+                }
+                KeyCode::Right | KeyCode::End => {
+                    *selected = false;
+                    OverlayAction::None
+                }
+                KeyCode::Char(c)
+                    if plain && (c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+                {
+                    if std::mem::take(selected) {
+                        name.clear();
+                    }
+                    if name.len() < 64 {
+                        name.push(c);
+                    } else {
+                        *refused = Some("a preset name has at most 64 characters".into());
+                    }
+                    OverlayAction::None
+                }
+                KeyCode::Char(c) if plain => {
+                    *refused = Some(format!(
+                        "{:?} cannot be in a preset name: letters, digits, - _ . only",
+                        c
+                    ));
+                    OverlayAction::None
+                }
+                KeyCode::Esc => {
+                    *overlay = Overlay::None;
+                    OverlayAction::None
+                }
+                _ => OverlayAction::None,
             }
-            KeyCode::Backspace => {
-                name.pop();
-                OverlayAction::None
-            }
-            KeyCode::Char(c)
-                if (c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                    && name.len() < 64
-                    && !key
-                        .modifiers
-                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-            {
-                name.push(c);
-                OverlayAction::None
-            }
-            KeyCode::Esc => {
-                *overlay = Overlay::None;
-                OverlayAction::None
-            }
-            _ => OverlayAction::None,
-        },
+        }
         Overlay::ConfirmOverwrite(name) => {
             let name = name.clone();
             *overlay = Overlay::None;
@@ -850,22 +886,46 @@ mod tests {
     fn saving_asks_for_a_name_and_before_replacing() {
         let k = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
         let exists = |n: &str| n == "taken";
-        let mut o = Overlay::SaveName(String::new());
-        for c in "my run/1".chars() {
+        let typed = |name: &str| Overlay::SaveName {
+            name: name.into(),
+            selected: false,
+            refused: None,
+        };
+        let mut o = typed("");
+        for c in "myrun1".chars() {
             overlay_key(&mut o, k(KeyCode::Char(c)), &exists);
         }
-        assert_eq!(
-            o,
-            Overlay::SaveName("myrun1".into()),
-            "space and / are not typed"
+        assert_eq!(o, typed("myrun1"));
+        // A character a name cannot have is refused with a message.
+        overlay_key(&mut o, k(KeyCode::Char(' ')), &exists);
+        assert!(
+            matches!(&o, Overlay::SaveName { name, refused: Some(r), .. } if name == "myrun1" && r.contains("' '")),
+            "{o:?}"
         );
         overlay_key(&mut o, k(KeyCode::Backspace), &exists);
         assert_eq!(
             overlay_key(&mut o, k(KeyCode::Enter), &exists),
             OverlayAction::Save("myrun".into(), false)
         );
+        // The prefilled name is selected: typing replaces it; Right keeps
+        // it for appending; Backspace clears it.
+        let prefilled = || Overlay::SaveName {
+            name: "default".into(),
+            selected: true,
+            refused: None,
+        };
+        let mut o = prefilled();
+        overlay_key(&mut o, k(KeyCode::Char('x')), &exists);
+        assert_eq!(o, typed("x"));
+        let mut o = prefilled();
+        overlay_key(&mut o, k(KeyCode::Right), &exists);
+        overlay_key(&mut o, k(KeyCode::Char('2')), &exists);
+        assert_eq!(o, typed("default2"));
+        let mut o = prefilled();
+        overlay_key(&mut o, k(KeyCode::Backspace), &exists);
+        assert_eq!(o, typed(""));
         // An existing name asks; only y replaces.
-        let mut o = Overlay::SaveName("taken".into());
+        let mut o = typed("taken");
         assert_eq!(
             overlay_key(&mut o, k(KeyCode::Enter), &exists),
             OverlayAction::None
@@ -882,18 +942,18 @@ mod tests {
             OverlayAction::Save("taken".into(), true)
         );
         // Esc cancels without saving; Enter on an empty name does nothing.
-        let mut o = Overlay::SaveName("x".into());
+        let mut o = typed("x");
         assert_eq!(
             overlay_key(&mut o, k(KeyCode::Esc), &exists),
             OverlayAction::None
         );
         assert_eq!(o, Overlay::None);
-        let mut o = Overlay::SaveName(String::new());
+        let mut o = typed("");
         assert_eq!(
             overlay_key(&mut o, k(KeyCode::Enter), &exists),
             OverlayAction::None
         );
-        assert_eq!(o, Overlay::SaveName(String::new()));
+        assert_eq!(o, typed(""));
         assert_eq!(
             action_for_key(key('p'), &Settings::default(), 2),
             Action::OpenPicker

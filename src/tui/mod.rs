@@ -460,7 +460,11 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
                 .preset
                 .as_ref()
                 .map_or(String::new(), |(n, _)| n.clone());
-            app.overlay = Overlay::SaveName(name);
+            app.overlay = Overlay::SaveName {
+                selected: !name.is_empty(),
+                name,
+                refused: None,
+            };
         }
     }
 }

@@ -22,7 +22,7 @@
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
-use ratatui::style::Style;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
@@ -79,22 +79,48 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
             Overlay::Help => help::render(area, buf, &look.theme),
             Overlay::Error(text) => error_popup(text, area, buf, &look.theme),
             Overlay::Picker { items, selected } => picker(items, *selected, area, buf, &look.theme),
-            Overlay::SaveName(name) => prompt(
+            Overlay::SaveName {
+                name,
+                selected,
+                refused,
+            } => prompt(
                 " save preset ",
-                vec![
-                    Line::from(vec![
-                        Span::styled("name: ", look.theme.dim()),
-                        Span::styled(format!("{name}_"), look.theme.title()),
-                    ]),
-                    Line::from(Span::styled(
-                        format!(
-                            "saved to {}/<name>.toml; Enter saves, Esc cancels",
-                            crate::scenario::preset::user_dir()
-                                .map_or("?".into(), |d| d.display().to_string())
-                        ),
-                        look.theme.dim(),
-                    )),
-                ],
+                {
+                    let shown = if *selected {
+                        Span::styled(
+                            name.clone(),
+                            look.theme.title().add_modifier(Modifier::REVERSED),
+                        )
+                    } else {
+                        Span::styled(format!("{name}_"), look.theme.title())
+                    };
+                    let mut lines = vec![
+                        Line::from(vec![Span::styled("name: ", look.theme.dim()), shown]),
+                        Line::from(Span::styled(
+                            if *selected {
+                                "typing replaces the name, \u{2192} keeps it; Enter saves, Esc cancels"
+                            } else {
+                                "Enter saves, Esc cancels"
+                            },
+                            look.theme.dim(),
+                        )),
+                        Line::from(Span::styled(
+                            format!(
+                                "saved to {}/<name>.toml",
+                                crate::scenario::preset::user_dir()
+                                    .map_or("?".into(), |d| d.display().to_string())
+                            ),
+                            look.theme.dim(),
+                        )),
+                    ];
+                    if let Some(why) = refused {
+                        lines.push(Line::from(Span::styled(
+                            why.clone(),
+                            Style::default().fg(look.theme.warn),
+                        )));
+                    }
+                    lines
+                },
                 area,
                 buf,
                 &look.theme,

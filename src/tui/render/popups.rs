@@ -29,7 +29,10 @@ pub(crate) fn error_popup(text: &str, area: Rect, buf: &mut Buffer, th: &Theme) 
 
 pub(crate) fn prompt(title: &str, lines: Vec<Line>, area: Rect, buf: &mut Buffer, th: &Theme) {
     let w = area.width.saturating_sub(4).min(90);
-    let r = popup(area, w, lines.len() as u16 + 2, buf);
+    // Rows the wrapped lines take inside the borders.
+    let inner = usize::from(w.saturating_sub(2)).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let r = popup(area, w, rows as u16 + 2, buf);
     Paragraph::new(lines)
         .wrap(Wrap { trim: true })
         .block(
