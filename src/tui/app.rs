@@ -81,6 +81,8 @@ pub struct Baseline {
     pub buckets: Vec<u64>,
     /// The settings label of the window ("workers.mode = unbound" style).
     pub label: String,
+    /// The settings (as requested) when it was marked: what `B` flips to.
+    pub settings: Settings,
 }
 
 /// The explorer's own cost, shown in the header.
@@ -340,6 +342,8 @@ pub struct App {
     /// `q` was pressed once with a baseline marked: the next `q` quits,
     /// any other key cancels.
     pub quit_armed: bool,
+    /// The settings `B` flips back to from the baseline's.
+    pub ab_other: Option<Settings>,
     /// The preset applied last: name and description.
     pub preset: Option<(String, String)>,
     /// Set when replaying a recording: what the header says ("replay 2x").
@@ -373,6 +377,7 @@ impl App {
             log: VecDeque::new(),
             baseline: None,
             quit_armed: false,
+            ab_other: None,
             now: None,
             now_buckets: Vec::new(),
             acc: WindowAcc::default(),
@@ -566,8 +571,26 @@ impl App {
             stats,
             buckets,
             label: self.plan.clone(),
+            settings: self.settings.clone(),
         });
+        self.ab_other = None;
         true
+    }
+
+    /// A/B (`B`): the settings to run next, flipping between the
+    /// baseline's and the ones run before the last flip; or why not.
+    pub fn flip_baseline(&mut self) -> Result<Settings, String> {
+        let Some(b) = &self.baseline else {
+            return Err("no baseline yet: mark one with b, change settings, then B flips".into());
+        };
+        if self.settings != b.settings {
+            self.ab_other = Some(self.settings.clone());
+            Ok(b.settings.clone())
+        } else {
+            self.ab_other.clone().ok_or_else(|| {
+                "the settings are the baseline's: change one, then B flips between the two".into()
+            })
+        }
     }
 
     /// Clears the charts; the baseline stays.
@@ -723,6 +746,29 @@ mod tests {
             matches!(action_for_key(key('i'), &s, 2), Action::Refuse(r) if r.contains("iowait"))
         );
         assert_eq!(apply('e', &s).workload.engine, EngineKind::Uring);
+    }
+
+    /// B flips to the baseline's settings and back; without a baseline,
+    /// or with nothing changed since, it says why.
+    #[test]
+    fn b_flips_between_the_baseline_and_the_current_settings() {
+        let mut a = crate::tui::fixture::app(false);
+        assert!(a.flip_baseline().unwrap_err().contains("no baseline"));
+        let mut a = crate::tui::fixture::app(true);
+        let base = a.baseline.as_ref().unwrap().settings.clone();
+        assert_ne!(a.settings, base, "the fixture changed workers.mode after b");
+        let current = a.settings.clone();
+        let to = a.flip_baseline().unwrap();
+        assert_eq!(to, base);
+        a.set_running(to.clone(), to);
+        let back = a.flip_baseline().unwrap();
+        assert_eq!(back, current);
+        a.set_running(back.clone(), back);
+        assert_eq!(a.flip_baseline().unwrap(), base);
+        // Marked with nothing changed: nothing to flip to.
+        let mut a = crate::tui::fixture::app(false);
+        assert!(a.mark_baseline());
+        assert!(a.flip_baseline().unwrap_err().contains("baseline's"));
     }
 
     /// q quits at once without a baseline; with one, the first q only

@@ -127,6 +127,8 @@ pub enum Action {
     TogglePause,
     /// Mark the current window as the baseline.
     MarkBaseline,
+    /// A/B: run the baseline's settings, or back to the ones before.
+    FlipBaseline,
     /// Clear the charts (the baseline is kept).
     ResetCharts,
     /// Drop every page of the page cache (`echo 1 > drop_caches`).
@@ -359,6 +361,12 @@ pub const BINDINGS: &[Binding] = &[
         setting: None,
         footer: Footer::IfRoom("baseline"),
         help: "mark the current window as the baseline",
+    },
+    Binding {
+        steps: &[act(&[Char('B')], Action::FlipBaseline)],
+        setting: None,
+        footer: Footer::None,
+        help: "A/B: flip between the baseline's settings and the current ones (back and forth)",
     },
     Binding {
         steps: &[act(&[Char('p')], Action::OpenPicker)],

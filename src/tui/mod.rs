@@ -422,6 +422,10 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
                 app.paused = true;
             }
         }
+        Action::FlipBaseline => match app.flip_baseline() {
+            Ok(s) => apply(app, engine, s),
+            Err(why) => app.flash(why),
+        },
         Action::Refuse(why) => app.flash(why),
         Action::Apply(s) => apply(app, engine, *s),
         Action::OpenPicker => {

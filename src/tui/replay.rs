@@ -175,7 +175,11 @@ impl Driver for ReplayDriver {
                     app.flash("baseline marked");
                 }
             }
-            Action::Apply(_) | Action::Refuse(_) | Action::OpenPicker | Action::StartSave => {
+            Action::Apply(_)
+            | Action::Refuse(_)
+            | Action::OpenPicker
+            | Action::StartSave
+            | Action::FlipBaseline => {
                 app.flash("replay: the settings are as recorded (space pauses, arrows move 10 s)")
             }
             Action::None => {}
