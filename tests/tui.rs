@@ -184,6 +184,24 @@ fn ascii_mode_draws_only_ascii() {
     let mut a = app(true);
     let screen = text(&draw(&a, &l, 160, 48));
     assert!(screen.is_ascii(), "{screen}");
+    // Each series of a chart has its own mark, in the legend and the plot;
+    // a check mark reads + / -, never as a letter glued to a word.
+    let latency = screen
+        .lines()
+        .find(|l| l.contains("latency (log)"))
+        .unwrap();
+    for want in ["* p50", "+ p99", "o p99.9"] {
+        assert!(latency.contains(want), "{want:?} in {latency}");
+    }
+    let plot: String = screen.lines().skip(2).take(10).collect();
+    for m in ['*', '+', 'o'] {
+        assert!(plot.contains(m), "{m:?} drawn:\n{screen}");
+    }
+    assert!(
+        screen.contains("io_uring+") && screen.contains("highpri-"),
+        "{screen}"
+    );
+    assert!(!screen.contains("io_uringy"), "{screen}");
     a.overlay = Overlay::Help;
     assert!(text(&draw(&a, &l, 80, 24)).is_ascii());
 }

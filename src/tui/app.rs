@@ -72,6 +72,10 @@ pub struct Marker {
 
 pub use crate::metrics::window::WindowAcc;
 
+/// The longest flash message an 80-column footer shows whole (beside its
+/// `? help  q quit`).
+const FLASH_WHOLE: usize = 62;
+
 /// The baseline: a window's stats, frozen when `b` was pressed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Baseline {
@@ -500,9 +504,15 @@ impl App {
         }
     }
 
-    /// Shows a one-line message for a few seconds.
+    /// Shows a one-line message for a few seconds. One longer than an
+    /// 80-column footer can show whole also goes to the event log, so the
+    /// whole text is always on screen somewhere.
     pub fn flash(&mut self, text: impl Into<String>) {
-        self.flash = Some((text.into(), self.elapsed_s + 4.0));
+        let text = text.into();
+        if text.chars().count() > FLASH_WHOLE {
+            self.log_line(self.elapsed_s, text.clone(), false);
+        }
+        self.flash = Some((text, self.elapsed_s + 4.0));
     }
 
     /// The current flash message, if still due.

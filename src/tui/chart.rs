@@ -156,13 +156,37 @@ pub fn nice_max(max: f64) -> f64 {
 
 const GUTTER: u16 = 6;
 
+/// The ASCII marks of a chart's series, in order (`--ascii`: a colour
+/// alone cannot tell the series apart on a monochrome screen).
+pub const ASCII_MARKS: [char; 6] = ['*', '+', 'o', 'x', '#', '%'];
+
+/// The mark of the series of colour `color` among `series` (ASCII).
+fn ascii_mark(series: &[Series], color: Color) -> Option<char> {
+    series
+        .iter()
+        .position(|s| s.color == color)
+        .map(|i| ASCII_MARKS[i % ASCII_MARKS.len()])
+}
+
 impl Widget for TimeChart<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let th = self.theme;
+        let ascii = self.dots != Dots::Braille;
+        // In ASCII, each legend entry's line is its series' own mark.
+        let mut title = self.title.clone();
+        if ascii {
+            for span in &mut title.spans {
+                if let (Some(fg), Some(rest)) = (span.style.fg, span.content.strip_prefix('━'))
+                    && let Some(m) = ascii_mark(&self.series, fg)
+                {
+                    span.content = format!("{m}{rest}").into();
+                }
+            }
+        }
         let block = Block::default()
             .borders(Borders::ALL)
             .border_style(th.border())
-            .title(self.title.clone());
+            .title(title);
         let inner = block.inner(area);
         block.render(area, buf);
         let has_right = self.series.iter().any(|s| s.right);
@@ -257,6 +281,22 @@ impl Widget for TimeChart<'_> {
                 // Labels right of their line, stacked so neighbours do not overlap.
             })
             .render(plot, buf);
+        if ascii {
+            // Each series' dots as its own mark; change markers as `|`.
+            for y in plot.y..plot.y + plot.height {
+                for x in plot.x..plot.x + plot.width {
+                    let cell = &mut buf[(x, y)];
+                    if cell.symbol() != "*" {
+                        continue;
+                    }
+                    if let Some(m) = ascii_mark(&self.series, cell.fg) {
+                        cell.set_char(m);
+                    } else if cell.fg == marker_color {
+                        cell.set_char('|');
+                    }
+                }
+            }
+        }
         let cols_of = |t: f64| ((t - t0) / (t1 - t0) * plot.width as f64) as u16;
         let marks: Vec<(u16, &str)> = markers
             .iter()

@@ -29,16 +29,22 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     }
     let tail_w: usize = tail.iter().map(|(t, _)| t.chars().count()).sum();
     let caption = app.caption.as_ref().map(|c| format!("▶ {c}"));
+    // A message or caption stops short of the keys on the right, with an
+    // ellipsis where it is cut (the event log has it whole).
+    let room = (area.width as usize).saturating_sub(tail_w + 2);
     if let Some(c) = caption.filter(|_| app.flash_text().is_none()) {
         Line::from(Span::styled(
-            format!(" {c}"),
+            format!(" {}", crate::tui::look::ellipsize(&c, room)),
             Style::default().fg(th.title).add_modifier(Modifier::BOLD),
         ))
         .render(area, buf);
     } else if let Some(msg) = app.flash_text() {
         let line = Line::from(vec![
             Span::styled(" ", th.text()),
-            Span::styled(msg.to_string(), Style::default().fg(th.warn)),
+            Span::styled(
+                crate::tui::look::ellipsize(msg, room),
+                Style::default().fg(th.warn),
+            ),
         ]);
         line.render(area, buf);
     } else {

@@ -61,15 +61,10 @@ pub(crate) fn render_side(
                 Style::default().fg(th.marker)
             };
             let stamp = format!("{:>6} ", fmt_t(*t));
-            let body: Vec<char> = text.chars().collect();
             let first_w = width.saturating_sub(stamp.len()).max(1);
             let rest_w = width.saturating_sub(2).max(1);
-            let mut chunks = vec![body.iter().take(first_w).collect::<String>()];
-            let mut i = first_w;
-            while i < body.len() {
-                chunks.push(body[i..(i + rest_w).min(body.len())].iter().collect());
-                i += rest_w;
-            }
+            // Wrapped at spaces: a word is never cut where it fits a line.
+            let chunks = crate::tui::look::wrap_words(text, first_w, rest_w);
             for (k, c) in chunks.into_iter().enumerate() {
                 let lead = if k == 0 { stamp.clone() } else { "  ".into() };
                 rows.push(Line::from(vec![
@@ -146,8 +141,7 @@ pub(crate) fn setting_lines(
             th.text()
         };
         let name_w = if wide { 14 } else { 10 };
-        let mut name = name.to_string();
-        name.truncate(name_w);
+        let name = crate::tui::look::ellipsize(name, name_w);
         let mut spans = vec![
             Span::styled(format!("{:>2} ", key.as_deref().unwrap_or("")), th.title()),
             Span::styled(format!("{name:<name_w$} "), style),
