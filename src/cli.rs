@@ -1114,21 +1114,28 @@ fn presets(action: PresetsAction) -> Result<()> {
                     ),
                     Err(e) => (format!("INVALID: {e}"), ""),
                 };
-                let short: String = desc
-                    .split(": ")
-                    .next()
-                    .unwrap_or("")
-                    .chars()
-                    .take(100)
-                    .collect();
+                // The first sentence, wrapped at spaces under its column
+                // (`presets show NAME` has the whole description).
+                let first = desc.split(". ").next().unwrap_or("").trim_end_matches('.');
+                // At most three lines; the third ends in an ellipsis if cut.
+                let mut lines = crate::tui::look::wrap_words(first, 70, 70);
+                if lines.len() > 3 {
+                    let rest = lines[2..].join(" ");
+                    lines.truncate(2);
+                    lines.push(crate::tui::look::ellipsize(&rest, 70));
+                }
                 writeln!(
                     out,
-                    "{name:<28} {:<9} {path:<10} {short}",
+                    "{name:<28} {:<9} {path:<10} {}",
                     match origin {
                         preset::Origin::Shipped => "shipped",
                         _ => "user",
-                    }
+                    },
+                    lines[0]
                 )?;
+                for l in &lines[1..] {
+                    writeln!(out, "{:50}{l}", "")?;
+                }
             }
             if let Some(d) = preset::user_dir() {
                 writeln!(
