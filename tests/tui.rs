@@ -357,3 +357,25 @@ fn save_dialog() {
     assert!(screen.contains("cannot be in a preset name"), "{screen}");
     insta::assert_snapshot!("save_120x40", screen);
 }
+
+/// Right after a change the baseline panel says it is collecting instead
+/// of comparing a second of data (no green or red number).
+#[test]
+fn the_baseline_panel_collects_before_it_compares() {
+    let mut a = app(true);
+    let mut r = readpath::tui::fixture::record(180);
+    r.events.push(readpath::metrics::Event {
+        t_s: r.t_s - 0.1,
+        label: "workers.mode: bound -> unbound".into(),
+    });
+    a.push(r);
+    a.push(readpath::tui::fixture::record(181));
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(screen.contains("collecting… now"), "{screen}");
+    let row = screen
+        .lines()
+        .find_map(|l| l.split_once("││MiB/s"))
+        .unwrap()
+        .1;
+    assert!(row.contains("…") && !row.contains('%'), "{row}");
+}

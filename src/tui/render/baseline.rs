@@ -1,5 +1,9 @@
 //! The baseline-vs-now panel: each metric for the baseline and the window since
-//! the last change, and the change in percent, green when better.
+//! the last change, and the change in percent, green when better. "now" is
+//! compared only once it holds a few seconds ("collecting..." until then);
+//! a change inside either window's spread of intervals is marked `~` and
+//! greyed: it is not a result; each window's length and interval count
+//! are shown.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -11,6 +15,10 @@ use crate::output::format::{fmt_count, fmt_rate, fmt_us};
 use crate::tui::app::{App, WindowStats};
 use crate::tui::look::*;
 use crate::tui::theme::Theme;
+
+/// Seconds the "now" window needs before it is compared with the
+/// baseline (until then the panel says it is collecting).
+pub const MIN_NOW_S: f64 = 3.0;
 
 /// Change from `a` to `b` in %, `None` when `a` is 0.
 pub fn change_pct(a: f64, b: f64) -> Option<f64> {
@@ -34,7 +42,10 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         .render(inner, buf);
         return;
     };
+    // Until "now" holds enough intervals it is not a figure to compare.
     let now = app.now;
+    let now_spread = crate::tui::app::Spread::of(app.now_records());
+    let collecting = now.as_ref().is_none_or(|n| n.secs < MIN_NOW_S);
     type Get = fn(&WindowStats) -> f64;
     /// Name, value, format, higher is better.
     type Row = (&'static str, Get, fn(f64) -> String, bool);
@@ -51,39 +62,59 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         format!("{:<11}{:>9}{:>9}{:>9}", "", "baseline", "now", "change"),
         th.dim(),
     ))];
-    for (name, get, fmt, higher_better) in rows {
+    let mut noisy = false;
+    for (k, (name, get, fmt, higher_better)) in rows.into_iter().enumerate() {
         let b = get(&base.stats);
-        let n = now.as_ref().map(get);
+        let n = now.as_ref().filter(|_| !collecting).map(get);
         let (chg, color) = match n.and_then(|n| change_pct(b, n)) {
             Some(c) => {
+                // Inside the noise: the new value within the baseline's
+                // intervals, or the baseline's within the new ones'.
+                let inside = base.spread.holds(k, n.unwrap_or(b)) || now_spread.holds(k, b);
+                noisy |= inside;
                 let better = if higher_better { c > 0.0 } else { c < 0.0 };
-                let color = if c.abs() < 2.0 {
-                    th.text
+                let color = if inside || c.abs() < 2.0 {
+                    th.dim
                 } else if better {
                     th.good
                 } else {
                     th.bad
                 };
-                (format!("{c:+.0}%"), color)
+                (format!("{}{c:+.0}%", if inside { "~" } else { "" }), color)
             }
             None => ("-".into(), th.dim),
+        };
+        let shown = match n {
+            Some(n) => fmt(n),
+            None if collecting => "…".into(),
+            None => "-".into(),
         };
         lines.push(Line::from(vec![
             Span::styled(format!("{name:<11}"), th.text()),
             Span::styled(format!("{:>9}", fmt(b)), Style::default().fg(th.baseline)),
-            Span::styled(format!("{:>9}", n.map_or("-".into(), fmt)), th.text()),
+            Span::styled(format!("{shown:>9}"), th.text()),
             Span::styled(format!("{chg:>9}"), Style::default().fg(color)),
         ]));
     }
-    if let Some(n) = &now {
-        lines.push(Line::from(Span::styled(
+    let now_s = now.as_ref().map_or(0.0, |n| n.secs);
+    lines.push(Line::from(Span::styled(
+        if collecting {
+            format!("collecting… now {now_s:.1} s of {MIN_NOW_S:.0} s")
+        } else {
             format!(
-                "baseline {:.0}s: {}; now {:.0}s",
-                base.stats.secs, base.label, n.secs
-            ),
-            th.dim(),
-        )));
-    }
+                "baseline {:.0} s ({} int.), now {now_s:.0} s ({} int.){}",
+                base.stats.secs,
+                base.spread.intervals,
+                now_spread.intervals,
+                if noisy { "; ~ inside the spread" } else { "" }
+            )
+        },
+        th.dim(),
+    )));
+    lines.push(Line::from(Span::styled(
+        format!("baseline: {}", base.label),
+        th.dim(),
+    )));
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })
         .render(inner, buf);
