@@ -379,3 +379,23 @@ fn the_baseline_panel_collects_before_it_compares() {
         .1;
     assert!(row.contains("…") && !row.contains('%'), "{row}");
 }
+
+/// After a preset changed several settings at once, the baseline panel
+/// names every key that differs instead of crediting one.
+#[test]
+fn the_baseline_panel_names_every_setting_that_differs() {
+    let mut a = app(true);
+    let mut s = a.settings.clone();
+    s.set("workload.block_size", "64K").unwrap();
+    s.set("pipeline.decrypt", "false").unwrap();
+    a.set_running(s.clone(), s);
+    let screen = text(&draw(&a, &look(), 160, 48));
+    let line = screen
+        .lines()
+        .find_map(|l| l.split_once("3 settings differ from the baseline: "))
+        .unwrap_or_else(|| panic!("{screen}"))
+        .1;
+    for k in ["workload.block_size", "pipeline.decrypt", "workers.mode"] {
+        assert!(line.contains(k) || screen.contains(k), "{k}: {line}");
+    }
+}

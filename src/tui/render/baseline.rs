@@ -111,10 +111,30 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         },
         th.dim(),
     )));
-    lines.push(Line::from(Span::styled(
-        format!("baseline: {}", base.label),
-        th.dim(),
-    )));
+    // What differs from the baseline: one key is a comparison of it; more
+    // are named, since the change is then theirs together.
+    let changed = base.settings.diff(&app.settings);
+    match changed.len() {
+        0 => lines.push(Line::from(Span::styled(
+            format!("baseline: {} (same settings)", base.label),
+            th.dim(),
+        ))),
+        1 => lines.push(Line::from(Span::styled(
+            format!("vs baseline: {}", changed[0].label()),
+            th.dim(),
+        ))),
+        n => lines.push(Line::from(Span::styled(
+            format!(
+                "{n} settings differ from the baseline: {}",
+                changed
+                    .iter()
+                    .map(|c| c.key.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Style::default().fg(th.warn),
+        ))),
+    }
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })
         .render(inner, buf);
