@@ -269,6 +269,30 @@ fn live_changes_drain_rebuild_and_are_marked() {
         "a paused interval is marked"
     );
     assert_eq!(t.rec.counters.verity_failures, 0);
+    // Two settings phases: the start and the change (pause is no change);
+    // the interval holding the change is in neither, so the phases hold
+    // fewer reads than the run, and each read at most once.
+    assert_eq!(
+        t.phases.len(),
+        2,
+        "{:?}",
+        t.phases.iter().map(|p| &p.changes).collect::<Vec<_>>()
+    );
+    assert!(t.phases[0].changes.is_empty());
+    assert!(
+        t.phases[1]
+            .changes
+            .iter()
+            .any(|c| c == "workers.mode: unbound -> bound"),
+        "{:?}",
+        t.phases[1].changes
+    );
+    assert!(t.phases[1].start_s > t.phases[0].start_s);
+    let in_phases: u64 = t.phases.iter().map(|p| p.rec.counters.reads).sum();
+    assert!(in_phases > 0 && in_phases <= t.rec.counters.reads);
+    let summary = readpath::output::report::PhaseSummary::of(&t);
+    assert_eq!(summary.len(), 2);
+    assert!(summary[1].throughput_mib_s > 0.0);
 }
 
 /// Settings that need more memory than the machine has are refused before

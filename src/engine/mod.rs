@@ -256,6 +256,46 @@ pub struct RunTotals {
     pub kernel: std::collections::BTreeMap<String, crate::kernel::trace::QueueTrace>,
     /// The kernel's workqueue affinity scope while the kernel target ran.
     pub kernel_scope: Option<String>,
+    /// The run by settings phase: a new phase at each live change of
+    /// settings (the interval holding the change belongs to neither).
+    pub phases: Vec<Phase>,
+}
+
+/// Most settings phases a run keeps apart; later changes go to the last.
+pub const MAX_PHASES: usize = 32;
+
+/// One stretch of a run under the same settings.
+pub struct Phase {
+    /// When it began, seconds since the engine started.
+    pub start_s: f64,
+    /// The changes that began it (none for the first).
+    pub changes: Vec<String>,
+    /// Its intervals merged.
+    pub rec: Recorder,
+    /// Seconds measured (paused and changing intervals excluded).
+    pub secs: f64,
+    /// Workers' run_delay over it, us.
+    pub run_delay_us: f64,
+}
+
+impl Phase {
+    fn new(start_s: f64, changes: Vec<String>) -> Phase {
+        Phase {
+            start_s,
+            changes,
+            rec: Recorder::new(),
+            secs: 0.0,
+            run_delay_us: 0.0,
+        }
+    }
+}
+
+/// True for an event that is a live change of a setting (`key: a -> b`),
+/// not a marker (baseline, drop cache, pause).
+fn is_setting_change(label: &str) -> bool {
+    label
+        .split_once(": ")
+        .is_some_and(|(key, rest)| key.contains('.') && !key.contains(' ') && rest.contains(" -> "))
 }
 
 /// The kernel target of a running engine: its file system, the tracer on
@@ -1198,7 +1238,9 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         pools: Vec::new(),
         kernel: Default::default(),
         kernel_scope: None,
+        phases: Vec::new(),
     };
+    let mut phase = Phase::new(0.0, Vec::new());
     let mut merged = Recorder::new();
     // The kworkers the kernel's tracepoints named, with the interval they
     // last ran a post-read item.
@@ -1376,6 +1418,28 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
         if !rec.paused {
             totals.duration_s += interval_s;
         }
+        // Settings phases: an interval holding a change starts a new one
+        // and belongs to neither.
+        let changes: Vec<String> = rec
+            .events
+            .iter()
+            .filter(|e| is_setting_change(&e.label))
+            .map(|e| e.label.clone())
+            .collect();
+        if changes.is_empty() {
+            if !rec.paused {
+                phase.rec.merge(&merged);
+                phase.secs += interval_s;
+                phase.run_delay_us += ws.run_delay_us;
+            }
+        } else if totals.phases.len() + 1 < MAX_PHASES {
+            let start = rec.events.iter().map(|e| e.t_s).fold(rec.t_s, f64::min);
+            totals
+                .phases
+                .push(std::mem::replace(&mut phase, Phase::new(start, changes)));
+        } else {
+            phase.changes.extend(changes);
+        }
         totals.events.extend(rec.events.iter().cloned());
         totals.notices.extend(rec.notices.iter().cloned());
         totals.intervals += 1;
@@ -1389,7 +1453,28 @@ fn sampler_main(shared: Arc<Shared>, interval: Duration, tx: Sender<IntervalReco
             next = now_ns() + interval_ns;
         }
     }
+    totals.phases.push(phase);
     let elapsed = (now_ns() - start) as f64 / 1e9;
     totals.process_cpu_pct = cpu_ns_total as f64 / 1e9 / elapsed.max(1e-9) * 100.0;
     totals
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_setting_changes_start_a_phase() {
+        assert!(super::is_setting_change("workers.mode: unbound -> bound"));
+        assert!(super::is_setting_change(
+            "kernel.affinity_scope: default -> cpu"
+        ));
+        for l in [
+            "baseline",
+            "drop cache (cold start)",
+            "paused",
+            "preset default",
+            "x: a",
+        ] {
+            assert!(!super::is_setting_change(l), "{l}");
+        }
+    }
 }

@@ -79,6 +79,10 @@ pub struct RunSummary {
     pub notices: Vec<String>,
     /// Events (live changes), in order.
     pub events: Vec<String>,
+    /// The run by settings phase (one per live change; the interval of a
+    /// change belongs to neither), when it had more than one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseSummary>,
     /// The running kernel's post-read work (`workload.target = "kernel"`):
     /// its queues as their tracepoints saw them, its workqueue affinity
     /// scope and the AES driver it used; absent for the model.
@@ -88,6 +92,66 @@ pub struct RunSummary {
     pub machine: MachineInfo,
     /// Kernel and CPU features detected.
     pub features: Features,
+}
+
+/// One settings phase of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSummary {
+    /// When it began, seconds since the start.
+    pub start_s: f64,
+    /// The changes that began it (empty for the first).
+    pub changes: Vec<String>,
+    /// Seconds measured.
+    pub duration_s: f64,
+    /// MiB/s of good reads.
+    pub throughput_mib_s: f64,
+    /// Good reads per second.
+    pub iops: f64,
+    /// End-to-end p50, us.
+    pub p50_us: f64,
+    /// End-to-end p99, us.
+    pub p99_us: f64,
+    /// Queue-wait p99, us.
+    pub queue_p99_us: f64,
+    /// Workers' run_delay per second, us.
+    pub run_delay_us_per_s: f64,
+}
+
+impl PhaseSummary {
+    /// The phases of a run's totals; none when it had only one.
+    pub fn of(totals: &RunTotals) -> Vec<PhaseSummary> {
+        if totals.phases.len() < 2 {
+            return Vec::new();
+        }
+        totals
+            .phases
+            .iter()
+            .map(|p| {
+                let c = &p.rec.counters;
+                let d = p.secs.max(1e-9);
+                let pct = |stage, q| {
+                    let h: &hdrhistogram::Histogram<u64> = p.rec.hist(stage);
+                    if h.is_empty() {
+                        0.0
+                    } else {
+                        h.value_at_quantile(q) as f64 / 1e3
+                    }
+                };
+                use crate::metrics::Stage;
+                PhaseSummary {
+                    start_s: p.start_s,
+                    changes: p.changes.clone(),
+                    duration_s: p.secs,
+                    throughput_mib_s: c.bytes as f64 / (1024.0 * 1024.0) / d,
+                    iops: c.reads as f64 / d,
+                    p50_us: pct(Stage::EndToEnd, 0.5),
+                    p99_us: pct(Stage::EndToEnd, 0.99),
+                    queue_p99_us: pct(Stage::Queue, 0.99),
+                    run_delay_us_per_s: p.run_delay_us / d,
+                }
+            })
+            .collect()
+    }
 }
 
 /// The kernel target's part of a run summary.
@@ -197,6 +261,7 @@ impl RunSummary {
                 .iter()
                 .map(|e| format!("{:.2}s {}", e.t_s, e.label))
                 .collect(),
+            phases: PhaseSummary::of(totals),
             kernel: KernelSummary::of(totals, effective.kernel.trace),
             machine,
             features,
@@ -390,6 +455,35 @@ impl RunSummary {
         }
         if self.io_errors > 0 {
             let _ = writeln!(o, "  io errors: {}", self.io_errors);
+        }
+        if !self.phases.is_empty() {
+            let _ = writeln!(
+                o,
+                "  by settings phase (the interval of each change left out):"
+            );
+            let _ = writeln!(
+                o,
+                "    {:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>12}  settings",
+                "from s", "secs", "MiB/s", "p50 us", "p99 us", "queue p99", "run_delay/s"
+            );
+            for p in &self.phases {
+                let what = if p.changes.is_empty() {
+                    "(start)".to_string()
+                } else {
+                    p.changes.join(", ")
+                };
+                let _ = writeln!(
+                    o,
+                    "    {:>7.1} {:>6.1} {:>9.1} {:>9} {:>9} {:>9} {:>12}  {what}",
+                    p.start_s,
+                    p.duration_s,
+                    p.throughput_mib_s,
+                    fio_us(p.p50_us),
+                    fio_us(p.p99_us),
+                    fio_us(p.queue_p99_us),
+                    format!("{} us", fio_us(p.run_delay_us_per_s)),
+                );
+            }
         }
         let _ = writeln!(o, "  cpu: process {:.1}% of one CPU", self.process_cpu_pct);
         for n in &self.notices {
