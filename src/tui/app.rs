@@ -399,6 +399,9 @@ pub struct App {
     pub quit_armed: bool,
     /// The settings `B` flips back to from the baseline's.
     pub ab_other: Option<Settings>,
+    /// A demo's progress: the step shown (1-based), the steps in all, and
+    /// when the next step is due (app time, s; None: on `n`).
+    pub demo_step: Option<(usize, usize, Option<f64>)>,
     /// The preset applied last: name and description.
     pub preset: Option<(String, String)>,
     /// Set when replaying a recording: what the header says ("replay 2x").
@@ -433,6 +436,7 @@ impl App {
             baseline: None,
             quit_armed: false,
             ab_other: None,
+            demo_step: None,
             now: None,
             now_buckets: Vec::new(),
             acc: WindowAcc::default(),
@@ -553,6 +557,25 @@ impl App {
         while self.log.len() > LOG_LINES {
             self.log.pop_front();
         }
+    }
+
+    /// A demo's progress for the footer: `step 2/4 · next in 12 s`,
+    /// `step 3/4 · n: next`, `end of the demo (4 steps)`.
+    pub fn demo_progress(&self) -> Option<String> {
+        let (step, total, due) = self.demo_step?;
+        Some(if step > total {
+            format!("end of the demo ({total} steps)")
+        } else if step == total && due.is_none() {
+            format!("step {step}/{total}, the last · n ends the demo")
+        } else {
+            match due {
+                Some(t) => format!(
+                    "step {step}/{total} · next in {:.0} s",
+                    (t - self.elapsed_s).max(0.0).ceil()
+                ),
+                None => format!("step {step}/{total} · n: next"),
+            }
+        })
     }
 
     /// Shows a one-line message for a few seconds. One longer than an
@@ -809,6 +832,20 @@ mod tests {
             matches!(action_for_key(key('i'), &s, 2), Action::Refuse(r) if r.contains("iowait"))
         );
         assert_eq!(apply('e', &s).workload.engine, EngineKind::Uring);
+    }
+
+    #[test]
+    fn a_demo_says_its_step_and_the_time_to_the_next() {
+        let mut a = crate::tui::fixture::app(false);
+        assert_eq!(a.demo_progress(), None);
+        a.demo_step = Some((2, 4, Some(a.elapsed_s + 11.2)));
+        assert_eq!(a.demo_progress().unwrap(), "step 2/4 · next in 12 s");
+        a.demo_step = Some((3, 4, None));
+        assert_eq!(a.demo_progress().unwrap(), "step 3/4 · n: next");
+        a.demo_step = Some((4, 4, None));
+        assert!(a.demo_progress().unwrap().contains("the last"));
+        a.demo_step = Some((5, 4, None));
+        assert_eq!(a.demo_progress().unwrap(), "end of the demo (4 steps)");
     }
 
     /// B flips to the baseline's settings and back; without a baseline,

@@ -35,9 +35,11 @@ impl<'a> DemoDriver<'a> {
     }
 
     fn run_step(&mut self, app: &mut App) {
+        let total = self.demo.steps.len();
         let Some(step) = self.demo.steps.get(self.next).cloned() else {
             self.due = None;
             self.waiting_key = false;
+            app.demo_step = Some((total + 1, total, None));
             app.flash("end of the demo: explore on, or q to quit");
             return;
         };
@@ -58,16 +60,19 @@ impl<'a> DemoDriver<'a> {
             self.inner.engine.mark(format!("caption: {c}"));
             app.caption = Some(c.clone());
         }
-        match step.wait {
+        let due_s = match step.wait {
             Wait::For(d) => {
                 self.due = Some(Instant::now() + d);
                 self.waiting_key = false;
+                Some(app.elapsed_s + d.as_secs_f64())
             }
             Wait::Key => {
                 self.due = None;
                 self.waiting_key = true;
+                None
             }
-        }
+        };
+        app.demo_step = Some((self.next, total, due_s));
     }
 }
 

@@ -230,6 +230,11 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         .find(|m| app.elapsed_s - m.t_s <= 5.0)
         .map(|m| m.label.clone())
         .or_else(|| app.caption.clone());
+    // A demo's step and countdown lead the toast.
+    let toast = match (app.demo_progress(), toast) {
+        (Some(p), Some(t)) => Some(format!("{p} · {t}")),
+        (p, t) => p.or(t),
+    };
     if let Some(label) = toast {
         let text = format!(" ▶ {label} ");
         buf.set_stringn(

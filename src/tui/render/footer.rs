@@ -28,7 +28,13 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         tail.push((format!("{what}{gap}"), th.dim()));
     }
     let tail_w: usize = tail.iter().map(|(t, _)| t.chars().count()).sum();
-    let caption = app.caption.as_ref().map(|c| format!("▶ {c}"));
+    // A demo's step and countdown lead its caption.
+    let caption = match (app.demo_progress(), &app.caption) {
+        (Some(p), Some(c)) => Some(format!("{p} ▶ {c}")),
+        (Some(p), None) => Some(p),
+        (None, Some(c)) => Some(format!("▶ {c}")),
+        (None, None) => None,
+    };
     // A message or caption stops short of the keys on the right, with an
     // ellipsis where it is cut (the event log has it whole).
     let room = (area.width as usize).saturating_sub(tail_w + 2);
