@@ -108,6 +108,18 @@ fn baseline_panel_compares_baseline_with_now() {
     let small = text(&draw(&a, &look(), 80, 24));
     assert!(small.contains("baseline vs now"), "{small}");
     insta::assert_snapshot!("baseline_80x24", small);
+    // At 120x40 the panel is narrow: every row keeps its change on its
+    // own line (nothing wraps under it) and run_delay stays in view.
+    let mid = text(&draw(&a, &look(), 120, 40));
+    for name in ["MiB/s", "p99.9", "q p99", "rdelay/s"] {
+        let row = mid
+            .lines()
+            .find_map(|l| l.split_once(&format!("││{name} ")))
+            .unwrap_or_else(|| panic!("{name}:\n{mid}"))
+            .1;
+        assert!(row.contains('%'), "{name}: {row}");
+    }
+    insta::assert_snapshot!("baseline_120x40", mid);
 }
 
 #[test]

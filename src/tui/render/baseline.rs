@@ -58,8 +58,22 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         ("queue p99", |s| s.queue_p99_us, fmt_us, false),
         ("run_delay/s", |s| s.run_delay_us_per_s, fmt_us, false),
     ];
+    // Columns narrow where the panel is (120x40): never wrapped under a row.
+    let narrow = inner.width < 38;
+    let (nw, cw) = if narrow { (8, 7) } else { (11, 9) };
+    let short = |name: &'static str| match (narrow, name) {
+        (true, "queue p99") => "q p99",
+        (true, "run_delay/s") => "rdelay/s",
+        _ => name,
+    };
     let mut lines = vec![Line::from(Span::styled(
-        format!("{:<11}{:>9}{:>9}{:>9}", "", "baseline", "now", "change"),
+        format!(
+            "{:<nw$}{:>cw$}{:>cw$}{:>cw$}",
+            "",
+            if narrow { "base" } else { "baseline" },
+            "now",
+            "change"
+        ),
         th.dim(),
     ))];
     let mut noisy = false;
@@ -90,10 +104,10 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
             None => "-".into(),
         };
         lines.push(Line::from(vec![
-            Span::styled(format!("{name:<11}"), th.text()),
-            Span::styled(format!("{:>9}", fmt(b)), Style::default().fg(th.baseline)),
-            Span::styled(format!("{shown:>9}"), th.text()),
-            Span::styled(format!("{chg:>9}"), Style::default().fg(color)),
+            Span::styled(format!("{:<nw$}", short(name)), th.text()),
+            Span::styled(format!("{:>cw$}", fmt(b)), Style::default().fg(th.baseline)),
+            Span::styled(format!("{shown:>cw$}"), th.text()),
+            Span::styled(format!("{chg:>cw$}"), Style::default().fg(color)),
         ]));
     }
     let now_s = now.as_ref().map_or(0.0, |n| n.secs);
