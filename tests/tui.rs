@@ -51,7 +51,7 @@ fn main_screen_80x24() {
 #[test]
 fn help_screen() {
     let mut a = app(false);
-    a.overlay = Overlay::Help;
+    a.overlay = Overlay::help();
     let screen = text(&draw(&a, &look(), 160, 48));
     for k in [
         "inline -> bound -> unbound",
@@ -214,7 +214,7 @@ fn ascii_mode_draws_only_ascii() {
         "{screen}"
     );
     assert!(!screen.contains("io_uringy"), "{screen}");
-    a.overlay = Overlay::Help;
+    a.overlay = Overlay::help();
     assert!(text(&draw(&a, &l, 80, 24)).is_ascii());
 }
 
@@ -410,4 +410,51 @@ fn the_baseline_panel_names_every_setting_that_differs() {
     for k in ["workload.block_size", "pipeline.decrypt", "workers.mode"] {
         assert!(line.contains(k) || screen.contains(k), "{k}: {line}");
     }
+}
+
+/// The help scrolls to its end at 80x24 (the glossary and the recipes
+/// are reachable), can be searched with `/`, and in a replay lists the
+/// replay's keys instead of the settings keys it refuses.
+#[test]
+fn help_scrolls_searches_and_matches_the_mode() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use readpath::tui::app::overlay_key;
+    let k = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
+    let none = |_: &str| false;
+    let mut a = app(false);
+    a.overlay = Overlay::help();
+    let top = text(&draw(&a, &look(), 80, 24));
+    assert!(top.contains("help 1-"), "{top}");
+    assert!(!top.contains("max_active  how many"), "{top}");
+    overlay_key(&mut a.overlay, k(KeyCode::End), &none);
+    let end = text(&draw(&a, &look(), 80, 24));
+    assert!(end.contains("> vs the kernel"), "{end}");
+    insta::assert_snapshot!("help_end_80x24", end);
+    // Up comes back one line at a time, whatever End set.
+    overlay_key(&mut a.overlay, k(KeyCode::Home), &none);
+    assert_eq!(text(&draw(&a, &look(), 80, 24)), top);
+    // `/hogs`: only the rows that say it.
+    for c in "/hogs".chars() {
+        overlay_key(&mut a.overlay, k(KeyCode::Char(c)), &none);
+    }
+    overlay_key(&mut a.overlay, k(KeyCode::Enter), &none);
+    let found = text(&draw(&a, &look(), 80, 24));
+    assert!(found.contains("help: \"hogs\""), "{found}");
+    assert!(found.contains("CPU-bound background threads"), "{found}");
+    assert!(!found.contains("fs-verity verification on/off"), "{found}");
+    // Esc clears the search, a second Esc closes.
+    overlay_key(&mut a.overlay, k(KeyCode::Esc), &none);
+    assert!(matches!(&a.overlay, Overlay::Help { find, .. } if find.is_empty()));
+    overlay_key(&mut a.overlay, k(KeyCode::Esc), &none);
+    assert_eq!(a.overlay, Overlay::None);
+    // A replay's help: its own keys, not the settings keys.
+    let mut r = app(false);
+    r.replay = Some("replay 1x".into());
+    r.overlay = Overlay::help();
+    let screen = text(&draw(&r, &look(), 160, 48));
+    assert!(screen.contains("seek 5 s back"), "{screen}");
+    assert!(
+        !screen.contains("fs-verity verification on/off"),
+        "{screen}"
+    );
 }

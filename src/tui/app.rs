@@ -157,7 +157,14 @@ pub enum Overlay {
     /// Nothing.
     None,
     /// Every key and what the knobs mean.
-    Help,
+    Help {
+        /// The first line shown.
+        scroll: usize,
+        /// What the help is narrowed to (`/`), empty for all of it.
+        find: String,
+        /// The search is being typed.
+        typing: bool,
+    },
     /// An error the user must dismiss.
     Error(String),
     /// `p`: choose a preset to apply.
@@ -205,6 +212,17 @@ pub enum OverlayAction {
     Save(String, bool),
     /// Quit.
     Quit,
+}
+
+impl Overlay {
+    /// The help, from its top, not searched.
+    pub fn help() -> Overlay {
+        Overlay::Help {
+            scroll: 0,
+            find: String::new(),
+            typing: false,
+        }
+    }
 }
 
 /// Handles a key while an overlay is open: moves in the picker, edits the
@@ -325,14 +343,60 @@ pub fn overlay_key(
                 OverlayAction::None
             }
         }
-        Overlay::Help => {
-            // q still quits from the help; any other key closes it.
-            *overlay = Overlay::None;
-            if key.code == KeyCode::Char('q') {
-                OverlayAction::Quit
-            } else {
-                OverlayAction::None
+        Overlay::Help {
+            scroll,
+            find,
+            typing,
+        } => {
+            if *typing {
+                match key.code {
+                    KeyCode::Enter => *typing = false,
+                    KeyCode::Esc => {
+                        find.clear();
+                        *typing = false;
+                    }
+                    KeyCode::Backspace => {
+                        find.pop();
+                    }
+                    KeyCode::Char(c)
+                        if find.len() < 40
+                            && !key
+                                .modifiers
+                                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+                    {
+                        find.push(c);
+                        *scroll = 0;
+                    }
+                    _ => {}
+                }
+                return OverlayAction::None;
             }
+            // At most the whole help at 80 columns: Up always comes back.
+            let most = super::help::line_count(false, find, 76);
+            match key.code {
+                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+                KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(most),
+                KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
+                KeyCode::PageDown | KeyCode::Char(' ') => *scroll = (*scroll + 10).min(most),
+                KeyCode::Home => *scroll = 0,
+                KeyCode::End => *scroll = most,
+                KeyCode::Char('/') => {
+                    *typing = true;
+                    find.clear();
+                    *scroll = 0;
+                }
+                KeyCode::Esc if !find.is_empty() => {
+                    find.clear();
+                    *scroll = 0;
+                }
+                // q still quits from the help; Esc, ? and other keys close it.
+                KeyCode::Char('q') => {
+                    *overlay = Overlay::None;
+                    return OverlayAction::Quit;
+                }
+                _ => *overlay = Overlay::None,
+            }
+            OverlayAction::None
         }
         Overlay::Error(_) | Overlay::None => {
             *overlay = Overlay::None;

@@ -1,12 +1,15 @@
 //! The `?` screen: every key, and what each kernel knob means in plain
 //! words (from the kernel facts readpath follows), so a demo audience and a
-//! new user learn the same vocabulary. The key list is
-//! [`super::keys::BINDINGS`], as README.md's key table is.
+//! new user learn the same vocabulary; a glossary of the other words the
+//! screens use, and three short recipes. It scrolls, can be searched (`/`),
+//! and matches the mode (a replay lists its own keys and not the live
+//! settings keys it refuses). The key list is [`super::keys::BINDINGS`], as
+//! README.md's key table is.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Widget, Wrap};
+use ratatui::widgets::{Paragraph, Widget};
 
 use super::keys::BINDINGS;
 use super::theme::Theme;
@@ -47,31 +50,178 @@ pub const KNOBS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Draws the help over `area`.
-pub fn render(area: Rect, buf: &mut Buffer, th: &Theme) {
+/// More words for what the screens and settings say, beyond the knobs.
+pub const GLOSSARY: &[(&str, &str)] = &[
+    (
+        "hogs",
+        "CPU-bound background threads (g / G), the load a phone or a busy server has: \
+         they compete with the workers for CPU time, which is what makes run_delay grow.",
+    ),
+    (
+        "readers",
+        "threads issuing the reads (] / [), each with its own io_uring (or pread) and \
+         its own queue depth.",
+    ),
+    (
+        "queue depth",
+        "reads in flight per reader (+ / -): 1 waits for each read; more keep the \
+         device and the workers busy at once.",
+    ),
+    (
+        "verify_mode",
+        "where verification runs when decryption is on too (W): same = in the decrypt \
+         work item, after it; inline = in the reader; bound / unbound = its own queue, \
+         as ext4 does (fsverity_read_queue).",
+    ),
+    (
+        "max_active",
+        "how many unbound workers may run at once (0 = one per online CPU), shared out \
+         over the affinity scope's pods.",
+    ),
+    (
+        "queue p99",
+        "the 99th percentile of the time work items waited in a queue before a worker \
+         started them, both queues summed (decrypt and verify) when both are on.",
+    ),
+    (
+        "target",
+        "k: readpath's model, or the running kernel's own fscrypt and fs-verity on a \
+         real ext4 file (root), its queues traced; K turns the kernel's affinity scope.",
+    ),
+];
+
+/// Three short ways in.
+pub const RECIPES: &[(&str, &str)] = &[
+    (
+        "verify only",
+        "d (decryption off), then w: bound vs unbound verification alone; b first to \
+         compare, B flips back and forth.",
+    ),
+    (
+        "slow cipher",
+        "p fscrypt-slow-cipher, b, then w: a software AES on a bound vs an unbound queue \
+         (the 2018 fscrypt change).",
+    ),
+    (
+        "vs the kernel",
+        "b on the model, then k: the same reads through the running kernel, compared \
+         in the baseline panel (root).",
+    ),
+];
+
+/// The keys of a replay that live keys do not cover.
+const REPLAY_KEYS: &[(&str, &str)] = &[
+    ("<- ->", "seek 5 s back / forward"),
+    ("Home", "back to the start"),
+    ("space", "pause / resume the replay"),
+];
+
+/// The help's rows as (key, text): the keys (a replay's own, and only the
+/// live keys that work there), the knobs, the glossary and the recipes;
+/// only rows containing `find` (any case) when it is not empty.
+pub fn rows(replay: bool, find: &str) -> Vec<(String, &'static str)> {
+    let mut out: Vec<(String, &'static str)> = Vec::new();
+    if replay {
+        out.extend(REPLAY_KEYS.iter().map(|&(k, w)| (k.to_string(), w)));
+    }
+    out.extend(
+        BINDINGS
+            .iter()
+            .filter(|b| !replay || b.setting.is_none())
+            .map(|b| (b.label(), b.help)),
+    );
+    out.push((String::new(), ""));
+    out.extend(KNOBS.iter().map(|&(k, w)| (k.to_string(), w)));
+    out.extend(GLOSSARY.iter().map(|&(k, w)| (k.to_string(), w)));
+    out.push((String::new(), ""));
+    out.extend(RECIPES.iter().map(|&(k, w)| (format!("> {k}"), w)));
+    let find = find.to_lowercase();
+    if find.is_empty() {
+        return out;
+    }
+    out.into_iter()
+        .filter(|(k, w)| {
+            !k.is_empty() && (k.to_lowercase().contains(&find) || w.to_lowercase().contains(&find))
+        })
+        .collect()
+}
+
+/// How many lines the help takes `width` wide inside (the most it can
+/// scroll, with a screen's worth of slack, is this).
+pub fn line_count(replay: bool, find: &str, width: usize) -> usize {
+    let text_w = width.saturating_sub(17).max(10);
+    rows(replay, find)
+        .iter()
+        .map(|(k, w)| {
+            if k.is_empty() {
+                1
+            } else {
+                super::look::wrap_words(w, text_w, text_w).len()
+            }
+        })
+        .sum()
+}
+
+/// The help's lines for a popup `width` wide inside: each row's text
+/// wrapped at spaces beside its key column.
+pub fn lines(replay: bool, find: &str, width: usize, th: &Theme) -> Vec<Line<'static>> {
+    const KEY_W: usize = 15;
+    let text_w = width.saturating_sub(KEY_W + 2).max(10);
+    let mut out = Vec::new();
+    for (k, what) in rows(replay, find) {
+        if k.is_empty() {
+            out.push(Line::from(""));
+            continue;
+        }
+        for (i, part) in super::look::wrap_words(what, text_w, text_w)
+            .into_iter()
+            .enumerate()
+        {
+            let key = if i == 0 { k.clone() } else { String::new() };
+            out.push(Line::from(vec![
+                Span::styled(format!("{key:>KEY_W$}  "), th.title()),
+                Span::styled(part, th.text()),
+            ]));
+        }
+    }
+    out
+}
+
+/// Draws the help over `area`, from line `scroll`, with its search.
+pub fn render(
+    area: Rect,
+    buf: &mut Buffer,
+    th: &Theme,
+    replay: bool,
+    scroll: usize,
+    find: &str,
+    typing: bool,
+) {
     let r = super::look::popup(
         area,
         area.width.saturating_sub(4).min(110),
         area.height.saturating_sub(2),
         buf,
     );
-    let row = |k: &str, what: &'static str| {
-        Line::from(vec![
-            Span::styled(format!("{k:>9}  "), th.title()),
-            Span::styled(what, th.text()),
-        ])
+    let inner_w = r.width.saturating_sub(2) as usize;
+    let inner_h = r.height.saturating_sub(2) as usize;
+    let all = lines(replay, find, inner_w, th);
+    let top = scroll.min(all.len().saturating_sub(inner_h));
+    let shown: Vec<Line> = all.iter().skip(top).take(inner_h).cloned().collect();
+    let title = match (typing, find.is_empty()) {
+        (true, _) => format!("help: find {find}_ (Enter keeps it, Esc clears)"),
+        (false, false) => format!(
+            "help: \"{find}\", {} lines (/ finds again, Esc clears)",
+            all.len()
+        ),
+        (false, true) => format!(
+            "help {}-{} of {}: ↑↓ PgUp PgDn scroll, / finds, Esc closes",
+            top + 1,
+            (top + inner_h).min(all.len()),
+            all.len()
+        ),
     };
-    let lines: Vec<Line> = BINDINGS
-        .iter()
-        .map(|b| row(&b.label(), b.help))
-        .chain([Line::from("")])
-        .chain(KNOBS.iter().map(|&(k, what)| row(k, what)))
-        .collect();
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .block(super::look::panel(
-            "help: keys and knobs (any key closes)",
-            th,
-        ))
+    Paragraph::new(shown)
+        .block(super::look::panel(&title, th))
         .render(r, buf);
 }

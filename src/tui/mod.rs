@@ -388,7 +388,7 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
     match action {
         Action::None | Action::Suspend | Action::Quit | Action::QuitNow => {}
         Action::Escape => app.flash("Esc closes popups; q quits"),
-        Action::ToggleHelp => app.overlay = Overlay::Help,
+        Action::ToggleHelp => app.overlay = Overlay::help(),
         Action::TogglePresent => app.present = !app.present,
         Action::ZoomIn => app.zoom(false),
         Action::ZoomOut => app.zoom(true),

@@ -140,10 +140,18 @@ impl Driver for ReplayDriver {
     }
 
     fn key(&mut self, app: &mut App, key: KeyEvent) {
+        if matches!(app.overlay, Overlay::Help { .. }) {
+            // The help scrolls and searches as in the live explorer.
+            let nothing = |_: &str| false;
+            if super::app::overlay_key(&mut app.overlay, key, &nothing)
+                == super::app::OverlayAction::Quit
+            {
+                app.quit = true;
+            }
+            return;
+        }
         if app.overlay != Overlay::None {
-            let quit = app.overlay == Overlay::Help && key.code == KeyCode::Char('q');
             app.overlay = Overlay::None;
-            app.quit = quit;
             return;
         }
         match key.code {
@@ -159,7 +167,7 @@ impl Driver for ReplayDriver {
             Action::Quit | Action::QuitNow => app.quit = true,
             Action::Escape => app.flash("Esc closes popups; q quits"),
             Action::Suspend => {} // the terminal loop suspends
-            Action::ToggleHelp => app.overlay = Overlay::Help,
+            Action::ToggleHelp => app.overlay = Overlay::help(),
             Action::TogglePresent => app.present = !app.present,
             Action::ZoomIn => app.zoom(false),
             Action::ZoomOut => app.zoom(true),

@@ -76,7 +76,19 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         }
         match &app.overlay {
             Overlay::None => {}
-            Overlay::Help => help::render(area, buf, &look.theme),
+            Overlay::Help {
+                scroll,
+                find,
+                typing,
+            } => help::render(
+                area,
+                buf,
+                &look.theme,
+                app.replay.is_some(),
+                *scroll,
+                find,
+                *typing,
+            ),
             Overlay::Error(text) => error_popup(text, area, buf, &look.theme),
             Overlay::Picker { items, selected } => picker(items, *selected, area, buf, &look.theme),
             Overlay::SaveName {
