@@ -243,9 +243,13 @@ pub enum Command {
         /// Image size in pixels, WIDTHxHEIGHT.
         #[arg(long, default_value = "1200x900", value_parser = parse_size_px)]
         size: (u32, u32),
-        /// Which charts, comma-separated: latency, throughput, sched (default: all).
+        /// Which charts, comma-separated: latency, throughput, sched (default:
+        /// all, the scheduler chart only when it measured something).
         #[arg(long, value_delimiter = ',', value_parser = ["latency", "throughput", "sched"])]
         metric: Vec<String>,
+        /// Leave a demo's captions off the charts (no numbers, no list).
+        #[arg(long)]
+        no_captions: bool,
     },
     /// Measure what this machine can do.
     Bench {
@@ -558,6 +562,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             format,
             size,
             metric,
+            no_captions,
         }) => {
             let metrics: Vec<usize> = metric
                 .iter()
@@ -567,7 +572,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
                         .position(|n| n == m)
                 })
                 .collect();
-            plot(&file, &out, format, size, &metrics)
+            plot(&file, &out, format, size, &metrics, !no_captions)
         }
         Some(Command::Replay {
             file,
@@ -955,6 +960,7 @@ fn plot(
     format: PlotFormat,
     size: (u32, u32),
     metrics: &[usize],
+    captions: bool,
 ) -> Result<()> {
     // The output is checked (not the input, not a device) before the input
     // is read, so a refusal costs nothing.
@@ -973,7 +979,7 @@ fn plot(
     let bytes = match format {
         PlotFormat::Csv => crate::output::plot::csv(&rec).into_bytes(),
         PlotFormat::Svg => {
-            let svg = crate::output::plot::svg(&rec, size.0, size.1, metrics)
+            let svg = crate::output::plot::svg(&rec, size.0, size.1, metrics, captions)
                 .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
             let png = out.extension().is_some_and(|e| e == "png");
             if png {
@@ -985,7 +991,28 @@ fn plot(
             }
         }
     };
-    target.write_all(&bytes).map_err(output_error)
+    target.write_all(&bytes).map_err(output_error)?;
+    // Says what it wrote (on stderr when the output is stdout).
+    if out != Path::new("-") {
+        println!(
+            "readpath plot: wrote {} ({}, {} bytes{})",
+            out.display(),
+            match format {
+                PlotFormat::Csv => "CSV".to_string(),
+                PlotFormat::Svg if out.extension().is_some_and(|e| e == "png") => {
+                    format!("PNG {}x{}", size.0, size.1)
+                }
+                PlotFormat::Svg => format!("SVG {}x{}", size.0, size.1),
+            },
+            bytes.len(),
+            if format == PlotFormat::Svg {
+                format!(", from {} intervals", rec.records.len())
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(())
 }
 
 fn replay(

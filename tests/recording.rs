@@ -218,7 +218,20 @@ fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
     let svg = tmp.path().join("chart.svg");
     let o = plot(&["--out", svg.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // It says what it wrote.
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.starts_with("readpath plot: wrote ") && said.contains("SVG 1200x900"),
+        "{said}"
+    );
     let text = std::fs::read_to_string(&svg).unwrap();
+    // The slide states its result: the change from the first phase to the
+    // last, per series, with units (the fixture's run_delay falls 36 ->
+    // 1.2 ms/s when workers go bound).
+    assert!(
+        text.contains("run_delay 36 ms/s -&gt; 1.20 ms/s, -97%"),
+        "no result on the chart"
+    );
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
     for want in [
         "latency (us, log)",
@@ -252,6 +265,12 @@ fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
         plot(&["--out", "x.svg", "--metric", "iops"]).status.code(),
         Some(2)
     );
+    // --no-captions: the same charts without the demo's captions.
+    let bare = tmp.path().join("bare.svg");
+    let o = plot(&["--out", bare.to_str().unwrap(), "--no-captions"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!std::fs::read_to_string(&bare).unwrap().contains("[1]"));
+    std::fs::remove_file(&bare).unwrap();
     // CSV: a header and one row per interval.
     let o = plot(&["--format", "csv", "--out", "-"]);
     let csv = String::from_utf8_lossy(&o.stdout);

@@ -78,19 +78,102 @@ pub fn csv(rec: &Recording) -> String {
 /// The panels `--metric` can name, in drawing order.
 pub const METRIC_NAMES: [&str; 3] = ["latency", "throughput", "sched"];
 
-/// Draws the chosen panels (indexes into [`METRIC_NAMES`]; all when empty)
-/// as an SVG document of `width` x `height` pixels.
-pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Result<String, String> {
-    let panels: Vec<&Panel> = PANELS
+/// The recording's settings phases: the times of its live setting
+/// changes (`key: a -> b` events), which split it into stretches under the
+/// same settings.
+fn phase_starts(rec: &Recording) -> Vec<(f64, String)> {
+    rec.records
         .iter()
-        .enumerate()
-        .filter(|(i, _)| metrics.is_empty() || metrics.contains(i))
-        .map(|(_, p)| p)
+        .flat_map(|r| r.events.iter())
+        .filter(|e| {
+            e.label.split_once(": ").is_some_and(|(k, rest)| {
+                k.contains('.') && !k.contains(' ') && rest.contains(" -> ")
+            })
+        })
+        .map(|e| (e.t_s, e.label.clone()))
+        .collect()
+}
+
+/// The median of `values` (NaN when empty).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// A value with its unit, as a slide says it: latencies in s, ms or us
+/// (`1.03 s`, `190 ms`, `84 us`), run_delay per second in ms/s, rates
+/// plain.
+fn say(v: f64, unit: &str) -> String {
+    match unit {
+        "us" if v >= 1e6 => format!("{:.2} s", v / 1e6),
+        "us" if v >= 1e3 => format!("{:.1} ms", v / 1e3),
+        "us" => format!("{v:.0} us"),
+        "ms/s" if v >= 10.0 => format!("{v:.0} ms/s"),
+        "ms/s" => format!("{v:.2} ms/s"),
+        _ => format!("{v:.1} {unit}"),
+    }
+}
+
+/// Draws the chosen panels (indexes into [`METRIC_NAMES`]; all when empty,
+/// leaving out the scheduler chart when nothing in it was measured) as an
+/// SVG document of `width` x `height` pixels, fonts scaled to the size;
+/// with `captions`, the demo's captions numbered on the charts and listed
+/// below. Each settings phase's median is drawn as a dashed segment and
+/// the change from the first phase to the last is written on the chart.
+pub fn svg(
+    rec: &Recording,
+    width: u32,
+    height: u32,
+    metrics: &[usize],
+    captions_on: bool,
+) -> Result<String, String> {
+    // A last (or first) partial interval is not a dip: only intervals of
+    // about the usual length are drawn.
+    let usual = median(
+        rec.records
+            .iter()
+            .filter(|r| !r.paused)
+            .map(|r| r.interval_s)
+            .collect(),
+    );
+    let records: Vec<&IntervalRecord> = rec
+        .records
+        .iter()
+        .filter(|r| !r.paused && (!usual.is_finite() || r.interval_s >= usual * 0.8))
         .collect();
-    let records: Vec<&IntervalRecord> = rec.records.iter().filter(|r| !r.paused).collect();
     if records.is_empty() {
         return Err("the recording holds no measured interval".into());
     }
+    let sched_measured = records
+        .iter()
+        .any(|r| r.stages_us.queue.p99 > 0.0 || r.workers.run_delay_us > 0.0);
+    let panels: Vec<&Panel> = PANELS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            if metrics.is_empty() {
+                *i != 2 || sched_measured
+            } else {
+                metrics.contains(i)
+            }
+        })
+        .map(|(_, p)| p)
+        .collect();
+    // Fonts and margins grow with the image (1200x900 is 1x).
+    let k = (f64::from(width) / 1200.0)
+        .min(f64::from(height) / 900.0)
+        .clamp(0.9, 4.0);
+    let px = |n: f64| (n * k).round().max(1.0) as u32;
+    let phases = phase_starts(rec);
     let t0 = rec.records.first().map_or(0.0, |r| r.t_s - r.interval_s);
     let t1 = rec.records.last().map_or(1.0, |r| r.t_s).max(t0 + 1e-3);
     // Captions are numbered on the charts and written out below them.
@@ -99,12 +182,13 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
         .records
         .iter()
         .flat_map(|r| r.events.iter())
-        .map(|e| match e.label.strip_prefix("caption: ") {
+        .filter_map(|e| match e.label.strip_prefix("caption: ") {
+            Some(_) if !captions_on => None,
             Some(c) => {
                 captions.push((e.t_s, c.to_string()));
-                (e.t_s, format!("[{}]", captions.len()))
+                Some((e.t_s, format!("[{}]", captions.len())))
             }
-            None => (e.t_s, e.label.clone()),
+            None => Some((e.t_s, e.label.clone())),
         })
         .collect();
     let mut doc = String::new();
@@ -116,16 +200,19 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
             Some(p) => format!("readpath: {p}"),
             None => "readpath".to_string(),
         };
-        let (top, rest) = root.split_vertically(30);
-        top.titled(&title, ("sans-serif", 22)).map_err(|x| e(&x))?;
-        let caption_h = 16 * captions.len() as u32 + if captions.is_empty() { 0 } else { 8 };
-        let (rest, bottom) = rest.split_vertically(height.saturating_sub(30 + caption_h));
+        let (top, rest) = root.split_vertically(px(30.0));
+        top.titled(&title, ("sans-serif", px(22.0)))
+            .map_err(|x| e(&x))?;
+        let line_h = px(16.0);
+        let caption_h =
+            line_h * captions.len() as u32 + if captions.is_empty() { 0 } else { px(8.0) };
+        let (rest, bottom) = rest.split_vertically(height.saturating_sub(px(30.0) + caption_h));
         for (i, (t, c)) in captions.iter().enumerate() {
             bottom
                 .draw(&Text::new(
                     format!("[{}] {:.0} s: {c}", i + 1, t),
-                    (12, 4 + 16 * i as i32),
-                    ("sans-serif", 13).into_font().color(&BLACK),
+                    (px(12.0) as i32, px(4.0) as i32 + (line_h * i as u32) as i32),
+                    ("sans-serif", px(13.0)).into_font().color(&BLACK),
                 ))
                 .map_err(|x| e(&x))?;
         }
@@ -135,7 +222,52 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
             RGBColor(220, 140, 0),
             RGBColor(210, 40, 40),
         ];
-        for (area, (name, _unit, log, series)) in areas.iter().zip(panels) {
+        for (area, (name, unit, log, series)) in areas.iter().zip(panels) {
+            // Each series' median per settings phase, and what changed from
+            // the first phase to the last, said on the chart.
+            let bounds: Vec<f64> = std::iter::once(t0)
+                .chain(phases.iter().map(|p| p.0))
+                .chain(std::iter::once(t1))
+                .collect();
+            let phase_medians: Vec<Vec<(f64, f64, f64)>> = series
+                .iter()
+                .map(|(_, g)| {
+                    bounds
+                        .windows(2)
+                        .map(|w| {
+                            let m = median(
+                                records
+                                    .iter()
+                                    .filter(|r| r.t_s - r.interval_s >= w[0] && r.t_s <= w[1])
+                                    .filter(|r| r.reads > 0)
+                                    .map(|r| g(r))
+                                    .collect(),
+                            );
+                            (w[0], w[1], m)
+                        })
+                        .collect()
+                })
+                .collect();
+            let results: Vec<String> = if phases.is_empty() {
+                Vec::new()
+            } else {
+                series
+                    .iter()
+                    .zip(&phase_medians)
+                    .filter_map(|((sname, _), ms)| {
+                        let a = ms.iter().map(|m| m.2).find(|v| v.is_finite())?;
+                        let b = ms.iter().rev().map(|m| m.2).find(|v| v.is_finite())?;
+                        let pct = if a != 0.0 { (b - a) / a * 100.0 } else { 0.0 };
+                        let what = sname.split(" (").next().unwrap_or(sname);
+                        let u = if sname.contains("ms/s") {
+                            "ms/s"
+                        } else {
+                            *unit
+                        };
+                        Some(format!("{what} {} -> {}, {pct:+.0}%", say(a, u), say(b, u)))
+                    })
+                    .collect()
+            };
             let values: Vec<f64> = records
                 .iter()
                 .flat_map(|r| series.iter().map(move |(_, g)| g(r)))
@@ -144,21 +276,44 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
             let max = values.iter().copied().fold(0.0, f64::max).max(1e-3);
             let mut chart = ChartBuilder::on(area);
             chart
-                .caption(*name, ("sans-serif", 16))
-                .margin(8)
-                .x_label_area_size(28)
-                .y_label_area_size(60);
+                .caption(*name, ("sans-serif", px(16.0)))
+                .margin(px(8.0))
+                .x_label_area_size(px(28.0))
+                .y_label_area_size(px(60.0));
             let draw_markers = |dc: &DrawingArea<SVGBackend, plotters::coord::Shift>,
                                 to_x: &dyn Fn(f64) -> i32,
                                 plot_top: i32|
              -> Result<(), String> {
                 let base_x = dc.get_base_pixel().0;
+                // A label never sits on the y axis: at least a few pixels in.
+                let left = to_x(t0) - base_x + px(4.0) as i32;
                 for (i, (t, label)) in markers.iter().enumerate() {
-                    let x = to_x(*t) - base_x;
+                    let x = (to_x(*t) - base_x + 3).max(left);
                     dc.draw(&Text::new(
                         crate::output::format::short_label(label),
-                        (x + 3, plot_top + 2 + (i % 3) as i32 * 13),
-                        ("sans-serif", 11).into_font().color(&MAGENTA),
+                        (x, plot_top + 2 + (i % 3) as i32 * px(13.0) as i32),
+                        ("sans-serif", px(11.0)).into_font().color(&MAGENTA),
+                    ))
+                    .map_err(|x| e(&x))?;
+                }
+                // The result, top right, one line per series.
+                let right = to_x(t1) - base_x;
+                for (i, text) in results.iter().enumerate() {
+                    let w = (text.len() as f64 * 7.0 * k) as i32;
+                    let (x, y) = (
+                        right - w - px(6.0) as i32,
+                        plot_top + px(4.0) as i32 + i as i32 * px(17.0) as i32,
+                    );
+                    // On a light ground, so a curve under it does not hide it.
+                    dc.draw(&Rectangle::new(
+                        [(x - 3, y - 1), (x + w + 3, y + px(16.0) as i32)],
+                        WHITE.mix(0.85).filled(),
+                    ))
+                    .map_err(|x| e(&x))?;
+                    dc.draw(&Text::new(
+                        text.clone(),
+                        (x, y),
+                        ("sans-serif", px(14.0)).into_font().color(&BLACK),
                     ))
                     .map_err(|x| e(&x))?;
                 }
@@ -176,8 +331,22 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                         ))
                         .map_err(|x| e(&x))?;
                     }
+                    // Each phase's median, dashed, between its markers.
+                    for (ms, color) in phase_medians.iter().zip(colors) {
+                        for &(a, b, m) in ms.iter().filter(|m| m.2.is_finite() && phases.len() > 0)
+                        {
+                            let y = if $lo > 0.0 { m.max($lo) } else { m };
+                            $c.draw_series(DashedLineSeries::new(
+                                [(a, y), (b, y)],
+                                px(6.0),
+                                px(4.0),
+                                color.mix(0.7).stroke_width(px(2.0)),
+                            ))
+                            .map_err(|x| e(&x))?;
+                        }
+                    }
                     for ((sname, $g), color) in series.iter().zip(colors) {
-                        $c.draw_series(LineSeries::new($points, color.stroke_width(2)))
+                        $c.draw_series(LineSeries::new($points, color.stroke_width(px(2.0))))
                             .map_err(|x| e(&x))?
                             .label(*sname)
                             .legend(move |(x, y)| {
@@ -185,6 +354,7 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                             });
                     }
                     $c.configure_series_labels()
+                        .label_font(("sans-serif", px(13.0)))
                         .background_style(WHITE.mix(0.8))
                         .border_style(BLACK)
                         .position(SeriesLabelPosition::UpperLeft)
@@ -212,6 +382,7 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                     .map_err(|x| e(&x))?;
                 c.configure_mesh()
                     .x_desc("seconds")
+                    .label_style(("sans-serif", px(12.0)))
                     .y_label_formatter(&|v| crate::output::format::fmt_us(*v))
                     .draw()
                     .map_err(|x| e(&x))?;
@@ -233,6 +404,7 @@ pub fn svg(rec: &Recording, width: u32, height: u32, metrics: &[usize]) -> Resul
                     .map_err(|x| e(&x))?;
                 c.configure_mesh()
                     .x_desc("seconds")
+                    .label_style(("sans-serif", px(12.0)))
                     .draw()
                     .map_err(|x| e(&x))?;
                 lines!(c, g, 0.0, hi, records.iter().map(|r| (r.t_s, g(r))));
