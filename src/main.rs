@@ -10,6 +10,17 @@ fn main() -> ExitCode {
     let cli = readpath::cli::Cli::parse();
     match readpath::cli::main_with_args(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`readpath presets list | head`):
+        // nothing more to say, as a tool killed by SIGPIPE says nothing
+        // (status 1: the output was not all written).
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::from(1)
+        }
         Err(e) => {
             readpath::cli::say(&format!("readpath: {}", readpath::cli::error_message(&e)));
             if e.downcast_ref::<readpath::cli::BadInput>().is_some() {
