@@ -458,3 +458,30 @@ fn help_scrolls_searches_and_matches_the_mode() {
         "{screen}"
     );
 }
+
+/// A demo's caption in presentation mode: a band of its own under the
+/// numbers, the whole sentence wrapped (never cut mid-word, never covered
+/// by the change toast), the step and countdown as its title; at 80x24
+/// and 120x40.
+#[test]
+fn presentation_captions_have_a_band_of_their_own() {
+    let mut a = app(true);
+    a.present = true;
+    a.caption = Some(
+        "BOUND (v6.3, f959325e6ac3): the work stays on the CPU that completed the bio. Watch run_delay and queue p99 fall (Android: -96%).".into(),
+    );
+    a.demo_step = Some((2, 3, Some(a.elapsed_s + 9.5)));
+    for (w, h, name) in [(80, 24, "present_caption_80x24"), (120, 40, "present_caption_120x40")] {
+        let screen = text(&draw(&a, &look(), w, h));
+        assert!(screen.contains("step 2/3 · next in 10 s"), "{screen}");
+        let band: String = screen
+            .lines()
+            .filter(|l| l.starts_with('│'))
+            .map(|l| l.trim_matches('│').trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(band.contains("Watch run_delay and queue p99"), "{screen}");
+        assert!(screen.contains("█"), "big digits still shown:\n{screen}");
+        insta::assert_snapshot!(name, screen);
+    }
+}

@@ -19,7 +19,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Widget};
+use ratatui::widgets::{Block, Borders, Paragraph, Widget};
 
 use super::app::App;
 use super::look::Look;
@@ -153,10 +153,50 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     let th = &look.theme;
     let charts = if area.height >= 34 { 2 } else { 1 };
     let big_h = if area.height >= 30 { 9 } else { 7 };
+    // A demo's caption: a band of its own, up to three wrapped lines,
+    // under the headline numbers; nothing covers it.
+    let caption_lines = app.caption.as_ref().map(|c| {
+        let mut l = super::look::wrap_words(
+            c,
+            area.width.saturating_sub(4) as usize,
+            area.width.saturating_sub(4) as usize,
+        );
+        if l.len() > 3 {
+            let rest = l[2..].join(" ");
+            l.truncate(2);
+            l.push(super::look::ellipsize(
+                &rest,
+                area.width.saturating_sub(4) as usize,
+            ));
+        }
+        l
+    });
+    let band_h = caption_lines.as_ref().map_or(0, |l| l.len() as u16 + 2);
     let mut rows = vec![Constraint::Length(1), Constraint::Length(big_h)];
+    if band_h > 0 {
+        rows.push(Constraint::Length(band_h));
+    }
     rows.extend(std::iter::repeat_n(Constraint::Fill(1), charts));
     rows.push(Constraint::Length(1));
     let parts = Layout::vertical(rows).split(area);
+    let chart_at = if band_h > 0 { 3 } else { 2 };
+    if let Some(lines) = &caption_lines {
+        let title = app
+            .demo_progress()
+            .map_or(" demo ".to_string(), |p| format!(" {p} "));
+        let text: Vec<Line> = lines
+            .iter()
+            .map(|l| {
+                Line::from(Span::styled(
+                    l.clone(),
+                    Style::default().fg(th.title).add_modifier(Modifier::BOLD),
+                ))
+            })
+            .collect();
+        Paragraph::new(text)
+            .block(super::look::panel(&title, th))
+            .render(parts[2], buf);
+    }
     // Header: state, time, what runs where.
     let t = app.elapsed_s as u64;
     let state = match (&app.replay, app.paused) {
@@ -210,9 +250,9 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         None => big_box("vs baseline", "-", "press b", th.dim, th, cols[3], buf),
     }
     // Charts: latency, and throughput when there is room.
-    super::timecharts::latency_chart(app, look, parts[2], buf);
+    super::timecharts::latency_chart(app, look, parts[chart_at], buf);
     if charts == 2 {
-        super::timecharts::sched_chart(app, look, parts[3], buf);
+        super::timecharts::sched_chart(app, look, parts[chart_at + 1], buf);
     }
     // Toast: the latest change, for 5 s after it happened.
     let footer = parts[parts.len() - 1];
@@ -223,18 +263,20 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         hint,
         th.dim(),
     );
+    // The toast names the latest change (captions have their band; the
+    // demo's step is the band's title), never cut mid-word.
     let toast = app
         .markers
         .iter()
         .rev()
-        .find(|m| app.elapsed_s - m.t_s <= 5.0)
+        .find(|m| app.elapsed_s - m.t_s <= 5.0 && !m.label.starts_with("caption: "))
         .map(|m| m.label.clone())
-        .or_else(|| app.caption.clone());
-    // A demo's step and countdown lead the toast.
-    let toast = match (app.demo_progress(), toast) {
-        (Some(p), Some(t)) => Some(format!("{p} · {t}")),
-        (p, t) => p.or(t),
-    };
+        .map(|l| {
+            super::look::ellipsize(
+                &l,
+                footer.width.saturating_sub(hint.len() as u16 + 4) as usize,
+            )
+        });
     if let Some(label) = toast {
         let text = format!(" ▶ {label} ");
         buf.set_stringn(
