@@ -471,7 +471,10 @@ fn presentation_captions_have_a_band_of_their_own() {
         "BOUND (v6.3, f959325e6ac3): the work stays on the CPU that completed the bio. Watch run_delay and queue p99 fall (Android: -96%).".into(),
     );
     a.demo_step = Some((2, 3, Some(a.elapsed_s + 9.5)));
-    for (w, h, name) in [(80, 24, "present_caption_80x24"), (120, 40, "present_caption_120x40")] {
+    for (w, h, name) in [
+        (80, 24, "present_caption_80x24"),
+        (120, 40, "present_caption_120x40"),
+    ] {
         let screen = text(&draw(&a, &look(), w, h));
         assert!(screen.contains("step 2/3 · next in 10 s"), "{screen}");
         let band: String = screen
