@@ -11,25 +11,9 @@ use std::process::Command;
 use readpath::crypto::CipherKind;
 use readpath::kernel::{check_contents, fscrypt};
 
-/// Why this machine cannot run the test, if it cannot.
-fn missing() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("root (mounting a loop image)".into());
-    }
-    if !Path::new("/dev/loop-control").exists() {
-        return Some("/dev/loop-control (loop devices)".into());
-    }
-    if Command::new("mkfs.ext4").arg("-V").output().is_err() {
-        // .ci/run installs it: under CI its absence is a failure.
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "mkfs.ext4 missing under CI: .ci/run installs e2fsprogs"
-        );
-        return Some("mkfs.ext4 (apt-get install e2fsprogs)".into());
-    }
-    None
-}
+#[path = "common/kernel.rs"]
+mod probe;
+use probe::missing;
 
 /// An ext4 image with `encrypt`, loop-mounted; unmounted when dropped.
 struct Mounted {

@@ -25,21 +25,13 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     GLOBAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+#[path = "common/kernel.rs"]
+mod probe;
+
 /// Why this machine cannot run the kernel target, if it cannot.
 fn missing() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("root (the kernel target mounts an image and traces)".into());
-    }
-    if !Path::new("/dev/loop-control").exists() {
-        return Some("/dev/loop-control (loop devices)".into());
-    }
-    if Command::new("mkfs.ext4").arg("-V").output().is_err() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "mkfs.ext4 missing under CI: .ci/run installs e2fsprogs"
-        );
-        return Some("mkfs.ext4 (apt-get install e2fsprogs)".into());
+    if let Some(why) = probe::missing() {
+        return Some(why);
     }
     if !Path::new(SCOPE).exists() {
         return Some(format!("{SCOPE} (a kernel before 6.5)"));
