@@ -862,14 +862,7 @@ impl Engine {
     fn shutdown(&mut self) -> Option<RunTotals> {
         self.halt();
         self.hogs.stop_all();
-        let scope = self.kernel_scope_now();
-        if scope.is_some() {
-            *self
-                .shared
-                .kernel_scope
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = scope;
-        }
+        self.note_kernel_scope();
         self.shared.sampler_stop.store(true, Ordering::SeqCst);
         if let Some(t) = self
             .shared
@@ -901,13 +894,20 @@ impl Engine {
         totals
     }
 
-    /// The kernel's workqueue affinity scope now, while the kernel target
-    /// runs.
-    fn kernel_scope_now(&self) -> Option<String> {
-        self.kernel.as_ref()?;
-        std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
+    /// Notes the kernel's workqueue affinity scope while the kernel target
+    /// runs (before its knobs are put back), for the run summary.
+    fn note_kernel_scope(&self) {
+        if self.kernel.is_none() {
+            return;
+        }
+        let scope = std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
             .ok()
-            .map(|s| s.trim().to_string())
+            .map(|s| s.trim().to_string());
+        *self
+            .shared
+            .kernel_scope
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = scope;
     }
 
     /// Opens the kernel target (once; again when `kernel.dir` changed or
@@ -990,16 +990,8 @@ impl Engine {
     /// key removed and the image unmounted.
     fn leave_kernel(&mut self) {
         *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        if let Some(k) = self.kernel.take() {
-            let scope = std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
-                .ok()
-                .map(|s| s.trim().to_string());
-            *self
-                .shared
-                .kernel_scope
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = scope;
-            let mut k = k;
+        self.note_kernel_scope();
+        if let Some(mut k) = self.kernel.take() {
             if let Some(t) = k.traced.take() {
                 t.release();
             }
@@ -1046,48 +1038,31 @@ fn restore_left(data_dir: &Path) -> Vec<String> {
 /// Turns the kernel knobs of `eff` on the target's system (a knob left at
 /// `default` is put back to what it was).
 fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
-    use crate::kernel::knobs::{AFFINITY_SCOPE, Knob, UNBOUND_CPUMASK, cpu_mask_hex, queue_dir_of};
+    use crate::kernel::knobs::{Knob, cpu_mask_hex};
     let kn = &eff.kernel;
     let mut want: Vec<(Knob, Option<String>)> = vec![
         (
-            Knob {
-                key: "kernel.affinity_scope",
-                path: AFFINITY_SCOPE.into(),
-            },
+            Knob::affinity_scope(),
             (kn.affinity_scope != crate::settings::KernelScope::Default)
                 .then(|| kn.affinity_scope.name().to_string()),
         ),
         (
-            Knob {
-                key: "kernel.unbound_cpus",
-                path: UNBOUND_CPUMASK.into(),
-            },
+            Knob::unbound_cpus(),
             (!kn.unbound_cpus.is_empty()).then(|| cpu_mask_hex(&kn.unbound_cpus)),
         ),
     ];
     // A device knob left at `default` is put back if it was changed; a
     // device without a queue directory is an error only when one is set.
-    match queue_dir_of(k.target.base()) {
-        Ok(q) => {
-            want.push((
-                Knob {
-                    key: "kernel.read_ahead_kb",
-                    path: q.join("read_ahead_kb"),
-                },
-                kn.read_ahead_kb.map(|n| n.to_string()),
-            ));
-            want.push((
-                Knob {
-                    key: "kernel.rq_affinity",
-                    path: q.join("rq_affinity"),
-                },
-                kn.rq_affinity.map(|n| n.to_string()),
-            ));
+    let base = k.target.base();
+    match Knob::read_ahead_kb(base).and_then(|ra| Ok((ra, Knob::rq_affinity(base)?))) {
+        Ok((ra, rq)) => {
+            want.push((ra, kn.read_ahead_kb.map(|n| n.to_string())));
+            want.push((rq, kn.rq_affinity.map(|n| n.to_string())));
         }
         Err(e) if kn.read_ahead_kb.is_some() || kn.rq_affinity.is_some() => {
             return Err(EngineError::Kernel(format!(
                 "kernel.read_ahead_kb / kernel.rq_affinity: the queue of {}'s device: {e}",
-                k.target.base().display()
+                base.display()
             )));
         }
         Err(_) => {}

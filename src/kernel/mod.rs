@@ -499,11 +499,6 @@ impl ScratchFs {
         })
     }
 
-    /// The block device the image is attached to (major, minor).
-    pub fn device(&self) -> io::Result<(u32, u32)> {
-        device_of(&self.mnt)
-    }
-
     /// Unmounts and removes the image (unless kept) and the state.
     pub fn remove(mut self) -> io::Result<()> {
         self.cleanup()
