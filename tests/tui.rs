@@ -34,8 +34,8 @@ fn text(buf: &Buffer) -> String {
 fn main_screen_160x48() {
     let screen = text(&draw(&app(false), &look(), 160, 48));
     assert!(
-        screen.contains("mode: unbound -> bound"),
-        "marker label:\n{screen}"
+        screen.contains("[1] workers.mode:"),
+        "the marker's number and what changed, in the events:\n{screen}"
     );
     insta::assert_snapshot!("main_160x48", screen);
 }
@@ -123,19 +123,47 @@ fn baseline_panel_compares_baseline_with_now() {
 }
 
 #[test]
-fn a_change_marker_is_drawn_on_every_time_chart() {
-    let buf = draw(&app(false), &look(), 160, 48);
-    let screen = text(&buf);
-    let n = screen.matches("mode: unbound -> bound").count();
-    // Three time charts, plus the events log line.
-    assert!(n >= 3, "marker on {n} charts:\n{screen}");
-    // The line itself: a marker-coloured cell in each chart's plot column.
-    let magenta = buf
-        .content
-        .iter()
-        .filter(|c| c.fg == look().theme.marker && c.symbol() != " ")
-        .count();
-    assert!(magenta > 30, "{magenta} marker cells");
+fn a_change_marker_is_drawn_at_one_x_on_every_time_chart() {
+    for (w, h) in [(160, 48), (120, 40), (80, 24)] {
+        let buf = draw(&app(false), &look(), w, h);
+        let screen = text(&buf);
+        // The label is in the events panel, once, with its number; the
+        // charts carry the number only, never the label over the data.
+        assert_eq!(
+            screen.matches("[1] workers.mode:").count(),
+            1,
+            "{w}x{h}:\n{screen}"
+        );
+        assert!(
+            screen.matches("unbound -> bound").count() <= 1,
+            "{w}x{h}:\n{screen}"
+        );
+        // The charts are the right-hand column: the marker line is drawn
+        // in marker-coloured Braille cells, at one column on every chart
+        // (they share a right gutter, so their time axes line up).
+        let marker = look().theme.marker;
+        let mut cols = std::collections::BTreeSet::new();
+        let mut rows = 0;
+        for y in 0..h {
+            for x in w / 3..w {
+                let c = &buf[(x, y)];
+                if c.fg == marker
+                    && c.symbol()
+                        .chars()
+                        .all(|ch| ('\u{2800}'..='\u{28ff}').contains(&ch))
+                {
+                    cols.insert(x);
+                    rows += 1;
+                }
+            }
+        }
+        assert_eq!(cols.len(), 1, "{w}x{h}: marker columns {cols:?}\n{screen}");
+        assert!(rows >= 6, "{w}x{h}: {rows} marker cells");
+        // Its number sits in the strip above the latency plot, at that column.
+        let x = *cols.first().unwrap();
+        let numbered = (0..h).any(|y| buf[(x, y)].symbol() == "1" && buf[(x, y)].fg == marker);
+        assert!(numbered, "{w}x{h}: no number 1 at column {x}\n{screen}");
+    }
 }
 
 #[test]

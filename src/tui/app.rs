@@ -64,6 +64,9 @@ pub fn adjust(key: char, s: &Settings, cpus: usize) -> Option<Result<Settings, S
 /// A labelled vertical line on the time charts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Marker {
+    /// Its number, from 1 in the order changes happened (the charts show
+    /// it; the events panel lists it with what changed).
+    pub n: usize,
     /// Seconds since the engine started.
     pub t_s: f64,
     /// What changed, short (`mode: unbound -> bound`).
@@ -431,6 +434,8 @@ pub struct App {
     pub history: VecDeque<IntervalRecord>,
     /// Change markers, oldest first.
     pub markers: Vec<Marker>,
+    /// The number of the latest marker (numbers go on after a reset).
+    pub marker_seq: usize,
     /// Events and notices, newest last, with their time.
     pub log: VecDeque<(f64, String, bool)>,
     /// The baseline, once marked.
@@ -496,6 +501,7 @@ impl App {
             cpus,
             history: VecDeque::new(),
             markers: Vec::new(),
+            marker_seq: 0,
             log: VecDeque::new(),
             baseline: None,
             quit_armed: false,
@@ -599,19 +605,25 @@ impl App {
                 self.log_line(e.t_s, e.label.clone(), false);
                 continue;
             }
-            self.log_line(e.t_s, e.label.clone(), false);
             let short = crate::output::format::short_label(&e.label);
-            // Changes applied together share one marker.
-            match self.markers.last_mut() {
+            // Changes applied together share one marker (and its number).
+            let n = match self.markers.last_mut() {
                 Some(m) if (m.t_s - e.t_s).abs() < 1e-6 => {
                     m.label.push_str(", ");
                     m.label.push_str(&short);
+                    m.n
                 }
-                _ => self.markers.push(Marker {
-                    t_s: e.t_s,
-                    label: short,
-                }),
-            }
+                _ => {
+                    self.marker_seq += 1;
+                    self.markers.push(Marker {
+                        n: self.marker_seq,
+                        t_s: e.t_s,
+                        label: short,
+                    });
+                    self.marker_seq
+                }
+            };
+            self.log_line(e.t_s, format!("[{n}] {}", e.label), false);
         }
     }
 

@@ -2,11 +2,15 @@
 //! latency (ratatui's `Chart` has none, so values are transformed and the
 //! ticks labelled in us/ms/s), an optional right axis, min/max decimation
 //! when samples outnumber columns (a stall survives; a mean would hide it),
-//! and labelled vertical markers where a setting changed.
+//! and numbered vertical markers where a setting changed. The numbers sit in
+//! a strip of their own above the plot (the events panel lists them with
+//! what changed), so no label covers the data. Every chart keeps a right
+//! gutter, used or not, so stacked charts share one time axis.
 //!
 //! ```text
 //!  ┌title with legend and the latest values──────────────────────┐
-//!  │ 10ms ┤          │mode: unbound -> bound                │ 4.0K │
+//!  │           3                                                 │
+//!  │ 10ms ┤          │                                      │ 4.0K │
 //!  │  1ms ┤ ⣀⡠⠤⠒⠉⠉⠑⠢⣀│⣀⣀⣀⣀⣀⣀⣀⣀⣀⣀                      │ 2.0K │
 //!  │100us ┤          │                                      │    0 │
 //!  │      -60s                 -30s                        now       │
@@ -68,6 +72,9 @@ pub struct TimeChart<'a> {
     pub fmt_right: Fmt,
     /// Change markers.
     pub markers: &'a [Marker],
+    /// Draw the markers' numbers in a strip above the plot (the top chart
+    /// of a stack; the ones under it share its time axis).
+    pub strip: bool,
     /// Dot kind (Braille, or an ASCII character).
     pub dots: Dots,
     /// Colours.
@@ -190,15 +197,18 @@ impl Widget for TimeChart<'_> {
         let inner = block.inner(area);
         block.render(area, buf);
         let has_right = self.series.iter().any(|s| s.right);
-        let right_w = if has_right { GUTTER } else { 0 };
-        if inner.height < 3 || inner.width < GUTTER + right_w + 10 {
+        // Always reserved: charts stacked in one column then share their
+        // time axis, and a marker lands at the same x on each.
+        let right_w = GUTTER;
+        let strip_h = u16::from(self.strip && inner.height >= 5);
+        if inner.height < 3 + strip_h || inner.width < GUTTER + right_w + 10 {
             return;
         }
         let plot = Rect {
             x: inner.x + GUTTER,
-            y: inner.y,
+            y: inner.y + strip_h,
             width: inner.width - GUTTER - right_w,
-            height: inner.height - 1,
+            height: inner.height - 1 - strip_h,
         };
         let (t0, t1) = (self.t0, self.t1.max(self.t0 + 1e-3));
         fn visible(s: &Series, t0: f64, t1: f64) -> impl Iterator<Item = f64> + '_ {
@@ -297,19 +307,25 @@ impl Widget for TimeChart<'_> {
                 }
             }
         }
-        let cols_of = |t: f64| ((t - t0) / (t1 - t0) * plot.width as f64) as u16;
-        let marks: Vec<(u16, &str)> = markers
-            .iter()
-            .map(|m| (cols_of(m.t_s), m.label.as_str()))
-            .collect();
-        for (row, x, text) in place_labels(&marks, plot.width, plot.height.saturating_sub(1).min(3))
-        {
-            buf.set_string(
-                plot.x + x,
-                plot.y + row,
-                text,
-                Style::default().fg(marker_color),
-            );
+        let cols_of = |t: f64| {
+            (((t - t0) / (t1 - t0) * plot.width as f64) as u16).min(plot.width.saturating_sub(1))
+        };
+        if strip_h > 0 {
+            let marks: Vec<(u16, String, bool)> = markers
+                .iter()
+                .map(|m| (cols_of(m.t_s), m.n.to_string(), m.label == "baseline"))
+                .collect();
+            for (x, text, base) in place_numbers(&marks, plot.width) {
+                let color = if base { th.baseline } else { marker_color };
+                buf.set_string(
+                    plot.x + x,
+                    inner.y,
+                    text,
+                    Style::default()
+                        .fg(color)
+                        .add_modifier(ratatui::style::Modifier::BOLD),
+                );
+            }
         }
         // Ticks.
         let row_of = |y: f64| -> u16 {
@@ -397,38 +413,29 @@ impl Widget for TimeChart<'_> {
     }
 }
 
-/// Places marker labels without overlaps: newest first, each beside its
-/// line (right of it, or left near the right edge), on the first of `rows`
-/// rows where it fits; a label that fits nowhere is left out (the events log
-/// has it). `marks` are (column, label), oldest first; returns (row, column,
-/// label).
-pub fn place_labels<'a>(
-    marks: &[(u16, &'a str)],
-    width: u16,
-    rows: u16,
-) -> Vec<(u16, u16, &'a str)> {
-    let mut taken: Vec<(u16, u16, u16)> = Vec::new(); // row, from, to (exclusive)
+/// Places marker numbers on one row without overlaps, newest first: each
+/// at its line's column, or nudged left of the newer one beside it; one
+/// that fits nowhere is left out (the events panel lists every marker).
+/// `marks` are (column, number, is the baseline), oldest first; returns
+/// (column, number, is the baseline).
+pub fn place_numbers(marks: &[(u16, String, bool)], width: u16) -> Vec<(u16, String, bool)> {
     let mut out = Vec::new();
-    for &(col, label) in marks.iter().rev() {
-        let len = label.chars().count() as u16;
-        if len + 1 > width {
+    // The first column the next (older) number may not reach.
+    let mut limit = width;
+    for (col, text, base) in marks.iter().rev() {
+        let len = text.chars().count() as u16;
+        let Some(room) = limit.checked_sub(len) else {
             continue;
-        }
-        let x = if col + 1 + len <= width {
-            col + 1
-        } else {
-            col.saturating_sub(len)
         };
-        let free = |row: u16| {
-            !taken
-                .iter()
-                .any(|&(r, a, b)| r == row && x < b + 1 && a < x + len + 1)
-        };
-        if let Some(row) = (0..rows).find(|&r| free(r)) {
-            taken.push((row, x, x + len));
-            out.push((row, x, label));
+        let x = (*col).min(room);
+        out.push((x, text.clone(), *base));
+        // A space between two numbers.
+        limit = x.saturating_sub(1);
+        if x == 0 {
+            break;
         }
     }
+    out.reverse();
     out
 }
 
@@ -467,30 +474,19 @@ mod tests {
     }
 
     #[test]
-    fn labels_never_overlap_and_stay_inside() {
-        let marks = [
-            (10, "mode: unbound -> bound"),
-            (12, "hogs: 0 -> 1"),
-            (14, "baseline"),
-            (95, "highpri: true -> false"),
-        ];
-        let placed = place_labels(&marks, 100, 2);
-        for (i, a) in placed.iter().enumerate() {
-            assert!(a.1 + a.2.len() as u16 <= 100, "{a:?} spills over");
-            for b in &placed[i + 1..] {
-                let overlap =
-                    a.0 == b.0 && a.1 < b.1 + b.2.len() as u16 && b.1 < a.1 + a.2.len() as u16;
-                assert!(!overlap, "{a:?} overlaps {b:?}");
-            }
+    fn numbers_never_overlap_and_stay_inside() {
+        let m = |c: u16, n: &str| (c, n.to_string(), false);
+        // 9 and 10 a column apart: 10 stays at its line, 9 moves left.
+        let placed = place_numbers(&[m(3, "8"), m(10, "9"), m(11, "10"), m(99, "11")], 100);
+        let at: Vec<(u16, &str)> = placed.iter().map(|p| (p.0, p.1.as_str())).collect();
+        assert_eq!(at, [(3, "8"), (9, "9"), (11, "10"), (98, "11")]);
+        for w in placed.windows(2) {
+            assert!(w[0].0 + w[0].1.len() as u16 + 1 <= w[1].0, "{placed:?}");
         }
-        // Newest first: the two newest get placed; the oldest of three
-        // neighbours does not fit in two rows.
-        assert_eq!(placed.len(), 3, "{placed:?}");
-        assert!(
-            placed
-                .iter()
-                .any(|p| p.2.starts_with("highpri") && p.1 < 95)
-        );
+        // Crowded at the left edge: the oldest that fits nowhere is left out.
+        let placed = place_numbers(&[m(0, "1"), m(0, "2"), m(1, "3")], 10);
+        let at: Vec<(u16, &str)> = placed.iter().map(|p| (p.0, p.1.as_str())).collect();
+        assert_eq!(at, [(1, "3")]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The three time charts (latency on a log axis, throughput, scheduler latency)
 //! with their change markers, drawn by the main screen and by presentation mode
-//! alike.
+//! alike. The latency chart is on top in both, so it carries the markers'
+//! numbers; the charts under it share its time axis.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -51,6 +52,7 @@ pub(crate) fn time_chart<'a>(
         fmt_left,
         fmt_right,
         markers: &app.markers,
+        strip: false,
         dots: look.dots(),
         theme: &look.theme,
     }
@@ -76,7 +78,12 @@ pub(crate) fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer
         series(app, "p99", s[1], false, |r| pos(r.latency_us.p99)),
         series(app, "p99.9", s[2], false, |r| pos(r.latency_us.p999)),
     ];
-    time_chart(app, look, title, series, Scale::Log, fmt_us, fmt_count).render(area, buf);
+    let chart = time_chart(app, look, title, series, Scale::Log, fmt_us, fmt_count);
+    TimeChart {
+        strip: true,
+        ..chart
+    }
+    .render(area, buf);
 }
 
 pub(crate) fn throughput_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
