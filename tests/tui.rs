@@ -256,7 +256,15 @@ fn presentation_mode_fits_80x24_and_120x40() {
             screen.contains("throughput") && screen.contains("p99"),
             "{screen}"
         );
-        assert!(screen.contains("vs baseline"), "{screen}");
+        // The change box names its one metric (the first headline number),
+        // never switching by itself.
+        assert!(
+            screen.contains("throughput vs base") || screen.contains("Δ throughput"),
+            "{screen}"
+        );
+        // Each number says the window it is over, apart from the chart
+        // legend's latest interval.
+        assert!(screen.contains("last 15 s"), "{screen}");
         assert!(screen.contains("█"), "big digits:\n{screen}");
         insta::assert_snapshot!(name, screen);
     }
@@ -499,12 +507,25 @@ fn presentation_captions_have_a_band_of_their_own() {
         "BOUND (v6.3, f959325e6ac3): the work stays on the CPU that completed the bio. Watch run_delay and queue p99 fall (Android: -96%).".into(),
     );
     a.demo_step = Some((2, 3, Some(a.elapsed_s + 9.5)));
+    // The demo's own big numbers: run_delay and queue p99, the change box
+    // following run_delay (better: lower, in green).
+    a.headline = readpath::scenario::demo::resolve("fsverity-bound-vs-unbound", 2)
+        .unwrap()
+        .headline;
     for (w, h, name) in [
         (80, 24, "present_caption_80x24"),
         (120, 40, "present_caption_120x40"),
     ] {
         let screen = text(&draw(&a, &look(), w, h));
         assert!(screen.contains("step 2/3 · next in 10 s"), "{screen}");
+        let boxes = screen.lines().nth(1).unwrap();
+        assert!(
+            boxes.contains("run_delay/s")
+                && boxes.contains("queue p99")
+                && boxes.contains("run_delay vs base")
+                && !boxes.contains("MiB/s"),
+            "{boxes}"
+        );
         let band: String = screen
             .lines()
             .filter(|l| l.starts_with('│'))

@@ -7,6 +7,7 @@
 //! version = 1
 //! name = "fsverity-bound-vs-unbound"
 //! preset = "fsverity-bound-vs-unbound"   # where the workload starts
+//! headline = ["run_delay", "queue_p99"]   # the big numbers on stage
 //!
 //! [[step]]
 //! caption = "unbound: any CPU may pick up the verify work"
@@ -62,8 +63,117 @@ struct RawScript {
     #[serde(default)]
     description: String,
     preset: Option<String>,
+    #[serde(default)]
+    headline: Vec<String>,
     #[serde(rename = "step", default)]
     steps: Vec<RawStep>,
+}
+
+/// A metric a demo can put in presentation mode's big numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headline {
+    /// MiB/s.
+    Throughput,
+    /// Reads per second.
+    Iops,
+    /// End-to-end median latency.
+    P50,
+    /// End-to-end p99 latency.
+    P99,
+    /// p99 of the wait in the workqueues (both queues summed).
+    QueueP99,
+    /// Workers' run_delay per second of wall time.
+    RunDelay,
+}
+
+impl Headline {
+    /// Every metric, in the order of their names.
+    pub const ALL: [Headline; 6] = [
+        Headline::Throughput,
+        Headline::Iops,
+        Headline::P50,
+        Headline::P99,
+        Headline::QueueP99,
+        Headline::RunDelay,
+    ];
+    /// Presentation mode's metrics when a demo names none.
+    pub const DEFAULT: [Headline; 3] = [Headline::Throughput, Headline::P99, Headline::RunDelay];
+    /// At most this many are shown (beside the change box).
+    pub const MAX: usize = 3;
+
+    /// Its name in a script.
+    pub fn name(self) -> &'static str {
+        match self {
+            Headline::Throughput => "throughput",
+            Headline::Iops => "iops",
+            Headline::P50 => "p50",
+            Headline::P99 => "p99",
+            Headline::QueueP99 => "queue_p99",
+            Headline::RunDelay => "run_delay",
+        }
+    }
+
+    /// Its name on screen (a box title: short).
+    pub fn title(self) -> &'static str {
+        match self {
+            Headline::Throughput => "throughput",
+            Headline::Iops => "IOPS",
+            Headline::P50 => "p50",
+            Headline::P99 => "p99",
+            Headline::QueueP99 => "queue p99",
+            Headline::RunDelay => "run_delay/s",
+        }
+    }
+
+    /// Its unit before scaling (`us` becomes ms or s where larger).
+    pub fn unit(self) -> &'static str {
+        match self {
+            Headline::Throughput => "MiB/s",
+            Headline::Iops => "IOPS",
+            _ => "us",
+        }
+    }
+
+    /// True when a lower value is better (latencies, run_delay).
+    pub fn lower_is_better(self) -> bool {
+        !matches!(self, Headline::Throughput | Headline::Iops)
+    }
+
+    /// True for the metrics only worker queues have: without a queue they
+    /// do not apply (hidden, not shown as zero).
+    pub fn needs_queues(self) -> bool {
+        matches!(self, Headline::QueueP99 | Headline::RunDelay)
+    }
+
+    /// Its value in a window's stats.
+    pub fn of(self, w: &crate::metrics::WindowStats) -> f64 {
+        match self {
+            Headline::Throughput => w.throughput_mib_s,
+            Headline::Iops => w.iops,
+            Headline::P50 => w.p50_us,
+            Headline::P99 => w.p99_us,
+            Headline::QueueP99 => w.queue_p99_us,
+            Headline::RunDelay => w.run_delay_us_per_s,
+        }
+    }
+
+    /// Its index among the baseline panel's per-interval spreads
+    /// (`tui::app::SPREAD_METRICS`).
+    pub fn spread_index(self) -> usize {
+        match self {
+            Headline::Throughput => 0,
+            Headline::Iops => 1,
+            Headline::P50 => 2,
+            Headline::P99 => 3,
+            Headline::QueueP99 => 5,
+            Headline::RunDelay => 6,
+        }
+    }
+
+    /// Reads a script's name for it.
+    pub fn parse(name: &str) -> Option<Headline> {
+        Headline::ALL.into_iter().find(|h| h.name() == name)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,6 +229,22 @@ pub struct Demo {
     pub preset: Option<String>,
     /// The steps, in order.
     pub steps: Vec<Step>,
+    /// Presentation mode's big numbers (empty: [`Headline::DEFAULT`]).
+    pub headline: Vec<Headline>,
+}
+
+impl Demo {
+    /// How long the demo runs, for the charts' time window: its timed
+    /// steps, plus 10 s for each step that waits for a key.
+    pub fn length(&self) -> Duration {
+        self.steps
+            .iter()
+            .map(|s| match s.wait {
+                Wait::For(d) => d,
+                Wait::Key => Duration::from_secs(10),
+            })
+            .sum()
+    }
 }
 
 /// Shortest timed step.
@@ -205,12 +331,41 @@ impl Demo {
         if steps.is_empty() {
             return Err(format!("{origin}: no [[step]]: a demo needs at least one"));
         }
+        let allowed = || {
+            Headline::ALL
+                .iter()
+                .map(|h| h.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut headline = Vec::new();
+        for name in &raw.headline {
+            let h = Headline::parse(name).ok_or_else(|| {
+                format!(
+                    "{origin}: headline: {:?} is not a metric; allowed: {}",
+                    crate::output::format::printable(name, false),
+                    allowed()
+                )
+            })?;
+            if headline.contains(&h) {
+                return Err(format!("{origin}: headline: {name} is named twice"));
+            }
+            headline.push(h);
+        }
+        if headline.len() > Headline::MAX {
+            return Err(format!(
+                "{origin}: headline: {} metrics; at most {} fit the screen",
+                headline.len(),
+                Headline::MAX
+            ));
+        }
         Ok(Demo {
             name: crate::output::format::printable(&raw.name, false),
             description: crate::output::format::printable(&raw.description, true),
             start,
             preset: raw.preset,
             steps,
+            headline,
         })
     }
 }
@@ -259,6 +414,71 @@ mod tests {
                 "{name}: every step has a caption"
             );
         }
+    }
+
+    #[test]
+    fn captions_name_only_what_the_presentation_screen_shows() {
+        // At 80x24 presentation mode shows the header, the demo's headline
+        // numbers, "vs baseline", the caption band and the latency chart
+        // (p50, p99, p99.9): a caption may point at nothing else.
+        for (name, _) in SHIPPED {
+            let d = resolve(name, 2).unwrap();
+            assert!(!d.headline.is_empty(), "{name} names its headline metrics");
+            let shown = |h: Headline| d.headline.contains(&h);
+            for c in d.steps.iter().filter_map(|s| s.caption.as_deref()) {
+                let lc = c.to_lowercase();
+                for panel in [
+                    "panel",
+                    "stages",
+                    "events",
+                    "histogram",
+                    "settings",
+                    "footer",
+                ] {
+                    assert!(!lc.contains(panel), "{name}: {c:?} mentions the {panel}");
+                }
+                for (word, h) in [
+                    ("run_delay", Headline::RunDelay),
+                    ("queue p99", Headline::QueueP99),
+                    ("throughput", Headline::Throughput),
+                    ("iops", Headline::Iops),
+                ] {
+                    assert!(
+                        !lc.contains(word) || shown(h),
+                        "{name}: {c:?} mentions {word}, not among its headline numbers"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn headlines_are_checked_and_the_length_counts_key_steps() {
+        let d = Demo::from_toml_str(
+            "version = 1\nname = \"x\"\nheadline = [\"iops\", \"p50\"]\n[[step]]\nwait = \"12s\"\n[[step]]\nwait = \"key\"\n",
+            "d.toml",
+            2,
+        )
+        .unwrap();
+        assert_eq!(d.headline, [Headline::Iops, Headline::P50]);
+        assert_eq!(d.length(), Duration::from_secs(22));
+        let e = Demo::from_toml_str(
+            "version = 1\nname = \"x\"\nheadline = [\"latency\"]\n[[step]]\n",
+            "d.toml",
+            2,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("headline: \"latency\"") && e.contains("throughput, iops, p50"),
+            "{e}"
+        );
+        let e = Demo::from_toml_str(
+            "version = 1\nname = \"x\"\nheadline = [\"p50\", \"p99\", \"iops\", \"throughput\"]\n[[step]]\n",
+            "d.toml",
+            2,
+        )
+        .unwrap_err();
+        assert!(e.contains("at most 3"), "{e}");
     }
 
     #[test]

@@ -479,6 +479,12 @@ pub struct App {
     pub present: bool,
     /// A demo's current caption.
     pub caption: Option<String>,
+    /// Presentation mode's big numbers (a demo's; empty: the defaults).
+    pub headline: Vec<crate::scenario::demo::Headline>,
+    /// While a demo runs within its length (s), the charts span the whole
+    /// demo, from its start to its end, filling left to right; after it
+    /// (or on a zoom) they scroll as usual.
+    pub demo_span: Option<f64>,
     /// Reads that failed verification, since the start.
     pub verity_failures: u64,
     /// Reads that failed at the device, since the start.
@@ -522,6 +528,8 @@ impl App {
             replay: None,
             present: false,
             caption: None,
+            headline: Vec::new(),
+            demo_span: None,
             verity_failures: 0,
             io_errors: 0,
         }
@@ -673,6 +681,23 @@ impl App {
             .map(|(t, _)| t.as_str())
     }
 
+    /// The time charts' span (t0, t1) and whether it is the demo's whole
+    /// length (its right end is then ahead of now, labelled in seconds
+    /// from the start) rather than a window ending now.
+    pub fn chart_span(&self) -> (f64, f64, bool) {
+        match self.demo_span {
+            Some(len) if self.elapsed_s < len => (0.0, len, true),
+            _ => (self.elapsed_s - self.window_s, self.elapsed_s, false),
+        }
+    }
+
+    /// Fits the charts to a demo of `len_s` seconds (see [`Self::demo_span`]).
+    pub fn fit_demo(&mut self, len_s: f64) {
+        let len = len_s.clamp(ZOOM_STEPS_S[0], ZOOM_STEPS_S[ZOOM_STEPS_S.len() - 1]);
+        self.window_s = len;
+        self.demo_span = Some(len);
+    }
+
     /// The start of the visible window.
     pub fn window_start(&self) -> f64 {
         (self.elapsed_s - self.window_s).max(0.0)
@@ -757,6 +782,7 @@ impl App {
 
     /// Clears the charts; the baseline stays.
     pub fn reset_charts(&mut self) {
+        self.demo_span = None;
         self.history.clear();
         self.markers.clear();
         self.refresh();
@@ -774,6 +800,7 @@ impl App {
             i.saturating_sub(1)
         };
         self.window_s = ZOOM_STEPS_S[j];
+        self.demo_span = None;
         self.refresh();
     }
 

@@ -64,6 +64,9 @@ pub struct TimeChart<'a> {
     pub t0: f64,
     /// Window end, seconds.
     pub t1: f64,
+    /// The time axis is labelled in seconds from the start (a demo's whole
+    /// length, ahead of now), not back from now.
+    pub from_start: bool,
     /// Left axis mapping.
     pub scale: Scale,
     /// Left tick format.
@@ -386,18 +389,24 @@ impl Widget for TimeChart<'_> {
                 buf.set_string(plot.x + plot.width + 1, row, &r, th.dim());
             }
         }
-        // Time axis, relative to the newest sample.
+        // Time axis, relative to the newest sample (or, over a demo's
+        // whole length, from its start).
         let bottom = inner.y + inner.height - 1;
         let span = self.t1 - self.t0;
-        let label = |s: f64| {
-            if s.abs() < 1e-9 {
-                "now".to_string()
-            } else {
-                format!("-{}", fmt_secs(s))
-            }
+        let (left, mid, right) = if self.from_start {
+            (
+                fmt_secs(self.t0),
+                fmt_secs(self.t0 + span / 2.0),
+                fmt_secs(self.t1),
+            )
+        } else {
+            (
+                format!("-{}", fmt_secs(span)),
+                format!("-{}", fmt_secs(span / 2.0)),
+                "now".to_string(),
+            )
         };
-        buf.set_string(plot.x, bottom, label(span), th.dim());
-        let mid = label(span / 2.0);
+        buf.set_string(plot.x, bottom, &left, th.dim());
         buf.set_string(
             plot.x + plot.width / 2 - (mid.len() as u16) / 2,
             bottom,
@@ -405,9 +414,9 @@ impl Widget for TimeChart<'_> {
             th.dim(),
         );
         buf.set_string(
-            plot.x + plot.width.saturating_sub(3),
+            plot.x + plot.width.saturating_sub(right.len() as u16),
             bottom,
-            "now",
+            &right,
             th.dim(),
         );
     }
@@ -481,7 +490,7 @@ mod tests {
         let at: Vec<(u16, &str)> = placed.iter().map(|p| (p.0, p.1.as_str())).collect();
         assert_eq!(at, [(3, "8"), (9, "9"), (11, "10"), (98, "11")]);
         for w in placed.windows(2) {
-            assert!(w[0].0 + w[0].1.len() as u16 + 1 <= w[1].0, "{placed:?}");
+            assert!(w[0].0 + (w[0].1.len() as u16) < w[1].0, "{placed:?}");
         }
         // Crowded at the left edge: the oldest that fits nowhere is left out.
         let placed = place_numbers(&[m(0, "1"), m(0, "2"), m(1, "3")], 10);

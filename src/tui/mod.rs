@@ -223,6 +223,8 @@ pub fn run(
         }
         Some(d) => {
             app.log_line(0.0, format!("demo {}: {}", d.name, d.description), false);
+            app.headline = d.headline.clone();
+            app.fit_demo(d.length().as_secs_f64());
             let mut driver = demo::DemoDriver::new(driver, d);
             let ending = run_with(&mut driver, &mut app, opts)?;
             Ok((driver.inner.recording, ending))

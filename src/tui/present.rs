@@ -24,6 +24,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Widget};
 use super::app::App;
 use super::look::Look;
 use super::theme::Theme;
+use crate::scenario::demo::Headline;
 
 /// The palette of presentation mode: pure colours on black, bold.
 pub fn high_contrast() -> Theme {
@@ -116,11 +117,15 @@ fn big_box(
     area: Rect,
     buf: &mut Buffer,
 ) {
-    // The unit goes in the title, so the digits get the whole width.
-    let title = if unit.is_empty() {
+    // The unit goes in the title, so the digits get the whole width; where
+    // the title and unit do not both fit the border, the unit alone.
+    let room = area.width.saturating_sub(2) as usize;
+    let title = if unit.is_empty() || unit == title {
         format!(" {title} ")
-    } else {
+    } else if title.chars().count() + unit.chars().count() + 5 <= room {
         format!(" {title} ({unit}) ")
+    } else {
+        format!(" {unit} ")
     };
     let block = Block::default()
         .borders(Borders::ALL)
@@ -146,6 +151,62 @@ fn big_box(
         value,
         Style::default().fg(color).add_modifier(Modifier::BOLD),
     );
+}
+
+/// The big numbers shown: the demo's (or the defaults), without those
+/// that need a worker queue when none runs.
+pub fn headlines(app: &App) -> Vec<Headline> {
+    let plan = crate::engine::stages::Plan::of(&app.effective);
+    let queues = plan.first != crate::engine::stages::Placement::Inline
+        || plan
+            .second
+            .is_some_and(|p| p != crate::engine::stages::Placement::Inline)
+        || app
+            .now
+            .is_some_and(|n| n.queue_p99_us > 0.0 || n.run_delay_us_per_s > 0.0);
+    let chosen: &[Headline] = if app.headline.is_empty() {
+        &Headline::DEFAULT
+    } else {
+        &app.headline
+    };
+    let mut out: Vec<Headline> = chosen
+        .iter()
+        .copied()
+        .filter(|h| queues || !h.needs_queues())
+        .collect();
+    if out.is_empty() {
+        out.push(Headline::Throughput);
+    }
+    out
+}
+
+/// The change of `h` from the baseline to now, %, and whether the now
+/// value lies inside the baseline's interval spread (noise).
+fn change_of(app: &App, h: Headline) -> Option<(f64, bool)> {
+    let b = app.baseline.as_ref()?;
+    let n = app.now?;
+    let (a, v) = (h.of(&b.stats), h.of(&n));
+    if !(a.is_finite() && v.is_finite()) || a <= 0.0 {
+        return None;
+    }
+    Some(((v - a) / a * 100.0, b.spread.holds(h.spread_index(), v)))
+}
+
+/// Green when better, red when worse, grey inside the noise.
+fn change_style(h: Headline, pct: f64, quiet: bool, th: &Theme) -> Style {
+    let better = if h.lower_is_better() {
+        pct < 0.0
+    } else {
+        pct > 0.0
+    };
+    let color = if quiet {
+        th.dim
+    } else if better {
+        th.good
+    } else {
+        th.bad
+    };
+    Style::default().fg(color).add_modifier(Modifier::BOLD)
 }
 
 /// Draws the presentation screen.
@@ -214,40 +275,77 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         Span::styled(app.plan.clone(), th.text().add_modifier(Modifier::BOLD)),
     ])
     .render(parts[0], buf);
-    // Headline numbers over the "now" window.
+    // Headline numbers over the "now" window: the demo's metrics (or the
+    // defaults), less those that do not apply (no queue: no queue p99 and
+    // no run_delay), then the change of the first since the baseline.
     let now = app.now;
-    let cols = Layout::horizontal([Constraint::Fill(1); 4]).split(parts[1]);
-    let (tp, tpu) = headline(now.map_or(f64::NAN, |n| n.throughput_mib_s), "MiB/s");
-    let (p99, p99u) = headline(now.map_or(f64::NAN, |n| n.p99_us), "us");
-    let (rd, rdu) = headline(now.map_or(f64::NAN, |n| n.run_delay_us_per_s), "us");
-    big_box("throughput", &tp, &tpu, th.series[0], th, cols[0], buf);
-    big_box("p99", &p99, &p99u, th.series[1], th, cols[1], buf);
-    big_box("run_delay/s", &rd, &rdu, th.series[2], th, cols[2], buf);
-    // Change since the baseline: of run_delay when that moved most, else p99.
-    let change = app.baseline.as_ref().zip(now).map(|(b, n)| {
-        let pct = |a: f64, b: f64| if a > 0.0 { (b - a) / a * 100.0 } else { 0.0 };
-        let rd = pct(b.stats.run_delay_us_per_s, n.run_delay_us_per_s);
-        let p = pct(b.stats.p99_us, n.p99_us);
-        if rd.abs() >= p.abs() {
-            (rd, "run_delay")
-        } else {
-            (p, "p99")
+    let metrics = headlines(app);
+    let secs = now.map_or(0.0, |n| n.secs);
+    let mut cons = vec![Constraint::Fill(1); metrics.len()];
+    cons.push(Constraint::Fill(1));
+    let cols = Layout::horizontal(cons).split(parts[1]);
+    for (i, h) in metrics.iter().enumerate() {
+        let (v, u) = headline(now.map_or(f64::NAN, |n| h.of(&n)), h.unit());
+        let change = change_of(app, *h);
+        big_box(
+            h.title(),
+            &v,
+            &u,
+            th.series[i % th.series.len()],
+            th,
+            cols[i],
+            buf,
+        );
+        // Under each number: the window it is over (so it is not taken for
+        // the chart legend's latest interval) and its change.
+        let area = cols[i];
+        let bottom = area.y + area.height.saturating_sub(1);
+        if secs > 0.0 && area.width > 12 {
+            buf.set_string(area.x + 1, bottom, format!(" last {secs:.0} s "), th.dim());
         }
-    });
-    match change {
-        Some((pct, what)) => {
-            let color = if pct <= 0.0 { th.good } else { th.bad };
-            big_box(
-                "vs baseline",
-                &format!("{pct:+.0}%"),
-                what,
-                color,
-                th,
-                cols[3],
-                buf,
-            );
+        if let Some((pct, quiet)) = change {
+            let text = format!(" {pct:+.0}% ");
+            let w = text.chars().count() as u16;
+            if area.width > w + 12 {
+                buf.set_string(
+                    area.x + area.width - 1 - w,
+                    bottom,
+                    text,
+                    change_style(*h, pct, quiet, th),
+                );
+            }
         }
-        None => big_box("vs baseline", "-", "press b", th.dim, th, cols[3], buf),
+    }
+    let last = cols[cols.len() - 1];
+    match metrics
+        .first()
+        .and_then(|h| change_of(app, *h).map(|c| (h, c)))
+    {
+        Some((h, (pct, quiet))) => {
+            // The longest title that fits the box's border.
+            let name = h.title().trim_end_matches("/s");
+            let room = last.width.saturating_sub(4) as usize;
+            let title = [
+                format!("{name} vs baseline"),
+                format!("{name} vs base"),
+                format!("Δ {name}"),
+            ]
+            .into_iter()
+            .find(|t| t.chars().count() <= room)
+            .unwrap_or_else(|| format!("Δ {name}"));
+            let text = format!("{pct:+.0}%");
+            let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
+            big_box(&title, &text, "", color, th, last, buf);
+            if quiet && last.width > 14 {
+                buf.set_string(
+                    last.x + 1,
+                    last.y + last.height.saturating_sub(1),
+                    " within noise ",
+                    th.dim(),
+                );
+            }
+        }
+        None => big_box("vs baseline", "-", "press b", th.dim, th, last, buf),
     }
     // Charts: latency, and throughput when there is room.
     super::timecharts::latency_chart(app, look, parts[chart_at], buf);

@@ -43,11 +43,13 @@ pub(crate) fn time_chart<'a>(
     fmt_left: super::chart::Fmt,
     fmt_right: super::chart::Fmt,
 ) -> TimeChart<'a> {
+    let (t0, t1, whole) = app.chart_span();
     TimeChart {
         title,
         series,
-        t0: app.elapsed_s - app.window_s,
-        t1: app.elapsed_s,
+        t0,
+        t1,
+        from_start: whole,
         scale,
         fmt_left,
         fmt_right,
