@@ -225,6 +225,8 @@ fn live_changes_drain_rebuild_and_are_marked() {
     let mut s2 = s.clone();
     s2.set("workers.mode", "bound").unwrap();
     s2.set("workload.queue_depth", "8").unwrap();
+    // A demo's step: the baseline marked, then the change.
+    engine.mark("baseline");
     let changes = engine.apply(s2.clone()).unwrap();
     let labels: Vec<String> = changes.iter().map(|c| c.label()).collect();
     assert!(
@@ -293,6 +295,9 @@ fn live_changes_drain_rebuild_and_are_marked() {
     let summary = readpath::output::report::PhaseSummary::of(&t);
     assert_eq!(summary.len(), 2);
     assert!(summary[1].throughput_mib_s > 0.0);
+    // The baseline is the phase it was marked in, not the one its change
+    // began at the same instant.
+    assert!(summary[0].baseline && !summary[1].baseline, "{summary:?}");
 }
 
 /// Settings that need more memory than the machine has are refused before

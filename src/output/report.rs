@@ -115,18 +115,57 @@ pub struct PhaseSummary {
     pub queue_p99_us: f64,
     /// Workers' run_delay per second, us.
     pub run_delay_us_per_s: f64,
+    /// The baseline was marked in this phase (the latest `baseline`
+    /// event): the phases after it are compared with it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub baseline: bool,
 }
 
 impl PhaseSummary {
+    /// Each metric's change from `base` to this phase, % (`MiB/s +3%, p50
+    /// -1%, ...`), the way the explorer's baseline panel says it.
+    pub fn versus(&self, base: &PhaseSummary) -> String {
+        let pct = |a: f64, b: f64| {
+            if a > 0.0 && b.is_finite() {
+                format!("{:+.0}%", (b - a) / a * 100.0)
+            } else {
+                "-".to_string()
+            }
+        };
+        format!(
+            "MiB/s {}, p50 {}, p99 {}, queue p99 {}, run_delay/s {}",
+            pct(base.throughput_mib_s, self.throughput_mib_s),
+            pct(base.p50_us, self.p50_us),
+            pct(base.p99_us, self.p99_us),
+            pct(base.queue_p99_us, self.queue_p99_us),
+            pct(base.run_delay_us_per_s, self.run_delay_us_per_s),
+        )
+    }
+
     /// The phases of a run's totals; none when it had only one.
     pub fn of(totals: &RunTotals) -> Vec<PhaseSummary> {
         if totals.phases.len() < 2 {
             return Vec::new();
         }
+        // The baseline's phase: the one running when it was marked (a
+        // change made with it starts the next phase at the same time).
+        let marked = totals
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.label == "baseline")
+            .map(|e| e.t_s);
+        let base_at = marked.and_then(|t| {
+            totals
+                .phases
+                .iter()
+                .rposition(|p| p.start_s < t || p.changes.is_empty())
+        });
         totals
             .phases
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let c = &p.rec.counters;
                 let d = p.secs.max(1e-9);
                 let pct = |stage, q| {
@@ -148,6 +187,7 @@ impl PhaseSummary {
                     p99_us: pct(Stage::EndToEnd, 0.99),
                     queue_p99_us: pct(Stage::Queue, 0.99),
                     run_delay_us_per_s: p.run_delay_us / d,
+                    baseline: base_at == Some(i),
                 }
             })
             .collect()
@@ -466,12 +506,16 @@ impl RunSummary {
                 "    {:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>12}  settings",
                 "from s", "secs", "MiB/s", "p50 us", "p99 us", "queue p99", "run_delay/s"
             );
+            let mut base: Option<&PhaseSummary> = None;
             for p in &self.phases {
-                let what = if p.changes.is_empty() {
+                let mut what = if p.changes.is_empty() {
                     "(start)".to_string()
                 } else {
                     p.changes.join(", ")
                 };
+                if p.baseline {
+                    what.push_str("  [baseline]");
+                }
                 let _ = writeln!(
                     o,
                     "    {:>7.1} {:>6.1} {:>9.1} {:>9} {:>9} {:>9} {:>12}  {what}",
@@ -483,6 +527,12 @@ impl RunSummary {
                     fio_us(p.queue_p99_us),
                     format!("{} us", fio_us(p.run_delay_us_per_s)),
                 );
+                if let Some(b) = base {
+                    let _ = writeln!(o, "    {:>14} vs baseline: {}", "", p.versus(b));
+                }
+                if p.baseline {
+                    base = Some(p);
+                }
             }
         }
         let _ = writeln!(o, "  cpu: process {:.1}% of one CPU", self.process_cpu_pct);
@@ -533,5 +583,30 @@ fn human_bytes(b: u64) -> String {
         format!("{:.2}GiB", b / (1024.0 * 1024.0 * 1024.0))
     } else {
         format!("{:.1}MiB", b / (1024.0 * 1024.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_says_its_change_from_the_baseline() {
+        let p = |mib: f64, p99: f64, rd: f64| PhaseSummary {
+            start_s: 0.0,
+            changes: Vec::new(),
+            duration_s: 10.0,
+            throughput_mib_s: mib,
+            iops: mib * 256.0,
+            p50_us: 100.0,
+            p99_us: p99,
+            queue_p99_us: 0.0,
+            run_delay_us_per_s: rd,
+            baseline: false,
+        };
+        assert_eq!(
+            p(31.0, 400.0, 2_000.0).versus(&p(31.0, 1_000.0, 40_000.0)),
+            "MiB/s +0%, p50 +0%, p99 -60%, queue p99 -, run_delay/s -95%"
+        );
     }
 }
