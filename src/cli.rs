@@ -782,6 +782,7 @@ fn explore(
             if demo.is_some() { "demo" } else { "tui" },
             &engine,
             preset.as_ref(),
+            demo.as_ref(),
         )?),
         None => None,
     };
@@ -847,7 +848,7 @@ fn run(
     )
     .map_err(engine_error)?;
     let mut recording = match &record_out {
-        Some(p) => Some(start_recording(p, "run", &engine, preset.as_ref())?),
+        Some(p) => Some(start_recording(p, "run", &engine, preset.as_ref(), None)?),
         None => None,
     };
     let mut log = match &log_out {
@@ -939,6 +940,7 @@ fn start_recording(
     command: &str,
     engine: &Engine,
     preset: Option<&Preset>,
+    demo: Option<&crate::scenario::demo::Demo>,
 ) -> Result<crate::output::recording::Writer> {
     let header = crate::output::recording::Header {
         format: crate::output::recording::FORMAT.into(),
@@ -950,6 +952,7 @@ fn start_recording(
         effective_settings: engine.effective().clone(),
         features: engine.features().clone(),
         machine: crate::sys::machine_info(engine.dataset().dir()),
+        demo: demo.map(crate::output::recording::DemoHeader::of),
     };
     crate::output::recording::Writer::create(path, &header).map_err(recording_error)
 }

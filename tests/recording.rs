@@ -32,7 +32,42 @@ fn header() -> Header {
             cpus: 2,
             ..MachineInfo::default()
         },
+        demo: None,
     }
+}
+
+#[test]
+fn a_demo_recording_keeps_its_headline_numbers_for_replay() {
+    use readpath::scenario::demo::Headline;
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = readpath::scenario::demo::resolve("fsverity-bound-vs-unbound", 2).unwrap();
+    let mut h = header();
+    h.command = "demo".into();
+    h.demo = Some(recording::DemoHeader::of(&demo));
+    let mut rec = fixture_recording();
+    rec.header = h.clone();
+    let path = tmp.path().join("demo.jsonl");
+    let out = readpath::output::file::OutputPath::check("--record", &path, &[]).unwrap();
+    let mut w = recording::Writer::create(&out, &h).unwrap();
+    for r in &rec.records {
+        w.record(r).unwrap();
+    }
+    w.finish().unwrap();
+    let back = recording::read(&path).unwrap();
+    assert_eq!(back.header.demo, h.demo);
+    let app = ReplayDriver::new(back, 1.0).fresh_app();
+    assert_eq!(app.headline, [Headline::RunDelay, Headline::QueueP99]);
+    // A name that is no metric is refused by name, exit 2.
+    let text =
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replacen("\"queue_p99\"", "\"queue_p999\"", 1);
+    std::fs::write(&path, text).unwrap();
+    let e = recording::read(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("demo.headline") && e.contains("queue_p999") && e.contains("allowed"),
+        "{e}"
+    );
 }
 
 /// The snapshot fixture as a recording, `b` pressed at 29 s.

@@ -209,6 +209,7 @@ pub fn run(
                 effective_settings: engine.effective().clone(),
                 features: engine.features().clone(),
                 machine: crate::sys::machine_info(engine.dataset().dir()),
+                demo: None,
             };
             Some(
                 crate::output::recording::Writer::create(path, &header)

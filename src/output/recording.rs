@@ -45,6 +45,38 @@ pub struct Header {
     pub features: Features,
     /// The machine.
     pub machine: MachineInfo,
+    /// The demo played, when `readpath demo` recorded: a replay shows its
+    /// headline numbers in presentation mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demo: Option<DemoHeader>,
+}
+
+/// What a recording keeps of the demo it recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DemoHeader {
+    /// The demo's name.
+    pub name: String,
+    /// Its headline metrics, by their script names (`run_delay`).
+    #[serde(default)]
+    pub headline: Vec<String>,
+}
+
+impl DemoHeader {
+    /// What a recording keeps of `demo`.
+    pub fn of(demo: &crate::scenario::demo::Demo) -> DemoHeader {
+        DemoHeader {
+            name: demo.name.clone(),
+            headline: demo.headline.iter().map(|h| h.name().to_string()).collect(),
+        }
+    }
+
+    /// The headline metrics (checked by [`Header::check`]).
+    pub fn headline(&self) -> Vec<crate::scenario::demo::Headline> {
+        self.headline
+            .iter()
+            .filter_map(|n| crate::scenario::demo::Headline::parse(n))
+            .collect()
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -295,6 +327,28 @@ impl Header {
             && p.len() > 4096
         {
             return Err("header preset: longer than 4096 bytes".into());
+        }
+        if let Some(d) = &self.demo {
+            if d.name.len() > 4096 {
+                return Err("header demo.name: longer than 4096 bytes".into());
+            }
+            use crate::scenario::demo::Headline;
+            if d.headline.len() > Headline::MAX {
+                return Err(format!(
+                    "header demo.headline: {} metrics; at most {}",
+                    d.headline.len(),
+                    Headline::MAX
+                ));
+            }
+            for n in &d.headline {
+                if Headline::parse(n).is_none() {
+                    return Err(format!(
+                        "header demo.headline: {:?} is not a metric; allowed: {}",
+                        crate::output::format::printable(n, false),
+                        Headline::ALL.map(|h| h.name()).join(", ")
+                    ));
+                }
+            }
         }
         if self.machine.cpus > crate::settings::MAX_CPU_NUMBER + 1 {
             return Err(format!(

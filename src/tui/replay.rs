@@ -55,6 +55,9 @@ impl ReplayDriver {
             self.cpus,
         );
         app.replay = Some(self.label());
+        if let Some(d) = &h.demo {
+            app.headline = d.headline();
+        }
         if let Some(p) = &h.preset {
             app.preset = Some((p.clone(), String::new()));
         }
