@@ -252,14 +252,16 @@ fn presentation_mode_fits_80x24_and_120x40() {
     a.present = true;
     for (w, h, name) in [(80, 24, "present_80x24"), (120, 40, "present_120x40")] {
         let screen = text(&draw(&a, &look(), w, h));
+        // Without a demo: throughput, p99 and run_delay, each with its unit.
+        let boxes = screen.lines().nth(1).unwrap();
         assert!(
-            screen.contains("throughput") && screen.contains("p99"),
-            "{screen}"
+            boxes.contains("MiB/s") && boxes.contains("p99 (us)") && boxes.contains("run_delay/s"),
+            "{boxes}"
         );
         // The change box names its one metric (the first headline number),
         // never switching by itself.
         assert!(
-            screen.contains("throughput vs base") || screen.contains("Δ throughput"),
+            screen.contains("throughput vs base") || screen.contains("MiB/s change"),
             "{screen}"
         );
         // Each number says the window it is over, apart from the chart

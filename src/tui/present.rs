@@ -328,11 +328,12 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
             let title = [
                 format!("{name} vs baseline"),
                 format!("{name} vs base"),
-                format!("Δ {name}"),
+                format!("{name} change"),
+                format!("{} change", h.unit()),
             ]
             .into_iter()
             .find(|t| t.chars().count() <= room)
-            .unwrap_or_else(|| format!("Δ {name}"));
+            .unwrap_or_else(|| "change".to_string());
             let text = format!("{pct:+.0}%");
             let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
             big_box(&title, &text, "", color, th, last, buf);
