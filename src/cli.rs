@@ -234,7 +234,7 @@ pub enum Command {
     Plot {
         /// A file written with --record.
         file: PathBuf,
-        /// Where to write: an .svg file, or (with --format csv) a .csv file ("-": stdout).
+        /// Where to write: an .svg or .png file, or (with --format csv) a .csv file ("-": stdout).
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
         /// svg (charts) or csv (the series).
@@ -243,9 +243,17 @@ pub enum Command {
         /// Image size in pixels, WIDTHxHEIGHT.
         #[arg(long, default_value = "1200x900", value_parser = parse_size_px)]
         size: (u32, u32),
-        /// Which charts, comma-separated: latency, throughput, sched (default:
-        /// all, the scheduler chart only when it measured something).
-        #[arg(long, value_delimiter = ',', value_parser = ["latency", "throughput", "sched"])]
+        /// Which charts, comma-separated: latency (us/ms/s, log axis),
+        /// throughput (MiB/s), queue (the queue wait p99, us/ms/s),
+        /// run_delay (the workers', ms per s), sched (queue and run_delay).
+        /// Default: all; a chart with nothing measured (no workers) is left
+        /// out.
+        #[arg(
+            long,
+            alias = "metrics",
+            value_delimiter = ',',
+            value_parser = crate::output::plot::METRIC_NAMES
+        )]
         metric: Vec<String>,
         /// Leave a demo's captions off the charts (no numbers, no list).
         #[arg(long)]
@@ -298,7 +306,7 @@ pub enum Command {
 /// What `plot` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PlotFormat {
-    /// Latency, throughput and scheduler latency charts with change markers.
+    /// Latency, throughput, queue wait and run_delay charts, markers numbered.
     Svg,
     /// One row per interval.
     Csv,
@@ -564,14 +572,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             metric,
             no_captions,
         }) => {
-            let metrics: Vec<usize> = metric
-                .iter()
-                .filter_map(|m| {
-                    crate::output::plot::METRIC_NAMES
-                        .iter()
-                        .position(|n| n == m)
-                })
-                .collect();
+            let metrics = crate::output::plot::metric_panels(&metric).map_err(BadInput)?;
             plot(&file, &out, format, size, &metrics, !no_captions)
         }
         Some(Command::Replay {

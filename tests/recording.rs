@@ -269,14 +269,16 @@ fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
     );
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
     for want in [
-        "latency (us, log)",
+        "read latency (",
         "throughput (MiB/s)",
-        "scheduler latency",
-        "mode: unbound -&gt; bound",
-        "baseline",
+        "queue wait p99 (us)",
+        "run_delay (ms per s)",
+        "[1] 29 s: baseline",
+        "[2] 30 s: workers.mode: unbound -&gt; bound",
     ] {
         assert!(text.contains(want), "svg lacks {want:?}");
     }
+    assert!(!text.contains("scheduler latency"), "the mixed-unit panel");
     // PNG (rsvg-convert is installed by .ci/run): the size asked for.
     let png = tmp.path().join("chart.png");
     if !readpath::sys::require_tool("plot png", "rsvg-convert", "librsvg2-bin") {
@@ -294,17 +296,39 @@ fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
     let o = plot(&["--out", one.to_str().unwrap(), "--metric", "sched"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&one).unwrap();
-    assert!(text.contains("scheduler latency") && !text.contains("throughput (MiB/s)"));
+    assert!(
+        text.contains("queue wait p99 (us)")
+            && text.contains("run_delay (ms per s)")
+            && !text.contains("throughput (MiB/s)")
+            && !text.contains("read latency")
+    );
+    // One panel by its name; --metrics is the same option.
+    let o = plot(&["--out", one.to_str().unwrap(), "--metrics", "run_delay"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&one).unwrap();
+    assert!(text.contains("run_delay (ms per s)") && !text.contains("queue wait"));
     std::fs::remove_file(&one).unwrap();
-    assert_eq!(
-        plot(&["--out", "x.svg", "--metric", "iops"]).status.code(),
-        Some(2)
+    // A bad name: exit 2, naming it and the allowed ones.
+    let o = plot(&["--out", "x.svg", "--metric", "latency,iops"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("iops")
+            && ["latency", "throughput", "queue", "run_delay", "sched"]
+                .iter()
+                .all(|n| e.contains(n)),
+        "{e}"
     );
     // --no-captions: the same charts without the demo's captions.
     let bare = tmp.path().join("bare.svg");
     let o = plot(&["--out", bare.to_str().unwrap(), "--no-captions"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(!std::fs::read_to_string(&bare).unwrap().contains("[1]"));
+    // (The fixture has no caption: its markers are still numbered.)
+    assert!(
+        std::fs::read_to_string(&bare)
+            .unwrap()
+            .contains("[1] 29 s: baseline")
+    );
     std::fs::remove_file(&bare).unwrap();
     // CSV: a header and one row per interval.
     let o = plot(&["--format", "csv", "--out", "-"]);
@@ -324,6 +348,299 @@ fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
+}
+
+/// A `<text>` element of an SVG: where plotters put it and what it says.
+#[derive(Debug)]
+struct SvgText {
+    x: f64,
+    y: f64,
+    /// `start`, `middle` or `end`.
+    anchor: String,
+    /// The `dy` plotters writes for the vertical anchor.
+    dy: String,
+    size: f64,
+    rotated: bool,
+    text: String,
+}
+
+impl SvgText {
+    /// The box it covers, approximately: a character is 0.6 em wide.
+    fn bbox(&self) -> (f64, f64, f64, f64) {
+        let w = self.text.chars().count() as f64 * 0.6 * self.size;
+        let x0 = match self.anchor.as_str() {
+            "middle" => self.x - w / 2.0,
+            "end" => self.x - w,
+            _ => self.x,
+        };
+        let y0 = match self.dy.as_str() {
+            "0.76em" => self.y,
+            "0.5ex" => self.y - self.size / 2.0,
+            _ => self.y - self.size,
+        };
+        (x0, y0, x0 + w, y0 + self.size)
+    }
+
+    fn overlaps(&self, o: &SvgText) -> bool {
+        let (a, b) = (self.bbox(), o.bbox());
+        a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+    }
+}
+
+/// Every `<text>` element of a plotters SVG.
+fn svg_texts(svg: &str) -> Vec<SvgText> {
+    let attr = |tag: &str, name: &str| -> Option<String> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(tag[at..at + tag[at..].find('"')?].to_string())
+    };
+    svg.split("<text")
+        .skip(1)
+        .map(|part| {
+            let (tag, rest) = part.split_once('>').unwrap();
+            let text = rest.split("</text>").next().unwrap().trim();
+            SvgText {
+                x: attr(tag, "x").unwrap().parse().unwrap(),
+                y: attr(tag, "y").unwrap().parse().unwrap(),
+                anchor: attr(tag, "text-anchor").unwrap(),
+                dy: attr(tag, "dy").unwrap(),
+                size: attr(tag, "font-size").unwrap().parse().unwrap(),
+                rotated: attr(tag, "transform").is_some(),
+                text: text
+                    .replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&quot;", "\"")
+                    .replace("&apos;", "'")
+                    .replace("&amp;", "&"),
+            }
+        })
+        .collect()
+}
+
+/// The fixture with demo captions: markers at 5.1 s (caption), 29.1 s
+/// (baseline), 30 s (the change) and 30.5 s (caption), the last three close
+/// enough that their numbers must be moved apart.
+fn captioned_recording() -> Recording {
+    let mut rec = fixture_recording();
+    rec.records[20].events.push(Event {
+        t_s: 5.1,
+        label: "caption: unbound: any CPU may pick up the work".into(),
+    });
+    rec.records[121].events.push(Event {
+        t_s: 30.5,
+        label: "caption: bound: the work stays where the bio completed".into(),
+    });
+    rec
+}
+
+fn plot_svg(rec: &Recording, args: &[&str]) -> (std::process::Output, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("talk.jsonl");
+    write(&path, rec);
+    let svg = tmp.path().join("chart.svg");
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .arg("plot")
+        .arg(&path)
+        .arg("--out")
+        .arg(&svg)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap_or_default();
+    (o, text)
+}
+
+/// The panel titles of a plot SVG, top to bottom, and the unit each says
+/// in its parentheses.
+fn titles(texts: &[SvgText]) -> Vec<(String, String)> {
+    let mut t: Vec<&SvgText> = texts
+        .iter()
+        .filter(|t| {
+            [
+                "read latency (",
+                "throughput (",
+                "queue wait p99 (",
+                "run_delay (",
+            ]
+            .iter()
+            .any(|p| t.text.starts_with(p))
+        })
+        .collect();
+    t.sort_by(|a, b| a.y.total_cmp(&b.y));
+    t.iter()
+        .map(|t| {
+            let unit = t.text.split_once(" (").unwrap().1.trim_end_matches(')');
+            let unit = unit.trim_end_matches(", log axis");
+            (t.text.clone(), unit.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn plot_gives_every_y_axis_one_unit_said_in_its_title() {
+    for size in ["1200x900", "1920x1080", "800x600"] {
+        let (o, svg) = plot_svg(&captioned_recording(), &["--size", size]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let texts = svg_texts(&svg);
+        let titles = titles(&texts);
+        // Four panels, the queue wait and the run_delay each on its own.
+        assert_eq!(titles.len(), 4, "{titles:?}");
+        assert!(titles[0].0.starts_with("read latency ("), "{titles:?}");
+        assert!(titles[0].0.ends_with(", log axis)"), "{titles:?}");
+        assert_eq!(titles[1].0, "throughput (MiB/s)");
+        assert_eq!(titles[2].0, "queue wait p99 (us)");
+        assert_eq!(titles[3].0, "run_delay (ms per s)");
+        for (title, unit) in &titles {
+            assert!(
+                ["us", "ms", "s", "MiB/s", "ms per s"].contains(&unit.as_str()),
+                "{title}: one unit"
+            );
+            assert!(
+                !(title.contains("us") && title.contains("ms")),
+                "{title} mixes us and ms"
+            );
+        }
+        // Each y axis is described with its title's unit, top to bottom.
+        let mut descs: Vec<&SvgText> = texts.iter().filter(|t| t.rotated).collect();
+        descs.sort_by(|a, b| a.y.total_cmp(&b.y));
+        let descs: Vec<&str> = descs.iter().map(|t| t.text.as_str()).collect();
+        let units: Vec<&str> = titles.iter().map(|t| t.1.as_str()).collect();
+        assert_eq!(descs, units, "{size}");
+        // The tick labels are plain numbers (the unit is the axis'): no
+        // "1.0ms" next to "100us".
+        for t in &texts {
+            let digits = t.text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+            assert!(
+                digits.len() == t.text.len() || digits.parse::<f64>().is_err(),
+                "a tick label with its own unit: {:?}",
+                t.text
+            );
+        }
+    }
+}
+
+#[test]
+fn plot_numbers_its_markers_above_the_data_and_lists_them_below() {
+    for size in ["1200x900", "1920x1080", "800x600", "3000x900"] {
+        let (o, svg) = plot_svg(&captioned_recording(), &["--size", size]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let texts = svg_texts(&svg);
+        // The list under the charts, in time order; captions with their text.
+        let want = [
+            "[1] 5 s: unbound: any CPU may pick up the work",
+            "[2] 29 s: baseline",
+            "[3] 30 s: workers.mode: unbound -> bound",
+            "[4] 30 s: bound: the work stays where the bio completed",
+        ];
+        let list_y: Vec<f64> = want
+            .iter()
+            .map(|w| {
+                let found: Vec<&SvgText> = texts.iter().filter(|t| t.text == *w).collect();
+                assert_eq!(found.len(), 1, "{size}: {w:?} once in the list");
+                found[0].y
+            })
+            .collect();
+        assert!(list_y.windows(2).all(|w| w[0] < w[1]), "{list_y:?}");
+        // The labels appear nowhere else: the charts carry numbers only.
+        for label in ["baseline", "unbound -> bound", "any CPU", "bio completed"] {
+            let n = texts.iter().filter(|t| t.text.contains(label)).count();
+            assert_eq!(n, 1, "{size}: {label:?} outside the list");
+        }
+        let numbers: Vec<&SvgText> = texts
+            .iter()
+            .filter(|t| {
+                t.text.len() > 2
+                    && t.text.starts_with('[')
+                    && t.text.ends_with(']')
+                    && t.text[1..t.text.len() - 1].parse::<u32>().is_ok()
+            })
+            .collect();
+        // Four markers over each of four panels.
+        assert_eq!(numbers.len(), 16, "{size}: {numbers:?}");
+        for n in 1..=4 {
+            let label = format!("[{n}]");
+            assert_eq!(numbers.iter().filter(|t| t.text == label).count(), 4);
+        }
+        // In time order across each strip, none on another.
+        for (i, a) in numbers.iter().enumerate() {
+            for b in &numbers[i + 1..] {
+                assert!(!a.overlaps(b), "{size}: {a:?} overlaps {b:?}");
+                if (a.y - b.y).abs() < 1.0 && a.text < b.text {
+                    assert!(a.x < b.x, "{size}: {a:?} after {b:?}");
+                }
+            }
+        }
+        // The results stay on the charts, top right, and no number is on
+        // one.
+        let results: Vec<&SvgText> = texts.iter().filter(|t| t.text.contains(" -> ")).collect();
+        let results: Vec<&&SvgText> = results.iter().filter(|t| t.text.ends_with('%')).collect();
+        assert!(results.len() >= 6, "{size}: {results:?}");
+        for r in &results {
+            assert_eq!(r.anchor, "end", "{r:?}");
+            for n in &numbers {
+                assert!(!n.overlaps(r), "{size}: {n:?} on the result {r:?}");
+            }
+        }
+        // Each strip lies above its panel's result: over the plotting area.
+        for r in &results {
+            let strip_above = numbers
+                .iter()
+                .filter(|n| n.bbox().3 <= r.bbox().1)
+                .map(|n| r.y - n.y)
+                .fold(f64::INFINITY, f64::min);
+            assert!(strip_above < 120.0, "{size}: no numbers above {r:?}");
+        }
+    }
+    // --no-captions: captions leave the charts and the list, and the
+    // numbers count the other markers only.
+    let (o, svg) = plot_svg(&captioned_recording(), &["--no-captions"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let texts = svg_texts(&svg);
+    assert!(texts.iter().any(|t| t.text == "[1] 29 s: baseline"));
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.text == "[2] 30 s: workers.mode: unbound -> bound")
+    );
+    assert!(!texts.iter().any(|t| t.text.contains("[3]")));
+    assert!(!svg.contains("any CPU") && !svg.contains("bio completed"));
+}
+
+#[test]
+fn plot_leaves_out_the_scheduler_panels_without_workers() {
+    let mut rec = captioned_recording();
+    for r in &mut rec.records {
+        r.workers = Default::default();
+        r.stages_us.queue = Default::default();
+    }
+    let (o, svg) = plot_svg(&rec, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let texts = svg_texts(&svg);
+    let titles: Vec<String> = titles(&texts).into_iter().map(|t| t.0).collect();
+    assert_eq!(titles.len(), 2, "{titles:?}");
+    assert!(!svg.contains("queue wait") && !svg.contains("run_delay"));
+    // Only run_delay measured: its panel, not the queue wait's.
+    let mut rec = captioned_recording();
+    for r in &mut rec.records {
+        r.stages_us.queue = Default::default();
+    }
+    let (o, svg) = plot_svg(&rec, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(svg.contains("run_delay (ms per s)") && !svg.contains("queue wait"));
+    // Asking for the scheduler panels of a recording without workers: an
+    // error (exit 2) that says so, nothing written.
+    let mut rec = captioned_recording();
+    for r in &mut rec.records {
+        r.workers = Default::default();
+        r.stages_us.queue = Default::default();
+    }
+    let (o, svg) = plot_svg(&rec, &["--metric", "sched"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("nothing to draw") && e.contains("queue,run_delay"),
+        "{e}"
+    );
+    assert!(svg.is_empty());
 }
 
 #[test]

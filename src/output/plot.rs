@@ -1,55 +1,141 @@
 //! Charts for slides from a recording: latency percentiles (log axis),
-//! throughput and scheduler latency over time, with every change marked and
-//! labelled, as an SVG (plotters' SVG backend: text stays text, no fonts
+//! throughput, the verify/decrypt queue's wait and the workers' run_delay
+//! over time, one unit per y axis, every marker (setting change, baseline,
+//! demo caption) a number over the charts and listed with its text under
+//! them, as an SVG (plotters' SVG backend: text stays text, no fonts
 //! needed); and the same series as CSV for a spreadsheet or gnuplot.
 
 use std::fmt::Write as _;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::metrics::IntervalRecord;
 use crate::output::recording::Recording;
 
-/// One chart panel's series: (name, value per record).
+/// One series' value in a record.
 type Getter = fn(&IntervalRecord) -> f64;
 
-/// A panel: title, unit, log axis, series.
-type Panel = (
-    &'static str,
-    &'static str,
-    bool,
-    &'static [(&'static str, Getter)],
-);
+/// What a panel's y axis counts: exactly one unit per axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    /// A time, recorded in us; the axis says it in us, ms or s (one of
+    /// them, picked from the axis' range).
+    Time,
+    /// MiB per second.
+    MibS,
+    /// Milliseconds of run_delay per second of the run.
+    MsPerS,
+}
 
+/// A chart panel.
+struct Panel {
+    /// Its name for `--metric`.
+    metric: &'static str,
+    /// Its title, without the unit (the unit is added in parentheses).
+    title: &'static str,
+    unit: Unit,
+    /// A log y axis.
+    log: bool,
+    /// Left out when every value in it is zero (nothing was measured: no
+    /// workqueue, no workers), whether asked for or not.
+    optional: bool,
+    /// (name, colour, value per record).
+    series: &'static [(&'static str, RGBColor, Getter)],
+}
+
+const GREEN: RGBColor = RGBColor(0, 140, 60);
+const ORANGE: RGBColor = RGBColor(220, 140, 0);
+const RED_: RGBColor = RGBColor(210, 40, 40);
+const BLUE_: RGBColor = RGBColor(40, 90, 200);
+/// The markers' colour (lines and numbers).
+const MARK: RGBColor = RGBColor(200, 0, 200);
+
+/// The workers' run_delay per second of the interval, in ms.
+fn run_delay_ms_per_s(r: &IntervalRecord) -> f64 {
+    r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3
+}
+
+// The queue wait (us) and the run_delay (ms per s) used to share one
+// "scheduler latency" panel, one y axis for two units. They are two
+// panels now rather than one with a secondary axis: on a slide nobody in
+// the room can tell which line belongs to which axis, and two scales on
+// one plot invite reading meaning into where the lines cross. Stacked
+// panels share the time axis, so the markers still line up across them,
+// and each axis says one unit. At 1920x1080 four panels still leave each
+// about 190 px of plotting height, enough for a trend and a step.
 const PANELS: &[Panel] = &[
-    (
-        "latency (us, log)",
-        "us",
-        true,
-        &[
-            ("p50", |r| r.latency_us.p50),
-            ("p99", |r| r.latency_us.p99),
-            ("p99.9", |r| r.latency_us.p999),
+    Panel {
+        metric: "latency",
+        title: "read latency",
+        unit: Unit::Time,
+        log: true,
+        optional: false,
+        series: &[
+            ("p50", GREEN, |r| r.latency_us.p50),
+            ("p99", ORANGE, |r| r.latency_us.p99),
+            ("p99.9", RED_, |r| r.latency_us.p999),
         ],
-    ),
-    (
-        "throughput (MiB/s)",
-        "MiB/s",
-        false,
-        &[("MiB/s", |r| r.throughput_mib_s)],
-    ),
-    (
-        "scheduler latency",
-        "us",
-        false,
-        &[
-            ("queue p99 (us)", |r| r.stages_us.queue.p99),
-            ("run_delay (ms/s)", |r| {
-                r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3
-            }),
-        ],
-    ),
+    },
+    Panel {
+        metric: "throughput",
+        title: "throughput",
+        unit: Unit::MibS,
+        log: false,
+        optional: false,
+        series: &[("throughput", BLUE_, |r| r.throughput_mib_s)],
+    },
+    Panel {
+        metric: "queue",
+        title: "queue wait p99",
+        unit: Unit::Time,
+        log: false,
+        optional: true,
+        series: &[("queue wait p99", GREEN, |r| r.stages_us.queue.p99)],
+    },
+    Panel {
+        metric: "run_delay",
+        title: "run_delay",
+        unit: Unit::MsPerS,
+        log: false,
+        optional: true,
+        series: &[("run_delay", ORANGE, run_delay_ms_per_s)],
+    },
 ];
+
+/// The names `--metric` takes: each panel's, in drawing order, and
+/// `sched` for both scheduler panels (queue and run_delay).
+pub const METRIC_NAMES: [&str; 5] = ["latency", "throughput", "queue", "run_delay", "sched"];
+
+/// The panels (indexes for [`svg`], in drawing order, each once) that
+/// `--metric` names; an unknown name is an error naming it and the
+/// allowed ones.
+pub fn metric_panels(names: &[String]) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for name in names {
+        let picked: Vec<usize> = match name.as_str() {
+            "sched" => PANELS
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.optional)
+                .map(|(i, _)| i)
+                .collect(),
+            n => match PANELS.iter().position(|p| p.metric == n) {
+                Some(i) => vec![i],
+                None => {
+                    return Err(format!(
+                        "--metric {name:?}: allowed {}",
+                        METRIC_NAMES.join(", ")
+                    ));
+                }
+            },
+        };
+        out.extend(picked);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
 
 /// The recording's series as CSV: one row per interval.
 pub fn csv(rec: &Recording) -> String {
@@ -68,15 +154,12 @@ pub fn csv(rec: &Recording) -> String {
             r.latency_us.p99,
             r.latency_us.p999,
             r.stages_us.queue.p99,
-            r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3,
+            run_delay_ms_per_s(r),
             events.join("; ").replace('"', "'")
         );
     }
     out
 }
-
-/// The panels `--metric` can name, in drawing order.
-pub const METRIC_NAMES: [&str; 3] = ["latency", "throughput", "sched"];
 
 /// The recording's settings phases: the times of its live setting
 /// changes (`key: a -> b` events), which split it into stretches under the
@@ -109,26 +192,168 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// A value with its unit, as a slide says it: latencies in s, ms or us
+/// A value with its unit, as a slide says it: times in s, ms or us
 /// (`1.03 s`, `190 ms`, `84 us`), run_delay per second in ms/s, rates
 /// plain.
-fn say(v: f64, unit: &str) -> String {
+fn say(v: f64, unit: Unit) -> String {
     match unit {
-        "us" if v >= 1e6 => format!("{:.2} s", v / 1e6),
-        "us" if v >= 1e3 => format!("{:.1} ms", v / 1e3),
-        "us" => format!("{v:.0} us"),
-        "ms/s" if v >= 10.0 => format!("{v:.0} ms/s"),
-        "ms/s" => format!("{v:.2} ms/s"),
-        _ => format!("{v:.1} {unit}"),
+        Unit::Time if v >= 1e6 => format!("{:.2} s", v / 1e6),
+        Unit::Time if v >= 1e3 => format!("{:.1} ms", v / 1e3),
+        Unit::Time => format!("{v:.0} us"),
+        Unit::MsPerS if v >= 10.0 => format!("{v:.0} ms/s"),
+        Unit::MsPerS => format!("{v:.2} ms/s"),
+        Unit::MibS => format!("{v:.1} MiB/s"),
     }
 }
 
-/// Draws the chosen panels (indexes into [`METRIC_NAMES`]; all when empty,
-/// leaving out the scheduler chart when nothing in it was measured) as an
-/// SVG document of `width` x `height` pixels, fonts scaled to the size;
-/// with `captions`, the demo's captions numbered on the charts and listed
-/// below. Each settings phase's median is drawn as a dashed segment and
-/// the change from the first phase to the last is written on the chart.
+/// The one unit a time axis is labelled in, for values around `us`: its
+/// name and how many us it is.
+fn time_unit(us: f64) -> (&'static str, f64) {
+    if us < 2e3 {
+        ("us", 1.0)
+    } else if us < 2e6 {
+        ("ms", 1e3)
+    } else {
+        ("s", 1e6)
+    }
+}
+
+/// A tick label: a plain number, three significant digits at most below
+/// 100, no trailing zeros (`0.01`, `2.5`, `250`).
+fn fmt_tick(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return "0".into();
+    }
+    let a = v.abs();
+    let decimals = if a >= 100.0 {
+        0
+    } else {
+        (2.0 - a.log10().floor()).clamp(0.0, 6.0) as usize
+    };
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A text's width in pixels as drawn by a viewer, estimated (plotters
+/// writes `font-size` as the style's size / 1.24; an average sans-serif
+/// character is under 0.6 em wide).
+fn text_w(chars: usize, size: u32) -> i32 {
+    (chars as f64 * 0.6 * f64::from(size) / 1.24).ceil() as i32
+}
+
+/// A marker on the charts: a setting change, a baseline, a cache drop or
+/// a demo caption, numbered in time order.
+struct Marker {
+    t_s: f64,
+    /// What the list under the charts says: the event, or the caption's text.
+    text: String,
+}
+
+/// The recording's markers in time order (captions only with `captions`),
+/// their text made printable (a recording is a file from anywhere).
+fn markers(rec: &Recording, captions: bool) -> Vec<Marker> {
+    let mut out: Vec<Marker> = rec
+        .records
+        .iter()
+        .flat_map(|r| r.events.iter())
+        .filter_map(|e| {
+            let text = match e.label.strip_prefix("caption: ") {
+                Some(_) if !captions => return None,
+                Some(c) => c,
+                None => e.label.as_str(),
+            };
+            Some(Marker {
+                t_s: if e.t_s.is_finite() { e.t_s } else { 0.0 },
+                text: crate::output::format::printable(text, false),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    out
+}
+
+/// Rows of marker numbers at most, over a panel.
+const MAX_ROWS: usize = 3;
+
+/// Places labels `widths[i]` pixels wide, in order, each centred at
+/// `centres[i]` when it can be, between `left` and `right`: a label that
+/// would overlap the one before it is nudged right (at least `gap` pixels
+/// after it); one that would then run past `right` goes to the next row
+/// (up to [`MAX_ROWS`]; past those it is left off: `None`). Returns each
+/// label's left edge and row.
+fn place_labels(
+    centres: &[i32],
+    widths: &[i32],
+    left: i32,
+    right: i32,
+    gap: i32,
+) -> Vec<Option<(i32, usize)>> {
+    let mut ends: Vec<i32> = Vec::new();
+    centres
+        .iter()
+        .zip(widths)
+        .map(|(&c, &w)| {
+            let want = (c - w / 2).min(right - w).max(left);
+            for (row, end) in ends.iter_mut().enumerate() {
+                let x = want.max(*end + gap);
+                if x + w <= right {
+                    *end = x + w;
+                    return Some((x, row));
+                }
+            }
+            if ends.len() < MAX_ROWS {
+                ends.push(want + w);
+                Some((want, ends.len() - 1))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Breaks `text` at spaces into lines of at most `max` characters (a
+/// longer word is cut).
+fn wrap(text: &str, max: usize) -> Vec<String> {
+    let max = max.max(8);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let mut word: Vec<char> = word.chars().collect();
+        while word.len() > max {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            lines.push(word.drain(..max).collect());
+        }
+        let word: String = word.into_iter().collect();
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > max {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Draws the chosen panels (indexes as [`metric_panels`] returns them; all
+/// when empty), each left out when it has nothing measured (the queue
+/// wait and run_delay panels without workqueue workers), as an SVG
+/// document of `width` x `height` pixels, fonts scaled to the size. Every
+/// marker (setting change, baseline, cache drop and, with `captions_on`,
+/// demo caption) is a number `[n]` in a strip over each panel's plotting
+/// area, at its time, and is listed with its text under the charts. Each
+/// settings phase's median is drawn as a dashed segment and the change from
+/// the first phase to the last is written at the top right of the chart.
 pub fn svg(
     rec: &Recording,
     width: u32,
@@ -153,21 +378,29 @@ pub fn svg(
     if records.is_empty() {
         return Err("the recording holds no measured interval".into());
     }
-    let sched_measured = records
-        .iter()
-        .any(|r| r.stages_us.queue.p99 > 0.0 || r.workers.run_delay_us > 0.0);
-    let panels: Vec<&Panel> = PANELS
+    let measured = |p: &Panel| {
+        !p.optional
+            || records.iter().any(|r| {
+                p.series.iter().any(|(_, _, g)| {
+                    let v = g(r);
+                    v.is_finite() && v > 0.0
+                })
+            })
+    };
+    let asked: Vec<&Panel> = PANELS
         .iter()
         .enumerate()
-        .filter(|(i, _)| {
-            if metrics.is_empty() {
-                *i != 2 || sched_measured
-            } else {
-                metrics.contains(i)
-            }
-        })
+        .filter(|(i, _)| metrics.is_empty() || metrics.contains(i))
         .map(|(_, p)| p)
         .collect();
+    let panels: Vec<&Panel> = asked.iter().copied().filter(|p| measured(p)).collect();
+    if panels.is_empty() {
+        let names: Vec<&str> = asked.iter().map(|p| p.metric).collect();
+        return Err(format!(
+            "nothing to draw for --metric {}: the recording measured none of it (no workqueue workers)",
+            names.join(",")
+        ));
+    }
     // Fonts and margins grow with the image (1200x900 is 1x).
     let k = (f64::from(width) / 1200.0)
         .min(f64::from(height) / 900.0)
@@ -176,53 +409,121 @@ pub fn svg(
     let phases = phase_starts(rec);
     let t0 = rec.records.first().map_or(0.0, |r| r.t_s - r.interval_s);
     let t1 = rec.records.last().map_or(1.0, |r| r.t_s).max(t0 + 1e-3);
-    // Captions are numbered on the charts and written out below them.
-    let mut captions: Vec<(f64, String)> = Vec::new();
-    let markers: Vec<(f64, String)> = rec
-        .records
-        .iter()
-        .flat_map(|r| r.events.iter())
-        .filter_map(|e| match e.label.strip_prefix("caption: ") {
-            Some(_) if !captions_on => None,
-            Some(c) => {
-                captions.push((e.t_s, c.to_string()));
-                Some((e.t_s, format!("[{}]", captions.len())))
-            }
-            None => Some((e.t_s, e.label.clone())),
-        })
-        .collect();
+    let (t0, t1) = if t0.is_finite() && t1.is_finite() {
+        (t0, t1)
+    } else {
+        (0.0, 1.0)
+    };
+    let marks = markers(rec, captions_on);
+
+    // The list under the charts, "[n] 12 s: what", wrapped at the width;
+    // at most a third of the image, the rest said in a last line.
+    let list_font = px(13.0);
+    let line_h = px(17.0);
+    let list_x = px(12.0) as i32;
+    let indent = text_w(4, list_font);
+    let max_chars =
+        (f64::from(width) - f64::from(2 * list_x + indent)) / (0.6 * f64::from(list_font) / 1.24);
+    let mut list: Vec<(bool, String)> = Vec::new();
+    for (i, m) in marks.iter().enumerate() {
+        let line = format!("[{}] {:.0} s: {}", i + 1, m.t_s, m.text);
+        for (j, l) in wrap(&line, max_chars.max(0.0) as usize)
+            .into_iter()
+            .enumerate()
+        {
+            list.push((j > 0, l));
+        }
+    }
+    let max_lines = ((height / 3) / line_h).max(2) as usize;
+    if list.len() > max_lines {
+        let mut cut = max_lines - 1;
+        while cut > 0 && list[cut].0 {
+            cut -= 1;
+        }
+        let shown = list[..cut].iter().filter(|l| !l.0).count();
+        list.truncate(cut);
+        list.push((
+            false,
+            format!(
+                "... and {} more (readpath plot --format csv lists every event)",
+                marks.len() - shown
+            ),
+        ));
+    }
+
+    // Where each panel's plotting area lies across (all panels alike), and
+    // the marker numbers' places in the strip over it.
+    let margin = px(8.0);
+    let y_lab = px(66.0);
+    let plot_x0 = (margin + y_lab) as i32;
+    let plot_x1 = (width as i32 - margin as i32).max(plot_x0 + 1);
+    let to_x = |t: f64| {
+        plot_x0 + ((t.clamp(t0, t1) - t0) / (t1 - t0) * f64::from(plot_x1 - plot_x0)).round() as i32
+    };
+    let num_font = px(13.0);
+    let numbers: Vec<String> = (1..=marks.len()).map(|n| format!("[{n}]")).collect();
+    let widths: Vec<i32> = numbers.iter().map(|s| text_w(s.len(), num_font)).collect();
+    let centres: Vec<i32> = marks.iter().map(|m| to_x(m.t_s)).collect();
+    let placed = place_labels(&centres, &widths, plot_x0, plot_x1, px(5.0) as i32);
+    let rows = placed.iter().flatten().map(|p| p.1 + 1).max().unwrap_or(0) as u32;
+    let row_h = px(16.0);
+    let strip_h = rows * row_h + px(4.0);
+
     let mut doc = String::new();
     {
         let root = SVGBackend::with_string(&mut doc, (width, height)).into_drawing_area();
         let e = |e: &dyn std::fmt::Display| e.to_string();
         root.fill(&WHITE).map_err(|x| e(&x))?;
         let title = match &rec.header.preset {
-            Some(p) => format!("readpath: {p}"),
+            Some(p) => format!("readpath: {}", crate::output::format::printable(p, false)),
             None => "readpath".to_string(),
         };
-        let (top, rest) = root.split_vertically(px(30.0));
+        let title_h = px(32.0);
+        let (top, rest) = root.split_vertically(title_h);
         top.titled(&title, ("sans-serif", px(22.0)))
             .map_err(|x| e(&x))?;
-        let line_h = px(16.0);
-        let caption_h =
-            line_h * captions.len() as u32 + if captions.is_empty() { 0 } else { px(8.0) };
-        let (rest, bottom) = rest.split_vertically(height.saturating_sub(px(30.0) + caption_h));
-        for (i, (t, c)) in captions.iter().enumerate() {
+        let list_h = if list.is_empty() {
+            0
+        } else {
+            line_h * list.len() as u32 + px(10.0)
+        };
+        let (rest, bottom) = rest.split_vertically(height.saturating_sub(title_h + list_h));
+        for (i, (cont, l)) in list.iter().enumerate() {
             bottom
                 .draw(&Text::new(
-                    format!("[{}] {:.0} s: {c}", i + 1, t),
-                    (px(12.0) as i32, px(4.0) as i32 + (line_h * i as u32) as i32),
-                    ("sans-serif", px(13.0)).into_font().color(&BLACK),
+                    l.clone(),
+                    (
+                        list_x + if *cont { indent } else { 0 },
+                        px(6.0) as i32 + (line_h * i as u32) as i32,
+                    ),
+                    ("sans-serif", list_font).into_font().color(&BLACK),
                 ))
                 .map_err(|x| e(&x))?;
         }
-        let areas = rest.split_evenly((panels.len(), 1));
-        let colors = [
-            RGBColor(0, 140, 60),
-            RGBColor(220, 140, 0),
-            RGBColor(210, 40, 40),
-        ];
-        for (area, (name, unit, log, series)) in areas.iter().zip(panels) {
+        // The panels, stacked; the last one also holds the x axis' name.
+        let x_lab = px(24.0);
+        let x_desc_h = px(18.0);
+        // The latency panel, three series and three results on a log
+        // axis, gets a third more height than the others.
+        let weight = |p: &Panel| if p.log { 4.0 } else { 3.0 };
+        let total: f64 = panels.iter().map(|p| weight(p)).sum();
+        let avail = f64::from(rest.dim_in_pixel().1.saturating_sub(x_desc_h));
+        let mut areas = Vec::new();
+        let mut remaining = rest.clone();
+        for p in &panels[..panels.len() - 1] {
+            let each = (avail * weight(p) / total).round() as u32;
+            let (a, b) = remaining.split_vertically(each);
+            areas.push(a);
+            remaining = b;
+        }
+        areas.push(remaining);
+        let title_font = px(16.0);
+        let res_font = px(14.0);
+        let res_line_h = px(18.0);
+        for (pi, (area, panel)) in areas.iter().zip(&panels).enumerate() {
+            let series = panel.series;
+            let last = pi + 1 == panels.len();
+            let x_lab_h = if last { x_lab + x_desc_h } else { x_lab };
             // Each series' median per settings phase, and what changed from
             // the first phase to the last, said on the chart.
             let bounds: Vec<f64> = std::iter::once(t0)
@@ -231,7 +532,7 @@ pub fn svg(
                 .collect();
             let phase_medians: Vec<Vec<(f64, f64, f64)>> = series
                 .iter()
-                .map(|(_, g)| {
+                .map(|(_, _, g)| {
                     bounds
                         .windows(2)
                         .map(|w| {
@@ -254,118 +555,42 @@ pub fn svg(
                 series
                     .iter()
                     .zip(&phase_medians)
-                    .filter_map(|((sname, _), ms)| {
+                    .filter_map(|((sname, _, _), ms)| {
                         let a = ms.iter().map(|m| m.2).find(|v| v.is_finite())?;
                         let b = ms.iter().rev().map(|m| m.2).find(|v| v.is_finite())?;
                         let pct = if a != 0.0 { (b - a) / a * 100.0 } else { 0.0 };
-                        let what = sname.split(" (").next().unwrap_or(sname);
-                        let u = if sname.contains("ms/s") {
-                            "ms/s"
-                        } else {
-                            *unit
-                        };
-                        Some(format!("{what} {} -> {}, {pct:+.0}%", say(a, u), say(b, u)))
+                        Some(format!(
+                            "{sname} {} -> {}, {pct:+.0}%",
+                            say(a, panel.unit),
+                            say(b, panel.unit)
+                        ))
                     })
                     .collect()
             };
             let values: Vec<f64> = records
                 .iter()
-                .flat_map(|r| series.iter().map(move |(_, g)| g(r)))
+                .flat_map(|r| series.iter().map(move |(_, _, g)| g(r)))
                 .filter(|v| v.is_finite())
                 .collect();
             let max = values.iter().copied().fold(0.0, f64::max).max(1e-3);
-            let mut chart = ChartBuilder::on(area);
-            chart
-                .caption(*name, ("sans-serif", px(16.0)))
-                .margin(px(8.0))
-                .x_label_area_size(px(28.0))
-                .y_label_area_size(px(60.0));
-            let draw_markers = |dc: &DrawingArea<SVGBackend, plotters::coord::Shift>,
-                                to_x: &dyn Fn(f64) -> i32,
-                                plot_top: i32|
-             -> Result<(), String> {
-                let base_x = dc.get_base_pixel().0;
-                // A label never sits on the y axis: at least a few pixels in.
-                let left = to_x(t0) - base_x + px(4.0) as i32;
-                for (i, (t, label)) in markers.iter().enumerate() {
-                    let x = (to_x(*t) - base_x + 3).max(left);
-                    dc.draw(&Text::new(
-                        crate::output::format::short_label(label),
-                        (x, plot_top + 2 + (i % 3) as i32 * px(13.0) as i32),
-                        ("sans-serif", px(11.0)).into_font().color(&MAGENTA),
-                    ))
-                    .map_err(|x| e(&x))?;
-                }
-                // The result, top right, one line per series.
-                let right = to_x(t1) - base_x;
-                for (i, text) in results.iter().enumerate() {
-                    let w = (text.len() as f64 * 7.0 * k) as i32;
-                    let (x, y) = (
-                        right - w - px(6.0) as i32,
-                        plot_top + px(4.0) as i32 + i as i32 * px(17.0) as i32,
-                    );
-                    // On a light ground, so a curve under it does not hide it.
-                    dc.draw(&Rectangle::new(
-                        [(x - 3, y - 1), (x + w + 3, y + px(16.0) as i32)],
-                        WHITE.mix(0.85).filled(),
-                    ))
-                    .map_err(|x| e(&x))?;
-                    dc.draw(&Text::new(
-                        text.clone(),
-                        (x, y),
-                        ("sans-serif", px(14.0)).into_font().color(&BLACK),
-                    ))
-                    .map_err(|x| e(&x))?;
-                }
-                Ok(())
+            // Headroom over the data for the legend (top left) and the
+            // result (top right), so neither hides a curve.
+            let plot_h = area
+                .dim_in_pixel()
+                .1
+                .saturating_sub(title_font + px(6.0) + strip_h + x_lab_h + px(4.0))
+                .max(1);
+            // The results name their series and carry its colour: a legend
+            // only where a panel of several series has no result.
+            let legend = series.len() > 1 && results.is_empty();
+            let top_lines = results.len().max(if legend { series.len() } else { 0 });
+            let frac = if top_lines == 0 {
+                0.05
+            } else {
+                (f64::from(top_lines as u32 * res_line_h + px(10.0)) / f64::from(plot_h))
+                    .clamp(0.05, 0.45)
             };
-            // The markers, the series with their legend and the marker labels of
-            // one panel, on a log or a linear y axis (two coordinate types, one
-            // drawing).
-            macro_rules! lines {
-                ($c:ident, $g:ident, $lo:expr, $hi:expr, $points:expr) => {
-                    for (t, _) in &markers {
-                        $c.draw_series(LineSeries::new(
-                            [(*t, $lo), (*t, $hi)],
-                            MAGENTA.stroke_width(1),
-                        ))
-                        .map_err(|x| e(&x))?;
-                    }
-                    // Each phase's median, dashed, between its markers.
-                    for (ms, color) in phase_medians.iter().zip(colors) {
-                        for &(a, b, m) in ms.iter().filter(|m| m.2.is_finite() && phases.len() > 0)
-                        {
-                            let y = if $lo > 0.0 { m.max($lo) } else { m };
-                            $c.draw_series(DashedLineSeries::new(
-                                [(a, y), (b, y)],
-                                px(6.0),
-                                px(4.0),
-                                color.mix(0.7).stroke_width(px(2.0)),
-                            ))
-                            .map_err(|x| e(&x))?;
-                        }
-                    }
-                    for ((sname, $g), color) in series.iter().zip(colors) {
-                        $c.draw_series(LineSeries::new($points, color.stroke_width(px(2.0))))
-                            .map_err(|x| e(&x))?
-                            .label(*sname)
-                            .legend(move |(x, y)| {
-                                PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
-                            });
-                    }
-                    $c.configure_series_labels()
-                        .label_font(("sans-serif", px(13.0)))
-                        .background_style(WHITE.mix(0.8))
-                        .border_style(BLACK)
-                        .position(SeriesLabelPosition::UpperLeft)
-                        .draw()
-                        .map_err(|x| e(&x))?;
-                    let top_px = $c.plotting_area().get_pixel_range().1.start;
-                    let to_x = |t: f64| $c.backend_coord(&(t, $lo)).0;
-                    draw_markers(area, &to_x, top_px - area.get_base_pixel().1)?;
-                };
-            }
-            if *log {
+            let (lo, hi) = if panel.log {
                 let lo = values
                     .iter()
                     .copied()
@@ -376,38 +601,192 @@ pub fn svg(
                 } else {
                     1.0
                 };
-                let hi = 10f64.powf(max.log10().ceil()).max(lo * 10.0);
+                let (llo, lmax) = (lo.log10(), max.log10().max(lo.log10()));
+                // At most a decade of headroom: the curves keep most of
+                // the height.
+                let need = lmax + ((lmax - llo).max(1.0) * frac / (1.0 - frac)).min(1.0);
+                (lo, 10f64.powf(need).max(lo * 10.0))
+            } else {
+                (0.0, max / (1.0 - frac))
+            };
+            let (unit, scale) = match panel.unit {
+                Unit::Time if panel.log => time_unit((lo * hi).sqrt()),
+                Unit::Time => time_unit(hi),
+                Unit::MibS => ("MiB/s", 1.0),
+                Unit::MsPerS => ("ms per s", 1.0),
+            };
+            let name = if panel.log {
+                format!("{} ({unit}, log axis)", panel.title)
+            } else {
+                format!("{} ({unit})", panel.title)
+            };
+            let inner = area
+                .titled(&name, ("sans-serif", title_font))
+                .map_err(|x| e(&x))?;
+            let (strip, chart_area) = inner.split_vertically(strip_h);
+            let mut chart = ChartBuilder::on(&chart_area);
+            chart
+                .margin_left(margin)
+                .margin_right(margin)
+                .margin_bottom(px(4.0))
+                .x_label_area_size(x_lab_h)
+                .y_label_area_size(y_lab);
+            let tick_font = px(12.0);
+            // A log axis is labelled at each power of ten (plotters drops
+            // some when asked for fewer labels than decades).
+            let y_labels = if panel.log {
+                (hi / lo).log10().ceil() as usize + 2
+            } else {
+                (plot_h / (tick_font * 2)).clamp(3, 10) as usize
+            };
+            let x_fmt = |v: &f64| fmt_tick(*v);
+            let y_fmt = move |v: &f64| fmt_tick(*v / scale);
+            // The markers' lines, the phase medians, the series with their
+            // legend, on a log or a linear y axis (two coordinate types, one
+            // drawing); evaluates to the plotting area's pixels.
+            macro_rules! lines {
+                ($c:ident, $g:ident, $points:expr) => {{
+                    let mut mesh = $c.configure_mesh();
+                    mesh.label_style(("sans-serif", tick_font))
+                        .axis_desc_style(("sans-serif", px(13.0)))
+                        .y_desc(unit)
+                        .y_labels(y_labels)
+                        .x_label_formatter(&x_fmt)
+                        .y_label_formatter(&y_fmt);
+                    if last {
+                        mesh.x_desc("seconds");
+                    }
+                    mesh.draw().map_err(|x| e(&x))?;
+                    for m in &marks {
+                        $c.draw_series(LineSeries::new(
+                            [(m.t_s, lo), (m.t_s, hi)],
+                            MARK.mix(0.7).stroke_width(px(1.0)),
+                        ))
+                        .map_err(|x| e(&x))?;
+                    }
+                    // Each phase's median, dashed, between its markers.
+                    for (ms, (_, color, _)) in phase_medians.iter().zip(series) {
+                        for &(a, b, m) in
+                            ms.iter().filter(|m| m.2.is_finite() && !phases.is_empty())
+                        {
+                            let y = if lo > 0.0 { m.max(lo) } else { m };
+                            $c.draw_series(DashedLineSeries::new(
+                                [(a, y), (b, y)],
+                                px(6.0),
+                                px(4.0),
+                                color.mix(0.7).stroke_width(px(2.0)),
+                            ))
+                            .map_err(|x| e(&x))?;
+                        }
+                    }
+                    for (sname, color, $g) in series {
+                        let color = *color;
+                        $c.draw_series(LineSeries::new($points, color.stroke_width(px(2.0))))
+                            .map_err(|x| e(&x))?
+                            .label(*sname)
+                            .legend(move |(x, y)| {
+                                PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
+                            });
+                    }
+                    if legend {
+                        $c.configure_series_labels()
+                            .label_font(("sans-serif", px(13.0)))
+                            .background_style(WHITE.mix(0.85))
+                            .border_style(BLACK)
+                            .position(SeriesLabelPosition::UpperLeft)
+                            .draw()
+                            .map_err(|x| e(&x))?;
+                    }
+                    $c.plotting_area().get_pixel_range()
+                }};
+            }
+            let (xs, ys) = if panel.log {
                 let mut c = chart
                     .build_cartesian_2d(t0..t1, (lo..hi).log_scale())
-                    .map_err(|x| e(&x))?;
-                c.configure_mesh()
-                    .x_desc("seconds")
-                    .label_style(("sans-serif", px(12.0)))
-                    .y_label_formatter(&|v| crate::output::format::fmt_us(*v))
-                    .draw()
                     .map_err(|x| e(&x))?;
                 // An interval with no completed read has no latency.
                 lines!(
                     c,
                     g,
-                    lo,
-                    hi,
                     records
                         .iter()
                         .filter(|r| r.reads > 0)
                         .map(|r| (r.t_s, g(r).max(lo)))
-                );
+                )
             } else {
-                let hi = max * 1.1;
                 let mut c = chart
-                    .build_cartesian_2d(t0..t1, 0.0..hi)
+                    .build_cartesian_2d(t0..t1, lo..hi)
                     .map_err(|x| e(&x))?;
-                c.configure_mesh()
-                    .x_desc("seconds")
-                    .label_style(("sans-serif", px(12.0)))
-                    .draw()
+                lines!(c, g, records.iter().map(|r| (r.t_s, g(r))))
+            };
+            // The marker numbers, over the plotting area, each with a short
+            // line to its marker when it had to move.
+            let (bx, by) = chart_area.get_base_pixel();
+            let (sx, sy) = strip.get_base_pixel();
+            for (i, p) in placed.iter().enumerate() {
+                let Some((x, row)) = *p else { continue };
+                let y = strip_h as i32 - px(2.0) as i32 - (row as i32 + 1) * row_h as i32;
+                strip
+                    .draw(&Text::new(
+                        numbers[i].clone(),
+                        (x + bx - sx, y),
+                        ("sans-serif", num_font, FontStyle::Bold)
+                            .into_font()
+                            .color(&MARK),
+                    ))
                     .map_err(|x| e(&x))?;
-                lines!(c, g, 0.0, hi, records.iter().map(|r| (r.t_s, g(r))));
+                if row == 0 {
+                    let from = (
+                        x + widths[i] / 2 + bx - sx,
+                        y + (f64::from(num_font) / 1.24) as i32 + 1,
+                    );
+                    let to = (centres[i] + bx - sx, ys.start - sy);
+                    if from.0 != to.0 {
+                        strip
+                            .draw(&PathElement::new([from, to], MARK.mix(0.7).stroke_width(1)))
+                            .map_err(|x| e(&x))?;
+                    }
+                }
+            }
+            // The result, top right inside the plot, one line per series, on
+            // a light ground so a curve under it does not hide it.
+            let right = xs.end - bx - px(6.0) as i32;
+            // Each line starts with a stroke of its series' colour (the
+            // legend, where there is a result).
+            let swatch = px(18.0) as i32;
+            for (i, (text, (_, color, _))) in results.iter().zip(series).enumerate() {
+                let w = text_w(text.chars().count(), res_font);
+                let y = ys.start - by + px(4.0) as i32 + i as i32 * res_line_h as i32;
+                // The stroke a little nearer than the width estimate, which
+                // errs wide.
+                let near = (f64::from(w) * 0.9) as i32;
+                let left = right - near - swatch - px(6.0) as i32;
+                chart_area
+                    .draw(&Rectangle::new(
+                        [
+                            (left.min(right - w) - 4, y - 2),
+                            (right + 4, y + res_line_h as i32 - 2),
+                        ],
+                        WHITE.mix(0.85).filled(),
+                    ))
+                    .map_err(|x| e(&x))?;
+                let mid = y + (f64::from(res_font) / 1.24 / 2.0) as i32;
+                chart_area
+                    .draw(&PathElement::new(
+                        [(left, mid), (left + swatch, mid)],
+                        color.stroke_width(px(3.0)),
+                    ))
+                    .map_err(|x| e(&x))?;
+                chart_area
+                    .draw(&Text::new(
+                        text.clone(),
+                        (right, y),
+                        ("sans-serif", res_font)
+                            .into_font()
+                            .color(&BLACK)
+                            .pos(Pos::new(HPos::Right, VPos::Top)),
+                    ))
+                    .map_err(|x| e(&x))?;
             }
         }
         root.present().map_err(|x| e(&x))?;
@@ -456,4 +835,64 @@ pub fn rasterize(svg: &[u8], width: u32, height: u32) -> anyhow::Result<Vec<u8>>
     }
     fed?;
     Ok(out.stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_numbers_are_nudged_right_then_wrapped_never_overlapping() {
+        // Three at one place: side by side, in order, `gap` apart.
+        let p = place_labels(&[100, 100, 100], &[20, 20, 20], 0, 1000, 5);
+        assert_eq!(p, vec![Some((90, 0)), Some((115, 0)), Some((140, 0))]);
+        // At the left edge: moved in, not onto the axis.
+        assert_eq!(place_labels(&[3], &[20], 10, 1000, 5), vec![Some((10, 0))]);
+        // At the right edge: the one that no longer fits takes a second row.
+        let p = place_labels(&[95, 95, 95], &[20, 20, 20], 0, 100, 5);
+        assert_eq!(p, vec![Some((80, 0)), Some((80, 1)), Some((80, 2))]);
+        // Past MAX_ROWS: left off rather than drawn over another.
+        let p = place_labels(&[95; 5], &[20; 5], 0, 100, 5);
+        assert_eq!(p[3..], [None, None]);
+    }
+
+    #[test]
+    fn ticks_are_plain_numbers_and_times_get_one_unit() {
+        for (v, s) in [(0.0, "0"), (0.01, "0.01"), (2.5, "2.5"), (250.0, "250")] {
+            assert_eq!(fmt_tick(v), s);
+        }
+        assert_eq!(fmt_tick(0.1 + 0.2), "0.3");
+        assert_eq!(time_unit(500.0), ("us", 1.0));
+        assert_eq!(time_unit(50_000.0), ("ms", 1e3));
+        assert_eq!(time_unit(5e6), ("s", 1e6));
+    }
+
+    #[test]
+    fn metric_names_pick_panels_and_a_bad_one_is_named() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            metric_panels(&names(&["sched", "latency"])),
+            Ok(vec![0, 2, 3])
+        );
+        assert_eq!(
+            metric_panels(&names(&["run_delay", "run_delay"])),
+            Ok(vec![3])
+        );
+        let e = metric_panels(&names(&["iops"])).unwrap_err();
+        assert!(
+            e.contains("\"iops\"") && e.contains("run_delay, sched"),
+            "{e}"
+        );
+        // Every name --metric takes means something here.
+        for n in METRIC_NAMES {
+            assert!(metric_panels(&names(&[n])).is_ok_and(|p| !p.is_empty()));
+        }
+    }
+
+    #[test]
+    fn list_lines_wrap_at_spaces() {
+        assert_eq!(wrap("aaa bbb ccc", 8), vec!["aaa bbb", "ccc"]);
+        assert_eq!(wrap("", 8), vec![""]);
+        assert_eq!(wrap("abcdefghijkl", 8), vec!["abcdefgh", "ijkl"]);
+    }
 }
