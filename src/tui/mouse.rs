@@ -11,7 +11,7 @@ use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
 
 use super::app::{Action, App, Overlay, OverlayAction, Readout};
-use super::render::layout::{self, Hit};
+use super::render::layout::{self, ChooserHit, Hit};
 
 /// What a replay says when a live-only key or click asks to change a
 /// setting.
@@ -127,12 +127,12 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
                 return OverlayAction::None;
             }
             return match layout::chooser_hit(area, items.len(), *selected, x, y) {
-                Err(()) => {
+                ChooserHit::Outside => {
                     app.overlay = Overlay::None;
                     OverlayAction::None
                 }
-                Ok(None) => OverlayAction::None,
-                Ok(Some(i)) => {
+                ChooserHit::Inside => OverlayAction::None,
+                ChooserHit::Value(i) => {
                     *selected = i;
                     super::choose::pick(app)
                 }

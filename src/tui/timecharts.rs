@@ -180,10 +180,12 @@ pub(crate) fn readout_lines(
     use crate::tui::app::ChartKind;
     let s = th.series;
     let Some(r) = record_at(app, t_s, tol) else {
-        return vec![(
-            format!("{} s: no interval measured here", fmt_t(t_s.max(0.0))),
-            th.dim,
-        )];
+        let text = if t_s < 0.0 {
+            "before the start: nothing measured".to_string()
+        } else {
+            format!("{}: no interval measured here", fmt_t(t_s))
+        };
+        return vec![(text, th.dim)];
     };
     let from = r.t_s - r.interval_s;
     let mut out = vec![(

@@ -215,24 +215,32 @@ pub fn chooser_geometry(area: Rect, items: usize, selected: usize) -> (Rect, Rec
     (r, list, first)
 }
 
-/// Which value of an open chooser the cell (`x`, `y`) is on; `Err(())`
-/// when the click is outside the popup (it closes).
-pub fn chooser_hit(
-    area: Rect,
-    items: usize,
-    selected: usize,
-    x: u16,
-    y: u16,
-) -> Result<Option<usize>, ()> {
+/// Where a click on an open chooser lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChooserHit {
+    /// Outside the popup: it closes.
+    Outside,
+    /// In the popup, on no value.
+    Inside,
+    /// On this value.
+    Value(usize),
+}
+
+/// Which value of an open chooser the cell (`x`, `y`) is on.
+pub fn chooser_hit(area: Rect, items: usize, selected: usize, x: u16, y: u16) -> ChooserHit {
     let (r, list, first) = chooser_geometry(area, items, selected);
     if !inside(r, x, y) {
-        return Err(());
+        return ChooserHit::Outside;
     }
     if !inside(list, x, y) {
-        return Ok(None);
+        return ChooserHit::Inside;
     }
     let i = first + (y - list.y) as usize;
-    Ok((i < items).then_some(i))
+    if i < items {
+        ChooserHit::Value(i)
+    } else {
+        ChooserHit::Inside
+    }
 }
 
 /// Draws a vertical cursor at time `t_s` on the plot of the chart in
@@ -349,17 +357,23 @@ mod tests {
         // A chooser of four values at 80x24.
         let (r, list, first) = chooser_geometry(area, 4, 2);
         assert_eq!(first, 0);
-        assert_eq!(chooser_hit(area, 4, 2, list.x + 1, list.y + 3), Ok(Some(3)));
-        assert_eq!(chooser_hit(area, 4, 2, list.x + 1, list.y + 4), Ok(None));
-        assert_eq!(chooser_hit(area, 4, 2, r.x, r.y), Ok(None));
-        assert_eq!(chooser_hit(area, 4, 2, 0, 0), Err(()));
+        assert_eq!(
+            chooser_hit(area, 4, 2, list.x + 1, list.y + 3),
+            ChooserHit::Value(3)
+        );
+        assert_eq!(
+            chooser_hit(area, 4, 2, list.x + 1, list.y + 4),
+            ChooserHit::Inside
+        );
+        assert_eq!(chooser_hit(area, 4, 2, r.x, r.y), ChooserHit::Inside);
+        assert_eq!(chooser_hit(area, 4, 2, 0, 0), ChooserHit::Outside);
         // Twenty values in a low terminal: the list scrolls to the selected.
         let small = Rect::new(0, 0, 60, 18);
         let (_, list, first) = chooser_geometry(small, 20, 19);
         assert_eq!(first + list.height as usize - 1, 19);
         assert_eq!(
             chooser_hit(small, 20, 19, list.x, list.y + list.height - 1),
-            Ok(Some(19))
+            ChooserHit::Value(19)
         );
     }
 }
