@@ -92,6 +92,10 @@ pub struct TuiArgs {
     /// Start in presentation mode (big numbers, high contrast; `m` toggles).
     #[arg(long)]
     pub present: bool,
+    /// Leave the mouse to the terminal (its own text selection): no clicks
+    /// on settings rows or charts, no wheel.
+    #[arg(long)]
+    pub no_mouse: bool,
 }
 
 fn parse_speed(s: &str) -> std::result::Result<f64, String> {
@@ -229,6 +233,9 @@ pub enum Command {
         /// Start in presentation mode (`m` toggles).
         #[arg(long)]
         present: bool,
+        /// Leave the mouse to the terminal (its own text selection).
+        #[arg(long)]
+        no_mouse: bool,
     },
     /// Chart a recording for slides (SVG), or export its series (CSV).
     Plot {
@@ -498,6 +505,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
         || t.duration.is_some()
         || t.record.is_some()
         || t.present
+        || t.no_mouse
         || t.fps != crate::tui::DEFAULT_FPS;
     if let (Some(cmd), true) = (&cli.command, top_level_used) {
         let name = format!("{cmd:?}")
@@ -582,7 +590,8 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             ascii,
             theme,
             present,
-        }) => replay(&file, speed, fps, ascii, theme, present),
+            no_mouse,
+        }) => replay(&file, speed, fps, ascii, theme, present, !no_mouse),
         Some(Command::Bench {
             what:
                 BenchWhat::Crypto {
@@ -776,6 +785,7 @@ fn explore(
             .as_ref()
             .map(|p| (p.name.clone(), p.description.clone())),
         present: t.present,
+        mouse: !t.no_mouse,
     };
     let writer = match &record {
         Some(p) => Some(start_recording(
@@ -1026,6 +1036,7 @@ fn replay(
     ascii: bool,
     theme: crate::tui::theme::ThemeName,
     present: bool,
+    mouse: bool,
 ) -> Result<()> {
     let rec = crate::output::recording::read(file).map_err(recording_error)?;
     if rec.records.is_empty() {
@@ -1049,6 +1060,7 @@ fn replay(
         duration: None,
         preset: None,
         present,
+        mouse,
     };
     crate::tui::run_with(&mut driver, &mut app, &opts).context("drawing the replay")?;
     Ok(())

@@ -50,16 +50,24 @@ fn main_screen_80x24() {
 
 #[test]
 fn help_screen() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     let mut a = app(false);
     a.overlay = Overlay::help();
     let screen = text(&draw(&a, &look(), 160, 48));
+    // The first page and the next: the keys grew past one page.
+    let mut next = a.clone();
+    let pg = KeyEvent::new(KeyCode::PageDown, KeyModifiers::NONE);
+    readpath::tui::app::overlay_key(&mut next.overlay, pg, &|_: &str| false);
+    let both = format!("{screen}{}", text(&draw(&next, &look(), 160, 48)));
     for k in [
         "inline -> bound -> unbound",
         "NO_IOWAIT",
         "run_delay",
         "WQ_HIGHPRI",
+        "Alt-W back",
+        ":set section.key=value",
     ] {
-        assert!(screen.contains(k), "help lacks {k:?}:\n{screen}");
+        assert!(both.contains(k), "help lacks {k:?}:\n{both}");
     }
     insta::assert_snapshot!("help_160x48", screen);
 }
@@ -538,4 +546,187 @@ fn presentation_captions_have_a_band_of_their_own() {
         assert!(screen.contains("█"), "big digits still shown:\n{screen}");
         insta::assert_snapshot!(name, screen);
     }
+}
+
+const SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (160, 48)];
+
+/// The value chooser of `workers.verify_mode` (Enter on its row): every
+/// variant, the current one marked, on the settings panel's cursor; and
+/// one of `workers.highpri`, whose `true` this machine cannot run (greyed
+/// with the reason the settings panel gives) while it is not the current
+/// value.
+#[test]
+fn the_value_chooser() {
+    use readpath::tui::choose::open_chooser;
+    for (w, h) in SIZES {
+        let mut a = app(false);
+        a.cursor = Some("workers.verify_mode");
+        a.overlay = open_chooser(&a, "workers.verify_mode");
+        let screen = text(&draw(&a, &look(), w, h));
+        for want in [
+            "workers.verify_mode: ↑↓ Enter sets",
+            "same",
+            "inline",
+            "unbound",
+            "(now)",
+        ] {
+            assert!(screen.contains(want), "{w}x{h} lacks {want:?}:\n{screen}");
+        }
+        insta::assert_snapshot!(format!("chooser_{w}x{h}"), screen);
+    }
+    let mut a = app(false);
+    let mut s = a.settings.clone();
+    s.workers.highpri = false;
+    a.set_running(s.clone(), s);
+    a.overlay = open_chooser(&a, "workers.highpri");
+    let screen = text(&draw(&a, &look(), 120, 40));
+    assert!(screen.contains("needs CAP_SYS_NICE"), "{screen}");
+    // The greyed value is drawn in the disabled colour.
+    let buf = draw(&a, &look(), 120, 40);
+    let greyed = buf
+        .content
+        .iter()
+        .any(|c| c.symbol() == "t" && c.fg == look().theme.disabled);
+    assert!(greyed, "{screen}");
+}
+
+/// The `:` prompt after a bad value: the parser's error names the key,
+/// the value and what is allowed; nothing changed.
+#[test]
+fn the_prompt_shows_the_parsers_error() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use readpath::tui::choose::{open_prompt, prompt_key};
+    for (w, h) in SIZES {
+        let mut a = app(false);
+        let before = a.settings.clone();
+        a.overlay = open_prompt();
+        for c in "set workers.verify_mode=boundd".chars() {
+            prompt_key(&mut a, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        }
+        prompt_key(&mut a, KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(a.settings, before);
+        let screen = text(&draw(&a, &look(), w, h));
+        // Wrapped: look at the popup's text joined.
+        let joined: String = screen
+            .lines()
+            .map(|l| l.trim_matches(|c| c == '│' || c == ' '))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for want in [
+            ":set workers.verify_mode=boundd_",
+            "boundd",
+            "same, inline, bound",
+        ] {
+            assert!(joined.contains(want), "{w}x{h} lacks {want:?}:\n{screen}");
+        }
+        insta::assert_snapshot!(format!("prompt_error_{w}x{h}"), screen);
+    }
+}
+
+/// A click on the latency chart at the stall (20 s): the readout gives the
+/// interval's time and p50 / p99 / p99.9 with units; a dotted cursor runs
+/// down every chart; a click on the change's line lists the change.
+#[test]
+fn a_chart_click_reads_the_values_at_that_time() {
+    use ratatui::crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+    use ratatui::layout::Rect;
+    use readpath::tui::app::ChartKind;
+    use readpath::tui::render::layout::{Hit, chart_span, hit, main_layout};
+    for (w, h) in SIZES {
+        let mut a = app(false);
+        a.screen = Rect::new(0, 0, w, h);
+        let l = main_layout(&a, a.screen);
+        let (_, r) = l.charts[0];
+        // The latency chart carries the markers' number strip.
+        let p = readpath::tui::chart::plot_rect(r, true).unwrap();
+        let (t0, t1) = chart_span(&a);
+        // The column the stall at 20 s is drawn in.
+        let x = p.x + readpath::tui::chart::col_of(t0, t1, p.width, 20.1);
+        let y = p.y + 1;
+        assert!(matches!(
+            hit(&a, a.screen, x, y),
+            Hit::Chart(ChartKind::Latency, _)
+        ));
+        let click = MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column: x,
+            row: y,
+            modifiers: KeyModifiers::NONE,
+        };
+        readpath::tui::mouse::mouse(&mut a, click, true);
+        let ro = a.readout.expect("a readout");
+        let screen = text(&draw(&a, &look(), w, h));
+        assert!(screen.contains("┊"), "{w}x{h} cursor:\n{screen}");
+        for want in ["p50", " us", "ago)"] {
+            assert!(
+                screen.contains(want),
+                "{w}x{h} lacks {want:?} ({ro:?}):\n{screen}"
+            );
+        }
+        insta::assert_snapshot!(format!("readout_{w}x{h}"), screen);
+        // On the change's line: the change is listed.
+        let x = p.x + readpath::tui::chart::col_of(t0, t1, p.width, 30.0);
+        readpath::tui::mouse::mouse(&mut a, MouseEvent { column: x, ..click }, true);
+        let screen = text(&draw(&a, &look(), w, h));
+        assert!(
+            screen.contains("│ mode: unbound -> bound"),
+            "{w}x{h}:\n{screen}"
+        );
+    }
+}
+
+/// The events panel scrolled back with the wheel: older lines, a title
+/// that says how many are newer, and a new event that does not move it.
+#[test]
+fn the_events_panel_scrolls_back() {
+    use ratatui::crossterm::event::{KeyModifiers, MouseEvent, MouseEventKind};
+    use ratatui::layout::Rect;
+    use readpath::tui::render::layout::main_layout;
+    for (w, h) in SIZES {
+        let mut a = app(false);
+        for i in 0..40 {
+            a.log_line(40.0 + i as f64 * 0.1, format!("event {i}"), false);
+        }
+        a.screen = Rect::new(0, 0, w, h);
+        let l = main_layout(&a, a.screen);
+        let wheel = MouseEvent {
+            kind: MouseEventKind::ScrollUp,
+            column: l.events.x + 2,
+            row: l.events.y + 1,
+            modifiers: KeyModifiers::NONE,
+        };
+        readpath::tui::mouse::mouse(&mut a, wheel, true);
+        readpath::tui::mouse::mouse(&mut a, wheel, true);
+        let screen = text(&draw(&a, &look(), w, h));
+        assert!(screen.contains("events ↑ 6 newer"), "{w}x{h}:\n{screen}");
+        assert!(screen.contains("event 33"), "{w}x{h}:\n{screen}");
+        assert!(!screen.contains("event 39"), "{w}x{h}:\n{screen}");
+        a.log_line(45.0, "a new event".into(), false);
+        let after = text(&draw(&a, &look(), w, h));
+        assert!(after.contains("events ↑ 7 newer"), "{after}");
+        assert!(!after.contains("a new event"), "not yanked:\n{after}");
+        insta::assert_snapshot!(format!("events_scrolled_{w}x{h}"), screen);
+    }
+}
+
+/// The settings panel's cursor is a highlight only: the text is as
+/// before, the row's cells reversed.
+#[test]
+fn the_settings_cursor_highlights_its_row() {
+    use ratatui::style::Modifier;
+    let mut a = app(false);
+    let plain = text(&draw(&a, &look(), 160, 48));
+    a.cursor = Some("workers.mode");
+    let buf = draw(&a, &look(), 160, 48);
+    assert_eq!(text(&buf), plain);
+    let row = (0..48)
+        .find(|&y| {
+            (0..40)
+                .map(|x| buf[(x, y)].symbol())
+                .collect::<String>()
+                .contains(" w mode")
+        })
+        .unwrap();
+    assert!(buf[(5, row)].modifier.contains(Modifier::REVERSED));
+    assert!(!buf[(5, row + 1)].modifier.contains(Modifier::REVERSED));
 }

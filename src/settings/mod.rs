@@ -116,6 +116,13 @@ macro_rules! setting_enum {
                 let i = Self::ALL.iter().position(|&v| v == self).unwrap_or(0);
                 Self::ALL[(i + 1) % Self::ALL.len()]
             }
+
+            /// The previous value in [`Self::ALL`] order, wrapping around
+            /// (what Alt+key steps to in the explorer).
+            pub fn prev(self) -> Self {
+                let i = Self::ALL.iter().position(|&v| v == self).unwrap_or(0);
+                Self::ALL[(i + Self::ALL.len() - 1) % Self::ALL.len()]
+            }
         }
 
         impl Choice for $name {

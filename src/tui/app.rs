@@ -189,6 +189,50 @@ pub enum Overlay {
     },
     /// Saving would replace an existing file: ask first.
     ConfirmOverwrite(String),
+    /// Enter on a settings row (or a click): the setting's values to pick
+    /// one from, applied as one change.
+    Chooser {
+        /// The setting.
+        key: &'static str,
+        /// Its values, the current one marked, greyed ones with why.
+        items: Vec<super::choose::Choice>,
+        /// The highlighted one.
+        selected: usize,
+        /// Why the last Enter did nothing (a greyed value), or a hint.
+        note: Option<String>,
+    },
+    /// `:`: a command (`set section.key=value`) being typed.
+    Prompt {
+        /// What was typed.
+        text: String,
+        /// The parser's error for the last Enter, shown until the next key.
+        error: Option<String>,
+        /// Tab's candidates when more than one fit.
+        hint: Option<String>,
+        /// Which remembered command Up/Down shows (None: the typed one).
+        recall: Option<usize>,
+    },
+}
+
+/// Which time chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartKind {
+    /// Latency p50 / p99 / p99.9 (log axis).
+    Latency,
+    /// MiB/s and IOPS.
+    Throughput,
+    /// Queue p99 and run_delay.
+    Sched,
+}
+
+/// A click on a chart: the exact values at that time, shown until Esc or
+/// another click, with a cursor line on the charts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Readout {
+    /// The chart clicked (whose series the readout lists).
+    pub chart: ChartKind,
+    /// The time clicked, seconds since the start.
+    pub t_s: f64,
 }
 
 /// One preset in the picker.
@@ -213,6 +257,9 @@ pub enum OverlayAction {
     ApplyPreset(String, String, Box<Settings>),
     /// Save the current settings under this name (`true`: replace the file).
     Save(String, bool),
+    /// Run the workload with these settings (the chooser, the prompt): one
+    /// change, as a key's.
+    Apply(Box<Settings>),
     /// Quit.
     Quit,
 }
@@ -405,6 +452,18 @@ pub fn overlay_key(
             *overlay = Overlay::None;
             OverlayAction::None
         }
+        // They need the settings: see [`popup_key`].
+        Overlay::Chooser { .. } | Overlay::Prompt { .. } => OverlayAction::None,
+    }
+}
+
+/// Handles a key while any overlay is open: the chooser and the prompt
+/// (which read the settings) here, the others in [`overlay_key`].
+pub fn popup_key(app: &mut App, key: KeyEvent, exists: &dyn Fn(&str) -> bool) -> OverlayAction {
+    match app.overlay {
+        Overlay::Chooser { .. } => super::choose::chooser_key(app, key),
+        Overlay::Prompt { .. } => super::choose::prompt_key(app, key),
+        _ => overlay_key(&mut app.overlay, key, exists),
     }
 }
 
@@ -489,6 +548,21 @@ pub struct App {
     pub verity_failures: u64,
     /// Reads that failed at the device, since the start.
     pub io_errors: u64,
+    /// The settings panel's cursor: the setting selected (Up/Down, a click);
+    /// None until one is.
+    pub cursor: Option<&'static str>,
+    /// A chart clicked: its values at that time.
+    pub readout: Option<Readout>,
+    /// The events panel scrolled back: the number (counted from the first
+    /// line ever logged) of the newest line shown; None follows the newest.
+    pub events_anchor: Option<u64>,
+    /// Lines dropped from the front of `log` (its first line's number).
+    pub log_dropped: u64,
+    /// Commands entered at the `:` prompt, oldest first.
+    pub prompt_history: Vec<String>,
+    /// The terminal's size at the last frame (what the mouse and the
+    /// cursor's rows are laid out on); empty before the first.
+    pub screen: ratatui::layout::Rect,
 }
 
 impl App {
@@ -532,6 +606,12 @@ impl App {
             demo_span: None,
             verity_failures: 0,
             io_errors: 0,
+            cursor: None,
+            readout: None,
+            events_anchor: None,
+            log_dropped: 0,
+            prompt_history: Vec::new(),
+            screen: ratatui::layout::Rect::default(),
         }
     }
 
@@ -640,7 +720,44 @@ impl App {
         self.log.push_back((t_s, text, notice));
         while self.log.len() > LOG_LINES {
             self.log.pop_front();
+            self.log_dropped += 1;
         }
+        // Scrolled back past what is kept: show the oldest line kept.
+        if let Some(a) = self.events_anchor.as_mut() {
+            *a = (*a).max(self.log_dropped);
+        }
+    }
+
+    /// The number of the newest line of the log (0 when empty).
+    pub fn log_newest(&self) -> u64 {
+        (self.log_dropped + self.log.len() as u64).saturating_sub(1)
+    }
+
+    /// The log lines the events panel shows at its bottom: up to the
+    /// anchor when scrolled back, else all. (number, line)
+    pub fn log_shown(&self) -> impl Iterator<Item = (u64, &(f64, String, bool))> {
+        let upto = self.events_anchor.unwrap_or(u64::MAX);
+        let first = self.log_dropped;
+        self.log
+            .iter()
+            .enumerate()
+            .map(move |(i, l)| (first + i as u64, l))
+            .take_while(move |(n, _)| *n <= upto)
+    }
+
+    /// Scrolls the events panel back (`up`) or forward by `lines` log
+    /// lines, never back past `oldest` (the line above which the panel
+    /// would not be full: see [`super::layout`]); forward to the newest
+    /// follows new lines again.
+    pub fn scroll_events(&mut self, up: bool, lines: u64, oldest: u64) {
+        let newest = self.log_newest();
+        let at = self.events_anchor.unwrap_or(newest);
+        let to = if up {
+            at.saturating_sub(lines).max(oldest.min(at))
+        } else {
+            at + lines
+        };
+        self.events_anchor = (to < newest).then_some(to);
     }
 
     /// A demo's progress for the footer: `step 2/4 · next in 12 s`,
@@ -820,6 +937,25 @@ impl App {
             .find(|(k, _)| *k == key)
             .map(|(_, why)| why.clone())
     }
+
+    /// Why `n` (the settings with `key` changed) cannot run here, as the
+    /// engine would refuse it ([`Settings::validate`], then
+    /// [`crate::engine::resolve`] on this machine and filesystem), or would
+    /// run `key` as something else (the reason the settings panel greys a
+    /// setting with). None: it can.
+    pub fn refusal(&self, n: &Settings, key: &str) -> Option<String> {
+        if let Err(e) = n.validate(self.cpus.max(1)) {
+            return Some(e.to_string());
+        }
+        let fs = data_fs(&self.settings, &self.effective);
+        match crate::engine::resolve(n, &self.features, &fs) {
+            Err(e) => Some(e.to_string()),
+            Ok(r) => match r.limit(key) {
+                Some(why) if r.effective.get(key) != n.get(key) => Some(why.to_string()),
+                _ => None,
+            },
+        }
+    }
 }
 
 /// The limits [`crate::engine::resolve`] gives for `requested` on a machine
@@ -832,16 +968,22 @@ fn limits_of(
     effective: &Settings,
     features: &Features,
 ) -> Vec<(&'static str, String)> {
+    let fs = data_fs(requested, effective);
+    crate::engine::resolve(requested, features, &fs).map_or_else(|_| Vec::new(), |r| r.limits)
+}
+
+/// The data filesystem as the settings that ran tell it: whether it
+/// refuses O_DIRECT (see [`limits_of`]).
+fn data_fs(requested: &Settings, effective: &Settings) -> crate::engine::DataFs {
     use crate::settings::CacheDevice;
     let direct_refused =
         requested.workload.direct && !requested.pipeline.verity && !effective.workload.direct;
     let device_refused = requested.cache.device == CacheDevice::Disk
         && effective.cache.device == CacheDevice::Memory;
-    let fs = crate::engine::DataFs {
+    crate::engine::DataFs {
         name: "the filesystem".into(),
         o_direct: !(direct_refused || device_refused),
-    };
-    crate::engine::resolve(requested, features, &fs).map_or_else(|_| Vec::new(), |r| r.limits)
+    }
 }
 
 #[cfg(test)]

@@ -166,6 +166,44 @@ pub fn nice_max(max: f64) -> f64 {
 
 const GUTTER: u16 = 6;
 
+/// Where a chart drawn in `area` plots its points: inside the border,
+/// right of the left axis' gutter, left of the right axis' (kept whether
+/// or not a series uses it), below the markers' number strip (`strip`,
+/// when there is room) and above the time axis. None when the chart is too
+/// small to plot.
+pub fn plot_rect(area: Rect, strip: bool) -> Option<Rect> {
+    let inner = Block::default().borders(Borders::ALL).inner(area);
+    // The right gutter is always reserved: charts stacked in one column
+    // then share their time axis, and a marker lands at the same x on each.
+    let right_w = GUTTER;
+    let strip_h = u16::from(strip && inner.height >= 5);
+    if inner.height < 3 + strip_h || inner.width < GUTTER + right_w + 10 {
+        return None;
+    }
+    Some(Rect {
+        x: inner.x + GUTTER,
+        y: inner.y + strip_h,
+        width: inner.width - GUTTER - right_w,
+        height: inner.height - 1 - strip_h,
+    })
+}
+
+/// The time axis of a plot `width` columns wide over `[t0, t1]`: the
+/// column time `t` is drawn in (markers and the cursor use it).
+pub fn col_of(t0: f64, t1: f64, width: u16, t: f64) -> u16 {
+    let t1 = t1.max(t0 + 1e-3);
+    (((t - t0) / (t1 - t0) * width as f64).max(0.0) as u16).min(width.saturating_sub(1))
+}
+
+/// The time at the middle of column `col` of a plot `width` columns wide
+/// over `[t0, t1]` (the inverse of [`col_of`]), and the time one column
+/// spans.
+pub fn time_of_col(t0: f64, t1: f64, width: u16, col: u16) -> (f64, f64) {
+    let t1 = t1.max(t0 + 1e-3);
+    let per = (t1 - t0) / width.max(1) as f64;
+    (t0 + (col as f64 + 0.5) * per, per)
+}
+
 /// The ASCII marks of a chart's series, in order (`--ascii`: a colour
 /// alone cannot tell the series apart on a monochrome screen).
 pub const ASCII_MARKS: [char; 6] = ['*', '+', 'o', 'x', '#', '%'];
@@ -200,18 +238,9 @@ impl Widget for TimeChart<'_> {
         let inner = block.inner(area);
         block.render(area, buf);
         let has_right = self.series.iter().any(|s| s.right);
-        // Always reserved: charts stacked in one column then share their
-        // time axis, and a marker lands at the same x on each.
-        let right_w = GUTTER;
         let strip_h = u16::from(self.strip && inner.height >= 5);
-        if inner.height < 3 + strip_h || inner.width < GUTTER + right_w + 10 {
+        let Some(plot) = plot_rect(area, self.strip) else {
             return;
-        }
-        let plot = Rect {
-            x: inner.x + GUTTER,
-            y: inner.y + strip_h,
-            width: inner.width - GUTTER - right_w,
-            height: inner.height - 1 - strip_h,
         };
         let (t0, t1) = (self.t0, self.t1.max(self.t0 + 1e-3));
         fn visible(s: &Series, t0: f64, t1: f64) -> impl Iterator<Item = f64> + '_ {
@@ -310,9 +339,7 @@ impl Widget for TimeChart<'_> {
                 }
             }
         }
-        let cols_of = |t: f64| {
-            (((t - t0) / (t1 - t0) * plot.width as f64) as u16).min(plot.width.saturating_sub(1))
-        };
+        let cols_of = |t: f64| col_of(t0, t1, plot.width, t);
         if strip_h > 0 {
             let marks: Vec<(u16, String, bool)> = markers
                 .iter()

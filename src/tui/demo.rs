@@ -95,4 +95,8 @@ impl Driver for DemoDriver<'_> {
             self.inner.key(app, key);
         }
     }
+
+    fn mouse(&mut self, app: &mut App, ev: ratatui::crossterm::event::MouseEvent) {
+        self.inner.mouse(app, ev);
+    }
 }

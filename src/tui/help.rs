@@ -127,9 +127,23 @@ pub fn rows(replay: bool, find: &str) -> Vec<(String, &'static str)> {
     out.extend(
         BINDINGS
             .iter()
-            .filter(|b| !replay || b.setting.is_none())
+            .filter(|b| !replay || (b.setting.is_none() && !changes_settings(b)))
             .map(|b| (b.label(), b.help)),
     );
+    if !replay {
+        out.push((
+            "Alt+key".to_string(),
+            "steps a cycle backwards (Alt-w, Alt-W, Alt-i...); on an on/off toggle, as the key",
+        ));
+    }
+    out.push((
+        "mouse".to_string(),
+        if replay {
+            "click a chart: its values at that time (Esc clears); wheel: help, events (--no-mouse: off)"
+        } else {
+            "click a row: its values; a chart: its values then (Esc clears); wheel scrolls; --no-mouse"
+        },
+    ));
     out.push((String::new(), ""));
     out.extend(KNOBS.iter().map(|&(k, w)| (k.to_string(), w)));
     out.extend(GLOSSARY.iter().map(|&(k, w)| (k.to_string(), w)));
@@ -144,6 +158,18 @@ pub fn rows(replay: bool, find: &str) -> Vec<(String, &'static str)> {
             !k.is_empty() && (k.to_lowercase().contains(&find) || w.to_lowercase().contains(&find))
         })
         .collect()
+}
+
+/// A binding that only opens a way to change settings (the chooser, the
+/// `:` prompt): a replay refuses it, so its help leaves it out.
+fn changes_settings(b: &super::keys::Binding) -> bool {
+    use super::keys::{Action, Does};
+    b.steps.iter().any(|s| {
+        matches!(
+            s.does,
+            Does::Act(Action::OpenChooser) | Does::Act(Action::OpenPrompt)
+        )
+    })
 }
 
 /// How many lines the help takes `width` wide inside (the most it can

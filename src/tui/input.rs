@@ -9,55 +9,136 @@
 //! a loop forever, ignoring signals (an orphan spinning at 100% CPU after
 //! `tmux kill-server`). Here the explorer polls stdin itself, reads what is
 //! there, and turns it into crossterm `KeyEvent`s (the app's key functions
-//! stay as they are); end-of-file or an error means the terminal is gone.
+//! stay as they are) and `MouseEvent`s (the mouse reports clicks and the
+//! wheel as SGR sequences, `ESC [ < b ; x ; y M`, or in the old X10 form,
+//! `ESC [ M` and three bytes, which must never be read as keys: a click
+//! would be a space, which pauses); end-of-file or an error means the
+//! terminal is gone.
 //! Resizes need no event: ratatui checks the size at every draw, and the
 //! SIGWINCH handler in `tui::mod` asks for one.
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::crossterm::event::{
+    Event, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
 
 /// What waiting on the terminal found.
 #[derive(Debug, PartialEq)]
 pub enum Input {
     /// Nothing before the timeout (or a signal interrupted the wait).
     Idle,
-    /// Bytes were read; their keys were appended.
+    /// Bytes were read; their keys and mouse events were appended.
     Keys,
     /// The terminal was hung up or closed.
     Gone,
 }
 
-/// Waits up to `timeout_ms` for input on stdin and appends the keys read to
-/// `keys`.
-pub fn read_keys(timeout_ms: i32, keys: &mut Vec<KeyEvent>) -> Input {
+/// Waits up to `timeout_ms` for input on stdin and appends the keys and
+/// mouse events read to `events`.
+pub fn read_events(timeout_ms: i32, events: &mut Vec<Event>) -> Input {
     let mut buf = [0u8; 1024];
     match crate::sys::read_stdin(timeout_ms, &mut buf) {
         crate::sys::StdinRead::Idle => Input::Idle,
         crate::sys::StdinRead::Gone => Input::Gone,
         crate::sys::StdinRead::Bytes(n) => {
-            parse(&buf[..n], keys);
+            parse_events(&buf[..n], events);
             Input::Keys
         }
     }
+}
+
+/// The keys of terminal bytes (mouse reports left out): see
+/// [`parse_events`].
+pub fn parse(bytes: &[u8], keys: &mut Vec<KeyEvent>) {
+    let mut events = Vec::new();
+    parse_events(bytes, &mut events);
+    keys.extend(events.into_iter().filter_map(|e| match e {
+        Event::Key(k) => Some(k),
+        _ => None,
+    }));
+}
+
+/// A mouse report's button byte and 1-based cell to an event: left, middle
+/// and right presses (`release` for an SGR `m`), drags, the wheel; Shift,
+/// Alt and Ctrl as modifiers. None for a position off the screen's origin.
+fn mouse_event(b: u16, x: u16, y: u16, release: bool) -> Option<MouseEvent> {
+    let button = match b & 3 {
+        0 => MouseButton::Left,
+        1 => MouseButton::Middle,
+        _ => MouseButton::Right,
+    };
+    let kind = if b & 64 != 0 {
+        match b & 3 {
+            0 => MouseEventKind::ScrollUp,
+            1 => MouseEventKind::ScrollDown,
+            2 => MouseEventKind::ScrollLeft,
+            _ => MouseEventKind::ScrollRight,
+        }
+    } else if b & 32 != 0 {
+        if b & 3 == 3 {
+            MouseEventKind::Moved
+        } else {
+            MouseEventKind::Drag(button)
+        }
+    } else if release || b & 3 == 3 {
+        MouseEventKind::Up(button)
+    } else {
+        MouseEventKind::Down(button)
+    };
+    let mut modifiers = KeyModifiers::NONE;
+    if b & 4 != 0 {
+        modifiers |= KeyModifiers::SHIFT;
+    }
+    if b & 8 != 0 {
+        modifiers |= KeyModifiers::ALT;
+    }
+    if b & 16 != 0 {
+        modifiers |= KeyModifiers::CONTROL;
+    }
+    Some(MouseEvent {
+        kind,
+        column: x.checked_sub(1)?,
+        row: y.checked_sub(1)?,
+        modifiers,
+    })
+}
+
+/// An SGR mouse report's parameters (`<b;x;y`, the final byte apart).
+fn sgr_mouse(params: &[u8], release: bool) -> Option<MouseEvent> {
+    let text = std::str::from_utf8(params.strip_prefix(b"<")?).ok()?;
+    let mut it = text.split(';').map(|n| n.parse::<u16>().ok());
+    let (b, x, y) = (it.next()??, it.next()??, it.next()??);
+    if it.next().is_some() {
+        return None;
+    }
+    mouse_event(b, x, y, release)
 }
 
 fn key(code: KeyCode) -> KeyEvent {
     KeyEvent::new(code, KeyModifiers::NONE)
 }
 
-/// Terminal bytes (raw mode) to keys: printable UTF-8, Enter, Tab,
-/// Backspace, Esc, Ctrl+letter, Alt+key (ESC then the key: reported with
-/// the ALT modifier, which the explorer ignores), arrows, Home/End, Page
-/// Up/Down, Delete and F1-F4 (CSI and SS3 forms). Other escape sequences
-/// are skipped whole, and one cut short (`ESC [ 1 ;`, `ESC O`) is dropped,
-/// never read as Esc. An ESC at the end of the bytes is the Esc key.
-pub fn parse(bytes: &[u8], keys: &mut Vec<KeyEvent>) {
+/// Terminal bytes (raw mode) to keys and mouse events: printable UTF-8,
+/// Enter, Tab, Backspace, Esc, Ctrl+letter, Alt+key (ESC then the key:
+/// reported with the ALT modifier, which steps a cycle backwards), arrows,
+/// Home/End, Page Up/Down, Delete and F1-F4 (CSI and SS3 forms), mouse
+/// reports (SGR and X10). Other escape sequences are skipped whole, and one
+/// cut short (`ESC [ 1 ;`, `ESC O`, a mouse report) is dropped, never read
+/// as Esc or keys. An ESC at the end of the bytes is the Esc key.
+pub fn parse_events(bytes: &[u8], events: &mut Vec<Event>) {
+    let mut keys = Vec::new();
+    parse_into(bytes, &mut keys);
+    events.extend(keys);
+}
+
+fn parse_into(bytes: &[u8], keys: &mut Vec<Event>) {
+    let key = |code| Event::Key(key(code));
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
         i += 1;
         if b != 0x1b {
             let (k, next) = plain_key(bytes, i - 1);
-            keys.extend(k);
+            keys.extend(k.map(Event::Key));
             i = next;
             continue;
         }
@@ -73,6 +154,21 @@ pub fn parse(bytes: &[u8], keys: &mut Vec<KeyEvent>) {
                     return; // cut short: drop it
                 }
                 let params = &bytes[start..end];
+                if params.first() == Some(&b'<') && matches!(bytes[end], b'M' | b'm') {
+                    keys.extend(sgr_mouse(params, bytes[end] == b'm').map(Event::Mouse));
+                    i = end + 1;
+                    continue;
+                }
+                if params.is_empty() && bytes[end] == b'M' {
+                    // X10: three bytes, each 32 more than its value.
+                    let Some(&[b, x, y]) = bytes.get(end + 1..end + 4) else {
+                        return; // cut short: drop it
+                    };
+                    let v = |c: u8| u16::from(c.saturating_sub(32));
+                    keys.extend(mouse_event(v(b), v(x), v(y), false).map(Event::Mouse));
+                    i = end + 4;
+                    continue;
+                }
                 let code = match (bytes[end], params) {
                     (b'A', _) => Some(KeyCode::Up),
                     (b'B', _) => Some(KeyCode::Down),
@@ -114,7 +210,7 @@ pub fn parse(bytes: &[u8], keys: &mut Vec<KeyEvent>) {
                 let (k, next) = plain_key(bytes, i);
                 keys.extend(k.map(|mut k| {
                     k.modifiers |= KeyModifiers::ALT;
-                    k
+                    Event::Key(k)
                 }));
                 i = next;
             }
@@ -246,5 +342,53 @@ mod tests {
             keys(b"\x1a"),
             [KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL)]
         );
+    }
+
+    fn events(bytes: &[u8]) -> Vec<Event> {
+        let mut e = Vec::new();
+        parse_events(bytes, &mut e);
+        e
+    }
+
+    fn at(kind: MouseEventKind, column: u16, row: u16) -> Event {
+        Event::Mouse(MouseEvent {
+            kind,
+            column,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    }
+
+    #[test]
+    fn mouse_reports_are_events_never_keys() {
+        // SGR: press and release at (20, 10), 1-based: cell (19, 9).
+        assert_eq!(
+            events(b"\x1b[<0;20;10M\x1b[<0;20;10mq"),
+            [
+                at(MouseEventKind::Down(MouseButton::Left), 19, 9),
+                at(MouseEventKind::Up(MouseButton::Left), 19, 9),
+                Event::Key(key(KeyCode::Char('q'))),
+            ]
+        );
+        assert_eq!(
+            events(b"\x1b[<64;5;6M\x1b[<65;5;6M"),
+            [
+                at(MouseEventKind::ScrollUp, 4, 5),
+                at(MouseEventKind::ScrollDown, 4, 5)
+            ]
+        );
+        // X10: ESC [ M, then button, x, y each plus 32: a click is not a
+        // space (which would pause).
+        assert_eq!(
+            events(b"\x1b[M !*"),
+            [at(MouseEventKind::Down(MouseButton::Left), 0, 9)]
+        );
+        // Cut short or malformed: dropped whole, no keys.
+        assert!(events(b"\x1b[<0;20").is_empty());
+        assert!(events(b"\x1b[M !").is_empty());
+        assert!(events(b"\x1b[<0;0;0M").is_empty());
+        assert!(events(b"\x1b[<0;1M").is_empty());
+        // parse() keeps the keys only.
+        assert_eq!(codes(b"\x1b[<0;1;1Mw"), [KeyCode::Char('w')]);
     }
 }

@@ -26,10 +26,15 @@
 //!   their first key). So the table's order is the footer's, most used
 //!   first, and the help's.
 //!
+//! - Alt+key steps a setting's cycle backwards: a single-step settings
+//!   binding has a `back` change (the previous value; for an on/off toggle
+//!   the toggle itself), which [`lookup`] answers for [`Key::Alt`]. Alt
+//!   with any other key (Alt-q, Alt-+) does nothing, and never quits.
+//!
 //! Not in the table: the keys of the overlays (the preset picker's arrows
-//! and Enter, the name prompt's typing, "any key closes" the help) and of
-//! replay (arrows, Home) and demos (`n`), which belong to their own screens;
-//! and Alt+key, which the terminal loop ignores (it never quits). Ctrl-Z is
+//! and Enter, the name prompt's typing, "any key closes" the help, the
+//! value chooser and the `:` prompt) and of replay (Left, Right, Home) and
+//! demos (`n`), which belong to their own screens; and the mouse. Ctrl-Z is
 //! in the table, but the terminal loop ([`super::run_with`]) does the
 //! suspending, since it owns the terminal.
 
@@ -51,13 +56,22 @@ pub enum Key {
     Esc,
     /// A function key.
     F(u8),
+    /// The Up arrow.
+    Up,
+    /// The Down arrow.
+    Down,
+    /// Enter.
+    Enter,
+    /// Alt with a plain key (steps a cycle backwards, see [`lookup`]).
+    Alt(char),
 }
 
-use Key::{Char, Ctrl, Esc, F};
+use Key::{Alt, Char, Ctrl, Down, Enter, Esc, F, Up};
 
 impl Key {
-    /// The key of a key event, if it is one the table can bind (Alt is left
-    /// to the caller: the terminal loop drops Alt+key before this).
+    /// The key of a key event, if it is one the table can bind: Ctrl with a
+    /// character is [`Key::Ctrl`], Alt with a character [`Key::Alt`] (never
+    /// the plain key: Alt-q must not quit), Alt with anything else nothing.
     pub fn of(event: KeyEvent) -> Option<Key> {
         if event.modifiers.contains(KeyModifiers::CONTROL) {
             return match event.code {
@@ -65,10 +79,19 @@ impl Key {
                 _ => None,
             };
         }
+        if event.modifiers.contains(KeyModifiers::ALT) {
+            return match event.code {
+                KeyCode::Char(c) => Some(Alt(c)),
+                _ => None,
+            };
+        }
         match event.code {
             KeyCode::Char(c) => Some(Char(c)),
             KeyCode::Esc => Some(Esc),
             KeyCode::F(n) => Some(F(n)),
+            KeyCode::Up => Some(Up),
+            KeyCode::Down => Some(Down),
+            KeyCode::Enter => Some(Enter),
             _ => None,
         }
     }
@@ -81,6 +104,10 @@ impl Key {
             Ctrl(c) => format!("^{}", c.to_ascii_uppercase()),
             Esc => "Esc".into(),
             F(n) => format!("F{n}"),
+            Up => "↑".into(),
+            Down => "↓".into(),
+            Enter => "Enter".into(),
+            Alt(c) => format!("Alt-{c}"),
         }
     }
 
@@ -101,6 +128,10 @@ impl Key {
             Ctrl(c) => format!("Ctrl-{}", c.to_ascii_uppercase()),
             Esc => "Esc".into(),
             F(n) => format!("F{n}"),
+            Up => "Up".into(),
+            Down => "Down".into(),
+            Enter => "Enter".into(),
+            Alt(c) => format!("Alt-{c}"),
         }
     }
 }
@@ -143,6 +174,14 @@ pub enum Action {
     TogglePresent,
     /// Open the preset picker.
     OpenPicker,
+    /// Move the settings panel's cursor up a row.
+    CursorUp,
+    /// Move the settings panel's cursor down a row.
+    CursorDown,
+    /// Open the value chooser of the setting under the cursor.
+    OpenChooser,
+    /// Open the `:` prompt (`:set section.key=value`).
+    OpenPrompt,
     /// Ask for a name to save the current settings as a preset.
     StartSave,
     /// Run the workload with these settings.
@@ -167,13 +206,28 @@ pub struct Step {
     pub keys: &'static [Key],
     /// What pressing one does.
     pub does: Does,
+    /// What Alt with its first key does: the change one step back in the
+    /// setting's cycle (single-step settings bindings only).
+    pub back: Option<Does>,
 }
 
-/// A step that changes the binding's setting.
+/// A step that changes the binding's setting and has no way back of its
+/// own (one of a `+` / `-` pair).
 const fn change(keys: &'static [Key], f: Change) -> Step {
     Step {
         keys,
         does: Does::Change(f),
+        back: None,
+    }
+}
+
+/// A step through a setting's cycle: `f` forwards, `back` (Alt+key)
+/// backwards. An on/off toggle is its own way back.
+const fn cycle(keys: &'static [Key], f: Change, back: Change) -> Step {
+    Step {
+        keys,
+        does: Does::Change(f),
+        back: Some(Does::Change(back)),
     }
 }
 
@@ -182,6 +236,7 @@ const fn act(keys: &'static [Key], a: Action) -> Step {
     Step {
         keys,
         does: Does::Act(a),
+        back: None,
     }
 }
 
@@ -243,79 +298,79 @@ impl Binding {
 /// Every binding, in the help screen's (and the footer's) order.
 pub const BINDINGS: &[Binding] = &[
     Binding {
-        steps: &[change(&[Char('w')], workers_mode)],
+        steps: &[cycle(&[Char('w')], workers_mode, workers_mode_back)],
         setting: Some("workers.mode"),
         footer: Footer::IfRoom("workers"),
-        help: "workers: inline -> bound -> unbound (the decrypt queue, or the only one)",
+        help: "workers: inline -> bound -> unbound (the decrypt queue, or the only one); Alt-w back",
     },
     Binding {
-        steps: &[change(&[Char('W')], verify_mode)],
+        steps: &[cycle(&[Char('W')], verify_mode, verify_mode_back)],
         setting: Some("workers.verify_mode"),
         footer: Footer::IfRoom("verify q"),
-        help: "verify queue: same -> inline -> bound -> unbound",
+        help: "verify queue: same -> inline -> bound -> unbound; Alt-W back",
     },
     Binding {
-        steps: &[change(&[Char('h')], highpri)],
+        steps: &[cycle(&[Char('h')], highpri, highpri)],
         setting: Some("workers.highpri"),
         footer: Footer::IfRoom("highpri"),
         help: "high priority workers on/off (nice -20, WQ_HIGHPRI)",
     },
     Binding {
-        steps: &[change(&[Char('I')], completion)],
+        steps: &[cycle(&[Char('I')], completion, completion_back)],
         setting: Some("workload.completion"),
         footer: Footer::None,
         help: "completions: thread (the reader reaps) <-> irq (an IRQ-like SCHED_FIFO thread per CPU)",
     },
     Binding {
-        steps: &[change(&[Char('a')], affinity_scope)],
+        steps: &[cycle(&[Char('a')], affinity_scope, affinity_scope_back)],
         setting: Some("workers.affinity_scope"),
         footer: Footer::None,
-        help: "unbound pods: cpu -> smt -> cache -> numa -> system (affinity scope)",
+        help: "unbound pods: cpu -> smt -> cache -> numa -> system (affinity scope); Alt-a back",
     },
     Binding {
-        steps: &[change(&[Char('k')], target)],
+        steps: &[cycle(&[Char('k')], target, target_back)],
         setting: Some("workload.target"),
         footer: Footer::None,
         help: "target: readpath's model <-> the running kernel (its own fscrypt, fs-verity and page cache, traced)",
     },
     Binding {
-        steps: &[change(&[Char('K')], kernel_scope)],
+        steps: &[cycle(&[Char('K')], kernel_scope, kernel_scope_back)],
         setting: Some("kernel.affinity_scope"),
         footer: Footer::None,
-        help: "the kernel's workqueue affinity scope (global): default -> cpu -> smt -> cache -> numa -> system",
+        help: "the kernel's workqueue affinity scope (global): default -> cpu -> smt -> cache -> numa -> system; Alt-K back",
     },
     Binding {
-        steps: &[change(&[Char('i')], sleep)],
+        steps: &[cycle(&[Char('i')], sleep, sleep_back)],
         setting: Some("workload.sleep"),
         footer: Footer::IfRoom("sleep"),
-        help: "reader sleep: iowait -> plain (NO_IOWAIT) -> poll",
+        help: "reader sleep: iowait -> plain (NO_IOWAIT) -> poll; Alt-i back",
     },
     Binding {
-        steps: &[change(&[Char('e')], engine)],
+        steps: &[cycle(&[Char('e')], engine, engine)],
         setting: Some("workload.engine"),
         footer: Footer::IfRoom("engine"),
         help: "engine: io_uring <-> sync pread",
     },
     Binding {
-        steps: &[change(&[Char('v')], verity)],
+        steps: &[cycle(&[Char('v')], verity, verity)],
         setting: Some("pipeline.verity"),
         footer: Footer::IfRoom("verity"),
         help: "fs-verity verification on/off",
     },
     Binding {
-        steps: &[change(&[Char('d')], decrypt)],
+        steps: &[cycle(&[Char('d')], decrypt, decrypt)],
         setting: Some("pipeline.decrypt"),
         footer: Footer::IfRoom("decrypt"),
         help: "fscrypt decryption on/off",
     },
     Binding {
-        steps: &[change(&[Char('c')], cipher)],
+        steps: &[cycle(&[Char('c')], cipher, cipher_back)],
         setting: Some("pipeline.cipher"),
         footer: Footer::IfRoom("cipher"),
-        help: "cipher: aes-256-xts -> aes-256-xts-soft -> adiantum",
+        help: "cipher: aes-256-xts -> aes-256-xts-soft -> adiantum; Alt-c back",
     },
     Binding {
-        steps: &[change(&[Char('o')], direct)],
+        steps: &[cycle(&[Char('o')], direct, direct)],
         setting: Some("workload.direct"),
         footer: Footer::IfRoom("O_DIRECT"),
         help: "O_DIRECT on/off (as ext4 treats it: verity files stay buffered)",
@@ -355,6 +410,27 @@ pub const BINDINGS: &[Binding] = &[
         setting: Some("load.hogs"),
         footer: Footer::IfRoom("hogs"),
         help: "background CPU hogs +1 / -1",
+    },
+    Binding {
+        steps: &[
+            act(&[Up], Action::CursorUp),
+            act(&[Down], Action::CursorDown),
+        ],
+        setting: None,
+        footer: Footer::None,
+        help: "move the settings panel's cursor (a click on a row selects it too)",
+    },
+    Binding {
+        steps: &[act(&[Enter], Action::OpenChooser)],
+        setting: None,
+        footer: Footer::None,
+        help: "the cursor's setting: pick a value (greyed ones say why not), applied as one change",
+    },
+    Binding {
+        steps: &[act(&[Char(':')], Action::OpenPrompt)],
+        setting: None,
+        footer: Footer::None,
+        help: ":set section.key=value (or key=value): any setting, as one change; Tab completes, ↑ recalls",
     },
     Binding {
         steps: &[act(&[Char('b')], Action::MarkBaseline)],
@@ -442,13 +518,16 @@ pub const BINDINGS: &[Binding] = &[
     },
 ];
 
-/// What `key` does, if it is bound.
+/// What `key` does, if it is bound. Alt with a key is that key's step
+/// back, where it has one.
 pub fn lookup(key: Key) -> Option<&'static Does> {
-    BINDINGS
-        .iter()
-        .flat_map(|b| b.steps)
-        .find(|s| s.keys.contains(&key))
-        .map(|s| &s.does)
+    let steps = || BINDINGS.iter().flat_map(|b| b.steps);
+    if let Alt(c) = key {
+        return steps()
+            .find(|s| s.keys.contains(&Char(c)))
+            .and_then(|s| s.back.as_ref());
+    }
+    steps().find(|s| s.keys.contains(&key)).map(|s| &s.does)
 }
 
 /// What a key event does, if its key is bound.
@@ -486,8 +565,18 @@ fn workers_mode(s: &mut Settings) -> Result<(), String> {
     Ok(())
 }
 
+fn workers_mode_back(s: &mut Settings) -> Result<(), String> {
+    s.workers.mode = s.workers.mode.prev();
+    Ok(())
+}
+
 fn verify_mode(s: &mut Settings) -> Result<(), String> {
     s.workers.verify_mode = s.workers.verify_mode.next();
+    Ok(())
+}
+
+fn verify_mode_back(s: &mut Settings) -> Result<(), String> {
+    s.workers.verify_mode = s.workers.verify_mode.prev();
     Ok(())
 }
 
@@ -496,8 +585,18 @@ fn completion(s: &mut Settings) -> Result<(), String> {
     Ok(())
 }
 
+fn completion_back(s: &mut Settings) -> Result<(), String> {
+    s.workload.completion = s.workload.completion.prev();
+    Ok(())
+}
+
 fn affinity_scope(s: &mut Settings) -> Result<(), String> {
     s.workers.affinity_scope = s.workers.affinity_scope.next();
+    Ok(())
+}
+
+fn affinity_scope_back(s: &mut Settings) -> Result<(), String> {
+    s.workers.affinity_scope = s.workers.affinity_scope.prev();
     Ok(())
 }
 
@@ -506,8 +605,18 @@ fn target(s: &mut Settings) -> Result<(), String> {
     Ok(())
 }
 
+fn target_back(s: &mut Settings) -> Result<(), String> {
+    s.workload.target = s.workload.target.prev();
+    Ok(())
+}
+
 fn kernel_scope(s: &mut Settings) -> Result<(), String> {
     s.kernel.affinity_scope = s.kernel.affinity_scope.next();
+    Ok(())
+}
+
+fn kernel_scope_back(s: &mut Settings) -> Result<(), String> {
+    s.kernel.affinity_scope = s.kernel.affinity_scope.prev();
     Ok(())
 }
 
@@ -524,6 +633,12 @@ fn sleep(s: &mut Settings) -> Result<(), String> {
             .into());
     }
     w.sleep = w.sleep.next();
+    Ok(())
+}
+
+fn sleep_back(s: &mut Settings) -> Result<(), String> {
+    sleep(s)?;
+    s.workload.sleep = s.workload.sleep.prev().prev();
     Ok(())
 }
 
@@ -551,6 +666,14 @@ fn cipher(s: &mut Settings) -> Result<(), String> {
     use crate::crypto::CipherKind;
     let i = CipherKind::ALL.iter().position(|&c| c == s.pipeline.cipher);
     s.pipeline.cipher = CipherKind::ALL[i.map_or(0, |i| (i + 1) % CipherKind::ALL.len())];
+    Ok(())
+}
+
+fn cipher_back(s: &mut Settings) -> Result<(), String> {
+    use crate::crypto::CipherKind;
+    let n = CipherKind::ALL.len();
+    let i = CipherKind::ALL.iter().position(|&c| c == s.pipeline.cipher);
+    s.pipeline.cipher = CipherKind::ALL[i.map_or(0, |i| (i + n - 1) % n)];
     Ok(())
 }
 
@@ -766,7 +889,56 @@ mod tests {
         ));
         assert!(does(ev(KeyCode::Char('X'), none)).is_none());
         assert!(does(ev(KeyCode::Char('w'), ctrl)).is_none());
-        assert!(does(ev(KeyCode::Enter, none)).is_none());
+        assert!(matches!(
+            does(ev(KeyCode::Enter, none)),
+            Some(Does::Act(Action::OpenChooser))
+        ));
+        assert!(matches!(
+            does(ev(KeyCode::Up, none)),
+            Some(Does::Act(Action::CursorUp))
+        ));
+        assert!(does(ev(KeyCode::Tab, none)).is_none());
+    }
+
+    /// Alt+key is its own key: the step back of a cycle, never the plain
+    /// key (Alt-q does not quit, Alt-+ does nothing).
+    #[test]
+    fn alt_steps_a_cycle_backwards() {
+        let alt = KeyModifiers::ALT;
+        let ev = |c| KeyEvent::new(KeyCode::Char(c), alt);
+        assert_eq!(Key::of(ev('w')), Some(Alt('w')));
+        assert_eq!(Key::of(KeyEvent::new(KeyCode::Up, alt)), None);
+        assert!(does(ev('q')).is_none(), "Alt-q must not quit");
+        assert!(does(ev('+')).is_none(), "a +/- pair needs no Alt");
+        assert!(does(ev('b')).is_none());
+        let run = |c: char, s: &Settings| -> Settings {
+            let Some(Does::Change(f)) = does(ev(c)) else {
+                panic!("Alt-{c} changes nothing")
+            };
+            let mut n = s.clone();
+            f(&mut n).unwrap();
+            n
+        };
+        // Alt-W from bound: inline, then same (W goes the other way).
+        let s = Settings::default();
+        let back = run('W', &s);
+        assert_eq!(back.workers.verify_mode.name(), "inline");
+        assert_eq!(run('W', &back).workers.verify_mode.name(), "same");
+        // Every single-step settings key: Alt undoes the key.
+        for b in BINDINGS.iter().filter(|b| b.setting.is_some()) {
+            if b.steps.len() != 1 {
+                assert!(b.steps.iter().all(|s| s.back.is_none()), "{:?}", b.help);
+                continue;
+            }
+            let step = &b.steps[0];
+            let (Char(c), Does::Change(f)) = (step.keys[0], &step.does) else {
+                panic!("{:?}", b.help)
+            };
+            assert!(step.back.is_some(), "{c:?} has no Alt step back");
+            let mut fwd = s.clone();
+            f(&mut fwd).unwrap();
+            assert_eq!(run(c, &fwd), s, "Alt-{c} after {c}");
+        }
     }
 
     /// README.md's "### Keys" table: (keys column, does column) per row.
@@ -835,6 +1007,33 @@ mod tests {
             "in README's Keys table but not bound (an alias goes in its row's text, \
              as \"(also ...)\"): {extra:?}"
         );
+        // A cycle of three values or more says Alt steps back, in the
+        // README's row and in the help (a toggle's Alt is the key itself).
+        for b in BINDINGS.iter().filter(|b| b.steps.len() == 1) {
+            let (Char(c), Does::Change(f), Some(_)) =
+                (b.steps[0].keys[0], &b.steps[0].does, &b.steps[0].back)
+            else {
+                continue;
+            };
+            let s = Settings::default();
+            let mut twice = s.clone();
+            if f(&mut twice).and_then(|()| f(&mut twice)).is_err() || twice == s {
+                continue;
+            }
+            let alt = format!("Alt-{c}");
+            let (_, does) = rows
+                .iter()
+                .find(|(k, _)| readme_keys(k).contains(&Char(c).readme()))
+                .unwrap();
+            assert!(
+                does.contains(&alt),
+                "README's row for {c:?} does not say {alt}"
+            );
+            assert!(
+                b.help.contains(&alt),
+                "the help of {c:?} does not say {alt}"
+            );
+        }
         // Aliases: named in the row of the keys they stand for.
         for b in BINDINGS {
             let first = b.shown().next().unwrap().readme();

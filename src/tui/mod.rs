@@ -5,10 +5,13 @@
 //! queue on a channel the sampler never waits on), draws when something
 //! changed, at most `--fps` times a second (and at once after a key, so a
 //! changed setting shows immediately), and turns keys into [`Action`]s that
-//! call [`Engine::apply`]. The terminal
-//! is restored on quit, on a panic (a hook of ours), on SIGINT, SIGTERM,
-//! SIGHUP and SIGQUIT (a flag the loop polls every few ms), and before the
-//! process stops on Ctrl-Z or SIGTSTP (taken back and redrawn on `fg`).
+//! call [`Engine::apply`]; mouse events go to [`mouse::mouse`]. The
+//! terminal (raw mode, the alternate screen and, unless `--no-mouse`, mouse
+//! reporting) is taken in one place, [`take_terminal`], and given back in
+//! one, [`leave_terminal`], which every way out goes through: quit, an
+//! error, a panic (a hook of ours), SIGINT, SIGTERM, SIGHUP and SIGQUIT (a
+//! flag the loop polls every few ms), and before the process stops on
+//! Ctrl-Z or SIGTSTP (taken back, mouse included, and redrawn on `fg`).
 //! A terminal that goes away (its window closed, `tmux kill-pane`) is a
 //! normal way to end: the loop returns [`Ending::TerminalGone`], the caller
 //! finishes the recording and prints nothing; no write to the lost terminal
@@ -16,12 +19,14 @@
 
 pub mod app;
 pub mod chart;
+pub mod choose;
 pub mod demo;
 pub mod fixture;
 pub mod help;
 pub mod input;
 pub mod keys;
 pub mod look;
+pub mod mouse;
 pub mod present;
 pub mod render;
 pub mod replay;
@@ -31,7 +36,7 @@ pub mod timecharts;
 use std::time::{Duration, Instant};
 
 use input::Input;
-use ratatui::crossterm::event::{self, KeyModifiers};
+use ratatui::crossterm::event::{self, Event};
 use ratatui::crossterm::{cursor, execute, terminal};
 
 use crate::engine::Engine;
@@ -62,6 +67,9 @@ pub struct TuiOptions {
     pub preset: Option<(String, String)>,
     /// Start in presentation mode.
     pub present: bool,
+    /// Report the mouse (clicks, the wheel); `--no-mouse` leaves the
+    /// terminal's own text selection alone.
+    pub mouse: bool,
 }
 
 /// How the explorer's loop ended.
@@ -77,27 +85,48 @@ pub enum Ending {
 
 type Term = ratatui::Terminal<ratatui::backend::CrosstermBackend<std::io::Stdout>>;
 
-/// Raw mode, the alternate screen, and a terminal over stdout.
-fn enter_terminal() -> std::io::Result<Term> {
-    take_terminal()?;
+/// Raw mode, the alternate screen, the mouse if `mouse`, and a terminal
+/// over stdout.
+fn enter_terminal(mouse: bool) -> std::io::Result<Term> {
+    take_terminal(mouse)?;
     ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))
 }
 
-/// Raw mode and the alternate screen (again, after a stop).
-fn take_terminal() -> std::io::Result<()> {
+/// Mouse reporting: button presses and releases, the wheel (1000), in SGR
+/// form (1006). Not motion (1003): a moving pointer would wake the loop
+/// for nothing.
+const MOUSE_ON: &str = "\x1b[?1000h\x1b[?1006h";
+/// Mouse reporting off: every mode a terminal may have been left in
+/// (button, drag, motion, urxvt and SGR forms), so the shell gets a
+/// terminal that reports nothing, whatever was on.
+const MOUSE_OFF: &str = "\x1b[?1006l\x1b[?1015l\x1b[?1003l\x1b[?1002l\x1b[?1000l";
+
+/// Raw mode, the alternate screen, and mouse reporting if `mouse` (again,
+/// after a stop): the one place the terminal is taken.
+fn take_terminal(mouse: bool) -> std::io::Result<()> {
+    use std::io::Write;
     terminal::enable_raw_mode()?;
-    execute!(std::io::stdout(), terminal::EnterAlternateScreen)
+    execute!(std::io::stdout(), terminal::EnterAlternateScreen)?;
+    if mouse {
+        let mut out = std::io::stdout();
+        out.write_all(MOUSE_ON.as_bytes())?;
+        out.flush()?;
+    }
+    Ok(())
 }
 
-/// Gives the terminal back as it was: cooked mode, main screen, cursor.
-/// Errors are ignored: the terminal may be gone.
+/// Gives the terminal back as it was: mouse reporting off, cooked mode,
+/// main screen, cursor: the one place it is given back (quit, error, panic,
+/// signals, suspend). Mouse reporting is turned off whether or not it was
+/// on (harmless when it was not: a panic hook cannot know). Errors are
+/// ignored: the terminal may be gone.
 fn leave_terminal() {
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    let _ = out.write_all(MOUSE_OFF.as_bytes());
+    let _ = out.flush();
     let _ = terminal::disable_raw_mode();
-    let _ = execute!(
-        std::io::stdout(),
-        terminal::LeaveAlternateScreen,
-        cursor::Show
-    );
+    let _ = execute!(out, terminal::LeaveAlternateScreen, cursor::Show);
 }
 
 /// Restores the terminal before a panic's message is printed (once).
@@ -158,6 +187,8 @@ pub trait Driver {
     fn poll(&mut self, app: &mut App) -> bool;
     /// Handles a key.
     fn key(&mut self, app: &mut App, key: event::KeyEvent);
+    /// Handles a mouse event.
+    fn mouse(&mut self, app: &mut App, ev: event::MouseEvent);
 }
 
 /// The live engine, optionally recording every interval.
@@ -186,6 +217,11 @@ impl Driver for EngineDriver<'_> {
 
     fn key(&mut self, app: &mut App, key: event::KeyEvent) {
         handle_key(app, self.engine, key);
+    }
+
+    fn mouse(&mut self, app: &mut App, ev: event::MouseEvent) {
+        let what = mouse::mouse(app, ev, true);
+        overlay_done(app, self.engine, what);
     }
 }
 
@@ -248,7 +284,7 @@ pub fn run_with(
     app.present |= opts.present;
     let frame_every = Duration::from_secs_f64(1.0 / opts.fps.clamp(0.5, MAX_FPS));
     let started = Instant::now();
-    let mut terminal = match enter_terminal() {
+    let mut terminal = match enter_terminal(opts.mouse) {
         Ok(t) => t,
         Err(e) => {
             leave_terminal();
@@ -263,7 +299,7 @@ pub fn run_with(
     let mut dirty = true;
     let mut urgent = true;
     let mut shown_second = u64::MAX;
-    let mut keys = Vec::new();
+    let mut events = Vec::new();
     // After a stop and `fg`, every frame is a full repaint for a while: the
     // SIGCONT handler runs on whichever thread the kernel picks, possibly
     // after the first redraw, and the shell or terminal may still be
@@ -284,7 +320,7 @@ pub fn run_with(
                 return Ending::Quit;
             }
             if crate::sys::take_suspend() {
-                suspend(&mut terminal);
+                suspend(&mut terminal, opts.mouse);
                 repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
                 urgent = true;
             }
@@ -292,7 +328,10 @@ pub fn run_with(
                 // Continued after a stop we did not see coming (SIGSTOP):
                 // the shell may have reset the terminal; take it back.
                 let _ = terminal::disable_raw_mode();
-                if take_terminal().and_then(|()| terminal.clear()).is_err() {
+                if take_terminal(opts.mouse)
+                    .and_then(|()| terminal.clear())
+                    .is_err()
+                {
                     return Ending::TerminalGone;
                 }
                 repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
@@ -308,6 +347,10 @@ pub fn run_with(
                 if repaint_until.is_some_and(|u| t < u) && terminal.clear().is_err() {
                     return Ending::TerminalGone;
                 }
+                // What the mouse and the cursor keys lay the screen out on.
+                if let Ok(size) = terminal.size() {
+                    app.screen = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+                }
                 if terminal.draw(|f| render::draw(f, app, &look)).is_err() {
                     return Ending::TerminalGone;
                 }
@@ -322,18 +365,23 @@ pub fn run_with(
                 Duration::from_millis(50)
             }
             .min(Duration::from_millis(50));
-            keys.clear();
-            match input::read_keys(wait.as_millis() as i32, &mut keys) {
+            events.clear();
+            match input::read_events(wait.as_millis() as i32, &mut events) {
                 Input::Idle => {}
                 Input::Gone => return Ending::TerminalGone,
                 Input::Keys => {
-                    for &k in &keys {
+                    for ev in &events {
                         urgent = true;
-                        if k.modifiers.contains(KeyModifiers::ALT) {
-                            continue; // Alt+key means nothing here (and never quits)
-                        }
+                        let k = match ev {
+                            Event::Key(k) => *k,
+                            Event::Mouse(m) => {
+                                driver.mouse(app, *m);
+                                continue;
+                            }
+                            _ => continue,
+                        };
                         if let Some(keys::Does::Act(Action::Suspend)) = keys::does(k) {
-                            suspend(&mut terminal);
+                            suspend(&mut terminal, opts.mouse);
                             repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
                             continue;
                         }
@@ -351,16 +399,34 @@ pub fn run_with(
     Ok(ending)
 }
 
-/// Ctrl-Z ([`keys::Does::Act(Action::Suspend)`]): gives the terminal back, stops the
-/// process (as a shell job), and on `fg` takes the terminal back and clears
-/// it for a full redraw. The workload keeps its threads but they are
-/// stopped with the process.
-fn suspend(term: &mut Term) {
+/// Ctrl-Z ([`keys::Does::Act(Action::Suspend)`]): gives the terminal back
+/// (mouse reporting off, so the shell gets no mouse bytes), stops the
+/// process (as a shell job), and on `fg` takes the terminal back (the mouse
+/// again if `mouse`) and clears it for a full redraw. The workload keeps
+/// its threads but they are stopped with the process.
+fn suspend(term: &mut Term, mouse: bool) {
     leave_terminal();
     crate::sys::stop_self();
     let _ = crate::sys::take_continued();
-    if take_terminal().is_ok() {
+    if take_terminal(mouse).is_ok() {
         let _ = term.clear();
+    }
+}
+
+/// Does what a key in an overlay (or a click) asked for.
+fn overlay_done(app: &mut App, engine: &mut Engine, what: OverlayAction) {
+    match what {
+        OverlayAction::None => {}
+        OverlayAction::Quit => app.quit = true,
+        OverlayAction::ApplyPreset(name, description, settings) => {
+            apply(app, engine, *settings);
+            if !matches!(app.overlay, Overlay::Error(_)) {
+                engine.mark(format!("preset {name}"));
+                app.preset = Some((name, description));
+            }
+        }
+        OverlayAction::Save(name, _) => save(app, &name),
+        OverlayAction::Apply(settings) => apply(app, engine, *settings),
     }
 }
 
@@ -368,18 +434,8 @@ fn suspend(term: &mut Term) {
 pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
     if app.overlay != Overlay::None {
         let exists = |name: &str| preset::user_path(name).is_ok_and(|p| p.exists());
-        match app::overlay_key(&mut app.overlay, key, &exists) {
-            OverlayAction::None => {}
-            OverlayAction::Quit => app.quit = true,
-            OverlayAction::ApplyPreset(name, description, settings) => {
-                apply(app, engine, *settings);
-                if !matches!(app.overlay, Overlay::Error(_)) {
-                    engine.mark(format!("preset {name}"));
-                    app.preset = Some((name, description));
-                }
-            }
-            OverlayAction::Save(name, _) => save(app, &name),
-        }
+        let what = app::popup_key(app, key, &exists);
+        overlay_done(app, engine, what);
         return;
     }
     let action = app::action_for_key(key, &app.settings, app.cpus);
@@ -387,9 +443,17 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
         app.quit = true;
         return;
     }
+    if mouse::panel_action(app, &action, true) {
+        return;
+    }
     match action {
         Action::None | Action::Suspend | Action::Quit | Action::QuitNow => {}
-        Action::Escape => app.flash("Esc closes popups; q quits"),
+        Action::CursorUp | Action::CursorDown | Action::OpenChooser | Action::OpenPrompt => {}
+        Action::Escape => {
+            if !mouse::escape(app) {
+                app.flash("Esc closes popups; q quits")
+            }
+        }
         Action::ToggleHelp => app.overlay = Overlay::help(),
         Action::TogglePresent => app.present = !app.present,
         Action::ZoomIn => app.zoom(false),

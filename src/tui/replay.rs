@@ -1,15 +1,18 @@
 //! Replaying a recording in the explorer: the recorded intervals are fed to
 //! the same [`App`] on a clock that runs at `--speed` and can be paused and
 //! moved, so charts, markers and the baseline behave as they did live, with
-//! no workload running. Settings keys are refused (the settings are as
-//! recorded); the settings panel follows the recorded changes.
+//! no workload running. Settings keys, the value chooser and the `:` prompt
+//! are refused with the reason (the settings are as recorded); the settings
+//! panel follows the recorded changes. The mouse works as live (a chart
+//! click reads its values) except that a settings row only selects.
 
 use std::time::Instant;
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
 
 use super::Driver;
-use super::app::{Action, App, Overlay, action_for_key};
+use super::app::{Action, App, Overlay, OverlayAction, action_for_key};
+use super::mouse::{self, REPLAY_REFUSAL};
 use crate::output::recording::Recording;
 
 /// How far the arrow keys move, seconds of recording.
@@ -166,9 +169,18 @@ impl Driver for ReplayDriver {
             }
             _ => {}
         }
-        match action_for_key(key, &app.settings, self.cpus) {
+        let action = action_for_key(key, &app.settings, self.cpus);
+        if mouse::panel_action(app, &action, false) {
+            return;
+        }
+        match action {
             Action::Quit | Action::QuitNow => app.quit = true,
-            Action::Escape => app.flash("Esc closes popups; q quits"),
+            Action::Escape => {
+                if !mouse::escape(app) {
+                    app.flash("Esc closes popups; q quits")
+                }
+            }
+            Action::CursorUp | Action::CursorDown | Action::OpenChooser | Action::OpenPrompt => {}
             Action::Suspend => {} // the terminal loop suspends
             Action::ToggleHelp => app.overlay = Overlay::help(),
             Action::TogglePresent => app.present = !app.present,
@@ -190,10 +202,17 @@ impl Driver for ReplayDriver {
             | Action::Refuse(_)
             | Action::OpenPicker
             | Action::StartSave
-            | Action::FlipBaseline => {
-                app.flash("replay: the settings are as recorded (space pauses, arrows move 10 s)")
-            }
+            | Action::FlipBaseline => app.flash(REPLAY_REFUSAL),
             Action::None => {}
+        }
+    }
+
+    fn mouse(&mut self, app: &mut App, ev: MouseEvent) {
+        match mouse::mouse(app, ev, false) {
+            OverlayAction::Quit => app.quit = true,
+            OverlayAction::None => {}
+            // Nothing opens a chooser in a replay; refuse all the same.
+            _ => app.flash(REPLAY_REFUSAL),
         }
     }
 }

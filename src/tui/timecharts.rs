@@ -152,3 +152,89 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
     ];
     time_chart(app, look, title, series, Scale::Linear, fmt_us, fmt_rate).render(area, buf);
 }
+
+/// The interval a chart shows at time `t_s`: the one (not paused) that
+/// holds it, else the nearest within `tol` seconds (a column's span).
+pub(crate) fn record_at(app: &App, t_s: f64, tol: f64) -> Option<&IntervalRecord> {
+    let live = || app.history.iter().filter(|r| !r.paused);
+    live()
+        .find(|r| r.t_s - r.interval_s < t_s && t_s <= r.t_s)
+        .or_else(|| {
+            live()
+                .filter(|r| (r.t_s - t_s).abs() <= tol.max(r.interval_s))
+                .min_by(|a, b| (a.t_s - t_s).abs().total_cmp(&(b.t_s - t_s).abs()))
+        })
+}
+
+/// Microseconds exactly enough to read a chart by: `71.3 us`, `1.234 ms`.
+fn exact_us(us: f64) -> String {
+    if us < 1_000.0 {
+        format!("{us:.1} us")
+    } else {
+        format!("{:.3} ms", us / 1e3)
+    }
+}
+
+/// What a click on chart `kind` at `t_s` reads: a line with the interval's
+/// time, then each series' value with its unit and colour, then the change
+/// markers in that interval or in the column clicked (where their line is
+/// drawn). `tol`: the time one plot column spans.
+pub(crate) fn readout_lines(
+    app: &App,
+    kind: crate::tui::app::ChartKind,
+    t_s: f64,
+    tol: f64,
+    th: &crate::tui::theme::Theme,
+) -> Vec<(String, ratatui::style::Color)> {
+    use crate::tui::app::ChartKind;
+    let s = th.series;
+    let Some(r) = record_at(app, t_s, tol) else {
+        let text = if t_s < 0.0 {
+            "before the start: nothing measured".to_string()
+        } else {
+            format!("{}: no interval measured here", fmt_t(t_s))
+        };
+        return vec![(text, th.dim)];
+    };
+    let from = r.t_s - r.interval_s;
+    let mut out = vec![(
+        format!(
+            "{:.2}-{:.2} s ({} ago)",
+            from,
+            r.t_s,
+            fmt_t((app.elapsed_s - r.t_s).max(0.0))
+        ),
+        th.title,
+    )];
+    let rd = r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3;
+    let values: Vec<(String, ratatui::style::Color)> = match kind {
+        ChartKind::Latency => vec![
+            (format!("p50    {}", exact_us(r.latency_us.p50)), s[0]),
+            (format!("p99    {}", exact_us(r.latency_us.p99)), s[1]),
+            (format!("p99.9  {}", exact_us(r.latency_us.p999)), s[2]),
+        ],
+        ChartKind::Throughput => vec![
+            (format!("{:.2} MiB/s", r.throughput_mib_s), s[0]),
+            (format!("{:.0} IOPS", r.iops), s[3]),
+        ],
+        ChartKind::Sched => vec![
+            (
+                format!("queue p99  {}", exact_us(r.stages_us.queue.p99)),
+                s[1],
+            ),
+            (format!("run_delay  {rd:.2} ms/s"), s[2]),
+        ],
+    };
+    out.extend(values.into_iter().map(|(t, c)| (format!("━ {t}"), c)));
+    // The column a time is drawn in, as the chart's axis maps it.
+    let (t0, _, _) = app.chart_span();
+    let col = |t: f64| ((t - t0) / tol.max(1e-9)).floor() as i64;
+    for m in app
+        .markers
+        .iter()
+        .filter(|m| (m.t_s > from - 1e-9 && m.t_s <= r.t_s + 1e-9) || col(m.t_s) == col(t_s))
+    {
+        out.push((format!("│ {}", m.label), th.marker));
+    }
+    out
+}

@@ -17,7 +17,8 @@
 //!
 //! Panels drop by priority as the terminal shrinks: the bottom row first,
 //! then the log, then the settings narrow to values only; below
-//! [`MIN_WIDTH`]x[`MIN_HEIGHT`] a message names the size needed.
+//! [`MIN_WIDTH`]x[`MIN_HEIGHT`] a message names the size needed. Where
+//! each panel lies is [`layout::main_layout`], which the mouse reads too.
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -30,6 +31,7 @@ mod baseline;
 mod distribution;
 mod footer;
 mod header;
+pub mod layout;
 mod popups;
 mod side;
 mod stages;
@@ -137,6 +139,42 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
                 buf,
                 &look.theme,
             ),
+            Overlay::Chooser {
+                key,
+                items,
+                selected,
+                note,
+            } => chooser(
+                key,
+                items,
+                *selected,
+                note.as_deref(),
+                area,
+                buf,
+                &look.theme,
+            ),
+            Overlay::Prompt {
+                text, error, hint, ..
+            } => {
+                let th = &look.theme;
+                let mut lines = vec![Line::from(vec![
+                    Span::styled(":", th.title()),
+                    Span::styled(format!("{text}_"), th.title()),
+                ])];
+                match (error, hint) {
+                    (Some(e), _) => lines.push(Line::from(Span::styled(
+                        e.clone(),
+                        Style::default().fg(th.bad),
+                    ))),
+                    (None, Some(h)) => lines.push(Line::from(Span::styled(h.clone(), th.text()))),
+                    (None, None) => {}
+                }
+                lines.push(Line::from(Span::styled(
+                    "set section.key=value as --set takes it · Tab completes · ↑ recalls · Enter applies · Esc cancels",
+                    th.dim(),
+                )));
+                prompt(" set ", lines, area, buf, th)
+            }
             Overlay::ConfirmOverwrite(name) => prompt(
                 " replace? ",
                 vec![Line::from(Span::styled(
@@ -179,52 +217,34 @@ fn too_small(area: Rect, buf: &mut Buffer, th: &Theme) {
 }
 
 fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
+    use super::app::ChartKind;
     let th = &look.theme;
-    let [header, body, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(0),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    render_header(app, th, header, buf);
-    render_footer(app, th, footer, buf);
-
-    let side_w = if area.width >= 120 {
-        40
-    } else if area.width >= 80 {
-        31
-    } else {
-        0
-    };
-    let [side, main] =
-        Layout::horizontal([Constraint::Length(side_w), Constraint::Min(0)]).areas(body);
-    // The bottom row appears once the charts have room above it.
-    let bottom_h = if main.height >= 34 {
-        main.height / 3
-    } else {
-        0
-    };
-    if side_w > 0 {
-        render_side(app, th, side_w >= 40, bottom_h == 0, side, buf);
+    let l = layout::main_layout(app, area);
+    render_header(app, th, l.header, buf);
+    render_footer(app, th, l.footer, buf);
+    if let Some((side, wide)) = l.side {
+        render_side(app, th, wide, l.bottom.is_none(), side, buf);
     }
-    let [charts, bottom] =
-        Layout::vertical([Constraint::Min(0), Constraint::Length(bottom_h)]).areas(main);
-    let baseline_inline = bottom_h == 0 && app.baseline.is_some();
-    let mut rows = vec![Constraint::Fill(4), Constraint::Fill(3)];
-    if baseline_inline {
-        rows.push(Constraint::Length(10));
-    } else {
-        rows.push(Constraint::Fill(3));
+    for &(kind, r) in &l.charts {
+        match kind {
+            ChartKind::Latency => latency_chart(app, look, r, buf),
+            ChartKind::Throughput => throughput_chart(app, look, r, buf),
+            ChartKind::Sched => sched_chart(app, look, r, buf),
+        }
     }
-    let parts = Layout::vertical(rows).split(charts);
-    latency_chart(app, look, parts[0], buf);
-    throughput_chart(app, look, parts[1], buf);
-    if baseline_inline {
-        render_baseline(app, th, parts[2], buf);
-    } else {
-        sched_chart(app, look, parts[2], buf);
+    if let Some(r) = l.baseline_inline {
+        render_baseline(app, th, r, buf);
     }
-    if bottom_h > 0 {
+    // A chart clicked: the cursor on every chart, the values on the one.
+    if let Some(ro) = app.readout {
+        for &(kind, r) in &l.charts {
+            layout::draw_cursor(app, kind, r, ro.t_s, th, buf);
+        }
+        if let Some(&(kind, r)) = l.charts.iter().find(|c| c.0 == ro.chart) {
+            readout_box(app, kind, r, ro.t_s, th, buf);
+        }
+    }
+    if let Some(bottom) = l.bottom {
         let cols = Layout::horizontal([
             Constraint::Fill(4),
             Constraint::Fill(4),

@@ -1,11 +1,11 @@
 //! The popups over the main screen: an error, the save prompt, the preset
-//! picker.
+//! picker, the value chooser, and a chart's readout.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
 use crate::tui::look::*;
 use crate::tui::theme::Theme;
@@ -99,5 +99,150 @@ pub(crate) fn picker(
         Paragraph::new(Span::styled(item.description.clone(), th.text()))
             .wrap(Wrap { trim: true })
             .render(desc, buf);
+    }
+}
+
+/// The value chooser of `key`: its values, the current one marked `(now)`,
+/// greyed ones with why; the setting's help, and the highlighted value's
+/// reason (or the last Enter's note) in full under the list.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn chooser(
+    key: &str,
+    items: &[crate::tui::choose::Choice],
+    selected: usize,
+    note: Option<&str>,
+    area: Rect,
+    buf: &mut Buffer,
+    th: &Theme,
+) {
+    let (r, list, first) = super::layout::chooser_geometry(area, items.len(), selected);
+    Clear.render(r, buf);
+    let title = format!("{key}: ↑↓ Enter sets · Esc");
+    let block = panel(&title, th);
+    let inner = block.inner(r);
+    block.render(r, buf);
+    let value_w = items
+        .iter()
+        .map(|c| c.value.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(24);
+    for (row, (i, c)) in items
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(list.height as usize)
+        .enumerate()
+    {
+        let mut style = if c.why.is_some() {
+            Style::default().fg(th.disabled)
+        } else {
+            th.text()
+        };
+        if i == selected {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+        let tail = match (&c.why, c.current) {
+            (_, true) => "(now)".to_string(),
+            (Some(why), _) => why.clone(),
+            (None, false) => String::new(),
+        };
+        let line = format!(
+            "{} {:<value_w$}  {}",
+            if i == selected { "▶" } else { " " },
+            ellipsize(&c.value, value_w),
+            tail
+        );
+        buf.set_stringn(
+            list.x,
+            list.y + row as u16,
+            ellipsize(&line, list.width as usize),
+            list.width as usize,
+            style,
+        );
+    }
+    let below = Rect {
+        y: list.y + list.height + 1,
+        height: inner.height.saturating_sub(list.height + 1),
+        ..inner
+    };
+    let mut lines = Vec::new();
+    let why = note.map(str::to_string).or_else(|| {
+        items
+            .get(selected)
+            .and_then(|c| c.why.as_ref())
+            .map(|w| format!("{} cannot be used here: {w}", items[selected].value))
+    });
+    match why {
+        Some(w) => lines.push(Line::from(Span::styled(w, Style::default().fg(th.warn)))),
+        None => {
+            let help = crate::settings::key_info(key).map_or("", |k| k.help);
+            lines.push(Line::from(Span::styled(help.to_string(), th.dim())));
+        }
+    }
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .render(below, buf);
+}
+
+/// A chart's readout at `t_s`: a small box in the chart's plot beside the
+/// cursor line (right of it where it fits, else left), with the interval's
+/// time, each series' value and the changes marked in it.
+pub(crate) fn readout_box(
+    app: &crate::tui::app::App,
+    kind: crate::tui::app::ChartKind,
+    chart: Rect,
+    t_s: f64,
+    th: &Theme,
+    buf: &mut Buffer,
+) {
+    use crate::tui::chart;
+    let Some(p) = chart::plot_rect(chart, super::layout::strip(kind)) else {
+        return;
+    };
+    let (t0, t1) = super::layout::chart_span(app);
+    if t_s < t0 || t_s > t1 {
+        return;
+    }
+    let (_, per) = chart::time_of_col(t0, t1, p.width, 0);
+    let lines = crate::tui::timecharts::readout_lines(app, kind, t_s, per, th);
+    let w = (lines
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0) as u16
+        + 2)
+    .min(p.width);
+    // The plot's rows, the time axis under them and the number strip
+    // over them (a marker's number is in the readout too).
+    let top = if p.y > chart.y + 1 { p.y - 1 } else { p.y };
+    let h = (lines.len() as u16 + 2).min(p.y + p.height + 1 - top);
+    let col = chart::col_of(t0, t1, p.width, t_s);
+    let x = if col + 2 + w <= p.width {
+        p.x + col + 2
+    } else {
+        p.x + col.saturating_sub(w + 1)
+    };
+    let r = Rect {
+        x,
+        y: top,
+        width: w,
+        height: h,
+    };
+    Clear.render(r, buf);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(Style::default().fg(th.title))
+        .title(Span::styled("Esc", th.dim()));
+    let inner = block.inner(r);
+    block.render(r, buf);
+    for (i, (text, color)) in lines.iter().take(inner.height as usize).enumerate() {
+        buf.set_stringn(
+            inner.x,
+            inner.y + i as u16,
+            ellipsize(text, inner.width as usize),
+            inner.width as usize,
+            Style::default().fg(*color),
+        );
     }
 }

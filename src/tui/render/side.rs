@@ -1,6 +1,8 @@
 //! The settings panel: every setting, its value, its key, greyed with the
-//! reason when the machine limits it, and the running value when it differs;
-//! and the event log under it.
+//! reason when the machine limits it, and the running value when it differs,
+//! the cursor's row highlighted; and the event log under it, which can be
+//! scrolled back. Where each row lies ([`side_split`], [`setting_keyed`]) is
+//! also what the mouse and the cursor keys go by.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -24,25 +26,19 @@ pub(crate) fn render_side(
     area: Rect,
     buf: &mut Buffer,
 ) {
-    // Everything, if it fits; else every setting that applies, without the
-    // reasons of the greyed ones; else only the settings a key changes.
-    // Fits with room left for an events panel of at least one line.
-    let fits = |l: &Vec<Line<'static>>| l.len() as u16 + 2 + 3 <= area.height;
-    let full = setting_lines(app, th, wide, false, true);
-    let lines = if fits(&full) {
-        full
-    } else {
-        let bare = setting_lines(app, th, wide, false, false);
-        if fits(&bare) {
-            bare
-        } else {
-            setting_lines(app, th, wide, true, false)
-        }
-    };
-    let settings_h = (lines.len() as u16 + 2).min(area.height);
-    let log_h = area.height - settings_h;
-    let [top, bottom] =
-        Layout::vertical([Constraint::Length(settings_h), Constraint::Length(log_h)]).areas(area);
+    let (lines, top, bottom) = side_split(app, th, wide, area);
+    let log_h = bottom.height;
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .map(|(mut line, key)| {
+            if key.is_some() && key == app.cursor {
+                for span in &mut line.spans {
+                    span.style = span.style.add_modifier(Modifier::REVERSED);
+                }
+            }
+            line
+        })
+        .collect();
     let title = match &app.preset {
         Some((name, _)) => format!("settings · {name}"),
         None => "settings".to_string(),
@@ -51,27 +47,11 @@ pub(crate) fn render_side(
         .block(panel(&title, th))
         .render(top, buf);
     if log_h >= 3 {
-        // Wrapped by hand so the newest line always stays in view.
+        // Wrapped by hand so the newest line shown always stays in view.
         let width = area.width.saturating_sub(2) as usize;
         let mut rows: Vec<Line> = Vec::new();
-        for (t, text, notice) in &app.log {
-            let style = if *notice {
-                Style::default().fg(th.warn)
-            } else {
-                Style::default().fg(th.marker)
-            };
-            let stamp = format!("{:>6} ", fmt_t(*t));
-            let first_w = width.saturating_sub(stamp.len()).max(1);
-            let rest_w = width.saturating_sub(2).max(1);
-            // Wrapped at spaces: a word is never cut where it fits a line.
-            let chunks = crate::tui::look::wrap_words(text, first_w, rest_w);
-            for (k, c) in chunks.into_iter().enumerate() {
-                let lead = if k == 0 { stamp.clone() } else { "  ".into() };
-                rows.push(Line::from(vec![
-                    Span::styled(lead, th.dim()),
-                    Span::styled(c, style),
-                ]));
-            }
+        for (_, (t, text, notice)) in app.log_shown() {
+            rows.extend(event_rows(*t, text, *notice, width, th));
         }
         let n = (log_h - 2) as usize;
         let skip = rows.len().saturating_sub(n);
@@ -89,25 +69,99 @@ pub(crate) fn render_side(
             }
             _ => "events".to_string(),
         };
+        // Scrolled back: say so, and how many lines are below.
+        let title = match app.events_anchor {
+            Some(a) => {
+                let below = app.log_newest().saturating_sub(a);
+                let full = format!("events ↑ {below} newer below · wheel ↓");
+                if full.chars().count() <= room {
+                    full
+                } else {
+                    format!("events ↑ {below} newer")
+                }
+            }
+            None => title,
+        };
         Paragraph::new(rows.split_off(skip))
             .block(panel(&title, th))
             .render(bottom, buf);
     }
 }
 
-/// The settings panel's lines: every key by section (with the reason of
+/// A log line as the events panel shows it, wrapped `width` wide: its
+/// time, then the text at spaces, continuation lines indented.
+pub(crate) fn event_rows(
+    t: f64,
+    text: &str,
+    notice: bool,
+    width: usize,
+    th: &Theme,
+) -> Vec<Line<'static>> {
+    let style = if notice {
+        Style::default().fg(th.warn)
+    } else {
+        Style::default().fg(th.marker)
+    };
+    let stamp = format!("{:>6} ", fmt_t(t));
+    let first_w = width.saturating_sub(stamp.len()).max(1);
+    let rest_w = width.saturating_sub(2).max(1);
+    // Wrapped at spaces: a word is never cut where it fits a line.
+    let chunks = crate::tui::look::wrap_words(text, first_w, rest_w);
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(k, c)| {
+            let lead = if k == 0 { stamp.clone() } else { "  ".into() };
+            Line::from(vec![Span::styled(lead, th.dim()), Span::styled(c, style)])
+        })
+        .collect()
+}
+
+/// The side panel split: the settings lines it shows (each with its
+/// setting, if it is a setting's row), the settings panel and the events
+/// panel under it. Everything, if it fits; else every setting that
+/// applies, without the reasons of the greyed ones; else only the settings
+/// a key changes; always with room left for an events panel of one line.
+pub(crate) fn side_split(
+    app: &App,
+    th: &Theme,
+    wide: bool,
+    area: Rect,
+) -> (Vec<(Line<'static>, Option<&'static str>)>, Rect, Rect) {
+    let fits =
+        |l: &Vec<(Line<'static>, Option<&'static str>)>| l.len() as u16 + 2 + 3 <= area.height;
+    let full = setting_keyed(app, th, wide, false, true);
+    let lines = if fits(&full) {
+        full
+    } else {
+        let bare = setting_keyed(app, th, wide, false, false);
+        if fits(&bare) {
+            bare
+        } else {
+            setting_keyed(app, th, wide, true, false)
+        }
+    };
+    let settings_h = (lines.len() as u16 + 2).min(area.height);
+    let log_h = area.height - settings_h;
+    let [top, bottom] =
+        Layout::vertical([Constraint::Length(settings_h), Constraint::Length(log_h)]).areas(area);
+    (lines, top, bottom)
+}
+
+/// The settings panel's lines, each with the setting it shows (None for a
+/// section header or a reason): every key by section (with the reason of
 /// each greyed one under it when `reasons` and `wide`; without `reasons`,
 /// also without the model's queue and cache knobs while the kernel is the
 /// target), or (`keyed_only`) just the ones a key changes, without section
 /// headers or reasons. The `[kernel]` knobs show only when the kernel is
 /// the target.
-pub(crate) fn setting_lines(
+pub(crate) fn setting_keyed(
     app: &App,
     th: &Theme,
     wide: bool,
     keyed_only: bool,
     reasons: bool,
-) -> Vec<Line<'static>> {
+) -> Vec<(Line<'static>, Option<&'static str>)> {
     let mut lines = Vec::new();
     let mut section = "";
     let kernel = app.settings.workload.target == crate::settings::Target::Kernel;
@@ -130,7 +184,7 @@ pub(crate) fn setting_lines(
         }
         if sec != section && !keyed_only {
             section = sec;
-            lines.push(Line::from(Span::styled(format!("[{sec}]"), th.dim())));
+            lines.push((Line::from(Span::styled(format!("[{sec}]"), th.dim())), None));
         }
         let value = app.settings.get(k.key).unwrap_or_default();
         let running = app.effective.get(k.key).unwrap_or_default();
@@ -160,18 +214,21 @@ pub(crate) fn setting_lines(
                 Style::default().fg(th.warn),
             ));
         }
-        lines.push(Line::from(spans));
+        lines.push((Line::from(spans), Some(k.key)));
         if let Some(why) = why
             && wide
             && reasons
             && !keyed_only
         {
-            lines.push(Line::from(Span::styled(
-                format!("     {why}"),
-                Style::default()
-                    .fg(th.disabled)
-                    .add_modifier(Modifier::ITALIC),
-            )));
+            lines.push((
+                Line::from(Span::styled(
+                    format!("     {why}"),
+                    Style::default()
+                        .fg(th.disabled)
+                        .add_modifier(Modifier::ITALIC),
+                )),
+                None,
+            ));
         }
     }
     lines
