@@ -60,9 +60,45 @@ pub struct Cli {
     /// Display of the explorer when no command is given.
     #[command(flatten)]
     pub tui: TuiArgs,
+    /// Where the workload runs (the explorer and `run`).
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     /// What to do (default: the live explorer, `tui`).
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// Running the workload on another machine, through the user's ssh or adb.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RemoteArgs {
+    /// Run the workload on another machine: ssh:[user@]host[:port] (the
+    /// system's ssh, its config and keys) or adb:[serial]; the explorer and
+    /// `run` show it here.
+    #[arg(long, global = true, value_name = "ssh:HOST|adb:SERIAL")]
+    pub remote: Option<String>,
+    /// Directory of readpath's binary on the target [default:
+    /// .cache/readpath-agent (ssh, under the login's home),
+    /// /data/local/tmp/readpath (adb)].
+    #[arg(long, global = true, value_name = "DIR", value_parser = remote_path)]
+    pub remote_dir: Option<String>,
+    /// The data dir on the target [default: its own default; adb: under
+    /// --remote-dir].
+    #[arg(long, global = true, value_name = "DIR", value_parser = remote_path)]
+    pub remote_data_dir: Option<String>,
+    /// Copy this readpath to the target even when it has the same version.
+    #[arg(long, global = true)]
+    pub remote_refresh: bool,
+}
+
+/// A path on the target: printable, one line, not empty.
+fn remote_path(s: &str) -> std::result::Result<String, String> {
+    if s.is_empty() || s.len() > 4096 || s.chars().any(|c| c.is_control()) {
+        return Err(format!(
+            "{:?} is not a usable path: allowed 1..=4096 printable characters",
+            crate::output::format::printable(s, false)
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// How the explorer looks and refreshes.
@@ -140,6 +176,9 @@ pub struct SettingsArgs {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The far end of --remote: reads commands as JSON lines on stdin and
+    /// writes the recording format on stdout; stops when stdin closes.
+    Agent,
     /// The live explorer (the default): charts that move while you flip settings.
     Tui {
         /// Settings.
@@ -406,6 +445,12 @@ pub enum PresetsAction {
 #[error("{0}")]
 pub struct BadInput(pub String);
 
+/// A remote workload's connection was lost before its end: what arrived
+/// was kept (printed, recorded); exit status 1.
+#[derive(Debug, thiserror::Error)]
+#[error("the connection to the target was lost: {0}")]
+pub struct RemoteLost(pub String);
+
 /// Builds settings from `--preset` then `--set`s, validated for this
 /// machine; returns the preset too.
 pub fn load_settings(args: &SettingsArgs) -> Result<(Settings, Option<Preset>)> {
@@ -518,9 +563,32 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
         ))
         .into());
     }
+    let remote = match &cli.remote.remote {
+        Some(spec) => {
+            let ok = matches!(
+                cli.command,
+                None | Some(Command::Tui { .. }) | Some(Command::Run { .. })
+            );
+            if !ok {
+                return Err(BadInput(
+                    "--remote works with the explorer (readpath, readpath tui) and `run` so far; \
+                     `compare`, `demo` and `bench crypto` on a target are not built yet"
+                        .into(),
+                )
+                .into());
+            }
+            Some(crate::remote::transport::Remote::parse(spec).map_err(BadInput)?)
+        }
+        None => None,
+    };
+    let remote = remote.map(|r| (r, cli.remote.clone()));
     match cli.command {
-        None => tui(&data_dir, &cli.settings, &cli.tui),
-        Some(Command::Tui { settings, tui: t }) => tui(&data_dir, &settings, &t),
+        None => tui(&data_dir, &cli.settings, &cli.tui, remote),
+        Some(Command::Tui { settings, tui: t }) => tui(&data_dir, &settings, &t, remote),
+        Some(Command::Agent) => {
+            let status = crate::remote::agent::run(&data_dir);
+            std::process::exit(status);
+        }
         Some(Command::Demo {
             script,
             settings,
@@ -542,11 +610,14 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             run(
                 &data_dir,
                 &settings,
-                duration,
-                interval,
-                format,
-                interval_log.as_deref(),
-                record.as_deref(),
+                RunPlan {
+                    duration,
+                    interval,
+                    format,
+                    interval_log: interval_log.as_deref(),
+                    record: record.as_deref(),
+                },
+                remote,
             )
         }
         Some(Command::Compare {
@@ -622,10 +693,122 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
     }
 }
 
-fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
+/// A target and how to reach it (`--remote` and its options).
+type RemoteChoice = Option<(crate::remote::transport::Remote, RemoteArgs)>;
+
+fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs, remote: RemoteChoice) -> Result<()> {
+    if let Some((r, ra)) = remote {
+        return explore_remote(args, t, r, &ra);
+    }
     let (settings, preset) = load_settings(args)?;
     let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
     explore(data_dir, settings, preset, t, None, &inputs)
+}
+
+/// What a remote start sends: a preset file is read here (its settings go
+/// whole), a preset name is resolved on the target, `--set` applies there.
+fn remote_spec(
+    args: &SettingsArgs,
+    command: &str,
+    interval: Duration,
+    ra: &RemoteArgs,
+) -> Result<crate::remote::client::StartSpec> {
+    let (preset, settings) = match &args.preset {
+        Some(p) if p.contains('/') || p.ends_with(".toml") => (
+            None,
+            Some(preset::resolve(p).map_err(preset_error)?.0.settings),
+        ),
+        other => (other.clone(), None),
+    };
+    Ok(crate::remote::client::StartSpec {
+        preset,
+        settings,
+        set: args.set.clone(),
+        interval,
+        command: command.into(),
+        dir: ra.remote_dir.clone(),
+        data_dir: ra.remote_data_dir.clone(),
+        refresh: ra.remote_refresh,
+    })
+}
+
+/// Starts the agent on the target, saying on stderr what it does.
+fn start_remote(
+    r: crate::remote::transport::Remote,
+    spec: crate::remote::client::StartSpec,
+) -> Result<crate::remote::client::RemoteWorkload> {
+    crate::sys::install_stop_handlers();
+    let mut tell = |m: &str| say(&format!("readpath: {m}"));
+    crate::remote::client::RemoteWorkload::start(r, spec, &mut tell).map_err(engine_error)
+}
+
+/// The explorer on a workload running on another machine.
+fn explore_remote(
+    args: &SettingsArgs,
+    t: &TuiArgs,
+    r: crate::remote::transport::Remote,
+    ra: &RemoteArgs,
+) -> Result<()> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(BadInput(
+            "the explorer needs a terminal (stdin and stdout are not both one); \
+             for a headless run use `readpath run --remote ...`"
+                .into(),
+        )
+        .into());
+    }
+    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
+    let record = match &t.record {
+        Some(p) => Some(check_output("--record", p, &inputs, None)?),
+        None => None,
+    };
+    let spec = remote_spec(args, "tui", t.interval, ra)?;
+    let mut w = start_remote(r, spec)?;
+    let preset = w.header.preset.clone().map(|name| {
+        let description = preset::resolve(&name)
+            .map(|p| p.0.description)
+            .unwrap_or_default();
+        (name, description)
+    });
+    let opts = crate::tui::TuiOptions {
+        fps: t.fps,
+        ascii: t.ascii,
+        theme: t.theme,
+        duration: t.duration,
+        preset,
+        present: t.present,
+        mouse: !t.no_mouse,
+    };
+    let writer = match &record {
+        Some(p) => {
+            Some(crate::output::recording::Writer::create(p, &w.header).map_err(recording_error)?)
+        }
+        None => None,
+    };
+    let shown = crate::tui::run(&mut w, &opts, writer, None);
+    let (summary, rest) = w.finish();
+    let (writer, ending) = shown.context("drawing the explorer")?;
+    if let Some(mut wr) = writer {
+        for rec in &rest {
+            wr.record(rec).map_err(recording_error)?;
+        }
+        let path = wr.finish().map_err(recording_error)?;
+        if ending != crate::tui::Ending::TerminalGone {
+            say(&format!("readpath: recorded {}", path.display()));
+        }
+    }
+    if ending == crate::tui::Ending::TerminalGone {
+        return Ok(());
+    }
+    match summary {
+        Ok(s) => {
+            if !t.no_summary {
+                std::io::stdout().write_all(s.to_text().as_bytes())?;
+            }
+            Ok(())
+        }
+        Err(why) => Err(RemoteLost(why).into()),
+    }
 }
 
 /// The file a `--preset` reads, when it is a file (a path, or a saved user
@@ -826,15 +1009,26 @@ fn explore(
     Ok(())
 }
 
-fn run(
-    data_dir: &Path,
-    args: &SettingsArgs,
+/// What a headless run measures for how long, and where it writes.
+struct RunPlan<'a> {
     duration: Duration,
     interval: Duration,
     format: Format,
-    interval_log: Option<&Path>,
-    record: Option<&Path>,
-) -> Result<()> {
+    interval_log: Option<&'a Path>,
+    record: Option<&'a Path>,
+}
+
+fn run(data_dir: &Path, args: &SettingsArgs, plan: RunPlan, remote: RemoteChoice) -> Result<()> {
+    if let Some((r, ra)) = remote {
+        return run_remote(args, plan, r, &ra);
+    }
+    let RunPlan {
+        duration,
+        interval,
+        format,
+        interval_log,
+        record,
+    } = plan;
     let (settings, preset) = load_settings(args)?;
     let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
     let log_out = match interval_log {
@@ -906,6 +1100,100 @@ fn run(
     let machine = crate::sys::machine_info(&dataset_dir);
     let summary = RunSummary::new(&settings, &effective, &totals, machine, features);
     emit(format, &summary, || summary.to_text())
+}
+
+/// `run --remote`: the same run on a target; the summary is the target's,
+/// the interval log and the recording are written here. A lost connection
+/// ends the run with what arrived (written out) and exit status 1.
+fn run_remote(
+    args: &SettingsArgs,
+    plan: RunPlan,
+    r: crate::remote::transport::Remote,
+    ra: &RemoteArgs,
+) -> Result<()> {
+    let RunPlan {
+        duration,
+        interval,
+        format,
+        interval_log,
+        record,
+    } = plan;
+    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
+    let log_out = match interval_log {
+        Some(p) => Some(check_output("--interval-log", p, &inputs, None)?),
+        None => None,
+    };
+    let record_out = match record {
+        Some(p) => Some(check_output("--record", p, &inputs, None)?),
+        None => None,
+    };
+    if let (Some(a), Some(b)) = (&record_out, &log_out) {
+        a.check_distinct(b).map_err(output_error)?;
+    }
+    let spec = remote_spec(args, "run", interval, ra)?;
+    let w = start_remote(r, spec)?;
+    let mut recording = match &record_out {
+        Some(p) => {
+            Some(crate::output::recording::Writer::create(p, &w.header).map_err(recording_error)?)
+        }
+        None => None,
+    };
+    let mut log = match &log_out {
+        Some(p) => Some(p.create().map_err(output_error)?),
+        None => None,
+    };
+    let mut received = 0usize;
+    let mut write_record = |rec: &crate::metrics::IntervalRecord| -> Result<()> {
+        received += 1;
+        if let Some(wr) = recording.as_mut() {
+            wr.record(rec).map_err(recording_error)?;
+        }
+        if let Some(l) = log.as_mut() {
+            let res = serde_json::to_writer(&mut *l, rec)
+                .map_err(std::io::Error::from)
+                .and_then(|()| l.write_all(b"\n"));
+            res.map_err(|e| output_error(l.error(e)))?;
+        }
+        Ok(())
+    };
+    let started = std::time::Instant::now();
+    use crate::engine::workload::Workload;
+    while started.elapsed() < duration && !crate::sys::stop_requested() && w.lost().is_none() {
+        let left = duration.saturating_sub(started.elapsed());
+        if let Ok(rec) = w
+            .records()
+            .recv_timeout(left.min(Duration::from_millis(100)))
+        {
+            write_record(&rec)?;
+        }
+    }
+    let (summary, rest) = w.finish();
+    for rec in &rest {
+        write_record(rec)?;
+    }
+    if let Some(l) = log {
+        l.finish().map_err(output_error)?;
+    }
+    let recorded = match recording {
+        Some(wr) => {
+            let path = wr.finish().map_err(recording_error)?;
+            say(&format!("readpath: recorded {}", path.display()));
+            Some(path)
+        }
+        None => None,
+    };
+    match summary {
+        Ok(s) => emit(format, &s, || s.to_text()),
+        Err(why) => Err(RemoteLost(format!(
+            "{why} (after {:.1} s, {received} intervals received{})",
+            started.elapsed().as_secs_f64(),
+            match recorded {
+                Some(p) => format!(", recorded in {}", p.display()),
+                None => String::new(),
+            }
+        ))
+        .into()),
+    }
 }
 
 /// Prints a report on stdout as text or as one JSON object.

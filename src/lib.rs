@@ -18,6 +18,7 @@ pub mod engine;
 pub mod kernel;
 pub mod metrics;
 pub mod output;
+pub mod remote;
 pub mod scenario;
 pub mod settings;
 pub mod sys;

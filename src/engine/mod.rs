@@ -24,6 +24,7 @@ pub mod reader;
 pub mod resolve;
 pub mod stages;
 pub mod tree;
+pub mod workload;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -92,6 +93,16 @@ pub enum EngineError {
     /// `encrypt`, a cipher the kernel lacks): what is missing.
     #[error("workload.target = \"kernel\": {0}")]
     Kernel(String),
+    /// A workload on another machine (`--remote`) refused or failed.
+    #[error("{place}: {message}")]
+    Remote {
+        /// Where (`ssh:phone`).
+        place: String,
+        /// What the agent or the transport said.
+        message: String,
+        /// The user's input was refused there (exit status 2).
+        bad_input: bool,
+    },
 }
 
 impl EngineError {
@@ -103,6 +114,10 @@ impl EngineError {
                 | EngineError::Conflict { .. }
                 | EngineError::Memory(_)
                 | EngineError::Kernel(_)
+                | EngineError::Remote {
+                    bad_input: true,
+                    ..
+                }
         ) || matches!(self, EngineError::Dataset(d) if d.is_bad_input())
     }
 }

@@ -192,7 +192,7 @@ pub const MAX_RECORDS: usize = 2_000_000;
 
 /// Reads one line of at most [`MAX_LINE_BYTES`] into `buf` (cleared);
 /// false at end of file.
-fn read_line_capped(
+pub(crate) fn read_line_capped(
     r: &mut impl BufRead,
     buf: &mut Vec<u8>,
 ) -> Result<bool, Result<std::io::Error, ()>> {
@@ -301,6 +301,30 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
         records.push(line.interval);
     }
     Ok(Recording { header, records })
+}
+
+/// A header line already parsed as JSON (from a file or a remote agent):
+/// the format and version checked first, then every field range-checked.
+pub fn header_from(v: serde_json::Value) -> Result<Header, String> {
+    if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        return Err(format!(
+            "not a readpath recording header (no \"format\": \"{FORMAT}\")"
+        ));
+    }
+    let version = v.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+    if version > VERSION as u64 {
+        return Err(format!(
+            "recording format version {version} is newer than this readpath's ({VERSION}): upgrade readpath here"
+        ));
+    }
+    let header: Header = serde_json::from_value(v).map_err(|e| format!("bad header: {e}"))?;
+    header.check()?;
+    Ok(header)
+}
+
+/// Range-checks one interval record (from a file or a remote agent).
+pub fn check_record(r: &IntervalRecord) -> Result<(), String> {
+    r.check()
 }
 
 impl Header {

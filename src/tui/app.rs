@@ -538,6 +538,11 @@ pub struct App {
     pub present: bool,
     /// A demo's current caption.
     pub caption: Option<String>,
+    /// Where the workload runs when not here (`ssh:phone`), for the header.
+    pub place: Option<String>,
+    /// Why a remote workload's records stopped (the connection was lost):
+    /// the charts stay, the header says so.
+    pub lost: Option<String>,
     /// Presentation mode's big numbers (a demo's; empty: the defaults).
     pub headline: Vec<crate::scenario::demo::Headline>,
     /// While a demo runs within its length (s), the charts span the whole
@@ -602,6 +607,8 @@ impl App {
             replay: None,
             present: false,
             caption: None,
+            place: None,
+            lost: None,
             headline: Vec::new(),
             demo_span: None,
             verity_failures: 0,

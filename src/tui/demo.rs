@@ -45,19 +45,19 @@ impl<'a> DemoDriver<'a> {
         };
         self.next += 1;
         if step.baseline && app.mark_baseline() {
-            self.inner.engine.mark("baseline");
+            self.inner.engine.mark_event("baseline");
         }
         if let Some(s) = step.settings {
             super::apply(app, self.inner.engine, s);
             if let Some(p) = &step.preset {
-                self.inner.engine.mark(format!("preset {p}"));
+                self.inner.engine.mark_event(&format!("preset {p}"));
             }
         }
         if step.drop_cache {
             let _ = self.inner.engine.drop_cache();
         }
         if let Some(c) = &step.caption {
-            self.inner.engine.mark(format!("caption: {c}"));
+            self.inner.engine.mark_event(&format!("caption: {c}"));
             app.caption = Some(c.clone());
         }
         let due_s = match step.wait {

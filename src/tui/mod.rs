@@ -1,11 +1,12 @@
-//! The live explorer: a full-screen terminal app over a running [`Engine`].
+//! The live explorer: a full-screen terminal app over a running workload
+//! (the local [`crate::engine::Engine`], or an agent on another machine).
 //!
 //! The loop owns the terminal and the engine. It drains the engine's
 //! interval records into the [`App`] (never blocking the engine: records
 //! queue on a channel the sampler never waits on), draws when something
 //! changed, at most `--fps` times a second (and at once after a key, so a
 //! changed setting shows immediately), and turns keys into [`Action`]s that
-//! call [`Engine::apply`]; mouse events go to [`mouse::mouse`]. The
+//! call [`Workload::apply`]; mouse events go to [`mouse::mouse`]. The
 //! terminal (raw mode, the alternate screen and, unless `--no-mouse`, mouse
 //! reporting) is taken in one place, [`take_terminal`], and given back in
 //! one, [`leave_terminal`], which every way out goes through: quit, an
@@ -39,7 +40,7 @@ use input::Input;
 use ratatui::crossterm::event::{self, Event};
 use ratatui::crossterm::{cursor, execute, terminal};
 
-use crate::engine::Engine;
+use crate::engine::workload::Workload;
 use crate::scenario::preset;
 use app::{Action, App, Overlay, OverlayAction, PickItem};
 use render::Look;
@@ -194,7 +195,7 @@ pub trait Driver {
 /// The live engine, optionally recording every interval.
 pub struct EngineDriver<'a> {
     /// The running engine.
-    pub engine: &'a mut Engine,
+    pub engine: &'a mut dyn Workload,
     /// Where the intervals are recorded, if anywhere.
     pub recording: Option<crate::output::recording::Writer>,
 }
@@ -210,6 +211,13 @@ impl Driver for EngineDriver<'_> {
                 self.recording = None;
             }
             app.push(rec);
+            any = true;
+        }
+        if app.lost.is_none()
+            && let Some(why) = self.engine.lost()
+        {
+            app.log_line(app.elapsed_s, format!("connection lost: {why}"), true);
+            app.lost = Some(why);
             any = true;
         }
         any
@@ -229,7 +237,7 @@ impl Driver for EngineDriver<'_> {
 /// or `duration`); the terminal is restored when it returns, and the caller
 /// stops the engine and finishes the recording.
 pub fn run(
-    engine: &mut Engine,
+    engine: &mut dyn Workload,
     opts: &TuiOptions,
     recording: Option<crate::output::recording::Writer>,
     script: Option<crate::scenario::demo::Demo>,
@@ -240,8 +248,9 @@ pub fn run(
         engine.features().clone(),
         crate::sys::online_cpus().len(),
     );
-    app.pods = crate::engine::pipeline::pods_label(engine.effective());
-    let m = crate::sys::machine_info(engine.dataset().dir());
+    app.pods = engine.pods();
+    app.place = engine.place();
+    let m = engine.machine();
     app.idle = Some((m.idle_and_freq_short(), !m.iowait_consumers().is_empty()));
     if let Some(n) = m.iowait_notice() {
         app.log_line(0.0, n, true);
@@ -414,14 +423,14 @@ fn suspend(term: &mut Term, mouse: bool) {
 }
 
 /// Does what a key in an overlay (or a click) asked for.
-fn overlay_done(app: &mut App, engine: &mut Engine, what: OverlayAction) {
+fn overlay_done(app: &mut App, engine: &mut dyn Workload, what: OverlayAction) {
     match what {
         OverlayAction::None => {}
         OverlayAction::Quit => app.quit = true,
         OverlayAction::ApplyPreset(name, description, settings) => {
             apply(app, engine, *settings);
             if !matches!(app.overlay, Overlay::Error(_)) {
-                engine.mark(format!("preset {name}"));
+                engine.mark_event(&format!("preset {name}"));
                 app.preset = Some((name, description));
             }
         }
@@ -431,7 +440,7 @@ fn overlay_done(app: &mut App, engine: &mut Engine, what: OverlayAction) {
 }
 
 /// Applies one key to the app and the engine.
-pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
+pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent) {
     if app.overlay != Overlay::None {
         let exists = |name: &str| preset::user_path(name).is_ok_and(|p| p.exists());
         let what = app::popup_key(app, key, &exists);
@@ -471,7 +480,7 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
         },
         Action::MarkBaseline => {
             if app.mark_baseline() {
-                engine.mark("baseline");
+                engine.mark_event("baseline");
                 app.flash("baseline marked: change a setting and compare");
             } else {
                 app.flash("nothing measured yet: wait for a few intervals");
@@ -540,12 +549,12 @@ pub fn handle_key(app: &mut App, engine: &mut Engine, key: event::KeyEvent) {
 }
 
 /// Runs the engine with `s`; a refusal opens a message and changes nothing.
-pub(crate) fn apply(app: &mut App, engine: &mut Engine, s: crate::settings::Settings) {
+pub(crate) fn apply(app: &mut App, engine: &mut dyn Workload, s: crate::settings::Settings) {
     let t = Instant::now();
     match engine.apply(s) {
         Ok(changes) => {
             app.set_running(engine.settings().clone(), engine.effective().clone());
-            app.pods = crate::engine::pipeline::pods_label(engine.effective());
+            app.pods = engine.pods();
             let what: Vec<String> = changes.iter().map(|c| c.label()).collect();
             app.flash(if what.is_empty() {
                 "no change".to_string()

@@ -39,6 +39,19 @@ pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         ),
         Span::styled(" │ ", th.dim()),
     ];
+    // A remote workload: where, and loudly when its connection was lost
+    // (the charts keep what arrived).
+    if let Some(place) = &app.place {
+        spans.push(Span::styled(place.clone(), th.title()));
+        spans.push(Span::styled(" │ ", th.dim()));
+    }
+    if let Some(why) = &app.lost {
+        spans.push(Span::styled(
+            format!("✗ connection lost: {why}"),
+            Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
+        ));
+        spans.push(Span::styled(" │ ", th.dim()));
+    }
     // Failed reads are never counted as good data; say so loudly.
     for (n, what) in [
         (app.verity_failures, "verity failures"),

@@ -1,0 +1,87 @@
+//! What the explorer and the demo player drive: a running workload, here
+//! or on another machine. The local [`Engine`] is one; a remote agent
+//! reached over ssh or adb (`crate::remote`) is another. Both give the same
+//! interval records on a channel and take the same changes, so the
+//! explorer never knows where the reads happen.
+
+use std::sync::mpsc::Receiver;
+
+use super::{Engine, EngineError};
+use crate::metrics::IntervalRecord;
+use crate::settings::{SettingChange, Settings};
+use crate::sys::{Features, MachineInfo};
+
+/// A running workload the explorer can drive.
+pub trait Workload {
+    /// The settings as requested.
+    fn settings(&self) -> &Settings;
+    /// The settings as running, after fallbacks.
+    fn effective(&self) -> &Settings;
+    /// What the kernel and machine offer.
+    fn features(&self) -> &Features;
+    /// The machine the workload runs on.
+    fn machine(&self) -> MachineInfo;
+    /// One record per interval, in order.
+    fn records(&self) -> &Receiver<IntervalRecord>;
+    /// Runs with these settings from now on; the changes made.
+    fn apply(&mut self, new: Settings) -> Result<Vec<SettingChange>, EngineError>;
+    /// Adds a marker event (`baseline`) to the next record.
+    fn mark_event(&self, label: &str);
+    /// Pauses the workload.
+    fn pause(&mut self);
+    /// Resumes a paused workload.
+    fn resume(&mut self) -> Result<(), EngineError>;
+    /// True while paused.
+    fn is_paused(&self) -> bool;
+    /// Drops the page cache of the file; the pages dropped, if known.
+    fn drop_cache(&mut self) -> Option<usize>;
+    /// The pods of the unbound queues running (`pods cache 0-3|4-7`).
+    fn pods(&self) -> Option<String>;
+    /// Where it runs, for the header: None here, `ssh:host` elsewhere.
+    fn place(&self) -> Option<String> {
+        None
+    }
+    /// Why the records stopped coming, when they did (a lost connection).
+    fn lost(&self) -> Option<String> {
+        None
+    }
+}
+
+impl Workload for Engine {
+    fn settings(&self) -> &Settings {
+        Engine::settings(self)
+    }
+    fn effective(&self) -> &Settings {
+        Engine::effective(self)
+    }
+    fn features(&self) -> &Features {
+        Engine::features(self)
+    }
+    fn machine(&self) -> MachineInfo {
+        crate::sys::machine_info(self.dataset().dir())
+    }
+    fn records(&self) -> &Receiver<IntervalRecord> {
+        Engine::records(self)
+    }
+    fn apply(&mut self, new: Settings) -> Result<Vec<SettingChange>, EngineError> {
+        Engine::apply(self, new)
+    }
+    fn mark_event(&self, label: &str) {
+        self.mark(label);
+    }
+    fn pause(&mut self) {
+        Engine::pause(self);
+    }
+    fn resume(&mut self) -> Result<(), EngineError> {
+        Engine::resume(self)
+    }
+    fn is_paused(&self) -> bool {
+        Engine::is_paused(self)
+    }
+    fn drop_cache(&mut self) -> Option<usize> {
+        Engine::drop_cache(self)
+    }
+    fn pods(&self) -> Option<String> {
+        super::pipeline::pods_label(Engine::effective(self))
+    }
+}

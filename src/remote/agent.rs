@@ -1,0 +1,311 @@
+//! `readpath agent`: the far end of `--remote`. Started on the target by
+//! the user's ssh or adb, it reads [`Request`]s on stdin and writes the
+//! recording format on stdout, so a laptop can explore a phone or a test
+//! server. It never outlives its connection: when stdin closes (the link
+//! dropped, the client killed) it stops the workload and exits, so nothing
+//! is left running on the device. Records wait in a queue of their own on
+//! the way out, so a slow link delays them but never drops one.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::Duration;
+
+use super::protocol::{Command, Fatal, Hello, Message, PROTOCOL, Reply, Request};
+use crate::engine::{Engine, EngineOptions};
+
+/// Shortest and longest interval an agent accepts.
+const INTERVAL_MS: std::ops::RangeInclusive<u64> = 10..=60_000;
+
+/// What the stdin thread hands over: a request, a line refused, or the end.
+enum In {
+    Request(Box<Request>),
+    Refused(String),
+    Closed,
+}
+
+/// Reads requests until stdin closes.
+fn read_stdin(tx: Sender<In>) {
+    let stdin = std::io::stdin();
+    let mut r = std::io::BufReader::new(stdin.lock());
+    let mut buf = Vec::new();
+    loop {
+        match crate::output::recording::read_line_capped(&mut r, &mut buf) {
+            Ok(false) | Err(Ok(_)) => break,
+            Err(Err(())) => {
+                let _ = tx.send(In::Refused(format!(
+                    "request longer than {} bytes",
+                    super::protocol::MAX_LINE
+                )));
+                break;
+            }
+            Ok(true) => {}
+        }
+        let line = String::from_utf8_lossy(&buf);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let msg = match super::protocol::parse_request(line.trim()) {
+            Ok(r) => In::Request(Box::new(r)),
+            Err(e) => In::Refused(e),
+        };
+        if tx.send(msg).is_err() {
+            return;
+        }
+    }
+    let _ = tx.send(In::Closed);
+}
+
+/// Writes lines to stdout on a thread of its own (a slow link blocks it,
+/// never the workload); the queue between holds every line until written.
+/// Returns the sender and the writer thread.
+fn writer() -> (Sender<String>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = channel::<String>();
+    let h = std::thread::Builder::new()
+        .name("agent-out".into())
+        .spawn(move || {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let put = |out: &mut std::io::BufWriter<_>, l: &str| -> std::io::Result<()> {
+                out.write_all(l.as_bytes())?;
+                out.write_all(b"\n")
+            };
+            // Every line queued goes out, then one flush: in batches on a
+            // slow link, at once on a fast one.
+            while let Ok(line) = rx.recv() {
+                let mut ok = put(&mut out, &line);
+                while ok.is_ok()
+                    && let Ok(next) = rx.try_recv()
+                {
+                    ok = put(&mut out, &next);
+                }
+                if ok.and_then(|()| out.flush()).is_err() {
+                    return;
+                }
+            }
+        })
+        .expect("spawning the agent's writer");
+    (tx, h)
+}
+
+fn send(out: &Sender<String>, m: Message) {
+    let _ = out.send(m.to_line());
+}
+
+/// Runs the agent until stdin closes or a stop; the exit status.
+pub fn run(data_dir: &Path) -> i32 {
+    crate::sys::install_stop_handlers();
+    let (out, writer) = writer();
+    send(
+        &out,
+        Message::Hello(Hello {
+            protocol: PROTOCOL,
+            readpath: env!("CARGO_PKG_VERSION").into(),
+            arch: std::env::consts::ARCH.into(),
+        }),
+    );
+    let (tx, rx) = channel();
+    std::thread::Builder::new()
+        .name("agent-in".into())
+        .spawn(move || read_stdin(tx))
+        .expect("spawning the agent's reader");
+    let status = serve(data_dir, &rx, &out);
+    drop(out);
+    let _ = writer.join();
+    status
+}
+
+fn fatal(out: &Sender<String>, message: String, bad_input: bool) -> i32 {
+    send(out, Message::Fatal(Fatal { message, bad_input }));
+    if bad_input { 2 } else { 1 }
+}
+
+fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
+    // Before the start: only start (or stop) makes sense.
+    let (preset, settings, set, interval_ms, command) = loop {
+        match rx.recv() {
+            Ok(In::Request(r)) => match r.cmd {
+                Command::Start {
+                    preset,
+                    settings,
+                    set,
+                    interval_ms,
+                    command,
+                } => break (preset, settings, set, interval_ms, command),
+                Command::Stop => return 0,
+                other => {
+                    send(
+                        out,
+                        Message::Reply(Box::new(Reply::refused(
+                            &cmd_name(&other),
+                            "the workload has not started".into(),
+                            true,
+                        ))),
+                    );
+                }
+            },
+            Ok(In::Refused(e)) => return fatal(out, e, true),
+            Ok(In::Closed) | Err(_) => return 0,
+        }
+    };
+    if !INTERVAL_MS.contains(&interval_ms) {
+        return fatal(
+            out,
+            format!(
+                "interval_ms = {interval_ms} is out of range: allowed {}..={}",
+                INTERVAL_MS.start(),
+                INTERVAL_MS.end()
+            ),
+            true,
+        );
+    }
+    // The settings as the target sees them: its presets, its CPUs.
+    let base = match (settings, &preset) {
+        (Some(s), _) => Ok((*s, None)),
+        (None, _) => crate::cli::load_settings(&crate::cli::SettingsArgs {
+            preset: preset.clone(),
+            set: Vec::new(),
+        }),
+    };
+    let (mut s, preset_obj) = match base {
+        Ok(v) => v,
+        Err(e) => return fatal(out, format!("{e:#}"), true),
+    };
+    for spec in &set {
+        if let Err(e) = s.apply_override(spec) {
+            return fatal(out, e.to_string(), true);
+        }
+    }
+    if let Err(e) = s.validate(crate::sys::online_cpus().len()) {
+        return fatal(out, e.to_string(), true);
+    }
+    let mut quiet = |_: u64, _: u64| {};
+    let mut engine = match Engine::start(
+        s,
+        EngineOptions::new(Duration::from_millis(interval_ms), data_dir.to_path_buf()),
+        &mut quiet,
+    ) {
+        Ok(e) => e,
+        Err(e) => {
+            let bad = e.is_bad_input();
+            return fatal(out, e.to_string(), bad);
+        }
+    };
+    let header = crate::output::recording::Header {
+        format: crate::output::recording::FORMAT.into(),
+        version: crate::output::recording::VERSION,
+        command,
+        started_unix_s: crate::output::recording::unix_now(),
+        preset: preset_obj.map(|p| p.name).or(preset),
+        settings: engine.settings().clone(),
+        effective_settings: engine.effective().clone(),
+        features: engine.features().clone(),
+        machine: crate::sys::machine_info(engine.dataset().dir()),
+        demo: None,
+    };
+    send(out, Message::Header(Box::new(header)));
+    loop {
+        if crate::sys::stop_requested() {
+            break;
+        }
+        match engine.records().recv_timeout(Duration::from_millis(20)) {
+            Ok(r) => send(out, Message::Interval(Box::new(r))),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        match rx.try_recv() {
+            Ok(In::Request(r)) => {
+                if !handle(&mut engine, r.cmd, out) {
+                    break;
+                }
+            }
+            Ok(In::Refused(e)) => {
+                // A bad line mid-run: said, and the run goes on.
+                send(out, Message::Reply(Box::new(Reply::refused("?", e, true))));
+            }
+            Ok(In::Closed) | Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+        }
+    }
+    let requested = engine.settings().clone();
+    let effective = engine.effective().clone();
+    let features = engine.features().clone();
+    let machine = crate::sys::machine_info(engine.dataset().dir());
+    let (totals, rest) = crate::cli::stop_and_drain(engine);
+    for r in rest {
+        send(out, Message::Interval(Box::new(r)));
+    }
+    let summary =
+        crate::output::report::RunSummary::new(&requested, &effective, &totals, machine, features);
+    send(out, Message::Summary(Box::new(summary)));
+    0
+}
+
+fn cmd_name(c: &Command) -> String {
+    match c {
+        Command::Start { .. } => "start",
+        Command::Apply { .. } => "apply",
+        Command::Pause => "pause",
+        Command::Resume => "resume",
+        Command::DropCache => "drop_cache",
+        Command::Mark { .. } => "mark",
+        Command::Stop => "stop",
+    }
+    .into()
+}
+
+/// Does one command on the running engine; false to stop.
+fn handle(engine: &mut Engine, cmd: Command, out: &Sender<String>) -> bool {
+    let name = cmd_name(&cmd);
+    match cmd {
+        Command::Stop => return false,
+        Command::Start { .. } => send(
+            out,
+            Message::Reply(Box::new(Reply::refused(
+                &name,
+                "the workload is already running".into(),
+                true,
+            ))),
+        ),
+        Command::Apply { settings } => {
+            let reply = match engine.apply(*settings) {
+                Ok(changes) => Reply {
+                    changes,
+                    settings: Some(Box::new(engine.settings().clone())),
+                    effective: Some(Box::new(engine.effective().clone())),
+                    pods: crate::engine::pipeline::pods_label(engine.effective()),
+                    ..Reply::ok(&name)
+                },
+                Err(e) => Reply::refused(&name, e.to_string(), e.is_bad_input()),
+            };
+            send(out, Message::Reply(Box::new(reply)));
+        }
+        Command::Pause => engine.pause(),
+        Command::Resume => {
+            if let Err(e) = engine.resume() {
+                send(
+                    out,
+                    Message::Reply(Box::new(Reply::refused(
+                        &name,
+                        e.to_string(),
+                        e.is_bad_input(),
+                    ))),
+                );
+            }
+        }
+        Command::DropCache => {
+            let dropped = engine.drop_cache();
+            send(
+                out,
+                Message::Reply(Box::new(Reply {
+                    dropped,
+                    ..Reply::ok(&name)
+                })),
+            );
+        }
+        Command::Mark { label } => {
+            engine.mark(crate::output::format::printable(&label, false));
+        }
+    }
+    true
+}

@@ -1,0 +1,11 @@
+//! readpath beyond one machine: the explorer, `run` and friends on a
+//! laptop, the workload on a phone or a test server. No protocol server of
+//! our own: the user's ssh or adb starts `readpath agent` on the target
+//! ([`transport`]), which speaks JSON lines ([`protocol`]) on its stdin and
+//! stdout ([`agent`]); [`client`] makes it a [`crate::engine::workload::Workload`]
+//! the explorer drives like the local engine.
+
+pub mod agent;
+pub mod client;
+pub mod protocol;
+pub mod transport;

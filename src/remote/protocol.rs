@@ -1,0 +1,285 @@
+//! The agent protocol: JSON lines over the stdin and stdout of `readpath
+//! agent`, carried by the user's own ssh or adb. The client sends
+//! [`Request`]s; the agent answers with a [`Message`] per line: a hello
+//! (protocol and readpath versions, architecture), then the recording
+//! format (its header, then one `{"interval": ...}` per interval, events
+//! included), replies to the commands that need one, and the run's summary
+//! at the end. Every line is checked where it is read: a line that is not
+//! one of these is refused by its number, never guessed at.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::IntervalRecord;
+use crate::output::recording::Header;
+use crate::output::report::RunSummary;
+use crate::settings::{SettingChange, Settings};
+
+/// The protocol this readpath speaks. Both sides refuse another by name.
+pub const PROTOCOL: u32 = 1;
+
+/// Longest line either side reads: a recording's (a header with its
+/// settings and machine is a few KiB; an interval with its histograms some
+/// tens of KiB).
+pub const MAX_LINE: usize = crate::output::recording::MAX_LINE_BYTES;
+
+/// One command to the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// The protocol the client speaks ([`PROTOCOL`]).
+    pub protocol: u32,
+    /// What to do.
+    #[serde(flatten)]
+    pub cmd: Command,
+}
+
+/// What the client asks of the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Command {
+    /// Start the workload: settings from a preset of the target (by name)
+    /// or given whole, then `--set` overrides, validated on the target.
+    Start {
+        /// A preset name, resolved on the target (its saved presets).
+        #[serde(default)]
+        preset: Option<String>,
+        /// Whole settings (a preset file read on the client).
+        #[serde(default)]
+        settings: Option<Box<Settings>>,
+        /// `section.key=value` overrides.
+        #[serde(default)]
+        set: Vec<String>,
+        /// Interval length, ms.
+        interval_ms: u64,
+        /// The client's command, for the recording header (`run`, `tui`).
+        command: String,
+    },
+    /// Run with these settings from now on.
+    Apply {
+        /// The new settings.
+        settings: Box<Settings>,
+    },
+    /// Pause the workload.
+    Pause,
+    /// Resume it.
+    Resume,
+    /// Drop the page cache of the file.
+    DropCache,
+    /// Add a marker event (`baseline`, a caption).
+    Mark {
+        /// Its label.
+        label: String,
+    },
+    /// Stop, send the summary, exit.
+    Stop,
+}
+
+/// The agent's first line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The protocol it speaks.
+    pub protocol: u32,
+    /// Its readpath version.
+    pub readpath: String,
+    /// Its machine's architecture (`uname -m`).
+    pub arch: String,
+}
+
+/// The answer to a command that needs one (start, apply, drop_cache).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// The command answered.
+    pub cmd: String,
+    /// Whether it was done.
+    pub ok: bool,
+    /// Why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The refusal is of the user's input (exit status 2).
+    #[serde(default)]
+    pub bad_input: bool,
+    /// apply: the changes made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<SettingChange>,
+    /// apply: the settings as now requested and as running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Box<Settings>>,
+    /// apply: the settings as running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective: Option<Box<Settings>>,
+    /// apply: the pods of the unbound queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<String>,
+    /// drop_cache: the pages dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<usize>,
+}
+
+impl Reply {
+    /// A command done.
+    pub fn ok(cmd: &str) -> Reply {
+        Reply {
+            cmd: cmd.into(),
+            ok: true,
+            error: None,
+            bad_input: false,
+            changes: Vec::new(),
+            settings: None,
+            effective: None,
+            pods: None,
+            dropped: None,
+        }
+    }
+
+    /// A command refused.
+    pub fn refused(cmd: &str, error: String, bad_input: bool) -> Reply {
+        Reply {
+            ok: false,
+            error: Some(error),
+            bad_input,
+            ..Reply::ok(cmd)
+        }
+    }
+}
+
+/// A fatal error of the agent: it exits after this line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fatal {
+    /// What went wrong.
+    pub message: String,
+    /// The user's input was refused (exit status 2).
+    #[serde(default)]
+    pub bad_input: bool,
+}
+
+/// One line from the agent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// The first line.
+    Hello(Hello),
+    /// The recording header, once the workload started.
+    Header(Box<Header>),
+    /// One interval.
+    Interval(Box<IntervalRecord>),
+    /// The answer to a command.
+    Reply(Box<Reply>),
+    /// The run's summary, last.
+    Summary(Box<RunSummary>),
+    /// A fatal error.
+    Fatal(Fatal),
+}
+
+/// What one agent line serializes as (all but the header, which is the
+/// recording header as is).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum Wire {
+    Hello(Hello),
+    Interval(Box<IntervalRecord>),
+    Reply(Box<Reply>),
+    Summary(Box<RunSummary>),
+    Error(Fatal),
+}
+
+impl Message {
+    /// The line (no newline).
+    pub fn to_line(&self) -> String {
+        let v = match self {
+            Message::Header(h) => serde_json::to_string(h),
+            Message::Hello(h) => serde_json::to_string(&Wire::Hello(h.clone())),
+            Message::Interval(r) => serde_json::to_string(&Wire::Interval(r.clone())),
+            Message::Reply(r) => serde_json::to_string(&Wire::Reply(r.clone())),
+            Message::Summary(s) => serde_json::to_string(&Wire::Summary(s.clone())),
+            Message::Fatal(f) => serde_json::to_string(&Wire::Error(f.clone())),
+        };
+        v.unwrap_or_else(|e| format!("{{\"error\":{{\"message\":\"serializing: {e}\"}}}}"))
+    }
+
+    /// Reads line `n` (1-based) from the agent: one of the messages, with
+    /// what replay and plot check of a recording checked here too (the
+    /// header's version and ranges, each interval's numbers).
+    pub fn parse(line: &str, n: usize) -> Result<Message, String> {
+        let at = |e: &dyn std::fmt::Display| format!("agent line {n}: {e}");
+        if line.len() > MAX_LINE {
+            return Err(at(&format!("longer than {MAX_LINE} bytes")));
+        }
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| at(&format!("not JSON ({e}): {}", preview(line))))?;
+        if v.get("format").is_some() {
+            let h = crate::output::recording::header_from(v).map_err(|e| at(&e))?;
+            return Ok(Message::Header(Box::new(h)));
+        }
+        let w: Wire = serde_json::from_value(v)
+            .map_err(|e| at(&format!("not a protocol message ({e}): {}", preview(line))))?;
+        Ok(match w {
+            Wire::Hello(h) => Message::Hello(h),
+            Wire::Interval(r) => {
+                crate::output::recording::check_record(&r).map_err(|e| at(&e))?;
+                Message::Interval(r)
+            }
+            Wire::Reply(r) => Message::Reply(r),
+            Wire::Summary(s) => Message::Summary(s),
+            Wire::Error(f) => Message::Fatal(f),
+        })
+    }
+}
+
+/// The start of a line, printable, for an error message.
+fn preview(line: &str) -> String {
+    let cut: String = line.chars().take(60).collect();
+    let cut = crate::output::format::printable(&cut, false);
+    if line.chars().count() > 60 {
+        format!("{cut:?}...")
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+/// Checks the agent's hello against this readpath: another protocol is
+/// refused by name, saying which side to update.
+pub fn check_hello(h: &Hello, place: &str) -> Result<(), String> {
+    use std::cmp::Ordering::*;
+    match h.protocol.cmp(&PROTOCOL) {
+        Equal => Ok(()),
+        Greater => Err(format!(
+            "{place}: the agent (readpath {}) speaks protocol {}, newer than this readpath's ({PROTOCOL}): upgrade readpath here",
+            h.readpath, h.protocol
+        )),
+        Less => Err(format!(
+            "{place}: the agent (readpath {}) speaks protocol {}, older than this readpath's ({PROTOCOL}): update readpath on the target (--remote copies this one there when the target's is older)",
+            h.readpath, h.protocol
+        )),
+    }
+}
+
+/// Reads a request line on the agent: another protocol is refused by name.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    if line.len() > MAX_LINE {
+        return Err(format!("request longer than {MAX_LINE} bytes"));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("request is not JSON: {e}"))?;
+    match v.get("protocol").and_then(serde_json::Value::as_u64) {
+        Some(p) if p == u64::from(PROTOCOL) => {}
+        Some(p) if p > u64::from(PROTOCOL) => {
+            return Err(format!(
+                "protocol {p} from the client is newer than this agent's ({PROTOCOL}): update readpath on the target"
+            ));
+        }
+        Some(p) => {
+            return Err(format!(
+                "protocol {p} from the client is older than this agent's ({PROTOCOL}): upgrade readpath on the client"
+            ));
+        }
+        None => return Err("request without a protocol number".into()),
+    }
+    serde_json::from_value(v).map_err(|e| format!("request refused: {e}"))
+}
+
+/// The line of a request (no newline).
+pub fn request_line(cmd: Command) -> String {
+    serde_json::to_string(&Request {
+        protocol: PROTOCOL,
+        cmd,
+    })
+    .expect("requests serialize")
+}
