@@ -536,6 +536,7 @@ impl RunSummary {
             }
         }
         let _ = writeln!(o, "  cpu: process {:.1}% of one CPU", self.process_cpu_pct);
+        let _ = writeln!(o, "  machine: {}", self.machine.line());
         for n in &self.notices {
             let _ = writeln!(o, "  notice: {n}");
         }

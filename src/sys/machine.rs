@@ -62,6 +62,27 @@ impl MachineInfo {
         format!("{idle}, {freq}")
     }
 
+    /// The machine in one line, for summaries and `compare --hosts`:
+    /// `pixel: Linux 6.1.75, 8 CPUs (...), AES instructions yes, SHA yes,
+    /// idle haltpoll, no cpufreq`.
+    pub fn line(&self) -> String {
+        let yn = |b: bool| if b { "yes" } else { "no" };
+        format!(
+            "{}: Linux {}, {} CPUs ({}), AES instructions {}, SHA {}, {}",
+            if self.hostname.is_empty() {
+                "?"
+            } else {
+                &self.hostname
+            },
+            self.kernel,
+            self.cpus,
+            self.cpu_model,
+            yn(self.aes_instructions),
+            yn(self.sha_instructions),
+            self.idle_and_freq_short()
+        )
+    }
+
     /// The header's short form: "idle haltpoll, no cpufreq" (a driver and
     /// a governor of the same name written once: "idle intel_idle/menu").
     pub fn idle_and_freq_short(&self) -> String {
