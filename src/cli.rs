@@ -567,12 +567,18 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
         Some(spec) => {
             let ok = matches!(
                 cli.command,
-                None | Some(Command::Tui { .. }) | Some(Command::Run { .. })
+                None | Some(Command::Tui { .. })
+                    | Some(Command::Run { .. })
+                    | Some(Command::Demo {
+                        script: Some(_),
+                        ..
+                    })
+                    | Some(Command::Bench { .. })
             );
             if !ok {
                 return Err(BadInput(
-                    "--remote works with the explorer (readpath, readpath tui) and `run` so far; \
-                     `compare`, `demo` and `bench crypto` on a target are not built yet"
+                    "--remote works with the explorer (readpath, tui), `run`, `demo NAME` and \
+                     `bench crypto` so far; `compare` on a target is not built yet"
                         .into(),
                 )
                 .into());
@@ -594,7 +600,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             settings,
             tui: t,
         }) => match script {
-            Some(script) => demo(&data_dir, &script, &settings, &t),
+            Some(script) => demo(&data_dir, &script, &settings, &t, remote),
             None => list_demos(),
         },
         Some(Command::Run {
@@ -671,6 +677,9 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
                     format,
                 },
         }) => {
+            if let Some((r, ra)) = remote {
+                return bench_remote(r, &ra, seconds, rounds, format);
+            }
             let tty = std::io::stderr().is_terminal();
             let mut progress = |name: &str| {
                 if tty {
@@ -698,7 +707,8 @@ type RemoteChoice = Option<(crate::remote::transport::Remote, RemoteArgs)>;
 
 fn tui(data_dir: &Path, args: &SettingsArgs, t: &TuiArgs, remote: RemoteChoice) -> Result<()> {
     if let Some((r, ra)) = remote {
-        return explore_remote(args, t, r, &ra);
+        let spec = remote_spec(args, "tui", t.interval, &ra)?;
+        return explore_remote(t, r, spec, None);
     }
     let (settings, preset) = load_settings(args)?;
     let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
@@ -744,10 +754,10 @@ fn start_remote(
 
 /// The explorer on a workload running on another machine.
 fn explore_remote(
-    args: &SettingsArgs,
     t: &TuiArgs,
     r: crate::remote::transport::Remote,
-    ra: &RemoteArgs,
+    spec: crate::remote::client::StartSpec,
+    demo: Option<crate::scenario::demo::Demo>,
 ) -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(BadInput(
@@ -757,13 +767,14 @@ fn explore_remote(
         )
         .into());
     }
-    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
     let record = match &t.record {
-        Some(p) => Some(check_output("--record", p, &inputs, None)?),
+        Some(p) => Some(check_output("--record", p, &[], None)?),
         None => None,
     };
-    let spec = remote_spec(args, "tui", t.interval, ra)?;
     let mut w = start_remote(r, spec)?;
+    if let Some(d) = &demo {
+        w.header.demo = Some(crate::output::recording::DemoHeader::of(d));
+    }
     let preset = w.header.preset.clone().map(|name| {
         let description = preset::resolve(&name)
             .map(|p| p.0.description)
@@ -785,7 +796,7 @@ fn explore_remote(
         }
         None => None,
     };
-    let shown = crate::tui::run(&mut w, &opts, writer, None);
+    let shown = crate::tui::run(&mut w, &opts, writer, demo);
     let (summary, rest) = w.finish();
     let (writer, ending) = shown.context("drawing the explorer")?;
     if let Some(mut wr) = writer {
@@ -907,9 +918,67 @@ fn list_demos() -> Result<()> {
     Ok(())
 }
 
-fn demo(data_dir: &Path, spec: &str, args: &SettingsArgs, t: &TuiArgs) -> Result<()> {
+/// `bench crypto --remote`: the target's own figures (its CPU, its AES and
+/// SHA instructions), measured there by its readpath, printed here.
+fn bench_remote(
+    r: crate::remote::transport::Remote,
+    ra: &RemoteArgs,
+    seconds: Duration,
+    rounds: u32,
+    format: Format,
+) -> Result<()> {
+    let dir = ra
+        .remote_dir
+        .clone()
+        .unwrap_or_else(|| r.default_dir().to_string());
+    say(&format!("readpath: {}: checking the target", r.label()));
+    let (bin, done) = crate::remote::transport::prepare(&r, &dir, ra.remote_refresh)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    say(&format!("readpath: {done}"));
+    say(&format!(
+        "readpath: {}: measuring (about {} s)",
+        r.label(),
+        (seconds.as_secs_f64() * rounds as f64 * 6.0).ceil()
+    ));
+    let out = r
+        .run(&format!(
+            "{} bench crypto --seconds {}ms --rounds {rounds} --format json",
+            crate::remote::transport::sh_quote(&bin),
+            seconds.as_millis()
+        ))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let report: crate::bench::CryptoReport = serde_json::from_str(&out).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: the target's bench output is not a readpath report: {e}",
+            r.label()
+        )
+    })?;
+    emit(format, &report, || report.to_text())
+}
+
+fn demo(
+    data_dir: &Path,
+    spec: &str,
+    args: &SettingsArgs,
+    t: &TuiArgs,
+    remote: RemoteChoice,
+) -> Result<()> {
     let cpus = crate::sys::online_cpus().len();
     let d = crate::scenario::demo::resolve(spec, cpus).map_err(BadInput)?;
+    if let Some((r, ra)) = remote {
+        // The demo's settings go whole; the target validates them.
+        let mut spec = remote_spec(
+            &SettingsArgs {
+                preset: None,
+                set: args.set.clone(),
+            },
+            "demo",
+            t.interval,
+            &ra,
+        )?;
+        spec.settings = Some(d.start.clone());
+        return explore_remote(t, r, spec, Some(d));
+    }
     let mut settings = d.start.clone();
     for spec in &args.set {
         settings

@@ -274,6 +274,22 @@ impl Remote {
     }
 }
 
+/// The SHA-256 of a file, hex.
+fn file_sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
 /// `s` quoted for a POSIX shell.
 pub fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
@@ -319,8 +335,8 @@ pub fn local_binary(arch: &str) -> Result<PathBuf, String> {
 }
 
 /// Makes sure a readpath no older than this one is at `dir/readpath` on the
-/// target (copying it there when missing, older, or `refresh`); returns its
-/// path and what was done, for the user.
+/// target (copying it there when missing, older, another build of the same
+/// version, or `refresh`); returns its path and what was done, for the user.
 pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, String), String> {
     let arch = remote.run("uname -m")?.trim().to_string();
     if arch.is_empty() || !word_ok(&arch, &[]) {
@@ -340,7 +356,21 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
         .nth(1)
         .filter(|_| there.starts_with("readpath "))
         .map(str::to_string);
-    let copy = refresh || theirs.as_deref().is_none_or(|v| older(v, ours));
+    // The same version may be another build (a developer's): compare the
+    // bytes where the target can hash them (coreutils or toybox).
+    let local = local_binary(&arch).map_err(|e| format!("{}: {e}", remote.label()));
+    let mut differs = false;
+    if theirs.as_deref() == Some(ours)
+        && let Ok(l) = &local
+        && let Ok(mine) = file_sha256(l)
+        && let Ok(out) = remote.run(&format!(
+            "sha256sum {q} 2>/dev/null || toybox sha256sum {q}"
+        ))
+        && let Some(h) = out.split_whitespace().next()
+    {
+        differs = h.len() == 64 && h != mine;
+    }
+    let copy = refresh || differs || theirs.as_deref().is_none_or(|v| older(v, ours));
     if !copy {
         return Ok((
             bin,
@@ -351,7 +381,7 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
             ),
         ));
     }
-    let local = local_binary(&arch).map_err(|e| format!("{}: {e}", remote.label()))?;
+    let local = local?;
     let tmp = format!("{bin}.tmp-{}", std::process::id());
     remote.run(&format!("mkdir -p {}", sh_quote(dir)))?;
     remote.copy(&local, &tmp)?;
@@ -366,6 +396,7 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
             remote.label(),
             local.display(),
             match theirs {
+                Some(v) if differs => format!("; it had another build of {v}"),
                 Some(v) => format!("; it had {v}"),
                 None => String::new(),
             }
