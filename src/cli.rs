@@ -239,6 +239,11 @@ pub enum Command {
         /// Record every interval (all variants, switches marked) for `readpath replay`.
         #[arg(long, value_name = "FILE")]
         record: Option<PathBuf>,
+        /// The same experiment on several machines at once, one column
+        /// group each: `local` and --remote specs, comma-separated
+        /// (e.g. local,ssh:server,adb:R58M); at most 8.
+        #[arg(long, value_name = "local,ssh:HOST,adb:SERIAL")]
+        hosts: Option<String>,
     },
     /// Play a scripted demo in the explorer (a shipped name or a TOML file).
     Demo {
@@ -578,7 +583,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             if !ok {
                 return Err(BadInput(
                     "--remote works with the explorer (readpath, tui), `run`, `demo NAME` and \
-                     `bench crypto` so far; `compare` on a target is not built yet"
+                     `bench crypto`; for compare use `compare --hosts local,ssh:HOST`"
                         .into(),
                 )
                 .into());
@@ -635,10 +640,12 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             interval,
             format,
             record,
+            hosts,
         }) => compare(
             &settings,
             vary.as_deref(),
             record.as_deref(),
+            hosts.as_deref().map(|h| (h, cli.remote.clone())),
             crate::output::experiment::CompareOptions {
                 rounds,
                 duration,
@@ -1427,9 +1434,44 @@ fn compare(
     args: &SettingsArgs,
     vary: Option<&str>,
     record: Option<&Path>,
+    hosts: Option<(&str, RemoteArgs)>,
     opts: crate::output::experiment::CompareOptions,
     format: Format,
 ) -> Result<()> {
+    // The hosts are checked before anything runs.
+    let hosts = match hosts {
+        Some((list, ra)) => {
+            if record.is_some() {
+                return Err(BadInput(
+                    "compare --hosts: --record is for one machine; record each with `run --remote`"
+                        .into(),
+                )
+                .into());
+            }
+            let mut out: Vec<Option<crate::remote::transport::Remote>> = Vec::new();
+            for h in list.split(',').map(str::trim) {
+                let host = if h == "local" {
+                    None
+                } else {
+                    Some(
+                        crate::remote::transport::Remote::parse(h)
+                            .map_err(|e| BadInput(format!("--hosts: {e}; or local")))?,
+                    )
+                };
+                if out.contains(&host) {
+                    return Err(BadInput(format!("--hosts: {h} is named twice")).into());
+                }
+                out.push(host);
+            }
+            if !(1..=8).contains(&out.len()) {
+                return Err(
+                    BadInput(format!("--hosts: {} hosts; allowed 1..=8", out.len())).into(),
+                );
+            }
+            Some((out, ra))
+        }
+        None => None,
+    };
     let (settings, preset) = load_settings(args)?;
     let cmp = match (vary, preset.as_ref().and_then(|p| p.compare.clone())) {
         (Some(v), _) => Compare::parse_vary(v, &settings).map_err(BadInput)?,
@@ -1485,6 +1527,21 @@ fn compare(
         None => None,
     };
     crate::sys::install_stop_handlers();
+    if let Some((hosts, ra)) = hosts {
+        if tty {
+            say(
+                "readpath: compare --hosts: the hosts run at the same time; each says when it is done",
+            );
+        }
+        let report = compare_hosts(&settings, &cmp, preset.map(|p| p.name), &hosts, &ra, &opts)?;
+        emit(format, &report, || report.to_text())?;
+        let failed = report.hosts.iter().any(|h| h.error.is_some());
+        return if failed {
+            Err(RemoteLost("one or more hosts have no complete result (see above)".into()).into())
+        } else {
+            Ok(())
+        };
+    }
     let mut ds_progress = progress_reporter();
     let report = crate::output::experiment::run(
         &settings,
@@ -1500,6 +1557,108 @@ fn compare(
         say_raw("\r\x1b[K");
     }
     emit(format, &report, || report.to_text())
+}
+
+/// `compare --hosts`: every target started first (checked, its binary
+/// copied), then the experiment on all hosts at once, each interleaving
+/// its variants; a host that fails or loses its connection is reported
+/// with why, beside the others' results.
+fn compare_hosts(
+    settings: &Settings,
+    cmp: &Compare,
+    preset: Option<String>,
+    hosts: &[Option<crate::remote::transport::Remote>],
+    ra: &RemoteArgs,
+    opts: &crate::output::experiment::CompareOptions,
+) -> Result<crate::output::experiment::HostsReport> {
+    use crate::output::experiment::{HostResult, HostsReport, run_on};
+    let first = cmp
+        .variants(settings)
+        .map_err(|e| BadInput(e.to_string()))?
+        .remove(0);
+    // Start the remote ones (each checks its target and copies readpath).
+    let mut started = Vec::new();
+    for h in hosts.iter().flatten() {
+        let mut spec = remote_spec(
+            &SettingsArgs {
+                preset: None,
+                set: Vec::new(),
+            },
+            "compare",
+            opts.engine.interval,
+            ra,
+        )?;
+        spec.settings = Some(first.clone());
+        let label = h.label();
+        started.push((label, start_remote(h.clone(), spec)?));
+    }
+    let mut results: Vec<HostResult> = Vec::new();
+    std::thread::scope(|sc| -> Result<()> {
+        let mut threads = Vec::new();
+        for (label, mut w) in started {
+            let preset = preset.clone();
+            threads.push(sc.spawn(move || {
+                let mut none = |_: u32, _: usize| {};
+                let mut rec = None;
+                let r = run_on(&mut w, settings, cmp, preset, opts, &mut none, &mut rec);
+                let (summary, _) = w.finish();
+                say(&format!("readpath: {label}: done"));
+                let (report, error) = match r {
+                    Ok(rep) => (Some(rep), summary.err().map(|e| format!("connection: {e}"))),
+                    Err(e) => (None, Some(e.to_string())),
+                };
+                HostResult {
+                    host: label,
+                    report,
+                    error,
+                }
+            }));
+        }
+        if hosts.iter().any(Option::is_none) {
+            let mut quiet = |_: u32, _: usize| {};
+            let mut ds = progress_reporter();
+            let r = crate::output::experiment::run(
+                settings,
+                cmp,
+                preset.clone(),
+                opts,
+                &mut quiet,
+                &mut ds,
+                None,
+            );
+            say("readpath: local: done");
+            results.push(match r {
+                Ok(rep) => HostResult {
+                    host: "local".into(),
+                    report: Some(rep),
+                    error: None,
+                },
+                Err(e) => HostResult {
+                    host: "local".into(),
+                    report: None,
+                    error: Some(e.to_string()),
+                },
+            });
+        }
+        for t in threads {
+            if let Ok(r) = t.join() {
+                results.push(r);
+            }
+        }
+        Ok(())
+    })?;
+    // In the order given.
+    let order = |h: &HostResult| {
+        hosts
+            .iter()
+            .position(|x| x.as_ref().map_or("local".to_string(), |r| r.label()) == h.host)
+            .unwrap_or(usize::MAX)
+    };
+    results.sort_by_key(order);
+    Ok(HostsReport {
+        version: crate::output::experiment::REPORT_VERSION,
+        hosts: results,
+    })
 }
 
 fn presets(action: PresetsAction) -> Result<()> {

@@ -102,7 +102,7 @@ fn killing_the_ssh_client_leaves_no_agent_on_the_target() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let mut client = readpath(&s, tmp.path())
+    let client = readpath(&s, tmp.path())
         .args(["--duration", "120s", "--record"])
         .arg(&rec)
         .stdin(Stdio::null())
@@ -151,4 +151,52 @@ fn killing_the_ssh_client_leaves_no_agent_on_the_target() {
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn compare_hosts_runs_here_and_there_at_once_in_one_table() {
+    let Some(s) = sshd::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .env("READPATH_SSH_COMMAND", &s.ssh_command)
+        .env("READPATH_SCP_COMMAND", &s.scp_command)
+        .arg("--data-dir")
+        .arg(tmp.path().join("local"))
+        .args(["compare", "--hosts", &format!("local,{}", s.spec())])
+        .arg("--remote-dir")
+        .arg(tmp.path().join("bin"))
+        .arg("--remote-data-dir")
+        .arg(tmp.path().join("data"))
+        .args([
+            "--set",
+            "workload.file_size=16M",
+            "--vary",
+            "workers.mode=unbound,bound",
+            "--duration",
+            "1s",
+            "--rounds",
+            "1",
+            "--warmup",
+            "0s",
+            "--format",
+            "json",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let hosts = v["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2, "{v}");
+    assert_eq!(hosts[0]["host"], "local");
+    assert_eq!(hosts[1]["host"].as_str(), Some(s.spec().as_str()));
+    for h in hosts {
+        let r = &h["report"];
+        assert_eq!(r["variants"].as_array().unwrap().len(), 2, "{h}");
+        for var in r["variants"].as_array().unwrap() {
+            assert_eq!(var["failed_reads"].as_u64(), Some(0), "{var}");
+        }
+        assert!(!r["machine"]["hostname"].as_str().unwrap().is_empty());
+    }
 }

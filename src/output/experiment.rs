@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::workload::Workload;
 use crate::engine::{Engine, EngineError, EngineOptions};
 use crate::metrics::{IntervalRecord, WindowStats, median};
 use crate::scenario::preset::Compare;
@@ -131,7 +132,7 @@ pub struct CompareReport {
 /// Collects records for `warmup` (dropped) then `duration` (kept), after
 /// dropping any record that straddles the switch.
 fn measure(
-    engine: &Engine,
+    engine: &dyn Workload,
     warmup: Duration,
     duration: Duration,
     recording: &mut Option<crate::output::recording::Writer>,
@@ -194,7 +195,6 @@ pub fn run(
     dataset_progress: crate::dataset::Progress<'_>,
     record: Option<&crate::output::file::OutputPath>,
 ) -> Result<CompareReport, EngineError> {
-    let stop = &opts.stop;
     let variants = compare.variants(base)?;
     let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;
     let mut recording = match record {
@@ -218,6 +218,39 @@ pub fn run(
         }
         None => None,
     };
+    let report = run_on(
+        &mut engine,
+        base,
+        compare,
+        preset,
+        opts,
+        progress,
+        &mut recording,
+    );
+    let (_, rest) = engine.stop_with_records();
+    if let Some(mut w) = recording {
+        for r in rest.try_iter() {
+            let _ = w.record(&r);
+        }
+        w.finish().map_err(|e| EngineError::Output(e.to_string()))?;
+    }
+    report
+}
+
+/// The experiment on a running workload, here or on a target (`compare
+/// --hosts`): each variant applied in turn, every round; the caller starts
+/// and stops the workload.
+pub fn run_on(
+    engine: &mut dyn Workload,
+    base: &Settings,
+    compare: &Compare,
+    preset: Option<String>,
+    opts: &CompareOptions,
+    progress: &mut dyn FnMut(u32, usize),
+    recording: &mut Option<crate::output::recording::Writer>,
+) -> Result<CompareReport, EngineError> {
+    let stop = &opts.stop;
+    let variants = compare.variants(base)?;
     let effective = engine.effective().clone();
     let mut per_variant: Vec<Vec<WindowStats>> = vec![Vec::new(); variants.len()];
     let mut failed = vec![0u64; variants.len()];
@@ -236,14 +269,14 @@ pub fn run(
             }
             progress(round, i);
             engine.apply(v.clone())?;
-            engine.mark(format!(
+            engine.mark_event(&format!(
                 "caption: round {} of {}: {} = {}",
                 round + 1,
                 opts.rounds,
                 compare.key,
                 compare.values[i]
             ));
-            let (recs, n) = measure(&engine, opts.warmup, opts.duration, &mut recording, stop);
+            let (recs, n) = measure(engine, opts.warmup, opts.duration, recording, stop);
             if stop() {
                 // A run cut short is not a sample of its variant.
                 interrupted = Some(format!(
@@ -268,14 +301,7 @@ pub fn run(
         }
     }
     let features = engine.features().clone();
-    let dir = engine.dataset().dir().to_path_buf();
-    let (_, rest) = engine.stop_with_records();
-    if let Some(mut w) = recording {
-        for r in rest.try_iter() {
-            let _ = w.record(&r);
-        }
-        w.finish().map_err(|e| EngineError::Output(e.to_string()))?;
-    }
+    let machine = engine.machine();
     let mut results: Vec<VariantResult> = Vec::new();
     for (i, rounds) in per_variant.into_iter().enumerate() {
         let metrics = METRICS
@@ -321,7 +347,7 @@ pub fn run(
         effective_settings: effective,
         variants: results,
         notices,
-        machine: crate::sys::machine_info(&dir),
+        machine,
         features,
         interrupted,
     })
@@ -336,6 +362,180 @@ fn fmt_value(v: f64, unit: &str) -> String {
         "IOPS" => format!("{v:.0}"),
         _ if v >= 100.0 => format!("{v:.0}"),
         _ => format!("{v:.1}"),
+    }
+}
+
+/// A metric's row title (`MiB/s`, `p99 us`, `queue p99 us`).
+fn metric_label(name: &str) -> String {
+    match name {
+        "throughput_mib_s" => "MiB/s".to_string(),
+        "iops" => "IOPS".to_string(),
+        "run_delay_us" => "run_delay us".to_string(),
+        "page_hit_pct" => "page hit %".to_string(),
+        "bios_per_s" => "bios/s".to_string(),
+        n => {
+            n.trim_end_matches("_us")
+                .replace("p999", "p99.9")
+                .replace('_', " ")
+                + " us"
+        }
+    }
+}
+
+/// `compare --hosts`: the same experiment on each machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostsReport {
+    /// [`REPORT_VERSION`].
+    pub version: u32,
+    /// Each host (`local`, `ssh:phone`) and its experiment, or why it has
+    /// none (refused, connection lost).
+    pub hosts: Vec<HostResult>,
+}
+
+/// One host of `compare --hosts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostResult {
+    /// `local` or the `--remote` spec.
+    pub host: String,
+    /// Its experiment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<CompareReport>,
+    /// Why it has none, or why it is partial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl HostsReport {
+    /// One table, a column group per host (its variants' medians and each
+    /// change against its own first variant, `~` where the ranges
+    /// overlap), then each host's machine line.
+    pub fn to_text(&self) -> String {
+        let done: Vec<(&str, &CompareReport)> = self
+            .hosts
+            .iter()
+            .filter_map(|h| h.report.as_ref().map(|r| (h.host.as_str(), r)))
+            .collect();
+        let mut out = String::new();
+        if let Some((_, r)) = done.first() {
+            out.push_str(&format!(
+                "readpath compare --hosts: {} = {} | {} round(s) x {:.0}s per variant, interleaved on each host, hosts at the same time\n\n",
+                r.key,
+                r.variants
+                    .iter()
+                    .map(|v| v.value.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" vs "),
+                r.rounds,
+                r.duration_s
+            ));
+        }
+        // Titles: a group per host.
+        let mut group = vec![String::new()];
+        let mut titles = vec![String::new()];
+        for (host, r) in &done {
+            for (i, v) in r.variants.iter().enumerate() {
+                group.push(if i == 0 {
+                    host.to_string()
+                } else {
+                    String::new()
+                });
+                titles.push(v.value.clone());
+                if i > 0 {
+                    group.push(String::new());
+                    titles.push("change".into());
+                }
+            }
+        }
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        for (k, (name, unit, _)) in METRICS.iter().enumerate() {
+            let empty = done.iter().all(|(_, r)| {
+                r.variants.iter().all(|v| {
+                    let m = v.metrics[k].1.median;
+                    !m.is_finite() || m == 0.0
+                })
+            });
+            if empty {
+                continue;
+            }
+            let mut row = vec![metric_label(name)];
+            for (_, r) in &done {
+                let one = r.rounds <= 1;
+                let b = &r.variants[0].metrics[k].1;
+                for (i, v) in r.variants.iter().enumerate() {
+                    let m = &v.metrics[k].1;
+                    row.push(fmt_value(m.median, unit));
+                    if i > 0 {
+                        row.push(match m.change_pct {
+                            None => "-".into(),
+                            Some(c) => {
+                                let overlap = !one && m.min <= b.max && b.min <= m.max;
+                                format!("{}{c:+.0}%", if overlap { "~" } else { "" })
+                            }
+                        });
+                    }
+                }
+            }
+            rows.push(row);
+        }
+        let cols = titles.len();
+        let widths: Vec<usize> = (0..cols)
+            .map(|c| {
+                rows.iter()
+                    .map(|r| r[c].chars().count())
+                    .chain([titles[c].chars().count(), group[c].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: &[String]| {
+            let mut l = String::new();
+            for (c, cell) in cells.iter().enumerate() {
+                if c == 0 {
+                    l.push_str(&format!("{:<w$}", cell, w = widths[0]));
+                } else {
+                    l.push_str(&format!("  {:>w$}", cell, w = widths[c]));
+                }
+            }
+            l.trim_end().to_string() + "\n"
+        };
+        if !done.is_empty() {
+            // The host's name over its first column, left-aligned.
+            let mut g = String::new();
+            for (c, cell) in group.iter().enumerate() {
+                let w = widths[c];
+                if c == 0 {
+                    g.push_str(&" ".repeat(w));
+                } else {
+                    g.push_str(&format!("  {:<w$}", cell));
+                }
+            }
+            out.push_str(g.trim_end());
+            out.push('\n');
+            out.push_str(&line(&titles));
+            for r in &rows {
+                out.push_str(&line(r));
+            }
+            if done.iter().any(|(_, r)| r.rounds > 1) {
+                out.push_str("~: the ranges of the rounds overlap (not significant)\n");
+            }
+            out.push('\n');
+        }
+        for h in &self.hosts {
+            match (&h.report, &h.error) {
+                (Some(r), e) => {
+                    out.push_str(&format!("{}: {}\n", h.host, r.machine.line()));
+                    if let Some(why) = &r.interrupted {
+                        out.push_str(&format!("  INTERRUPTED: {why}\n"));
+                    }
+                    if let Some(e) = e {
+                        out.push_str(&format!("  {e}\n"));
+                    }
+                }
+                (None, Some(e)) => out.push_str(&format!("{}: no result: {e}\n", h.host)),
+                (None, None) => out.push_str(&format!("{}: no result\n", h.host)),
+            }
+        }
+        out
     }
 }
 
@@ -385,22 +585,7 @@ impl CompareReport {
             "plan of the first variant: {}\n\n",
             crate::engine::stages::Plan::label(&self.effective_settings)
         ));
-        let labels: Vec<String> = METRICS
-            .iter()
-            .map(|(name, _, _)| match *name {
-                "throughput_mib_s" => "MiB/s".to_string(),
-                "iops" => "IOPS".to_string(),
-                "run_delay_us" => "run_delay us".to_string(),
-                "page_hit_pct" => "page hit %".to_string(),
-                "bios_per_s" => "bios/s".to_string(),
-                n => {
-                    n.trim_end_matches("_us")
-                        .replace("p999", "p99.9")
-                        .replace('_', " ")
-                        + " us"
-                }
-            })
-            .collect();
+        let labels: Vec<String> = METRICS.iter().map(|(n, _, _)| metric_label(n)).collect();
         let one_round = self.rounds <= 1;
         let base = self.variants.first();
         // A cell: the median, and its range where there is one.
