@@ -1243,9 +1243,27 @@ fn run_remote(
             write_record(&rec)?;
         }
     }
-    let (summary, rest) = w.finish();
+    let place = w
+        .place()
+        .unwrap_or_default()
+        .split(" · ")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let (summary, rest) = w.finish_with_delivery();
+    let ((max_lag, missing), summary) = summary;
     for rec in &rest {
         write_record(rec)?;
+    }
+    if max_lag >= 1.0 {
+        say(&format!(
+            "readpath: {place}: records arrived up to {max_lag:.1} s late (a slow link); they queue on the target and none is dropped"
+        ));
+    }
+    if missing > 0 {
+        say(&format!(
+            "readpath: {place}: {missing} interval records never arrived"
+        ));
     }
     if let Some(l) = log {
         l.finish().map_err(output_error)?;

@@ -315,3 +315,41 @@ fn bad_remote_specs_and_unsupported_commands_exit_2() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_slow_link_delays_records_but_loses_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The agent's output trickles out: a line every 80 ms, while it
+    // writes one every 20 ms.
+    let agent = format!(
+        "{} agent --data-dir {} | while IFS= read -r l; do printf '%s\\n' \"$l\"; sleep 0.08; done",
+        env!("CARGO_BIN_EXE_readpath"),
+        tmp.path().join("data").display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    let rec = tmp.path().join("slow.jsonl");
+    let o = run_remote(
+        &ssh,
+        &[
+            "--interval",
+            "20ms",
+            "--set",
+            "workload.file_size=16M",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("s late (a slow link)") && err.contains("none is dropped"),
+        "{err}"
+    );
+    assert!(!err.contains("never arrived"), "{err}");
+    // Every interval arrived, in order, none skipped.
+    let r = readpath::output::recording::read(&rec).unwrap();
+    assert!(r.records.len() > 20, "{} records", r.records.len());
+    for (i, x) in r.records.iter().enumerate() {
+        assert_eq!(x.seq, i as u64, "record {i}");
+    }
+}

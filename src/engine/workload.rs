@@ -45,6 +45,11 @@ pub trait Workload {
     fn lost(&self) -> Option<String> {
         None
     }
+    /// Starts a lost remote workload again with its last settings (None:
+    /// this workload is not remote).
+    fn reconnect(&mut self) -> Option<Result<(), EngineError>> {
+        None
+    }
 }
 
 impl Workload for Engine {

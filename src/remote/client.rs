@@ -39,11 +39,22 @@ struct Shared {
     summary: Option<RunSummary>,
     /// Seconds the newest record arrived after it was due.
     lag_s: f64,
+    /// The newest record's end time (after any reconnection's offset).
+    last_t: f64,
+    /// The most any record arrived late, s.
+    max_lag_s: f64,
+    /// Records whose sequence number skipped (none from a readpath agent:
+    /// said, never silent).
+    missing: u64,
+    /// The sequence number expected next.
+    next_seq: Option<u64>,
 }
 
 /// A workload running on another machine.
 pub struct RemoteWorkload {
     remote: Remote,
+    /// How the agent was started, to start it again (`R` after a loss).
+    restart: Restart,
     child: Child,
     stdin: Option<ChildStdin>,
     /// The recording header the agent sent at its start.
@@ -56,6 +67,19 @@ pub struct RemoteWorkload {
     replies: Receiver<Reply>,
     shared: Arc<Mutex<Shared>>,
     reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How to start the agent again.
+#[derive(Clone)]
+struct Restart {
+    /// The agent's command line there.
+    line: String,
+    /// The interval.
+    interval: Duration,
+    /// The command, for the header.
+    command: String,
+    /// The seconds already shown: a new agent's times go on from here.
+    t_offset: f64,
 }
 
 /// What to start on the target.
@@ -99,6 +123,7 @@ fn read_agent(
     replies: Sender<Reply>,
     shared: Arc<Mutex<Shared>>,
     interval_s: f64,
+    t_offset: f64,
 ) {
     let mut r = std::io::BufReader::with_capacity(256 * 1024, out);
     let mut buf = Vec::new();
@@ -146,11 +171,30 @@ fn read_agent(
             continue;
         }
         match msg {
-            Ok(Message::Interval(rec)) => {
-                if let Some(t0) = started {
-                    // Due at its end time (plus an interval of slack).
-                    let late = t0.elapsed().as_secs_f64() - rec.t_s - interval_s;
-                    lock(&shared).lag_s = late.max(0.0);
+            Ok(Message::Interval(mut rec)) => {
+                // A reconnected agent starts its clock again: its times go
+                // on from where the charts are.
+                if t_offset > 0.0 {
+                    rec.t_s += t_offset;
+                    for e in &mut rec.events {
+                        e.t_s += t_offset;
+                    }
+                }
+                {
+                    let mut sh = lock(&shared);
+                    sh.last_t = sh.last_t.max(rec.t_s);
+                    if let Some(want) = sh.next_seq
+                        && rec.seq > want
+                    {
+                        sh.missing += rec.seq - want;
+                    }
+                    sh.next_seq = Some(rec.seq + 1);
+                    if let Some(t0) = started {
+                        // Due at its end time (plus an interval of slack).
+                        let late = t0.elapsed().as_secs_f64() - (rec.t_s - t_offset) - interval_s;
+                        sh.lag_s = late.max(0.0);
+                        sh.max_lag_s = sh.max_lag_s.max(sh.lag_s);
+                    }
                 }
                 if records.send(*rec).is_err() {
                     return;
@@ -197,7 +241,34 @@ impl RemoteWorkload {
         if let Some(d) = &data_dir {
             line.push_str(&format!(" --data-dir {}", super::transport::sh_quote(d)));
         }
-        let mut c = remote.command(&line).map_err(|e| err(&place, e, true))?;
+        let restart = Restart {
+            line,
+            interval: spec.interval,
+            command: spec.command.clone(),
+            t_offset: 0.0,
+        };
+        let start = Command::Start {
+            preset: spec.preset,
+            settings: spec.settings.map(Box::new),
+            set: spec.set,
+            interval_ms: spec.interval.as_millis() as u64,
+            command: spec.command,
+        };
+        RemoteWorkload::connect(remote, restart, start)
+    }
+
+    /// Starts the agent (`restart.line`), checks its hello, sends `start`
+    /// and waits for the header.
+    fn connect(
+        remote: Remote,
+        restart: Restart,
+        start: Command,
+    ) -> Result<RemoteWorkload, EngineError> {
+        let place = remote.label();
+        let bin = restart.line.clone();
+        let mut c = remote
+            .command(&restart.line)
+            .map_err(|e| err(&place, e, true))?;
         let mut child = c
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -211,13 +282,15 @@ impl RemoteWorkload {
         let (rep_tx, rep_rx) = channel();
         let shared = Arc::new(Mutex::new(Shared::default()));
         let sh = shared.clone();
-        let interval_s = spec.interval.as_secs_f64();
+        let interval_s = restart.interval.as_secs_f64();
+        let t_offset = restart.t_offset;
         let reader = std::thread::Builder::new()
             .name("remote-in".into())
-            .spawn(move || read_agent(stdout, first_tx, rec_tx, rep_tx, sh, interval_s))
+            .spawn(move || read_agent(stdout, first_tx, rec_tx, rep_tx, sh, interval_s, t_offset))
             .map_err(|e| err(&place, format!("starting the reader: {e}"), false))?;
         let mut w = RemoteWorkload {
             remote,
+            restart,
             child,
             stdin: Some(stdin),
             header: Header {
@@ -246,7 +319,7 @@ impl RemoteWorkload {
             let why = lock(&w.shared).lost.clone();
             let status = w.child.wait().ok();
             let mut m = format!(
-                "the agent ended {what} ({}): is `{bin}` runnable there?",
+                "the agent ended {what} ({}): is readpath runnable there (`{bin}`)?",
                 status.map_or("?".into(), |s| s.to_string())
             );
             if let Some(why) = why.filter(|w| w != ENDED) {
@@ -268,13 +341,7 @@ impl RemoteWorkload {
             Ok(Err(e)) => return Err(err(&place, e, false)),
             Err(_) => return Err(gone(&mut w, "before its hello")),
         }
-        w.send(Command::Start {
-            preset: spec.preset,
-            settings: spec.settings.map(Box::new),
-            set: spec.set,
-            interval_ms: spec.interval.as_millis() as u64,
-            command: spec.command,
-        })?;
+        w.send(start)?;
         match first_rx.recv_timeout(START_TIMEOUT) {
             Ok(Ok(Message::Header(h))) => {
                 w.settings = h.settings.clone();
@@ -336,6 +403,48 @@ impl RemoteWorkload {
                 }
             }
         }
+    }
+
+    /// Starts the agent again after a lost connection, with the settings
+    /// last running; the new records' times go on from the old ones.
+    pub fn reconnect(&mut self) -> Result<(), EngineError> {
+        let last_t = lock(&self.shared).last_t;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut restart = self.restart.clone();
+        restart.t_offset = last_t.max(self.restart.t_offset) + restart.interval.as_secs_f64();
+        let start = Command::Start {
+            preset: None,
+            settings: Some(Box::new(self.settings.clone())),
+            set: Vec::new(),
+            interval_ms: restart.interval.as_millis() as u64,
+            command: restart.command.clone(),
+        };
+        let fresh = RemoteWorkload::connect(self.remote.clone(), restart, start)?;
+        lock(&fresh.shared).last_t = last_t;
+        let old = std::mem::replace(self, fresh);
+        drop(old);
+        Ok(())
+    }
+
+    /// The most any record arrived late (s), and how many records never
+    /// came (sequence numbers skipped).
+    pub fn delivery(&self) -> (f64, u64) {
+        let s = lock(&self.shared);
+        (s.max_lag_s, s.missing)
+    }
+
+    /// [`Self::finish`], with [`Self::delivery`] read after the last record.
+    pub fn finish_with_delivery(
+        self,
+    ) -> (
+        ((f64, u64), Result<RunSummary, String>),
+        Vec<IntervalRecord>,
+    ) {
+        let shared = self.shared.clone();
+        let (summary, rest) = self.finish();
+        let s = lock(&shared);
+        (((s.max_lag_s, s.missing), summary), rest)
     }
 
     /// Stops the workload there: its summary (None when the connection
@@ -473,5 +582,8 @@ impl Workload for RemoteWorkload {
     }
     fn lost(&self) -> Option<String> {
         lock(&self.shared).lost.clone()
+    }
+    fn reconnect(&mut self) -> Option<Result<(), EngineError>> {
+        Some(RemoteWorkload::reconnect(self))
     }
 }

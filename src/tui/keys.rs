@@ -164,6 +164,8 @@ pub enum Action {
     ResetCharts,
     /// Drop every page of the page cache (`echo 1 > drop_caches`).
     DropCache,
+    /// Start a remote workload again after its connection was lost.
+    Reconnect,
     /// Narrow the time window.
     ZoomIn,
     /// Widen the time window.
@@ -473,6 +475,12 @@ pub const BINDINGS: &[Binding] = &[
         setting: None,
         footer: Footer::None,
         help: "drop the page cache: every page misses again (marked on the charts)",
+    },
+    Binding {
+        steps: &[act(&[Char('R')], Action::Reconnect)],
+        setting: None,
+        footer: Footer::None,
+        help: "--remote: reconnect after a lost connection (the same settings; the charts go on)",
     },
     Binding {
         steps: &[act(&[Char('r')], Action::ResetCharts)],

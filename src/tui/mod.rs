@@ -213,10 +213,16 @@ impl Driver for EngineDriver<'_> {
             app.push(rec);
             any = true;
         }
+        let place = self.engine.place();
+        if place != app.place {
+            app.place = place;
+            any = true;
+        }
         if app.lost.is_none()
             && let Some(why) = self.engine.lost()
         {
             app.log_line(app.elapsed_s, format!("connection lost: {why}"), true);
+            app.flash("connection lost: R reconnects (the charts stay)");
             app.lost = Some(why);
             any = true;
         }
@@ -471,6 +477,17 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
             app.reset_charts();
             app.flash("charts reset");
         }
+        Action::Reconnect => match engine.reconnect() {
+            None => app
+                .flash("R reconnects a workload on another machine (--remote); this one runs here"),
+            Some(Ok(())) => {
+                app.lost = None;
+                app.place = engine.place();
+                app.log_line(app.elapsed_s, "reconnected".into(), true);
+                app.flash("reconnected: the same settings, the charts go on");
+            }
+            Some(Err(e)) => app.flash(format!("reconnecting failed: {e}")),
+        },
         Action::DropCache => match engine.drop_cache() {
             Some(n) => app.flash(format!(
                 "page cache dropped ({} MiB): every read misses until it refills",

@@ -188,6 +188,7 @@ impl Driver for ReplayDriver {
             Action::ZoomOut => app.zoom(true),
             Action::ResetCharts => app.reset_charts(),
             Action::DropCache => app.flash("a replay has no page cache to drop"),
+            Action::Reconnect => app.flash("a replay has no connection"),
             Action::TogglePause => {
                 self.paused = !self.paused;
                 app.paused = self.paused;
