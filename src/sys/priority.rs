@@ -198,12 +198,14 @@ pub const IRQ_FIFO_PRIORITY: i32 = 50;
 /// CAP_SYS_NICE or an `RLIMIT_RTPRIO` of at least `priority`: the error
 /// says which.
 pub fn set_current_thread_fifo(priority: i32) -> Result<(), String> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
+    // musl's sched_param has extra (SCHED_SPORADIC) fields the kernel never
+    // reads: start from zero and set the one field Linux knows.
+    // SAFETY: sched_param is plain integers, for which all zeroes is valid.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    param.sched_priority = priority;
     // SAFETY: `param` is a live sched_param the kernel only reads; pid 0 is
     // the calling thread.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    let rc = unsafe { sched_setscheduler(0, libc::SCHED_FIFO, &param) };
     if rc == 0 {
         return Ok(());
     }
@@ -227,10 +229,43 @@ pub fn set_current_thread_fifo(priority: i32) -> Result<(), String> {
 /// The scheduling policy of thread `tid` (`SCHED_OTHER` 0, `SCHED_FIFO` 1, ...).
 pub fn thread_policy(tid: i32) -> io::Result<i32> {
     // SAFETY: sched_getscheduler only reads its argument.
-    let p = unsafe { libc::sched_getscheduler(tid) };
+    let p = unsafe { sched_getscheduler(tid) };
     if p < 0 {
         Err(io::Error::last_os_error())
     } else {
         Ok(p)
     }
+}
+
+// glibc's sched_setscheduler/sched_getscheduler are the system calls, per
+// thread as Linux has them. musl's are stubs that fail with ENOSYS (POSIX
+// says process, Linux does thread), so a musl build makes the system calls
+// itself: same arguments, same result, errno set the same way.
+#[cfg(not(target_env = "musl"))]
+use libc::{sched_getscheduler, sched_setscheduler};
+
+/// `sched_setscheduler(2)` as the system call (musl's libc function is an
+/// ENOSYS stub).
+///
+/// # Safety
+/// `param` must point to a live `sched_param`.
+#[cfg(target_env = "musl")]
+unsafe fn sched_setscheduler(
+    pid: libc::pid_t,
+    policy: libc::c_int,
+    param: *const libc::sched_param,
+) -> libc::c_int {
+    // SAFETY: the caller passes a live sched_param the kernel only reads.
+    unsafe { libc::syscall(libc::SYS_sched_setscheduler, pid, policy, param) as libc::c_int }
+}
+
+/// `sched_getscheduler(2)` as the system call (musl's libc function is an
+/// ENOSYS stub).
+///
+/// # Safety
+/// None beyond the system call's: it only reads its argument.
+#[cfg(target_env = "musl")]
+unsafe fn sched_getscheduler(pid: libc::pid_t) -> libc::c_int {
+    // SAFETY: the system call takes a plain integer and reads no memory.
+    unsafe { libc::syscall(libc::SYS_sched_getscheduler, pid) as libc::c_int }
 }
