@@ -804,7 +804,7 @@ fn explore_remote(
         None => None,
     };
     let shown = crate::tui::run(&mut w, &opts, writer, demo);
-    let (summary, rest) = w.finish();
+    let crate::remote::client::Finished { summary, rest, .. } = w.finish();
     let (writer, ending) = shown.context("drawing the explorer")?;
     if let Some(mut wr) = writer {
         for rec in &rest {
@@ -1250,8 +1250,12 @@ fn run_remote(
         .next()
         .unwrap_or_default()
         .to_string();
-    let (summary, rest) = w.finish_with_delivery();
-    let ((max_lag, missing), summary) = summary;
+    let crate::remote::client::Finished {
+        summary,
+        rest,
+        max_lag_s: max_lag,
+        missing,
+    } = w.finish();
     for rec in &rest {
         write_record(rec)?;
     }
@@ -1619,7 +1623,7 @@ fn compare_hosts(
                 let mut none = |_: u32, _: usize| {};
                 let mut rec = None;
                 let r = run_on(&mut w, settings, cmp, preset, opts, &mut none, &mut rec);
-                let (summary, _) = w.finish();
+                let summary = w.finish().summary;
                 say(&format!("readpath: {label}: done"));
                 let (report, error) = match r {
                     Ok(rep) => (Some(rep), summary.err().map(|e| format!("connection: {e}"))),

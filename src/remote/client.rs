@@ -69,6 +69,18 @@ pub struct RemoteWorkload {
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
+/// A remote workload's end.
+pub struct Finished {
+    /// The target's summary, or why there is none.
+    pub summary: Result<RunSummary, String>,
+    /// Records not taken yet.
+    pub rest: Vec<IntervalRecord>,
+    /// The most any record arrived late, s.
+    pub max_lag_s: f64,
+    /// Records that never came (sequence numbers skipped).
+    pub missing: u64,
+}
+
 /// How to start the agent again.
 #[derive(Clone)]
 struct Restart {
@@ -434,22 +446,10 @@ impl RemoteWorkload {
         (s.max_lag_s, s.missing)
     }
 
-    /// [`Self::finish`], with [`Self::delivery`] read after the last record.
-    pub fn finish_with_delivery(
-        self,
-    ) -> (
-        ((f64, u64), Result<RunSummary, String>),
-        Vec<IntervalRecord>,
-    ) {
-        let shared = self.shared.clone();
-        let (summary, rest) = self.finish();
-        let s = lock(&shared);
-        (((s.max_lag_s, s.missing), summary), rest)
-    }
-
-    /// Stops the workload there: its summary (None when the connection
-    /// was lost first: then why) and the records not taken yet.
-    pub fn finish(mut self) -> (Result<RunSummary, String>, Vec<IntervalRecord>) {
+    /// Stops the workload there: its summary (or why there is none: the
+    /// connection was lost first), the records not taken yet, and how they
+    /// were delivered.
+    pub fn finish(mut self) -> Finished {
         let _ = self.send(Command::Stop);
         // Closing stdin also stops an agent that missed the stop.
         self.stdin = None;
@@ -471,7 +471,12 @@ impl RemoteWorkload {
             (None, Some(why)) => Err(why.clone()),
             (None, None) => Err("the agent ended without its summary".into()),
         };
-        (summary, rest)
+        Finished {
+            summary,
+            rest,
+            max_lag_s: s.max_lag_s,
+            missing: s.missing,
+        }
     }
 }
 

@@ -306,9 +306,12 @@ pub fn older(a: &str, b: &str) -> bool {
     parse(a) < parse(b)
 }
 
-/// The local binary that runs on `arch`: `READPATH_AGENT_BINARY`, else a
-/// static musl build beside this one's target dir, else this very binary
-/// when the architecture is the same.
+/// The local binary that runs on `arch`: `READPATH_AGENT_BINARY`, else
+/// this very binary when the architecture is the same (it needs the
+/// target's libc to be as new as this machine's: a static build in
+/// `READPATH_AGENT_BINARY` avoids that), else the static musl build for
+/// that architecture beside this one's target dir
+/// (`target/aarch64-unknown-linux-musl/release/readpath`).
 pub fn local_binary(arch: &str) -> Result<PathBuf, String> {
     if let Ok(p) = std::env::var("READPATH_AGENT_BINARY") {
         let p = PathBuf::from(p);
@@ -319,15 +322,15 @@ pub fn local_binary(arch: &str) -> Result<PathBuf, String> {
         };
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
+    if arch == std::env::consts::ARCH {
+        return Ok(exe);
+    }
     let triple = format!("{arch}-unknown-linux-musl");
     if let Some(target) = exe.parent().and_then(Path::parent) {
         let musl = target.join(&triple).join("release").join("readpath");
         if musl.is_file() {
             return Ok(musl);
         }
-    }
-    if arch == std::env::consts::ARCH {
-        return Ok(exe);
     }
     Err(format!(
         "no readpath binary for {arch} at hand: build one with `rustup target add {triple} && cargo build --release --target {triple}` (README: Static builds for targets), or set READPATH_AGENT_BINARY=PATH"
