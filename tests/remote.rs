@@ -353,3 +353,54 @@ fn a_slow_link_delays_records_but_loses_none() {
         assert_eq!(x.seq, i as u64, "record {i}");
     }
 }
+
+#[test]
+fn adb_targets_use_adb_shell_and_adb_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("adb.log");
+    // A fake adb: logs its arguments, runs `shell` commands here and
+    // `push` as a copy.
+    let adb = tmp.path().join("fake-adb");
+    std::fs::write(
+        &adb,
+        format!(
+            "#!/bin/sh\n\
+             echo \"$@\" >> {log}\n\
+             [ \"$1\" = -s ] && shift 2\n\
+             case \"$1\" in\n\
+             shell) shift; exec sh -c \"$1\" ;;\n\
+             push) cp \"$2\" \"$3\" ;;\n\
+             *) exit 3 ;;\n\
+             esac\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&adb, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tmp.path().join("dev");
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["run", "--remote", "adb:emulator-5554", "--remote-dir"])
+        .arg(&dir)
+        .args(["--duration", "1s", "--set", "workload.file_size=16M"])
+        .env("READPATH_ADB", &adb)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("adb:emulator-5554") && err.contains("copied"),
+        "{err}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        calls.lines().all(|l| l.starts_with("-s emulator-5554 ")),
+        "{calls}"
+    );
+    assert!(calls.contains("shell uname -m"), "{calls}");
+    assert!(calls.lines().any(|l| l.contains(" push ")), "{calls}");
+    // The data dir is under the binary's dir on a device (no home there).
+    assert!(dir.join("data/dataset-16777216").is_dir());
+    assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 failures"));
+}
