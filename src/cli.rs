@@ -579,11 +579,12 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
                         ..
                     })
                     | Some(Command::Bench { .. })
+                    | Some(Command::Compare { hosts: None, .. })
             );
             if !ok {
                 return Err(BadInput(
-                    "--remote works with the explorer (readpath, tui), `run`, `demo NAME` and \
-                     `bench crypto`; for compare use `compare --hosts local,ssh:HOST`"
+                    "--remote works with the explorer (readpath, tui), `run`, `demo NAME`, \
+                     `compare` (or `compare --hosts local,ssh:HOST`, not both) and `bench crypto`"
                         .into(),
                 )
                 .into());
@@ -645,7 +646,11 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
             &settings,
             vary.as_deref(),
             record.as_deref(),
-            hosts.as_deref().map(|h| (h, cli.remote.clone())),
+            // `compare --remote X` is `compare --hosts X`.
+            hosts
+                .as_deref()
+                .or(cli.remote.remote.as_deref())
+                .map(|h| (h, cli.remote.clone())),
             crate::output::experiment::CompareOptions {
                 rounds,
                 duration,

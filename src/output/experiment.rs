@@ -268,7 +268,28 @@ pub fn run_on(
                 break 'rounds;
             }
             progress(round, i);
-            engine.apply(v.clone())?;
+            // A remote host whose connection was lost: the rounds done are
+            // kept, and the report says why it ends there.
+            let lost = |engine: &dyn Workload| {
+                engine.lost().map(|why| {
+                    format!(
+                        "the connection was lost ({why}) after {done} of {runs} runs: the medians are over the rounds that completed"
+                    )
+                })
+            };
+            if let Some(why) = lost(engine) {
+                interrupted = Some(why);
+                break 'rounds;
+            }
+            if let Err(e) = engine.apply(v.clone()) {
+                match lost(engine) {
+                    Some(why) => {
+                        interrupted = Some(why);
+                        break 'rounds;
+                    }
+                    None => return Err(e),
+                }
+            }
             engine.mark_event(&format!(
                 "caption: round {} of {}: {} = {}",
                 round + 1,
@@ -277,6 +298,11 @@ pub fn run_on(
                 compare.values[i]
             ));
             let (recs, n) = measure(engine, opts.warmup, opts.duration, recording, stop);
+            if let Some(why) = lost(engine) {
+                // A run cut short is not a sample of its variant.
+                interrupted = Some(why);
+                break 'rounds;
+            }
             if stop() {
                 // A run cut short is not a sample of its variant.
                 interrupted = Some(format!(

@@ -115,6 +115,11 @@ pub struct StartSpec {
 }
 
 fn err(place: &str, message: String, bad_input: bool) -> EngineError {
+    // The transport's messages already start with the place.
+    let message = match message.strip_prefix(&format!("{place}: ")) {
+        Some(rest) => rest.to_string(),
+        None => message,
+    };
     EngineError::Remote {
         place: place.into(),
         message,

@@ -72,6 +72,9 @@ impl Remote {
                 }
             };
             let v6 = hostport.starts_with('[');
+            if host.is_empty() {
+                return Err(bad("no host given"));
+            }
             if !(word_ok(&host, if v6 { &[':'] } else { &[] })) {
                 return Err(bad("the host has characters a host name cannot have"));
             }
