@@ -300,7 +300,10 @@ fn bad_remote_specs_and_unsupported_commands_exit_2() {
     for (args, want) in [
         (vec!["run", "--remote", "ssh:-oProxyCommand=x"], "--remote"),
         (vec!["run", "--remote", "ftp:host"], "unknown transport"),
-        (vec!["compare", "--remote", "ssh:h", "--hosts", "local"], "not both"),
+        (
+            vec!["compare", "--remote", "ssh:h", "--hosts", "local"],
+            "not both",
+        ),
         (
             vec!["run", "--remote", "ssh:h", "--remote-dir", "a\nb"],
             "not a usable path",
