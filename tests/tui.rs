@@ -730,3 +730,29 @@ fn the_settings_cursor_highlights_its_row() {
     assert!(buf[(5, row)].modifier.contains(Modifier::REVERSED));
     assert!(!buf[(5, row + 1)].modifier.contains(Modifier::REVERSED));
 }
+
+/// A workload on a target whose connection was lost: the header names the
+/// target and says so, in the main screen and in presentation mode; the
+/// charts keep what arrived.
+#[test]
+fn a_lost_remote_workload_says_so_and_keeps_its_charts() {
+    let mut a = app(false);
+    a.place = Some("ssh:pixel (pixel) · lag 2.3 s".into());
+    a.lost = Some("the agent's output ended".into());
+    let screen = text(&draw(&a, &look(), 120, 40));
+    let header = screen.lines().next().unwrap();
+    assert!(
+        header.contains("ssh:pixel (pixel) · lag 2.3 s")
+            && header.contains("✗ connection lost: the agent's output ended"),
+        "{header}"
+    );
+    assert!(screen.contains("⡇"), "the charts stay:\n{screen}");
+    insta::assert_snapshot!("remote_lost_120x40", screen);
+    a.present = true;
+    let screen = text(&draw(&a, &look(), 80, 24));
+    let header = screen.lines().next().unwrap();
+    assert!(
+        header.contains("ssh:pixel") && header.contains("connection lost"),
+        "{header}"
+    );
+}

@@ -272,6 +272,21 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
             Style::default().fg(th.good).add_modifier(Modifier::BOLD),
         ),
         Span::styled(format!("{:02}:{:02}  ", t / 60, t % 60), th.text()),
+        // On a target: where, and loudly when the connection is lost.
+        Span::styled(
+            app.place
+                .as_ref()
+                .map_or(String::new(), |p| format!("{p}  ")),
+            th.title(),
+        ),
+        Span::styled(
+            if app.lost.is_some() {
+                "✗ connection lost (R reconnects)  "
+            } else {
+                ""
+            },
+            Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
+        ),
         Span::styled(app.plan.clone(), th.text().add_modifier(Modifier::BOLD)),
     ])
     .render(parts[0], buf);
