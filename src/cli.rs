@@ -714,6 +714,28 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
     }
 }
 
+/// After the explorer: the recording finished with the records left
+/// (however the explorer ended, the terminal going away included), said
+/// where it went; false when the terminal is gone and nothing more can be
+/// shown.
+fn end_explorer(
+    writer: Option<crate::output::recording::Writer>,
+    rest: &[crate::metrics::IntervalRecord],
+    ending: crate::tui::Ending,
+) -> Result<bool> {
+    let gone = ending == crate::tui::Ending::TerminalGone;
+    if let Some(mut w) = writer {
+        for r in rest {
+            w.record(r).map_err(recording_error)?;
+        }
+        let path = w.finish().map_err(recording_error)?;
+        if !gone {
+            say(&format!("readpath: recorded {}", path.display()));
+        }
+    }
+    Ok(!gone)
+}
+
 /// A target and how to reach it (`--remote` and its options).
 type RemoteChoice = Option<(crate::remote::transport::Remote, RemoteArgs)>;
 
@@ -811,16 +833,7 @@ fn explore_remote(
     let shown = crate::tui::run(&mut w, &opts, writer, demo);
     let crate::remote::client::Finished { summary, rest, .. } = w.finish();
     let (writer, ending) = shown.context("drawing the explorer")?;
-    if let Some(mut wr) = writer {
-        for rec in &rest {
-            wr.record(rec).map_err(recording_error)?;
-        }
-        let path = wr.finish().map_err(recording_error)?;
-        if ending != crate::tui::Ending::TerminalGone {
-            say(&format!("readpath: recorded {}", path.display()));
-        }
-    }
-    if ending == crate::tui::Ending::TerminalGone {
+    if !end_explorer(writer, &rest, ending)? {
         return Ok(());
     }
     match summary {
@@ -1068,18 +1081,7 @@ fn explore(
     let dataset_dir = engine.dataset().dir().to_path_buf();
     let (totals, rest) = stop_and_drain(engine);
     let (writer, ending) = shown.context("drawing the explorer")?;
-    // The recording is finished however the explorer ended, the terminal
-    // going away included.
-    if let Some(mut w) = writer {
-        for r in &rest {
-            w.record(r).map_err(recording_error)?;
-        }
-        let path = w.finish().map_err(recording_error)?;
-        if ending != crate::tui::Ending::TerminalGone {
-            say(&format!("readpath: recorded {}", path.display()));
-        }
-    }
-    if ending == crate::tui::Ending::TerminalGone {
+    if !end_explorer(writer, &rest, ending)? {
         return Ok(()); // nothing can be shown: a normal way to end
     }
     if !t.no_summary {

@@ -152,6 +152,17 @@ impl Remote {
         Ok(words)
     }
 
+    /// `adb [-s SERIAL]`, from `READPATH_ADB`.
+    fn adb(serial: &Option<String>) -> Result<Command, String> {
+        let words = Remote::tool("READPATH_ADB", "adb")?;
+        let mut c = Command::new(&words[0]);
+        c.args(&words[1..]);
+        if let Some(s) = serial {
+            c.args(["-s", s]);
+        }
+        Ok(c)
+    }
+
     fn dest(&self) -> String {
         match self {
             Remote::Ssh {
@@ -180,12 +191,7 @@ impl Remote {
                 Ok(c)
             }
             Remote::Adb { serial } => {
-                let words = Remote::tool("READPATH_ADB", "adb")?;
-                let mut c = Command::new(&words[0]);
-                c.args(&words[1..]);
-                if let Some(s) = serial {
-                    c.args(["-s", s]);
-                }
+                let mut c = Remote::adb(serial)?;
                 c.arg("shell").arg(remote);
                 Ok(c)
             }
@@ -262,12 +268,7 @@ impl Remote {
                 c
             }
             Remote::Adb { serial } => {
-                let words = Remote::tool("READPATH_ADB", "adb")?;
-                let mut c = Command::new(&words[0]);
-                c.args(&words[1..]);
-                if let Some(s) = serial {
-                    c.args(["-s", s]);
-                }
+                let mut c = Remote::adb(serial)?;
                 c.arg("push").arg(local).arg(remote);
                 c
             }
