@@ -459,6 +459,12 @@ pub struct RemoteLost(pub String);
 /// Builds settings from `--preset` then `--set`s, validated for this
 /// machine; returns the preset too.
 pub fn load_settings(args: &SettingsArgs) -> Result<(Settings, Option<Preset>)> {
+    load_settings_for(args, crate::sys::online_cpus().len())
+}
+
+/// [`load_settings`] validated for a machine of `cpus` CPUs (a target's,
+/// or any machine's: `MAX_CPU_NUMBER + 1`, when only the targets know).
+pub fn load_settings_for(args: &SettingsArgs, cpus: usize) -> Result<(Settings, Option<Preset>)> {
     let preset = match &args.preset {
         Some(spec) => Some(preset::resolve(spec).map_err(preset_error)?.0),
         None => None,
@@ -470,8 +476,7 @@ pub fn load_settings(args: &SettingsArgs) -> Result<(Settings, Option<Preset>)> 
         s.apply_override(spec)
             .map_err(|e| BadInput(e.to_string()))?;
     }
-    s.validate(crate::sys::online_cpus().len())
-        .map_err(|e| BadInput(e.to_string()))?;
+    s.validate(cpus).map_err(|e| BadInput(e.to_string()))?;
     Ok((s, preset))
 }
 
@@ -1501,7 +1506,17 @@ fn compare(
         }
         None => None,
     };
-    let (settings, preset) = load_settings(args)?;
+    // With targets only, they validate the settings (their CPUs, their
+    // kernel); here only the ranges are checked.
+    let here = hosts
+        .as_ref()
+        .is_none_or(|(h, _)| h.iter().any(Option::is_none));
+    let cpus = if here {
+        crate::sys::online_cpus().len()
+    } else {
+        crate::settings::MAX_CPU_NUMBER + 1
+    };
+    let (settings, preset) = load_settings_for(args, cpus)?;
     let cmp = match (vary, preset.as_ref().and_then(|p| p.compare.clone())) {
         (Some(v), _) => Compare::parse_vary(v, &settings).map_err(BadInput)?,
         (None, Some(c)) => c,
@@ -1518,8 +1533,10 @@ fn compare(
         .variants(&settings)
         .map_err(|e| BadInput(e.to_string()))?
     {
-        v.validate(crate::sys::online_cpus().len())
-            .map_err(|e| BadInput(e.to_string()))?;
+        v.validate(cpus).map_err(|e| BadInput(e.to_string()))?;
+        if !here {
+            continue;
+        }
         let r = crate::engine::resolve(&v, &features, &crate::engine::DataFs::capable())
             .map_err(engine_error)?;
         crate::engine::memory::check_fits(&r.effective).map_err(|e| {

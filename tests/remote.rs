@@ -407,3 +407,48 @@ fn adb_targets_use_adb_shell_and_adb_push() {
     assert!(dir.join("data/dataset-16777216").is_dir());
     assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 failures"));
 }
+
+#[test]
+fn compare_on_targets_only_leaves_validation_to_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = format!(
+        "exec {} agent --data-dir {}",
+        env!("CARGO_BIN_EXE_readpath"),
+        tmp.path().join("data").display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    let args = |hosts: &str| {
+        Command::new(env!("CARGO_BIN_EXE_readpath"))
+            .args(["compare", "--hosts", hosts])
+            .args(["--set", "workload.file_size=16M"])
+            // CPU 5: not on this 2-CPU machine, maybe on a target.
+            .args(["--set", "workload.reader_cpus=5"])
+            .args(["--vary", "workers.mode=unbound,bound"])
+            .args(["--duration", "500ms", "--rounds", "1", "--warmup", "0s"])
+            .env("READPATH_SSH_COMMAND", &ssh)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    if readpath::sys::online_cpus().len() > 5 {
+        println!("skipping: this machine has CPU 5");
+        return;
+    }
+    // With `local` among the hosts, this machine refuses it at once.
+    let o = args("local,ssh:target");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("reader_cpus") && err.contains("CPU 5"),
+        "{err}"
+    );
+    // On targets only, the target judges (this one has no CPU 5 either):
+    // refused there, by name, exit 2.
+    let o = args("ssh:target");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("ssh:target") && err.contains("reader_cpus") && err.contains("CPU 5"),
+        "{err}"
+    );
+}
