@@ -1106,88 +1106,144 @@ struct RunPlan<'a> {
     record: Option<&'a Path>,
 }
 
-fn run(data_dir: &Path, args: &SettingsArgs, plan: RunPlan, remote: RemoteChoice) -> Result<()> {
-    if let Some((r, ra)) = remote {
-        return run_remote(args, plan, r, &ra);
+/// Where a headless run writes its intervals: the recording and the
+/// interval log, checked before anything runs and opened once the
+/// workload's header is known.
+struct RunSink {
+    recording: Option<crate::output::recording::Writer>,
+    log: Option<crate::output::file::OutputFile>,
+    /// Intervals written.
+    received: usize,
+}
+
+/// The run's outputs, checked: (recording, interval log).
+type RunOutputs = (
+    Option<crate::output::file::OutputPath>,
+    Option<crate::output::file::OutputPath>,
+);
+
+impl RunSink {
+    /// Checks `--record` and `--interval-log` (not an input, not a
+    /// dataset file under `data_dir`, not each other).
+    fn check(args: &SettingsArgs, plan: &RunPlan, data_dir: Option<&Path>) -> Result<RunOutputs> {
+        let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
+        let log = match plan.interval_log {
+            Some(p) => Some(check_output("--interval-log", p, &inputs, data_dir)?),
+            None => None,
+        };
+        let record = match plan.record {
+            Some(p) => Some(check_output("--record", p, &inputs, data_dir)?),
+            None => None,
+        };
+        if let (Some(a), Some(b)) = (&record, &log) {
+            a.check_distinct(b).map_err(output_error)?;
+        }
+        Ok((record, log))
     }
-    let RunPlan {
-        duration,
-        interval,
-        format,
-        interval_log,
-        record,
-    } = plan;
-    let (settings, preset) = load_settings(args)?;
-    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
-    let log_out = match interval_log {
-        Some(p) => Some(check_output("--interval-log", p, &inputs, Some(data_dir))?),
-        None => None,
-    };
-    let record_out = match record {
-        Some(p) => Some(check_output("--record", p, &inputs, Some(data_dir))?),
-        None => None,
-    };
-    if let (Some(a), Some(b)) = (&record_out, &log_out) {
-        a.check_distinct(b).map_err(output_error)?;
+
+    fn open(outs: &RunOutputs, header: &crate::output::recording::Header) -> Result<RunSink> {
+        let recording = match &outs.0 {
+            Some(p) => {
+                Some(crate::output::recording::Writer::create(p, header).map_err(recording_error)?)
+            }
+            None => None,
+        };
+        let log = match &outs.1 {
+            Some(p) => Some(p.create().map_err(output_error)?),
+            None => None,
+        };
+        Ok(RunSink {
+            recording,
+            log,
+            received: 0,
+        })
     }
-    // Before the engine starts: a stop signal while it prepares (writing
-    // the kernel target's file, with knobs turned) ends the run cleanly.
-    crate::sys::install_stop_handlers();
-    let mut progress = progress_reporter();
-    let engine = Engine::start(
-        settings.clone(),
-        EngineOptions::new(interval, data_dir.to_path_buf()),
-        &mut progress,
-    )
-    .map_err(engine_error)?;
-    let mut recording = match &record_out {
-        Some(p) => Some(start_recording(p, "run", &engine, preset.as_ref(), None)?),
-        None => None,
-    };
-    let mut log = match &log_out {
-        Some(p) => Some(p.create().map_err(output_error)?),
-        None => None,
-    };
-    let started = std::time::Instant::now();
-    let mut write_record = |rec: &crate::metrics::IntervalRecord| -> Result<()> {
-        if let Some(w) = recording.as_mut() {
+
+    fn write(&mut self, rec: &crate::metrics::IntervalRecord) -> Result<()> {
+        self.received += 1;
+        if let Some(w) = self.recording.as_mut() {
             w.record(rec).map_err(recording_error)?;
         }
-        if let Some(l) = log.as_mut() {
+        if let Some(l) = self.log.as_mut() {
             let r = serde_json::to_writer(&mut *l, rec)
                 .map_err(std::io::Error::from)
                 .and_then(|()| l.write_all(b"\n"));
             r.map_err(|e| output_error(l.error(e)))?;
         }
         Ok(())
-    };
-    while started.elapsed() < duration && !crate::sys::stop_requested() {
-        let left = duration.saturating_sub(started.elapsed());
-        if let Ok(rec) = engine
-            .records()
-            .recv_timeout(left.min(Duration::from_millis(100)))
-        {
-            write_record(&rec)?;
+    }
+
+    /// Takes the workload's records for `duration` (less on a stop signal
+    /// or a lost connection).
+    fn collect(
+        &mut self,
+        w: &dyn crate::engine::workload::Workload,
+        duration: Duration,
+    ) -> Result<std::time::Instant> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < duration && !crate::sys::stop_requested() && w.lost().is_none() {
+            let left = duration.saturating_sub(started.elapsed());
+            if let Ok(rec) = w
+                .records()
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                self.write(&rec)?;
+            }
+        }
+        Ok(started)
+    }
+
+    /// Writes the records left and closes both files; the recording's path.
+    fn finish(mut self, rest: &[crate::metrics::IntervalRecord]) -> Result<Option<PathBuf>> {
+        for rec in rest {
+            self.write(rec)?;
+        }
+        if let Some(l) = self.log {
+            l.finish().map_err(output_error)?;
+        }
+        match self.recording {
+            Some(w) => {
+                let path = w.finish().map_err(recording_error)?;
+                say(&format!("readpath: recorded {}", path.display()));
+                Ok(Some(path))
+            }
+            None => Ok(None),
         }
     }
+}
+
+fn run(data_dir: &Path, args: &SettingsArgs, plan: RunPlan, remote: RemoteChoice) -> Result<()> {
+    if let Some((r, ra)) = remote {
+        return run_remote(args, plan, r, &ra);
+    }
+    let (settings, preset) = load_settings(args)?;
+    let outs = RunSink::check(args, &plan, Some(data_dir))?;
+    // Before the engine starts: a stop signal while it prepares (writing
+    // the kernel target's file, with knobs turned) ends the run cleanly.
+    crate::sys::install_stop_handlers();
+    let mut progress = progress_reporter();
+    let engine = Engine::start(
+        settings.clone(),
+        EngineOptions::new(plan.interval, data_dir.to_path_buf()),
+        &mut progress,
+    )
+    .map_err(engine_error)?;
+    let header = crate::output::recording::Header::of(
+        "run",
+        &engine,
+        preset.as_ref().map(|p| p.name.clone()),
+    );
+    let mut sink = RunSink::open(&outs, &header)?;
+    sink.collect(&engine, plan.duration)?;
     let effective = engine.effective().clone();
     let features = engine.features().clone();
     let dataset_dir = engine.dataset().dir().to_path_buf();
     // Stop first, then drain the records still queued (the final one included).
-    let (totals, rx_rest) = stop_and_drain(engine);
-    for rec in &rx_rest {
-        write_record(rec)?;
-    }
-    if let Some(l) = log {
-        l.finish().map_err(output_error)?;
-    }
-    if let Some(w) = recording {
-        let path = w.finish().map_err(recording_error)?;
-        say(&format!("readpath: recorded {}", path.display()));
-    }
+    let (totals, rest) = stop_and_drain(engine);
+    sink.finish(&rest)?;
     let machine = crate::sys::machine_info(&dataset_dir);
     let summary = RunSummary::new(&settings, &effective, &totals, machine, features);
-    emit(format, &summary, || summary.to_text())
+    emit(plan.format, &summary, || summary.to_text())
 }
 
 /// `run --remote`: the same run on a target; the summary is the target's,
@@ -1199,78 +1255,18 @@ fn run_remote(
     r: crate::remote::transport::Remote,
     ra: &RemoteArgs,
 ) -> Result<()> {
-    let RunPlan {
-        duration,
-        interval,
-        format,
-        interval_log,
-        record,
-    } = plan;
-    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
-    let log_out = match interval_log {
-        Some(p) => Some(check_output("--interval-log", p, &inputs, None)?),
-        None => None,
-    };
-    let record_out = match record {
-        Some(p) => Some(check_output("--record", p, &inputs, None)?),
-        None => None,
-    };
-    if let (Some(a), Some(b)) = (&record_out, &log_out) {
-        a.check_distinct(b).map_err(output_error)?;
-    }
-    let spec = remote_spec(args, "run", interval, ra)?;
+    let outs = RunSink::check(args, &plan, None)?;
+    let spec = remote_spec(args, "run", plan.interval, ra)?;
     let w = start_remote(r, spec)?;
-    let mut recording = match &record_out {
-        Some(p) => {
-            Some(crate::output::recording::Writer::create(p, &w.header).map_err(recording_error)?)
-        }
-        None => None,
-    };
-    let mut log = match &log_out {
-        Some(p) => Some(p.create().map_err(output_error)?),
-        None => None,
-    };
-    let mut received = 0usize;
-    let mut write_record = |rec: &crate::metrics::IntervalRecord| -> Result<()> {
-        received += 1;
-        if let Some(wr) = recording.as_mut() {
-            wr.record(rec).map_err(recording_error)?;
-        }
-        if let Some(l) = log.as_mut() {
-            let res = serde_json::to_writer(&mut *l, rec)
-                .map_err(std::io::Error::from)
-                .and_then(|()| l.write_all(b"\n"));
-            res.map_err(|e| output_error(l.error(e)))?;
-        }
-        Ok(())
-    };
-    let started = std::time::Instant::now();
-    use crate::engine::workload::Workload;
-    while started.elapsed() < duration && !crate::sys::stop_requested() && w.lost().is_none() {
-        let left = duration.saturating_sub(started.elapsed());
-        if let Ok(rec) = w
-            .records()
-            .recv_timeout(left.min(Duration::from_millis(100)))
-        {
-            write_record(&rec)?;
-        }
-    }
-    let place = w
-        .place()
-        .unwrap_or_default()
-        .split(" · ")
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let mut sink = RunSink::open(&outs, &w.header)?;
+    let started = sink.collect(&w, plan.duration)?;
+    let place = w.place_name();
     let crate::remote::client::Finished {
         summary,
         rest,
         max_lag_s: max_lag,
         missing,
     } = w.finish();
-    for rec in &rest {
-        write_record(rec)?;
-    }
     if max_lag >= 1.0 {
         say(&format!(
             "readpath: {place}: records arrived up to {max_lag:.1} s late (a slow link); they queue on the target and none is dropped"
@@ -1281,19 +1277,10 @@ fn run_remote(
             "readpath: {place}: {missing} interval records never arrived"
         ));
     }
-    if let Some(l) = log {
-        l.finish().map_err(output_error)?;
-    }
-    let recorded = match recording {
-        Some(wr) => {
-            let path = wr.finish().map_err(recording_error)?;
-            say(&format!("readpath: recorded {}", path.display()));
-            Some(path)
-        }
-        None => None,
-    };
+    let received = sink.received + rest.len();
+    let recorded = sink.finish(&rest)?;
     match summary {
-        Ok(s) => emit(format, &s, || s.to_text()),
+        Ok(s) => emit(plan.format, &s, || s.to_text()),
         Err(why) => Err(RemoteLost(format!(
             "{why} (after {:.1} s, {received} intervals received{})",
             started.elapsed().as_secs_f64(),
@@ -1351,18 +1338,9 @@ fn start_recording(
     preset: Option<&Preset>,
     demo: Option<&crate::scenario::demo::Demo>,
 ) -> Result<crate::output::recording::Writer> {
-    let header = crate::output::recording::Header {
-        format: crate::output::recording::FORMAT.into(),
-        version: crate::output::recording::VERSION,
-        command: command.into(),
-        started_unix_s: crate::output::recording::unix_now(),
-        preset: preset.map(|p| p.name.clone()),
-        settings: engine.settings().clone(),
-        effective_settings: engine.effective().clone(),
-        features: engine.features().clone(),
-        machine: crate::sys::machine_info(engine.dataset().dir()),
-        demo: demo.map(crate::output::recording::DemoHeader::of),
-    };
+    let mut header =
+        crate::output::recording::Header::of(command, engine, preset.map(|p| p.name.clone()));
+    header.demo = demo.map(crate::output::recording::DemoHeader::of);
     crate::output::recording::Writer::create(path, &header).map_err(recording_error)
 }
 

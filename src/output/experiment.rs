@@ -199,18 +199,7 @@ pub fn run(
     let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;
     let mut recording = match record {
         Some(path) => {
-            let header = crate::output::recording::Header {
-                format: crate::output::recording::FORMAT.into(),
-                version: crate::output::recording::VERSION,
-                command: "compare".into(),
-                started_unix_s: crate::output::recording::unix_now(),
-                preset: preset.clone(),
-                settings: engine.settings().clone(),
-                effective_settings: engine.effective().clone(),
-                features: engine.features().clone(),
-                machine: crate::sys::machine_info(engine.dataset().dir()),
-                demo: None,
-            };
+            let header = crate::output::recording::Header::of("compare", &engine, preset.clone());
             Some(
                 crate::output::recording::Writer::create(path, &header)
                     .map_err(|e| EngineError::Output(e.to_string()))?,

@@ -328,6 +328,27 @@ pub fn check_record(r: &IntervalRecord) -> Result<(), String> {
 }
 
 impl Header {
+    /// The header of a recording of `w` (the local engine or a target's)
+    /// made by `command`, starting now.
+    pub fn of(
+        command: &str,
+        w: &dyn crate::engine::workload::Workload,
+        preset: Option<String>,
+    ) -> Header {
+        Header {
+            format: FORMAT.into(),
+            version: VERSION,
+            command: command.into(),
+            started_unix_s: unix_now(),
+            preset,
+            settings: w.settings().clone(),
+            effective_settings: w.effective().clone(),
+            features: w.features().clone(),
+            machine: w.machine(),
+            demo: None,
+        }
+    }
+
     /// Range-checks what replay and plot use from the header.
     pub fn check(&self) -> Result<(), String> {
         for (name, s) in [

@@ -191,18 +191,11 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
             return fatal(out, e.to_string(), bad);
         }
     };
-    let header = crate::output::recording::Header {
-        format: crate::output::recording::FORMAT.into(),
-        version: crate::output::recording::VERSION,
-        command,
-        started_unix_s: crate::output::recording::unix_now(),
-        preset: preset_obj.map(|p| p.name).or(preset),
-        settings: engine.settings().clone(),
-        effective_settings: engine.effective().clone(),
-        features: engine.features().clone(),
-        machine: crate::sys::machine_info(engine.dataset().dir()),
-        demo: None,
-    };
+    let header = crate::output::recording::Header::of(
+        &command,
+        &engine,
+        preset_obj.map(|p| p.name).or(preset),
+    );
     send(out, Message::Header(Box::new(header)));
     loop {
         if crate::sys::stop_requested() {

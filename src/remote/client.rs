@@ -444,11 +444,15 @@ impl RemoteWorkload {
         Ok(())
     }
 
-    /// The most any record arrived late (s), and how many records never
-    /// came (sequence numbers skipped).
-    pub fn delivery(&self) -> (f64, u64) {
-        let s = lock(&self.shared);
-        (s.max_lag_s, s.missing)
+    /// Where it runs, for messages: `ssh:pixel (pixel)`.
+    pub fn place_name(&self) -> String {
+        let label = self.remote.label();
+        let host = &self.header.machine.hostname;
+        if host.is_empty() {
+            label
+        } else {
+            format!("{label} ({host})")
+        }
     }
 
     /// Stops the workload there: its summary (or why there is none: the
@@ -578,13 +582,7 @@ impl Workload for RemoteWorkload {
     }
     fn place(&self) -> Option<String> {
         let lag = lock(&self.shared).lag_s;
-        let label = self.remote.label();
-        let host = &self.header.machine.hostname;
-        let mut s = if host.is_empty() {
-            label
-        } else {
-            format!("{label} ({host})")
-        };
+        let mut s = self.place_name();
         if lag >= 1.0 {
             s.push_str(&format!(" · lag {lag:.1} s"));
         }
