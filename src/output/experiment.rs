@@ -463,13 +463,7 @@ impl HostsReport {
         }
         let mut rows: Vec<Vec<String>> = Vec::new();
         for (k, (name, unit, _)) in METRICS.iter().enumerate() {
-            let empty = done.iter().all(|(_, r)| {
-                r.variants.iter().all(|v| {
-                    let m = v.metrics[k].1.median;
-                    !m.is_finite() || m == 0.0
-                })
-            });
-            if empty {
+            if done.iter().all(|(_, r)| r.unmeasured(k)) {
                 continue;
             }
             let mut row = vec![metric_label(name)];
@@ -480,13 +474,7 @@ impl HostsReport {
                     let m = &v.metrics[k].1;
                     row.push(fmt_value(m.median, unit));
                     if i > 0 {
-                        row.push(match m.change_pct {
-                            None => "-".into(),
-                            Some(c) => {
-                                let overlap = !one && m.min <= b.max && b.min <= m.max;
-                                format!("{}{c:+.0}%", if overlap { "~" } else { "" })
-                            }
-                        });
+                        row.push(m.change_cell(b, one).0);
                     }
                 }
             }
@@ -554,7 +542,34 @@ impl HostsReport {
     }
 }
 
+impl Spread {
+    /// This variant's change against `base` as a cell (`+12%`, `~-3%`
+    /// where the rounds' ranges overlap, `-` without a value), and whether
+    /// they overlap. One round has no range to judge by: never `~`.
+    fn change_cell(&self, base: &Spread, one_round: bool) -> (String, bool) {
+        match self.change_pct {
+            None => ("-".into(), false),
+            Some(c) => {
+                let overlap = !one_round && self.min <= base.max && base.min <= self.max;
+                (
+                    format!("{}{c:+.0}%", if overlap { "~" } else { "" }),
+                    overlap,
+                )
+            }
+        }
+    }
+}
+
 impl CompareReport {
+    /// True when no variant measured metric `k` (every median 0 or none):
+    /// a stage or a cache the runs lack, left out of the tables.
+    fn unmeasured(&self, k: usize) -> bool {
+        self.variants.iter().all(|v| {
+            let m = v.metrics[k].1.median;
+            !m.is_finite() || m == 0.0
+        })
+    }
+
     /// The table, for a terminal.
     pub fn to_text(&self) -> String {
         let m = &self.machine;
@@ -619,23 +634,16 @@ impl CompareReport {
         // A change: `~` where the ranges overlap (not significant), and no
         // mark with one round, which has no range to judge by.
         let mut overlapped = false;
-        let mut change = |s: &Spread, b: &Spread| match s.change_pct {
-            None => "-".to_string(),
-            Some(c) => {
-                let overlap = !one_round && s.min <= b.max && b.min <= s.max;
-                overlapped |= overlap;
-                format!("{}{c:+.0}%", if overlap { "~" } else { "" })
-            }
+        let mut change = |s: &Spread, b: &Spread| {
+            let (cell, overlap) = s.change_cell(b, one_round);
+            overlapped |= overlap;
+            cell
         };
         // Rows where no variant measured anything (every median 0 or
         // none) are left out: they are a stage or a cache the runs lack.
         let mut rows: Vec<(String, Vec<String>)> = Vec::new();
         for (k, ((_, unit, _), label)) in METRICS.iter().zip(&labels).enumerate() {
-            let empty = self.variants.iter().all(|v| {
-                let m = v.metrics[k].1.median;
-                !m.is_finite() || m == 0.0
-            });
-            if empty {
+            if self.unmeasured(k) {
                 continue;
             }
             let mut cols = Vec::new();
