@@ -452,3 +452,34 @@ fn compare_on_targets_only_leaves_validation_to_them() {
         "{err}"
     );
 }
+
+#[test]
+fn a_preset_named_for_a_target_is_resolved_and_validated_there() {
+    if readpath::sys::online_cpus().len() > 5 {
+        println!("skipping: this machine has CPU 5");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = format!(
+        "exec {} agent --data-dir {}",
+        env!("CARGO_BIN_EXE_readpath"),
+        tmp.path().join("data").display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    // The preset by name, the override applied there before validating.
+    let o = run_remote(
+        &ssh,
+        &["--preset", "default", "--set", "workload.reader_cpus=5"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("ssh:target") && err.contains("reader_cpus"),
+        "{err}"
+    );
+    // A preset the target does not have is refused there, by name.
+    let o = run_remote(&ssh, &["--preset", "no-such-preset"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no-such-preset"), "{err}");
+}

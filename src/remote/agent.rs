@@ -159,26 +159,33 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
             true,
         );
     }
-    // The settings as the target sees them: its presets, its CPUs.
-    let base = match (settings, &preset) {
-        (Some(s), _) => Ok((*s, None)),
-        (None, _) => crate::cli::load_settings(&crate::cli::SettingsArgs {
+    // The settings as the target sees them: its presets, its CPUs; the
+    // overrides applied before anything is validated, as `--set` is here.
+    let loaded = match settings {
+        Some(s) => {
+            let mut s = *s;
+            set.iter()
+                .try_for_each(|spec| s.apply_override(spec).map_err(|e| e.to_string()))
+                .and_then(|()| {
+                    s.validate(crate::sys::online_cpus().len())
+                        .map_err(|e| e.to_string())
+                })
+                .map(|()| (s, None))
+                .map_err(|e| (e, true))
+        }
+        None => crate::cli::load_settings(&crate::cli::SettingsArgs {
             preset: preset.clone(),
-            set: Vec::new(),
+            set,
+        })
+        .map_err(|e| {
+            let bad = e.downcast_ref::<crate::cli::BadInput>().is_some();
+            (crate::cli::error_message(&e), bad)
         }),
     };
-    let (mut s, preset_obj) = match base {
+    let (s, preset_obj) = match loaded {
         Ok(v) => v,
-        Err(e) => return fatal(out, format!("{e:#}"), true),
+        Err((e, bad)) => return fatal(out, e, bad),
     };
-    for spec in &set {
-        if let Err(e) = s.apply_override(spec) {
-            return fatal(out, e.to_string(), true);
-        }
-    }
-    if let Err(e) = s.validate(crate::sys::online_cpus().len()) {
-        return fatal(out, e.to_string(), true);
-    }
     let mut quiet = |_: u64, _: u64| {};
     let mut engine = match Engine::start(
         s,
