@@ -1807,23 +1807,28 @@ pub struct Mismatch(pub String);
 
 fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
     crate::sys::install_stop_handlers();
+    // Nothing under the data dir is acted on unless it may be trusted.
+    crate::dataset::check_data_dir(data_dir).map_err(|e| BadInput(e.to_string()))?;
     match action {
         KernelAction::Restore => {
-            let knobs = crate::kernel::knobs::restore_left(&data_dir.join("kernel"))
-                .with_context(|| format!("restoring the knobs {} lists", data_dir.display()))?;
-            let done = crate::kernel::restore(data_dir)
-                .with_context(|| format!("restoring what {} lists", data_dir.display()))?;
-            if done.is_empty() && knobs.is_empty() {
+            let r = crate::kernel::restore_all(data_dir);
+            if r.done.is_empty() && r.problems.is_empty() {
                 println!("readpath kernel restore: nothing to put back");
             }
-            for (key, path, value) in knobs {
-                println!(
-                    "readpath kernel restore: put back {key} = {value} ({})",
-                    path.display()
+            for d in &r.done {
+                println!("readpath kernel restore: put back {d}");
+            }
+            for p in &r.problems {
+                eprintln!(
+                    "readpath kernel restore: not put back: {}",
+                    crate::output::format::printable(p, false)
                 );
             }
-            for m in done {
-                println!("readpath kernel restore: put back {}", m.display());
+            if !r.problems.is_empty() {
+                anyhow::bail!(
+                    "{} thing(s) not put back (listed above); the rest was",
+                    r.problems.len()
+                );
             }
             Ok(())
         }

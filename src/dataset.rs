@@ -236,14 +236,20 @@ fn derive(seed: u64, what: &str, out: &mut [u8]) {
     }
 }
 
-/// Refuses a data dir that cannot hold a dataset, with the reason: a path
-/// through a regular file, or a kernel pseudo-filesystem (procfs, sysfs),
-/// where nothing can be created and "free space" means nothing.
-fn check_data_dir(data_dir: &Path) -> Result<(), DatasetError> {
+/// Refuses a data dir that cannot hold a dataset or that readpath may not
+/// trust, with the reason: a path through a regular file, a kernel
+/// pseudo-filesystem (procfs, sysfs), where nothing can be created and
+/// "free space" means nothing, or a directory (or one above it) owned by
+/// another user or writable by others ([`crate::sys::trust::check_dir`]:
+/// whoever can write there could make readpath, as root, act for them).
+pub fn check_data_dir(data_dir: &Path) -> Result<(), DatasetError> {
     let refuse = |why: String| DatasetError::DataDir {
         path: data_dir.to_path_buf(),
         source: io::Error::other(why),
     };
+    if let Err(u) = crate::sys::trust::check_dir(data_dir) {
+        return Err(refuse(format!("not trusted: {u}")));
+    }
     let anc = crate::sys::nearest_existing_ancestor(data_dir);
     if !anc.is_dir() {
         return Err(refuse(format!(

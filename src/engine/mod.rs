@@ -470,9 +470,11 @@ impl Engine {
         let cpus = crate::sys::online_cpus();
         settings.validate(cpus.len())?;
         let features = crate::sys::probe_features();
-        // What a readpath killed with SIGKILL left outside the data dir
+        // Nothing in the data dir is acted on before it passes the trust
+        // rule; then what a readpath killed with SIGKILL left outside it
         // (system knobs, tracefs instances, mounts) is put back first.
-        let put_back = restore_left(&opts.data_dir);
+        crate::dataset::check_data_dir(&opts.data_dir)?;
+        let put_back = crate::kernel::restore_all(&opts.data_dir);
         // Refused before the dataset is touched; the filesystem's answer
         // (O_DIRECT) comes with the dataset, and the launch resolves again.
         let early = resolve(&settings, &features, &DataFs::capable())?;
@@ -502,8 +504,11 @@ impl Engine {
             kernel_scope: Mutex::new(None),
         });
         let sink = NoticeSink(shared.clone());
-        for p in put_back {
+        for p in put_back.done {
             sink.push(format!("put back what a killed readpath left: {p}"));
+        }
+        for p in put_back.problems {
+            sink.push(format!("not put back: {p}"));
         }
         match outcome {
             OpenOutcome::Existing => {}
@@ -957,7 +962,7 @@ impl Engine {
                 target.describe
             ));
             self.kernel = Some(KernelRun {
-                knobs: crate::kernel::knobs::SystemKnobs::new(&self.opts.data_dir.join("kernel")),
+                knobs: crate::kernel::knobs::SystemKnobs::new(&self.opts.data_dir),
                 traced: None,
                 target,
                 dir: eff.kernel.dir.clone(),
@@ -1032,22 +1037,6 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// Puts back what readpath processes now gone left outside the data dir:
-/// system knobs, tracefs instances, mounts. Returns one line per thing.
-fn restore_left(data_dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Ok(done) = crate::kernel::knobs::restore_left(&data_dir.join("kernel")) {
-        out.extend(
-            done.into_iter()
-                .map(|(key, path, v)| format!("{key} = {v} ({})", path.display())),
-        );
-    }
-    if let Ok(done) = crate::kernel::restore(data_dir) {
-        out.extend(done.into_iter().map(|p| p.display().to_string()));
-    }
-    out
 }
 
 /// Turns the kernel knobs of `eff` on the target's system (a knob left at

@@ -13,13 +13,29 @@
 //! signal that unwinds); a process killed outright (SIGKILL, a crash) leaves
 //! its state file behind, and the next start, or `readpath kernel restore`,
 //! calls [`restore_left`] to write those originals back once that process is
-//! gone. Only files under `/sys/` are ever written from a state file, so a
-//! tampered one cannot make root write anywhere else.
+//! gone.
+//!
+//! The knobs are global, so their state is too: as root it lives in
+//! [`crate::sys::trust::GLOBAL_STATE_DIR`] (`/run/readpath`), whatever the
+//! data dir, and every readpath sees every other's. A live readpath proves
+//! itself with a lock it holds (`live-PID.lock`), not with a PID that may be
+//! reused or forged; one that has a knob changed makes any other readpath
+//! that would change the same knob fail with its PID and data dir, so the
+//! original is always the one put back. Recovery acts only on what readpath
+//! can prove it wrote: a state file under the trust rule
+//! ([`crate::sys::trust`]), whose every entry is one of the four knobs
+//! readpath knows ([`known_knob`]: the affinity scope, the unbound cpumask,
+//! the `read_ahead_kb` and `rq_affinity` of a block device present now) with
+//! a value that knob takes. Anything else is set aside as `.refused`, named
+//! in the output, and recovery goes on with the rest.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::sys::trust;
 
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +67,14 @@ pub const MAX_CPUS: usize = 4096;
 
 /// The longest value saved or restored (a sysfs file holds one page).
 const MAX_VALUE: usize = 4096;
+
+/// The largest `read_ahead_kb` a state file may put back (the kernel's own
+/// limit is far above any device's; 1 GiB is more than any sets).
+const MAX_READ_AHEAD_KB: u64 = 1 << 20;
+
+/// How long a readpath waits for another to finish checking and saving
+/// its knobs (a few file operations) before it gives up.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// The most 32-bit words a mask text may have (leading zero words
 /// included, as a kernel with many possible CPUs prints them).
@@ -274,15 +298,20 @@ pub struct SystemKnobs {
     root: PathBuf,
     state_dir: PathBuf,
     state_file: PathBuf,
+    /// Who this is, for another readpath's refusal (the data dir).
+    note: String,
     /// What this one changed, in order of first change.
     changed: Vec<Saved>,
 }
 
 impl SystemKnobs {
-    /// Knobs of the running system (`root` `/`), saved under `state_dir`
-    /// (`DATA_DIR/kernel`).
-    pub fn new(state_dir: &Path) -> SystemKnobs {
-        SystemKnobs::with_root(state_dir, Path::new("/"))
+    /// Knobs of the running system (`root` `/`) changed by a readpath
+    /// whose data dir is `data_dir`, saved under
+    /// [`crate::kernel::state_dir`] (`/run/readpath` as root).
+    pub fn new(data_dir: &Path) -> SystemKnobs {
+        let mut k = SystemKnobs::with_root(&crate::kernel::state_dir(data_dir), Path::new("/"));
+        k.note = format!("data dir {}", data_dir.display());
+        k
     }
 
     /// Knobs whose paths are taken relative to `root` (a test's fake sysfs
@@ -290,11 +319,11 @@ impl SystemKnobs {
     /// (`state_dir` is made if missing; a failure shows at the first
     /// [`SystemKnobs::set`]).
     pub fn with_root(state_dir: &Path, root: &Path) -> SystemKnobs {
-        let _ = fs::create_dir_all(state_dir);
         SystemKnobs {
             root: root.to_path_buf(),
             state_dir: state_dir.to_path_buf(),
             state_file: state_dir.join(format!("knobs-{}.json", std::process::id())),
+            note: format!("state in {}", state_dir.display()),
             changed: Vec::new(),
         }
     }
@@ -363,6 +392,32 @@ impl SystemKnobs {
                 format!("{} is not UTF-8", knob.path.display()),
             )
         })?;
+        trust::ensure_dir(&self.state_dir).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "the knobs' state directory {}: {e} (nothing was changed)",
+                    self.state_dir.display()
+                ),
+            )
+        })?;
+        // One readpath at a time checks and saves (other processes).
+        let _lock = trust::lock_exclusive(&self.state_dir.join("knobs.lock"), LOCK_WAIT)?;
+        trust::hold_live(&self.state_dir, &self.note)?;
+        let mut held = held();
+        if held.iter().any(|h| h == full) {
+            return Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is already changed by another part of this readpath and not put back yet",
+                    full.display()
+                ),
+            ));
+        }
+        // What gone ones left goes back first: the value read below is
+        // then the real original.
+        let _ = restore_gone(&self.state_dir, &self.root);
+        self.check_others(&knob.path)?;
         let original =
             read_sysfs(full).map_err(|e| described(&e, &format!("reading {}", full.display())))?;
         if !value_ok(&original) {
@@ -375,23 +430,6 @@ impl SystemKnobs {
                 ),
             ));
         }
-        fs::create_dir_all(&self.state_dir).map_err(|e| {
-            described(
-                &e,
-                &format!("making the state directory {}", self.state_dir.display()),
-            )
-        })?;
-        let mut held = held();
-        if held.iter().any(|h| h == full) {
-            return Err(io::Error::new(
-                io::ErrorKind::ResourceBusy,
-                format!(
-                    "{} is already changed by another part of this readpath and not put back yet",
-                    full.display()
-                ),
-            ));
-        }
-        self.check_others(&knob.path)?;
         let mut saved = read_state(&self.state_file)?;
         let entry = Saved {
             key: knob.key.to_string(),
@@ -416,7 +454,8 @@ impl SystemKnobs {
 
     /// Refuses `path` when another process's state file lists it: a live
     /// readpath changed it (its value is no original), or a gone one left
-    /// it changed (its original is in that file).
+    /// it changed and it could not be put back (its original is in that
+    /// file).
     fn check_others(&self, path: &Path) -> io::Result<()> {
         let Ok(rd) = fs::read_dir(&self.state_dir) else {
             return Ok(());
@@ -435,9 +474,10 @@ impl SystemKnobs {
             if !saved.iter().any(|s| Path::new(&s.path) == path) {
                 continue;
             }
-            let msg = if alive(pid) {
+            let msg = if let Some(who) = trust::live_owner(&self.state_dir, pid) {
                 format!(
-                    "another readpath (PID {pid}) has changed {} and not put it back yet; wait for it to end",
+                    "another readpath (PID {pid}, {}) has changed {} and not put it back yet; wait for it to end (the original is put back by the one that changed it first)",
+                    crate::output::format::printable(&who, false),
                     path.display()
                 )
             } else {
@@ -582,6 +622,77 @@ pub fn restore_left(state_dir: &Path) -> io::Result<Vec<(String, PathBuf, String
     restore_left_with_root(state_dir, Path::new("/"))
 }
 
+/// Whether `s` is a knob readpath knows, with a value that knob takes, on
+/// the machine whose sysfs is under `root`: the affinity scope (one of
+/// [`AFFINITY_SCOPES`]), the unbound cpumask (a CPU mask naming at least
+/// one CPU), or the `read_ahead_kb` (0..=2^20) or `rq_affinity` (0, 1, 2)
+/// of the queue directory of a block device present now. The reason when
+/// not.
+pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(), String> {
+    let s = Saved {
+        key: key.to_string(),
+        path: path.to_string(),
+        value: value.to_string(),
+    };
+    let path = Path::new(&s.path);
+    if !sys_path_ok(path) {
+        return Err("not a file under /sys/".into());
+    }
+    if !value_ok(&s.value) || !value_ok(&s.key) {
+        return Err(format!("control characters or over {MAX_VALUE} bytes"));
+    }
+    let (key, ok) = if s.path == AFFINITY_SCOPE {
+        (
+            KEY_AFFINITY_SCOPE,
+            AFFINITY_SCOPES.contains(&s.value.as_str()),
+        )
+    } else if s.path == UNBOUND_CPUMASK {
+        (
+            KEY_UNBOUND_CPUS,
+            parse_cpu_mask_hex(&s.value).is_ok_and(|c| !c.is_empty()),
+        )
+    } else {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let (key, ok) = match name {
+            "read_ahead_kb" => (
+                KEY_READ_AHEAD_KB,
+                s.value.parse::<u64>().is_ok_and(|v| v <= MAX_READ_AHEAD_KB),
+            ),
+            "rq_affinity" => (KEY_RQ_AFFINITY, matches!(s.value.as_str(), "0" | "1" | "2")),
+            _ => return Err("not a knob readpath changes".into()),
+        };
+        let queue = path.parent().unwrap_or(Path::new("/"));
+        if !block_queue_dirs(root).iter().any(|q| q == queue) {
+            return Err(
+                "not in the queue directory of a block device present now (a device gone since, or not readpath's)"
+                    .into(),
+            );
+        }
+        (key, ok)
+    };
+    if s.key != key {
+        return Err(format!("its key is {:?}, not {key}", clip(&s.key)));
+    }
+    if !ok {
+        return Err(format!("{key} does not take {:?}", clip(&s.value)));
+    }
+    Ok(())
+}
+
+/// The queue directories (`/sys/...`) of every block device under `root`.
+fn block_queue_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir(root.join("sys/dev/block")) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let (maj, min) = name.to_str()?.split_once(':')?;
+            queue_dir_in(root, maj.parse().ok()?, min.parse().ok()?).ok()
+        })
+        .collect()
+}
+
 /// [`restore_left`] with every knob path taken relative to `root`. Only
 /// files under `/sys/` are written, and only values without control
 /// characters of at most 4096 bytes: a state file naming anything else is
@@ -595,6 +706,16 @@ pub fn restore_left_with_root(
     state_dir: &Path,
     root: &Path,
 ) -> io::Result<Vec<(String, PathBuf, String)>> {
+    if fs::symlink_metadata(state_dir).is_err() {
+        return Ok(Vec::new());
+    }
+    trust::check_dir(state_dir)?;
+    let _lock = trust::lock_exclusive(&state_dir.join("knobs.lock"), LOCK_WAIT)?;
+    restore_gone(state_dir, root)
+}
+
+/// [`restore_left_with_root`] with the directory checked and locked.
+fn restore_gone(state_dir: &Path, root: &Path) -> io::Result<Vec<(String, PathBuf, String)>> {
     let rd = match fs::read_dir(state_dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -603,7 +724,7 @@ pub fn restore_left_with_root(
     let mut files: Vec<(u32, PathBuf)> = rd
         .flatten()
         .filter_map(|e| Some((state_pid(&e.file_name().to_string_lossy())?, e.path())))
-        .filter(|(pid, _)| !alive(*pid))
+        .filter(|(pid, _)| trust::live_owner(state_dir, *pid).is_none())
         .collect();
     files.sort();
     let mut done = Vec::new();
@@ -612,7 +733,13 @@ pub fn restore_left_with_root(
         let saved = match read_state(&file) {
             Ok(s) => s,
             Err(e) => {
-                problems.push((e.kind(), e.to_string()));
+                // Unreadable, not the user's regular file, or no state
+                // file at all: set aside, and the rest goes on.
+                let aside = match trust::set_aside(&file) {
+                    Ok(to) => format!("; kept as {} to be looked at", to.display()),
+                    Err(r) => format!("; could not be set aside: {r}"),
+                };
+                problems.push((io::ErrorKind::InvalidData, format!("{e}{aside}")));
                 continue;
             }
         };
@@ -620,28 +747,15 @@ pub fn restore_left_with_root(
         let mut refused = false;
         for s in saved.iter().rev() {
             let path = PathBuf::from(&s.path);
-            if !sys_path_ok(&path) {
+            if let Err(why) = known_knob(root, &s.key, &s.path, &s.value) {
                 refused = true;
                 problems.push((
                     io::ErrorKind::InvalidData,
                     format!(
-                        "{}: refused to write {:?} to {}: not a file under /sys/",
+                        "{}: refused to write {:?} to {}: {why}",
                         file.display(),
                         clip(&s.value),
-                        clip(&s.path)
-                    ),
-                ));
-                continue;
-            }
-            if !value_ok(&s.value) || !value_ok(&s.key) {
-                refused = true;
-                problems.push((
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: refused to write {:?} to {}: control characters or over {MAX_VALUE} bytes",
-                        file.display(),
-                        clip(&s.value),
-                        s.path
+                        crate::output::format::printable(&clip(&s.path), false)
                     ),
                 ));
                 continue;
@@ -670,14 +784,13 @@ pub fn restore_left_with_root(
         }
         keep.reverse();
         if refused {
-            let kept = file.with_extension("json.refused");
-            if let Err(e) = fs::rename(&file, &kept) {
-                problems.push((
-                    e.kind(),
-                    format!("renaming {} to {}: {e}", file.display(), kept.display()),
-                ));
-                continue;
-            }
+            let kept = match trust::set_aside(&file) {
+                Ok(k) => k,
+                Err(e) => {
+                    problems.push((e.kind(), format!("setting {} aside: {e}", file.display())));
+                    continue;
+                }
+            };
             problems.push((
                 io::ErrorKind::InvalidData,
                 format!(
@@ -729,11 +842,6 @@ fn state_pid(name: &str) -> Option<u32> {
         .filter(|&p| p > 0)
 }
 
-/// True when process `pid` is alive (this one included).
-fn alive(pid: u32) -> bool {
-    pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
-}
-
 /// True when `path` is `/sys/` followed by plain names only (no `..`).
 fn sys_path_ok(path: &Path) -> bool {
     let mut c = path.components();
@@ -782,11 +890,13 @@ fn write_sysfs(path: &Path, value: &str) -> io::Result<()> {
         .write_all(value.as_bytes())
 }
 
-/// The originals saved in state file `file` (none when it is missing).
+/// The originals saved in state file `file` (none when it is missing),
+/// read under the trust rule ([`trust::read_state_text`]).
 fn read_state(file: &Path) -> io::Result<Vec<Saved>> {
-    let text = match fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+    let text = match trust::read_state_text(file, trust::STATE_CAP) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => return Err(e),
         Err(e) => return Err(described(&e, &format!("reading {}", file.display()))),
     };
     serde_json::from_str::<StateFile>(&text)
@@ -799,34 +909,20 @@ fn read_state(file: &Path) -> io::Result<Vec<Saved>> {
         })
 }
 
-/// Replaces state file `file` with `saved` (a temporary file, synced and
-/// renamed, the directory synced), or removes it when `saved` is empty.
+/// Replaces state file `file` with `saved` ([`trust::write_state`]: a
+/// create-new temporary with a random name, synced and renamed), or
+/// removes it when `saved` is empty.
 fn write_state(file: &Path, saved: &[Saved]) -> io::Result<()> {
     if saved.is_empty() {
-        return match fs::remove_file(file) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        };
+        return trust::remove_state(file);
     }
-    let text = serde_json::to_string_pretty(&StateFile {
+    let mut text = serde_json::to_string_pretty(&StateFile {
         pid: std::process::id(),
         knobs: saved.to_vec(),
     })
     .map_err(io::Error::other)?;
-    let tmp = file.with_extension("json.tmp");
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, file)?;
-    if let Some(dir) = file.parent()
-        && let Ok(d) = File::open(dir)
-    {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    text.push('\n');
+    trust::write_state(file, text.as_bytes())
 }
 
 /// An OS error's text without its `(os error N)`.
@@ -1138,27 +1234,6 @@ mod tests {
     }
 
     #[test]
-    fn a_knob_another_readpath_changed_is_refused() {
-        let f = Fake::new();
-        // PID 1 is always alive.
-        f.gone_state(1, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "numa")]);
-        let mut k = f.knobs();
-        let e = k.set(&Knob::affinity_scope(), "system").unwrap_err();
-        assert!(e.to_string().contains("PID 1"), "{e}");
-        assert_eq!(f.get(AFFINITY_SCOPE), "cache\n");
-        // And two in one process do not share a knob.
-        let mut a = f.knobs();
-        let mut b = f.knobs();
-        a.set(&Knob::unbound_cpus(), "3").unwrap();
-        assert!(b.set(&Knob::unbound_cpus(), "1").is_err());
-        drop(a);
-        b.set(&Knob::unbound_cpus(), "1").unwrap();
-        assert_eq!(b.original(Path::new(UNBOUND_CPUMASK)), Some("ff,ffffffff"));
-        drop(b);
-        assert_eq!(f.get(UNBOUND_CPUMASK), "ff,ffffffff");
-    }
-
-    #[test]
     fn two_in_one_process_share_the_state_file() {
         let f = Fake::new();
         let mut a = f.knobs();
@@ -1177,7 +1252,64 @@ mod tests {
     }
 
     #[test]
-    fn a_knob_gone_with_its_device_is_dropped() {
+    fn a_knob_a_live_readpath_changed_is_refused_naming_it() {
+        let f = Fake::new();
+        fs::create_dir_all(f.state()).unwrap();
+        // Another process, alive: it holds its lock (a second open file
+        // description locks against this process too).
+        let lock = f.state().join("live-4242.lock");
+        fs::write(&lock, "data dir /srv/other").unwrap();
+        let held = File::open(&lock).unwrap();
+        // SAFETY: flock on a descriptor we own.
+        assert_eq!(
+            unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) },
+            0
+        );
+        f.gone_state(4242, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache")]);
+        f.put(AFFINITY_SCOPE, "system");
+        let mut k = f.knobs();
+        let e = k.set(&Knob::affinity_scope(), "cpu").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("PID 4242"), "{msg}");
+        assert!(msg.contains("data dir /srv/other"), "{msg}");
+        assert_eq!(f.get(AFFINITY_SCOPE), "system");
+        // Its file is left alone while it lives ...
+        assert_eq!(restore_left_with_root(&f.state(), &f.root()).unwrap(), []);
+        assert_eq!(f.get(AFFINITY_SCOPE), "system");
+        // ... and once it is gone (its lock released), its original goes back
+        // before anyone reads the knob's value as an original.
+        drop(held);
+        k.set(&Knob::affinity_scope(), "cpu").unwrap();
+        assert_eq!(k.original(Path::new(AFFINITY_SCOPE)), Some("cache"));
+        drop(k);
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        // And two in one process do not share a knob.
+        let mut a = f.knobs();
+        let mut b = f.knobs();
+        a.set(&Knob::unbound_cpus(), "3").unwrap();
+        assert!(b.set(&Knob::unbound_cpus(), "1").is_err());
+        drop(a);
+        b.set(&Knob::unbound_cpus(), "1").unwrap();
+        assert_eq!(b.original(Path::new(UNBOUND_CPUMASK)), Some("ff,ffffffff"));
+        drop(b);
+        assert_eq!(f.get(UNBOUND_CPUMASK), "ff,ffffffff");
+    }
+
+    #[test]
+    fn a_live_pid_without_the_lock_proves_nothing() {
+        // PID 1 is always alive, but no readpath: its forged file neither
+        // blocks the knob nor is trusted beyond the known knobs.
+        let f = Fake::new();
+        f.put(AFFINITY_SCOPE, "system");
+        let sp = f.gone_state(1, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "numa")]);
+        let mut k = f.knobs();
+        k.set(&Knob::affinity_scope(), "cpu").unwrap();
+        assert!(!sp.exists());
+        assert_eq!(k.original(Path::new(AFFINITY_SCOPE)), Some("numa"));
+    }
+
+    #[test]
+    fn a_knob_of_no_present_device_is_set_aside() {
         let f = Fake::new();
         let sp = f.gone_state(
             999999997,
@@ -1187,21 +1319,167 @@ mod tests {
                 "128",
             )],
         );
-        assert_eq!(restore_left_with_root(&f.state(), &f.root()).unwrap(), []);
+        let e = restore_left_with_root(&f.state(), &f.root()).unwrap_err();
+        assert!(e.to_string().contains("block device present now"), "{e}");
         assert!(!sp.exists());
+        assert!(sp.with_extension("json.refused").exists());
         assert!(!f.file("/sys/block/gone/queue/read_ahead_kb").exists());
     }
 
+    /// A fake block device 7:0 with its queue directory, as sysfs links it.
+    fn fake_loop0(f: &Fake) -> String {
+        let q = "/sys/devices/virtual/block/loop0/queue";
+        f.put(&format!("{q}/read_ahead_kb"), "128\n");
+        f.put(&format!("{q}/rq_affinity"), "1\n");
+        fs::create_dir_all(f.file("/sys/dev/block")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../devices/virtual/block/loop0",
+            f.file("/sys/dev/block/7:0"),
+        )
+        .unwrap();
+        q.to_string()
+    }
+
     #[test]
-    fn a_corrupt_state_file_is_reported_and_kept() {
+    fn only_known_knobs_with_values_they_take_are_put_back() {
+        let f = Fake::new();
+        let q = fake_loop0(&f);
+        let (ra, rq) = (format!("{q}/read_ahead_kb"), format!("{q}/rq_affinity"));
+        let root = f.root();
+        let ok = |k: &str, p: &str, v: &str| known_knob(&root, k, p, v);
+        assert_eq!(ok(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache"), Ok(()));
+        assert_eq!(ok(KEY_UNBOUND_CPUS, UNBOUND_CPUMASK, "ff,ffffffff"), Ok(()));
+        assert_eq!(ok(KEY_READ_AHEAD_KB, &ra, "4096"), Ok(()));
+        assert_eq!(ok(KEY_RQ_AFFINITY, &rq, "2"), Ok(()));
+        for (k, p, v) in [
+            (KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "default"),
+            (KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache numa"),
+            (KEY_UNBOUND_CPUS, AFFINITY_SCOPE, "cache"),
+            (KEY_UNBOUND_CPUS, UNBOUND_CPUMASK, "0"),
+            (KEY_UNBOUND_CPUS, UNBOUND_CPUMASK, "zz"),
+            (KEY_READ_AHEAD_KB, &ra, "99999999999"),
+            (KEY_READ_AHEAD_KB, &ra, "-1"),
+            (KEY_RQ_AFFINITY, &rq, "3"),
+            (KEY_RQ_AFFINITY, &ra, "1"),
+            ("k", "/sys/kernel/readpath-canary3", "v"),
+            ("k", "/sys/fs/cgroup/release_agent", "/tmp/x"),
+            ("k", "/sys/bus/pci/devices/0000:00:01.0/remove", "1"),
+            (
+                KEY_RQ_AFFINITY,
+                "/sys/devices/virtual/block/loop9/queue/rq_affinity",
+                "1",
+            ),
+        ] {
+            assert!(ok(k, p, v).is_err(), "{k} {p} {v} was accepted");
+        }
+    }
+
+    #[test]
+    fn forged_entries_are_set_aside_and_the_rest_put_back() {
+        let f = Fake::new();
+        let q = fake_loop0(&f);
+        f.put("/sys/kernel/readpath-canary3", "canary");
+        f.put(AFFINITY_SCOPE, "system");
+        f.put(&format!("{q}/read_ahead_kb"), "4096");
+        let sp = f.gone_state(
+            999997,
+            &[
+                (KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache"),
+                ("k", "/sys/kernel/readpath-canary3", "v"),
+                (KEY_READ_AHEAD_KB, &format!("{q}/read_ahead_kb"), "128"),
+            ],
+        );
+        let e = restore_left_with_root(&f.state(), &f.root()).unwrap_err();
+        assert!(e.to_string().contains("readpath-canary3"), "{e}");
+        assert!(e.to_string().contains("not a knob readpath changes"), "{e}");
+        assert_eq!(f.get("/sys/kernel/readpath-canary3"), "canary");
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        assert_eq!(f.get(&format!("{q}/read_ahead_kb")), "128");
+        assert!(sp.with_extension("json.refused").exists());
+    }
+
+    #[test]
+    fn hostile_state_files_are_refused_without_hanging_and_the_rest_goes_on() {
+        let f = Fake::new();
+        f.put("/sys/kernel/readpath-canary3", "canary");
+        f.put(AFFINITY_SCOPE, "system");
+        let st = f.state();
+        fs::create_dir_all(&st).unwrap();
+        let canary = f.dir.path().join("canary");
+        fs::write(&canary, "canary").unwrap();
+        // A link to a file, a FIFO, a truncated file, an endless file.
+        std::os::unix::fs::symlink(&canary, st.join("knobs-999990.json")).unwrap();
+        crate::sys::make_fifo(&st.join("knobs-999991.json"), 0o600).unwrap();
+        fs::write(st.join("knobs-999992.json"), "{\"pid\":999992,\"knobs\":[").unwrap();
+        fs::write(st.join("knobs-999993.json"), vec![b' '; 1 << 20]).unwrap();
+        // And one good file of a gone process.
+        f.gone_state(999994, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache")]);
+        let e = restore_left_with_root(&st, &f.root()).unwrap_err();
+        let msg = e.to_string();
+        for (pid, why) in [
+            (999990, "symbolic link"),
+            (999991, "FIFO"),
+            (999992, "no readpath knobs state file"),
+            (999993, "over 65536 bytes"),
+        ] {
+            assert!(msg.contains(&format!("knobs-{pid}.json")), "{msg}");
+            assert!(msg.contains(why), "{why}: {msg}");
+            assert!(
+                fs::symlink_metadata(st.join(format!("knobs-{pid}.json.refused"))).is_ok(),
+                "{pid} set aside"
+            );
+        }
+        assert_eq!(fs::read_to_string(&canary).unwrap(), "canary");
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        // Nothing left to do the second time.
+        assert_eq!(restore_left_with_root(&st, &f.root()).unwrap(), []);
+    }
+
+    #[test]
+    fn temporaries_never_follow_a_planted_link() {
         let f = Fake::new();
         fs::create_dir_all(f.state()).unwrap();
-        let sp = f.state().join("knobs-999999996.json");
-        fs::write(&sp, "not json").unwrap();
-        fs::write(f.state().join("knobs-999999995.json.tmp"), "x").unwrap();
+        let canary = f.dir.path().join("canary");
+        fs::write(&canary, "canary").unwrap();
+        // The fixed names an older readpath used for its temporaries.
+        let pid = std::process::id();
+        for name in [
+            format!("knobs-{pid}.json.tmp"),
+            format!(".knobs-{pid}.json.tmp"),
+        ] {
+            std::os::unix::fs::symlink(&canary, f.state().join(name)).unwrap();
+        }
+        let mut k = f.knobs();
+        k.set(&Knob::affinity_scope(), "system").unwrap();
+        k.set(&Knob::unbound_cpus(), "3").unwrap();
+        drop(k);
+        assert_eq!(fs::read_to_string(&canary).unwrap(), "canary");
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        // The temporaries had random names and are gone.
+        let left: Vec<String> = fs::read_dir(f.state())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| {
+                n.ends_with(".tmp") && !n.starts_with("knobs-") && !n.starts_with(".knobs-")
+            })
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn a_state_dir_others_may_write_is_not_acted_on() {
+        use std::os::unix::fs::PermissionsExt;
+        let f = Fake::new();
+        f.put(AFFINITY_SCOPE, "system");
+        f.gone_state(999989, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache")]);
+        fs::set_permissions(f.state(), fs::Permissions::from_mode(0o777)).unwrap();
         let e = restore_left_with_root(&f.state(), &f.root()).unwrap_err();
-        assert!(e.to_string().contains("knobs-999999996.json"), "{e}");
-        assert!(sp.exists());
+        assert!(e.to_string().contains("writable by every user"), "{e}");
+        assert_eq!(f.get(AFFINITY_SCOPE), "system");
+        let mut k = f.knobs();
+        assert!(k.set(&Knob::affinity_scope(), "cpu").is_err());
+        assert_eq!(f.get(AFFINITY_SCOPE), "system");
     }
 
     #[test]

@@ -19,7 +19,13 @@ pub mod trace;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys::trust;
 
 use crate::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
 
@@ -196,20 +202,48 @@ pub fn measure_verity(dir: &Path, plaintext: &[u8], salt: &[u8]) -> io::Result<V
     result
 }
 
+/// Where the state of what readpath changes for the whole system (knobs,
+/// the tracefs mount, tracefs instances) is kept: as root
+/// [`trust::GLOBAL_STATE_DIR`] (`/run/readpath`), the same for every data
+/// dir, so that every readpath sees every other's; otherwise (nothing
+/// global can be changed then) `DATA_DIR/kernel`.
+pub fn state_dir(data_dir: &Path) -> PathBuf {
+    if trust::euid() == 0 {
+        PathBuf::from(trust::GLOBAL_STATE_DIR)
+    } else {
+        data_dir.join("kernel")
+    }
+}
+
 /// A scratch ext4 image with `encrypt`, loop-mounted under the data dir
 /// for a check or a kernel-target run, and everything it changes outside
 /// the data dir (the mount, the loop device) put back: on drop, and, after
-/// a crash, by the next [`restore`] (the mount is recorded, with the PID
-/// that made it, in a state file under `DATA_DIR/kernel/` before it is
-/// made).
+/// a crash, by the next [`restore`].
+///
+/// Everything is made where readpath proved it may act
+/// ([`trust::ensure_dir`] on `DATA_DIR/kernel`): the mount point is a
+/// directory made in this run (a link or anything else in its place is
+/// refused), the image is created new or reopened with `O_NOFOLLOW` as the
+/// user's regular file, the loop device is attached to that open file
+/// (`LOOP_CONFIGURE`, autoclear: it detaches itself when the mount goes or
+/// the process dies before mounting), and the mount is made on the
+/// directory's own descriptor. While it is mounted the process holds a lock
+/// (`kernel/target.lock`), which proves to every other readpath that it is
+/// in use; recovery unmounts only readpath's own image (the loop device's
+/// backing inode) at readpath's own mount point (in `/proc/self/mountinfo`,
+/// every escape decoded).
 pub struct ScratchFs {
-    dir: std::path::PathBuf,
+    dir: PathBuf,
     spec: &'static ScratchSpec,
     /// The image file.
-    pub image: std::path::PathBuf,
-    /// Where it is mounted.
-    pub mnt: std::path::PathBuf,
+    pub image: PathBuf,
+    /// Where it is mounted (the real path, as mountinfo has it).
+    pub mnt: PathBuf,
+    /// The loop device (`/dev/loopN`).
+    pub loop_device: PathBuf,
     mounted: bool,
+    /// Held while this exists: the image is in use.
+    lock: Option<File>,
 }
 
 /// Where a kind of scratch image lives under `DATA_DIR/kernel/`.
@@ -219,8 +253,10 @@ pub struct ScratchSpec {
     image: &'static str,
     /// The mount point's name.
     mnt: &'static str,
-    /// The state file's name.
+    /// The state file's name (who has it mounted, for messages).
     state: &'static str,
+    /// The lock held while it is mounted.
+    lock: &'static str,
     /// Kept after unmounting (its files are reused by the next run).
     keep: bool,
 }
@@ -230,6 +266,7 @@ pub const CHECK_IMAGE: ScratchSpec = ScratchSpec {
     image: "fs.img",
     mnt: "mnt",
     state: "state.json",
+    lock: "fs.lock",
     keep: false,
 };
 
@@ -239,25 +276,45 @@ pub const TARGET_IMAGE: ScratchSpec = ScratchSpec {
     image: "target.img",
     mnt: "target",
     state: "target-state.json",
+    lock: "target.lock",
     keep: true,
 };
 
 const SCRATCH_SPECS: [&ScratchSpec; 2] = [&CHECK_IMAGE, &TARGET_IMAGE];
 
-/// True when process `pid` is alive (and not this one).
-fn other_live_pid(pid: i32) -> bool {
-    pid != std::process::id() as i32 && Path::new(&format!("/proc/{pid}")).exists()
+/// What a scratch mount's state file says (for messages only: recovery
+/// proves what it unmounts from the kernel's own tables).
+#[derive(Debug, Serialize, Deserialize)]
+struct MountState {
+    pid: u32,
 }
 
-/// True when `path` is a mount point (in `/proc/self/mountinfo`).
+/// True when `path` is a mount point (its real path in
+/// `/proc/self/mountinfo`, every escape decoded).
 pub fn is_mount_point(path: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = path.to_string_lossy();
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| m.replace("\\040", " ") == want)
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    trust::mount_at(&real).is_some()
+}
+
+fn cpath(p: &Path) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
+}
+
+/// Unmounts `mnt` (never following a link there); `lazy` detaches it now
+/// and lets the kernel finish when its last file closes.
+fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
+    let c = cpath(mnt)?;
+    let flags = libc::UMOUNT_NOFOLLOW | if lazy { libc::MNT_DETACH } else { 0 };
+    // SAFETY: `c` is a valid NUL-terminated path.
+    if unsafe { libc::umount2(c.as_ptr(), flags) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("unmounting {}: {e}", mnt.display()),
+        ));
+    }
+    Ok(())
 }
 
 fn run(cmd: &mut std::process::Command) -> io::Result<()> {
@@ -279,24 +336,23 @@ fn run(cmd: &mut std::process::Command) -> io::Result<()> {
 }
 
 /// Records a tracefs instance `path` about to be made by this process, in
-/// `DATA_DIR/kernel/trace-PID.state` (synced), for [`restore`] after a
+/// `STATE_DIR/trace-PID.state` ([`state_dir`]; written under the trust
+/// rule, this process proved alive by its lock), for [`restore`] after a
 /// crash; returns the state file.
-pub(crate) fn record_state(data_dir: &Path, path: &Path) -> io::Result<std::path::PathBuf> {
-    let dir = data_dir.join("kernel");
-    std::fs::create_dir_all(&dir)?;
+pub(crate) fn record_state(data_dir: &Path, path: &Path) -> io::Result<PathBuf> {
+    let dir = state_dir(data_dir);
+    trust::ensure_dir(&dir)?;
+    trust::hold_live(&dir, &format!("data dir {}", data_dir.display()))?;
     let sp = dir.join(format!("trace-{}.state", std::process::id()));
-    let tmp = sp.with_extension("tmp");
-    std::fs::write(&tmp, format!("{}\n", path.display()))?;
-    File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, &sp)?;
+    trust::write_state(&sp, format!("{}\n", path.display()).as_bytes())?;
     Ok(sp)
 }
 
 /// Removes the tracefs instances that processes now gone left (their
-/// state files under `DATA_DIR/kernel/`); returns them.
-fn restore_traces(data_dir: &Path) -> Vec<std::path::PathBuf> {
+/// state files in `dir`); returns them, and what was refused.
+fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
     let mut done = Vec::new();
-    let Ok(rd) = std::fs::read_dir(data_dir.join("kernel")) else {
+    let Ok(rd) = std::fs::read_dir(dir) else {
         return done;
     };
     for e in rd.flatten() {
@@ -304,91 +360,313 @@ fn restore_traces(data_dir: &Path) -> Vec<std::path::PathBuf> {
         let Some(pid) = name
             .strip_prefix("trace-")
             .and_then(|r| r.strip_suffix(".state"))
-            .and_then(|p| p.parse::<i32>().ok())
+            .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
         };
         // A live process (this one included) still owns its instance.
-        if pid == std::process::id() as i32 || Path::new(&format!("/proc/{pid}")).exists() {
+        if trust::live_owner(dir, pid).is_some() {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(e.path()) else {
-            continue;
+        let text = match trust::read_state_text(&e.path(), 4096) {
+            Ok(Some(t)) => t,
+            Ok(None) => continue,
+            Err(err) => {
+                problems.push(refused(&e.path(), &err.to_string()));
+                continue;
+            }
         };
-        let inst = std::path::PathBuf::from(text.trim());
-        // Only what readpath made: an instance named readpath-PID.
-        let ours = inst.parent() == Some(&Path::new(trace::TRACEFS).join("instances"))
-            && inst
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy() == format!("readpath-{pid}"));
-        if ours && inst.exists() {
+        let inst = PathBuf::from(text.trim_end_matches('\n'));
+        // Only what readpath made: the instance named readpath-PID.
+        let want = Path::new(trace::TRACEFS)
+            .join("instances")
+            .join(format!("readpath-{pid}"));
+        if inst != want {
+            problems.push(refused(
+                &e.path(),
+                &format!(
+                    "names {}, not readpath's instance {}",
+                    crate::output::format::printable(&inst.display().to_string(), false),
+                    want.display()
+                ),
+            ));
+            continue;
+        }
+        if inst.exists() {
             for ev in trace::EVENTS {
                 let _ = std::fs::write(inst.join("events/workqueue").join(ev).join("enable"), "0");
             }
             for ev in trace::BLOCK_EVENTS {
                 let _ = std::fs::write(inst.join("events/block").join(ev).join("enable"), "0");
             }
-            if std::fs::remove_dir(&inst).is_ok() {
-                done.push(inst);
+            match std::fs::remove_dir(&inst) {
+                Ok(()) => done.push(inst.clone()),
+                Err(err) => {
+                    problems.push(format!("removing {}: {err}", inst.display()));
+                    continue;
+                }
             }
         }
-        if !ours || !Path::new(text.trim()).exists() {
-            let _ = std::fs::remove_file(e.path());
-        }
+        let _ = trust::remove_state(&e.path());
     }
     done
 }
 
+/// A refused state file set aside, in words.
+fn refused(path: &Path, why: &str) -> String {
+    match trust::set_aside(path) {
+        Ok(to) => format!("{why}; kept as {} and not acted on", to.display()),
+        Err(e) => format!("{why}; not acted on (setting it aside failed: {e})"),
+    }
+}
+
+/// What a recovery put back, and what it refused or could not do.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// One line per thing put back.
+    pub done: Vec<String>,
+    /// One line per thing refused (set aside) or left, with why.
+    pub problems: Vec<String>,
+}
+
+/// Puts back everything readpath processes now gone left (a crash, a kill
+/// -9), whatever goes wrong on the way: the knobs ([`knobs::restore_left`],
+/// in [`state_dir`] and, from older readpaths, in `DATA_DIR/kernel`), the
+/// tracefs instances, the scratch mounts and the tracefs mount. Each
+/// problem is reported and the rest goes on; a refused state file is set
+/// aside as `.refused`.
+pub fn restore_all(data_dir: &Path) -> Restored {
+    let mut r = Restored::default();
+    let sd = state_dir(data_dir);
+    let mut dirs = vec![sd.clone()];
+    let legacy = data_dir.join("kernel");
+    if legacy != sd {
+        dirs.push(legacy);
+    }
+    for d in &dirs {
+        match knobs::restore_left(d) {
+            Ok(done) => r.done.extend(
+                done.into_iter()
+                    .map(|(key, path, v)| format!("{key} = {v} ({})", path.display())),
+            ),
+            Err(e) => r.problems.push(e.to_string()),
+        }
+    }
+    let (done, problems) = restore_parts(data_dir);
+    r.done
+        .extend(done.into_iter().map(|p| p.display().to_string()));
+    r.problems.extend(problems);
+    r
+}
+
 /// Puts back what an earlier [`ScratchFs`] or [`trace::Tracer`] left (a
-/// crash, a kill -9): unmounts each mount its state file lists that is
-/// still mounted and removes the state and the image, and removes the
-/// tracefs instances of processes now gone. Returns what it put back.
-pub fn restore(data_dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
-    let mut done = restore_traces(data_dir);
-    done.extend(restore_mounts(data_dir)?);
-    done.extend(restore_tracefs(data_dir));
+/// crash, a kill -9): readpath's own images at its own mount points
+/// unmounted, the tracefs instances of processes now gone removed, tracefs
+/// unmounted where a gone readpath mounted it and nothing uses it. Returns
+/// what it put back; an error lists what it refused or could not do (after
+/// doing all the rest).
+pub fn restore(data_dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let (done, problems) = restore_parts(data_dir);
+    if problems.is_empty() {
+        Ok(done)
+    } else {
+        Err(io::Error::other(problems.join("; ")))
+    }
+}
+
+fn restore_parts(data_dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut done = Vec::new();
+    let sd = state_dir(data_dir);
+    if std::fs::symlink_metadata(&sd).is_ok() {
+        match trust::check_dir(&sd) {
+            Ok(()) => {
+                done.extend(restore_traces(&sd, &mut problems));
+            }
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    let kdir = data_dir.join("kernel");
+    if std::fs::symlink_metadata(&kdir).is_ok() {
+        match trust::check_dir(&kdir) {
+            Ok(()) => {
+                for spec in SCRATCH_SPECS {
+                    // Held by a live readpath (this one included): in use.
+                    let Ok(lock) = trust::lock_exclusive(&kdir.join(spec.lock), Duration::ZERO)
+                    else {
+                        continue;
+                    };
+                    match restore_mount(&kdir, spec) {
+                        Ok(Some(m)) => done.push(m),
+                        Ok(None) => {}
+                        Err(e) => problems.push(e.to_string()),
+                    }
+                    drop(lock);
+                }
+            }
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    if std::fs::symlink_metadata(&sd).is_ok() && trust::check_dir(&sd).is_ok() {
+        done.extend(restore_tracefs(&sd, &mut problems));
+    }
+    (done, problems)
+}
+
+/// With `spec`'s lock held: unmounts `spec`'s image if it is mounted at
+/// its mount point (proved: the mount at that exact path is ext4 on a loop
+/// device whose backing file is this image's inode), removes the image
+/// unless kept, the state, and the empty mount point. Anything else
+/// mounted there is left alone and reported.
+fn restore_mount(kdir: &Path, spec: &ScratchSpec) -> io::Result<Option<PathBuf>> {
+    let real = std::fs::canonicalize(kdir)?;
+    let mnt = real.join(spec.mnt);
+    let image = real.join(spec.image);
+    let mut done = None;
+    if let Some(m) = trust::mount_at(&mnt) {
+        if !mount_is_image(&m, &image) {
+            return Err(io::Error::other(format!(
+                "{} is mounted at {} (ext4? {}), which is not readpath's image {}: left alone",
+                crate::output::format::printable(&m.source.display().to_string(), false),
+                mnt.display(),
+                m.fstype,
+                image.display()
+            )));
+        }
+        unmount(&mnt, false)?;
+        done = Some(mnt.clone());
+    }
+    if !spec.keep {
+        let _ = std::fs::remove_file(&image);
+    }
+    let _ = trust::remove_state(&real.join(spec.state));
+    // Only an empty directory goes (rmdir never follows a link).
+    let _ = std::fs::remove_dir(&mnt);
     Ok(done)
 }
 
-fn restore_mounts(data_dir: &Path) -> io::Result<Vec<std::path::PathBuf>> {
-    let mut done = Vec::new();
-    let kdir = data_dir.join("kernel");
-    for spec in SCRATCH_SPECS {
-        let sp = kdir.join(spec.state);
-        let Ok(text) = std::fs::read_to_string(&sp) else {
-            continue;
-        };
-        let mut live = false;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            // "PID<TAB>mount point"; a bare mount point is from an older
-            // readpath, whose process is gone.
-            let (pid, path) = match line.split_once('\t') {
-                Some((p, m)) => (p.trim().parse::<i32>().ok(), m),
-                None => (None, line),
-            };
-            if pid.is_some_and(other_live_pid) {
-                live = true;
-                continue;
-            }
-            let mnt = std::path::PathBuf::from(path.trim());
-            // Only what readpath made: a mount point inside its data dir.
-            if !mnt.starts_with(&kdir) {
-                continue;
-            }
-            if is_mount_point(&mnt) {
-                run(std::process::Command::new("umount").arg(&mnt))?;
-                done.push(mnt);
-            }
-        }
-        if live {
-            continue;
-        }
-        if !spec.keep {
-            let _ = std::fs::remove_file(kdir.join(spec.image));
-        }
-        std::fs::remove_file(&sp)?;
+/// Whether mount `m` is ext4 on a loop device backed by the inode of
+/// `image` (the user's regular file).
+fn mount_is_image(m: &trust::MountEntry, image: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if m.fstype != "ext4" {
+        return false;
     }
-    Ok(done)
+    let Some(n) = m
+        .source
+        .to_str()
+        .and_then(|s| s.strip_prefix("/dev/loop"))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    else {
+        return false;
+    };
+    let Ok(img) = trust::open_own_file(image, libc::O_RDONLY).and_then(|f| f.metadata()) else {
+        return false;
+    };
+    loopdev::backing(&format!("/dev/loop{n}"))
+        .is_some_and(|(dev, ino)| dev == img.dev() && ino == img.ino())
+}
+
+/// Loop devices, attached to an open file (no path is followed).
+mod loopdev {
+    use std::fs::{File, OpenOptions};
+    use std::io;
+    use std::os::fd::AsRawFd;
+    use std::path::PathBuf;
+
+    const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+    const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+    const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+    const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+    /// `struct loop_info64` (linux/loop.h).
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct LoopInfo64 {
+        lo_device: u64,
+        lo_inode: u64,
+        lo_rdevice: u64,
+        lo_offset: u64,
+        lo_sizelimit: u64,
+        lo_number: u32,
+        lo_encrypt_type: u32,
+        lo_encrypt_key_size: u32,
+        lo_flags: u32,
+        lo_file_name: [u8; 64],
+        lo_crypt_name: [u8; 64],
+        lo_encrypt_key: [u8; 32],
+        lo_init: [u64; 2],
+    }
+
+    /// `struct loop_config` (linux/loop.h).
+    #[repr(C)]
+    struct LoopConfig {
+        fd: u32,
+        block_size: u32,
+        info: LoopInfo64,
+        reserved: [u64; 8],
+    }
+
+    fn zero_info() -> LoopInfo64 {
+        // SAFETY: an all-zero loop_info64 is valid (plain integers).
+        unsafe { std::mem::zeroed() }
+    }
+
+    /// Attaches a free loop device to `image` (open read-write) with
+    /// autoclear; returns the device, open (the attachment lasts while it
+    /// is open or mounted), and its path.
+    pub fn attach(image: &File, name: &[u8]) -> io::Result<(File, PathBuf)> {
+        let ctl = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/loop-control")?;
+        for _ in 0..16 {
+            // SAFETY: LOOP_CTL_GET_FREE takes no argument.
+            let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE as _) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let path = PathBuf::from(format!("/dev/loop{n}"));
+            let dev = OpenOptions::new().read(true).write(true).open(&path)?;
+            let mut info = zero_info();
+            info.lo_flags = LO_FLAGS_AUTOCLEAR;
+            let k = name.len().min(63);
+            info.lo_file_name[..k].copy_from_slice(&name[..k]);
+            let cfg = LoopConfig {
+                fd: image.as_raw_fd() as u32,
+                block_size: 0,
+                info,
+                reserved: [0; 8],
+            };
+            // SAFETY: LOOP_CONFIGURE reads a loop_config we own.
+            if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE as _, &cfg) } == 0 {
+                return Ok((dev, path));
+            }
+            let e = io::Error::last_os_error();
+            // Taken by another process between the two calls: the next.
+            if e.raw_os_error() != Some(libc::EBUSY) {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "attaching {} (LOOP_CONFIGURE, Linux 5.8+): {e}",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        Err(io::Error::other("no free loop device after 16 tries"))
+    }
+
+    /// The (st_dev, st_ino) of the file loop device `dev` is backed by.
+    pub fn backing(dev: &str) -> Option<(u64, u64)> {
+        let f = File::open(dev).ok()?;
+        let mut info = zero_info();
+        // SAFETY: LOOP_GET_STATUS64 fills a loop_info64 we own.
+        if unsafe { libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info) } != 0 {
+            return None;
+        }
+        Some((info.lo_device, info.lo_inode))
+    }
 }
 
 impl ScratchFs {
@@ -408,8 +686,7 @@ impl ScratchFs {
         spec: &'static ScratchSpec,
         bytes: u64,
     ) -> io::Result<ScratchFs> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if trust::euid() != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 "making and loop-mounting an ext4 image needs root",
@@ -421,66 +698,135 @@ impl ScratchFs {
                 "no loop devices (/dev/loop-control is missing; modprobe loop)",
             ));
         }
-        restore(data_dir)?;
-        let dir = data_dir.join("kernel");
-        std::fs::create_dir_all(&dir)?;
+        let kdir = data_dir.join("kernel");
+        trust::ensure_dir(&kdir)?;
+        let dir = std::fs::canonicalize(&kdir)?;
         let sp = dir.join(spec.state);
-        if let Ok(text) = std::fs::read_to_string(&sp)
-            && let Some(pid) = text
-                .lines()
-                .find_map(|l| l.split_once('\t')?.0.trim().parse::<i32>().ok())
-            && other_live_pid(pid)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!(
-                    "another readpath (PID {pid}) has {} mounted; wait for it, or set kernel.dir to a directory of your own",
-                    dir.join(spec.mnt).display()
-                ),
-            ));
-        }
+        let lock = match trust::lock_exclusive(&dir.join(spec.lock), Duration::ZERO) {
+            Ok(l) => l,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let who = trust::read_state_text(&sp, 4096)
+                    .ok()
+                    .flatten()
+                    .and_then(|t| serde_json::from_str::<MountState>(&t).ok())
+                    .map_or(String::new(), |s| format!(" (PID {})", s.pid));
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "another readpath{who} has {} mounted; wait for it, or set kernel.dir to a directory of your own",
+                        dir.join(spec.mnt).display()
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        // What a crash left of this image goes first.
+        restore_mount(&dir, spec)?;
         let image = dir.join(spec.image);
         let mnt = dir.join(spec.mnt);
-        std::fs::create_dir_all(&mnt)?;
-        let reuse = spec.keep && std::fs::metadata(&image).is_ok_and(|m| m.len() >= bytes);
+        fresh_mount_point(&mnt)?;
+        let reuse = spec.keep
+            && trust::open_own_file(&image, libc::O_RDONLY)
+                .and_then(|f| f.metadata())
+                .is_ok_and(|m| m.len() >= bytes);
         if !reuse {
             ScratchFs::make_image(&image, bytes)?;
         }
-        // Recorded before it is made: a crash leaves it for `restore`.
-        let tmp = sp.with_extension("tmp");
-        std::fs::write(&tmp, format!("{}\t{}\n", std::process::id(), mnt.display()))?;
-        File::open(&tmp)?.sync_all()?;
-        std::fs::rename(&tmp, &sp)?;
+        trust::write_state(
+            &sp,
+            serde_json::to_string(&MountState {
+                pid: std::process::id(),
+            })
+            .map_err(io::Error::other)?
+            .as_bytes(),
+        )?;
         let mut s = ScratchFs {
             dir,
             spec,
             image,
             mnt,
+            loop_device: PathBuf::new(),
             mounted: false,
+            lock: Some(lock),
         };
-        // `-o loop` attaches with autoclear: unmounting detaches it.
-        let mount = |s: &ScratchFs| {
-            run(std::process::Command::new("mount")
-                .args(["-o", "loop,nodev,nosuid,noexec"])
-                .arg(&s.image)
-                .arg(&s.mnt))
-        };
-        if let Err(e) = mount(&s) {
-            if !reuse {
-                return Err(e);
+        match s.mount() {
+            Ok(()) => {}
+            Err(e) if !reuse => return Err(e),
+            Err(_) => {
+                // A kept image that no longer mounts (a crash while it was
+                // made): made anew.
+                ScratchFs::make_image(&s.image, bytes)?;
+                s.mount()?;
             }
-            // A kept image that no longer mounts (a crash while it was
-            // made): made anew.
-            ScratchFs::make_image(&s.image, bytes)?;
-            mount(&s)?;
         }
-        s.mounted = true;
         Ok(s)
     }
 
+    /// Attaches the image (opened with `O_NOFOLLOW`, the user's regular
+    /// file) to a loop device and mounts it on the mount point's own
+    /// descriptor; checks the kernel's table shows it there.
+    fn mount(&mut self) -> io::Result<()> {
+        let img = trust::open_own_file(&self.image, libc::O_RDWR)?;
+        let (dev, path) = loopdev::attach(&img, self.image.as_os_str().as_bytes())?;
+        drop(img);
+        let at = trust::open_dir_nofollow(&self.mnt)?;
+        let target = format!("/proc/self/fd/{}", at.as_raw_fd());
+        let (src, tgt, ty) = (
+            cpath(&path)?,
+            cpath(Path::new(&target))?,
+            cpath(Path::new("ext4"))?,
+        );
+        // SAFETY: every pointer is a valid NUL-terminated string; no data.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                tgt.as_ptr(),
+                ty.as_ptr(),
+                libc::MS_NODEV | libc::MS_NOSUID | libc::MS_NOEXEC,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "mounting {} ({}) at {}: {e}",
+                    self.image.display(),
+                    path.display(),
+                    self.mnt.display()
+                ),
+            ));
+        }
+        self.mounted = true;
+        self.loop_device = path;
+        // The mount holds the loop device now; closing ours lets autoclear
+        // detach it when the mount goes.
+        drop(dev);
+        drop(at);
+        match trust::mount_at(&self.mnt) {
+            Some(m) if m.source == self.loop_device => Ok(()),
+            _ => Err(io::Error::other(format!(
+                "{} is not in /proc/self/mountinfo at {} after mounting it",
+                self.loop_device.display(),
+                self.mnt.display()
+            ))),
+        }
+    }
+
     fn make_image(image: &Path, bytes: u64) -> io::Result<()> {
-        let _ = std::fs::remove_file(image);
-        let f = File::create(image)?;
+        // The name itself goes (a link is removed, not followed); the new
+        // file is created new, the user's, mode 0600.
+        match std::fs::remove_file(image) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("removing the old {}: {e}", image.display()),
+                ));
+            }
+            _ => {}
+        }
+        let f = trust::create_new(image, 0o600)?;
         f.set_len(bytes)?;
         drop(f);
         let features = if ext4_has_verity() {
@@ -504,22 +850,29 @@ impl ScratchFs {
         self.cleanup()
     }
 
+    /// What a crash leaves, for tests: the mount stays and the lock goes
+    /// (as when the process dies).
+    #[doc(hidden)]
+    pub fn crash(mut self) {
+        self.lock = None;
+        self.mounted = false;
+        std::mem::forget(self);
+    }
+
     fn cleanup(&mut self) -> io::Result<()> {
         if self.mounted {
             // A file still closing (a reader's last reference) makes the
             // mount busy for a moment: tried for 2 s, then detached lazily
             // (the kernel unmounts it when the last file closes).
             let mut tries = 0;
-            while let Err(e) = run(std::process::Command::new("umount").arg(&self.mnt)) {
+            while let Err(e) = unmount(&self.mnt, false) {
                 tries += 1;
                 if tries == 40 {
-                    run(std::process::Command::new("umount")
-                        .arg("-l")
-                        .arg(&self.mnt))
-                    .map_err(|l| io::Error::other(format!("{e}; lazily: {l}")))?;
+                    unmount(&self.mnt, true)
+                        .map_err(|l| io::Error::other(format!("{e}; lazily: {l}")))?;
                     break;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(50));
             }
             self.mounted = false;
         }
@@ -527,19 +880,70 @@ impl ScratchFs {
             let _ = std::fs::remove_file(&self.image);
         }
         let _ = std::fs::remove_dir(&self.mnt);
-        let _ = std::fs::remove_file(self.dir.join(self.spec.state));
+        let _ = trust::remove_state(&self.dir.join(self.spec.state));
+        self.lock = None;
         Ok(())
     }
 }
 
-/// tracefs, mounted by readpath because it was not: unmounted on drop, or
-/// after a crash by the next [`restore`] (recorded in
-/// `DATA_DIR/kernel/tracefs-state.json`, with the PID, before the mount).
-pub struct TracefsMount {
-    state: std::path::PathBuf,
+/// Makes `mnt` a directory made in this run: an empty directory left
+/// there (by an earlier run) is removed first; a link, a file, a non-empty
+/// directory or a mount is refused, naming it.
+fn fresh_mount_point(mnt: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::symlink_metadata(mnt) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+        Ok(m) if m.file_type().is_dir() => {
+            if trust::mount_at(mnt).is_some() {
+                return Err(io::Error::other(format!(
+                    "{}: something readpath did not mount is mounted there; unmount it first",
+                    mnt.display()
+                )));
+            }
+            std::fs::remove_dir(mnt).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{}: readpath leaves it empty and it is not ({e}); look at it and remove it",
+                        mnt.display()
+                    ),
+                )
+            })?;
+        }
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: is not a directory readpath made (a symbolic link or a file); remove it",
+                    mnt.display()
+                ),
+            ));
+        }
+    }
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(mnt)
+        .map_err(|e| io::Error::new(e.kind(), format!("making {}: {e}", mnt.display())))
 }
 
-const TRACEFS_STATE: &str = "tracefs-state.json";
+/// tracefs, mounted by readpath because it was not: unmounted on drop, or
+/// after a crash by the next [`restore`] (recorded in
+/// `STATE_DIR/tracefs.json` with the PID before the mount and the mount's
+/// ID after it).
+pub struct TracefsMount {
+    state: PathBuf,
+    id: u64,
+}
+
+const TRACEFS_STATE: &str = "tracefs.json";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TracefsState {
+    pid: u32,
+    /// The mount's ID in /proc/self/mountinfo (0 before it is made).
+    mount_id: u64,
+}
 
 /// Mounts tracefs at [`trace::TRACEFS`] when it is not mounted (as root),
 /// returning the guard that unmounts it; None when it already was.
@@ -548,8 +952,7 @@ pub fn ensure_tracefs(data_dir: &Path) -> io::Result<Option<TracefsMount>> {
     if tracefs.join("events").exists() {
         return Ok(None);
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if trust::euid() != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
@@ -559,60 +962,94 @@ pub fn ensure_tracefs(data_dir: &Path) -> io::Result<Option<TracefsMount>> {
             ),
         ));
     }
-    let dir = data_dir.join("kernel");
-    std::fs::create_dir_all(&dir)?;
+    let dir = state_dir(data_dir);
+    trust::ensure_dir(&dir)?;
+    trust::hold_live(&dir, &format!("data dir {}", data_dir.display()))?;
     let state = dir.join(TRACEFS_STATE);
-    let tmp = state.with_extension("tmp");
-    std::fs::write(
-        &tmp,
-        format!("{}\t{}\n", std::process::id(), trace::TRACEFS),
-    )?;
-    File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, &state)?;
-    if let Err(e) = run(std::process::Command::new("mount")
-        .args(["-t", "tracefs", "nodev"])
-        .arg(tracefs))
-    {
-        let _ = std::fs::remove_file(&state);
-        return Err(e);
+    let write = |id: u64| {
+        trust::write_state(
+            &state,
+            serde_json::to_string(&TracefsState {
+                pid: std::process::id(),
+                mount_id: id,
+            })
+            .map_err(io::Error::other)?
+            .as_bytes(),
+        )
+    };
+    write(0)?;
+    let (src, tgt, ty) = (
+        cpath(Path::new("nodev"))?,
+        cpath(tracefs)?,
+        cpath(Path::new("tracefs"))?,
+    );
+    // SAFETY: valid NUL-terminated strings; no data.
+    if unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), ty.as_ptr(), 0, std::ptr::null()) } != 0 {
+        let e = io::Error::last_os_error();
+        let _ = trust::remove_state(&state);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("mounting tracefs at {}: {e}", trace::TRACEFS),
+        ));
     }
-    Ok(Some(TracefsMount { state }))
+    let id = trust::mount_at(tracefs).map_or(0, |m| m.id);
+    write(id)?;
+    Ok(Some(TracefsMount { state, id }))
 }
 
 impl Drop for TracefsMount {
     fn drop(&mut self) {
         let tracefs = Path::new(trace::TRACEFS);
-        if !is_mount_point(tracefs)
-            || run(std::process::Command::new("umount").arg(tracefs)).is_ok()
-        {
-            let _ = std::fs::remove_file(&self.state);
+        let ours = trust::mount_at(tracefs).is_some_and(|m| m.id == self.id);
+        if !ours || unmount(tracefs, false).is_ok() {
+            let _ = trust::remove_state(&self.state);
         }
     }
 }
 
-/// Unmounts tracefs where a readpath now gone mounted it.
-fn restore_tracefs(data_dir: &Path) -> Vec<std::path::PathBuf> {
-    let state = data_dir.join("kernel").join(TRACEFS_STATE);
-    let Ok(text) = std::fs::read_to_string(&state) else {
-        return Vec::new();
+/// Unmounts tracefs where a readpath now gone mounted it: only the very
+/// mount it recorded (its ID), only when no tracefs instance is left in it
+/// (nothing else uses it) and it unmounts without force.
+fn restore_tracefs(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
+    let state = dir.join(TRACEFS_STATE);
+    let st = match trust::read_state_text(&state, 4096) {
+        Ok(None) => return Vec::new(),
+        Ok(Some(t)) => match serde_json::from_str::<TracefsState>(&t) {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push(refused(&state, &format!("{}: {e}", state.display())));
+                return Vec::new();
+            }
+        },
+        Err(e) => {
+            problems.push(refused(&state, &e.to_string()));
+            return Vec::new();
+        }
     };
-    let pid = text
-        .split('\t')
-        .next()
-        .and_then(|p| p.trim().parse::<i32>().ok());
-    if pid.is_some_and(other_live_pid) || pid == Some(std::process::id() as i32) {
+    if trust::live_owner(dir, st.pid).is_some() {
         return Vec::new();
     }
     let tracefs = Path::new(trace::TRACEFS);
     let mut done = Vec::new();
-    if is_mount_point(tracefs) {
-        if run(std::process::Command::new("umount").arg(tracefs)).is_err() {
-            // In use by someone else now: left mounted, and the state kept.
-            return done;
+    match trust::mount_at(tracefs) {
+        Some(m) if m.id == st.mount_id && m.fstype == "tracefs" => {
+            let in_use = std::fs::read_dir(tracefs.join("instances"))
+                .map(|rd| rd.count() > 0)
+                .unwrap_or(false);
+            if in_use {
+                // Instances of another tool: left mounted, state kept.
+                return done;
+            }
+            if unmount(tracefs, false).is_err() {
+                // In use by someone else now: left mounted, state kept.
+                return done;
+            }
+            done.push(tracefs.to_path_buf());
         }
-        done.push(tracefs.to_path_buf());
+        // Gone, or another mount now: not readpath's to unmount.
+        _ => {}
     }
-    let _ = std::fs::remove_file(&state);
+    let _ = trust::remove_state(&state);
     done
 }
 

@@ -15,13 +15,14 @@
 //! dataset's fs-verity digest, written under a temporary name and renamed
 //! when whole), so a later run reads it at once.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::{ScratchFs, TARGET_IMAGE, fscrypt, fsverity};
 use crate::crypto::CipherKind;
 use crate::dataset::{Dataset, Variant};
+use crate::sys::trust;
 
 /// Which of the kernel target's files a run reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,18 +110,15 @@ impl KernelTarget {
                     format!("kernel.dir {dir}: not a directory"),
                 ));
             }
+            // readpath writes there as root: the same trust rule as the
+            // data dir's.
+            trust::check_dir(&root).map_err(|u| {
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("kernel.dir {dir}: not trusted: {u}"),
+                )
+            })?;
             (None, root)
-        };
-        let device = super::device_of(&root)?;
-        let describe = match &fs {
-            Some(f) => format!(
-                "ext4 image {} (loop {}:{}) at {}",
-                f.image.display(),
-                device.0,
-                device.1,
-                f.mnt.display()
-            ),
-            None => format!("{} (device {}:{})", root.display(), device.0, device.1),
         };
         let key_dir = File::open(&root)?;
         let key_id = fscrypt::add_key(&key_dir, ds.master_key()).map_err(|e| {
@@ -136,17 +134,40 @@ impl KernelTarget {
                 format!("adding the dataset's key to {}: {e}{why}", root.display()),
             )
         })?;
-        let base = root.join("readpath");
-        std::fs::create_dir_all(&base)?;
-        Ok(KernelTarget {
+        // From here on an error drops `t`, which removes the key again.
+        let mut t = KernelTarget {
             fs,
-            base,
+            base: root.join("readpath"),
             key_dir,
             key_id: Some(key_id),
             data_dir: data_dir.to_path_buf(),
-            device,
-            describe,
-        })
+            device: (0, 0),
+            describe: String::new(),
+        };
+        // `readpath/` is made here or must be readpath's (a link there is
+        // refused, never followed); the device described is the one the
+        // files are on.
+        trust::ensure_dir(&t.base).map_err(|e| {
+            io::Error::new(e.kind(), format!("kernel target {}: {e}", t.base.display()))
+        })?;
+        t.device = super::device_of(&t.base)?;
+        t.describe = match &t.fs {
+            Some(f) => format!(
+                "ext4 image {} ({}, {}:{}) at {}",
+                f.image.display(),
+                f.loop_device.display(),
+                t.device.0,
+                t.device.1,
+                f.mnt.display()
+            ),
+            None => format!(
+                "{} (device {}:{})",
+                t.base.display(),
+                t.device.0,
+                t.device.1
+            ),
+        };
+        Ok(t)
     }
 
     /// The path of the file of `kind` for `ds`, written through the kernel
@@ -172,11 +193,7 @@ impl KernelTarget {
                 kind.mode_name(),
                 hex::encode(&key_id[..4])
             ));
-            match std::fs::create_dir(&d) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
+            trust::ensure_dir(&d)?;
             // Setting the same policy again is allowed; another is EEXIST.
             fscrypt::set_policy(&File::open(&d)?, &fscrypt::PolicyV2::new(kind.mode, key_id))
                 .map_err(|e| {
@@ -194,8 +211,13 @@ impl KernelTarget {
             self.base.clone()
         };
         let path = dir.join(&name);
-        if std::fs::metadata(&path).is_ok_and(|m| m.len() == ds.file_size()) {
-            return Ok(path);
+        // An existing file must be readpath's own regular file (a link, a
+        // FIFO or another user's file there is refused, not read).
+        match trust::open_own_file(&path, libc::O_RDONLY) {
+            Ok(f) if f.metadata().is_ok_and(|m| m.len() == ds.file_size()) => return Ok(path),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
         let need = ds.file_size() + (64 << 20);
         if self.fs.is_some()
@@ -215,7 +237,7 @@ impl KernelTarget {
         let tmp = dir.join(format!(".tmp-{name}"));
         let _ = std::fs::remove_file(&tmp);
         let written = (|| {
-            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            let mut f = trust::create_new(&tmp, 0o600)?;
             let mut src = File::open(ds.path(Variant::Plain))?;
             let total = ds.file_size();
             let mut buf = vec![0u8; 1 << 20];

@@ -38,6 +38,7 @@ mod process;
 mod procfs;
 mod signals;
 mod topology;
+pub mod trust;
 
 pub use calls::*;
 pub use cpu::*;
