@@ -362,12 +362,14 @@ fn an_unprivileged_run_is_told_what_is_missing() {
         );
         return;
     }
-    // A copy of the binary and a data dir nobody can use.
+    // A copy of the binary and a data dir of nobody's own (the trust
+    // rule refuses one writable by all).
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("readpath");
     std::fs::copy(env!("CARGO_BIN_EXE_readpath"), &bin).unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let before = scope();
     let o = Command::new("setpriv")
@@ -392,4 +394,162 @@ fn an_unprivileged_run_is_told_what_is_missing() {
     assert!(err.contains("needs root"), "{err}");
     assert!(err.contains("tracefs"), "names what needs root: {err}");
     assert_eq!(scope(), before);
+}
+
+/// Whether anything is mounted at or under `dir` (the kernel's table, every
+/// escape decoded: a data dir with a tab or a newline in its name).
+fn mounted_under(dir: &Path) -> bool {
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    readpath::sys::trust::mounts()
+        .iter()
+        .any(|m| m.point.starts_with(&real))
+}
+
+#[test]
+fn a_second_readpath_cannot_turn_a_knob_another_holds_and_the_original_comes_back() {
+    if skip("a_second_readpath_cannot_turn_a_knob_another_holds_and_the_original_comes_back") {
+        return;
+    }
+    let _g = lock();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let before = scope();
+    let to = other_scope(&before);
+    let child = start_turning(a.path(), to);
+    // Another readpath, another data dir, another scope: refused, naming
+    // the one that holds it.
+    let o = readpath(b.path())
+        .args([
+            "run",
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "workload.file_size=8M",
+            "--set",
+            &format!(
+                "kernel.affinity_scope={}",
+                if to == "cpu" { "numa" } else { "cpu" }
+            ),
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("PID {}", child.id())), "{err}");
+    assert!(err.contains(&*a.path().to_string_lossy()), "{err}");
+    assert_eq!(scope(), to, "the second changed nothing");
+    assert!(!mounted_under(b.path()));
+    // SAFETY: kill on a child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(scope(), before, "the original is back");
+    assert!(!mounted_under(a.path()));
+}
+
+#[test]
+fn a_data_dir_with_a_tab_newline_and_backslash_is_put_back_after_sigkill() {
+    if skip("a_data_dir_with_a_tab_newline_and_backslash_is_put_back_after_sigkill") {
+        return;
+    }
+    let _g = lock();
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("a b\tc\\d\ne");
+    std::fs::create_dir(&data).unwrap();
+    let before = scope();
+    let mut child = start_turning(&data, other_scope(&before));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(mounted_under(&data), "SIGKILL leaves the mount");
+    let o = readpath(&data)
+        .args(["kernel", "restore"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !mounted_under(&data),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(scope(), before);
+}
+
+#[test]
+fn a_mount_point_that_is_a_link_is_refused_and_nothing_is_mounted_there() {
+    if skip("a_mount_point_that_is_a_link_is_refused_and_nothing_is_mounted_there") {
+        return;
+    }
+    let _g = lock();
+    let top = tempfile::tempdir().unwrap();
+    let data = top.path().join("data");
+    let canary = top.path().join("canary-dir");
+    std::fs::create_dir_all(data.join("kernel")).unwrap();
+    std::fs::create_dir(&canary).unwrap();
+    std::fs::write(canary.join("keep.txt"), "canary").unwrap();
+    std::os::unix::fs::symlink(&canary, data.join("kernel/target")).unwrap();
+    let o = readpath(&data)
+        .args([
+            "run",
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "workload.file_size=8M",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!mounted_under(&canary));
+    assert!(!mounted_under(&data));
+    assert_eq!(
+        std::fs::read_to_string(canary.join("keep.txt")).unwrap(),
+        "canary"
+    );
+    assert!(
+        std::fs::symlink_metadata(data.join("kernel/target"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "left as it was, for its owner to look at"
+    );
+}
+
+#[test]
+fn a_kernel_dir_whose_readpath_dir_is_a_link_is_refused() {
+    if skip("a_kernel_dir_whose_readpath_dir_is_a_link_is_refused") {
+        return;
+    }
+    let _g = lock();
+    let top = tempfile::tempdir().unwrap();
+    let (data, kd, elsewhere) = (
+        top.path().join("data"),
+        top.path().join("kd"),
+        top.path().join("elsewhere"),
+    );
+    for d in [&data, &kd, &elsewhere] {
+        std::fs::create_dir(d).unwrap();
+    }
+    std::os::unix::fs::symlink(&elsewhere, kd.join("readpath")).unwrap();
+    let o = readpath(&data)
+        .args([
+            "run",
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "workload.file_size=8M",
+            "--set",
+            &format!("kernel.dir={}", kd.display()),
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }

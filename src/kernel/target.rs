@@ -120,6 +120,12 @@ impl KernelTarget {
             })?;
             (None, root)
         };
+        // `readpath/` is made here or must be readpath's (a link there is
+        // refused, never followed), before anything is written or added.
+        let base = root.join("readpath");
+        trust::ensure_dir(&base).map_err(|e| {
+            io::Error::new(e.kind(), format!("kernel target {}: {e}", base.display()))
+        })?;
         let key_dir = File::open(&root)?;
         let key_id = fscrypt::add_key(&key_dir, ds.master_key()).map_err(|e| {
             let why = match e.kind() {
@@ -137,19 +143,14 @@ impl KernelTarget {
         // From here on an error drops `t`, which removes the key again.
         let mut t = KernelTarget {
             fs,
-            base: root.join("readpath"),
+            base,
             key_dir,
             key_id: Some(key_id),
             data_dir: data_dir.to_path_buf(),
             device: (0, 0),
             describe: String::new(),
         };
-        // `readpath/` is made here or must be readpath's (a link there is
-        // refused, never followed); the device described is the one the
-        // files are on.
-        trust::ensure_dir(&t.base).map_err(|e| {
-            io::Error::new(e.kind(), format!("kernel target {}: {e}", t.base.display()))
-        })?;
+        // The device described is the one the files are on.
         t.device = super::device_of(&t.base)?;
         t.describe = match &t.fs {
             Some(f) => format!(
