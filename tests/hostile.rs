@@ -127,6 +127,9 @@ enum Setup {
     Mkdir(String),
     /// [name, mode], e.g. ["r.jsonl", 0] (meaningful as non-root only).
     Chmod((String, u32)),
+    /// [name, uid]: the node itself (a link is not followed); root only,
+    /// else the case is skipped.
+    Chown((String, u32)),
 }
 
 /// What must hold after the run; paths as in [`Setup`].
@@ -781,6 +784,12 @@ fn do_setup(ctx: &Ctx, tmp: &Path, s: &Setup) -> std::io::Result<Option<String>>
         Setup::Chmod((n, mode)) => {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(p(n), std::fs::Permissions::from_mode(*mode))?
+        }
+        Setup::Chown((n, uid)) => {
+            if !ctx.is_root {
+                return Ok(Some("chown needs root".into()));
+            }
+            std::os::unix::fs::lchown(p(n), Some(*uid), Some(*uid))?
         }
     }
     Ok(None)
