@@ -57,9 +57,14 @@ pub struct Untrusted {
 impl std::fmt::Display for Untrusted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let me = user_name(euid());
+        let owners = if euid() == 0 {
+            "root".to_string()
+        } else {
+            format!("{me} or root")
+        };
         write!(
             f,
-            "{}: {}; readpath, running as {me}, acts only on directories owned by {me} or root and writable by no one else (fix: `chown {me} {}` and `chmod go-w {}`, or choose a directory of your own)",
+            "{}: {}; readpath, running as {me}, acts only on directories owned by {owners} and writable by no one else (fix: `chown {me} {}` and `chmod go-w {}`, or choose a directory of your own)",
             crate::output::format::printable(&self.path.display().to_string(), false),
             self.why,
             shell_word(&self.path),
