@@ -1260,11 +1260,10 @@ mod tests {
         let lock = f.state().join("live-4242.lock");
         fs::write(&lock, "data dir /srv/other").unwrap();
         let held = File::open(&lock).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
         // SAFETY: flock on a descriptor we own.
-        assert_eq!(
-            unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) },
-            0
-        );
+        let rc = unsafe { libc::flock(fd, libc::LOCK_EX) };
+        assert_eq!(rc, 0);
         f.gone_state(4242, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache")]);
         f.put(AFFINITY_SCOPE, "system");
         let mut k = f.knobs();

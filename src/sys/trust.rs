@@ -640,3 +640,162 @@ pub fn mounts() -> Vec<MountEntry> {
 pub fn mount_at(point: &Path) -> Option<MountEntry> {
     mounts().into_iter().rev().find(|m| m.point == point)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn chmod(p: &Path, mode: u32) {
+        fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_decoded_every_one() {
+        assert_eq!(
+            decode_mountinfo(r"/a\040b\011c\012d\134e"),
+            b"/a b\tc\nd\\e"
+        );
+        // Not an escape: left as written.
+        assert_eq!(decode_mountinfo(r"/x\09"), br"/x\09");
+        assert_eq!(decode_mountinfo(r"/x\"), br"/x\");
+        let text = "36 25 7:3 / /tmp/d\\011x\\012y/kernel/target rw,nosuid - ext4 /dev/loop3 rw\n\
+                    40 22 0:12 / /sys/kernel/tracing rw - tracefs nodev rw\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].id, 36);
+        assert_eq!(m[0].point, Path::new("/tmp/d\tx\ny/kernel/target"));
+        assert_eq!(m[0].fstype, "ext4");
+        assert_eq!(m[0].source, Path::new("/dev/loop3"));
+        assert_eq!(m[1].fstype, "tracefs");
+    }
+
+    #[test]
+    fn directories_others_may_write_are_refused_and_sticky_tmp_above_is_not() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("d");
+        // Missing: its parents are checked (/tmp is sticky, root's).
+        assert_eq!(check_dir(&d), Ok(()));
+        ensure_dir(&d.join("kernel")).unwrap();
+        assert_eq!(
+            fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        chmod(&d, 0o777);
+        let e = check_dir(&d.join("kernel")).unwrap_err();
+        assert_eq!(e.path, d);
+        assert!(e.why.contains("writable by every user"), "{e}");
+        assert!(ensure_dir(&d.join("kernel")).is_err());
+        // Sticky and world-writable: fine above, never as the directory.
+        chmod(&d, 0o1777);
+        let e = check_dir(&d).unwrap_err();
+        assert!(e.why.contains("writable by every user"), "{e}");
+        if euid() == 0 {
+            assert_eq!(check_dir(&d.join("kernel")), Ok(()));
+        }
+        chmod(&d, 0o700);
+        if euid() == 0 {
+            std::os::unix::fs::chown(&d, Some(65534), None).unwrap();
+            let e = check_dir(&d.join("kernel")).unwrap_err();
+            assert!(e.why.contains("owned by") && e.why.contains("65534"), "{e}");
+            assert!(e.to_string().contains("chown root"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_link_where_a_directory_goes_is_refused_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let elsewhere = t.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, t.path().join("kernel")).unwrap();
+        let e = ensure_dir(&t.path().join("kernel")).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+        // A directory the user names (a data dir) may be reached through a
+        // link: it is resolved, and the real one checked.
+        std::os::unix::fs::symlink(&elsewhere, t.path().join("data")).unwrap();
+        ensure_dir(&t.path().join("data/kernel")).unwrap();
+        assert!(elsewhere.join("kernel").is_dir());
+        assert!(open_dir_nofollow(&t.path().join("kernel")).is_err());
+        assert!(open_dir_nofollow(&elsewhere).is_ok());
+    }
+
+    #[test]
+    fn state_files_are_the_users_regular_files_read_with_a_cap() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("s.json");
+        assert_eq!(read_state(&p, 10).unwrap(), None);
+        write_state(&p, b"hello").unwrap();
+        assert_eq!(read_state(&p, 10).unwrap().unwrap(), b"hello");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let e = read_state(&p, 4).unwrap_err();
+        assert!(e.to_string().contains("over 4 bytes"), "{e}");
+        // A link (to /dev/zero), a FIFO, a directory: refused at once.
+        let z = t.path().join("z");
+        std::os::unix::fs::symlink("/dev/zero", &z).unwrap();
+        assert!(
+            read_state(&z, 10)
+                .unwrap_err()
+                .to_string()
+                .contains("symbolic link")
+        );
+        let f = t.path().join("f");
+        crate::sys::make_fifo(&f, 0o600).unwrap();
+        assert!(read_state(&f, 10).unwrap_err().to_string().contains("FIFO"));
+        assert!(
+            read_state(t.path(), 10)
+                .unwrap_err()
+                .to_string()
+                .contains("directory")
+        );
+        // A hard link is not the user's own single file.
+        fs::hard_link(&p, t.path().join("h")).unwrap();
+        assert!(
+            read_state(&p, 10)
+                .unwrap_err()
+                .to_string()
+                .contains("hard links")
+        );
+        // Writing replaces a link, never follows it.
+        let canary = t.path().join("canary");
+        fs::write(&canary, "canary").unwrap();
+        let l = t.path().join("l.json");
+        std::os::unix::fs::symlink(&canary, &l).unwrap();
+        write_state(&l, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&canary).unwrap(), "canary");
+        assert!(!fs::symlink_metadata(&l).unwrap().file_type().is_symlink());
+        let aside = set_aside(&l).unwrap();
+        assert!(aside.ends_with("l.json.refused"));
+        assert!(create_new(&aside, 0o600).is_err());
+    }
+
+    #[test]
+    fn only_a_held_lock_proves_a_process_alive() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        // PID 1 is alive, but holds no readpath lock.
+        assert_eq!(live_owner(d, 1), None);
+        fs::write(d.join("live-77.lock"), "data dir /x").unwrap();
+        assert_eq!(live_owner(d, 77), None);
+        assert!(!d.join("live-77.lock").exists(), "a stale lock file goes");
+        fs::write(d.join("live-78.lock"), "data dir /y").unwrap();
+        let f = File::open(d.join("live-78.lock")).unwrap();
+        // SAFETY: flock on a descriptor we own.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0);
+        assert_eq!(live_owner(d, 78).as_deref(), Some("data dir /y"));
+        drop(f);
+        assert_eq!(live_owner(d, 78), None);
+        hold_live(d, "data dir /me").unwrap();
+        assert!(live_owner(d, std::process::id()).is_some());
+        // A short lock is exclusive and bounded.
+        let a = lock_exclusive(&d.join("k.lock"), Duration::ZERO).unwrap();
+        let e = lock_exclusive(&d.join("k.lock"), Duration::from_millis(30)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        drop(a);
+        lock_exclusive(&d.join("k.lock"), Duration::ZERO).unwrap();
+    }
+}
