@@ -1904,6 +1904,10 @@ fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
                         ))
                         .into());
                     }
+                    // readpath writes there as root: the data dir's trust rule.
+                    crate::sys::trust::check_dir(d).map_err(|u| {
+                        BadInput(format!("readpath kernel check: --dir: not trusted: {u}"))
+                    })?;
                     let dev = crate::kernel::block_device_path(d).map_err(|e| {
                         BadInput(format!("readpath kernel check: --dir {}: {e}", d.display()))
                     })?;

@@ -105,10 +105,15 @@ pub fn check_contents(
     let sub = dir.join(format!("readpath-check-{}", std::process::id()));
     let result = (|| {
         std::fs::create_dir(&sub)?;
-        fscrypt::set_policy(
-            &File::open(&sub)?,
-            &fscrypt::PolicyV2::new(mode_of(kind), id),
-        )?;
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            // The directory just made, never a link put in its place.
+            let d = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
+                .open(&sub)?;
+            fscrypt::set_policy(&d, &fscrypt::PolicyV2::new(mode_of(kind), id))?;
+        }
         let path = sub.join("data");
         let mut f = OpenOptions::new()
             .read(true)
