@@ -220,8 +220,9 @@ fn a_newer_protocol_is_refused_by_name_on_both_sides() {
     );
 }
 
-/// A fake `ssh`: answers `uname -m` and `--version` like a target with
-/// readpath on it, and runs `AGENT` (a shell snippet) for the agent.
+/// A fake `ssh`: answers `uname -m`, `--version` and `sha256sum` like a
+/// target with this readpath on it, and runs `AGENT` (a shell snippet) for
+/// the agent.
 fn fake_ssh(dir: &std::path::Path, agent: &str) -> String {
     let path = dir.join("fake-ssh");
     let script = format!(
@@ -230,11 +231,13 @@ fn fake_ssh(dir: &std::path::Path, agent: &str) -> String {
          case \"$last\" in\n\
          \"uname -m\") echo {arch} ;;\n\
          *--version*) echo 'readpath {v}' ;;\n\
+         sha256sum*) sha256sum '{exe}' ;;\n\
          *agent*) {agent} ;;\n\
          *) exit 3 ;;\n\
          esac\n",
         arch = std::env::consts::ARCH,
         v = env!("CARGO_PKG_VERSION"),
+        exe = env!("CARGO_BIN_EXE_readpath"),
     );
     std::fs::write(&path, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -884,12 +887,13 @@ fn logging_fake_ssh(
              case \"$last\" in\n\
              \"uname -m\") {uname} ;;\n\
              *--version*) echo 'readpath {v}' ;;\n\
-             sha256sum*) exit 3 ;;\n\
+             sha256sum*) sha256sum '{exe}' ;;\n\
              *\" agent\"*) {agent} ;;\n\
              *) exit 3 ;;\n\
              esac\n",
             log = log.display(),
             v = env!("CARGO_PKG_VERSION"),
+            exe = env!("CARGO_BIN_EXE_readpath"),
         ),
     )
 }
@@ -1060,4 +1064,73 @@ fn an_oversized_line_from_the_agent_is_skipped_and_the_session_goes_on() {
         .filter(|n| n.starts_with("agent line"))
         .collect();
     assert_eq!(notices, [said]);
+}
+
+#[test]
+fn a_target_that_cannot_hash_gets_its_copy_checked_by_size_and_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (log, home) = (tmp.path().join("ssh.log"), tmp.path().join("home"));
+    // No sha256sum, toybox or busybox there.
+    let no_hash =
+        "case \"$last\" in sha256sum*) echo 'sh: sha256sum: not found' >&2; exit 127 ;; esac";
+    let ssh = local_ssh(tmp.path(), &log, &home, no_hash);
+    let scp_log = tmp.path().join("scp.log");
+    let scp = fake_scp(tmp.path(), &scp_log, &home, "cp \"$src\" \"$dst\"");
+    let dir = tmp.path().join("bin");
+    let run = |scp: &str| {
+        readpath_remote(
+            &ssh,
+            scp,
+            &["--duration", "1s", "--set", "workload.file_size=4M"],
+        )
+        .arg("--remote-dir")
+        .arg(&dir)
+        .arg("--remote-data-dir")
+        .arg(tmp.path().join("data"))
+        .output()
+        .unwrap()
+    };
+    let o = run(&scp);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("its SHA-256 could not be checked there")
+            && err.contains("its size and --version were"),
+        "{err}"
+    );
+    assert!(dir.join("readpath").is_file());
+    // The same version there, but unverifiable: copied (and checked) again.
+    let o = run(&scp);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("which could not be hashed there"), "{err}");
+    // A truncated copy is caught by its size; nothing of it runs.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let cut = fake_scp(
+        tmp.path(),
+        &scp_log,
+        &home,
+        "head -c 100000 \"$src\" > \"$dst\"",
+    );
+    let o = run(&cut);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("\"100000\" bytes") && err.contains("arrived damaged"),
+        "{err}"
+    );
+    let lines = log_lines(&log);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("chmod") || l.contains(" agent")),
+        "{lines:#?}"
+    );
+    assert!(!dir.join("readpath").exists());
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "the copy is left"
+    );
 }

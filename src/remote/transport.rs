@@ -499,18 +499,13 @@ impl Remote {
         if let Some(sig) = stopped() {
             return Err(interrupted(&place, step, sig));
         }
-        let program = c.get_program().to_string_lossy().into_owned();
+        let program = printable(&c.get_program().to_string_lossy(), false);
         let mut child = c
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| {
-                failed(format!(
-                    "{place}: {step}: running {}: {e}",
-                    printable(&program, false)
-                ))
-            })?;
+            .map_err(|e| failed(format!("{place}: {step}: running {program}: {e}")))?;
         let out = Arc::new(Mutex::new(Vec::new()));
         let err = Arc::new(Mutex::new(Vec::new()));
         let readers = [
@@ -842,18 +837,22 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
         .nth(1)
         .filter(|_| there.starts_with("readpath "))
         .map(|v| printable(v, false));
-    // The same version may be another build (a developer's): compare the
-    // bytes where the target can hash them.
+    // The same version may be another build (a developer's), or not ours
+    // at all: compare the bytes; where the target cannot hash them, they
+    // cannot be trusted, and this binary is copied (and checked) again.
     let local = local_binary(&arch).map_err(failed);
     let mut differs = false;
+    let mut unhashed = false;
     if theirs.as_deref() == Some(ours)
         && let Ok(l) = &local
         && let Ok(mine) = file_sha256(l)
-        && let Some(h) = remote_sha256(remote, &bin, t.setup)?
     {
-        differs = h != mine;
+        match remote_sha256(remote, &bin, t.setup)? {
+            Some(h) => differs = h != mine,
+            None => unhashed = true,
+        }
     }
-    let copy = refresh || differs || theirs.as_deref().is_none_or(|v| older(v, ours));
+    let copy = refresh || differs || unhashed || theirs.as_deref().is_none_or(|v| older(v, ours));
     if !copy {
         return Ok((
             bin,
@@ -934,6 +933,7 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
             local.display(),
             match theirs {
                 Some(v) if differs => format!("; it had another build of {v}"),
+                Some(v) if unhashed => format!("; it had {v}, which could not be hashed there"),
                 Some(v) => format!("; it had {v}"),
                 None => String::new(),
             }
