@@ -78,27 +78,57 @@ pub struct RemoteArgs {
     pub remote: Option<String>,
     /// Directory of readpath's binary on the target [default:
     /// .cache/readpath-agent (ssh, under the login's home),
-    /// /data/local/tmp/readpath (adb)].
-    #[arg(long, global = true, value_name = "DIR", value_parser = remote_path)]
+    /// /data/local/tmp/readpath (adb)]. On ssh a relative path or ~/PATH is
+    /// under the login's home; on adb it must be absolute.
+    #[arg(long, global = true, value_name = "DIR", value_parser = RemotePath)]
     pub remote_dir: Option<String>,
     /// The data dir on the target [default: its own default; adb: under
     /// --remote-dir].
-    #[arg(long, global = true, value_name = "DIR", value_parser = remote_path)]
+    #[arg(long, global = true, value_name = "DIR", value_parser = RemotePath)]
     pub remote_data_dir: Option<String>,
     /// Copy this readpath to the target even when it has the same version.
     #[arg(long, global = true)]
     pub remote_refresh: bool,
 }
 
-/// A path on the target: printable, one line, not empty.
-fn remote_path(s: &str) -> std::result::Result<String, String> {
-    if s.is_empty() || s.len() > 4096 || s.chars().any(|c| c.is_control()) {
-        return Err(format!(
-            "{:?} is not a usable path: allowed 1..=4096 printable characters",
-            crate::output::format::printable(s, false)
-        ));
+/// A path on the target (`--remote-dir`, `--remote-data-dir`): data for the
+/// target's commands, never an option or shell (the rules of
+/// [`crate::remote::transport::check_path`]; the transport's own, such as
+/// adb's absolute paths, are checked when the target is known). Its error
+/// names the flag and shows the value printable (clap's own would print
+/// it raw, control characters included).
+#[derive(Clone)]
+struct RemotePath;
+
+impl clap::builder::TypedValueParser for RemotePath {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<String, clap::Error> {
+        let flag = arg
+            .and_then(clap::Arg::get_long)
+            .map_or_else(|| "DIR".to_string(), |l| format!("--{l}"));
+        let refuse = |why: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{flag} {why}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let s = value.to_str().ok_or_else(|| {
+            refuse(format!(
+                "{:?} is not UTF-8; {}",
+                crate::output::format::printable(&value.to_string_lossy(), false),
+                crate::remote::transport::PATH_RULE
+            ))
+        })?;
+        crate::remote::transport::check_path(s).map_err(refuse)?;
+        Ok(s.to_string())
     }
-    Ok(s.to_string())
 }
 
 /// How the explorer looks and refreshes.
@@ -962,8 +992,14 @@ fn bench_remote(
         .clone()
         .unwrap_or_else(|| r.default_dir().to_string());
     say(&format!("readpath: {}: checking the target", r.label()));
-    let (bin, done) = crate::remote::transport::prepare(&r, &dir, ra.remote_refresh)
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let (bin, done) =
+        crate::remote::transport::prepare(&r, &dir, ra.remote_refresh).map_err(|e| {
+            if e.is_bad_input() {
+                anyhow::Error::from(BadInput(e.message))
+            } else {
+                e.into()
+            }
+        })?;
     say(&format!("readpath: {done}"));
     say(&format!(
         "readpath: {}: measuring (about {} s)",
@@ -1261,12 +1297,17 @@ fn run_remote(
     let mut sink = RunSink::open(&outs, &w.header)?;
     let started = sink.collect(&w, plan.duration)?;
     let place = w.place_name();
+    let finished = w.finish();
+    if let Some(note) = finished.refused_note() {
+        say(&format!("readpath: {place}: {note}"));
+    }
     let crate::remote::client::Finished {
         summary,
         rest,
         max_lag_s: max_lag,
         missing,
-    } = w.finish();
+        ..
+    } = finished;
     if max_lag >= 1.0 {
         say(&format!(
             "readpath: {place}: records arrived up to {max_lag:.1} s late (a slow link); they queue on the target and none is dropped"

@@ -2,8 +2,16 @@
 //! over a pipe (start, apply, mark, stop; it stops when stdin closes; a
 //! newer protocol is refused by name), and the client against fake
 //! transports (an "ssh" that is a shell script) that say garbage or speak
-//! a newer protocol. The end-to-end run over a real sshd on 127.0.0.1 is
-//! in tests/remote_ssh.rs.
+//! a newer protocol. Remote arguments are data, never shell: through a
+//! fake ssh that runs its command line with `sh -c` in a temp "home" and
+//! logs it, paths with `$()`, backticks and quotes arrive quoted and never
+//! run, `-` paths and control characters are refused before any ssh, `~/x`
+//! is the login's home for every step; a truncated copy is caught by its
+//! SHA-256 and never run; a failed scp (no SFTP server) falls back to
+//! `ssh 'cat > TMP'`; a target that hangs in a setup step or never says
+//! hello ends at the timeout or on SIGTERM; an oversized agent line is
+//! skipped and the session goes on. The end-to-end run over a real sshd on
+//! 127.0.0.1 is in tests/remote_ssh.rs.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -212,8 +220,9 @@ fn a_newer_protocol_is_refused_by_name_on_both_sides() {
     );
 }
 
-/// A fake `ssh`: answers `uname -m` and `--version` like a target with
-/// readpath on it, and runs `AGENT` (a shell snippet) for the agent.
+/// A fake `ssh`: answers `uname -m`, `--version` and `sha256sum` like a
+/// target with this readpath on it, and runs `AGENT` (a shell snippet) for
+/// the agent.
 fn fake_ssh(dir: &std::path::Path, agent: &str) -> String {
     let path = dir.join("fake-ssh");
     let script = format!(
@@ -222,11 +231,13 @@ fn fake_ssh(dir: &std::path::Path, agent: &str) -> String {
          case \"$last\" in\n\
          \"uname -m\") echo {arch} ;;\n\
          *--version*) echo 'readpath {v}' ;;\n\
+         sha256sum*) sha256sum '{exe}' ;;\n\
          *agent*) {agent} ;;\n\
          *) exit 3 ;;\n\
          esac\n",
         arch = std::env::consts::ARCH,
         v = env!("CARGO_PKG_VERSION"),
+        exe = env!("CARGO_BIN_EXE_readpath"),
     );
     std::fs::write(&path, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -482,4 +493,644 @@ fn a_preset_named_for_a_target_is_resolved_and_validated_there() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("no-such-preset"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// Remote arguments are data, never shell (issue 25): fakes that log what
+// they are asked to run, and a "target" that is a shell in a temp dir.
+
+fn script(path: &std::path::Path, body: &str) -> String {
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// A target on this machine: a fake `ssh` that logs the command line it is
+/// given (its last argument, one line each) to `log` and runs it with `sh
+/// -c` in `home` (the login's home), as sshd runs it with the login's
+/// shell; `before` is a shell snippet run first (`$last` is the command).
+fn local_ssh(
+    dir: &std::path::Path,
+    log: &std::path::Path,
+    home: &std::path::Path,
+    before: &str,
+) -> String {
+    std::fs::create_dir_all(home).unwrap();
+    script(
+        &dir.join("local-ssh"),
+        &format!(
+            "for last; do :; done\n\
+             printf '%s\\n' \"$last\" >> '{log}'\n\
+             {before}\n\
+             cd '{home}' || exit 1\n\
+             exec sh -c \"$last\"\n",
+            log = log.display(),
+            home = home.display()
+        ),
+    )
+}
+
+/// A fake `scp`: logs `scp ARGS` to `log`, then runs `copy` with `$src`
+/// (the local file) and `$dst` (the path after `host:`) in `home`.
+fn fake_scp(
+    dir: &std::path::Path,
+    log: &std::path::Path,
+    home: &std::path::Path,
+    copy: &str,
+) -> String {
+    script(
+        &dir.join("fake-scp"),
+        &format!(
+            "printf 'scp %s\\n' \"$*\" >> '{log}'\n\
+             src=; to=\n\
+             for a; do src=$to; to=$a; done\n\
+             dst=${{to#*:}}\n\
+             cd '{home}' || exit 1\n\
+             {copy}\n",
+            log = log.display(),
+            home = home.display()
+        ),
+    )
+}
+
+fn readpath_remote(ssh: &str, scp: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_readpath"));
+    c.args(["run", "--remote", "ssh:target"])
+        .args(args)
+        .env("READPATH_SSH_COMMAND", ssh)
+        .env("READPATH_SCP_COMMAND", scp)
+        .env_remove("READPATH_REMOTE_TIMEOUT")
+        .env_remove("READPATH_AGENT_BINARY")
+        .stdin(Stdio::null());
+    c
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// `s` quoted as readpath quotes for the target's shell.
+fn q(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn log_lines(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn remote_paths_arrive_quoted_and_never_run_as_shell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().display().to_string();
+    let (log, home) = (tmp.path().join("ssh.log"), tmp.path().join("home"));
+    let canary = tmp.path().join("canary");
+    let ssh = local_ssh(tmp.path(), &log, &home, "");
+    let scp_log = tmp.path().join("scp.log");
+    let scp = fake_scp(tmp.path(), &scp_log, &home, "cp \"$src\" \"$dst\"");
+    let dir = format!("{t}/bin $(touch {c}) `touch {c}`", c = canary.display());
+    let data = format!("{t}/data 'q' $(touch {c})", c = canary.display());
+    let o = readpath_remote(
+        &ssh,
+        &scp,
+        &["--duration", "1s", "--set", "workload.file_size=4M"],
+    )
+    .arg(format!("--remote-dir={dir}"))
+    .arg(format!("--remote-data-dir={data}"))
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!canary.exists(), "a remote path was run as shell");
+    // Every path was taken literally: the binary and the dataset are there.
+    assert!(std::path::Path::new(&format!("{dir}/readpath")).is_file());
+    assert!(std::path::Path::new(&format!("{data}/dataset-4194304")).is_dir());
+    let bin = q(&format!("{dir}/readpath"));
+    let lines = log_lines(&log);
+    let tmp_name = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("cat > "))
+        .unwrap_or_else(|| panic!("no copy by cat: {lines:#?}"))
+        .to_string();
+    assert!(
+        tmp_name.starts_with(&format!("'{dir}/readpath.tmp-")) && tmp_name.ends_with('\''),
+        "{tmp_name}"
+    );
+    assert_eq!(
+        lines,
+        [
+            "uname -m".to_string(),
+            format!("if [ -x {bin} ]; then {bin} --version; fi"),
+            format!("mkdir -p {}", q(&dir)),
+            format!("cat > {tmp_name}"),
+            format!(
+                "sha256sum {tmp_name} 2>/dev/null || toybox sha256sum {tmp_name} 2>/dev/null || busybox sha256sum {tmp_name}"
+            ),
+            format!("chmod 755 {tmp_name} && mv -f {tmp_name} {bin}"),
+            format!("exec {bin} agent {}", q(&format!("--data-dir={data}"))),
+        ]
+    );
+    // scp, which hands its path to the target's shell in its legacy
+    // protocol, never got this one.
+    assert!(
+        !scp_log.exists(),
+        "{}",
+        std::fs::read_to_string(&scp_log).unwrap()
+    );
+    assert!(
+        err.contains("copied readpath")
+            && err.contains("by ssh (cat")
+            && err.contains("SHA-256 checked"),
+        "{err}"
+    );
+}
+
+#[test]
+fn options_and_control_characters_in_remote_paths_are_refused_before_any_ssh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (log, home) = (tmp.path().join("ssh.log"), tmp.path().join("home"));
+    let ssh = local_ssh(tmp.path(), &log, &home, "");
+    let adb_log = tmp.path().join("adb.log");
+    let adb = script(
+        &tmp.path().join("fake-adb"),
+        &format!("echo \"$@\" >> '{}'\nexit 3\n", adb_log.display()),
+    );
+    for (args, flag) in [
+        (
+            vec!["--remote", "ssh:target", "--remote-dir=-m777"],
+            "--remote-dir",
+        ),
+        (
+            vec!["--remote", "ssh:target", "--remote-data-dir=--help"],
+            "--remote-data-dir",
+        ),
+        (
+            vec!["--remote", "ssh:target", "--remote-dir", "a\tb"],
+            "--remote-dir",
+        ),
+        (
+            vec!["--remote", "ssh:target", "--remote-dir", "x\u{202e}y"],
+            "--remote-dir",
+        ),
+        (
+            vec!["--remote", "ssh:target", "--remote-dir", "~root/x"],
+            "--remote-dir",
+        ),
+        // adb has no home: ~ and relative paths are refused there.
+        (
+            vec!["--remote", "adb:", "--remote-dir", "~/x"],
+            "--remote-dir",
+        ),
+        (
+            vec!["--remote", "adb:", "--remote-data-dir", "data"],
+            "--remote-data-dir",
+        ),
+        (vec!["--remote", "ssh:[::1]junk"], "--remote"),
+        (vec!["--remote", "ssh:[::1]:22junk"], "--remote"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+            .arg("run")
+            .args(&args)
+            .args(["--duration", "1s"])
+            .env("READPATH_SSH_COMMAND", &ssh)
+            .env("READPATH_ADB", &adb)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(flag) && err.contains("allowed"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains('\t') && !err.contains('\u{202e}'),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !log.exists() && !adb_log.exists(),
+            "{args:?}: a command ran"
+        );
+    }
+}
+
+#[test]
+fn tilde_is_the_login_home_for_the_directory_the_copy_and_the_agent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (log, home) = (tmp.path().join("ssh.log"), tmp.path().join("home"));
+    let ssh = local_ssh(tmp.path(), &log, &home, "");
+    let scp_log = tmp.path().join("scp.log");
+    let scp = fake_scp(tmp.path(), &scp_log, &home, "cp \"$src\" \"$dst\"");
+    let o = readpath_remote(
+        &ssh,
+        &scp,
+        &["--duration", "1s", "--set", "workload.file_size=4M"],
+    )
+    .args(["--remote-dir", "~/agent", "--remote-data-dir", "~/data"])
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(home.join("agent/readpath").is_file());
+    assert!(home.join("data/dataset-4194304").is_dir());
+    // No literal `~` anywhere: not under the home, not where readpath ran.
+    assert!(!home.join("~").exists() && !std::path::Path::new("~").exists());
+    let lines = log_lines(&log);
+    assert!(
+        lines.contains(&"mkdir -p './agent'".to_string()),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.contains(&"exec './agent/readpath' agent '--data-dir=./data'".to_string()),
+        "{lines:#?}"
+    );
+    // The plain path went to scp, as the same relative path.
+    let scp_calls = log_lines(&scp_log);
+    assert_eq!(scp_calls.len(), 1, "{scp_calls:?}");
+    assert!(
+        scp_calls[0].contains(" target:./agent/readpath.tmp-"),
+        "{scp_calls:?}"
+    );
+    assert!(err.contains("by scp;"), "{err}");
+}
+
+#[test]
+fn a_truncated_copy_is_detected_by_its_hash_and_never_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (log, home) = (tmp.path().join("ssh.log"), tmp.path().join("home"));
+    let ssh = local_ssh(tmp.path(), &log, &home, "");
+    let scp_log = tmp.path().join("scp.log");
+    // A copy cut short, as a dropped link or a full disk leaves it.
+    let scp = fake_scp(
+        tmp.path(),
+        &scp_log,
+        &home,
+        "head -c 100000 \"$src\" > \"$dst\"",
+    );
+    let dir = tmp.path().join("bin");
+    let o = readpath_remote(&ssh, &scp, &["--duration", "1s"])
+        .arg("--remote-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let ours = std::fs::read(env!("CARGO_BIN_EXE_readpath")).unwrap();
+    let (mine, cut) = (sha256_hex(&ours), sha256_hex(&ours[..100_000]));
+    assert!(
+        err.contains("ssh:target")
+            && err.contains(&mine)
+            && err.contains(&cut)
+            && err.contains("nothing was run"),
+        "{err}"
+    );
+    // Nothing of it ran, nothing of it is left.
+    let lines = log_lines(&log);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("agent") || l.contains("chmod")),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("--version")).count(),
+        1,
+        "{lines:#?}"
+    );
+    assert!(!dir.join("readpath").exists());
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "the copy is left"
+    );
+}
+
+#[test]
+fn without_an_sftp_server_the_copy_streams_through_ssh_and_both_failures_are_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (log, home) = (tmp.path().join("ssh.log"), tmp.path().join("home"));
+    let scp_log = tmp.path().join("scp.log");
+    // OpenSSH 9's scp (SFTP) against a target without sftp-server.
+    let scp = fake_scp(
+        tmp.path(),
+        &scp_log,
+        &home,
+        "echo 'subsystem request failed on channel 0' >&2\necho 'scp: Connection closed' >&2\nexit 255",
+    );
+    let ssh = local_ssh(tmp.path(), &log, &home, "");
+    let dir = tmp.path().join("bin");
+    let o = readpath_remote(
+        &ssh,
+        &scp,
+        &["--duration", "1s", "--set", "workload.file_size=4M"],
+    )
+    .arg("--remote-dir")
+    .arg(&dir)
+    .arg("--remote-data-dir")
+    .arg(tmp.path().join("data"))
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("by ssh (cat), as copy (scp) failed") && err.contains("Connection closed"),
+        "{err}"
+    );
+    assert!(err.contains("SHA-256 checked"), "{err}");
+    assert!(dir.join("readpath").is_file());
+    assert_eq!(log_lines(&scp_log).len(), 1);
+    assert!(log_lines(&log).iter().any(|l| l.starts_with("cat > ")));
+    // When the stream fails too, both are said, and nothing is run.
+    let ssh = local_ssh(
+        tmp.path(),
+        &log,
+        &home,
+        "case \"$last\" in cat*) echo 'cat: Read-only file system' >&2; exit 1 ;; esac",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let o = readpath_remote(&ssh, &scp, &["--duration", "1s"])
+        .arg("--remote-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("failed both ways")
+            && err.contains("Connection closed")
+            && err.contains("Read-only file system"),
+        "{err}"
+    );
+    assert!(!log_lines(&log).iter().any(|l| l.contains("agent")));
+    assert!(!dir.join("readpath").exists());
+}
+
+/// A fake `ssh` for a target that has this readpath (uname and --version
+/// answered) and runs `agent` for the agent; it logs each command line.
+fn logging_fake_ssh(
+    dir: &std::path::Path,
+    log: &std::path::Path,
+    uname: &str,
+    agent: &str,
+) -> String {
+    script(
+        &dir.join("logging-ssh"),
+        &format!(
+            "for last; do :; done\n\
+             printf '%s\\n' \"$last\" >> '{log}'\n\
+             case \"$last\" in\n\
+             \"uname -m\") {uname} ;;\n\
+             *--version*) echo 'readpath {v}' ;;\n\
+             sha256sum*) sha256sum '{exe}' ;;\n\
+             *\" agent\"*) {agent} ;;\n\
+             *) exit 3 ;;\n\
+             esac\n",
+            log = log.display(),
+            v = env!("CARGO_PKG_VERSION"),
+            exe = env!("CARGO_BIN_EXE_readpath"),
+        ),
+    )
+}
+
+/// Runs readpath against `ssh` until the log has a line containing
+/// `needle`, sends SIGTERM, and returns how long it took to end after it,
+/// with its output.
+fn sigterm_when(
+    ssh: &str,
+    log: &std::path::Path,
+    needle: &str,
+) -> (Duration, std::process::Output) {
+    let _ = std::fs::remove_file(log);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["run", "--remote", "ssh:target", "--duration", "2s"])
+        .env("READPATH_SSH_COMMAND", ssh)
+        .env_remove("READPATH_REMOTE_TIMEOUT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !log_lines(log).iter().any(|l| l.contains(needle)) {
+        assert!(t.elapsed() < Duration::from_secs(60), "{needle} never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Inside the wait (the step has begun; the fake never answers).
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let took = sent.elapsed();
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    (took, child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_target_that_never_says_hello_ends_at_the_timeout_or_a_stop_signal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("ssh.log");
+    let arch = format!("echo {}", std::env::consts::ARCH);
+    let ssh = logging_fake_ssh(tmp.path(), &log, &arch, "exec sleep 60");
+    // The hello's timeout, made short for the test.
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["run", "--remote", "ssh:target", "--duration", "2s"])
+        .env("READPATH_SSH_COMMAND", &ssh)
+        .env("READPATH_REMOTE_TIMEOUT", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ssh:target") && err.contains("no hello from the agent in 1.0 s"),
+        "{err}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "it waited for the fake agent"
+    );
+    // A stop signal during the wait ends it at once.
+    let (took, o) = sigterm_when(&ssh, &log, "' agent");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        took < Duration::from_secs(2),
+        "ended {took:?} after SIGTERM: {err}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ssh:target")
+            && err.contains("interrupted by SIGTERM while waiting for the agent's hello"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_hanging_setup_step_ends_at_the_timeout_or_a_stop_signal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("ssh.log");
+    let ssh = logging_fake_ssh(tmp.path(), &log, "exec sleep 60", "exit 3");
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["run", "--remote", "ssh:target", "--duration", "2s"])
+        .env("READPATH_SSH_COMMAND", &ssh)
+        .env("READPATH_REMOTE_TIMEOUT", "0.5")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ssh:target: uname -m: no answer in 0.5 s")
+            && err.contains("READPATH_REMOTE_TIMEOUT"),
+        "{err}"
+    );
+    let (took, o) = sigterm_when(&ssh, &log, "uname");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        took < Duration::from_secs(2),
+        "ended {took:?} after SIGTERM: {err}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ssh:target: uname -m: interrupted by SIGTERM"),
+        "{err}"
+    );
+    // A bad value of the variable is the user's: exit 2, said by name.
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["run", "--remote", "ssh:target", "--duration", "2s"])
+        .env("READPATH_SSH_COMMAND", &ssh)
+        .env("READPATH_REMOTE_TIMEOUT", "soon")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("READPATH_REMOTE_TIMEOUT=\"soon\"") && err.contains("allowed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_oversized_line_from_the_agent_is_skipped_and_the_session_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The agent's hello and header pass; then a 3 MB line; then the rest.
+    let agent = format!(
+        "{} agent --data-dir {} | {{ IFS= read -r l; printf '%s\\n' \"$l\"; IFS= read -r l; printf '%s\\n' \"$l\"; head -c 3000000 /dev/zero | tr '\\0' x; echo; exec cat; }}",
+        env!("CARGO_BIN_EXE_readpath"),
+        tmp.path().join("data").display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    let rec = tmp.path().join("run.jsonl");
+    let o = run_remote(
+        &ssh,
+        &[
+            "--interval",
+            "100ms",
+            "--set",
+            "workload.file_size=4M",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let said = "agent line 3: 3000000 bytes, longer than 1048576 bytes: skipped";
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("ssh:target (")
+            && err.contains(&format!("1 line of the agent refused and skipped ({said})")),
+        "{err}"
+    );
+    // The summary came, and every record after the long line too.
+    assert!(String::from_utf8_lossy(&o.stdout).contains(" 0 failures"));
+    let r = readpath::output::recording::read(&rec).unwrap();
+    assert!(r.records.len() > 5, "{} records", r.records.len());
+    for (i, x) in r.records.iter().enumerate() {
+        assert_eq!(x.seq, i as u64, "record {i}");
+    }
+    let notices: Vec<&str> = r
+        .records
+        .iter()
+        .flat_map(|x| x.notices.iter().map(|n| n.text.as_str()))
+        .filter(|n| n.starts_with("agent line"))
+        .collect();
+    assert_eq!(notices, [said]);
+}
+
+#[test]
+fn a_target_that_cannot_hash_gets_its_copy_checked_by_size_and_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (log, home) = (tmp.path().join("ssh.log"), tmp.path().join("home"));
+    // No sha256sum, toybox or busybox there.
+    let no_hash =
+        "case \"$last\" in sha256sum*) echo 'sh: sha256sum: not found' >&2; exit 127 ;; esac";
+    let ssh = local_ssh(tmp.path(), &log, &home, no_hash);
+    let scp_log = tmp.path().join("scp.log");
+    let scp = fake_scp(tmp.path(), &scp_log, &home, "cp \"$src\" \"$dst\"");
+    let dir = tmp.path().join("bin");
+    let run = |scp: &str| {
+        readpath_remote(
+            &ssh,
+            scp,
+            &["--duration", "1s", "--set", "workload.file_size=4M"],
+        )
+        .arg("--remote-dir")
+        .arg(&dir)
+        .arg("--remote-data-dir")
+        .arg(tmp.path().join("data"))
+        .output()
+        .unwrap()
+    };
+    let o = run(&scp);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("its SHA-256 could not be checked there")
+            && err.contains("its size and --version were"),
+        "{err}"
+    );
+    assert!(dir.join("readpath").is_file());
+    // The same version there, but unverifiable: copied (and checked) again.
+    let o = run(&scp);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("which could not be hashed there"), "{err}");
+    // A truncated copy is caught by its size; nothing of it runs.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let cut = fake_scp(
+        tmp.path(),
+        &scp_log,
+        &home,
+        "head -c 100000 \"$src\" > \"$dst\"",
+    );
+    let o = run(&cut);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("\"100000\" bytes") && err.contains("arrived damaged"),
+        "{err}"
+    );
+    let lines = log_lines(&log);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("chmod") || l.contains(" agent")),
+        "{lines:#?}"
+    );
+    assert!(!dir.join("readpath").exists());
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "the copy is left"
+    );
 }

@@ -3,7 +3,11 @@
 //! readpath version), copies itself there by scp, runs the workload through
 //! `readpath agent` and prints the target's summary (every read good, the
 //! target's machine line); killing the ssh client mid-run leaves no agent
-//! running on the target and ends the run with what arrived, exit 1.
+//! running on the target and ends the run with what arrived, exit 1. Over
+//! the same real sshd and its login shell: remote paths with `$()`,
+//! backticks, quotes and spaces are taken literally (with `scp -O`, whose
+//! legacy protocol hands its path to that shell, too), and a target
+//! without an SFTP server gets the copy through `ssh 'cat > TMP'`.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -199,4 +203,58 @@ fn compare_hosts_runs_here_and_there_at_once_in_one_table() {
         }
         assert!(!r["machine"]["hostname"].as_str().unwrap().is_empty());
     }
+}
+
+#[test]
+fn shell_characters_in_remote_paths_are_literal_over_ssh_and_legacy_scp() {
+    let Some(s) = sshd::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let canary = tmp.path().join("canary");
+    let c = canary.display();
+    let bin = format!("{}/bin $(touch {c}) `touch {c}` 'q'", tmp.path().display());
+    let data = format!("{}/data;touch {c}", tmp.path().display());
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .env("READPATH_SSH_COMMAND", &s.ssh_command)
+        // The legacy protocol, which would hand its path to the login
+        // shell: such a path never goes to scp (it is streamed by ssh).
+        .env("READPATH_SCP_COMMAND", format!("{} -O", s.scp_command))
+        .args(["run", "--remote", &s.spec(), "--duration", "1s"])
+        .arg(format!("--remote-dir={bin}"))
+        .arg(format!("--remote-data-dir={data}"))
+        .args(["--set", "workload.file_size=4M"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!canary.exists(), "a remote path ran as shell");
+    assert!(std::path::Path::new(&format!("{bin}/readpath")).is_file());
+    assert!(std::path::Path::new(&format!("{data}/dataset-4194304")).is_dir());
+    assert!(err.contains("SHA-256 checked"), "{err}");
+}
+
+#[test]
+fn a_target_without_sftp_gets_the_copy_through_ssh_cat() {
+    let Some(s) = sshd::start_without_sftp() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let o = readpath(&s, tmp.path())
+        .args(["--duration", "1s"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("by ssh (cat), as copy (scp) failed") && err.contains("SHA-256 checked"),
+        "{err}"
+    );
+    assert!(tmp.path().join("bin/readpath").is_file());
+    // Nothing but the binary is left in its dir (no temporary copy).
+    let names: Vec<String> = std::fs::read_dir(tmp.path().join("bin"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["readpath"]);
 }

@@ -2,7 +2,8 @@
 //! tests stand on, checked on its own: its `ssh_command` runs a command on
 //! 127.0.0.1 as the current user (`uname -m` is this build's arch), its
 //! `scp_command` copies a file there by SFTP (OpenSSH 9's default) and, with
-//! `-O`, by the legacy protocol, neither touches `~/.ssh`, sshd listens on
+//! `-O`, by the legacy protocol (and, started without SFTP, only with
+//! `-O`, as on dropbear or a minimal image), neither touches `~/.ssh`, sshd listens on
 //! 127.0.0.1 only, and dropping the harness leaves none of its processes
 //! running, an open session's included. Skips, saying why, without sshd;
 //! fails under CI.
@@ -309,4 +310,24 @@ fn sshd_listens_on_127_0_0_1_only() {
         a.set_port(s.port);
         assert!(refused(a), "sshd reachable on {a}");
     }
+}
+
+#[test]
+fn without_sftp_only_the_legacy_scp_copies() {
+    let Some(s) = sshd::start_without_sftp() else {
+        return;
+    };
+    let local = tempfile::tempdir().unwrap();
+    let remote = tempfile::tempdir().unwrap();
+    let src = local.path().join("payload");
+    fs::write(&src, "payload\n").unwrap();
+    let dst = remote.path().join("copied");
+    let o = scp(&s, &[], &src, &dst);
+    assert!(
+        !o.status.success(),
+        "plain scp (SFTP) copied without an SFTP server"
+    );
+    assert!(!dst.exists());
+    ok("scp -O", &scp(&s, &["-O"], &src, &dst));
+    assert_eq!(fs::read_to_string(&dst).unwrap(), "payload\n");
 }

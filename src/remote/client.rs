@@ -4,6 +4,12 @@
 //! as they drive the local engine ([`Workload`]). A lost connection keeps
 //! what arrived and says so; a line that is not the protocol is refused by
 //! its number; records that arrive late are shown as a lag, never dropped.
+//! Every wait of the start (the agent's hello, its header) ends on a stop
+//! signal, and the hello has a timeout ([`super::transport::Timeouts`]). A
+//! line longer than [`super::protocol::MAX_LINE`] after the start is
+//! skipped to its newline (read through a bounded buffer, never held
+//! whole), counted and said (a notice in the next record, and
+//! [`Finished::refused_note`]), and the session goes on.
 
 use std::io::Write;
 use std::process::{Child, ChildStdin, Stdio};
@@ -24,8 +30,12 @@ use crate::sys::{Features, MachineInfo};
 /// How long a reply may take (an apply drains and restarts the workload).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the agent may take to start the workload (it may prepare a
-/// dataset first).
+/// dataset first); a stop signal ends the wait at once.
 const START_TIMEOUT: Duration = Duration::from_secs(900);
+/// How often a wait looks at the stop signals.
+const POLL: Duration = Duration::from_millis(20);
+/// Most notices of refused lines carried by one record.
+const MAX_PENDING_NOTICES: usize = 16;
 
 /// Why the lines stopped when they simply ended.
 const ENDED: &str = "the agent's output ended";
@@ -48,6 +58,10 @@ struct Shared {
     missing: u64,
     /// The sequence number expected next.
     next_seq: Option<u64>,
+    /// Lines refused for their length (skipped; the session went on).
+    refused: u64,
+    /// What the first refused line was.
+    refused_first: Option<String>,
 }
 
 /// A workload running on another machine.
@@ -79,6 +93,21 @@ pub struct Finished {
     pub max_lag_s: f64,
     /// Records that never came (sequence numbers skipped).
     pub missing: u64,
+    /// Lines of the agent refused for their length and skipped.
+    pub refused_lines: u64,
+    /// What the first of them was.
+    pub refused_first: Option<String>,
+}
+
+impl Finished {
+    /// What to say of the lines refused for their length, if any.
+    pub fn refused_note(&self) -> Option<String> {
+        let first = self.refused_first.as_deref()?;
+        Some(match self.refused_lines {
+            1 => format!("1 line of the agent refused and skipped ({first})"),
+            n => format!("{n} lines of the agent refused and skipped (the first: {first})"),
+        })
+    }
 }
 
 /// How to start the agent again.
@@ -147,6 +176,8 @@ fn read_agent(
     let mut n = 0usize;
     let mut started: Option<Instant> = None;
     let mut first = Some(first);
+    // Notices of refused lines, for the next record.
+    let mut pending: Vec<String> = Vec::new();
     let end = |why: Option<String>| {
         let mut s = lock(&shared);
         if s.summary.is_none() && s.lost.is_none() {
@@ -159,11 +190,32 @@ fn read_agent(
             Ok(true) => {}
             Ok(false) => return end(None),
             Err(Ok(e)) => return end(Some(format!("reading from the agent: {e}"))),
-            Err(Err(())) => {
+            Err(Err(())) if first.is_some() => {
                 return end(Some(format!(
                     "agent line {n}: longer than {} bytes",
                     super::protocol::MAX_LINE
                 )));
+            }
+            Err(Err(())) => {
+                // Skipped to its newline, said, and the session goes on.
+                let skipped = match skip_line(&mut r) {
+                    Ok(k) => k,
+                    Err(e) => return end(Some(format!("reading from the agent: {e}"))),
+                };
+                let text = format!(
+                    "agent line {n}: {} bytes, longer than {} bytes: skipped",
+                    (buf.len() as u64).saturating_add(skipped),
+                    super::protocol::MAX_LINE
+                );
+                buf.clear();
+                let mut sh = lock(&shared);
+                sh.refused += 1;
+                sh.refused_first.get_or_insert_with(|| text.clone());
+                drop(sh);
+                if pending.len() < MAX_PENDING_NOTICES {
+                    pending.push(text);
+                }
+                continue;
             }
         }
         let text = String::from_utf8_lossy(&buf);
@@ -196,6 +248,10 @@ fn read_agent(
                     for e in &mut rec.events {
                         e.t_s += t_offset;
                     }
+                }
+                for text in pending.drain(..) {
+                    rec.notices
+                        .push(crate::metrics::Notice { t_s: rec.t_s, text });
                 }
                 {
                     let mut sh = lock(&shared);
@@ -232,6 +288,64 @@ fn read_agent(
     }
 }
 
+/// Reads the rest of a line (to its newline or the end) without keeping
+/// it; its bytes, the newline not counted.
+fn skip_line(r: &mut impl std::io::BufRead) -> std::io::Result<u64> {
+    let mut n = 0u64;
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(n);
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        r.consume(take);
+        if done {
+            return Ok(n + take as u64 - 1);
+        }
+        n += take as u64;
+    }
+}
+
+/// Waits up to `timeout` for the next of the first messages, ending at
+/// once on a stop signal: the message, or why there is none.
+fn wait_first(
+    rx: &Receiver<Result<Message, String>>,
+    timeout: Duration,
+) -> Result<Result<Message, String>, Waited> {
+    let start = Instant::now();
+    loop {
+        let sig = crate::sys::stop_signal();
+        if sig != 0 {
+            return Err(Waited::Interrupted(sig));
+        }
+        match rx.recv_timeout(POLL) {
+            Ok(m) => return Ok(m),
+            Err(RecvTimeoutError::Disconnected) => return Err(Waited::Ended),
+            Err(RecvTimeoutError::Timeout) if start.elapsed() >= timeout => {
+                return Err(Waited::TimedOut);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// Why [`wait_first`] has no message.
+enum Waited {
+    /// The agent's output ended.
+    Ended,
+    /// The timeout passed.
+    TimedOut,
+    /// A stop signal came.
+    Interrupted(libc::c_int),
+}
+
 impl RemoteWorkload {
     /// Reaches the target, makes sure it has readpath, starts the agent
     /// and the workload; returns once the agent sent its header. `say`
@@ -242,21 +356,36 @@ impl RemoteWorkload {
         say: &mut dyn FnMut(&str),
     ) -> Result<RemoteWorkload, EngineError> {
         let place = remote.label();
-        let dir = spec
-            .dir
-            .clone()
-            .unwrap_or_else(|| remote.default_dir().to_string());
+        // The paths as the target takes them (`~` resolved), checked before
+        // anything runs there.
+        let dir = remote
+            .resolve_path(
+                "--remote-dir",
+                spec.dir.as_deref().unwrap_or(remote.default_dir()),
+            )
+            .map_err(|e| err(&place, e, true))?;
+        let data_dir = match &spec.data_dir {
+            Some(d) => Some(
+                remote
+                    .resolve_path("--remote-data-dir", d)
+                    .map_err(|e| err(&place, e, true))?,
+            ),
+            None => remote.default_data_dir(&dir),
+        };
+        super::transport::Timeouts::from_env().map_err(|e| err(&place, e, true))?;
         say(&format!("{place}: checking the target"));
-        let (bin, done) = super::transport::prepare(&remote, &dir, spec.refresh)
-            .map_err(|e| err(&place, e, false))?;
+        let (bin, done) = super::transport::prepare(&remote, &dir, spec.refresh).map_err(|e| {
+            let bad = e.is_bad_input();
+            err(&place, e.message, bad)
+        })?;
         say(&done);
-        let data_dir = spec
-            .data_dir
-            .clone()
-            .or_else(|| remote.default_data_dir(&dir));
+        // `--data-dir=PATH`: one word, whatever the path starts with.
         let mut line = format!("exec {} agent", super::transport::sh_quote(&bin));
         if let Some(d) = &data_dir {
-            line.push_str(&format!(" --data-dir {}", super::transport::sh_quote(d)));
+            line.push_str(&format!(
+                " {}",
+                super::transport::sh_quote(&format!("--data-dir={d}"))
+            ));
         }
         let restart = Restart {
             line,
@@ -283,6 +412,7 @@ impl RemoteWorkload {
     ) -> Result<RemoteWorkload, EngineError> {
         let place = remote.label();
         let bin = restart.line.clone();
+        let timeouts = super::transport::Timeouts::from_env().map_err(|e| err(&place, e, true))?;
         let mut c = remote
             .command(&restart.line)
             .map_err(|e| err(&place, e, true))?;
@@ -334,17 +464,34 @@ impl RemoteWorkload {
         // The hello: another protocol is refused by name.
         let gone = |w: &mut RemoteWorkload, what: &str| {
             let why = lock(&w.shared).lost.clone();
+            // Its output ended: it is ending too, or is ended here.
+            let t = Instant::now();
+            while matches!(w.child.try_wait(), Ok(None)) && t.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(POLL);
+            }
+            let _ = w.child.kill();
             let status = w.child.wait().ok();
             let mut m = format!(
-                "the agent ended {what} ({}): is readpath runnable there (`{bin}`)?",
-                status.map_or("?".into(), |s| s.to_string())
+                "the agent ended {what} ({}): is readpath runnable there (`{}`)?",
+                status.map_or("?".into(), |s| s.to_string()),
+                crate::output::format::printable(&bin, false)
             );
             if let Some(why) = why.filter(|w| w != ENDED) {
                 m = format!("{why}; {m}");
             }
             err(&place, m, false)
         };
-        match first_rx.recv_timeout(REPLY_TIMEOUT) {
+        let interrupted = |sig: libc::c_int, what: &str| {
+            err(
+                &place,
+                format!(
+                    "interrupted by {} while waiting for {what}",
+                    crate::sys::signal_name(sig)
+                ),
+                false,
+            )
+        };
+        match wait_first(&first_rx, timeouts.hello) {
             Ok(Ok(Message::Hello(h))) => {
                 super::protocol::check_hello(&h, &place).map_err(|e| err(&place, e, true))?;
             }
@@ -356,10 +503,23 @@ impl RemoteWorkload {
                 ));
             }
             Ok(Err(e)) => return Err(err(&place, e, false)),
-            Err(_) => return Err(gone(&mut w, "before its hello")),
+            Err(Waited::Ended) => return Err(gone(&mut w, "before its hello")),
+            Err(Waited::TimedOut) => {
+                return Err(err(
+                    &place,
+                    format!(
+                        "no hello from the agent in {:.1} s (`{}` started, said nothing): is readpath runnable there? ({}=SECONDS gives a slow link longer)",
+                        timeouts.hello.as_secs_f64(),
+                        crate::output::format::printable(&bin, false),
+                        super::transport::TIMEOUT_VAR
+                    ),
+                    false,
+                ));
+            }
+            Err(Waited::Interrupted(sig)) => return Err(interrupted(sig, "the agent's hello")),
         }
         w.send(start)?;
-        match first_rx.recv_timeout(START_TIMEOUT) {
+        match wait_first(&first_rx, START_TIMEOUT) {
             Ok(Ok(Message::Header(h))) => {
                 w.settings = h.settings.clone();
                 w.effective = h.effective_settings.clone();
@@ -374,7 +534,19 @@ impl RemoteWorkload {
                 false,
             )),
             Ok(Err(e)) => Err(err(&place, e, false)),
-            Err(_) => Err(gone(&mut w, "before the workload started")),
+            Err(Waited::Ended) => Err(gone(&mut w, "before the workload started")),
+            Err(Waited::TimedOut) => Err(err(
+                &place,
+                format!(
+                    "the workload did not start in {} s (preparing its dataset?)",
+                    START_TIMEOUT.as_secs()
+                ),
+                false,
+            )),
+            Err(Waited::Interrupted(sig)) => Err(interrupted(
+                sig,
+                "the workload to start (the agent's header)",
+            )),
         }
     }
 
@@ -485,6 +657,8 @@ impl RemoteWorkload {
             rest,
             max_lag_s: s.max_lag_s,
             missing: s.missing,
+            refused_lines: s.refused,
+            refused_first: s.refused_first.clone(),
         }
     }
 }
@@ -593,5 +767,46 @@ impl Workload for RemoteWorkload {
     }
     fn reconnect(&mut self) -> Option<Result<(), EngineError>> {
         Some(RemoteWorkload::reconnect(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skip_line_reads_through_a_small_buffer_to_the_newline() {
+        let mut data = vec![b'x'; 100_000];
+        data.extend_from_slice(b"\nnext\n");
+        let mut r = std::io::BufReader::with_capacity(4096, &data[..]);
+        assert_eq!(skip_line(&mut r).unwrap(), 100_000);
+        let mut rest = String::new();
+        std::io::BufRead::read_line(&mut r, &mut rest).unwrap();
+        assert_eq!(rest, "next\n");
+        // Without a newline: to the end.
+        let mut r = std::io::BufReader::with_capacity(4096, &b"abc"[..]);
+        assert_eq!(skip_line(&mut r).unwrap(), 3);
+        assert_eq!(skip_line(&mut r).unwrap(), 0);
+    }
+
+    #[test]
+    fn the_refused_lines_are_said_once_counted() {
+        let mut f = Finished {
+            summary: Err("x".into()),
+            rest: Vec::new(),
+            max_lag_s: 0.0,
+            missing: 0,
+            refused_lines: 0,
+            refused_first: None,
+        };
+        assert_eq!(f.refused_note(), None);
+        f.refused_lines = 1;
+        f.refused_first = Some("agent line 3: 9 bytes".into());
+        assert_eq!(
+            f.refused_note().unwrap(),
+            "1 line of the agent refused and skipped (agent line 3: 9 bytes)"
+        );
+        f.refused_lines = 2;
+        assert!(f.refused_note().unwrap().starts_with("2 lines"));
     }
 }

@@ -2,17 +2,52 @@
 //! `ssh` and `scp` (their config, keys and agent) or `adb`. No server of
 //! our own. Before the agent starts, the target's architecture (`uname
 //! -m`) and readpath version are checked, and a matching binary is copied
-//! there when it is missing or older. The commands can be replaced, as
-//! git's GIT_SSH_COMMAND is: `READPATH_SSH_COMMAND`, `READPATH_SCP_COMMAND`,
-//! `READPATH_ADB` (split at whitespace; readpath appends its arguments).
+//! there when it is missing or older: under a temporary name, its SHA-256
+//! checked there against this one's, then moved into place, so a damaged
+//! copy is never run. Remote arguments are data, never shell: every path
+//! in a command line for the target's shell is quoted ([`sh_quote`]), a
+//! path that could be read as an option or that holds control characters
+//! is refused ([`check_path`]), `~` is resolved here, one way
+//! ([`Remote::resolve_path`]), and scp, which hands its remote path to the
+//! target's shell in its legacy protocol, only ever gets paths of plain
+//! characters (others are streamed through `ssh ... 'cat > PATH'`, as is
+//! any copy scp fails, such as to a target without an SFTP server). Every
+//! setup step has a timeout ([`Timeouts`]) and ends at once on a stop
+//! signal. The commands can be replaced, as git's GIT_SSH_COMMAND is:
+//! `READPATH_SSH_COMMAND`, `READPATH_SCP_COMMAND`, `READPATH_ADB` (split at
+//! whitespace; readpath appends its arguments).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long one setup command (uname, version, copy) may take.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
+use crate::output::format::printable;
+
+/// How long one setup command (uname, version, hash, mkdir, install) may
+/// take, unless [`TIMEOUT_VAR`] says otherwise.
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the agent may take to say its hello once started, unless
+/// [`TIMEOUT_VAR`] says otherwise.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(15);
+/// What a copy gets on top of the setup timeout, per MiB of the binary (a
+/// slow link is slow, not stalled).
+const COPY_PER_MIB: Duration = Duration::from_secs(4);
+/// The variable that sets every setup step's timeout and the hello's, in
+/// seconds, for slow links.
+pub const TIMEOUT_VAR: &str = "READPATH_REMOTE_TIMEOUT";
+/// The range [`TIMEOUT_VAR`] accepts, s.
+const TIMEOUT_RANGE: std::ops::RangeInclusive<f64> = 0.1..=3600.0;
+/// How long a command that is no setup step ([`Remote::run`]: a benchmark
+/// there) may take.
+const LONG_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest path for the target accepted.
+const MAX_PATH: usize = 4096;
+/// What a path for the target may be, for error messages.
+pub const PATH_RULE: &str = "allowed: 1..=4096 bytes of printable characters \
+    (no control or format characters), not starting with '-'; '~' only as \
+    '~' or '~/...' (the login's home, ssh only); on adb an absolute path";
 
 /// A target machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +68,91 @@ pub enum Remote {
     },
 }
 
+/// Why a setup step failed, and whether the user's input is to blame
+/// (exit status 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupError {
+    /// What went wrong, starting with the target's label.
+    pub message: String,
+    /// What kind of failure.
+    pub kind: SetupFailure,
+}
+
+/// The kinds of [`SetupError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupFailure {
+    /// A command failed, or its answer was wrong.
+    Failed,
+    /// A step took longer than its timeout.
+    TimedOut,
+    /// A stop signal arrived during a step.
+    Interrupted,
+    /// The user's input was refused (a path, a variable).
+    BadInput,
+}
+
+impl SetupError {
+    fn new(kind: SetupFailure, message: String) -> SetupError {
+        SetupError { message, kind }
+    }
+
+    /// The user's input is to blame (exit status 2).
+    pub fn is_bad_input(&self) -> bool {
+        self.kind == SetupFailure::BadInput
+    }
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SetupError {}
+
+/// How long the setup steps and the agent's hello may take.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timeouts {
+    /// Each setup command (a copy gets [`COPY_PER_MIB`] more per MiB).
+    pub setup: Duration,
+    /// The agent's hello, from its start.
+    pub hello: Duration,
+}
+
+impl Timeouts {
+    /// The defaults, or [`TIMEOUT_VAR`] (seconds) for every one of them.
+    pub fn from_env() -> Result<Timeouts, String> {
+        Timeouts::from_value(std::env::var(TIMEOUT_VAR).ok())
+    }
+
+    /// The defaults, or `value` (seconds) for every one of them.
+    fn from_value(value: Option<String>) -> Result<Timeouts, String> {
+        let Some(v) = value else {
+            return Ok(Timeouts {
+                setup: SETUP_TIMEOUT,
+                hello: HELLO_TIMEOUT,
+            });
+        };
+        match v.trim().parse::<f64>() {
+            Ok(s) if TIMEOUT_RANGE.contains(&s) => {
+                let d = Duration::from_secs_f64(s);
+                Ok(Timeouts { setup: d, hello: d })
+            }
+            _ => Err(format!(
+                "{TIMEOUT_VAR}={:?} is not a number of seconds: allowed {}..={}",
+                printable(&v, false),
+                TIMEOUT_RANGE.start(),
+                TIMEOUT_RANGE.end()
+            )),
+        }
+    }
+
+    /// The timeout of copying `bytes`.
+    fn copy(&self, bytes: u64) -> Duration {
+        self.setup + COPY_PER_MIB * (bytes.div_ceil(1 << 20)).min(1 << 16) as u32
+    }
+}
+
 fn word_ok(s: &str, extra: &[char]) -> bool {
     !s.is_empty()
         && !s.starts_with('-')
@@ -41,13 +161,103 @@ fn word_ok(s: &str, extra: &[char]) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c) || extra.contains(&c))
 }
 
+/// A character no path for the target may hold: a control character or
+/// an invisible format one (a bidi override would make the path printed
+/// differ from the path used).
+fn bad_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{ad}')
+}
+
+/// Checks a path for the target given by the user (`--remote-dir`,
+/// `--remote-data-dir`), with the rules that hold on every transport (see
+/// [`PATH_RULE`]); the error has the value and what is allowed, the caller
+/// adds the flag.
+pub fn check_path(value: &str) -> Result<(), String> {
+    let why = if value.is_empty() {
+        "is empty"
+    } else if value.len() > MAX_PATH {
+        "is longer than 4096 bytes"
+    } else if value.starts_with('-') {
+        "starts with '-' (a command there would read it as an option)"
+    } else if value.chars().any(bad_char) {
+        "has a control or format character"
+    } else if value.starts_with('~') && !(value == "~" || value.starts_with("~/")) {
+        "names another login's home ('~user' is not expanded)"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{:?} is not a usable path: it {why}; {PATH_RULE}",
+        printable(value, false)
+    ))
+}
+
+/// A path scp can be given as it is: plain characters only, so neither
+/// its SFTP mode (literal paths, `~` expanded) nor its legacy protocol
+/// (the path goes through the target's shell) can read it as anything else.
+fn scp_safe(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('-')
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,@".contains(c))
+}
+
+/// What one command did.
+struct Ran {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Reads `r` into `into` until it ends, keeping the first `cap` bytes and
+/// draining the rest (so the writer never blocks on a full pipe).
+fn drain(mut r: impl Read, into: Arc<Mutex<Vec<u8>>>, cap: usize) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                let mut v = into.lock().unwrap_or_else(|e| e.into_inner());
+                let room = cap.saturating_sub(v.len()).min(n);
+                v.extend_from_slice(&buf[..room]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Ends `child`: SIGTERM (ssh closes its connection and ends its proxy
+/// command), then SIGKILL if it lingers, and reaps it.
+fn end_child(child: &mut Child) {
+    if let Ok(None) = child.try_wait()
+        && let Ok(pid) = libc::pid_t::try_from(child.id())
+    {
+        // SAFETY: kill has no memory-safety preconditions; the pid is our
+        // own child's, not reaped yet, so not reused.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(300) {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+}
+
 impl Remote {
-    /// Reads `ssh:[user@]host[:port]` or `adb:[serial]`.
+    /// Reads `ssh:[user@]host[:port]` or `adb:[serial]`; anything after
+    /// these (`ssh:[::1]junk`) is refused.
     pub fn parse(spec: &str) -> Result<Remote, String> {
         let bad = |why: &str| {
             format!(
                 "--remote {:?}: {why}; allowed: ssh:[user@]host[:port] or adb:[serial]",
-                crate::output::format::printable(spec, false)
+                printable(spec, false)
             )
         };
         if let Some(rest) = spec.strip_prefix("ssh:") {
@@ -60,29 +270,54 @@ impl Remote {
             {
                 return Err(bad("the user has characters a login cannot have"));
             }
-            let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-                let (h, after) = v6
+            let v6 = hostport.starts_with('[');
+            let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
+                let (h, after) = inner
                     .split_once(']')
                     .ok_or_else(|| bad("an IPv6 address needs its closing ]"))?;
-                (h.to_string(), after.strip_prefix(':'))
+                let port = match after {
+                    "" => None,
+                    a => Some(a.strip_prefix(':').ok_or_else(|| {
+                        bad(&format!(
+                            "{:?} after the address: only :PORT may follow ]",
+                            printable(a, false)
+                        ))
+                    })?),
+                };
+                (h.to_string(), port)
             } else {
                 match hostport.rsplit_once(':') {
                     Some((h, p)) => (h.to_string(), Some(p)),
                     None => (hostport.to_string(), None),
                 }
             };
-            let v6 = hostport.starts_with('[');
             if host.is_empty() {
                 return Err(bad("no host given"));
             }
-            if !(word_ok(&host, if v6 { &[':'] } else { &[] })) {
+            if v6 {
+                // An address, with a zone (`fe80::1%eth0`) where it has one.
+                let (addr, zone) = match host.split_once('%') {
+                    Some((a, z)) => (a, Some(z)),
+                    None => (host.as_str(), None),
+                };
+                if addr.parse::<std::net::Ipv6Addr>().is_err()
+                    || zone.is_some_and(|z| !word_ok(z, &[]))
+                {
+                    return Err(bad("between [ and ] goes an IPv6 address"));
+                }
+            } else if !word_ok(&host, &[]) {
                 return Err(bad("the host has characters a host name cannot have"));
             }
             let port = match port {
                 None => None,
                 Some(p) => match p.parse::<u16>() {
-                    Ok(n) if n > 0 => Some(n),
-                    _ => return Err(bad(&format!("port {p:?} is not 1..=65535"))),
+                    Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+                    _ => {
+                        return Err(bad(&format!(
+                            "port {:?} is not 1..=65535",
+                            printable(p, false)
+                        )));
+                    }
                 },
             };
             return Ok(Remote::Ssh {
@@ -143,11 +378,34 @@ impl Remote {
         }
     }
 
+    /// A path for the target given by `flag`, as the commands there take
+    /// it. On ssh, `~` and `~/x` are resolved here into `.` and `./x`:
+    /// relative to the login's home, where both the commands ssh runs and
+    /// scp (either protocol) start, so the directory made, the copy and the
+    /// agent's paths are the same one; no shell ever sees a `~` of ours. A
+    /// relative path means the same. On adb the path must be absolute (the
+    /// device's shell has no home of readpath's, and `adb push` resolves
+    /// relative paths its own way).
+    pub fn resolve_path(&self, flag: &str, value: &str) -> Result<String, String> {
+        check_path(value).map_err(|e| format!("{flag} {e}"))?;
+        match self {
+            Remote::Ssh { .. } => Ok(match value.strip_prefix('~') {
+                Some(rest) => format!(".{rest}"),
+                None => value.to_string(),
+            }),
+            Remote::Adb { .. } if value.starts_with('/') => Ok(value.to_string()),
+            Remote::Adb { .. } => Err(format!(
+                "{flag} {:?} is not a usable path on adb: it is not absolute (e.g. /data/local/tmp/readpath); {PATH_RULE}",
+                printable(value, false)
+            )),
+        }
+    }
+
     fn tool(var: &str, default: &str) -> Result<Vec<String>, String> {
         let line = std::env::var(var).unwrap_or_else(|_| default.to_string());
         let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
         if words.is_empty() {
-            return Err(format!("{var} is empty"));
+            return Err(format!("{var} is empty: allowed a command and its options"));
         }
         Ok(words)
     }
@@ -175,7 +433,27 @@ impl Remote {
         }
     }
 
-    /// The command that runs `remote` (a shell command line) on the target.
+    /// scp's `[user@]host:path`, an IPv6 address in brackets (`::1:path`
+    /// would be ambiguous).
+    fn scp_dest(&self, path: &str) -> String {
+        match self {
+            Remote::Ssh { user, host, .. } => {
+                let host = if host.contains(':') {
+                    format!("[{host}]")
+                } else {
+                    host.clone()
+                };
+                match user {
+                    Some(u) => format!("{u}@{host}:{path}"),
+                    None => format!("{host}:{path}"),
+                }
+            }
+            Remote::Adb { .. } => path.to_string(),
+        }
+    }
+
+    /// The command that runs `remote` (a shell command line, its paths
+    /// quoted with [`sh_quote`]) on the target.
     pub fn command(&self, remote: &str) -> Result<Command, String> {
         match self {
             Remote::Ssh { port, .. } => {
@@ -199,82 +477,236 @@ impl Remote {
     }
 
     /// Runs `remote` on the target and returns its stdout; a failure gives
-    /// its stderr.
+    /// its stderr. For commands that are no setup step (a benchmark there):
+    /// two minutes at most, and a stop signal ends it at once.
     pub fn run(&self, remote: &str) -> Result<String, String> {
-        let c = self.command(remote)?;
-        self.capture(c, remote)
+        self.step(remote, remote, LONG_TIMEOUT)
+            .map_err(|e| e.message)
     }
 
-    fn capture(&self, mut c: Command, what: &str) -> Result<String, String> {
-        let program = c.get_program().to_string_lossy().into_owned();
+    /// Runs `c` (step `step`, for messages) with `stdin`, for at most
+    /// `timeout`, ending it on a stop signal; what it did, whatever its
+    /// status.
+    fn exec(
+        &self,
+        mut c: Command,
+        step: &str,
+        timeout: Duration,
+        stdin: Stdio,
+    ) -> Result<Ran, SetupError> {
+        let place = self.label();
+        let failed = |m: String| SetupError::new(SetupFailure::Failed, m);
+        if let Some(sig) = stopped() {
+            return Err(interrupted(&place, step, sig));
+        }
+        let program = printable(&c.get_program().to_string_lossy(), false);
         let mut child = c
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("{}: running {program}: {e}", self.label()))?;
-        let mut out = child.stdout.take().expect("piped");
-        let mut err = child.stderr.take().expect("piped");
-        let t_out = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = (&mut out).take(1 << 20).read_to_string(&mut s);
-            s
-        });
-        let t_err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = (&mut err).take(1 << 16).read_to_string(&mut s);
-            s
-        });
+            .map_err(|e| failed(format!("{place}: {step}: running {program}: {e}")))?;
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let err = Arc::new(Mutex::new(Vec::new()));
+        let readers = [
+            (
+                child
+                    .stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+                out.clone(),
+                1 << 20,
+            ),
+            (
+                child
+                    .stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+                err.clone(),
+                1 << 16,
+            ),
+        ]
+        .map(|(pipe, into, cap)| pipe.map(|p| std::thread::spawn(move || drain(p, into, cap))));
         let start = Instant::now();
         let status = loop {
-            if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
-                break st;
+            match child.try_wait() {
+                Ok(Some(st)) => break st,
+                Ok(None) => {}
+                Err(e) => {
+                    end_child(&mut child);
+                    return Err(failed(format!(
+                        "{place}: {step}: waiting for {program}: {e}"
+                    )));
+                }
             }
-            if start.elapsed() > SETUP_TIMEOUT {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{}: `{what}` took longer than {} s",
-                    self.label(),
-                    SETUP_TIMEOUT.as_secs()
+            if let Some(sig) = stopped() {
+                end_child(&mut child);
+                return Err(interrupted(&place, step, sig));
+            }
+            if start.elapsed() > timeout {
+                end_child(&mut child);
+                return Err(SetupError::new(
+                    SetupFailure::TimedOut,
+                    format!(
+                        "{place}: {step}: no answer in {} (the target or the link hangs; {TIMEOUT_VAR}=SECONDS gives a slow link longer)",
+                        secs(timeout)
+                    ),
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        let stdout = t_out.join().unwrap_or_default();
-        let stderr = t_err.join().unwrap_or_default();
-        if !status.success() {
-            return Err(format!(
-                "{}: `{what}` failed ({status}): {}",
-                self.label(),
-                crate::output::format::printable(stderr.trim(), false)
-            ));
+        // Its output, once read to the end; a process it left behind
+        // holding a pipe (an ssh connection master) is not waited for long.
+        let t = Instant::now();
+        while readers.iter().flatten().any(|r| !r.is_finished())
+            && t.elapsed() < Duration::from_millis(500)
+        {
+            std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(stdout)
+        let text = |b: &Arc<Mutex<Vec<u8>>>| {
+            String::from_utf8_lossy(&b.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+        };
+        Ok(Ran {
+            status,
+            stdout: text(&out),
+            stderr: text(&err),
+        })
     }
 
-    /// Copies the local file `local` to `remote` on the target.
-    pub fn copy(&self, local: &Path, remote: &str) -> Result<(), String> {
-        let c = match self {
+    /// Runs the shell command line `remote` there; its stdout, or an error
+    /// with its stderr when it failed.
+    fn step(&self, step: &str, remote: &str, timeout: Duration) -> Result<String, SetupError> {
+        let c = self.command(remote).map_err(|e| {
+            SetupError::new(SetupFailure::BadInput, format!("{}: {e}", self.label()))
+        })?;
+        let ran = self.exec(c, step, timeout, Stdio::null())?;
+        self.succeeded(step, ran)
+    }
+
+    fn succeeded(&self, step: &str, ran: Ran) -> Result<String, SetupError> {
+        if ran.status.success() {
+            return Ok(ran.stdout);
+        }
+        Err(SetupError::new(
+            SetupFailure::Failed,
+            format!(
+                "{}: {step} failed ({}): {}",
+                self.label(),
+                ran.status,
+                printable(ran.stderr.trim(), false)
+            ),
+        ))
+    }
+
+    /// Copies the local file `local` to `remote` on the target (within
+    /// `timeout` per try); says how. On ssh it tries scp where the path is
+    /// plain ([`scp_safe`]) and streams the file through `ssh ... 'cat >
+    /// PATH'` otherwise, or when scp failed (a target without an SFTP
+    /// server: dropbear, minimal images); both failures are reported.
+    pub fn copy(
+        &self,
+        local: &Path,
+        remote: &str,
+        timeout: Duration,
+    ) -> Result<String, SetupError> {
+        let place = self.label();
+        let open = || {
+            std::fs::File::open(local).map(Stdio::from).map_err(|e| {
+                SetupError::new(
+                    SetupFailure::Failed,
+                    format!("{place}: reading {}: {e}", local.display()),
+                )
+            })
+        };
+        match self {
+            Remote::Adb { serial } => {
+                let mut c = Remote::adb(serial).map_err(|e| {
+                    SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
+                })?;
+                c.arg("push").arg(local).arg(remote);
+                let ran = self.exec(c, "copy (adb push)", timeout, Stdio::null())?;
+                self.succeeded("copy (adb push)", ran)
+                    .map(|_| "adb push".into())
+            }
             Remote::Ssh { port, .. } => {
-                let words = Remote::tool("READPATH_SCP_COMMAND", "scp")?;
+                let cat = format!("cat > {}", sh_quote(remote));
+                let by_cat = |how: String| -> Result<String, SetupError> {
+                    let c = self.command(&cat).map_err(|e| {
+                        SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
+                    })?;
+                    let ran = self.exec(c, "copy (ssh cat)", timeout, open()?)?;
+                    self.succeeded("copy (ssh cat)", ran).map(|_| how)
+                };
+                if !scp_safe(remote) {
+                    return by_cat(
+                        "ssh (cat; the path has characters scp would hand to the target's shell)"
+                            .into(),
+                    );
+                }
+                let words = Remote::tool("READPATH_SCP_COMMAND", "scp").map_err(|e| {
+                    SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
+                })?;
                 let mut c = Command::new(&words[0]);
                 c.args(&words[1..]);
                 c.args(["-q", "-o", "BatchMode=yes"]);
                 if let Some(p) = port {
                     c.args(["-P", &p.to_string()]);
                 }
-                c.arg(local).arg(format!("{}:{remote}", self.dest()));
-                c
+                c.arg(local).arg(self.scp_dest(remote));
+                let scp = self
+                    .exec(c, "copy (scp)", timeout, Stdio::null())
+                    .and_then(|ran| self.succeeded("copy (scp)", ran));
+                match scp {
+                    Ok(_) => Ok("scp".into()),
+                    Err(e) if e.kind == SetupFailure::Interrupted => Err(e),
+                    Err(first) => {
+                        let why = first
+                            .message
+                            .strip_prefix(&format!("{place}: "))
+                            .unwrap_or(&first.message)
+                            .to_string();
+                        by_cat(format!("ssh (cat), as {why}")).map_err(|second| {
+                            SetupError::new(
+                                second.kind,
+                                format!(
+                                    "{place}: the copy failed both ways: {why}; then {}",
+                                    second
+                                        .message
+                                        .strip_prefix(&format!("{place}: "))
+                                        .unwrap_or(&second.message)
+                                ),
+                            )
+                        })
+                    }
+                }
             }
-            Remote::Adb { serial } => {
-                let mut c = Remote::adb(serial)?;
-                c.arg("push").arg(local).arg(remote);
-                c
-            }
-        };
-        self.capture(c, &format!("copy {} to {remote}", local.display()))
-            .map(|_| ())
+        }
+    }
+}
+
+/// The stop signal received, if any.
+fn stopped() -> Option<libc::c_int> {
+    let sig = crate::sys::stop_signal();
+    (sig != 0).then_some(sig)
+}
+
+fn interrupted(place: &str, step: &str, sig: libc::c_int) -> SetupError {
+    SetupError::new(
+        SetupFailure::Interrupted,
+        format!(
+            "{place}: {step}: interrupted by {}",
+            crate::sys::signal_name(sig)
+        ),
+    )
+}
+
+/// `30 s`, `1.5 s`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
     }
 }
 
@@ -292,6 +724,28 @@ fn file_sha256(path: &Path) -> std::io::Result<String> {
         h.update(&buf[..n]);
     }
     Ok(hex::encode(h.finalize()))
+}
+
+/// The SHA-256 of `path` on the target (coreutils, toybox or busybox), or
+/// None where it cannot hash it (none of them, no such file).
+fn remote_sha256(
+    remote: &Remote,
+    path: &str,
+    timeout: Duration,
+) -> Result<Option<String>, SetupError> {
+    let q = sh_quote(path);
+    let line = format!(
+        "sha256sum {q} 2>/dev/null || toybox sha256sum {q} 2>/dev/null || busybox sha256sum {q}"
+    );
+    match remote.step("sha256sum", &line, timeout) {
+        Ok(out) => Ok(out
+            .split_whitespace()
+            .next()
+            .map(str::to_ascii_lowercase)
+            .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))),
+        Err(e) if e.kind == SetupFailure::Failed => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `s` quoted for a POSIX shell.
@@ -342,68 +796,144 @@ pub fn local_binary(arch: &str) -> Result<PathBuf, String> {
 }
 
 /// Makes sure a readpath no older than this one is at `dir/readpath` on the
-/// target (copying it there when missing, older, another build of the same
-/// version, or `refresh`); returns its path and what was done, for the user.
-pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, String), String> {
-    let arch = remote.run("uname -m")?.trim().to_string();
+/// target (`dir` as given by `--remote-dir`, resolved with
+/// [`Remote::resolve_path`]), copying it there when missing, older, another
+/// build of the same version, or `refresh`; returns its path and what was
+/// done, for the user. A copy goes to a temporary name in `dir`, its
+/// SHA-256 is checked there (where the target cannot hash, its size and
+/// `--version`, and the message says so), and only then is it moved into
+/// place: a damaged copy is removed and never run.
+pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, String), SetupError> {
+    let place = remote.label();
+    let bad = |m: String| SetupError::new(SetupFailure::BadInput, format!("{place}: {m}"));
+    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
+    let t = Timeouts::from_env().map_err(bad)?;
+    let dir = remote.resolve_path("--remote-dir", dir).map_err(bad)?;
+    let arch = remote
+        .step("uname -m", "uname -m", t.setup)?
+        .trim()
+        .to_string();
     if arch.is_empty() || !word_ok(&arch, &[]) {
-        return Err(format!(
-            "{}: `uname -m` said {arch:?}, not an architecture",
-            remote.label()
-        ));
+        return Err(failed(format!(
+            "`uname -m` said {:?}, not an architecture",
+            printable(&arch, false)
+        )));
     }
     let bin = format!("{dir}/readpath");
     let q = sh_quote(&bin);
-    let there = remote
-        .run(&format!("if [ -x {q} ]; then {q} --version; fi"))
-        .unwrap_or_default();
+    // A binary that fails (a damaged one) counts as none; a hang does not.
+    let there = match remote.step(
+        "readpath --version",
+        &format!("if [ -x {q} ]; then {q} --version; fi"),
+        t.setup,
+    ) {
+        Ok(out) => out,
+        Err(e) if e.kind == SetupFailure::Failed => String::new(),
+        Err(e) => return Err(e),
+    };
     let ours = env!("CARGO_PKG_VERSION");
     let theirs = there
         .split_whitespace()
         .nth(1)
         .filter(|_| there.starts_with("readpath "))
-        .map(str::to_string);
-    // The same version may be another build (a developer's): compare the
-    // bytes where the target can hash them (coreutils or toybox).
-    let local = local_binary(&arch).map_err(|e| format!("{}: {e}", remote.label()));
+        .map(|v| printable(v, false));
+    // The same version may be another build (a developer's), or not ours
+    // at all: compare the bytes; where the target cannot hash them, they
+    // cannot be trusted, and this binary is copied (and checked) again.
+    let local = local_binary(&arch).map_err(failed);
     let mut differs = false;
+    let mut unhashed = false;
     if theirs.as_deref() == Some(ours)
         && let Ok(l) = &local
         && let Ok(mine) = file_sha256(l)
-        && let Ok(out) = remote.run(&format!(
-            "sha256sum {q} 2>/dev/null || toybox sha256sum {q}"
-        ))
-        && let Some(h) = out.split_whitespace().next()
     {
-        differs = h.len() == 64 && h != mine;
+        match remote_sha256(remote, &bin, t.setup)? {
+            Some(h) => differs = h != mine,
+            None => unhashed = true,
+        }
     }
-    let copy = refresh || differs || theirs.as_deref().is_none_or(|v| older(v, ours));
+    let copy = refresh || differs || unhashed || theirs.as_deref().is_none_or(|v| older(v, ours));
     if !copy {
         return Ok((
             bin,
             format!(
-                "{}: {arch}, readpath {} there",
-                remote.label(),
+                "{place}: {arch}, readpath {} there",
                 theirs.unwrap_or_default()
             ),
         ));
     }
     let local = local?;
-    let tmp = format!("{bin}.tmp-{}", std::process::id());
-    remote.run(&format!("mkdir -p {}", sh_quote(dir)))?;
-    remote.copy(&local, &tmp)?;
-    remote.run(&format!(
-        "chmod 755 {t} && mv -f {t} {q}",
-        t = sh_quote(&tmp)
-    ))?;
+    let mine =
+        file_sha256(&local).map_err(|e| failed(format!("reading {}: {e}", local.display())))?;
+    let size = std::fs::metadata(&local)
+        .map_err(|e| failed(format!("reading {}: {e}", local.display())))?
+        .len();
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = format!("{dir}/readpath.tmp-{}-{nonce:08x}", std::process::id());
+    let qt = sh_quote(&tmp);
+    remote.step("mkdir", &format!("mkdir -p {}", sh_quote(&dir)), t.setup)?;
+    // From here on a failure removes the copy (a stop signal leaves it:
+    // nothing more is run then).
+    let remove = |e: SetupError| {
+        if e.kind != SetupFailure::Interrupted {
+            let _ = remote.step("removing the copy", &format!("rm -f {qt}"), t.setup);
+        }
+        e
+    };
+    let how = remote.copy(&local, &tmp, t.copy(size)).map_err(remove)?;
+    let checked = match remote_sha256(remote, &tmp, t.setup).map_err(remove)? {
+        Some(h) if h == mine => "its SHA-256 checked there".to_string(),
+        Some(h) => {
+            return Err(remove(failed(format!(
+                "the copy at {tmp} has SHA-256 {h}, but {} has {mine}: it arrived damaged (a truncated transfer, a full disk?); it was removed and nothing was run",
+                local.display()
+            ))));
+        }
+        None => {
+            // No hashing tool there: the size, then the binary's own word.
+            let theirs_size = remote
+                .step("wc -c", &format!("wc -c < {qt}"), t.setup)
+                .map_err(remove)?;
+            if theirs_size.trim().parse::<u64>().ok() != Some(size) {
+                return Err(remove(failed(format!(
+                    "the copy at {tmp} is {:?} bytes, but {} has {size}: it arrived damaged; it was removed and nothing else was run",
+                    printable(theirs_size.trim(), false),
+                    local.display()
+                ))));
+            }
+            let v = remote
+                .step(
+                    "the copy's --version",
+                    &format!("chmod 755 {qt} && {qt} --version"),
+                    t.setup,
+                )
+                .map_err(remove)?;
+            if !v.starts_with(&format!("readpath {ours}")) {
+                return Err(remove(failed(format!(
+                    "the copy at {tmp} says {:?} to --version, not readpath {ours}; it was removed",
+                    printable(v.trim(), false)
+                ))));
+            }
+            "its SHA-256 could not be checked there (no sha256sum, toybox or busybox): its size and --version were".to_string()
+        }
+    };
+    remote
+        .step(
+            "install (chmod, mv)",
+            &format!("chmod 755 {qt} && mv -f {qt} {q}"),
+            t.setup,
+        )
+        .map_err(remove)?;
     Ok((
         bin,
         format!(
-            "{}: {arch}, copied readpath {ours} there ({}{})",
-            remote.label(),
+            "{place}: {arch}, copied readpath {ours} there ({}, by {how}; {checked}{})",
             local.display(),
             match theirs {
                 Some(v) if differs => format!("; it had another build of {v}"),
+                Some(v) if unhashed => format!("; it had {v}, which could not be hashed there"),
                 Some(v) => format!("; it had {v}"),
                 None => String::new(),
             }
@@ -440,6 +970,16 @@ mod tests {
             "ssh:h;rm",
             "adb:-s",
             "telnet:x",
+            // Trailing junk and bracketed non-addresses.
+            "ssh:[::1]junk",
+            "ssh:[::1]:22junk",
+            "ssh:[::1]:",
+            "ssh:[nothost]",
+            "ssh:[::1",
+            "ssh:host:22x",
+            "ssh:host:+22",
+            "ssh:a@b@c",
+            "ssh:@host",
         ] {
             let e = Remote::parse(bad).unwrap_err();
             assert!(
@@ -447,6 +987,106 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn ipv6_hosts_with_zones_and_ports() {
+        let r = Remote::parse("ssh:me@[fe80::1%eth0]:2200").unwrap();
+        assert_eq!(r.label(), "ssh:me@[fe80::1%eth0]:2200");
+        let r = Remote::parse("ssh:[::1]").unwrap();
+        assert_eq!(r.label(), "ssh:[::1]");
+        // scp needs the brackets back (`::1:path` is ambiguous).
+        assert_eq!(r.scp_dest("x/y"), "[::1]:x/y");
+        let r = Remote::parse("ssh:u@h").unwrap();
+        assert_eq!(r.scp_dest("x/y"), "u@h:x/y");
+    }
+
+    #[test]
+    fn remote_paths_are_data_and_tilde_is_the_home() {
+        for ok in [
+            "/tmp/d$(touch x)",
+            "a b/`c`",
+            "~",
+            "~/x",
+            "rel/x",
+            "/a/-b",
+            "/é",
+        ] {
+            assert!(check_path(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-m777",
+            "--help",
+            "a\nb",
+            "a\tb",
+            "a\u{7f}b",
+            "a\u{202e}b",
+            "~root/x",
+            "~x",
+        ] {
+            let e = check_path(bad).unwrap_err();
+            assert!(
+                e.contains("not a usable path") && e.contains("allowed"),
+                "{bad:?}: {e}"
+            );
+        }
+        assert!(check_path(&"a".repeat(4097)).is_err());
+        let ssh = Remote::parse("ssh:h").unwrap();
+        assert_eq!(ssh.resolve_path("--remote-dir", "~").unwrap(), ".");
+        assert_eq!(ssh.resolve_path("--remote-dir", "~/x").unwrap(), "./x");
+        // Never an option, even after the resolution.
+        assert_eq!(ssh.resolve_path("--remote-dir", "~/-x").unwrap(), "./-x");
+        assert_eq!(ssh.resolve_path("--remote-dir", "rel").unwrap(), "rel");
+        let e = ssh.resolve_path("--remote-data-dir", "--help").unwrap_err();
+        assert!(e.starts_with("--remote-data-dir \"--help\""), "{e}");
+        let adb = Remote::parse("adb:").unwrap();
+        assert_eq!(
+            adb.resolve_path("--remote-dir", "/data/x").unwrap(),
+            "/data/x"
+        );
+        for bad in ["~/x", "rel"] {
+            let e = adb.resolve_path("--remote-dir", bad).unwrap_err();
+            assert!(e.contains("--remote-dir") && e.contains("absolute"), "{e}");
+        }
+        // scp gets plain paths only.
+        assert!(scp_safe("./x/readpath.tmp-1-0a") && scp_safe("/data/local/tmp/r"));
+        for unsafe_ in [
+            "/tmp/d$(x)",
+            "a b",
+            "a`b`",
+            "a;b",
+            "a'b",
+            "a*b",
+            "~/x",
+            "-x",
+            "",
+        ] {
+            assert!(!scp_safe(unsafe_), "{unsafe_}");
+        }
+    }
+
+    #[test]
+    fn the_timeout_variable_is_checked() {
+        let t = Timeouts::from_value(None).unwrap();
+        assert_eq!((t.setup, t.hello), (SETUP_TIMEOUT, HELLO_TIMEOUT));
+        let t = Timeouts::from_value(Some("2.5".into())).unwrap();
+        assert_eq!(
+            (t.setup, t.hello),
+            (Duration::from_millis(2500), Duration::from_millis(2500))
+        );
+        for bad in ["0", "-1", "x", "", "1e9", "NaN"] {
+            let e = Timeouts::from_value(Some(bad.into())).unwrap_err();
+            assert!(
+                e.contains(TIMEOUT_VAR) && e.contains("allowed 0.1..=3600"),
+                "{e}"
+            );
+        }
+        let t = Timeouts::from_value(None).unwrap();
+        assert_eq!(t.copy(0), SETUP_TIMEOUT);
+        assert_eq!(t.copy(10 << 20), SETUP_TIMEOUT + COPY_PER_MIB * 10);
+        assert_eq!(secs(Duration::from_secs(30)), "30 s");
+        assert_eq!(secs(Duration::from_millis(1500)), "1.5 s");
     }
 
     #[test]

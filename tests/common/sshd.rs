@@ -8,7 +8,8 @@
 //! only that dir, never `~/.ssh` or an agent, and check the host key
 //! strictly. sshd also serves `Subsystem sftp internal-sftp`, so plain
 //! `scp` (SFTP since OpenSSH 9) and `scp -O` (the legacy protocol) both
-//! work. Dropping the harness ends every session's processes and sshd
+//! work; [`start_without_sftp`] leaves it out, as dropbear and minimal
+//! images do, so only `scp -O` works there. Dropping the harness ends every session's processes and sshd
 //! itself, and reaps it. Without sshd (or the OpenSSH client tools) it
 //! prints why and returns `None`, except under CI (`CI` set), where
 //! `.ci/run` installs them and their absence is a failure.
@@ -76,6 +77,16 @@ impl Drop for Sshd {
 
 /// Starts sshd, or says why it cannot and returns `None` (a panic under CI).
 pub fn start() -> Option<Sshd> {
+    start_with(true)
+}
+
+/// [`start`], without an SFTP server: plain `scp` (SFTP since OpenSSH 9)
+/// fails there as on a target without `sftp-server`.
+pub fn start_without_sftp() -> Option<Sshd> {
+    start_with(false)
+}
+
+fn start_with(sftp: bool) -> Option<Sshd> {
     let Some(sshd) = SSHD_PATHS.iter().map(Path::new).find(|p| p.is_file()) else {
         return missing("sshd", "openssh-server");
     };
@@ -170,11 +181,16 @@ pub fn start() -> Option<Sshd> {
                  UseDNS no\n\
                  PrintMotd no\n\
                  PrintLastLog no\n\
-                 Subsystem sftp internal-sftp\n\
+                 {subsystem}\
                  LogLevel ERROR\n",
                 host_key = host_key.display(),
                 pid_file = pid_file.display(),
                 authorized = authorized.display(),
+                subsystem = if sftp {
+                    "Subsystem sftp internal-sftp\n"
+                } else {
+                    ""
+                },
             ),
         );
         let stderr = match fs::File::create(&log) {
