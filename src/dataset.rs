@@ -247,15 +247,15 @@ pub fn check_data_dir(data_dir: &Path) -> Result<(), DatasetError> {
         path: data_dir.to_path_buf(),
         source: io::Error::other(why),
     };
-    if let Err(u) = crate::sys::trust::check_dir(data_dir) {
-        return Err(refuse(format!("not trusted: {u}")));
-    }
     let anc = crate::sys::nearest_existing_ancestor(data_dir);
     if !anc.is_dir() {
         return Err(refuse(format!(
             "{} is a file, not a directory: give a directory (it is created if missing)",
             anc.display()
         )));
+    }
+    if let Err(u) = crate::sys::trust::check_dir(data_dir) {
+        return Err(refuse(format!("not trusted: {u}")));
     }
     let fs = crate::sys::fs_type_name(&anc);
     if matches!(
