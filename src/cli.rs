@@ -3,7 +3,13 @@
 //! `presets`, `prepare`, `digest`): each checks its input and outputs before
 //! anything runs, then calls into the engine, `output`, `scenario` or
 //! `tui`. `main` only calls [`main_with_args`] and turns the outcome into an
-//! exit status: 0 success, 2 bad input, 1 anything else.
+//! exit status: 0 success, 2 bad input, 1 anything else (a stop signal that
+//! ended a command before its work was done included: [`Interrupted`]).
+//!
+//! Every command that may wait (for a FIFO's reader, for input, for the
+//! dataset, for the workload) installs the stop handlers first, and every
+//! output is opened before the workload starts, so SIGINT, SIGTERM, SIGHUP
+//! and SIGQUIT end readpath promptly whatever it is doing.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -486,6 +492,13 @@ pub struct BadInput(pub String);
 #[error("the connection to the target was lost: {0}")]
 pub struct RemoteLost(pub String);
 
+/// A stop signal ended the command before its work was done (waiting for
+/// a FIFO's reader or for input, preparing the dataset): exit status 1,
+/// neither success nor the input's fault.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Interrupted(pub String);
+
 /// Builds settings from `--preset` then `--set`s, validated for this
 /// machine; returns the preset too.
 pub fn load_settings(args: &SettingsArgs) -> Result<(Settings, Option<Preset>)> {
@@ -579,7 +592,20 @@ pub fn progress_reporter() -> impl FnMut(u64, u64) {
 }
 
 /// Runs the command line; errors of the user's input are [`BadInput`].
+/// An error after a stop signal is [`Interrupted`] (exit status 1): a
+/// read the signal cut short is not a bad input.
 pub fn main_with_args(cli: Cli) -> Result<()> {
+    let r = dispatch(cli);
+    match r {
+        Err(e) if crate::sys::stop_requested() && e.downcast_ref::<BadInput>().is_some() => {
+            Err(Interrupted(error_message(&e)).into())
+        }
+        r => r,
+    }
+}
+
+/// The command chosen, run.
+fn dispatch(cli: Cli) -> Result<()> {
     let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
     // The explorer's options before a command would be silently ignored.
     let t = &cli.tui;
@@ -629,6 +655,18 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
         None => None,
     };
     let remote = remote.map(|r| (r, cli.remote.clone()));
+    // From here a stop signal sets a flag every wait of readpath polls (a
+    // FIFO's reader or writer, input, the dataset, the workload), so it
+    // ends the command cleanly: outputs finished or removed, the terminal
+    // and the kernel's knobs restored. Not for `agent`, which installs its
+    // own, nor `bench`, whose measurements do not poll: the signal's
+    // default action ends it.
+    if !matches!(
+        cli.command,
+        Some(Command::Agent) | Some(Command::Bench { .. })
+    ) {
+        crate::sys::install_stop_handlers();
+    }
     match cli.command {
         None => tui(&data_dir, &cli.settings, &cli.tui, remote),
         Some(Command::Tui { settings, tui: t }) => tui(&data_dir, &settings, &t, remote),
@@ -840,6 +878,9 @@ fn explore_remote(
         Some(p) => Some(check_output("--record", p, &[], None)?),
         None => None,
     };
+    // Opened before the workload starts (a FIFO waits for its reader here).
+    crate::sys::install_stop_handlers();
+    let record = open_output(record.as_ref())?;
     let mut w = start_remote(r, spec)?;
     if let Some(d) = &demo {
         w.header.demo = Some(crate::output::recording::DemoHeader::of(d));
@@ -859,9 +900,9 @@ fn explore_remote(
         present: t.present,
         mouse: !t.no_mouse,
     };
-    let writer = match &record {
-        Some(p) => {
-            Some(crate::output::recording::Writer::create(p, &w.header).map_err(recording_error)?)
+    let writer = match record {
+        Some(out) => {
+            Some(crate::output::recording::Writer::start(out, &w.header).map_err(recording_error)?)
         }
         None => None,
     };
@@ -874,7 +915,7 @@ fn explore_remote(
     match summary {
         Ok(s) => {
             if !t.no_summary {
-                std::io::stdout().write_all(s.to_text().as_bytes())?;
+                print_text(&s.to_text())?;
             }
             Ok(())
         }
@@ -931,6 +972,108 @@ fn output_error(e: crate::output::file::OutputError) -> anyhow::Error {
         BadInput(e.to_string()).into()
     } else {
         e.into()
+    }
+}
+
+/// Opens a checked output (before the workload starts): a FIFO no process
+/// reads yet is waited for, said on stderr, until a reader comes or a stop
+/// signal ends the wait ([`Interrupted`]).
+fn open_output(
+    out: Option<&crate::output::file::OutputPath>,
+) -> Result<Option<crate::output::file::OutputFile>> {
+    out.map(|o| o.create().map_err(output_error)).transpose()
+}
+
+/// Prints text for people on stdout, control characters replaced (text
+/// from files and targets cannot drive the terminal), through the writer a
+/// stop signal can end.
+fn print_text(text: &str) -> Result<()> {
+    let mut out = crate::output::file::stdout();
+    out.write_all(crate::output::format::printable(text, true).as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Builds the dataset `settings` read, when it is missing or invalid, on a
+/// thread of its own while this one watches for a stop signal: the
+/// dataset's writer does not look at signals, and a large dataset takes
+/// minutes. On a stop signal the partial dataset is removed and the
+/// command ends ([`Interrupted`], exit status 1). Settings that
+/// [`Engine::start`] refuses before touching the dataset are left to it,
+/// so a refusal still comes before anything is written; so is a dataset
+/// that cannot be made (Engine::start says why).
+fn prepare_dataset(data_dir: &Path, settings: &Settings) -> Result<()> {
+    let (size, salt) = (settings.workload.file_size, settings.pipeline.salt.clone());
+    if Dataset::open(data_dir, size, &salt).is_ok() {
+        return Ok(());
+    }
+    let early = crate::engine::resolve(
+        settings,
+        &crate::sys::probe_features(),
+        &crate::engine::DataFs::capable(),
+    );
+    if !early.is_ok_and(|r| crate::engine::memory::check_fits(&r.effective).is_ok()) {
+        return Ok(());
+    }
+    let dir = data_dir.to_path_buf();
+    let made = interruptibly(data_dir, move || {
+        let mut progress = progress_reporter();
+        Dataset::open_or_prepare(&dir, size, &salt, &mut progress)
+    })?;
+    match made {
+        Ok((ds, OpenOutcome::Created)) => {
+            say(&format!(
+                "readpath: dataset prepared in {}",
+                ds.dir().display()
+            ));
+        }
+        Ok((_, OpenOutcome::Rebuilt(why))) => say(&format!("readpath: dataset rebuilt ({why})")),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Runs `work` (writing a dataset under `data_dir`) on a thread while this
+/// one polls for a stop signal; on one, removes the dataset directories
+/// this process was writing (`.dataset-SIZE.tmp-PID`: the thread ends with
+/// the process) and returns [`Interrupted`].
+fn interruptibly<T: Send + 'static>(
+    data_dir: &Path,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("dataset".into())
+        .spawn(move || {
+            let _ = tx.send(work());
+        })
+        .context("starting the dataset's thread")?;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(v) => return Ok(v),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                anyhow::bail!("preparing the dataset: its thread ended without a result")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if crate::sys::stop_requested() {
+            let own = format!(".tmp-{}", std::process::id());
+            for e in std::fs::read_dir(data_dir).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(".dataset-") && name.ends_with(&own) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+            if std::io::stderr().is_terminal() {
+                say_raw("\r\x1b[K");
+            }
+            return Err(Interrupted(format!(
+                "stopped by {} while preparing the dataset in {}: the partial dataset was removed",
+                crate::sys::signal_name(crate::sys::stop_signal()),
+                data_dir.display()
+            ))
+            .into());
+        }
     }
 }
 
@@ -1087,6 +1230,9 @@ fn explore(
         None => None,
     };
     crate::sys::install_stop_handlers();
+    // Opened before the workload starts (a FIFO waits for its reader here).
+    let record = open_output(record.as_ref())?;
+    prepare_dataset(data_dir, &settings)?;
     let mut progress = progress_reporter();
     let mut engine = Engine::start(
         settings.clone(),
@@ -1105,9 +1251,9 @@ fn explore(
         present: t.present,
         mouse: !t.no_mouse,
     };
-    let writer = match &record {
-        Some(p) => Some(start_recording(
-            p,
+    let writer = match record {
+        Some(out) => Some(start_recording(
+            out,
             if demo.is_some() { "demo" } else { "tui" },
             &engine,
             preset.as_ref(),
@@ -1128,7 +1274,7 @@ fn explore(
     if !t.no_summary {
         let machine = crate::sys::machine_info(&dataset_dir);
         let summary = RunSummary::new(&requested, &effective, &totals, machine, features);
-        std::io::stdout().write_all(summary.to_text().as_bytes())?;
+        print_text(&summary.to_text())?;
     }
     Ok(())
 }
@@ -1143,9 +1289,12 @@ struct RunPlan<'a> {
 }
 
 /// Where a headless run writes its intervals: the recording and the
-/// interval log, checked before anything runs and opened once the
-/// workload's header is known.
+/// interval log, checked and opened before anything runs (a FIFO waits for
+/// its reader then), the recording's header written once the workload's
+/// settings are known.
 struct RunSink {
+    /// The recording's output, until its header is written.
+    pending: Option<crate::output::file::OutputFile>,
     recording: Option<crate::output::recording::Writer>,
     log: Option<crate::output::file::OutputFile>,
     /// Intervals written.
@@ -1177,22 +1326,27 @@ impl RunSink {
         Ok((record, log))
     }
 
-    fn open(outs: &RunOutputs, header: &crate::output::recording::Header) -> Result<RunSink> {
-        let recording = match &outs.0 {
-            Some(p) => {
-                Some(crate::output::recording::Writer::create(p, header).map_err(recording_error)?)
-            }
-            None => None,
-        };
-        let log = match &outs.1 {
-            Some(p) => Some(p.create().map_err(output_error)?),
-            None => None,
-        };
+    /// Opens both outputs, before the workload starts; the stop handlers
+    /// are installed (a FIFO's wait for its reader ends on a stop signal).
+    fn open(outs: &RunOutputs) -> Result<RunSink> {
+        let pending = open_output(outs.0.as_ref())?;
+        let log = open_output(outs.1.as_ref())?;
         Ok(RunSink {
-            recording,
+            pending,
+            recording: None,
             log,
             received: 0,
         })
+    }
+
+    /// Writes the recording's header, once the workload runs.
+    fn begin(&mut self, header: &crate::output::recording::Header) -> Result<()> {
+        if let Some(out) = self.pending.take() {
+            self.recording = Some(
+                crate::output::recording::Writer::start(out, header).map_err(recording_error)?,
+            );
+        }
+        Ok(())
     }
 
     fn write(&mut self, rec: &crate::metrics::IntervalRecord) -> Result<()> {
@@ -1257,6 +1411,10 @@ fn run(data_dir: &Path, args: &SettingsArgs, plan: RunPlan, remote: RemoteChoice
     // Before the engine starts: a stop signal while it prepares (writing
     // the kernel target's file, with knobs turned) ends the run cleanly.
     crate::sys::install_stop_handlers();
+    // The outputs are opened before the workload starts, then the dataset
+    // made (both end on a stop signal).
+    let mut sink = RunSink::open(&outs)?;
+    prepare_dataset(data_dir, &settings)?;
     let mut progress = progress_reporter();
     let engine = Engine::start(
         settings.clone(),
@@ -1269,7 +1427,7 @@ fn run(data_dir: &Path, args: &SettingsArgs, plan: RunPlan, remote: RemoteChoice
         &engine,
         preset.as_ref().map(|p| p.name.clone()),
     );
-    let mut sink = RunSink::open(&outs, &header)?;
+    sink.begin(&header)?;
     sink.collect(&engine, plan.duration)?;
     let effective = engine.effective().clone();
     let features = engine.features().clone();
@@ -1293,8 +1451,10 @@ fn run_remote(
 ) -> Result<()> {
     let outs = RunSink::check(args, &plan, None)?;
     let spec = remote_spec(args, "run", plan.interval, ra)?;
+    crate::sys::install_stop_handlers();
+    let mut sink = RunSink::open(&outs)?;
     let w = start_remote(r, spec)?;
-    let mut sink = RunSink::open(&outs, &w.header)?;
+    sink.begin(&w.header)?;
     let started = sink.collect(&w, plan.duration)?;
     let place = w.place_name();
     let finished = w.finish();
@@ -1334,21 +1494,25 @@ fn run_remote(
     }
 }
 
-/// Prints a report on stdout as text or as one JSON object.
+/// Prints a report on stdout as text or as one JSON object, neither able
+/// to drive a terminal (control characters replaced in text, escaped in
+/// JSON).
 fn emit<T: serde::Serialize>(
     format: Format,
     value: &T,
     text: impl FnOnce() -> String,
 ) -> Result<()> {
-    let mut out = std::io::stdout().lock();
     match format {
-        Format::Text => out.write_all(text().as_bytes())?,
+        Format::Text => print_text(&text()),
         Format::Json => {
-            serde_json::to_writer_pretty(&mut out, value)?;
+            let json = serde_json::to_string_pretty(value)?;
+            let mut out = crate::output::file::stdout();
+            out.write_all(crate::output::format::json_controls_escaped(&json).as_bytes())?;
             out.write_all(b"\n")?;
+            out.flush()?;
+            Ok(())
         }
     }
-    Ok(())
 }
 
 /// Stops the engine and returns its totals plus the records not consumed yet.
@@ -1370,10 +1534,10 @@ fn recording_error(e: crate::output::recording::RecordingError) -> anyhow::Error
     }
 }
 
-/// Opens a recording for a running engine (its header written); the caller
-/// checked the target before starting the engine.
+/// Starts a recording for a running engine (its header written) in the
+/// output the caller checked and opened before starting the engine.
 fn start_recording(
-    path: &crate::output::file::OutputPath,
+    out: crate::output::file::OutputFile,
     command: &str,
     engine: &Engine,
     preset: Option<&Preset>,
@@ -1382,7 +1546,7 @@ fn start_recording(
     let mut header =
         crate::output::recording::Header::of(command, engine, preset.map(|p| p.name.clone()));
     header.demo = demo.map(crate::output::recording::DemoHeader::of);
-    crate::output::recording::Writer::create(path, &header).map_err(recording_error)
+    crate::output::recording::Writer::start(out, &header).map_err(recording_error)
 }
 
 fn plot(
@@ -1422,11 +1586,13 @@ fn plot(
             }
         }
     };
+    // A FIFO waits for its reader here (said on stderr; a stop signal ends
+    // the wait); stdout and a FIFO are written through poll.
     target.write_all(&bytes).map_err(output_error)?;
-    // Says what it wrote (on stderr when the output is stdout).
+    // Says what it wrote (nothing when the output is stdout).
     if out != Path::new("-") {
-        println!(
-            "readpath plot: wrote {} ({}, {} bytes{})",
+        print_text(&format!(
+            "readpath plot: wrote {} ({}, {} bytes{})\n",
             out.display(),
             match format {
                 PlotFormat::Csv => "CSV".to_string(),
@@ -1441,7 +1607,7 @@ fn plot(
             } else {
                 String::new()
             }
-        );
+        ))?;
     }
     Ok(())
 }
@@ -1592,6 +1758,12 @@ fn compare(
         None => None,
     };
     crate::sys::install_stop_handlers();
+    // Opened before the workload starts (a FIFO waits for its reader here),
+    // then the dataset made: both end on a stop signal.
+    let record = open_output(record.as_ref())?;
+    if here {
+        prepare_dataset(&opts.engine.data_dir, &settings)?;
+    }
     if let Some((hosts, ra)) = hosts {
         if tty {
             say(
@@ -1615,7 +1787,7 @@ fn compare(
         &opts,
         &mut progress,
         &mut ds_progress,
-        record.as_ref(),
+        record,
     )
     .map_err(engine_error)?;
     if tty {
@@ -1726,8 +1898,17 @@ fn compare_hosts(
     })
 }
 
+/// `readpath presets ...`: what it says is printed whole at the end, its
+/// descriptions and errors (text from preset files) with control
+/// characters replaced.
 fn presets(action: PresetsAction) -> Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut out = Vec::new();
+    let r = presets_into(action, &mut out);
+    print_text(&String::from_utf8_lossy(&out))?;
+    r
+}
+
+fn presets_into(action: PresetsAction, out: &mut Vec<u8>) -> Result<()> {
     match action {
         PresetsAction::List => {
             for (name, origin, p) in preset::list() {
@@ -1811,7 +1992,6 @@ fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
     s.set("pipeline.salt", salt)
         .map_err(|e| BadInput(format!("--salt: {e}")))?;
     let salt = s.pipeline.salt.clone();
-    let mut progress = progress_reporter();
     let as_cli_error = |e: crate::dataset::DatasetError| -> anyhow::Error {
         if e.is_bad_input() {
             BadInput(e.to_string()).into()
@@ -1819,13 +1999,18 @@ fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
             e.into()
         }
     };
-    let (ds, outcome) = if force {
-        let ds = Dataset::prepare(data_dir, file_size, &salt, DEFAULT_SEED, &mut progress)
-            .map_err(as_cli_error)?;
-        (ds, OpenOutcome::Created)
-    } else {
-        Dataset::open_or_prepare(data_dir, file_size, &salt, &mut progress).map_err(as_cli_error)?
-    };
+    // On a thread of its own: a stop signal ends the command at once.
+    let dir = data_dir.to_path_buf();
+    let made = interruptibly(data_dir, move || {
+        let mut progress = progress_reporter();
+        if force {
+            Dataset::prepare(&dir, file_size, &salt, DEFAULT_SEED, &mut progress)
+                .map(|ds| (ds, OpenOutcome::Created))
+        } else {
+            Dataset::open_or_prepare(&dir, file_size, &salt, &mut progress)
+        }
+    })?;
+    let (ds, outcome) = made.map_err(as_cli_error)?;
     let what = match outcome {
         OpenOutcome::Existing => "valid dataset kept".to_string(),
         OpenOutcome::Created => "dataset prepared".to_string(),
@@ -2060,21 +2245,26 @@ fn digest(block_size: usize, salt: &str, files: &[PathBuf]) -> Result<()> {
     let salt =
         hex::decode(salt).map_err(|e| BadInput(format!("--salt \"{salt}\": not hex ({e})")))?;
     let params = MerkleParams::new(block_size, &salt).map_err(|e| BadInput(e.to_string()))?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::output::file::stdout();
     for f in files {
-        let file = std::fs::File::open(f).map_err(|e| {
+        // A FIFO or `<(command)` is read through poll: a stop signal ends
+        // the wait for its writer, as it ends the digest of a large file.
+        let file = crate::output::file::open_input(f).map_err(|e| {
             BadInput(format!(
                 "{}: {}",
                 f.display(),
                 crate::output::file::plain(&e)
             ))
         })?;
-        if file.metadata().is_ok_and(|m| m.is_dir()) {
+        if file.is_dir() {
             return Err(BadInput(format!("{}: is a directory, not a file", f.display())).into());
         }
         let d = digest_reader(std::io::BufReader::with_capacity(1 << 20, file), &params)
             .with_context(|| format!("{}", f.display()))?;
-        writeln!(out, "{} {}", format_digest(&d), f.display())?;
+        // A file name is text from anywhere (`digest *`): printable.
+        let name = crate::output::format::printable(&f.display().to_string(), false);
+        writeln!(out, "{} {name}", format_digest(&d))?;
     }
+    out.flush()?;
     Ok(())
 }

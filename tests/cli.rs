@@ -1,7 +1,8 @@
 //! The binary as a user runs it: bad input is refused with exit status 2 and
 //! a message naming the key, the value and what is allowed, without touching
 //! any file; `digest` agrees with `fsverity digest`; `run` prints the
-//! documented JSON.
+//! documented JSON; text from files (a recording's labels, a file name)
+//! never reaches the terminal raw.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -423,4 +424,74 @@ fn demo_without_a_name_lists_the_demos() {
     }
     assert!(out.lines().all(|l| l.chars().count() <= 80), "{out}");
     assert!(tree_listing(dir.path()).is_empty());
+}
+
+/// Splits one CSV record (RFC 4180: quoted fields, `""` inside them).
+fn csv_record(line: &str) -> Vec<String> {
+    let (mut fields, mut cur, mut quoted, mut chars) =
+        (Vec::new(), String::new(), false, line.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                cur.push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut cur)),
+            (c, _) => cur.push(c),
+        }
+    }
+    assert!(!quoted, "an unterminated quoted field: {line:?}");
+    fields.push(cur);
+    fields
+}
+
+/// Text from files never reaches a terminal raw: a recording's labels
+/// (escape sequences, a newline, quotes, a formula) come out of `plot
+/// --format csv` as one RFC 4180 field per row, control characters
+/// replaced; a file name with an escape sequence is printed by `digest`
+/// with it replaced.
+#[test]
+fn text_from_files_cannot_drive_the_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/labels-escapes.jsonl");
+    let o = readpath(
+        &[
+            "plot",
+            rec.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--out",
+            "-",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !o.stdout.iter().any(|&b| b < 0x20 && b != b'\n'),
+        "a control byte on stdout"
+    );
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out}");
+    let rows: Vec<Vec<String>> = out.lines().map(csv_record).collect();
+    assert_eq!(rows.len(), 4, "the header and one row per interval: {out}");
+    assert!(rows.iter().all(|r| r.len() == 9), "{rows:?}");
+    assert!(
+        rows[1][8].starts_with("caption: \u{fffd}]0;pwned title"),
+        "{rows:?}"
+    );
+    assert!(rows[2][8].contains("line\u{fffd}break"), "{rows:?}");
+    assert_eq!(
+        rows[3][8],
+        "'=HYPERLINK(\"http://example.invalid\",\"click\")"
+    );
+
+    let name = tmp.path().join("evil\x1b]0;title\x07.bin");
+    std::fs::write(&name, b"data").unwrap();
+    let o = readpath(&["digest", name.to_str().unwrap()], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.starts_with("sha256:"), "{out}");
+    assert!(out.contains("evil\u{fffd}]0;title\u{fffd}.bin"), "{out:?}");
+    assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
 }

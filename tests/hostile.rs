@@ -2,10 +2,13 @@
 //! `tests/hostile/cases.toml` runs `readpath` the way a careless or
 //! unlucky user would: outputs onto devices, FIFOs, symlinks and the input
 //! itself, absurd durations and sizes, damaged or endless recordings and
-//! presets, missing and unreadable files, signals in the middle of a run.
-//! Whatever the input, readpath must answer with status 0 or 2 (1 only for a
-//! real I/O failure), never panic or die of a signal, leave no process and no
-//! temporary file behind, and never write where it was not asked to (a
+//! presets, missing and unreadable files, signals in the middle of a run,
+//! FIFOs nobody reads or writes (or that stall), labels made of escape
+//! sequences. Whatever the input, readpath must answer with status 0 or 2 (1
+//! only for a real I/O failure or a stop signal that ended a wait), never
+//! panic or die of a signal, leave no process and no temporary file
+//! behind, put no escape sequence on stdout where a case forbids one, and
+//! never write where it was not asked to (a
 //! sentinel directory next to each case's temporary directory, `/dev/null`,
 //! the device, FIFO or symlink it was pointed at). All cases run, every
 //! failure is collected with its command, status and stderr, and the test
@@ -70,6 +73,10 @@ struct Case {
     stderr_lacks: Vec<String>,
     #[serde(default)]
     stdout_contains: Vec<String>,
+    /// Byte strings stdout must not hold (compared as bytes: an escape
+    /// sequence is caught whether or not the rest is UTF-8).
+    #[serde(default)]
+    stdout_lacks: Vec<String>,
     #[serde(default)]
     after: Vec<After>,
     #[serde(default = "default_timeout")]
@@ -77,6 +84,11 @@ struct Case {
     signal: Option<Signal>,
     /// A FIFO (made by `setup`) the harness keeps open for reading and drains.
     drain_fifo: Option<String>,
+    /// A FIFO the harness opens for reading and never reads (a reader
+    /// that stalls: the pipe fills).
+    hold_fifo: Option<String>,
+    /// A FIFO the harness writes a file into (an input given as a FIFO).
+    feed_fifo: Option<FeedFifo>,
     /// Replaces `{data}` as the `--data-dir` of this case.
     data_dir: Option<String>,
     /// Peak resident memory allowed, MiB (default [`DEFAULT_MAX_RSS_MIB`]).
@@ -92,6 +104,17 @@ fn default_exit() -> Vec<i32> {
 
 fn default_timeout() -> f64 {
     DEFAULT_TIMEOUT_S
+}
+
+/// What the harness writes into a FIFO input: `from`'s bytes, once (then
+/// it closes: end of file) or over and over until the case ends.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FeedFifo {
+    fifo: String,
+    from: String,
+    #[serde(default)]
+    endless: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -148,6 +171,8 @@ enum After {
     /// A complete recording: line 1 a readpath-recording header, then at
     /// least one `{"interval": ...}` line, every line whole JSON.
     Recording(String),
+    /// [file, text]: the file's bytes do not hold the text's.
+    Lacks((String, String)),
 }
 
 struct Ctx {
@@ -379,14 +404,26 @@ fn run_case_in(ctx: &Ctx, case: &Case, tmp: &Path, sentinel: &Path) -> Outcome {
         .drain_fifo
         .as_ref()
         .map(|f| drain_fifo(ctx.path(f, tmp), drain_stop.clone()));
+    let holder = case
+        .hold_fifo
+        .as_ref()
+        .map(|f| hold_fifo(ctx.path(f, tmp), drain_stop.clone()));
+    let feeder = case.feed_fifo.as_ref().map(|f| {
+        feed_fifo(
+            ctx.path(&f.fifo, tmp),
+            ctx.path(&f.from, tmp),
+            f.endless,
+            drain_stop.clone(),
+        )
+    });
 
     let run = match execute(ctx, case, tmp, &argv) {
         Ok(r) => r,
         Err(e) => return fail(vec![format!("could not run: {e}")], "not run", ""),
     };
     drain_stop.store(true, Ordering::SeqCst);
-    if let Some(d) = drainer {
-        let _ = d.join();
+    for t in [drainer, holder, feeder].into_iter().flatten() {
+        let _ = t.join();
     }
 
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
@@ -437,6 +474,14 @@ fn run_case_in(ctx: &Ctx, case: &Case, tmp: &Path, sentinel: &Path) -> Outcome {
         if !stdout.contains(s.as_str()) {
             problems.push(format!(
                 "stdout lacks {s:?}; stdout: {:?}",
+                truncate(&stdout, 300)
+            ));
+        }
+    }
+    for s in &case.stdout_lacks {
+        if let Some(at) = find_bytes(&run.stdout, s.as_bytes()) {
+            problems.push(format!(
+                "stdout holds {s:?} at byte {at}; stdout: {:?}",
                 truncate(&stdout, 300)
             ));
         }
@@ -678,6 +723,70 @@ fn drain_fifo(path: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(
     })
 }
 
+/// Opens a FIFO for reading (non-blocking, so the harness never waits)
+/// and holds it unread until the case ends: the writer's pipe fills.
+fn hold_fifo(path: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::thread::spawn(move || {
+        let held = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path);
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(held);
+    })
+}
+
+/// Writes `from` into a FIFO once a reader opened it (polled with
+/// non-blocking opens, so the harness never waits on a reader that does
+/// not come), then closes it; `endless` writes it again and again until
+/// the case ends or the reader goes.
+fn feed_fifo(
+    path: PathBuf,
+    from: PathBuf,
+    endless: bool,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::thread::spawn(move || {
+        let bytes = std::fs::read(&from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        let mut f = loop {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+            {
+                Ok(f) => break f,
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        loop {
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                match f.write(rest) {
+                    Ok(n) => rest = &rest[n..],
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(2))
+                    }
+                    Err(_) => return, // the reader went
+                }
+            }
+            if !endless {
+                return;
+            }
+        }
+    })
+}
+
 fn group_gone_within(pgid: libc::pid_t, limit: Duration) -> bool {
     let start = Instant::now();
     loop {
@@ -843,7 +952,22 @@ fn check_after(
             }
         }
         After::Recording(n) => check_recording(&ctx.path(n, tmp)),
+        After::Lacks((n, text)) => {
+            let bytes = std::fs::read(ctx.path(n, tmp)).map_err(|e| e.to_string())?;
+            match find_bytes(&bytes, text.as_bytes()) {
+                Some(at) => Err(format!("holds {text:?} at byte {at}")),
+                None => Ok(()),
+            }
+        }
     }
+}
+
+/// Where `needle` first occurs in `hay`, byte for byte.
+fn find_bytes(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 fn check_recording(p: &Path) -> Result<(), String> {

@@ -184,8 +184,9 @@ fn measure(
 }
 
 /// Runs the experiment; `progress` hears (round, variant index) before each
-/// run. With `record`, every interval (warm-up included, switches marked)
-/// goes to a recording for `readpath replay`.
+/// run. With `record` (opened before the workload starts, the header
+/// written once it runs), every interval (warm-up included, switches
+/// marked) goes to a recording for `readpath replay`.
 pub fn run(
     base: &Settings,
     compare: &Compare,
@@ -193,15 +194,15 @@ pub fn run(
     opts: &CompareOptions,
     progress: &mut dyn FnMut(u32, usize),
     dataset_progress: crate::dataset::Progress<'_>,
-    record: Option<&crate::output::file::OutputPath>,
+    record: Option<crate::output::file::OutputFile>,
 ) -> Result<CompareReport, EngineError> {
     let variants = compare.variants(base)?;
     let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;
     let mut recording = match record {
-        Some(path) => {
+        Some(out) => {
             let header = crate::output::recording::Header::of("compare", &engine, preset.clone());
             Some(
-                crate::output::recording::Writer::create(path, &header)
+                crate::output::recording::Writer::start(out, &header)
                     .map_err(|e| EngineError::Output(e.to_string()))?,
             )
         }

@@ -17,11 +17,205 @@
 //! Symlinks in the last component are followed to the file they name
 //! (so the link stays a link); the temporary files a killed process left
 //! beside an output are removed the next time that output is written.
+//!
+//! Nothing here blocks where a stop signal (SIGINT, SIGTERM, SIGHUP,
+//! SIGQUIT: [`crate::sys::stop_requested`]) cannot end it: a FIFO output is
+//! opened non-blocking, and while no process reads it readpath says so
+//! ("waiting for a reader on FIFO ...; Ctrl-C to stop") and polls; writes
+//! to a FIFO, a pipe or a terminal (stdout included) wait in `poll(2)`, and
+//! a reader that stops reading is given up [`STOP_GRACE`] after a stop
+//! signal. Inputs that are not regular files (a FIFO, a terminal,
+//! `<(command)`) are read the same way ([`open_input`]): readpath waits for
+//! their data, says so after a second, and a stop signal ends the wait.
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a stream output (a FIFO, a pipe, a terminal) whose reader is
+/// not reading is still waited for once a stop signal arrived: the records
+/// left are written if the reader takes them, and readpath ends anyway.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// How often a wait (for a FIFO's reader, for room in a pipe, for input)
+/// looks at the stop flag, in milliseconds.
+const POLL_MS: i32 = 100;
+
+/// A stop signal ended a wait (for a FIFO's reader, for input, for a
+/// reader that stopped reading): not the user's input, exit status 1.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped by {signal} {during}")]
+pub struct Stopped {
+    /// The signal's name (`SIGTERM`).
+    pub signal: &'static str,
+    /// What was being done ("while waiting for a reader on the FIFO").
+    pub during: String,
+}
+
+impl Stopped {
+    /// Stopped by the stop signal received, `during` what.
+    pub fn now(during: String) -> Stopped {
+        Stopped {
+            signal: crate::sys::signal_name(crate::sys::stop_signal()),
+            during,
+        }
+    }
+
+    /// As an I/O error (its message is this one's). Not of kind
+    /// `Interrupted`, which `write_all`, `read_to_end` and `BufWriter`
+    /// retry forever.
+    pub fn into_io(self) -> std::io::Error {
+        std::io::Error::other(self)
+    }
+}
+
+/// Writes one line to stderr, ignoring a closed stderr.
+fn tell(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// Waits until `fd` is ready for `events` (POLLIN or POLLOUT; an error or
+/// hang-up counts as ready: the read or write says which). Returns false
+/// when `limit` passed first; EINTR is a wake-up, not an error.
+fn wait_ready(fd: RawFd, events: libc::c_short, limit: i32) -> std::io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, its count 1.
+    let r = unsafe { libc::poll(&mut p, 1, limit) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::EINTR) {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
+}
+
+/// Sets or clears O_NONBLOCK on `fd`.
+fn set_nonblocking(fd: RawFd, on: bool) -> std::io::Result<()> {
+    // SAFETY: fcntl on an open descriptor with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let want = if on {
+            flags | libc::O_NONBLOCK
+        } else {
+            flags & !libc::O_NONBLOCK
+        };
+        if want != flags && libc::fcntl(fd, libc::F_SETFL, want) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A stream output (stdout, a FIFO, a terminal, `/dev/null`) written so
+/// that a stop signal always ends a write: a non-blocking descriptor (a
+/// FIFO readpath opened) waits for room in `poll(2)` on EAGAIN; a
+/// blocking one (stdout, shared with the shell: its flags are not
+/// changed) is polled for room before each write of at most `PIPE_BUF`
+/// bytes, which a pipe with room takes without blocking. Once a stop
+/// signal arrived, a reader that does not make room within
+/// [`STOP_GRACE`] is given up (an error naming the output).
+struct Stream {
+    /// Keeps the descriptor open; `None` for stdout (fd 1, not closed here).
+    _file: Option<File>,
+    fd: RawFd,
+    nonblocking: bool,
+    /// A regular file (stdout redirected to one): written plainly.
+    regular: bool,
+    /// When a stop signal was first seen while waiting for room.
+    stop_seen: Option<Instant>,
+}
+
+impl Stream {
+    fn new(file: Option<File>, nonblocking: bool) -> Stream {
+        let fd = file.as_ref().map_or(libc::STDOUT_FILENO, |f| f.as_raw_fd());
+        // SAFETY: fstat on a descriptor into a zeroed struct.
+        let regular = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG
+        };
+        Stream {
+            _file: file,
+            fd,
+            nonblocking,
+            regular,
+            stop_seen: None,
+        }
+    }
+
+    /// Waits for room to write, ending with an error [`STOP_GRACE`] after
+    /// a stop signal.
+    fn wait_room(&mut self) -> std::io::Result<()> {
+        loop {
+            if wait_ready(self.fd, libc::POLLOUT, POLL_MS)? {
+                return Ok(());
+            }
+            if crate::sys::stop_requested() {
+                let since = *self.stop_seen.get_or_insert_with(Instant::now);
+                if since.elapsed() >= STOP_GRACE {
+                    return Err(Stopped::now(format!(
+                        "while its reader was not reading (given up after {} s)",
+                        STOP_GRACE.as_secs()
+                    ))
+                    .into_io());
+                }
+            }
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let len = if self.regular || self.nonblocking {
+                buf.len()
+            } else {
+                self.wait_room()?;
+                buf.len().min(libc::PIPE_BUF)
+            };
+            // SAFETY: `len` bytes of `buf` are valid to read; `fd` is open
+            // (owned by `file`, or stdout).
+            let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), len) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::EAGAIN) => self.wait_room()?,
+                _ => return Err(e),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Standard output as readpath writes it: a stop signal ends a write that
+/// waits for a reader (a full pipe, a stopped terminal) instead of hanging.
+/// Text for people goes through [`crate::output::format::printable`] first
+/// (the caller's job).
+pub fn stdout() -> impl Write {
+    let _ = std::io::stdout().flush();
+    BufWriter::with_capacity(64 * 1024, Stream::new(None, false))
+}
 
 /// Why an output was refused or could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +239,16 @@ pub enum OutputError {
         path: PathBuf,
         /// The error, printed in this message (not as a separate cause).
         err: std::io::Error,
+    },
+    /// A stop signal ended the wait for a FIFO's reader (exit status 1).
+    #[error("{what} {path}: {stopped}")]
+    Stopped {
+        /// The flag that named it.
+        what: String,
+        /// The path as given.
+        path: PathBuf,
+        /// Which signal, while doing what.
+        stopped: Stopped,
     },
 }
 
@@ -82,18 +286,25 @@ const MAX_LINKS: usize = 40;
 
 /// Follows symlinks in the last component of `p` (not in its directories,
 /// which the kernel resolves as usual) to the path a write would create or
-/// open. A dangling link resolves to the path it names.
+/// open. A dangling link resolves to the path it names. A link the kernel
+/// follows but whose text names no path (`/dev/stdout` on a pipe is
+/// `/proc/self/fd/1` -> `pipe:[N]`) resolves to itself: opening it opens
+/// what it stands for.
 fn follow_links(p: &Path) -> std::io::Result<PathBuf> {
     let mut cur = p.to_path_buf();
     for _ in 0..MAX_LINKS {
         match std::fs::symlink_metadata(&cur) {
             Ok(m) if m.file_type().is_symlink() => {
                 let to = std::fs::read_link(&cur)?;
-                cur = if to.is_absolute() {
+                let next = if to.is_absolute() {
                     to
                 } else {
                     cur.parent().unwrap_or(Path::new(".")).join(to)
                 };
+                if std::fs::symlink_metadata(&next).is_err() && std::fs::metadata(&cur).is_ok() {
+                    return Ok(cur);
+                }
+                cur = next;
             }
             Ok(_) => return Ok(cur),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cur),
@@ -271,7 +482,10 @@ impl OutputPath {
 
     /// Opens the output for writing: the temporary file of an atomic
     /// output (stale ones of dead processes removed first), the FIFO or
-    /// device itself, or stdout.
+    /// device itself, or stdout. A FIFO no process reads yet is waited
+    /// for, said on stderr, until a reader opens it or a stop signal ends
+    /// the wait ([`OutputError::Stopped`]); commands open their outputs
+    /// before their workload starts, so the wait costs nothing.
     pub fn create(&self) -> Result<OutputFile, OutputError> {
         let io = |err| OutputError::Io {
             what: self.what.clone(),
@@ -279,14 +493,17 @@ impl OutputPath {
             err,
         };
         let (file, tmp): (Box<dyn Write + Send>, Option<PathBuf>) = match self.mode {
-            Mode::Stdout => (Box::new(std::io::stdout()), None),
+            Mode::Stdout => {
+                let _ = std::io::stdout().flush();
+                (Box::new(Stream::new(None, false)), None)
+            }
             Mode::InPlace => {
-                let f = OpenOptions::new()
-                    .write(true)
-                    .custom_flags(libc::O_NOCTTY)
-                    .open(&self.target)
-                    .map_err(io)?;
-                (Box::new(f), None)
+                let (f, fifo) = self.open_in_place()?;
+                if !fifo {
+                    // A terminal or /dev/null: blocking writes, polled first.
+                    set_nonblocking(f.as_raw_fd(), false).map_err(io)?;
+                }
+                (Box::new(Stream::new(Some(f), fifo)), None)
             }
             Mode::Atomic => {
                 let dir = parent_of(&self.target);
@@ -314,6 +531,57 @@ impl OutputPath {
             what: self.what.clone(),
             finished: false,
         })
+    }
+
+    /// Opens a FIFO, terminal or device output without blocking (a FIFO
+    /// with no reader, a serial line without carrier): true when it is a
+    /// FIFO, which stays non-blocking. A FIFO no process reads is waited
+    /// for (ENXIO), said once on stderr, polled every 50 ms until a reader
+    /// comes or a stop signal arrives.
+    fn open_in_place(&self) -> Result<(File, bool), OutputError> {
+        let fifo = std::fs::metadata(&self.target).is_ok_and(|m| m.file_type().is_fifo());
+        let mut said = false;
+        loop {
+            let opened = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+                .open(&self.target);
+            match opened {
+                Ok(f) => return Ok((f, fifo)),
+                Err(e) if fifo && e.raw_os_error() == Some(libc::ENXIO) => {
+                    let waiting = format!(
+                        "waiting for a reader on FIFO {}",
+                        crate::output::format::printable(&self.given.display().to_string(), false)
+                    );
+                    if crate::sys::stop_requested() {
+                        return Err(OutputError::Stopped {
+                            what: self.what.clone(),
+                            path: self.given.clone(),
+                            stopped: Stopped::now(
+                                "while waiting for a reader on the FIFO: nothing was written"
+                                    .into(),
+                            ),
+                        });
+                    }
+                    if !said {
+                        tell(&format!(
+                            "readpath: {waiting} ({}); Ctrl-C to stop",
+                            self.what
+                        ));
+                        said = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(err) => {
+                    return Err(OutputError::Io {
+                        what: self.what.clone(),
+                        path: self.given.clone(),
+                        err,
+                    });
+                }
+            }
+        }
     }
 
     /// Writes `bytes` as the whole output.
@@ -410,9 +678,8 @@ pub const MAX_TEXT_INPUT: u64 = 1 << 20;
 /// than `limit` bytes (so `/dev/zero` is an error, not an endless read) and
 /// anything that is a directory. The error says which file and why.
 pub fn read_capped(path: &Path, limit: u64) -> Result<String, String> {
-    use std::io::Read;
-    let f = File::open(path).map_err(|e| format!("{}: {}", path.display(), plain(&e)))?;
-    if f.metadata().is_ok_and(|m| m.is_dir()) {
+    let f = open_input(path).map_err(|e| format!("{}: {}", path.display(), plain(&e)))?;
+    if f.is_dir() {
         return Err(format!("{}: is a directory, not a file", path.display()));
     }
     let mut buf = Vec::new();
@@ -433,6 +700,98 @@ pub fn read_capped(path: &Path, limit: u64) -> Result<String, String> {
             e.utf8_error().valid_up_to()
         )
     })
+}
+
+/// An input file opened by [`open_input`]: a regular file is read as
+/// usual (a stop signal ends the read at the next buffer); anything else (a FIFO, `<(command)`, a terminal, a device) is
+/// read non-blocking through `poll(2)`, so readpath waits for its data
+/// (saying so on stderr after a second) and a stop signal ends the wait
+/// with a [`Stopped`] error instead of a read that never returns.
+pub struct Input {
+    file: File,
+    /// Not a regular file (nor a directory): read through poll.
+    stream: bool,
+    dir: bool,
+    given: PathBuf,
+    /// When the current wait for data began, and whether it was said.
+    waiting: Option<(Instant, bool)>,
+}
+
+/// How long an input waits for data before readpath says it is waiting.
+const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
+
+/// Opens an input without blocking: a FIFO with no writer yet, a serial
+/// line without carrier or a terminal never hold `open(2)`; reading one
+/// waits interruptibly (see [`Input`]).
+pub fn open_input(path: &Path) -> std::io::Result<Input> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let m = file.metadata()?;
+    let stream = !m.is_file() && !m.is_dir();
+    if !stream {
+        set_nonblocking(file.as_raw_fd(), false)?;
+    }
+    Ok(Input {
+        file,
+        stream,
+        dir: m.is_dir(),
+        given: path.to_path_buf(),
+        waiting: None,
+    })
+}
+
+impl Input {
+    /// True when the input is a directory (the caller refuses it).
+    pub fn is_dir(&self) -> bool {
+        self.dir
+    }
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // A stop signal ends a long read (a large file being digested or
+        // parsed) at the next buffer, not at its end.
+        if crate::sys::stop_requested() {
+            return Err(Stopped::now("while reading it".into()).into_io());
+        }
+        if !self.stream {
+            return self.file.read(buf);
+        }
+        loop {
+            if wait_ready(self.file.as_raw_fd(), libc::POLLIN, POLL_MS)? {
+                match self.file.read(buf) {
+                    Ok(n) => {
+                        self.waiting = None;
+                        return Ok(n);
+                    }
+                    Err(e)
+                        if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => {}
+                    Err(e) => return Err(e),
+                }
+                continue;
+            }
+            if crate::sys::stop_requested() {
+                return Err(Stopped::now("while waiting for its data".into()).into_io());
+            }
+            let (since, said) = self.waiting.get_or_insert((Instant::now(), false));
+            if !*said && since.elapsed() >= SAY_WAITING_AFTER {
+                let fifo = std::fs::metadata(&self.given).is_ok_and(|m| m.file_type().is_fifo());
+                tell(&format!(
+                    "readpath: waiting for data on {}{}; Ctrl-C to stop",
+                    if fifo { "FIFO " } else { "" },
+                    crate::output::format::printable(&self.given.display().to_string(), false)
+                ));
+                *said = true;
+            }
+        }
+    }
+}
+
+/// True when `e` is (or wraps) a [`Stopped`]: a stop signal, not the input.
+pub fn is_stopped(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Stopped>())
 }
 
 /// The one message for a file written by a newer readpath (a recording, a
@@ -558,6 +917,92 @@ mod tests {
         o.write_all(b"through the pipe").unwrap();
         assert_eq!(reader.join().unwrap(), b"through the pipe");
         assert!(kind(&fifo).is_fifo());
+    }
+
+    #[test]
+    fn a_fifo_output_waits_for_its_reader_and_survives_a_slow_one() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("f");
+        crate::sys::make_fifo(&fifo, 0o600).unwrap();
+        // More than a pipe holds, so the non-blocking writes meet EAGAIN.
+        let bytes: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                // Comes late: the writer waits (ENXIO) meanwhile.
+                std::thread::sleep(Duration::from_millis(300));
+                let mut f = File::open(fifo).unwrap();
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    match f.read(&mut buf).unwrap() {
+                        0 => return got,
+                        n => got.extend_from_slice(&buf[..n]),
+                    }
+                    if got.len() < 200_000 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            })
+        };
+        let o = OutputPath::check("--record", &fifo, &[]).unwrap();
+        let mut f = o.create().unwrap();
+        f.write_all(&bytes).unwrap();
+        f.finish().unwrap();
+        assert!(reader.join().unwrap() == bytes, "every byte, in order");
+        assert!(kind(&fifo).is_fifo());
+    }
+
+    #[test]
+    fn dev_stdout_on_a_pipe_is_the_pipe() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills two descriptors, closed below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (r, w) = (fds[0], fds[1]);
+        // What `/dev/stdout` is when stdout is a pipe: a link to `pipe:[N]`.
+        let link = PathBuf::from(format!("/proc/self/fd/{w}"));
+        let o = OutputPath::check("--record", &link, &[]).unwrap();
+        assert_eq!(o.mode(), Mode::InPlace);
+        o.write_all(b"through /proc").unwrap();
+        // SAFETY: closing our own descriptors; reading into a local buffer.
+        let got = unsafe {
+            libc::close(w);
+            let mut buf = [0u8; 64];
+            let n = libc::read(r, buf.as_mut_ptr().cast(), buf.len());
+            libc::close(r);
+            buf[..n.max(0) as usize].to_vec()
+        };
+        assert_eq!(got, b"through /proc");
+    }
+
+    #[test]
+    fn a_fifo_input_waits_for_its_writer_and_ends_with_it() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("in");
+        crate::sys::make_fifo(&fifo, 0o600).unwrap();
+        // Opening does not wait for a writer.
+        let mut input = open_input(&fifo).unwrap();
+        assert!(!input.is_dir());
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                let mut w = OpenOptions::new().write(true).open(fifo).unwrap();
+                w.write_all(b"line one\n").unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+                w.write_all(b"line two\n").unwrap();
+            })
+        };
+        let mut got = String::new();
+        input.read_to_string(&mut got).unwrap();
+        writer.join().unwrap();
+        assert_eq!(got, "line one\nline two\n");
+        // A regular file reads as usual.
+        let p = file_with(&d, "plain", b"abc");
+        let mut got = String::new();
+        open_input(&p).unwrap().read_to_string(&mut got).unwrap();
+        assert_eq!(got, "abc");
+        assert!(open_input(d.path()).unwrap().is_dir());
     }
 
     #[test]

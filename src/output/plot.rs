@@ -137,7 +137,22 @@ pub fn metric_panels(names: &[String]) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
-/// The recording's series as CSV: one row per interval.
+/// One CSV text field (RFC 4180): always quoted, a `"` doubled; control
+/// characters (escape sequences, newlines) replaced by U+FFFD, so the file
+/// is safe in a terminal (`cat`, `less -R`) as on stdout; and a field a
+/// spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`)
+/// gets a leading `'`, as OWASP advises for CSV from untrusted input. A
+/// recording is a file from anywhere: its labels are text, never commands.
+pub fn csv_field(s: &str) -> String {
+    let mut text = crate::output::format::printable(s, false);
+    if text.starts_with(['=', '+', '-', '@']) {
+        text.insert(0, '\'');
+    }
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// The recording's series as CSV: one row per interval, LF line ends, the
+/// events in one quoted field ([`csv_field`]).
 pub fn csv(rec: &Recording) -> String {
     let mut out = String::from(
         "t_s,throughput_mib_s,iops,p50_us,p99_us,p999_us,queue_p99_us,run_delay_ms_per_s,events\n",
@@ -146,7 +161,7 @@ pub fn csv(rec: &Recording) -> String {
         let events: Vec<&str> = r.events.iter().map(|e| e.label.as_str()).collect();
         let _ = writeln!(
             out,
-            "{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},\"{}\"",
+            "{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{}",
             r.t_s,
             r.throughput_mib_s,
             r.iops,
@@ -155,7 +170,7 @@ pub fn csv(rec: &Recording) -> String {
             r.latency_us.p999,
             r.stages_us.queue.p99,
             run_delay_ms_per_s(r),
-            events.join("; ").replace('"', "'")
+            csv_field(&events.join("; "))
         );
     }
     out
@@ -796,7 +811,8 @@ pub fn svg(
 
 /// Turns an SVG document into a PNG of exactly `width` x `height` with
 /// `rsvg-convert` (Debian: librsvg2-bin), through its stdin and stdout: no
-/// temporary file; the caller writes the bytes (atomically).
+/// temporary file; the caller writes the bytes (atomically). A stop signal
+/// kills it and ends with a [`crate::output::file::Stopped`] error.
 pub fn rasterize(svg: &[u8], width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
     use std::io::Write as _;
     let child = std::process::Command::new("rsvg-convert")
@@ -820,26 +836,73 @@ pub fn rasterize(svg: &[u8], width: u32, height: u32) -> anyhow::Result<Vec<u8>>
     };
     let mut stdin = child.stdin.take().expect("piped stdin");
     let svg = svg.to_vec();
-    // Fed from a thread so a large PNG on stdout cannot deadlock the pipe.
+    // Fed and read from threads so a large PNG on stdout cannot deadlock
+    // the pipes, while this thread polls for a stop signal.
     let feeder = std::thread::spawn(move || stdin.write_all(&svg));
-    let out = child.wait_with_output()?;
+    let drain = |mut from: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            from.read_to_end(&mut v).map(|_| v)
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if crate::sys::stop_requested() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(crate::output::file::Stopped::now(
+                "while rsvg-convert drew the PNG: nothing was written".into(),
+            )
+            .into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let joined = |t: std::thread::JoinHandle<std::io::Result<Vec<u8>>>| {
+        t.join()
+            .map_err(|_| anyhow::anyhow!("reading rsvg-convert"))?
+            .map_err(anyhow::Error::from)
+    };
+    let (out, err) = (joined(stdout)?, joined(stderr)?);
     let fed = feeder
         .join()
         .map_err(|_| anyhow::anyhow!("feeding rsvg-convert"))?;
-    if !out.status.success() {
+    if !status.success() {
         anyhow::bail!(
-            "rsvg-convert failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+            "rsvg-convert failed ({status}): {}",
+            String::from_utf8_lossy(&err).trim()
         );
     }
     fed?;
-    Ok(out.stdout)
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_and_cannot_drive_a_terminal_or_a_spreadsheet() {
+        assert_eq!(
+            csv_field("workers.mode: a -> b"),
+            "\"workers.mode: a -> b\""
+        );
+        assert_eq!(csv_field(""), "\"\"");
+        // RFC 4180: quotes doubled inside a quoted field; commas stay.
+        assert_eq!(csv_field("say \"hi\", then"), "\"say \"\"hi\"\", then\"");
+        // OSC 0 (title), OSC 52 (clipboard), CSI 2J (clear), a newline and
+        // a C1 CSI: no control character survives, the row stays one line.
+        let hostile = "\x1b]0;pwned\x07\x1b]52;c;ZWNobyBoaQ==\x1b\\\x1b[2J\nnext\r\u{9b}31m";
+        let f = csv_field(hostile);
+        assert!(!f.chars().any(char::is_control), "{f:?}");
+        assert!(f.contains("]0;pwned") && f.contains("[2J"), "{f:?}");
+        // Formulas are text.
+        assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(csv_field("@SUM(A1)"), "\"'@SUM(A1)\"");
+    }
 
     #[test]
     fn marker_numbers_are_nudged_right_then_wrapped_never_overlapping() {

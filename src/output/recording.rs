@@ -96,6 +96,15 @@ pub enum RecordingError {
         /// Why, in words.
         message: String,
     },
+    /// A stop signal ended the wait for the input's data (a FIFO's
+    /// writer): exit status 1.
+    #[error("{path}: {message}")]
+    Stopped {
+        /// The file.
+        path: PathBuf,
+        /// Which signal, while waiting for what.
+        message: String,
+    },
     /// The output was refused or could not be written.
     #[error(transparent)]
     Output(#[from] crate::output::file::OutputError),
@@ -124,10 +133,11 @@ pub enum RecordingError {
 
 impl RecordingError {
     /// True when the file is the user's mistake (exit status 2): everything
-    /// but a failure to write the output.
+    /// but a failure to write the output and a stop signal.
     pub fn is_bad_input(&self) -> bool {
         match self {
             RecordingError::Output(e) => e.is_bad_input(),
+            RecordingError::Stopped { .. } => false,
             _ => true,
         }
     }
@@ -146,9 +156,16 @@ impl Writer {
         path: &crate::output::file::OutputPath,
         header: &Header,
     ) -> Result<Writer, RecordingError> {
-        let mut w = Writer {
-            out: path.create()?,
-        };
+        Writer::start(path.create()?, header)
+    }
+
+    /// Writes the header to `out`, an output opened before the workload
+    /// started (the header says what runs, so it comes once it does).
+    pub fn start(
+        out: crate::output::file::OutputFile,
+        header: &Header,
+    ) -> Result<Writer, RecordingError> {
+        let mut w = Writer { out };
         w.line(header)?;
         Ok(w)
     }
@@ -221,12 +238,18 @@ pub(crate) fn read_line_capped(
 /// in it is range-checked (see [`IntervalRecord::check`]), so a damaged or
 /// hostile file is an error naming the line, never a panic or a hang.
 pub fn read(path: &Path) -> Result<Recording, RecordingError> {
-    let input = |e: &std::io::Error| RecordingError::Input {
-        path: path.to_path_buf(),
-        message: crate::output::file::plain(e),
+    let input = |e: &std::io::Error| {
+        let (path, message) = (path.to_path_buf(), crate::output::file::plain(e));
+        if crate::output::file::is_stopped(e) {
+            RecordingError::Stopped { path, message }
+        } else {
+            RecordingError::Input { path, message }
+        }
     };
-    let f = std::fs::File::open(path).map_err(|e| input(&e))?;
-    if f.metadata().is_ok_and(|m| m.is_dir()) {
+    // Not a regular file (a FIFO, `<(command)`): read through poll, so a
+    // writer that never comes or never ends leaves readpath interruptible.
+    let f = crate::output::file::open_input(path).map_err(|e| input(&e))?;
+    if f.is_dir() {
         return Err(RecordingError::Input {
             path: path.to_path_buf(),
             message: "is a directory, not a recording".into(),
