@@ -39,7 +39,7 @@ const DEFAULT_TIMEOUT_S: f64 = 60.0;
 const GROUP_GRACE: Duration = Duration::from_secs(2);
 /// How long after a signal the process must have exited, unless the case
 /// says otherwise.
-const DEFAULT_EXIT_WITHIN_S: f64 = 10.0;
+const DEFAULT_EXIT_WITHIN_S: f64 = 2.0;
 /// Address-space limit of every case: a case that asks for hundreds of GiB
 /// fails an allocation (and shows as a death by signal) instead of taking
 /// the machine into the OOM killer.

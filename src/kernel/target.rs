@@ -67,7 +67,7 @@ pub struct KernelTarget {
     /// Where the files live.
     base: PathBuf,
     /// The filesystem's root (or `kernel.dir`), for the key ioctls.
-    key_dir: File,
+    key_dir: Option<File>,
     /// The identifier of the key added for the run.
     key_id: Option<[u8; 16]>,
     /// The data dir (free space is checked there for the image).
@@ -144,7 +144,7 @@ impl KernelTarget {
         let mut t = KernelTarget {
             fs,
             base,
-            key_dir,
+            key_dir: Some(key_dir),
             key_id: Some(key_id),
             data_dir: data_dir.to_path_buf(),
             device: (0, 0),
@@ -286,11 +286,15 @@ impl KernelTarget {
 
 impl Drop for KernelTarget {
     fn drop(&mut self) {
-        if let Some(id) = self.key_id.take() {
-            let _ = fscrypt::remove_key(&self.key_dir, id);
+        let dir = self.key_dir.take();
+        if let (Some(id), Some(d)) = (self.key_id.take(), &dir) {
+            let _ = fscrypt::remove_key(d, id);
         }
+        // Closed before the unmount: an open directory on the image keeps
+        // the mount busy (it would be detached lazily, 2 s later).
+        drop(dir);
         // The image is unmounted (and its loop device detached) by its
-        // ScratchFs, dropped after this.
+        // ScratchFs.
         let _ = self.fs.take();
     }
 }
