@@ -553,3 +553,65 @@ fn a_kernel_dir_whose_readpath_dir_is_a_link_is_refused() {
     assert!(err.contains("symbolic link"), "{err}");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
+
+#[test]
+fn tracefs_mounted_by_one_readpath_is_unmounted_by_whichever_ends_last() {
+    if skip("tracefs_mounted_by_one_readpath_is_unmounted_by_whichever_ends_last") {
+        return;
+    }
+    let _g = lock();
+    let mounted = || {
+        readpath::sys::trust::mounts()
+            .iter()
+            .any(|m| m.fstype == "tracefs")
+    };
+    if mounted() {
+        println!(
+            "tracefs_mounted_by_one_readpath_is_unmounted_by_whichever_ends_last: skipped: tracefs was mounted before (not readpath's to unmount)"
+        );
+        return;
+    }
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let run = |d: &Path| {
+        readpath(d)
+            .args([
+                "run",
+                "--set",
+                "workload.target=kernel",
+                "--set",
+                "workload.file_size=8M",
+                "--duration",
+                "60s",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let tracing = |pid: u32| {
+        let inst = format!("/sys/kernel/tracing/instances/readpath-{pid}");
+        wait_until("a run's trace", Duration::from_secs(90), || {
+            Path::new(&inst).join("trace_pipe").exists()
+        });
+        // Its workload is under way (the file written, the readers on).
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    let first = run(a.path());
+    tracing(first.id());
+    assert!(mounted());
+    let second = run(b.path());
+    tracing(second.id());
+    for (child, last) in [(first, false), (second, true)] {
+        // SAFETY: kill on a child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // The one that mounted it cannot while the other traces.
+        assert_eq!(
+            mounted(),
+            !last,
+            "tracefs mounted after the {} ended",
+            if last { "second" } else { "first" }
+        );
+    }
+}

@@ -457,6 +457,11 @@ pub fn restore_all(data_dir: &Path) -> Restored {
             Err(e) => r.problems.push(e.to_string()),
         }
     }
+    for d in &dirs {
+        if trust::check_dir(d).is_ok() {
+            trust::sweep_live(d);
+        }
+    }
     let (done, problems) = restore_parts(data_dir);
     r.done
         .extend(done.into_iter().map(|p| p.display().to_string()));
@@ -1006,10 +1011,21 @@ impl Drop for TracefsMount {
     fn drop(&mut self) {
         let tracefs = Path::new(trace::TRACEFS);
         let ours = trust::mount_at(tracefs).is_some_and(|m| m.id == self.id);
+        // Another readpath's (or tool's) instance in it: left mounted, and
+        // the state kept, for whoever ends last ([`restore_tracefs`]).
+        if ours && tracefs_in_use(tracefs) {
+            return;
+        }
         if !ours || unmount(tracefs, false).is_ok() {
             let _ = trust::remove_state(&self.state);
         }
     }
+}
+
+/// Whether a tracefs instance is left in the tracefs at `tracefs`
+/// (another readpath's, or another tool's): then it is in use.
+fn tracefs_in_use(tracefs: &Path) -> bool {
+    std::fs::read_dir(tracefs.join("instances")).is_ok_and(|rd| rd.count() > 0)
 }
 
 /// Unmounts tracefs where a readpath now gone mounted it: only the very
@@ -1038,10 +1054,7 @@ fn restore_tracefs(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
     let mut done = Vec::new();
     match trust::mount_at(tracefs) {
         Some(m) if m.id == st.mount_id && m.fstype == "tracefs" => {
-            let in_use = std::fs::read_dir(tracefs.join("instances"))
-                .map(|rd| rd.count() > 0)
-                .unwrap_or(false);
-            if in_use {
+            if tracefs_in_use(tracefs) {
                 // Instances of another tool: left mounted, state kept.
                 return done;
             }

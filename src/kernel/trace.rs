@@ -762,6 +762,11 @@ impl Tracer {
         if !self.dir.exists() {
             let _ = std::fs::remove_file(&self.state);
         }
+        // A tracefs that another readpath mounted and could not unmount
+        // while this one used it: whoever ends last puts it back.
+        if let Some(dir) = self.state.parent() {
+            let _ = super::restore_tracefs(dir, &mut Vec::new());
+        }
     }
 }
 

@@ -528,6 +528,25 @@ pub fn live_owner(dir: &Path, pid: u32) -> Option<String> {
     Some(note)
 }
 
+/// Removes the lock files in `dir` of readpaths that are gone (what a
+/// process leaves when it ends: its lock is released, the file stays).
+pub fn sweep_live(dir: &Path) {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        if let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("live-")?.strip_suffix(".lock"))
+            .and_then(|p| p.parse::<u32>().ok())
+        {
+            // Gone ones' files are removed by the asking.
+            let _ = live_owner(dir, pid);
+        }
+    }
+}
+
 /// An exclusive `flock` on `path` (created if missing, the user's regular
 /// file), waited for at most `limit`, and given up at once on a stop
 /// signal; released when the returned file is dropped. For short critical
@@ -791,6 +810,10 @@ mod tests {
         assert_eq!(live_owner(d, 78), None);
         hold_live(d, "data dir /me").unwrap();
         assert!(live_owner(d, std::process::id()).is_some());
+        fs::write(d.join("live-79.lock"), "").unwrap();
+        sweep_live(d);
+        assert!(!d.join("live-79.lock").exists());
+        assert!(d.join(format!("live-{}.lock", std::process::id())).exists());
         // A short lock is exclusive and bounded.
         let a = lock_exclusive(&d.join("k.lock"), Duration::ZERO).unwrap();
         let e = lock_exclusive(&d.join("k.lock"), Duration::from_millis(30)).unwrap_err();
