@@ -11,7 +11,7 @@
 //! The affinity scope is global: the tests that turn it hold one lock, so
 //! they never overlap.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -58,14 +58,14 @@ fn scope() -> String {
     std::fs::read_to_string(SCOPE).unwrap().trim().to_string()
 }
 
-/// readpath's mounts (its image) still mounted under `dir`.
-fn mounts_under(dir: &Path) -> Vec<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let want = dir.to_string_lossy().to_string();
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| m.starts_with(&want))
-        .map(str::to_string)
+/// The mounts at or under `dir` (the kernel's table, every escape
+/// decoded: a data dir with a tab or a newline in its name).
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    readpath::sys::trust::mounts()
+        .into_iter()
+        .map(|m| m.point)
+        .filter(|p| p.starts_with(&real))
         .collect()
 }
 
@@ -396,15 +396,6 @@ fn an_unprivileged_run_is_told_what_is_missing() {
     assert_eq!(scope(), before);
 }
 
-/// Whether anything is mounted at or under `dir` (the kernel's table, every
-/// escape decoded: a data dir with a tab or a newline in its name).
-fn mounted_under(dir: &Path) -> bool {
-    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    readpath::sys::trust::mounts()
-        .iter()
-        .any(|m| m.point.starts_with(&real))
-}
-
 #[test]
 fn a_second_readpath_cannot_turn_a_knob_another_holds_and_the_original_comes_back() {
     if skip("a_second_readpath_cannot_turn_a_knob_another_holds_and_the_original_comes_back") {
@@ -439,13 +430,13 @@ fn a_second_readpath_cannot_turn_a_knob_another_holds_and_the_original_comes_bac
     assert!(err.contains(&format!("PID {}", child.id())), "{err}");
     assert!(err.contains(&*a.path().to_string_lossy()), "{err}");
     assert_eq!(scope(), to, "the second changed nothing");
-    assert!(!mounted_under(b.path()));
+    assert!(mounts_under(b.path()).is_empty());
     // SAFETY: kill on a child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(scope(), before, "the original is back");
-    assert!(!mounted_under(a.path()));
+    assert!(mounts_under(a.path()).is_empty());
 }
 
 #[test]
@@ -461,14 +452,14 @@ fn a_data_dir_with_a_tab_newline_and_backslash_is_put_back_after_sigkill() {
     let mut child = start_turning(&data, other_scope(&before));
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(mounted_under(&data), "SIGKILL leaves the mount");
+    assert!(!mounts_under(&data).is_empty(), "SIGKILL leaves the mount");
     let o = readpath(&data)
         .args(["kernel", "restore"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
-        !mounted_under(&data),
+        mounts_under(&data).is_empty(),
         "{}",
         String::from_utf8_lossy(&o.stdout)
     );
@@ -503,8 +494,8 @@ fn a_mount_point_that_is_a_link_is_refused_and_nothing_is_mounted_there() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("symbolic link"), "{err}");
-    assert!(!mounted_under(&canary));
-    assert!(!mounted_under(&data));
+    assert!(mounts_under(&canary).is_empty());
+    assert!(mounts_under(&data).is_empty());
     assert_eq!(
         std::fs::read_to_string(canary.join("keep.txt")).unwrap(),
         "canary"

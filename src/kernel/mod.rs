@@ -301,15 +301,10 @@ pub fn is_mount_point(path: &Path) -> bool {
     trust::mount_at(&real).is_some()
 }
 
-fn cpath(p: &Path) -> io::Result<std::ffi::CString> {
-    std::ffi::CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
-}
-
 /// Unmounts `mnt` (never following a link there); `lazy` detaches it now
 /// and lets the kernel finish when its last file closes.
 fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
-    let c = cpath(mnt)?;
+    let c = crate::sys::c_path(mnt)?;
     let flags = libc::UMOUNT_NOFOLLOW | if lazy { libc::MNT_DETACH } else { 0 };
     // SAFETY: `c` is a valid NUL-terminated path.
     if unsafe { libc::umount2(c.as_ptr(), flags) } != 0 {
@@ -442,13 +437,11 @@ pub struct Restored {
 /// aside as `.refused`.
 pub fn restore_all(data_dir: &Path) -> Restored {
     let mut r = Restored::default();
-    let sd = state_dir(data_dir);
-    let mut dirs = vec![sd.clone()];
-    let legacy = data_dir.join("kernel");
-    if legacy != sd {
-        dirs.push(legacy);
-    }
-    for d in &dirs {
+    let (sd, kdir) = trusted_dirs(data_dir, &mut r.problems);
+    // Knob state lives in the state dir; older readpaths left it in
+    // `DATA_DIR/kernel`.
+    let legacy = kdir.as_ref().filter(|k| sd.as_ref() != Some(*k));
+    for d in sd.iter().chain(legacy) {
         match knobs::restore_left(d) {
             Ok(done) => r.done.extend(
                 done.into_iter()
@@ -457,15 +450,9 @@ pub fn restore_all(data_dir: &Path) -> Restored {
             Err(e) => r.problems.push(e.to_string()),
         }
     }
-    for d in &dirs {
-        if trust::check_dir(d).is_ok() {
-            trust::sweep_live(d);
-        }
-    }
-    let (done, problems) = restore_parts(data_dir);
+    let done = restore_in(sd.as_deref(), kdir.as_deref(), &mut r.problems);
     r.done
         .extend(done.into_iter().map(|p| p.display().to_string()));
-    r.problems.extend(problems);
     r
 }
 
@@ -476,7 +463,9 @@ pub fn restore_all(data_dir: &Path) -> Restored {
 /// what it put back; an error lists what it refused or could not do (after
 /// doing all the rest).
 pub fn restore(data_dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let (done, problems) = restore_parts(data_dir);
+    let mut problems = Vec::new();
+    let (sd, kdir) = trusted_dirs(data_dir, &mut problems);
+    let done = restore_in(sd.as_deref(), kdir.as_deref(), &mut problems);
     if problems.is_empty() {
         Ok(done)
     } else {
@@ -484,43 +473,54 @@ pub fn restore(data_dir: &Path) -> io::Result<Vec<PathBuf>> {
     }
 }
 
-fn restore_parts(data_dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
-    let mut problems = Vec::new();
+/// The state dir ([`state_dir`]) and `DATA_DIR/kernel`, each when it
+/// exists and passes the trust rule (a problem noted, once, when one does
+/// not).
+fn trusted_dirs(data_dir: &Path, problems: &mut Vec<String>) -> (Option<PathBuf>, Option<PathBuf>) {
+    let mut trusted = |dir: PathBuf| {
+        std::fs::symlink_metadata(&dir).ok()?;
+        match trust::check_dir(&dir) {
+            Ok(()) => Some(dir),
+            Err(e) => {
+                problems.push(e.to_string());
+                None
+            }
+        }
+    };
+    let (sd, kdir) = (state_dir(data_dir), data_dir.join("kernel"));
+    if sd == kdir {
+        let t = trusted(sd);
+        (t.clone(), t)
+    } else {
+        (trusted(sd), trusted(kdir))
+    }
+}
+
+/// Recovery in the trusted state dir `sd` (stale liveness locks, tracefs
+/// instances, the tracefs mount) and `kdir` (the scratch mounts).
+fn restore_in(sd: Option<&Path>, kdir: Option<&Path>, problems: &mut Vec<String>) -> Vec<PathBuf> {
     let mut done = Vec::new();
-    let sd = state_dir(data_dir);
-    if std::fs::symlink_metadata(&sd).is_ok() {
-        match trust::check_dir(&sd) {
-            Ok(()) => {
-                done.extend(restore_traces(&sd, &mut problems));
+    if let Some(sd) = sd {
+        trust::sweep_live(sd);
+        done.extend(restore_traces(sd, problems));
+    }
+    if let Some(kdir) = kdir {
+        for spec in SCRATCH_SPECS {
+            // Held by a live readpath (this one included): in use.
+            let Ok(_lock) = trust::lock_exclusive(&kdir.join(spec.lock), Duration::ZERO) else {
+                continue;
+            };
+            match restore_mount(kdir, spec) {
+                Ok(Some(m)) => done.push(m),
+                Ok(None) => {}
+                Err(e) => problems.push(e.to_string()),
             }
-            Err(e) => problems.push(e.to_string()),
         }
     }
-    let kdir = data_dir.join("kernel");
-    if std::fs::symlink_metadata(&kdir).is_ok() {
-        match trust::check_dir(&kdir) {
-            Ok(()) => {
-                for spec in SCRATCH_SPECS {
-                    // Held by a live readpath (this one included): in use.
-                    let Ok(lock) = trust::lock_exclusive(&kdir.join(spec.lock), Duration::ZERO)
-                    else {
-                        continue;
-                    };
-                    match restore_mount(&kdir, spec) {
-                        Ok(Some(m)) => done.push(m),
-                        Ok(None) => {}
-                        Err(e) => problems.push(e.to_string()),
-                    }
-                    drop(lock);
-                }
-            }
-            Err(e) => problems.push(e.to_string()),
-        }
+    if let Some(sd) = sd {
+        done.extend(restore_tracefs(sd, problems));
     }
-    if std::fs::symlink_metadata(&sd).is_ok() && trust::check_dir(&sd).is_ok() {
-        done.extend(restore_tracefs(&sd, &mut problems));
-    }
-    (done, problems)
+    done
 }
 
 /// With `spec`'s lock held: unmounts `spec`'s image if it is mounted at
@@ -782,9 +782,9 @@ impl ScratchFs {
         let at = trust::open_dir_nofollow(&self.mnt)?;
         let target = format!("/proc/self/fd/{}", at.as_raw_fd());
         let (src, tgt, ty) = (
-            cpath(&path)?,
-            cpath(Path::new(&target))?,
-            cpath(Path::new("ext4"))?,
+            crate::sys::c_path(&path)?,
+            crate::sys::c_path(Path::new(&target))?,
+            crate::sys::c_path(Path::new("ext4"))?,
         );
         // SAFETY: every pointer is a valid NUL-terminated string; no data.
         let rc = unsafe {
@@ -989,9 +989,9 @@ pub fn ensure_tracefs(data_dir: &Path) -> io::Result<Option<TracefsMount>> {
     };
     write(0)?;
     let (src, tgt, ty) = (
-        cpath(Path::new("nodev"))?,
-        cpath(tracefs)?,
-        cpath(Path::new("tracefs"))?,
+        crate::sys::c_path(Path::new("nodev"))?,
+        crate::sys::c_path(tracefs)?,
+        crate::sys::c_path(Path::new("tracefs"))?,
     );
     // SAFETY: valid NUL-terminated strings; no data.
     if unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), ty.as_ptr(), 0, std::ptr::null()) } != 0 {

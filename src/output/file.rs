@@ -99,26 +99,6 @@ fn wait_ready(fd: RawFd, events: libc::c_short, limit: i32) -> std::io::Result<b
     Ok(r > 0)
 }
 
-/// Sets or clears O_NONBLOCK on `fd`.
-fn set_nonblocking(fd: RawFd, on: bool) -> std::io::Result<()> {
-    // SAFETY: fcntl on an open descriptor with integer arguments.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let want = if on {
-            flags | libc::O_NONBLOCK
-        } else {
-            flags & !libc::O_NONBLOCK
-        };
-        if want != flags && libc::fcntl(fd, libc::F_SETFL, want) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// A stream output (stdout, a FIFO, a terminal, `/dev/null`) written so
 /// that a stop signal always ends a write: a non-blocking descriptor (a
 /// FIFO readpath opened) waits for room in `poll(2)` on EAGAIN; a
@@ -501,7 +481,7 @@ impl OutputPath {
                 let (f, fifo) = self.open_in_place()?;
                 if !fifo {
                     // A terminal or /dev/null: blocking writes, polled first.
-                    set_nonblocking(f.as_raw_fd(), false).map_err(io)?;
+                    crate::sys::set_nonblocking(f.as_raw_fd(), false).map_err(io)?;
                 }
                 (Box::new(Stream::new(Some(f), fifo)), None)
             }
@@ -731,7 +711,7 @@ pub fn open_input(path: &Path) -> std::io::Result<Input> {
     let m = file.metadata()?;
     let stream = !m.is_file() && !m.is_dir();
     if !stream {
-        set_nonblocking(file.as_raw_fd(), false)?;
+        crate::sys::set_nonblocking(file.as_raw_fd(), false)?;
     }
     Ok(Input {
         file,

@@ -122,10 +122,40 @@ pub fn fs_block_size(path: &Path) -> std::io::Result<u64> {
     Ok(statvfs(path)?.f_bsize as u64)
 }
 
+/// `path` as the NUL-terminated string a syscall takes; a path with a NUL
+/// byte is `InvalidInput`, naming it.
+pub fn c_path(path: &Path) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: a path with a NUL byte", path.display()),
+        )
+    })
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`.
+pub fn set_nonblocking(fd: std::os::fd::RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: fcntl on an open descriptor with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let want = if on {
+            flags | libc::O_NONBLOCK
+        } else {
+            flags & !libc::O_NONBLOCK
+        };
+        if want != flags && libc::fcntl(fd, libc::F_SETFL, want) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// `statvfs(2)` of `path`.
 fn statvfs(path: &Path) -> std::io::Result<libc::statvfs> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let c = c_path(path)?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: `c` is a valid NUL-terminated path and `st` points to writable
     // memory the size of a statvfs.
@@ -139,8 +169,7 @@ fn statvfs(path: &Path) -> std::io::Result<libc::statvfs> {
 
 /// Makes a FIFO at `path` (`mkfifo(3)`), mode `mode`.
 pub fn make_fifo(path: &Path, mode: u32) -> io::Result<()> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let c = c_path(path)?;
     // SAFETY: `c` is a valid NUL-terminated path for the call.
     if unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) } != 0 {
         return Err(io::Error::last_os_error());

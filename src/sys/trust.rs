@@ -26,11 +26,9 @@
 //!   been reused or forged ([`hold_live`], [`live_owner`]).
 
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
@@ -247,7 +245,7 @@ pub fn ensure_dir(path: &Path) -> io::Result<()> {
 /// Opens directory `path` itself (`O_PATH | O_NOFOLLOW | O_DIRECTORY`): a
 /// link there fails. Its `/proc/self/fd/N` names exactly that directory.
 pub fn open_dir_nofollow(path: &Path) -> io::Result<File> {
-    let c = cstr(path)?;
+    let c = super::c_path(path)?;
     // SAFETY: `c` is a valid NUL-terminated path.
     let fd = unsafe {
         libc::open(
@@ -269,22 +267,13 @@ pub fn open_dir_nofollow(path: &Path) -> io::Result<File> {
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
-fn cstr(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}: a path with a NUL byte", path.display()),
-        )
-    })
-}
-
 /// Opens `path` with `flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
 /// O_NOCTTY` and checks it is a regular file owned by the user with one
 /// link; the descriptor is blocking again when it is returned. A link, a
 /// FIFO, a device, a directory or another user's file is refused with
 /// `InvalidData`, naming what it is.
 pub fn open_own_file(path: &Path, flags: libc::c_int) -> io::Result<File> {
-    let c = cstr(path)?;
+    let c = super::c_path(path)?;
     // SAFETY: `c` is a valid NUL-terminated path; open returns a new
     // descriptor or -1.
     let fd = unsafe {
@@ -329,13 +318,7 @@ pub fn open_own_file(path: &Path, flags: libc::c_int) -> io::Result<File> {
     if m.nlink() != 1 {
         return Err(what(format!("has {} hard links", m.nlink())));
     }
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        if fl >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
-        }
-    }
+    super::set_nonblocking(fd, false)?;
     Ok(f)
 }
 
