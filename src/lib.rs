@@ -11,6 +11,7 @@
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod bench;
+pub mod choice;
 pub mod cli;
 pub mod crypto;
 pub mod dataset;

@@ -139,11 +139,7 @@ impl MemoryNeed {
     pub fn of(s: &Settings, cpus: usize) -> MemoryNeed {
         let w = &s.workload;
         let readers = u64::from(w.readers);
-        // Synchronous reads are one at a time per reader (one buffer).
-        let depth = match w.engine {
-            crate::settings::EngineKind::Sync => 1,
-            _ => u64::from(w.queue_depth),
-        };
+        let depth = u64::from(super::resolve::in_flight(s));
         let buffers = readers.saturating_mul(depth).saturating_mul(w.block_size);
         // At most one worker per CPU per queue (bound) or max_active per
         // queue (unbound; split over pods by their CPUs, each share rounded

@@ -45,7 +45,7 @@ use crate::sys::{Features, ThreadCounters, ThreadStatReader};
 use crate::verity::merkle::VerifiedCache;
 
 use pipeline::Pipeline;
-pub use resolve::{DataFs, ReadPath, Resolution, resolve};
+pub use resolve::{DataFs, KeyState, ReadPath, Resolution, in_flight, reconcile, resolve};
 
 /// Default length of an interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(250);
@@ -1047,8 +1047,7 @@ fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
     let mut want: Vec<(Knob, Option<String>)> = vec![
         (
             Knob::affinity_scope(),
-            (kn.affinity_scope != crate::settings::KernelScope::Default)
-                .then(|| kn.affinity_scope.name().to_string()),
+            kn.affinity_scope.map(|scope| scope.name().to_string()),
         ),
         (
             Knob::unbound_cpus(),

@@ -51,10 +51,7 @@ pub(super) const MAX_WAIT_NS: u64 = 20_000_000;
 
 /// Buffers (reads in flight, end to end) of each reader.
 pub fn buffers_per_reader(s: &Settings) -> usize {
-    match s.workload.engine {
-        EngineKind::Uring => s.workload.queue_depth as usize,
-        EngineKind::Sync => 1,
-    }
+    super::resolve::in_flight(s) as usize
 }
 
 /// Bio slots of each reader when reads go through the page cache: one per

@@ -14,8 +14,9 @@
 //! settings limit (greyed in the explorer with the reason). The engine, the
 //! explorer and the reports all read its answer; nothing works it out again.
 
+use crate::crypto::CipherKind;
 use crate::settings::{
-    CacheDevice, Completion, EngineKind, Settings, SleepMode, Target, WorkerMode,
+    CacheDevice, Completion, EngineKind, Scope, Settings, SleepMode, Target, WorkerMode,
 };
 use crate::sys::Features;
 
@@ -31,6 +32,22 @@ pub struct DataFs {
 }
 
 impl DataFs {
+    /// The data filesystem as the settings that ran tell it, where it
+    /// cannot be asked (the explorer of a remote run, a replay): asked for
+    /// direct without fs-verity (which is never direct) and ran buffered,
+    /// or asked for bios from the disk and got them from memory, means it
+    /// refuses O_DIRECT.
+    pub fn inferred(requested: &Settings, effective: &Settings) -> DataFs {
+        let direct_refused =
+            requested.workload.direct && !requested.pipeline.verity && !effective.workload.direct;
+        let device_refused = requested.cache.device == CacheDevice::Disk
+            && effective.cache.device == CacheDevice::Memory;
+        DataFs {
+            name: "the filesystem".into(),
+            o_direct: !(direct_refused || device_refused),
+        }
+    }
+
     /// A filesystem that allows everything (tests, replays that ran direct).
     pub fn capable() -> DataFs {
         DataFs {
@@ -119,8 +136,26 @@ pub struct Resolution {
     /// Settings the machine or the other settings limit, with the reason
     /// (greyed in the explorer), whatever their current value.
     pub limits: Vec<(&'static str, String)>,
+    /// Settings that do nothing in this configuration (a subset of the
+    /// keys in `limits`): any value runs the same.
+    pub inert: Vec<&'static str>,
     /// The kernel read path it models.
     pub path: ReadPath,
+}
+
+/// One key as [`resolve`] answers for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyState {
+    /// The key.
+    pub key: &'static str,
+    /// Its value as asked for.
+    pub requested: String,
+    /// Its value as it runs.
+    pub effective: String,
+    /// Why it runs differently, is limited, or does nothing here.
+    pub reason: Option<String>,
+    /// It does nothing in this configuration.
+    pub inert: bool,
 }
 
 impl Resolution {
@@ -136,221 +171,451 @@ impl Resolution {
     pub fn notices(&self) -> Vec<String> {
         self.fallbacks.iter().map(Fallback::notice).collect()
     }
+
+    /// Every key: asked for, as it runs, and why they differ (or why it is
+    /// greyed), in [`crate::settings::KEYS`] order.
+    pub fn keys(&self, requested: &Settings) -> Vec<KeyState> {
+        crate::settings::KEYS
+            .iter()
+            .map(|k| KeyState {
+                key: k.key,
+                requested: requested.get(k.key).unwrap_or_default(),
+                effective: self.effective.get(k.key).unwrap_or_default(),
+                reason: self.limit(k.key).map(str::to_string).or_else(|| {
+                    self.fallbacks
+                        .iter()
+                        .find(|f| f.key == k.key)
+                        .map(|f| f.reason.clone())
+                }),
+                inert: self.inert.contains(&k.key),
+            })
+            .collect()
+    }
+
+    /// Whether `other` runs the same as this: every key that does something
+    /// in both has the same effective value.
+    pub fn runs_like(&self, other: &Resolution) -> bool {
+        crate::settings::KEYS.iter().all(|k| {
+            self.inert.contains(&k.key) && other.inert.contains(&k.key)
+                || self.effective.get(k.key) == other.effective.get(k.key)
+        })
+    }
 }
+
+/// Reads one reader has in flight under `s`: synchronous reads are one at
+/// a time, whatever `workload.queue_depth` says.
+pub fn in_flight(s: &Settings) -> u32 {
+    match s.workload.engine {
+        EngineKind::Sync => 1,
+        EngineKind::Uring => s.workload.queue_depth,
+    }
+}
+
+/// A combination of settings that cannot run, and how to make it run when
+/// the other key is the one that moved.
+struct Conflict {
+    /// The refused key.
+    key: &'static str,
+    /// The key it conflicts with.
+    other: &'static str,
+    when: fn(&Settings) -> bool,
+    /// What makes it run: `key` to a value that goes with `other`.
+    fix: fn(&mut Settings),
+    reason: &'static str,
+}
+
+const CONFLICTS: &[Conflict] = &[Conflict {
+    key: "workload.sleep",
+    other: "workload.engine",
+    when: |s| s.workload.engine == EngineKind::Sync && s.workload.sleep != SleepMode::Iowait,
+    fix: |s| s.workload.sleep = SleepMode::Iowait,
+    reason: "synchronous reads always sleep as iowait; use sleep = \"iowait\" or engine = \"uring\"",
+}];
+
+/// After `changed` moved (a key in the explorer), the keys that conflict
+/// with its new value follow it (engine = sync takes sleep to iowait);
+/// a conflict of `changed` itself stays, for [`resolve`] to refuse.
+pub fn reconcile(s: &mut Settings, changed: &str) {
+    for c in CONFLICTS {
+        if c.other == changed && (c.when)(s) {
+            (c.fix)(s);
+        }
+    }
+}
+
+/// What [`resolve`] reads: the settings asked for, those that run so far,
+/// the machine and the data file's filesystem.
+struct Ctx<'a> {
+    s: &'a Settings,
+    e: &'a Settings,
+    f: &'a Features,
+    fs: &'a DataFs,
+}
+
+impl Ctx<'_> {
+    fn path(&self) -> ReadPath {
+        ReadPath::of(self.e)
+    }
+}
+
+/// Which path a rule is about.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum On {
+    Both,
+    Model,
+    Kernel,
+}
+
+/// One rule of what runs: while `when` holds, `runs` changes what runs
+/// (announced with `notice` when it changed the key), and the key is
+/// greyed with `grey`; `inert` says the key then does nothing at all.
+struct Rule {
+    keys: &'static [&'static str],
+    on: On,
+    when: fn(&Ctx) -> bool,
+    runs: Option<fn(&mut Settings)>,
+    notice: Option<fn(&Ctx) -> String>,
+    grey: Option<fn(&Ctx) -> String>,
+    inert: bool,
+}
+
+const RULE: Rule = Rule {
+    keys: &[],
+    on: On::Both,
+    when: |_| true,
+    runs: None,
+    notice: None,
+    grey: None,
+    inert: false,
+};
+
+const DIRECT_KERNEL: &str = "as the kernel treats it: ext4 reads an encrypted file without inlinecrypt, and every verity file, through the page cache";
+
+/// Every rule, in the order they apply (a later rule sees what the earlier
+/// ones made run) and, per key, the order their reasons are preferred.
+const RULES: &[Rule] = &[
+    Rule {
+        keys: &["workload.engine"],
+        when: |c| !c.f.io_uring,
+        runs: Some(|e| e.workload.engine = EngineKind::Sync),
+        notice: Some(|c| {
+            let why = c.f.io_uring_reason.as_deref().unwrap_or("not available");
+            format!("io_uring is unavailable ({why}); using engine = sync")
+        }),
+        grey: Some(|c| {
+            format!(
+                "io_uring unavailable: {}",
+                c.f.io_uring_reason.as_deref().unwrap_or("setup failed")
+            )
+        }),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.sleep"],
+        when: |c| c.s.workload.engine == EngineKind::Sync && c.path() == ReadPath::PageCache,
+        grey: Some(|_| {
+            "sync: a bio's read is iowait, the wait for its post-read work a futex (not iowait: a deviation)".into()
+        }),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.sleep"],
+        when: |c| c.s.workload.engine == EngineKind::Sync,
+        grey: Some(|_| "sync reads always sleep as iowait".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.sleep"],
+        when: |c| !c.f.io_uring,
+        runs: Some(|e| e.workload.sleep = SleepMode::Iowait),
+        notice: Some(|c| {
+            format!(
+                "{} needs io_uring; synchronous reads sleep as iowait",
+                c.s.workload.sleep
+            )
+        }),
+        grey: Some(|_| "needs io_uring".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.sleep"],
+        when: |c| c.e.workload.engine == EngineKind::Uring && !c.f.no_iowait,
+        runs: Some(|e| {
+            if e.workload.sleep == SleepMode::Plain {
+                e.workload.sleep = SleepMode::Iowait;
+            }
+        }),
+        notice: Some(|_| {
+            "this kernel does not advertise IORING_FEAT_NO_IOWAIT (v6.15+); the wait stays iowait"
+                .into()
+        }),
+        grey: Some(|_| "no IORING_FEAT_NO_IOWAIT (Linux 6.15+): plain = iowait".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.queue_depth"],
+        when: |c| c.e.workload.engine == EngineKind::Sync,
+        runs: Some(|e| e.workload.queue_depth = in_flight(e)),
+        notice: Some(|c| {
+            format!(
+                "sync reads are one at a time per reader; queue_depth {} is ignored (use readers)",
+                c.s.workload.queue_depth
+            )
+        }),
+        grey: Some(|_| "sync: one read at a time per reader".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.direct"],
+        on: On::Kernel,
+        grey: Some(|_| DIRECT_KERNEL.into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.direct"],
+        when: |c| !c.fs.o_direct,
+        runs: Some(|e| e.workload.direct = false),
+        notice: Some(|c| {
+            format!(
+                "{} does not support O_DIRECT; reading buffered (page cache) instead",
+                c.fs.name
+            )
+        }),
+        grey: Some(|_| "the filesystem refuses O_DIRECT: buffered".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["pipeline.verity"],
+        on: On::Kernel,
+        when: |c| !c.f.kernel_verity,
+        runs: Some(|e| e.pipeline.verity = false),
+        notice: Some(|_| {
+            "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY is not set): the kernel target reads its file without verity".into()
+        }),
+        grey: Some(|_| "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY)".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["pipeline.corrupt_every"],
+        on: On::Kernel,
+        runs: Some(|e| e.pipeline.corrupt_every = 0),
+        notice: Some(|_| {
+            "the kernel's file is read as the kernel wrote it; nothing is corrupted".into()
+        }),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.completion"],
+        on: On::Kernel,
+        runs: Some(|e| e.workload.completion = Completion::Thread),
+        ..RULE
+    },
+    Rule {
+        keys: &["pipeline.cipher"],
+        on: On::Kernel,
+        when: |c| {
+            matches!(
+                c.s.pipeline.cipher,
+                CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft
+            )
+        },
+        grey: Some(|_| {
+            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft reads the same file"
+                .into()
+        }),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.direct"],
+        on: On::Model,
+        when: |c| c.e.pipeline.verity,
+        runs: Some(|e| e.workload.direct = false),
+        notice: Some(|_| {
+            "fs-verity files are never read direct (ext4_dio_alignment() is 0 for them): the kernel reads them through the page cache, and so does this run".into()
+        }),
+        grey: Some(|_| "verity files: page cache (ext4)".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["workers.mode"],
+        on: On::Model,
+        when: |c| c.path() == ReadPath::BlkCrypto,
+        runs: Some(|e| e.workers.mode = WorkerMode::Unbound),
+        notice: Some(|c| {
+            format!(
+                "a direct read of an encrypted file is decrypted by blk-crypto's fallback on blk_crypto_wq, which is unbound; {} does not apply",
+                c.s.workers.mode
+            )
+        }),
+        grey: Some(|_| "blk-crypto decrypts on its unbound queue".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["cache.size", "cache.read_ahead", "cache.device"],
+        on: On::Model,
+        when: |c| c.path() != ReadPath::PageCache,
+        grey: Some(|c| format!("{}: no page cache", c.path().describe())),
+        inert: true,
+        ..RULE
+    },
+    Rule {
+        keys: &["cache.device"],
+        on: On::Model,
+        when: |c| c.path() == ReadPath::PageCache && !c.fs.o_direct,
+        runs: Some(|e| e.cache.device = CacheDevice::Memory),
+        notice: Some(|c| {
+            format!(
+                "{} does not support O_DIRECT; bios read the file through the kernel's own cache (as device = memory)",
+                c.fs.name
+            )
+        }),
+        grey: Some(|_| "the filesystem refuses O_DIRECT: bios read the kernel's cache".into()),
+        ..RULE
+    },
+    // Completions in interrupt context are modelled for the page cache's
+    // io_uring reads from the device; elsewhere the reader completes them
+    // (no notice: the settings panel greys the key with the reason).
+    Rule {
+        keys: &["workload.completion"],
+        on: On::Model,
+        when: |c| completion_limit(c.e, c.path()).is_some(),
+        runs: Some(|e| e.workload.completion = Completion::Thread),
+        grey: Some(|c| completion_limit(c.e, c.path()).unwrap_or_default()),
+        ..RULE
+    },
+    Rule {
+        keys: &["workers.highpri"],
+        on: On::Model,
+        when: |c| !c.f.highpri,
+        runs: Some(|e| e.workers.highpri = false),
+        notice: Some(|c| {
+            format!(
+                "running at nice 0 instead of -20: {}",
+                c.f.highpri_reason
+                    .as_deref()
+                    .unwrap_or("raising priority is not permitted")
+            )
+        }),
+        grey: Some(|c| {
+            c.f.highpri_reason
+                .clone()
+                .unwrap_or_else(|| "nice -20 not permitted".into())
+        }),
+        ..RULE
+    },
+    Rule {
+        keys: &["workers.verify_mode"],
+        on: On::Model,
+        when: |c| !(c.s.pipeline.decrypt && c.s.pipeline.verity),
+        grey: Some(|_| "used only when decrypt and verity are both on".into()),
+        inert: true,
+        ..RULE
+    },
+    Rule {
+        keys: &["pipeline.cipher"],
+        when: |c| !c.s.pipeline.decrypt,
+        grey: Some(|_| "decrypt is off".into()),
+        inert: true,
+        ..RULE
+    },
+    Rule {
+        keys: &["pipeline.cipher"],
+        when: |c| c.s.pipeline.cipher == CipherKind::Aes256Xts && !c.f.aes_instructions,
+        grey: Some(|_| "no AES instructions on this CPU".into()),
+        ..RULE
+    },
+    Rule {
+        keys: &["workload.target"],
+        when: |c| c.f.kernel_target_reason.is_some(),
+        grey: Some(|c| c.f.kernel_target_reason.clone().unwrap_or_default()),
+        ..RULE
+    },
+];
 
 /// Works out what `s` runs as on a machine with `f`, reading a file on
 /// `fs`. Impossible combinations (a synchronous reader that does not sleep
 /// as iowait) are errors; everything else falls back with a reason.
 pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, EngineError> {
-    if s.workload.engine == EngineKind::Sync && s.workload.sleep != SleepMode::Iowait {
+    if let Some(c) = CONFLICTS.iter().find(|c| (c.when)(s)) {
         return Err(EngineError::Conflict {
-            key: "workload.sleep",
-            value: format!("\"{}\"", s.workload.sleep),
-            other: "workload.engine = \"sync\"".into(),
-            reason: "synchronous reads always sleep as iowait; use sleep = \"iowait\" or engine = \"uring\"",
+            key: c.key,
+            value: format!("\"{}\"", s.get(c.key).unwrap_or_default()),
+            other: format!("{} = \"{}\"", c.other, s.get(c.other).unwrap_or_default()),
+            reason: c.reason,
         });
     }
+    let kernel = s.workload.target == Target::Kernel;
+    if kernel && let Some(why) = &f.kernel_target_reason {
+        let why = why.trim_start_matches("workload.target = \"kernel\" ");
+        return Err(EngineError::Kernel(why.to_string()));
+    }
+    let on = if kernel { On::Kernel } else { On::Model };
+    // A key of one target only does nothing on the other (its scope in the
+    // settings table); the rules about it there do not apply.
+    let out_of_scope = |key: &str| {
+        crate::settings::key_info(key).is_some_and(|k| match k.scope {
+            Scope::Both => false,
+            Scope::Model(_) => kernel,
+            Scope::Kernel => !kernel,
+        })
+    };
+    let applies =
+        |r: &Rule| (r.on == On::Both || r.on == on) && !r.keys.iter().any(|k| out_of_scope(k));
+
     let mut e = s.clone();
     let mut fallbacks = Vec::new();
-    let mut fall = |key: &'static str, reason: String| fallbacks.push(Fallback { key, reason });
-    let w = &mut e.workload;
-    if w.engine == EngineKind::Uring && !f.io_uring {
-        w.engine = EngineKind::Sync;
-        let why = f.io_uring_reason.as_deref().unwrap_or("not available");
-        fall(
-            "workload.engine",
-            format!("io_uring is unavailable ({why}); using engine = sync"),
-        );
-        if w.sleep != SleepMode::Iowait {
-            fall(
-                "workload.sleep",
-                format!(
-                    "{} needs io_uring; synchronous reads sleep as iowait",
-                    w.sleep
-                ),
-            );
-            w.sleep = SleepMode::Iowait;
+    for rule in RULES.iter().filter(|r| applies(r)) {
+        let Some(runs) = rule.runs else { continue };
+        let holds = (rule.when)(&Ctx { s, e: &e, f, fs });
+        if !holds {
+            continue;
+        }
+        let before: Vec<Option<String>> = rule.keys.iter().map(|k| e.get(k)).collect();
+        runs(&mut e);
+        let ctx = Ctx { s, e: &e, f, fs };
+        for (k, was) in rule.keys.iter().zip(before) {
+            if e.get(k) != was
+                && let Some(notice) = rule.notice
+            {
+                fallbacks.push(Fallback {
+                    key: k,
+                    reason: notice(&ctx),
+                });
+            }
         }
     }
-    if w.engine == EngineKind::Uring && w.sleep == SleepMode::Plain && !f.no_iowait {
-        fall(
-            "workload.sleep",
-            "this kernel does not advertise IORING_FEAT_NO_IOWAIT (v6.15+); the wait stays iowait"
-                .into(),
-        );
-        w.sleep = SleepMode::Iowait;
+
+    let ctx = Ctx { s, e: &e, f, fs };
+    let mut limits: Vec<(&'static str, String)> = Vec::new();
+    let mut inert: Vec<&'static str> = Vec::new();
+    for k in crate::settings::KEYS.iter().filter(|k| out_of_scope(k.key)) {
+        let why = match k.scope {
+            Scope::Model(why) => why,
+            _ => "used with workload.target = kernel",
+        };
+        limits.push((k.key, why.to_string()));
+        inert.push(k.key);
     }
-    if w.engine == EngineKind::Sync && w.queue_depth > 1 {
-        fall(
-            "workload.queue_depth",
-            format!(
-                "sync reads are one at a time per reader; queue_depth {} is ignored (use readers)",
-                w.queue_depth
-            ),
-        );
-        w.queue_depth = 1;
-    }
-    if w.direct && !fs.o_direct {
-        fall(
-            "workload.direct",
-            format!(
-                "{} does not support O_DIRECT; reading buffered (page cache) instead",
-                fs.name
-            ),
-        );
-        w.direct = false;
-    }
-    // O_DIRECT as ext4 and f2fs treat it (ext4_dio_alignment()).
-    if e.workload.target == Target::Kernel {
-        if let Some(why) = &f.kernel_target_reason {
-            let why = why.trim_start_matches("workload.target = \"kernel\" ");
-            return Err(EngineError::Kernel(why.to_string()));
+    for rule in RULES.iter().filter(|r| applies(r)) {
+        let Some(grey) = rule.grey else { continue };
+        if !(rule.when)(&ctx) {
+            continue;
         }
-        return Ok(resolve_kernel(s, e, fallbacks, f, fs));
+        let why = grey(&ctx);
+        for &k in rule.keys {
+            limits.push((k, why.clone()));
+            if rule.inert && !inert.contains(&k) {
+                inert.push(k);
+            }
+        }
     }
-    if e.workload.direct && e.pipeline.verity {
-        fall(
-            "workload.direct",
-            "fs-verity files are never read direct (ext4_dio_alignment() is 0 for them): the kernel reads them through the page cache, and so does this run".into(),
-        );
-        e.workload.direct = false;
-    }
-    let path = ReadPath::of(&e);
-    if path == ReadPath::BlkCrypto && e.workers.mode != WorkerMode::Unbound {
-        fall(
-            "workers.mode",
-            format!(
-                "a direct read of an encrypted file is decrypted by blk-crypto's fallback on blk_crypto_wq, which is unbound; {} does not apply",
-                e.workers.mode
-            ),
-        );
-        e.workers.mode = WorkerMode::Unbound;
-    }
-    if path == ReadPath::PageCache && e.cache.device == CacheDevice::Disk && !fs.o_direct {
-        fall(
-            "cache.device",
-            format!(
-                "{} does not support O_DIRECT; bios read the file through the kernel's own cache (as device = memory)",
-                fs.name
-            ),
-        );
-        e.cache.device = CacheDevice::Memory;
-    }
-    // Completions in interrupt context are modelled for the page cache's
-    // io_uring reads from the device; elsewhere the reader completes them
-    // (no notice: the settings panel greys the key with the reason).
-    if completion_limit(&e, path).is_some() {
-        e.workload.completion = Completion::Thread;
-    }
-    if e.workers.highpri && !f.highpri {
-        fall(
-            "workers.highpri",
-            format!(
-                "running at nice 0 instead of -20: {}",
-                f.highpri_reason
-                    .as_deref()
-                    .unwrap_or("raising priority is not permitted")
-            ),
-        );
-        e.workers.highpri = false;
-    }
-    let limits = limits(s, &e, f, fs);
     Ok(Resolution {
+        path: ReadPath::of(&e),
         effective: e,
         fallbacks,
         limits,
-        path,
+        inert,
     })
-}
-
-/// The rest of [`resolve`] for `workload.target = "kernel"`: the kernel
-/// decides what O_DIRECT does, runs its own queues and page cache; what
-/// this kernel lacks (fs-verity) falls back with the reason, and what only
-/// the model has is limited.
-fn resolve_kernel(
-    s: &Settings,
-    mut e: Settings,
-    mut fallbacks: Vec<Fallback>,
-    f: &Features,
-    fs: &DataFs,
-) -> Resolution {
-    let mut fall = |key: &'static str, reason: String| fallbacks.push(Fallback { key, reason });
-    if e.pipeline.verity && !f.kernel_verity {
-        fall(
-            "pipeline.verity",
-            "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY is not set): the kernel target reads its file without verity".into(),
-        );
-        e.pipeline.verity = false;
-    }
-    if e.pipeline.corrupt_every > 0 {
-        fall(
-            "pipeline.corrupt_every",
-            "the kernel's file is read as the kernel wrote it; nothing is corrupted".into(),
-        );
-        e.pipeline.corrupt_every = 0;
-    }
-    // The kernel's own: no notice (the settings panel greys them).
-    e.workload.completion = Completion::Thread;
-    let mut out = limits(s, &e, f, fs);
-    // The model's page cache and queues are not the kernel's.
-    out.retain(|(k, _)| {
-        !(k.starts_with("workers.") || k.starts_with("cache.") || *k == "workload.completion")
-            || *k == "cache.cold_start"
-    });
-    out.retain(|(k, _)| *k != "workload.direct");
-    let fixed = "the kernel's own queues: fscrypt_read_queue is unbound and WQ_HIGHPRI, fsverity_read_queue per-CPU and WQ_HIGHPRI, fixed when they are made (kernel.affinity_scope moves the unbound one)";
-    for key in [
-        "workers.mode",
-        "workers.verify_mode",
-        "workers.highpri",
-        "workers.max_active",
-    ] {
-        out.push((key, fixed.into()));
-    }
-    out.push((
-        "workers.affinity_scope",
-        "the model's pods; the kernel's is kernel.affinity_scope".into(),
-    ));
-    for key in ["cache.size", "cache.device"] {
-        out.push((key, "the kernel's own page cache".into()));
-    }
-    out.push((
-        "cache.read_ahead",
-        "the model's readahead; the kernel's is kernel.read_ahead_kb".into(),
-    ));
-    out.push((
-        "workload.completion",
-        "the kernel completes its own bios (in interrupt context or its loop worker)".into(),
-    ));
-    out.push((
-        "workload.direct",
-        "as the kernel treats it: ext4 reads an encrypted file without inlinecrypt, and every verity file, through the page cache".into(),
-    ));
-    if s.pipeline.cipher == crate::crypto::CipherKind::Aes256XtsSoft
-        || s.pipeline.cipher == crate::crypto::CipherKind::Aes256Xts
-    {
-        out.retain(|(k, _)| *k != "pipeline.cipher");
-        out.push((
-            "pipeline.cipher",
-            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft reads the same file".into(),
-        ));
-    }
-    if !f.kernel_verity {
-        out.push((
-            "pipeline.verity",
-            "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY)".into(),
-        ));
-    }
-    out.push((
-        "pipeline.corrupt_every",
-        "the model's: the kernel's file is not corrupted".into(),
-    ));
-    Resolution {
-        effective: e,
-        fallbacks,
-        limits: out,
-        path: ReadPath::Kernel,
-    }
 }
 
 /// Why `completion = irq` does not apply under `e` (on `path`), if it does not.
@@ -367,105 +632,6 @@ fn completion_limit(e: &Settings, path: ReadPath) -> Option<String> {
     } else {
         None
     }
-}
-
-/// What the machine (or the other settings) limits, whatever the values.
-fn limits(s: &Settings, e: &Settings, f: &Features, fs: &DataFs) -> Vec<(&'static str, String)> {
-    let mut out: Vec<(&'static str, String)> = Vec::new();
-    if !f.io_uring {
-        out.push((
-            "workload.engine",
-            format!(
-                "io_uring unavailable: {}",
-                f.io_uring_reason.as_deref().unwrap_or("setup failed")
-            ),
-        ));
-    }
-    if s.workload.engine == EngineKind::Sync && ReadPath::of(e) == ReadPath::PageCache {
-        out.push((
-            "workload.sleep",
-            "sync: a bio's read is iowait, the wait for its post-read work a futex (not iowait: a deviation)".into(),
-        ));
-    } else if s.workload.engine == EngineKind::Sync {
-        out.push(("workload.sleep", "sync reads always sleep as iowait".into()));
-    } else if !f.io_uring {
-        out.push(("workload.sleep", "needs io_uring".into()));
-    } else if !f.no_iowait {
-        out.push((
-            "workload.sleep",
-            "no IORING_FEAT_NO_IOWAIT (Linux 6.15+): plain = iowait".into(),
-        ));
-    }
-    if !fs.o_direct {
-        out.push((
-            "workload.direct",
-            "the filesystem refuses O_DIRECT: buffered".into(),
-        ));
-    }
-    if e.workload.engine == EngineKind::Sync {
-        out.push((
-            "workload.queue_depth",
-            "sync: one read at a time per reader".into(),
-        ));
-    }
-    if !f.highpri {
-        out.push((
-            "workers.highpri",
-            f.highpri_reason
-                .clone()
-                .unwrap_or_else(|| "nice -20 not permitted".into()),
-        ));
-    }
-    if !(s.pipeline.decrypt && s.pipeline.verity) {
-        out.push((
-            "workers.verify_mode",
-            "used only when decrypt and verity are both on".into(),
-        ));
-    }
-    if !s.pipeline.decrypt {
-        out.push(("pipeline.cipher", "decrypt is off".into()));
-    } else if s.pipeline.cipher == crate::crypto::CipherKind::Aes256Xts && !f.aes_instructions {
-        out.push(("pipeline.cipher", "no AES instructions on this CPU".into()));
-    }
-    let path = ReadPath::of(e);
-    if s.pipeline.verity {
-        out.push(("workload.direct", "verity files: page cache (ext4)".into()));
-    }
-    if path != ReadPath::PageCache {
-        let why = format!("{}: no page cache", path.describe());
-        for key in ["cache.size", "cache.read_ahead", "cache.device"] {
-            out.push((key, why.clone()));
-        }
-    } else if !fs.o_direct {
-        out.push((
-            "cache.device",
-            "the filesystem refuses O_DIRECT: bios read the kernel's cache".into(),
-        ));
-    }
-    if path == ReadPath::BlkCrypto {
-        out.push((
-            "workers.mode",
-            "blk-crypto decrypts on its unbound queue".into(),
-        ));
-    }
-    if let Some(why) = completion_limit(e, path) {
-        out.push(("workload.completion", why));
-    }
-    if let Some(why) = &f.kernel_target_reason {
-        out.push(("workload.target", why.clone()));
-    }
-    if path != ReadPath::Kernel {
-        for key in [
-            "kernel.dir",
-            "kernel.affinity_scope",
-            "kernel.unbound_cpus",
-            "kernel.read_ahead_kb",
-            "kernel.rq_affinity",
-        ] {
-            out.push((key, "used with workload.target = kernel".into()));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -59,232 +58,8 @@ pub const MAX_KERNEL_READ_AHEAD_KB: u32 = 128 << 10;
 /// Longest `kernel.dir`, in bytes (the kernel's `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;
 
-/// A set of named choices (the enums below and [`CipherKind`]).
-trait Choice: Copy + PartialEq + 'static {
-    fn choices() -> &'static [Self];
-    fn choice_name(self) -> &'static str;
-
-    fn allowed_list() -> String {
-        Self::choices()
-            .iter()
-            .map(|c| c.choice_name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    fn lookup(s: &str) -> Option<Self> {
-        Self::choices()
-            .iter()
-            .copied()
-            .find(|c| c.choice_name().eq_ignore_ascii_case(s.trim()))
-    }
-}
-
-impl Choice for CipherKind {
-    fn choices() -> &'static [Self] {
-        &CipherKind::ALL
-    }
-    fn choice_name(self) -> &'static str {
-        self.name()
-    }
-}
-
-macro_rules! setting_enum {
-    (
-        $(#[$meta:meta])*
-        $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
-        }
-
-        impl $name {
-            /// Every value, in the order [`Self::next`] cycles through.
-            pub const ALL: [$name; [$($text),+].len()] = [$($name::$variant),+];
-
-            /// The string used in TOML and on the command line.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text),+
-                }
-            }
-
-            /// The next value in [`Self::ALL`] order, wrapping around.
-            pub fn next(self) -> Self {
-                let i = Self::ALL.iter().position(|&v| v == self).unwrap_or(0);
-                Self::ALL[(i + 1) % Self::ALL.len()]
-            }
-
-            /// The previous value in [`Self::ALL`] order, wrapping around
-            /// (what Alt+key steps to in the explorer).
-            pub fn prev(self) -> Self {
-                let i = Self::ALL.iter().position(|&v| v == self).unwrap_or(0);
-                Self::ALL[(i + Self::ALL.len() - 1) % Self::ALL.len()]
-            }
-        }
-
-        impl Choice for $name {
-            fn choices() -> &'static [Self] {
-                &Self::ALL
-            }
-            fn choice_name(self) -> &'static str {
-                self.name()
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.pad(self.name())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = String;
-
-            fn from_str(s: &str) -> Result<Self, String> {
-                <Self as Choice>::lookup(s).ok_or_else(|| {
-                    format!("{s:?} is not one of {}", <Self as Choice>::allowed_list())
-                })
-            }
-        }
-    };
-}
-
-setting_enum! {
-    /// What runs the post-read work (`workload.target`).
-    Target {
-        /// readpath's model: its own page cache, queues and workers.
-        Model => "model",
-        /// The running kernel: a file on an ext4 with `encrypt`, read through
-        /// the kernel's own fscrypt (and fs-verity where it has it).
-        Kernel => "kernel",
-    }
-}
-
-setting_enum! {
-    /// The kernel's `workqueue.default_affinity_scope` as `kernel.affinity_scope`
-    /// sets it; `default` leaves it as the machine has it.
-    #[derive(Default)]
-    KernelScope {
-        /// Not changed.
-        #[default]
-        Default => "default",
-        /// Each CPU its own pod.
-        Cpu => "cpu",
-        /// A pod per core.
-        Smt => "smt",
-        /// A pod per last-level cache.
-        Cache => "cache",
-        /// A pod per NUMA node.
-        Numa => "numa",
-        /// One pod of every CPU.
-        System => "system",
-    }
-}
-
-setting_enum! {
-    /// How reads are issued.
-    EngineKind {
-        /// io_uring, `queue_depth` reads in flight per reader.
-        Uring => "uring",
-        /// Blocking `pread`, one read at a time per reader.
-        Sync => "sync",
-    }
-}
-
-setting_enum! {
-    /// How a reader waits for a read to complete.
-    SleepMode {
-        /// Sleep counted as iowait (`io_schedule`), as the page cache does.
-        Iowait => "iowait",
-        /// Plain interruptible sleep, not counted as iowait.
-        Plain => "plain",
-        /// Busy-poll for the completion.
-        Poll => "poll",
-    }
-}
-
-setting_enum! {
-    /// Where a device completion queues the post-read work
-    /// (`workload.completion`).
-    Completion {
-        /// In a context standing for the interrupt: a SCHED_FIFO thread on
-        /// the CPU where the completion lands, as the kernel's bio end_io.
-        Irq => "irq",
-        /// In the reader that submitted it, a nice-0 thread (threaded IRQs).
-        Thread => "thread",
-    }
-}
-
-setting_enum! {
-    /// Which offsets are read.
-    Pattern {
-        /// Uniformly random block-aligned offsets.
-        Random => "random",
-        /// Consecutive blocks, wrapping at the end of the file.
-        Sequential => "sequential",
-        /// Runs of `workload.burst` consecutive bytes, each from a random
-        /// block: an app start reading its APK, dex and .so files.
-        Bursts => "bursts",
-    }
-}
-
-setting_enum! {
-    /// Where the decrypt stage (or the only stage, when one is on) runs.
-    WorkerMode {
-        /// In the reader's own context, right after the read completes.
-        Inline => "inline",
-        /// On a per-CPU (bound) worker queue, on the CPU that completed the read.
-        Bound => "bound",
-        /// On an unbound worker pool that may run on any CPU.
-        Unbound => "unbound",
-    }
-}
-
-setting_enum! {
-    /// Where the verify stage runs when decrypt is also on.
-    VerifyMode {
-        /// On the same queue as decrypt, in the same work item.
-        Same => "same",
-        /// In the context that finished decrypting.
-        Inline => "inline",
-        /// On its own per-CPU (bound) worker queue.
-        Bound => "bound",
-        /// On its own unbound worker pool.
-        Unbound => "unbound",
-    }
-}
-
-setting_enum! {
-    /// Which CPUs an unbound queue runs a work item on (`workers.affinity_scope`,
-    /// the kernel's `workqueue.default_affinity_scope`, v6.5+): those of the
-    /// queueing CPU's pod.
-    AffinityScope {
-        /// Each CPU is its own pod.
-        Cpu => "cpu",
-        /// A pod per core: the CPU's SMT siblings.
-        Smt => "smt",
-        /// A pod per last-level cache (the kernel's default).
-        Cache => "cache",
-        /// A pod per NUMA node.
-        Numa => "numa",
-        /// One pod of every CPU (the kernel before v6.5).
-        System => "system",
-    }
-}
-
-setting_enum! {
-    /// What a page-cache miss reads from (`cache.device`).
-    CacheDevice {
-        /// The real device: every bio is an O_DIRECT read of the ciphertext file.
-        Disk => "disk",
-        /// A device with almost no latency: bios are buffered reads of the
-        /// ciphertext file, served from the kernel's own cache of it.
-        Memory => "memory",
-    }
-}
+mod choices;
+pub use choices::*;
 
 /// `[workload]`: the read workload itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -442,8 +217,10 @@ pub struct Kernel {
     /// A directory on a filesystem with `encrypt`; empty = an ext4 image
     /// readpath makes and loop-mounts under its data dir (root).
     pub dir: String,
-    /// `/sys/module/workqueue/parameters/default_affinity_scope` (global).
-    pub affinity_scope: KernelScope,
+    /// `/sys/module/workqueue/parameters/default_affinity_scope` (global);
+    /// None = not changed (`"default"` in files and recordings).
+    #[serde(with = "scope_or_default")]
+    pub affinity_scope: Option<AffinityScope>,
     /// `/sys/devices/virtual/workqueue/cpumask`; empty = not changed.
     pub unbound_cpus: Vec<usize>,
     /// The file's block device's `queue/read_ahead_kb`; None = not changed.
@@ -459,7 +236,7 @@ impl Default for Kernel {
     fn default() -> Self {
         Kernel {
             dir: String::new(),
-            affinity_scope: KernelScope::Default,
+            affinity_scope: None,
             unbound_cpus: Vec::new(),
             read_ahead_kb: None,
             rq_affinity: None,
@@ -480,6 +257,26 @@ pub struct Settings {
     pub kernel: Kernel,
 }
 
+mod scope_or_default {
+    use super::AffinityScope;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<AffinityScope>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(scope) => scope.serialize(s),
+            None => s.serialize_str("default"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<AffinityScope>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "default" {
+            return Ok(None);
+        }
+        s.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
 mod hex_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -493,243 +290,13 @@ mod hex_bytes {
     }
 }
 
-/// One setting key, for `--help`, the TUI and error messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyInfo {
-    /// `section.key`.
-    pub key: &'static str,
-    /// The allowed values, as error messages quote them.
-    pub allowed: &'static str,
-    /// One line saying what the key does.
-    pub help: &'static str,
-}
-
-/// Every setting key with a one-line description and the allowed values, in
-/// section order (used by --help, the TUI and error messages).
-pub const KEYS: &[KeyInfo] = &[
-    KeyInfo {
-        key: "workload.target",
-        allowed: "model, kernel",
-        help: "what does the post-read work: readpath's model, or the running kernel's own fscrypt and fs-verity on a real ext4 file",
-    },
-    KeyInfo {
-        key: "workload.engine",
-        allowed: "uring, sync",
-        help: "how reads are issued: io_uring, or blocking pread",
-    },
-    KeyInfo {
-        key: "workload.sleep",
-        allowed: "iowait, plain, poll",
-        help: "how a reader waits for a read: sleep as iowait, plain sleep, or busy-poll",
-    },
-    KeyInfo {
-        key: "workload.direct",
-        allowed: "true, false",
-        help: "open the file with O_DIRECT (bypass the page cache)",
-    },
-    KeyInfo {
-        key: "workload.pattern",
-        allowed: "random, sequential, bursts",
-        help: "which blocks are read: random offsets, one after another, or runs of workload.burst from random offsets",
-    },
-    KeyInfo {
-        key: "workload.block_size",
-        allowed: "a multiple of 4096 between 4K and 1M",
-        help: "bytes per read, also the decrypt and verify unit",
-    },
-    KeyInfo {
-        key: "workload.queue_depth",
-        allowed: "1..=1024",
-        help: "reads in flight per reader (io_uring)",
-    },
-    KeyInfo {
-        key: "workload.submit_batch",
-        allowed: "1..=1024 (1 = submit each read at once, as fio does by default)",
-        help: "reads gathered before one io_uring submission (fio's iodepth_batch_submit)",
-    },
-    KeyInfo {
-        key: "workload.readers",
-        allowed: "1..=256",
-        help: "reader threads",
-    },
-    KeyInfo {
-        key: "workload.rate_iops",
-        allowed: "0..=10000000 (0 = unlimited)",
-        help: "target reads per second over all readers",
-    },
-    KeyInfo {
-        key: "workload.reader_cpus",
-        allowed: "[] (no pinning), a list of CPU numbers like [0, 1], or a CPU list like \"0-3,6\"",
-        help: "CPUs the readers are pinned to, round-robin (and where completions land)",
-    },
-    KeyInfo {
-        key: "workload.completion",
-        allowed: "irq, thread",
-        help: "where a device completion queues the post-read work: an IRQ-like SCHED_FIFO thread per CPU, or the reader (threaded)",
-    },
-    KeyInfo {
-        key: "workload.file_size",
-        allowed: "a multiple of 4096 between 4K and 1T",
-        help: "size of the file read",
-    },
-    KeyInfo {
-        key: "workload.burst",
-        allowed: "a multiple of 4096 from 4K to 1G",
-        help: "bytes of one sequential run of pattern \"bursts\" (an app start reading a file), rounded up to whole reads",
-    },
-    KeyInfo {
-        key: "pipeline.decrypt",
-        allowed: "true, false",
-        help: "decrypt every block read (fscrypt)",
-    },
-    KeyInfo {
-        key: "pipeline.cipher",
-        allowed: "aes-256-xts, aes-256-xts-soft, adiantum",
-        help: "contents encryption mode used by decrypt",
-    },
-    KeyInfo {
-        key: "pipeline.verity",
-        allowed: "true, false",
-        help: "verify every block read against a Merkle tree (fs-verity)",
-    },
-    KeyInfo {
-        key: "pipeline.salt",
-        allowed: "a hex string of 0..=32 bytes (an even number of hex digits)",
-        help: "salt hashed into every Merkle tree block",
-    },
-    KeyInfo {
-        key: "pipeline.corrupt_every",
-        allowed: ">= 0 (0 = off, N = every Nth read)",
-        help: "flip a byte in every Nth read, to exercise verification failures",
-    },
-    KeyInfo {
-        key: "workers.mode",
-        allowed: "inline, bound, unbound",
-        help: "where decrypt runs (or the only stage, when one is on)",
-    },
-    KeyInfo {
-        key: "workers.verify_mode",
-        allowed: "same, inline, bound, unbound",
-        help: "where verify runs when decrypt is on too; same = decrypt's queue",
-    },
-    KeyInfo {
-        key: "workers.highpri",
-        allowed: "true, false",
-        help: "high-priority workers (WQ_HIGHPRI)",
-    },
-    KeyInfo {
-        key: "workers.max_active",
-        allowed: "0..=512 (0 = number of online CPUs)",
-        help: "work items the unbound pool runs at once",
-    },
-    KeyInfo {
-        key: "workers.affinity_scope",
-        allowed: "cpu, smt, cache, numa, system",
-        help: "unbound work runs on the queueing CPU's pod: its CPU, core, last-level cache, node, or any CPU",
-    },
-    KeyInfo {
-        key: "cache.size",
-        allowed: "\"auto\" (a quarter of workload.file_size) or a multiple of 4096 from 0 to 1T (0 = every read misses)",
-        help: "plaintext the page cache holds; a hit is a copy, a miss a bio to decrypt and verify",
-    },
-    KeyInfo {
-        key: "cache.read_ahead",
-        allowed: "a multiple of 4096 from 0 to 1M (0 = no readahead)",
-        help: "largest readahead window of a sequential stream (read_ahead_kb)",
-    },
-    KeyInfo {
-        key: "cache.device",
-        allowed: "disk, memory",
-        help: "what a miss reads: the device (O_DIRECT), or the file's own kernel cache (no latency)",
-    },
-    KeyInfo {
-        key: "cache.cold_start",
-        allowed: "true, false",
-        help: "drop the page cache (file and tree) whenever the workload starts or a setting is applied",
-    },
-    KeyInfo {
-        key: "load.hogs",
-        allowed: "0..=256",
-        help: "CPU-bound background threads competing with the workers",
-    },
-    KeyInfo {
-        key: "load.hog_nice",
-        allowed: "-20..=19",
-        help: "nice value of the hog threads",
-    },
-    KeyInfo {
-        key: "kernel.dir",
-        allowed: "\"\" (an ext4 image readpath makes and loop-mounts under its data dir, as root) or an absolute path of a directory on a filesystem with the encrypt feature",
-        help: "where the kernel target's files live (workload.target = kernel)",
-    },
-    KeyInfo {
-        key: "kernel.affinity_scope",
-        allowed: "default (not changed), cpu, smt, cache, numa, system",
-        help: "the kernel's workqueue.default_affinity_scope: where fscrypt's unbound queue runs work (global: every unbound queue of the machine)",
-    },
-    KeyInfo {
-        key: "kernel.unbound_cpus",
-        allowed: "default (not changed) or a CPU list like \"0-3,6\"",
-        help: "the CPUs every unbound workqueue may run on (/sys/devices/virtual/workqueue/cpumask; global)",
-    },
-    KeyInfo {
-        key: "kernel.read_ahead_kb",
-        allowed: "default (not changed) or 0..=131072",
-        help: "the kernel file's block device's read_ahead_kb (the kernel's readahead window)",
-    },
-    KeyInfo {
-        key: "kernel.rq_affinity",
-        allowed: "default (not changed), 0, 1 or 2",
-        help: "the block device's rq_affinity: complete a request on the CPU that issued it (1: its cache group, 2: that CPU)",
-    },
-    KeyInfo {
-        key: "kernel.trace",
-        allowed: "true, false",
-        help: "follow the kernel's post-read queues and block requests through their tracepoints (false: no queue figures, to measure what tracing costs)",
-    },
-];
-
-/// The [`KeyInfo`] of `key` (`section.key`), if it is a setting.
-pub fn key_info(key: &str) -> Option<&'static KeyInfo> {
-    KEYS.iter().find(|k| k.key == key)
-}
-
-fn info(key: &str) -> &'static KeyInfo {
-    key_info(key).unwrap_or(&KeyInfo {
-        key: "",
-        allowed: "",
-        help: "",
-    })
-}
-
-/// Keys whose values are strings: on the command line a bare word is taken
-/// as the string even when it would also parse as another TOML value.
-fn is_text_key(key: &str) -> bool {
-    matches!(
-        key,
-        "workload.target"
-            | "workload.engine"
-            | "workload.sleep"
-            | "workload.completion"
-            | "workload.pattern"
-            | "pipeline.cipher"
-            | "pipeline.salt"
-            | "workers.mode"
-            | "workers.verify_mode"
-            | "workers.affinity_scope"
-            | "cache.size"
-            | "cache.device"
-            | "kernel.dir"
-            | "kernel.affinity_scope"
-            | "kernel.unbound_cpus"
-    )
-}
+mod table;
+pub use table::{Apply, Bind, KEYS, Kind, Scope, Setting, Step, key_info, reference};
 
 fn section_names(section: &str) -> Vec<&'static str> {
     KEYS.iter()
-        .filter_map(|k| k.key.split_once('.'))
-        .filter(|(s, _)| *s == section)
-        .map(|(_, n)| n)
+        .filter(|k| k.section() == section)
+        .map(|k| k.name())
         .collect()
 }
 
@@ -904,6 +471,8 @@ enum Val {
     Datetime(String),
     Array(Vec<Val>),
     Table(Vec<Entry>),
+    /// A key's "not set" (`auto`, `default`): never parsed, only stored.
+    Unset,
 }
 
 /// An error and the source span of the key or value it is about.
@@ -952,6 +521,7 @@ impl Val {
             Val::Int(i) => i.to_string(),
             Val::Float(s) | Val::Datetime(s) => s.clone(),
             Val::Bool(b) => b.to_string(),
+            Val::Unset => String::new(),
             Val::Array(items) => {
                 let items: Vec<String> = items.iter().map(Val::written).collect();
                 format!("[{}]", items.join(", "))
@@ -980,6 +550,7 @@ impl Val {
             Val::Datetime(_) => "a datetime",
             Val::Array(_) => "an array",
             Val::Table(_) => "a table",
+            Val::Unset => "nothing",
         };
         format!("{what} ({})", self.written())
     }
@@ -1098,191 +669,8 @@ fn wrong_type(key: &str, v: &Val, expected: String) -> SettingsError {
     }
 }
 
-fn int_in(key: &str, v: &Val, lo: i128, hi: i128) -> Result<i128, SettingsError> {
-    let allowed = info(key).allowed;
-    match v {
-        Val::Int(n) if (lo..=hi).contains(n) => Ok(*n),
-        Val::Int(n) => Err(SettingsError::OutOfRange {
-            key: key.to_string(),
-            value: n.to_string(),
-            allowed: allowed.to_string(),
-        }),
-        _ => Err(wrong_type(key, v, format!("an integer {allowed}"))),
-    }
-}
-
-fn int_u32(key: &str, v: &Val, lo: u32, hi: u32) -> Result<u32, SettingsError> {
-    let n = int_in(key, v, lo.into(), hi.into())?;
-    Ok(u32::try_from(n).unwrap_or(hi))
-}
-
-fn int_u64(key: &str, v: &Val, lo: u64, hi: u64) -> Result<u64, SettingsError> {
-    let n = int_in(key, v, lo.into(), hi.into())?;
-    Ok(u64::try_from(n).unwrap_or(hi))
-}
-
-fn boolean(key: &str, v: &Val) -> Result<bool, SettingsError> {
-    match v {
-        Val::Bool(b) => Ok(*b),
-        _ => Err(wrong_type(key, v, "true or false".to_string())),
-    }
-}
-
-fn choice<T: Choice>(key: &str, v: &Val) -> Result<T, SettingsError> {
-    let allowed = T::allowed_list();
-    let Val::Str(s) = v else {
-        return Err(wrong_type(key, v, format!("one of {allowed}")));
-    };
-    T::lookup(s).ok_or_else(|| {
-        let mut reason = format!("allowed {allowed}");
-        if let Some(c) = closest(s, T::choices().iter().map(|c| c.choice_name())) {
-            reason.push_str(&format!(" (did you mean {c:?}?)"));
-        }
-        SettingsError::Invalid {
-            key: key.to_string(),
-            value: v.written(),
-            reason,
-            allowed,
-        }
-    })
-}
-
-fn size(key: &str, v: &Val, lo: u64, hi: u64) -> Result<u64, SettingsError> {
-    let allowed = info(key).allowed;
-    let n: i128 = match v {
-        Val::Int(n) => *n,
-        Val::Str(s) => match parse_size(s) {
-            Ok(n) => n.into(),
-            Err(_) => {
-                return Err(wrong_type(
-                    key,
-                    v,
-                    format!("a size like 4096 or \"4K\" ({allowed})"),
-                ));
-            }
-        },
-        _ => {
-            return Err(wrong_type(
-                key,
-                v,
-                format!("a size like 4096 or \"4K\" ({allowed})"),
-            ));
-        }
-    };
-    let ok = n >= i128::from(lo) && n <= i128::from(hi) && n % i128::from(PAGE_SIZE) == 0;
-    if !ok {
-        return Err(SettingsError::Invalid {
-            key: key.to_string(),
-            value: v.written(),
-            reason: format!("must be {allowed}"),
-            allowed: allowed.to_string(),
-        });
-    }
-    Ok(u64::try_from(n).unwrap_or(hi))
-}
-
-fn cpus(key: &str, v: &Val) -> Result<Vec<usize>, SettingsError> {
-    let allowed = info(key).allowed;
-    let invalid = |reason: String| SettingsError::Invalid {
-        key: key.to_string(),
-        value: v.written(),
-        reason,
-        allowed: allowed.to_string(),
-    };
-    let numbers: Vec<i128> = match v {
-        Val::Array(items) => {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                match item {
-                    Val::Int(n) => out.push(*n),
-                    _ => return Err(wrong_type(key, v, allowed.to_string())),
-                }
-            }
-            out
-        }
-        Val::Int(n) => vec![*n],
-        Val::Str(s) => parse_cpu_list(s)
-            .map_err(invalid)?
-            .into_iter()
-            .map(|c| c as i128)
-            .collect(),
-        _ => return Err(wrong_type(key, v, allowed.to_string())),
-    };
-    let mut out: Vec<usize> = Vec::with_capacity(numbers.len());
-    for n in numbers {
-        let cpu = usize::try_from(n)
-            .ok()
-            .filter(|&c| c <= MAX_CPU_NUMBER)
-            .ok_or_else(|| invalid(cpu_number_error(n)))?;
-        if out.contains(&cpu) {
-            return Err(invalid(format!("CPU {cpu} is listed twice")));
-        }
-        out.push(cpu);
-    }
-    Ok(out)
-}
-
-/// `kernel.dir`: empty, or an absolute path without control characters.
-fn dir_path(key: &str, v: &Val) -> Result<String, SettingsError> {
-    let allowed = info(key).allowed;
-    let Val::Str(p) = v else {
-        return Err(wrong_type(key, v, allowed.to_string()));
-    };
-    let problem = if p.is_empty() {
-        None
-    } else if p.len() > MAX_PATH_BYTES {
-        Some(format!(
-            "{} bytes is longer than PATH_MAX ({MAX_PATH_BYTES})",
-            p.len()
-        ))
-    } else if p.chars().any(char::is_control) {
-        Some("it contains a control character".to_string())
-    } else if !p.starts_with('/') {
-        Some("it is not an absolute path".to_string())
-    } else {
-        None
-    };
-    match problem {
-        None => Ok(p.clone()),
-        Some(reason) => Err(SettingsError::Invalid {
-            key: key.to_string(),
-            value: v.written(),
-            reason: format!("{reason}; allowed {allowed}"),
-            allowed: allowed.to_string(),
-        }),
-    }
-}
-
 pub(crate) fn cpu_number_error(n: impl fmt::Display) -> String {
     format!("CPU {n} is out of range: CPU numbers are 0..={MAX_CPU_NUMBER}")
-}
-
-fn salt(key: &str, v: &Val) -> Result<Vec<u8>, SettingsError> {
-    let allowed = info(key).allowed;
-    let Val::Str(s) = v else {
-        return Err(wrong_type(key, v, allowed.to_string()));
-    };
-    let problem = if let Some(c) = s.chars().find(|c| !c.is_ascii_hexdigit()) {
-        Some(format!("{c:?} is not a hex digit"))
-    } else if s.len() % 2 != 0 {
-        Some(format!("{} hex digits is an odd number", s.len()))
-    } else if s.len() / 2 > MAX_SALT_BYTES {
-        Some(format!("{} bytes is too long", s.len() / 2))
-    } else {
-        None
-    };
-    match (problem, hex::decode(s)) {
-        (None, Ok(bytes)) => Ok(bytes),
-        (problem, _) => Err(SettingsError::Invalid {
-            key: key.to_string(),
-            value: v.written(),
-            reason: format!(
-                "{}; allowed {allowed}",
-                problem.unwrap_or_else(|| "not hex".to_string())
-            ),
-            allowed: allowed.to_string(),
-        }),
-    }
 }
 
 pub mod units;
@@ -1429,7 +817,10 @@ impl Settings {
             match toml::de::DeValue::parse(raw) {
                 Ok(parsed) => {
                     let v = Val::from_de(parsed.get_ref());
-                    if is_text_key(key) && !quoted && !matches!(v, Val::Str(_)) {
+                    if key_info(key).is_some_and(Setting::takes_text)
+                        && !quoted
+                        && !matches!(v, Val::Str(_))
+                    {
                         Val::Str(raw.to_string())
                     } else {
                         v
@@ -1447,152 +838,17 @@ impl Settings {
         self.set_value(key, &v)
     }
 
-    /// The one per-key setter behind both the TOML and the `--set` paths.
+    /// The one per-key setter behind both the TOML and the `--set` paths:
+    /// the key's [`Setting`] checks the value and stores it.
     fn set_value(&mut self, key: &str, v: &Val) -> Result<(), SettingsError> {
-        let w = &mut self.workload;
-        let p = &mut self.pipeline;
-        let k = &mut self.workers;
-        let l = &mut self.load;
-        let c = &mut self.cache;
-        let kn = &mut self.kernel;
-        let is_default =
-            |v: &Val| matches!(v, Val::Str(t) if t.trim().eq_ignore_ascii_case("default"));
-        match key {
-            "workload.target" => w.target = choice(key, v)?,
-            "workload.engine" => w.engine = choice(key, v)?,
-            "workload.sleep" => w.sleep = choice(key, v)?,
-            "workload.direct" => w.direct = boolean(key, v)?,
-            "workload.pattern" => w.pattern = choice(key, v)?,
-            "workload.block_size" => w.block_size = size(key, v, MIN_BLOCK_SIZE, MAX_BLOCK_SIZE)?,
-            "workload.queue_depth" => w.queue_depth = int_u32(key, v, 1, MAX_QUEUE_DEPTH)?,
-            "workload.submit_batch" => w.submit_batch = int_u32(key, v, 1, MAX_QUEUE_DEPTH)?,
-            "workload.readers" => w.readers = int_u32(key, v, 1, MAX_READERS)?,
-            "workload.rate_iops" => w.rate_iops = int_u64(key, v, 0, MAX_RATE_IOPS)?,
-            "workload.reader_cpus" => w.reader_cpus = cpus(key, v)?,
-            "workload.completion" => w.completion = choice(key, v)?,
-            "workload.file_size" => w.file_size = size(key, v, MIN_FILE_SIZE, MAX_FILE_SIZE)?,
-            "workload.burst" => w.burst = size(key, v, 4096, MAX_BURST)?,
-            "pipeline.decrypt" => p.decrypt = boolean(key, v)?,
-            "pipeline.cipher" => p.cipher = choice(key, v)?,
-            "pipeline.verity" => p.verity = boolean(key, v)?,
-            "pipeline.salt" => p.salt = salt(key, v)?,
-            "pipeline.corrupt_every" => p.corrupt_every = int_u64(key, v, 0, i64::MAX as u64)?,
-            "workers.mode" => k.mode = choice(key, v)?,
-            "workers.verify_mode" => k.verify_mode = choice(key, v)?,
-            "workers.highpri" => k.highpri = boolean(key, v)?,
-            "workers.max_active" => k.max_active = int_u32(key, v, 0, MAX_MAX_ACTIVE)?,
-            "workers.affinity_scope" => k.affinity_scope = choice(key, v)?,
-            "cache.size" => {
-                c.size = match v {
-                    Val::Str(t) if t.trim().eq_ignore_ascii_case("auto") => None,
-                    _ => Some(size(key, v, 0, MAX_FILE_SIZE)?),
-                }
-            }
-            "cache.read_ahead" => c.read_ahead = size(key, v, 0, MAX_READ_AHEAD)?,
-            "cache.device" => c.device = choice(key, v)?,
-            "cache.cold_start" => c.cold_start = boolean(key, v)?,
-            "load.hogs" => l.hogs = int_u32(key, v, 0, MAX_HOGS)?,
-            "load.hog_nice" => {
-                l.hog_nice = i32::try_from(int_in(key, v, -20, 19)?).unwrap_or_default()
-            }
-            "kernel.dir" => kn.dir = dir_path(key, v)?,
-            "kernel.affinity_scope" => kn.affinity_scope = choice(key, v)?,
-            "kernel.unbound_cpus" => {
-                kn.unbound_cpus = match v {
-                    Val::Str(t) if t.trim().is_empty() => Vec::new(),
-                    _ if is_default(v) => Vec::new(),
-                    _ => {
-                        let bare = matches!(v, Val::Str(t) if t.trim() == "[]");
-                        let cpus = if bare { Vec::new() } else { cpus(key, v)? };
-                        if cpus.is_empty() {
-                            return Err(SettingsError::Invalid {
-                                key: key.to_string(),
-                                value: v.written(),
-                                reason: "an empty CPU list would leave unbound work nowhere to run; use \"default\" to leave it unchanged".into(),
-                                allowed: info(key).allowed.to_string(),
-                            });
-                        }
-                        cpus
-                    }
-                }
-            }
-            "kernel.read_ahead_kb" => {
-                kn.read_ahead_kb = if is_default(v) {
-                    None
-                } else {
-                    Some(int_u32(key, v, 0, MAX_KERNEL_READ_AHEAD_KB)?)
-                }
-            }
-            "kernel.trace" => kn.trace = boolean(key, v)?,
-            "kernel.rq_affinity" => {
-                kn.rq_affinity = if is_default(v) {
-                    None
-                } else {
-                    Some(int_u32(key, v, 0, 2)? as u8)
-                }
-            }
-            _ => return Err(unknown_key_error(key)),
-        }
-        Ok(())
+        key_info(key)
+            .ok_or_else(|| unknown_key_error(key))?
+            .set(self, v)
     }
 
     /// The current value of `key` as a [`Val`], as a TOML file would hold it.
     fn value_of(&self, key: &str) -> Option<Val> {
-        let w = &self.workload;
-        let p = &self.pipeline;
-        let k = &self.workers;
-        let l = &self.load;
-        let c = &self.cache;
-        let kn = &self.kernel;
-        let s = |x: &str| Val::Str(x.to_string());
-        let size = |n: u64| Val::Str(format_size(n));
-        Some(match key {
-            "workload.target" => s(w.target.name()),
-            "workload.engine" => s(w.engine.name()),
-            "workload.sleep" => s(w.sleep.name()),
-            "workload.direct" => Val::Bool(w.direct),
-            "workload.pattern" => s(w.pattern.name()),
-            "workload.block_size" => size(w.block_size),
-            "workload.queue_depth" => Val::Int(w.queue_depth.into()),
-            "workload.submit_batch" => Val::Int(w.submit_batch.into()),
-            "workload.readers" => Val::Int(w.readers.into()),
-            "workload.rate_iops" => Val::Int(w.rate_iops.into()),
-            "workload.reader_cpus" => {
-                Val::Array(w.reader_cpus.iter().map(|&c| Val::Int(c as i128)).collect())
-            }
-            "workload.completion" => s(w.completion.name()),
-            "workload.file_size" => size(w.file_size),
-            "workload.burst" => size(w.burst),
-            "pipeline.decrypt" => Val::Bool(p.decrypt),
-            "pipeline.cipher" => s(p.cipher.name()),
-            "pipeline.verity" => Val::Bool(p.verity),
-            "pipeline.salt" => s(&hex::encode(&p.salt)),
-            "pipeline.corrupt_every" => Val::Int(p.corrupt_every.into()),
-            "workers.mode" => s(k.mode.name()),
-            "workers.verify_mode" => s(k.verify_mode.name()),
-            "workers.highpri" => Val::Bool(k.highpri),
-            "workers.max_active" => Val::Int(k.max_active.into()),
-            "workers.affinity_scope" => s(k.affinity_scope.name()),
-            "cache.size" => match c.size {
-                None => s("auto"),
-                Some(n) => size(n),
-            },
-            "cache.read_ahead" => size(c.read_ahead),
-            "cache.device" => s(c.device.name()),
-            "cache.cold_start" => Val::Bool(c.cold_start),
-            "load.hogs" => Val::Int(l.hogs.into()),
-            "load.hog_nice" => Val::Int(l.hog_nice.into()),
-            "kernel.dir" => s(&kn.dir),
-            "kernel.affinity_scope" => s(kn.affinity_scope.name()),
-            "kernel.unbound_cpus" if kn.unbound_cpus.is_empty() => s("default"),
-            "kernel.unbound_cpus" => s(&format_cpu_list(&kn.unbound_cpus)),
-            "kernel.read_ahead_kb" => kn
-                .read_ahead_kb
-                .map_or(s("default"), |n| Val::Int(n.into())),
-            "kernel.rq_affinity" => kn.rq_affinity.map_or(s("default"), |n| Val::Int(n.into())),
-            "kernel.trace" => Val::Bool(kn.trace),
-            _ => return None,
-        })
+        key_info(key).map(|k| k.value(self))
     }
 
     /// The display form of `key`'s value (`uring`, `4K`, `0-3,6`, `[]`,
@@ -1602,8 +858,16 @@ impl Settings {
         Some(match self.value_of(key)? {
             Val::Str(s) if s.is_empty() => "\"\"".to_string(),
             Val::Str(s) => s,
-            Val::Array(_) if self.workload.reader_cpus.is_empty() => "[]".to_string(),
-            Val::Array(_) => format_cpu_list(&self.workload.reader_cpus),
+            Val::Array(items) if items.is_empty() => "[]".to_string(),
+            Val::Array(items) => format_cpu_list(
+                &items
+                    .iter()
+                    .filter_map(|i| match i {
+                        Val::Int(n) => usize::try_from(*n).ok(),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
+            ),
             other => other.written(),
         })
     }
@@ -1628,7 +892,9 @@ impl Settings {
                     "must be at least workload.block_size ({})",
                     format_size(w.block_size)
                 ),
-                allowed: info("workload.file_size").allowed.to_string(),
+                allowed: key_info("workload.file_size")
+                    .map(Setting::allowed)
+                    .unwrap_or_default(),
             });
         }
         let machine = match cpu_count {
@@ -1790,7 +1056,7 @@ mod tests {
             let (section, _) = k.key.split_once('.').unwrap();
             assert!(SECTIONS.contains(&section), "{}", k.key);
             assert!(s.get(k.key).is_some(), "{}", k.key);
-            assert!(!k.help.is_empty() && !k.allowed.is_empty(), "{}", k.key);
+            assert!(!k.help.is_empty() && !k.allowed().is_empty(), "{}", k.key);
         }
         // Keys are grouped by section, in section order.
         let order: Vec<usize> = KEYS
@@ -1801,14 +1067,35 @@ mod tests {
             })
             .collect();
         assert!(order.windows(2).all(|w| w[0] <= w[1]));
-        assert_eq!(info("pipeline.cipher").allowed, CipherKind::allowed_list());
-        assert_eq!(info("workload.engine").allowed, EngineKind::allowed_list());
-        assert_eq!(info("workload.sleep").allowed, SleepMode::allowed_list());
-        assert_eq!(info("workload.pattern").allowed, Pattern::allowed_list());
-        assert_eq!(info("workers.mode").allowed, WorkerMode::allowed_list());
+        // The allowed text of a choice is its enum's names, from one list.
+        use crate::choice::Choice;
+        let allowed = |k: &str| key_info(k).unwrap().allowed();
+        assert_eq!(allowed("pipeline.cipher"), CipherKind::allowed_list());
+        assert_eq!(allowed("workload.engine"), EngineKind::allowed_list());
+        assert_eq!(allowed("workload.sleep"), SleepMode::allowed_list());
+        assert_eq!(allowed("workload.pattern"), Pattern::allowed_list());
+        assert_eq!(allowed("workers.mode"), WorkerMode::allowed_list());
+        assert_eq!(allowed("workers.verify_mode"), VerifyMode::allowed_list());
+        assert_eq!(allowed("workload.target"), Target::allowed_list());
+        assert_eq!(allowed("workload.completion"), Completion::allowed_list());
+        assert_eq!(allowed("cache.device"), CacheDevice::allowed_list());
         assert_eq!(
-            info("workers.verify_mode").allowed,
-            VerifyMode::allowed_list()
+            allowed("workers.affinity_scope"),
+            AffinityScope::allowed_list()
+        );
+        assert_eq!(
+            allowed("kernel.affinity_scope"),
+            format!("default (not changed), {}", AffinityScope::allowed_list())
+        );
+        assert_eq!(allowed("workload.queue_depth"), "1..=1024");
+        assert_eq!(allowed("load.hogs"), format!("0..={MAX_HOGS}"));
+        assert_eq!(
+            allowed("kernel.rq_affinity"),
+            "default (not changed), 0, 1 or 2"
+        );
+        assert_eq!(
+            allowed("kernel.read_ahead_kb"),
+            "default (not changed) or 0..=131072"
         );
     }
 

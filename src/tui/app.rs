@@ -26,7 +26,7 @@ const LOG_LINES: usize = 200;
 pub use super::keys::Action;
 
 /// Maps a key to an action, given the settings as requested: what the key
-/// does comes from [`keys::BINDINGS`]. Pure: the tests drive every binding
+/// does comes from [`keys::bindings`]. Pure: the tests drive every binding
 /// through it. Ctrl-Z is [`Action::None`] here: the terminal loop suspends
 /// before a key gets this far.
 pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action {
@@ -47,9 +47,7 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
 /// a limit). Not validated here: [`crate::engine::Engine::apply`] validates
 /// once, and a refusal there leaves the running workload as it was.
 fn change(f: &keys::Change, s: &Settings, _cpus: usize) -> Result<Settings, String> {
-    let mut n = s.clone();
-    f(&mut n)?;
-    Ok(n)
+    f.apply(s)
 }
 
 /// The settings a settings key leads to: `None` for a key that is not a
@@ -954,43 +952,54 @@ impl App {
         if let Err(e) = n.validate(self.cpus.max(1)) {
             return Some(e.to_string());
         }
-        let fs = data_fs(&self.settings, &self.effective);
-        match crate::engine::resolve(n, &self.features, &fs) {
-            Err(e) => Some(e.to_string()),
-            Ok(r) => match r.limit(key) {
-                Some(why) if r.effective.get(key) != n.get(key) => Some(why.to_string()),
-                _ => None,
-            },
+        let fs = crate::engine::DataFs::inferred(&self.settings, &self.effective);
+        let new = match crate::engine::resolve(n, &self.features, &fs) {
+            Err(e) => return Some(e.to_string()),
+            Ok(r) => r,
+        };
+        if let Some(why) = new.limit(key)
+            && new.effective.get(key) != n.get(key)
+        {
+            return Some(why.to_string());
+        }
+        // A value that runs exactly as the current one changes nothing here.
+        let now = crate::engine::resolve(&self.settings, &self.features, &fs).ok()?;
+        (n != &self.settings && new.runs_like(&now)).then(|| {
+            new.limit(key)
+                .unwrap_or("it runs the same as the current value here")
+                .to_string()
+        })
+    }
+
+    /// What a key does here: a settings key's change, with the keys that
+    /// conflict with it following it ([`crate::engine::reconcile`]), or
+    /// refused with why when it cannot run or changes nothing (no marker).
+    pub fn key_action(&self, key: KeyEvent) -> Action {
+        let action = action_for_key(key, &self.settings, self.cpus);
+        let Action::Apply(mut n) = action else {
+            return action;
+        };
+        let Some(changed) = self.settings.diff(&n).first().map(|c| c.key.clone()) else {
+            return Action::None;
+        };
+        crate::engine::reconcile(&mut n, &changed);
+        match self.refusal(&n, &changed) {
+            Some(why) => Action::Refuse(format!("{changed}: {why}")),
+            None => Action::Apply(n),
         }
     }
 }
 
 /// The limits [`crate::engine::resolve`] gives for `requested` on a machine
-/// with `features`. The filesystem's O_DIRECT answer is read back from the
-/// settings that ran: asked for direct without fs-verity (which is never
-/// direct) and ran buffered, or asked for bios from the disk and got them
-/// from memory, means it refuses O_DIRECT.
+/// with `features`, the filesystem as the settings that ran tell it
+/// ([`crate::engine::DataFs::inferred`]).
 fn limits_of(
     requested: &Settings,
     effective: &Settings,
     features: &Features,
 ) -> Vec<(&'static str, String)> {
-    let fs = data_fs(requested, effective);
+    let fs = crate::engine::DataFs::inferred(requested, effective);
     crate::engine::resolve(requested, features, &fs).map_or_else(|_| Vec::new(), |r| r.limits)
-}
-
-/// The data filesystem as the settings that ran tell it: whether it
-/// refuses O_DIRECT (see [`limits_of`]).
-fn data_fs(requested: &Settings, effective: &Settings) -> crate::engine::DataFs {
-    use crate::settings::CacheDevice;
-    let direct_refused =
-        requested.workload.direct && !requested.pipeline.verity && !effective.workload.direct;
-    let device_refused = requested.cache.device == CacheDevice::Disk
-        && effective.cache.device == CacheDevice::Memory;
-    crate::engine::DataFs {
-        name: "the filesystem".into(),
-        o_direct: !(direct_refused || device_refused),
-    }
 }
 
 #[cfg(test)]
@@ -1074,16 +1083,72 @@ mod tests {
 
     #[test]
     fn sync_engine_takes_sleep_along_and_refuses_i() {
-        let s = apply('e', &Settings::default());
-        assert_eq!(s.workload.engine, EngineKind::Sync);
-        let mut plain = Settings::default();
+        let mut app = crate::tui::fixture::app(false);
+        let s = Settings::default();
+        app.set_running(s.clone(), s.clone());
+        let Action::Apply(sync) = app.key_action(key('e')) else {
+            panic!("e refused")
+        };
+        assert_eq!(sync.workload.engine, EngineKind::Sync);
+        let mut plain = s.clone();
         plain.workload.sleep = SleepMode::Plain;
-        let s2 = apply('e', &plain);
-        assert_eq!(s2.workload.sleep, SleepMode::Iowait);
+        app.set_running(plain.clone(), plain);
+        let Action::Apply(s2) = app.key_action(key('e')) else {
+            panic!("e refused")
+        };
+        assert_eq!(s2.workload.engine, EngineKind::Sync);
+        assert_eq!(s2.workload.sleep, SleepMode::Iowait, "sleep follows engine");
+        app.set_running((*sync).clone(), (*sync).clone());
+        let i = app.key_action(key('i'));
         assert!(
-            matches!(action_for_key(key('i'), &s, 2), Action::Refuse(r) if r.contains("iowait"))
+            matches!(&i, Action::Refuse(r) if r.starts_with("workload.sleep") && r.contains("always sleep as iowait")),
+            "{i:?}"
         );
-        assert_eq!(apply('e', &s).workload.engine, EngineKind::Uring);
+        assert!(
+            matches!(app.key_action(key('e')), Action::Apply(n) if n.workload.engine == EngineKind::Uring)
+        );
+    }
+
+    /// A key whose setting does nothing in the current configuration says
+    /// why and changes nothing (no marker): W with decryption off, w and h
+    /// on the kernel target, h where priority cannot be raised.
+    #[test]
+    fn a_key_that_changes_nothing_here_is_refused_with_why() {
+        let mut app = crate::tui::fixture::app(false);
+        let mut verity_only = Settings::default();
+        verity_only.pipeline.decrypt = false;
+        app.set_running(verity_only.clone(), verity_only);
+        let w = app.key_action(key('W'));
+        assert_eq!(
+            w,
+            Action::Refuse(
+                "workers.verify_mode: used only when decrypt and verity are both on".into()
+            )
+        );
+        assert!(matches!(app.key_action(key('w')), Action::Apply(_)));
+
+        let mut kernel = Settings::default();
+        kernel.workload.target = crate::settings::Target::Kernel;
+        app.set_running(kernel.clone(), kernel);
+        for c in ['w', 'h', 'W', 'a'] {
+            let why = app.key_action(key(c));
+            assert!(
+                matches!(&why, Action::Refuse(r) if r.contains("the kernel")),
+                "{c}: {why:?}"
+            );
+        }
+        assert!(matches!(app.key_action(key('K')), Action::Apply(_)));
+
+        let mut app = crate::tui::fixture::app(false);
+        app.features.highpri = false;
+        app.features.highpri_reason = Some("no CAP_SYS_NICE".into());
+        let mut low = Settings::default();
+        low.workers.highpri = false;
+        app.set_running(low.clone(), low);
+        assert_eq!(
+            app.key_action(key('h')),
+            Action::Refuse("workers.highpri: no CAP_SYS_NICE".into())
+        );
     }
 
     #[test]

@@ -13,11 +13,7 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::app::{App, Overlay, OverlayAction};
-use crate::crypto::CipherKind;
-use crate::settings::{
-    self, AffinityScope, CacheDevice, Completion, EngineKind, KernelScope, Settings, SleepMode,
-    Target, VerifyMode, WorkerMode,
-};
+use crate::settings::{self, Settings};
 
 /// One value in the chooser.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,72 +31,13 @@ const PROMPT_MAX: usize = 200;
 /// Commands the prompt remembers for Up.
 const HISTORY: usize = 50;
 
-fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<String> {
-    all.iter().map(|&v| name(v).to_string()).collect()
-}
-
-fn doubling(from: u64, to: u64) -> Vec<String> {
-    std::iter::successors(Some(from), |v| v.checked_mul(2))
-        .take_while(|v| *v <= to)
-        .map(|v| v.to_string())
-        .collect()
-}
-
-fn list(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
-}
-
 /// The values the chooser offers for `key` before the current one is added:
-/// every variant of an enum (in the order its key cycles), both booleans,
-/// and for a number a ladder (what its keys step through where they step,
-/// else a few orders of magnitude). Empty for a free-form value (a CPU
-/// list, a path, a salt): the chooser then offers the current value and
-/// says to type another with `:`.
+/// its [`settings::Setting::ladder`] (every variant of an enum in the order
+/// its key cycles, both booleans, and for a number the table's ladder or a
+/// doubling over its range). Empty for a free-form value (a path, a salt):
+/// the chooser then offers the current value and says to type another with `:`.
 pub fn ladder(key: &str) -> Vec<String> {
-    match key {
-        "workload.target" => names(&Target::ALL, Target::name),
-        "workload.engine" => names(&EngineKind::ALL, EngineKind::name),
-        "workload.sleep" => names(&SleepMode::ALL, SleepMode::name),
-        "workload.pattern" => names(&settings::Pattern::ALL, settings::Pattern::name),
-        "workload.completion" => names(&Completion::ALL, Completion::name),
-        "pipeline.cipher" => names(&CipherKind::ALL, CipherKind::name),
-        "workers.mode" => names(&WorkerMode::ALL, WorkerMode::name),
-        "workers.verify_mode" => names(&VerifyMode::ALL, VerifyMode::name),
-        "workers.affinity_scope" => names(&AffinityScope::ALL, AffinityScope::name),
-        "cache.device" => names(&CacheDevice::ALL, CacheDevice::name),
-        "kernel.affinity_scope" => names(&KernelScope::ALL, KernelScope::name),
-        "workload.direct" | "pipeline.decrypt" | "pipeline.verity" | "workers.highpri"
-        | "cache.cold_start" | "kernel.trace" => list(&["true", "false"]),
-        "workload.block_size" => doubling(settings::MIN_BLOCK_SIZE, settings::MAX_BLOCK_SIZE),
-        "workload.queue_depth" | "workload.submit_batch" => {
-            doubling(1, u64::from(settings::MAX_QUEUE_DEPTH))
-        }
-        "workload.readers" => list(&[
-            "1", "2", "3", "4", "5", "6", "7", "8", "16", "32", "64", "128", "256",
-        ]),
-        "workload.rate_iops" => list(&["0", "100", "1000", "10000", "100000", "1000000"]),
-        "workload.file_size" => list(&["4M", "16M", "64M", "256M", "1G", "4G"]),
-        "workload.burst" => list(&["64K", "256K", "1M", "4M", "16M"]),
-        "pipeline.corrupt_every" => list(&["0", "10", "100", "1000", "10000"]),
-        "workers.max_active" => {
-            let mut v = vec!["0".to_string()];
-            v.extend(doubling(1, u64::from(settings::MAX_MAX_ACTIVE)));
-            v
-        }
-        "cache.size" => list(&["auto", "0", "1M", "4M", "16M", "64M", "256M", "1G"]),
-        "cache.read_ahead" => {
-            let mut v = vec!["0".to_string()];
-            v.extend(doubling(16 << 10, settings::MAX_READ_AHEAD));
-            v
-        }
-        "load.hogs" => list(&["0", "1", "2", "3", "4", "6", "8", "16", "32"]),
-        "load.hog_nice" => list(&["-20", "-10", "0", "10", "19"]),
-        "kernel.read_ahead_kb" => list(&["default", "0", "32", "128", "512", "2048", "8192"]),
-        "kernel.rq_affinity" => list(&["default", "0", "1", "2"]),
-        "kernel.unbound_cpus" => list(&["default"]),
-        "workload.reader_cpus" => list(&["[]"]),
-        _ => Vec::new(),
-    }
+    settings::key_info(key).map_or_else(Vec::new, settings::Setting::ladder)
 }
 
 /// Where a value sorts in a numeric ladder: words (`auto`, `default`,
@@ -145,11 +82,9 @@ pub fn values(key: &str, s: &Settings) -> Vec<String> {
     out
 }
 
+/// A key whose values keep the order its key cycles (not sorted by size).
 fn is_enum(key: &str) -> bool {
-    matches!(key, "kernel.rq_affinity")
-        || ladder(key)
-            .iter()
-            .all(|v| v.parse::<f64>().is_err() && magnitude(v).is_none())
+    settings::key_info(key).is_some_and(|k| !k.cycle().is_empty())
 }
 
 /// The chooser's items for `key`: [`values`], the current one marked, each
@@ -485,6 +420,7 @@ fn remember(history: &mut Vec<String>, cmd: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::{EngineKind, VerifyMode};
 
     fn k(c: KeyCode) -> KeyEvent {
         KeyEvent::new(c, KeyModifiers::NONE)

@@ -204,7 +204,7 @@ pub fn kernel_record(seq: u64) -> IntervalRecord {
 pub fn kernel_app() -> App {
     let mut s = Settings::default();
     s.workload.target = crate::settings::Target::Kernel;
-    s.kernel.affinity_scope = crate::settings::KernelScope::System;
+    s.kernel.affinity_scope = Some(crate::settings::AffinityScope::System);
     let running = |s: &Settings| {
         crate::engine::resolve(s, &features(), &crate::engine::DataFs::capable())
             .expect("the fixture's settings resolve")
@@ -215,7 +215,7 @@ pub fn kernel_app() -> App {
         app.push(kernel_record(seq));
     }
     let mut cpu = app.settings.clone();
-    cpu.kernel.affinity_scope = crate::settings::KernelScope::Cpu;
+    cpu.kernel.affinity_scope = Some(crate::settings::AffinityScope::Cpu);
     let eff = running(&cpu);
     app.set_running(cpu, eff);
     app

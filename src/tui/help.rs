@@ -3,7 +3,7 @@
 //! new user learn the same vocabulary; a glossary of the other words the
 //! screens use, and three short recipes. It scrolls, can be searched (`/`),
 //! and matches the mode (a replay lists its own keys and not the live
-//! settings keys it refuses). The key list is [`super::keys::BINDINGS`], as
+//! settings keys it refuses). The key list is [`super::keys::bindings`], as
 //! README.md's key table is.
 
 use ratatui::buffer::Buffer;
@@ -11,7 +11,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use super::keys::BINDINGS;
+use super::keys::bindings;
 use super::theme::Theme;
 
 /// What the knobs mean, in plain words.
@@ -125,7 +125,7 @@ pub fn rows(replay: bool, find: &str) -> Vec<(String, &'static str)> {
         out.extend(REPLAY_KEYS.iter().map(|&(k, w)| (k.to_string(), w)));
     }
     out.extend(
-        BINDINGS
+        bindings()
             .iter()
             .filter(|b| !replay || (b.setting.is_none() && !changes_settings(b)))
             .map(|b| (b.label(), b.help)),

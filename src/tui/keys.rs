@@ -1,5 +1,5 @@
 //! The explorer's key bindings, spelled once. Every key the user can press
-//! on the main screen is a row of [`BINDINGS`]: its keys, what it does, the
+//! on the main screen is a row of [`bindings`]: its keys, what it does, the
 //! setting it changes, its footer label and its help text. The help screen's
 //! key list, the footer, the settings panel's key column and
 //! [`super::app::action_for_key`] are all derived from this table, and a test
@@ -40,10 +40,9 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::settings::{
-    EngineKind, MAX_BLOCK_SIZE, MAX_HOGS, MAX_QUEUE_DEPTH, MAX_READERS, MIN_BLOCK_SIZE, Settings,
-    SleepMode,
-};
+use std::sync::OnceLock;
+
+use crate::settings::{self, Setting, Settings};
 
 /// A key as the user presses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,8 +135,25 @@ impl Key {
     }
 }
 
-/// Turns the settings as requested into new ones, or says why it cannot.
-pub type Change = fn(&mut Settings) -> Result<(), String>;
+/// A step of a setting through the explorer key of its [`Setting`]
+/// ([`settings::Bind`]): forwards or back through its cycle, or up or down
+/// its range. The step itself is the setting's ([`Setting::step`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Change {
+    /// The setting.
+    pub setting: &'static Setting,
+    /// The first key of a pair (double, add one); a cycle's key.
+    pub up: bool,
+    /// Alt: a cycle's step back.
+    pub back: bool,
+}
+
+impl Change {
+    /// The settings the step leads to from `s`, or why it goes nowhere.
+    pub fn apply(&self, s: &Settings) -> Result<Settings, String> {
+        self.setting.step(s, self.up, self.back)
+    }
+}
 
 /// What a key asks for. Settings changes carry the complete new settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,26 +229,6 @@ pub struct Step {
     pub back: Option<Does>,
 }
 
-/// A step that changes the binding's setting and has no way back of its
-/// own (one of a `+` / `-` pair).
-const fn change(keys: &'static [Key], f: Change) -> Step {
-    Step {
-        keys,
-        does: Does::Change(f),
-        back: None,
-    }
-}
-
-/// A step through a setting's cycle: `f` forwards, `back` (Alt+key)
-/// backwards. An on/off toggle is its own way back.
-const fn cycle(keys: &'static [Key], f: Change, back: Change) -> Step {
-    Step {
-        keys,
-        does: Does::Change(f),
-        back: Some(Does::Change(back)),
-    }
-}
-
 /// A step that acts on the explorer.
 const fn act(keys: &'static [Key], a: Action) -> Step {
     Step {
@@ -297,122 +293,70 @@ impl Binding {
     }
 }
 
-/// Every binding, in the help screen's (and the footer's) order.
-pub const BINDINGS: &[Binding] = &[
-    Binding {
-        steps: &[cycle(&[Char('w')], workers_mode, workers_mode_back)],
-        setting: Some("workers.mode"),
-        footer: Footer::IfRoom("workers"),
-        help: "workers: inline -> bound -> unbound (the decrypt queue, or the only one); Alt-w back",
-    },
-    Binding {
-        steps: &[cycle(&[Char('W')], verify_mode, verify_mode_back)],
-        setting: Some("workers.verify_mode"),
-        footer: Footer::IfRoom("verify q"),
-        help: "verify queue: same -> inline -> bound -> unbound; Alt-W back",
-    },
-    Binding {
-        steps: &[cycle(&[Char('h')], highpri, highpri)],
-        setting: Some("workers.highpri"),
-        footer: Footer::IfRoom("highpri"),
-        help: "high priority workers on/off (nice -20, WQ_HIGHPRI)",
-    },
-    Binding {
-        steps: &[cycle(&[Char('I')], completion, completion_back)],
-        setting: Some("workload.completion"),
-        footer: Footer::None,
-        help: "completions: thread (the reader reaps) <-> irq (an IRQ-like SCHED_FIFO thread per CPU)",
-    },
-    Binding {
-        steps: &[cycle(&[Char('a')], affinity_scope, affinity_scope_back)],
-        setting: Some("workers.affinity_scope"),
-        footer: Footer::None,
-        help: "unbound pods: cpu -> smt -> cache -> numa -> system (affinity scope); Alt-a back",
-    },
-    Binding {
-        steps: &[cycle(&[Char('k')], target, target_back)],
-        setting: Some("workload.target"),
-        footer: Footer::None,
-        help: "target: readpath's model <-> the running kernel (its own fscrypt, fs-verity and page cache, traced)",
-    },
-    Binding {
-        steps: &[cycle(&[Char('K')], kernel_scope, kernel_scope_back)],
-        setting: Some("kernel.affinity_scope"),
-        footer: Footer::None,
-        help: "the kernel's workqueue affinity scope (global): default -> cpu -> smt -> cache -> numa -> system; Alt-K back",
-    },
-    Binding {
-        steps: &[cycle(&[Char('i')], sleep, sleep_back)],
-        setting: Some("workload.sleep"),
-        footer: Footer::IfRoom("sleep"),
-        help: "reader sleep: iowait -> plain (NO_IOWAIT) -> poll; Alt-i back",
-    },
-    Binding {
-        steps: &[cycle(&[Char('e')], engine, engine)],
-        setting: Some("workload.engine"),
-        footer: Footer::IfRoom("engine"),
-        help: "engine: io_uring <-> sync pread",
-    },
-    Binding {
-        steps: &[cycle(&[Char('v')], verity, verity)],
-        setting: Some("pipeline.verity"),
-        footer: Footer::IfRoom("verity"),
-        help: "fs-verity verification on/off",
-    },
-    Binding {
-        steps: &[cycle(&[Char('d')], decrypt, decrypt)],
-        setting: Some("pipeline.decrypt"),
-        footer: Footer::IfRoom("decrypt"),
-        help: "fscrypt decryption on/off",
-    },
-    Binding {
-        steps: &[cycle(&[Char('c')], cipher, cipher_back)],
-        setting: Some("pipeline.cipher"),
-        footer: Footer::IfRoom("cipher"),
-        help: "cipher: aes-256-xts -> aes-256-xts-soft -> adiantum; Alt-c back",
-    },
-    Binding {
-        steps: &[cycle(&[Char('o')], direct, direct)],
-        setting: Some("workload.direct"),
-        footer: Footer::IfRoom("O_DIRECT"),
-        help: "O_DIRECT on/off (as ext4 treats it: verity files stay buffered)",
-    },
-    Binding {
-        steps: &[
-            change(&[Char('+'), Char('=')], queue_deeper),
-            change(&[Char('-'), Char('_')], queue_shallower),
+/// Every binding, in the help screen's (and the footer's) order: the
+/// settings keys of [`settings::KEYS`] by their rank, then [`ACTIONS`].
+pub fn bindings() -> &'static [Binding] {
+    static ALL: OnceLock<Vec<Binding>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut keyed: Vec<&'static Setting> =
+            settings::KEYS.iter().filter(|k| k.bind.is_some()).collect();
+        keyed.sort_by_key(|k| k.bind.map_or(0, |b| b.rank));
+        keyed
+            .into_iter()
+            .map(setting_binding)
+            .chain(ACTIONS.iter().cloned())
+            .collect()
+    })
+}
+
+/// The binding of a setting's key, from its [`settings::Bind`].
+fn setting_binding(k: &'static Setting) -> Binding {
+    let bind = k.bind.expect("a setting with a key");
+    let change = |up: bool, back: bool| {
+        Does::Change(Change {
+            setting: k,
+            up,
+            back,
+        })
+    };
+    let chars = |cs: &[char]| -> &'static [Key] {
+        Box::leak(
+            cs.iter()
+                .map(|&c| Char(c))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        )
+    };
+    let steps: Vec<Step> = match bind.step {
+        settings::Step::Cycle(c) => vec![Step {
+            keys: chars(&[c]),
+            does: change(true, false),
+            back: Some(change(true, true)),
+        }],
+        settings::Step::Double { up, down } | settings::Step::Add { up, down } => vec![
+            Step {
+                keys: chars(up),
+                does: change(true, false),
+                back: None,
+            },
+            Step {
+                keys: chars(down),
+                does: change(false, false),
+                back: None,
+            },
         ],
-        setting: Some("workload.queue_depth"),
-        footer: Footer::IfRoom("depth"),
-        help: "queue depth x2 / /2 (1..1024)",
-    },
+    };
     Binding {
-        steps: &[
-            change(&[Char(']')], more_readers),
-            change(&[Char('[')], fewer_readers),
-        ],
-        setting: Some("workload.readers"),
-        footer: Footer::IfRoom("readers"),
-        help: "readers +1 / -1",
-    },
-    Binding {
-        steps: &[
-            change(&[Char('>'), Char('.')], bigger_blocks),
-            change(&[Char('<'), Char(',')], smaller_blocks),
-        ],
-        setting: Some("workload.block_size"),
-        footer: Footer::IfRoom("bs"),
-        help: "block size x2 / /2 (4K..1M)",
-    },
-    Binding {
-        steps: &[
-            change(&[Char('g')], more_hogs),
-            change(&[Char('G')], fewer_hogs),
-        ],
-        setting: Some("load.hogs"),
-        footer: Footer::IfRoom("hogs"),
-        help: "background CPU hogs +1 / -1",
-    },
+        steps: Box::leak(steps.into_boxed_slice()),
+        setting: Some(k.key),
+        footer: bind.footer.map_or(Footer::None, Footer::IfRoom),
+        // Made once per process (a OnceLock), so leaking it is bounded.
+        help: Box::leak(k.bind_help().into_boxed_str()),
+    }
+}
+
+/// The bindings that act on the explorer rather than change a setting.
+pub const ACTIONS: &[Binding] = &[
     Binding {
         steps: &[
             act(&[Up], Action::CursorUp),
@@ -529,7 +473,7 @@ pub const BINDINGS: &[Binding] = &[
 /// What `key` does, if it is bound. Alt with a key is that key's step
 /// back, where it has one.
 pub fn lookup(key: Key) -> Option<&'static Does> {
-    let steps = || BINDINGS.iter().flat_map(|b| b.steps);
+    let steps = || bindings().iter().flat_map(|b| b.steps);
     if let Alt(c) = key {
         return steps()
             .find(|s| s.keys.contains(&Char(c)))
@@ -546,250 +490,10 @@ pub fn does(event: KeyEvent) -> Option<&'static Does> {
 /// The keys that change `setting`, compact, for the settings panel
 /// (`<>` for `workload.block_size`).
 pub fn setting_keys(setting: &str) -> Option<String> {
-    BINDINGS
+    bindings()
         .iter()
         .find(|b| b.setting == Some(setting))
         .map(Binding::compact)
-}
-
-/// `next` unless it is out of `lo..=hi` or no change: then why not.
-fn step<T: Copy + PartialOrd>(
-    v: T,
-    next: T,
-    lo: T,
-    hi: T,
-    key: &str,
-    what: &str,
-) -> Result<T, String> {
-    if next < lo || next > hi || next == v {
-        Err(format!("{key} is already {what}"))
-    } else {
-        Ok(next)
-    }
-}
-
-fn workers_mode(s: &mut Settings) -> Result<(), String> {
-    s.workers.mode = s.workers.mode.next();
-    Ok(())
-}
-
-fn workers_mode_back(s: &mut Settings) -> Result<(), String> {
-    s.workers.mode = s.workers.mode.prev();
-    Ok(())
-}
-
-fn verify_mode(s: &mut Settings) -> Result<(), String> {
-    s.workers.verify_mode = s.workers.verify_mode.next();
-    Ok(())
-}
-
-fn verify_mode_back(s: &mut Settings) -> Result<(), String> {
-    s.workers.verify_mode = s.workers.verify_mode.prev();
-    Ok(())
-}
-
-fn completion(s: &mut Settings) -> Result<(), String> {
-    s.workload.completion = s.workload.completion.next();
-    Ok(())
-}
-
-fn completion_back(s: &mut Settings) -> Result<(), String> {
-    s.workload.completion = s.workload.completion.prev();
-    Ok(())
-}
-
-fn affinity_scope(s: &mut Settings) -> Result<(), String> {
-    s.workers.affinity_scope = s.workers.affinity_scope.next();
-    Ok(())
-}
-
-fn affinity_scope_back(s: &mut Settings) -> Result<(), String> {
-    s.workers.affinity_scope = s.workers.affinity_scope.prev();
-    Ok(())
-}
-
-fn target(s: &mut Settings) -> Result<(), String> {
-    s.workload.target = s.workload.target.next();
-    Ok(())
-}
-
-fn target_back(s: &mut Settings) -> Result<(), String> {
-    s.workload.target = s.workload.target.prev();
-    Ok(())
-}
-
-fn kernel_scope(s: &mut Settings) -> Result<(), String> {
-    s.kernel.affinity_scope = s.kernel.affinity_scope.next();
-    Ok(())
-}
-
-fn kernel_scope_back(s: &mut Settings) -> Result<(), String> {
-    s.kernel.affinity_scope = s.kernel.affinity_scope.prev();
-    Ok(())
-}
-
-fn highpri(s: &mut Settings) -> Result<(), String> {
-    s.workers.highpri = !s.workers.highpri;
-    Ok(())
-}
-
-fn sleep(s: &mut Settings) -> Result<(), String> {
-    let w = &mut s.workload;
-    if w.engine == EngineKind::Sync {
-        return Err("workload.sleep: synchronous reads always sleep as iowait; \
-                    press e for io_uring first"
-            .into());
-    }
-    w.sleep = w.sleep.next();
-    Ok(())
-}
-
-fn sleep_back(s: &mut Settings) -> Result<(), String> {
-    sleep(s)?;
-    s.workload.sleep = s.workload.sleep.prev().prev();
-    Ok(())
-}
-
-fn engine(s: &mut Settings) -> Result<(), String> {
-    let w = &mut s.workload;
-    w.engine = w.engine.next();
-    if w.engine == EngineKind::Sync {
-        // pread always sleeps as iowait: take sleep along.
-        w.sleep = SleepMode::Iowait;
-    }
-    Ok(())
-}
-
-fn verity(s: &mut Settings) -> Result<(), String> {
-    s.pipeline.verity = !s.pipeline.verity;
-    Ok(())
-}
-
-fn decrypt(s: &mut Settings) -> Result<(), String> {
-    s.pipeline.decrypt = !s.pipeline.decrypt;
-    Ok(())
-}
-
-fn cipher(s: &mut Settings) -> Result<(), String> {
-    use crate::crypto::CipherKind;
-    let i = CipherKind::ALL.iter().position(|&c| c == s.pipeline.cipher);
-    s.pipeline.cipher = CipherKind::ALL[i.map_or(0, |i| (i + 1) % CipherKind::ALL.len())];
-    Ok(())
-}
-
-fn cipher_back(s: &mut Settings) -> Result<(), String> {
-    use crate::crypto::CipherKind;
-    let n = CipherKind::ALL.len();
-    let i = CipherKind::ALL.iter().position(|&c| c == s.pipeline.cipher);
-    s.pipeline.cipher = CipherKind::ALL[i.map_or(0, |i| (i + n - 1) % n)];
-    Ok(())
-}
-
-fn direct(s: &mut Settings) -> Result<(), String> {
-    s.workload.direct = !s.workload.direct;
-    Ok(())
-}
-
-fn queue_deeper(s: &mut Settings) -> Result<(), String> {
-    let w = &mut s.workload;
-    w.queue_depth = step(
-        w.queue_depth,
-        w.queue_depth.saturating_mul(2).min(MAX_QUEUE_DEPTH),
-        1,
-        MAX_QUEUE_DEPTH,
-        "workload.queue_depth",
-        "at its maximum (1024)",
-    )?;
-    Ok(())
-}
-
-fn queue_shallower(s: &mut Settings) -> Result<(), String> {
-    let w = &mut s.workload;
-    w.queue_depth = step(
-        w.queue_depth,
-        (w.queue_depth / 2).max(1),
-        1,
-        MAX_QUEUE_DEPTH,
-        "workload.queue_depth",
-        "at its minimum (1)",
-    )?;
-    Ok(())
-}
-
-fn more_readers(s: &mut Settings) -> Result<(), String> {
-    let w = &mut s.workload;
-    w.readers = step(
-        w.readers,
-        w.readers + 1,
-        1,
-        MAX_READERS,
-        "workload.readers",
-        "at its maximum",
-    )?;
-    Ok(())
-}
-
-fn fewer_readers(s: &mut Settings) -> Result<(), String> {
-    let w = &mut s.workload;
-    w.readers = step(
-        w.readers,
-        w.readers.saturating_sub(1).max(1),
-        1,
-        MAX_READERS,
-        "workload.readers",
-        "at its minimum (1)",
-    )?;
-    Ok(())
-}
-
-fn bigger_blocks(s: &mut Settings) -> Result<(), String> {
-    let w = &mut s.workload;
-    w.block_size = step(
-        w.block_size,
-        (w.block_size * 2).min(MAX_BLOCK_SIZE),
-        MIN_BLOCK_SIZE,
-        MAX_BLOCK_SIZE,
-        "workload.block_size",
-        "at its maximum (1M)",
-    )?;
-    Ok(())
-}
-
-fn smaller_blocks(s: &mut Settings) -> Result<(), String> {
-    let w = &mut s.workload;
-    w.block_size = step(
-        w.block_size,
-        (w.block_size / 2).max(MIN_BLOCK_SIZE),
-        MIN_BLOCK_SIZE,
-        MAX_BLOCK_SIZE,
-        "workload.block_size",
-        "at its minimum (4K)",
-    )?;
-    Ok(())
-}
-
-fn more_hogs(s: &mut Settings) -> Result<(), String> {
-    s.load.hogs = step(
-        s.load.hogs,
-        s.load.hogs + 1,
-        0,
-        MAX_HOGS,
-        "load.hogs",
-        "at its maximum",
-    )?;
-    Ok(())
-}
-
-fn fewer_hogs(s: &mut Settings) -> Result<(), String> {
-    s.load.hogs = step(
-        s.load.hogs,
-        s.load.hogs.saturating_sub(1),
-        0,
-        MAX_HOGS,
-        "load.hogs",
-        "0",
-    )?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -798,7 +502,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     fn all_keys() -> impl Iterator<Item = Key> {
-        BINDINGS
+        bindings()
             .iter()
             .flat_map(|b| b.steps)
             .flat_map(|s| s.keys.iter().copied())
@@ -811,7 +515,7 @@ mod tests {
             assert!(!seen.contains(&k), "{k:?} is bound twice");
             seen.push(k);
         }
-        for b in BINDINGS {
+        for b in bindings() {
             assert!(!b.steps.is_empty(), "{:?} does nothing", b.help);
             for s in b.steps {
                 assert!(!s.keys.is_empty(), "a step of {:?} has no key", b.help);
@@ -828,7 +532,7 @@ mod tests {
         mid.workload.readers = 2;
         mid.workload.block_size = 8192;
         mid.load.hogs = 1;
-        for b in BINDINGS {
+        for b in bindings() {
             let changes = b.steps.iter().any(|s| matches!(s.does, Does::Change(_)));
             assert_eq!(changes, b.setting.is_some(), "{:?}", b.help);
             let Some(setting) = b.setting else { continue };
@@ -841,8 +545,9 @@ mod tests {
                 let Does::Change(f) = s.does else {
                     panic!("{setting}: a step that changes nothing")
                 };
-                let mut n = mid.clone();
-                f(&mut n).unwrap_or_else(|e| panic!("{:?}: {e}", s.keys[0]));
+                let n = f
+                    .apply(&mid)
+                    .unwrap_or_else(|e| panic!("{:?}: {e}", s.keys[0]));
                 let diff = mid.diff(&n);
                 assert_eq!(diff.len(), 1, "{:?}: {diff:?}", s.keys[0]);
                 assert_eq!(diff[0].key, setting, "{:?}", s.keys[0]);
@@ -859,13 +564,13 @@ mod tests {
         assert_eq!(keys("workload.readers"), "[]");
         assert_eq!(keys("workers.mode"), "w");
         assert_eq!(setting_keys("workload.pattern"), None);
-        let help: Vec<String> = BINDINGS.iter().map(Binding::label).collect();
+        let help: Vec<String> = bindings().iter().map(Binding::label).collect();
         for want in [
             "+ -", "] [", "> <", "space", "z Z", "?", "q ^C", "Esc", "^Z",
         ] {
             assert!(help.contains(&want.to_string()), "{want:?} in {help:?}");
         }
-        let footer: Vec<String> = BINDINGS
+        let footer: Vec<String> = bindings()
             .iter()
             .filter(|b| b.footer != Footer::None)
             .map(Binding::compact)
@@ -923,9 +628,7 @@ mod tests {
             let Some(Does::Change(f)) = does(ev(c)) else {
                 panic!("Alt-{c} changes nothing")
             };
-            let mut n = s.clone();
-            f(&mut n).unwrap();
-            n
+            f.apply(s).unwrap()
         };
         // Alt-W from bound: inline, then same (W goes the other way).
         let s = Settings::default();
@@ -933,7 +636,7 @@ mod tests {
         assert_eq!(back.workers.verify_mode.name(), "inline");
         assert_eq!(run('W', &back).workers.verify_mode.name(), "same");
         // Every single-step settings key: Alt undoes the key.
-        for b in BINDINGS.iter().filter(|b| b.setting.is_some()) {
+        for b in bindings().iter().filter(|b| b.setting.is_some()) {
             if b.steps.len() != 1 {
                 assert!(b.steps.iter().all(|s| s.back.is_none()), "{:?}", b.help);
                 continue;
@@ -943,8 +646,7 @@ mod tests {
                 panic!("{:?}", b.help)
             };
             assert!(step.back.is_some(), "{c:?} has no Alt step back");
-            let mut fwd = s.clone();
-            f(&mut fwd).unwrap();
+            let fwd = f.apply(&s).unwrap();
             assert_eq!(run(c, &fwd), s, "Alt-{c} after {c}");
         }
     }
@@ -999,7 +701,7 @@ mod tests {
     fn readme_lists_exactly_the_bound_keys() {
         let rows = readme_rows();
         let readme: BTreeSet<String> = rows.iter().flat_map(|(k, _)| readme_keys(k)).collect();
-        let shown: BTreeSet<String> = BINDINGS
+        let shown: BTreeSet<String> = bindings()
             .iter()
             .flat_map(Binding::shown)
             .map(Key::readme)
@@ -1017,15 +719,15 @@ mod tests {
         );
         // A cycle of three values or more says Alt steps back, in the
         // README's row and in the help (a toggle's Alt is the key itself).
-        for b in BINDINGS.iter().filter(|b| b.steps.len() == 1) {
+        for b in bindings().iter().filter(|b| b.steps.len() == 1) {
             let (Char(c), Does::Change(f), Some(_)) =
                 (b.steps[0].keys[0], &b.steps[0].does, &b.steps[0].back)
             else {
                 continue;
             };
             let s = Settings::default();
-            let mut twice = s.clone();
-            if f(&mut twice).and_then(|()| f(&mut twice)).is_err() || twice == s {
+            let twice = f.apply(&s).and_then(|n| f.apply(&n));
+            if twice.as_ref().map_or(true, |t| *t == s) {
                 continue;
             }
             let alt = format!("Alt-{c}");
@@ -1043,7 +745,7 @@ mod tests {
             );
         }
         // Aliases: named in the row of the keys they stand for.
-        for b in BINDINGS {
+        for b in bindings() {
             let first = b.shown().next().unwrap().readme();
             let (_, does) = rows
                 .iter()

@@ -453,7 +453,7 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
         overlay_done(app, engine, what);
         return;
     }
-    let action = app::action_for_key(key, &app.settings, app.cpus);
+    let action = app.key_action(key);
     if app.quit_key(&action) {
         app.quit = true;
         return;

@@ -13,7 +13,7 @@ use crate::tui::theme::Theme;
 
 pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     // Keys that always show, at the right end: "  ? help  q quit".
-    let always: Vec<(String, &str)> = keys::BINDINGS
+    let always: Vec<(String, &str)> = keys::bindings()
         .iter()
         .filter_map(|b| match b.footer {
             Footer::Always(what) => Some((b.shown().next()?.glyph(), what)),
@@ -58,7 +58,7 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         let budget = (area.width as usize).saturating_sub(tail_w);
         let mut spans = Vec::new();
         let mut used = 0;
-        for b in keys::BINDINGS {
+        for b in keys::bindings() {
             let Footer::IfRoom(what) = b.footer else {
                 continue;
             };

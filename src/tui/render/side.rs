@@ -234,15 +234,8 @@ pub(crate) fn setting_keyed(
     lines
 }
 
-/// A setting only the model uses (the kernel target greys it).
+/// A setting only the model uses (the kernel target greys it): its scope
+/// in the settings table.
 fn model_only(key: &str) -> bool {
-    key.starts_with("workers.")
-        || matches!(
-            key,
-            "cache.size"
-                | "cache.read_ahead"
-                | "cache.device"
-                | "workload.completion"
-                | "pipeline.corrupt_every"
-        )
+    crate::settings::key_info(key).is_some_and(|k| k.kernel_note().is_some())
 }
