@@ -317,7 +317,7 @@ pub static KEYS: &[Setting] = &[
     setting!(workload.pattern, Kind::Choice(&Pattern::NAMES), {
         help: "which blocks are read: random offsets, one after another, or runs of workload.burst from random offsets",
     }),
-    setting!(workload.block_size, Kind::Size { lo: 4096, hi: super::MAX_BLOCK_SIZE }, {
+    setting!(workload.block_size, Kind::Size { lo: 4096, hi: 1 << 20 }, {
         unit: "bytes",
         help: "bytes per read, also the decrypt and verify unit",
         bind: Some(Bind { step: Step::Double { up: &['>', '.'], down: &['<', ','] }, rank: 16,
@@ -357,13 +357,13 @@ pub static KEYS: &[Setting] = &[
         bind: Some(Bind { step: Step::Cycle('I'), rank: 4, footer: None,
             help: "completions: thread (the reader reaps) <-> irq (an IRQ-like SCHED_FIFO thread per CPU)" }),
     }),
-    setting!(workload.file_size, Kind::Size { lo: 4096, hi: super::MAX_FILE_SIZE }, {
+    setting!(workload.file_size, Kind::Size { lo: 4096, hi: 1 << 40 }, {
         unit: "bytes",
         help: "size of the file read",
         apply: Apply::Rebuild,
         ladder: &["4M", "16M", "64M", "256M", "1G", "4G"],
     }),
-    setting!(workload.burst, Kind::Size { lo: 4096, hi: super::MAX_BURST }, {
+    setting!(workload.burst, Kind::Size { lo: 4096, hi: 1 << 30 }, {
         unit: "bytes",
         help: "bytes of one sequential run of pattern \"bursts\" (an app start reading a file), rounded up to whole reads",
         ladder: &["64K", "256K", "1M", "4M", "16M"],
@@ -383,7 +383,8 @@ pub static KEYS: &[Setting] = &[
         bind: Some(Bind { step: Step::Cycle('v'), rank: 10, footer: Some("verity"),
             help: "fs-verity verification on/off" }),
     }),
-    setting!(pipeline.salt, Kind::Hex { max_bytes: super::MAX_SALT_BYTES }, {
+    // fs-verity's FS_VERITY_MAX_SALT_SIZE.
+    setting!(pipeline.salt, Kind::Hex { max_bytes: 32 }, {
         help: "salt hashed into every Merkle tree block",
         apply: Apply::Rebuild,
     }),
@@ -412,7 +413,8 @@ pub static KEYS: &[Setting] = &[
         bind: Some(Bind { step: Step::Cycle('h'), rank: 3, footer: Some("highpri"),
             help: "high priority workers on/off (nice -20, WQ_HIGHPRI)" }),
     }),
-    setting!(workers.max_active, Kind::Int { lo: 0, hi: super::MAX_MAX_ACTIVE as i64 }, {
+    // The kernel's WQ_MAX_ACTIVE.
+    setting!(workers.max_active, Kind::Int { lo: 0, hi: 512 }, {
         note: "0 = number of online CPUs",
         unit: "work items",
         help: "work items the unbound pool runs at once",
@@ -424,7 +426,7 @@ pub static KEYS: &[Setting] = &[
         bind: Some(Bind { step: Step::Cycle('a'), rank: 5, footer: None,
             help: "unbound pods: {values} (affinity scope)" }),
     }),
-    setting!(cache.size, Kind::Size { lo: 0, hi: super::MAX_FILE_SIZE }, {
+    setting!(cache.size, Kind::Size { lo: 0, hi: 1 << 40 }, {
         unset: Some(("auto", "a quarter of workload.file_size")),
         note: "0 = every read misses",
         unit: "bytes",
@@ -432,7 +434,8 @@ pub static KEYS: &[Setting] = &[
         scope: Scope::Model("the kernel's own page cache"),
         ladder: &["auto", "0", "1M", "4M", "16M", "64M", "256M", "1G"],
     }),
-    setting!(cache.read_ahead, Kind::Size { lo: 0, hi: super::MAX_READ_AHEAD }, {
+    // Up to one bio of BIO_MAX_VECS 4 KiB pages.
+    setting!(cache.read_ahead, Kind::Size { lo: 0, hi: 1 << 20 }, {
         note: "0 = no readahead",
         unit: "bytes",
         help: "largest readahead window of a sequential stream (read_ahead_kb)",
@@ -446,7 +449,7 @@ pub static KEYS: &[Setting] = &[
     setting!(cache.cold_start, Kind::Bool, {
         help: "drop the page cache (file and tree) whenever the workload starts or a setting is applied",
     }),
-    setting!(load.hogs, Kind::Int { lo: 0, hi: super::MAX_HOGS as i64 }, {
+    setting!(load.hogs, Kind::Int { lo: 0, hi: 256 }, {
         unit: "threads",
         help: "CPU-bound background threads competing with the workers",
         ladder: &["0", "1", "2", "3", "4", "6", "8", "16", "32"],
@@ -475,7 +478,8 @@ pub static KEYS: &[Setting] = &[
         help: "the CPUs every unbound workqueue may run on (/sys/devices/virtual/workqueue/cpumask; global)",
         scope: Scope::Kernel,
     }),
-    setting!(kernel.read_ahead_kb, Kind::Int { lo: 0, hi: super::MAX_KERNEL_READ_AHEAD_KB as i64 }, {
+    // 128 MiB: more than any block device's queue takes in practice.
+    setting!(kernel.read_ahead_kb, Kind::Int { lo: 0, hi: 128 << 10 }, {
         unset: NOT_CHANGED,
         unit: "KiB",
         help: "the kernel file's block device's read_ahead_kb (the kernel's readahead window)",

@@ -472,9 +472,10 @@ pub struct App {
     pub settings: Settings,
     /// Settings as running (after fallbacks).
     pub effective: Settings,
-    /// Why each limited setting is limited here: [`crate::engine::resolve`]'s
-    /// answer for the settings running, read by the settings panel.
-    limits: Vec<(&'static str, String)>,
+    /// [`crate::engine::resolve`]'s answer for the settings running: why
+    /// each limited setting is limited here and which do nothing (read by
+    /// the settings panel, the footer, the chooser and the keys).
+    resolution: Option<crate::engine::Resolution>,
     /// Where each stage runs, e.g. "decrypt: unbound -> verify: bound".
     pub plan: String,
     /// The pods of the unbound queues running, "pods cache 0-3|4-7"
@@ -572,11 +573,11 @@ impl App {
     /// A fresh explorer for a running workload.
     pub fn new(settings: Settings, effective: Settings, features: Features, cpus: usize) -> App {
         let plan = crate::engine::stages::Plan::label(&effective);
-        let limits = limits_of(&settings, &effective, &features);
+        let resolution = resolution_of(&settings, &effective, &features);
         App {
             settings,
             effective,
-            limits,
+            resolution,
             plan,
             pods: None,
             idle: None,
@@ -929,7 +930,7 @@ impl App {
     /// Records the settings now running.
     pub fn set_running(&mut self, requested: Settings, effective: Settings) {
         self.plan = crate::engine::stages::Plan::label(&effective);
-        self.limits = limits_of(&requested, &effective, &self.features);
+        self.resolution = resolution_of(&requested, &effective, &self.features);
         self.settings = requested;
         self.effective = effective;
     }
@@ -937,10 +938,15 @@ impl App {
     /// Why a setting is not (fully) available here, if it is not: greyed in
     /// the settings panel with this reason.
     pub fn unavailable(&self, key: &str) -> Option<String> {
-        self.limits
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, why)| why.clone())
+        self.resolution.as_ref()?.limit(key).map(str::to_string)
+    }
+
+    /// Whether a setting does nothing in the configuration running (the
+    /// footer leaves its key out; pressing it says why).
+    pub fn inert(&self, key: &str) -> bool {
+        self.resolution
+            .as_ref()
+            .is_some_and(|r| r.inert.contains(&key))
     }
 
     /// Why `n` (the settings with `key` changed) cannot run here, as the
@@ -990,16 +996,16 @@ impl App {
     }
 }
 
-/// The limits [`crate::engine::resolve`] gives for `requested` on a machine
+/// What [`crate::engine::resolve`] answers for `requested` on a machine
 /// with `features`, the filesystem as the settings that ran tell it
 /// ([`crate::engine::DataFs::inferred`]).
-fn limits_of(
+fn resolution_of(
     requested: &Settings,
     effective: &Settings,
     features: &Features,
-) -> Vec<(&'static str, String)> {
+) -> Option<crate::engine::Resolution> {
     let fs = crate::engine::DataFs::inferred(requested, effective);
-    crate::engine::resolve(requested, features, &fs).map_or_else(|_| Vec::new(), |r| r.limits)
+    crate::engine::resolve(requested, features, &fs).ok()
 }
 
 #[cfg(test)]

@@ -62,6 +62,10 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
             let Footer::IfRoom(what) = b.footer else {
                 continue;
             };
+            // A setting that does nothing here is not offered.
+            if b.setting.is_some_and(|k| app.inert(k)) {
+                continue;
+            }
             let k = b.compact();
             let n = k.chars().count() + what.chars().count() + 3;
             if used + n > budget {
