@@ -393,6 +393,7 @@ const RULES: &[Rule] = &[
             "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY is not set): the kernel target reads its file without verity".into()
         }),
         grey: Some(|_| "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY)".into()),
+        inert: true,
         ..RULE
     },
     Rule {
