@@ -1,6 +1,6 @@
 //! The command line's shape: every flag, subcommand and value parser
 //! readpath accepts, as clap definitions, and nothing that acts on them.
-//! [`Cli`] is what `main` parses; [`crate::commands::main_with_args`]
+//! [`Cli`] is what `main` parses; `commands::main_with_args`
 //! dispatches it to one function per command. The argument groups several
 //! commands share (settings, display, `--remote`) and the parsers of
 //! bounded values are in `args.rs`.
