@@ -13,9 +13,11 @@
 pub mod bench;
 pub mod choice;
 pub mod cli;
+pub mod commands;
 pub mod crypto;
 pub mod dataset;
 pub mod engine;
+pub mod invocation;
 pub mod kernel;
 pub mod metrics;
 pub mod output;

@@ -8,7 +8,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = readpath::cli::Cli::parse();
-    match readpath::cli::main_with_args(cli) {
+    match readpath::commands::main_with_args(cli) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away (`readpath presets list | head`):
         // nothing more to say, as a tool killed by SIGPIPE says nothing
@@ -22,8 +22,11 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
         Err(e) => {
-            readpath::cli::say(&format!("readpath: {}", readpath::cli::error_message(&e)));
-            if e.downcast_ref::<readpath::cli::BadInput>().is_some() {
+            readpath::invocation::say(&format!(
+                "readpath: {}",
+                readpath::invocation::error_message(&e)
+            ));
+            if e.downcast_ref::<readpath::invocation::BadInput>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)

@@ -173,13 +173,9 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
                 .map(|()| (s, None))
                 .map_err(|e| (e, true))
         }
-        None => crate::cli::load_settings(&crate::cli::SettingsArgs {
-            preset: preset.clone(),
-            set,
-        })
-        .map_err(|e| {
-            let bad = e.downcast_ref::<crate::cli::BadInput>().is_some();
-            (crate::cli::error_message(&e), bad)
+        None => crate::invocation::load_settings(preset.as_deref(), &set).map_err(|e| {
+            let bad = e.downcast_ref::<crate::invocation::BadInput>().is_some();
+            (crate::invocation::error_message(&e), bad)
         }),
     };
     let (s, preset_obj) = match loaded {
@@ -231,7 +227,7 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
     let effective = engine.effective().clone();
     let features = engine.features().clone();
     let machine = crate::sys::machine_info(engine.dataset().dir());
-    let (totals, rest) = crate::cli::stop_and_drain(engine);
+    let (totals, rest) = crate::invocation::stop_and_drain(engine);
     for r in rest {
         send(out, Message::Interval(Box::new(r)));
     }

@@ -176,3 +176,11 @@ pub fn make_fifo(path: &Path, mode: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+// ---- errno values named outside sys ----
+
+/// Whether `e` is `ENOPKG`: the kernel was built without an algorithm it
+/// was asked for (a cipher for fscrypt or the crypto API).
+pub fn lacks_algorithm(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOPKG)
+}

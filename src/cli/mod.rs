@@ -1,0 +1,303 @@
+//! The command line's shape: every flag, subcommand and value parser
+//! readpath accepts, as clap definitions, and nothing that acts on them.
+//! [`Cli`] is what `main` parses; `commands::main_with_args`
+//! dispatches it to one function per command. The argument groups several
+//! commands share (settings, display, `--remote`) and the parsers of
+//! bounded values are in `args.rs`.
+//!
+//! It sits below `commands`, which reads these types: nothing here imports
+//! a command, so the definitions can be read (and `--help` checked) apart
+//! from what runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+mod args;
+
+pub use crate::settings::parse_duration;
+pub use args::{Format, RemoteArgs, SettingsArgs, TuiArgs};
+use args::{
+    bench_duration, compare_duration, interval_duration, parse_fps, parse_size_px, parse_speed,
+    run_duration, warmup_duration,
+};
+
+/// readpath: explore the Linux read post-processing path (fscrypt decrypt +
+/// fs-verity verify on workqueues) live, on a real file.
+#[derive(Debug, Parser)]
+#[command(name = "readpath", version, about, long_about = None)]
+pub struct Cli {
+    /// Where datasets live [default: $XDG_CACHE_HOME/readpath or ~/.cache/readpath]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Settings of the explorer when no command is given.
+    #[command(flatten)]
+    pub settings: SettingsArgs,
+    /// Display of the explorer when no command is given.
+    #[command(flatten)]
+    pub tui: TuiArgs,
+    /// Where the workload runs (the explorer and `run`).
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// What to do (default: the live explorer, `tui`).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The far end of --remote: reads commands as JSON lines on stdin and
+    /// writes the recording format on stdout; stops when stdin closes.
+    Agent,
+    /// The live explorer (the default): charts that move while you flip settings.
+    Tui {
+        /// Settings.
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// Display.
+        #[command(flatten)]
+        tui: TuiArgs,
+    },
+    /// Run a workload headless and print a summary.
+    Run {
+        /// Settings.
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// How long to run (e.g. 10s, 500ms, 2m; up to 30d).
+        #[arg(long, default_value = "10s", value_parser = run_duration)]
+        duration: Duration,
+        /// Length of a metrics interval, 10ms..=60s.
+        #[arg(long, default_value = "250ms", value_parser = interval_duration)]
+        interval: Duration,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Write one JSON line per interval to this file.
+        #[arg(long, value_name = "FILE")]
+        interval_log: Option<PathBuf>,
+        /// Record every interval to this file, for `readpath replay`.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+        /// Benchmark switch: take no timestamps and record no latencies
+        /// (throughput and counters only), to measure what recording costs.
+        #[arg(long)]
+        no_latency: bool,
+    },
+    /// Run variants of one setting interleaved (A B A B ...) and print one table.
+    Compare {
+        /// Settings (the preset's [compare] is the default --vary).
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// The setting to vary and its values, e.g. workers.mode=unbound,bound.
+        #[arg(long, value_name = "KEY=V1,V2[,V3...]")]
+        vary: Option<String>,
+        /// Measured time per variant per round (100ms..=1d).
+        #[arg(long, default_value = "10s", value_parser = compare_duration)]
+        duration: Duration,
+        /// Rounds (each runs every variant once).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
+        /// Time dropped after each switch (0s..=1h).
+        #[arg(long, default_value = "1s", value_parser = warmup_duration)]
+        warmup: Duration,
+        /// Length of a metrics interval, 10ms..=60s.
+        #[arg(long, default_value = "250ms", value_parser = interval_duration)]
+        interval: Duration,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Record every interval (all variants, switches marked) for `readpath replay`.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+        /// The same experiment on several machines at once, one column
+        /// group each: `local` and --remote specs, comma-separated
+        /// (e.g. local,ssh:server,adb:R58M); at most 8.
+        #[arg(long, value_name = "local,ssh:HOST,adb:SERIAL")]
+        hosts: Option<String>,
+    },
+    /// Play a scripted demo in the explorer (a shipped name or a TOML file).
+    Demo {
+        /// Demo name (fsverity-bound-vs-unbound, fscrypt-slow-cipher,
+        /// fscrypt-aes-instructions, io_uring-qd1-iowait, app-cold-start) or a
+        /// script file; none lists the shipped demos.
+        script: Option<String>,
+        /// Settings overrides on top of the demo's start.
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// Display.
+        #[command(flatten)]
+        tui: TuiArgs,
+    },
+    /// Replay a recording in the explorer, with no workload running.
+    Replay {
+        /// A file written with --record.
+        file: PathBuf,
+        /// Recording seconds per second (0.1..=100).
+        #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+        speed: f64,
+        /// Screen refreshes per second (0.5..=30).
+        #[arg(long, default_value_t = crate::tui::DEFAULT_FPS, value_parser = parse_fps)]
+        fps: f64,
+        /// Draw with ASCII only.
+        #[arg(long)]
+        ascii: bool,
+        /// Colours for a dark or a light terminal.
+        #[arg(long, value_enum, default_value_t = crate::tui::theme::ThemeName::Dark)]
+        theme: crate::tui::theme::ThemeName,
+        /// Start in presentation mode (`m` toggles).
+        #[arg(long)]
+        present: bool,
+        /// Leave the mouse to the terminal (its own text selection).
+        #[arg(long)]
+        no_mouse: bool,
+    },
+    /// Chart a recording for slides (SVG), or export its series (CSV).
+    Plot {
+        /// A file written with --record.
+        file: PathBuf,
+        /// Where to write: an .svg or .png file, or (with --format csv) a .csv file ("-": stdout).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// svg (charts) or csv (the series).
+        #[arg(long, value_enum, default_value_t = PlotFormat::Svg)]
+        format: PlotFormat,
+        /// Image size in pixels, WIDTHxHEIGHT.
+        #[arg(long, default_value = "1200x900", value_parser = parse_size_px)]
+        size: (u32, u32),
+        /// Which charts, comma-separated: latency (us/ms/s, log axis),
+        /// throughput (MiB/s), queue (the queue wait p99, us/ms/s),
+        /// run_delay (the workers', ms per s), sched (queue and run_delay).
+        /// Default: all; a chart with nothing measured (no workers) is left
+        /// out.
+        #[arg(
+            long,
+            alias = "metrics",
+            value_delimiter = ',',
+            value_parser = crate::output::plot::METRIC_NAMES
+        )]
+        metric: Vec<String>,
+        /// Leave a demo's captions off the charts (no numbers, no list).
+        #[arg(long)]
+        no_captions: bool,
+    },
+    /// Measure what this machine can do.
+    Bench {
+        /// What to measure.
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
+    /// List, show or check presets.
+    Presets {
+        /// What to do.
+        #[command(subcommand)]
+        action: PresetsAction,
+    },
+    /// Prepare (or check and keep) the dataset for a file size.
+    Prepare {
+        /// Plaintext size, e.g. 256M.
+        #[arg(long, default_value = "256M")]
+        size: String,
+        /// fs-verity salt, hex.
+        #[arg(long, default_value = "")]
+        salt: String,
+        /// Rebuild even if a valid dataset exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Hold readpath against the real kernel (root: a loop-mounted ext4 image).
+    Kernel {
+        /// What to do.
+        #[command(subcommand)]
+        action: KernelAction,
+    },
+    /// Print the fs-verity digest of files, like `fsverity digest`.
+    Digest {
+        /// Merkle tree block size (1024..=65536, power of two).
+        #[arg(long, default_value_t = 4096)]
+        block_size: usize,
+        /// Salt, hex (up to 32 bytes).
+        #[arg(long, default_value = "")]
+        salt: String,
+        /// Files to digest.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+/// What `plot` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlotFormat {
+    /// Latency, throughput, queue wait and run_delay charts, markers numbered.
+    Svg,
+    /// One row per interval.
+    Csv,
+}
+
+/// `readpath kernel ...`.
+#[derive(Debug, Subcommand)]
+pub enum KernelAction {
+    /// Write the dataset's plaintext through the kernel's own fscrypt on a
+    /// scratch ext4 image and compare the ciphertext it wrote with
+    /// readpath's, bit for bit (exit 0: every check run matched; 1: a
+    /// mismatch; 2: it cannot run here).
+    Check {
+        /// Plaintext written, a multiple of 4K from 4K to 256M.
+        #[arg(long, default_value = "4M")]
+        size: String,
+        /// Check on this directory's filesystem (ext4 or f2fs with
+        /// `encrypt`, 4 KiB blocks) instead of a scratch image: the
+        /// ciphertext is read from its block device (root).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Follow the kernel's post-read workqueues (fscrypt_read_queue,
+    /// fsverity_read_queue, blk_crypto_wq, f2fs_post_read_wq) through their
+    /// tracepoints, in a tracefs instance of readpath's own, and print each
+    /// queue's items, queue latency, execution time and CPU moves.
+    Trace {
+        /// How long to trace (100ms..=1d); Ctrl-C stops early.
+        #[arg(long, default_value = "10s", value_parser = compare_duration)]
+        duration: Duration,
+    },
+    /// Put back what an interrupted check or trace left (its mount, its
+    /// loop device, its tracefs instance).
+    Restore,
+}
+
+/// `readpath bench ...`.
+#[derive(Debug, Subcommand)]
+pub enum BenchWhat {
+    /// Per-core throughput of each cipher and of SHA-256 on 4096-byte units,
+    /// next to `openssl speed` when openssl is installed.
+    Crypto {
+        /// CPU seconds per measurement (10ms..=1h).
+        #[arg(long, default_value = "1s", value_parser = bench_duration)]
+        seconds: Duration,
+        /// Rounds, alternating readpath and openssl (the median is reported).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+        rounds: u32,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+/// `readpath presets ...`.
+#[derive(Debug, Subcommand)]
+pub enum PresetsAction {
+    /// Every preset: the user's, then the shipped ones, with descriptions.
+    List,
+    /// A preset as TOML, every default filled in.
+    Show {
+        /// Name or file.
+        name: String,
+    },
+    /// Validate preset files: exit 0 if all are valid, else 2 with every error.
+    Check {
+        /// Files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}

@@ -1,0 +1,297 @@
+//! `readpath compare`: variants of one setting run interleaved (A B A B
+//! ...) and one table printed, here, on `--remote`'s target, or on several
+//! machines at once (`--hosts`), one column group each. Every variant is
+//! checked before anything runs.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::cli::{Format, RemoteArgs, SettingsArgs};
+use crate::invocation::{BadInput, load_settings_for, say};
+use crate::output::experiment::{CompareOptions, HostResult, HostsReport};
+use crate::remote::transport::Remote;
+use crate::scenario::preset::{Compare, Preset};
+use crate::settings::Settings;
+
+use super::outputs::{check_output, emit, open_output, preset_input, say_raw};
+use super::prepare::{prepare_dataset, progress_reporter};
+use super::target::{remote_spec, start_remote};
+use super::{RemoteLost, engine_error};
+
+/// `readpath compare`: `hosts` is `--hosts` (or `--remote`) with the
+/// options that say how to reach the targets.
+pub(super) fn compare(
+    args: &SettingsArgs,
+    vary: Option<&str>,
+    record: Option<&Path>,
+    hosts: Option<(&str, RemoteArgs)>,
+    opts: CompareOptions,
+    format: Format,
+) -> Result<()> {
+    // The hosts are checked before anything runs.
+    let hosts = match hosts {
+        Some((list, ra)) => Some((parse_hosts(list, record)?, ra)),
+        None => None,
+    };
+    // With targets only, they validate the settings (their CPUs, their
+    // kernel); here only the ranges are checked.
+    let here = hosts
+        .as_ref()
+        .is_none_or(|(h, _)| h.iter().any(Option::is_none));
+    let cpus = if here {
+        crate::sys::online_cpus().len()
+    } else {
+        crate::settings::MAX_CPU_NUMBER + 1
+    };
+    let (settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
+    let cmp = what_varies(vary, preset.as_ref(), &settings)?;
+    check_variants(&settings, &cmp, cpus, here)?;
+    let total = cmp.values.len() as u32 * opts.rounds;
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |round: u32, i: usize| {
+        if tty {
+            say_raw(&format!(
+                "\rcompare: round {}/{}, {} = {} ({} of {})   ",
+                round + 1,
+                opts.rounds,
+                cmp.key,
+                cmp.values[i],
+                round * cmp.values.len() as u32 + i as u32 + 1,
+                total
+            ));
+        }
+    };
+    let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
+    let record = match record {
+        Some(p) => Some(check_output(
+            "--record",
+            p,
+            &inputs,
+            Some(&opts.engine.data_dir),
+        )?),
+        None => None,
+    };
+    crate::sys::install_stop_handlers();
+    // Opened before the workload starts (a FIFO waits for its reader here),
+    // then the dataset made: both end on a stop signal.
+    let record = open_output(record.as_ref())?;
+    if here {
+        prepare_dataset(&opts.engine.data_dir, &settings)?;
+    }
+    if let Some((hosts, ra)) = hosts {
+        if tty {
+            say(
+                "readpath: compare --hosts: the hosts run at the same time; each says when it is done",
+            );
+        }
+        let report = compare_hosts(&settings, &cmp, preset.map(|p| p.name), &hosts, &ra, &opts)?;
+        emit(format, &report, || report.to_text())?;
+        let failed = report.hosts.iter().any(|h| h.error.is_some());
+        return if failed {
+            Err(RemoteLost("one or more hosts have no complete result (see above)".into()).into())
+        } else {
+            Ok(())
+        };
+    }
+    let mut ds_progress = progress_reporter();
+    let report = crate::output::experiment::run(
+        &settings,
+        &cmp,
+        preset.map(|p| p.name),
+        &opts,
+        &mut progress,
+        &mut ds_progress,
+        record,
+    )
+    .map_err(engine_error)?;
+    if tty {
+        say_raw("\r\x1b[K");
+    }
+    emit(format, &report, || report.to_text())
+}
+
+/// `--hosts local,ssh:HOST,...`: each parsed (`None` is this machine),
+/// none twice, 1 to 8 of them; `--record` refused beside it.
+fn parse_hosts(list: &str, record: Option<&Path>) -> Result<Vec<Option<Remote>>> {
+    if record.is_some() {
+        return Err(BadInput(
+            "compare --hosts: --record is for one machine; record each with `run --remote`".into(),
+        )
+        .into());
+    }
+    let mut out: Vec<Option<Remote>> = Vec::new();
+    for h in list.split(',').map(str::trim) {
+        let host = if h == "local" {
+            None
+        } else {
+            Some(Remote::parse(h).map_err(|e| BadInput(format!("--hosts: {e}; or local")))?)
+        };
+        if out.contains(&host) {
+            return Err(BadInput(format!("--hosts: {h} is named twice")).into());
+        }
+        out.push(host);
+    }
+    if !(1..=8).contains(&out.len()) {
+        return Err(BadInput(format!("--hosts: {} hosts; allowed 1..=8", out.len())).into());
+    }
+    Ok(out)
+}
+
+/// The setting varied and its values: `--vary`, else the preset's
+/// `[compare]` table.
+fn what_varies(
+    vary: Option<&str>,
+    preset: Option<&Preset>,
+    settings: &Settings,
+) -> Result<Compare> {
+    match (vary, preset.and_then(|p| p.compare.clone())) {
+        (Some(v), _) => Ok(Compare::parse_vary(v, settings).map_err(BadInput)?),
+        (None, Some(c)) => Ok(c),
+        (None, None) => Err(BadInput(
+            "compare: nothing to vary: give --vary KEY=V1,V2 (e.g. --vary workers.mode=unbound,bound) or a --preset with a [compare] table".into(),
+        )
+        .into()),
+    }
+}
+
+/// Every variant must be valid before anything runs: its ranges, and when
+/// it runs `here`, this machine's features and memory.
+fn check_variants(settings: &Settings, cmp: &Compare, cpus: usize, here: bool) -> Result<()> {
+    let features = crate::sys::probe_features();
+    for v in cmp
+        .variants(settings)
+        .map_err(|e| BadInput(e.to_string()))?
+    {
+        v.validate(cpus).map_err(|e| BadInput(e.to_string()))?;
+        if !here {
+            continue;
+        }
+        let r = crate::engine::resolve(&v, &features, &crate::engine::DataFs::capable())
+            .map_err(engine_error)?;
+        crate::engine::memory::check_fits(&r.effective).map_err(|e| {
+            BadInput(format!(
+                "{} = {}: {e}",
+                cmp.key,
+                v.get(&cmp.key).unwrap_or_default()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// `compare --hosts`: every target started first (checked, its binary
+/// copied), then the experiment on all hosts at once, each interleaving
+/// its variants; a host that fails or loses its connection is reported
+/// with why, beside the others' results.
+fn compare_hosts(
+    settings: &Settings,
+    cmp: &Compare,
+    preset: Option<String>,
+    hosts: &[Option<Remote>],
+    ra: &RemoteArgs,
+    opts: &CompareOptions,
+) -> Result<HostsReport> {
+    let first = cmp
+        .variants(settings)
+        .map_err(|e| BadInput(e.to_string()))?
+        .remove(0);
+    // Start the remote ones (each checks its target and copies readpath).
+    let mut started = Vec::new();
+    for h in hosts.iter().flatten() {
+        let mut spec = remote_spec(
+            &SettingsArgs {
+                preset: None,
+                set: Vec::new(),
+            },
+            "compare",
+            opts.engine.interval,
+            ra,
+        )?;
+        spec.settings = Some(first.clone());
+        let label = h.label();
+        started.push((label, start_remote(h.clone(), spec)?));
+    }
+    let mut results: Vec<HostResult> = Vec::new();
+    std::thread::scope(|sc| -> Result<()> {
+        let mut threads = Vec::new();
+        for (label, w) in started {
+            let preset = preset.clone();
+            threads.push(sc.spawn(move || on_target(label, w, settings, cmp, preset, opts)));
+        }
+        if hosts.iter().any(Option::is_none) {
+            results.push(on_local(settings, cmp, preset.clone(), opts));
+        }
+        for t in threads {
+            if let Ok(r) = t.join() {
+                results.push(r);
+            }
+        }
+        Ok(())
+    })?;
+    // In the order given.
+    let order = |h: &HostResult| {
+        hosts
+            .iter()
+            .position(|x| x.as_ref().map_or("local".to_string(), |r| r.label()) == h.host)
+            .unwrap_or(usize::MAX)
+    };
+    results.sort_by_key(order);
+    Ok(HostsReport {
+        version: crate::output::experiment::REPORT_VERSION,
+        hosts: results,
+    })
+}
+
+/// One target's part of `compare --hosts`, on a thread of its own: its
+/// report, or why it has none (a lost connection beside a report).
+fn on_target(
+    label: String,
+    mut w: crate::remote::client::RemoteWorkload,
+    settings: &Settings,
+    cmp: &Compare,
+    preset: Option<String>,
+    opts: &CompareOptions,
+) -> HostResult {
+    let mut none = |_: u32, _: usize| {};
+    let mut rec = None;
+    let r =
+        crate::output::experiment::run_on(&mut w, settings, cmp, preset, opts, &mut none, &mut rec);
+    let summary = w.finish().summary;
+    say(&format!("readpath: {label}: done"));
+    let (report, error) = match r {
+        Ok(rep) => (Some(rep), summary.err().map(|e| format!("connection: {e}"))),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    HostResult {
+        host: label,
+        report,
+        error,
+    }
+}
+
+/// This machine's part of `compare --hosts` (`local`).
+fn on_local(
+    settings: &Settings,
+    cmp: &Compare,
+    preset: Option<String>,
+    opts: &CompareOptions,
+) -> HostResult {
+    let mut quiet = |_: u32, _: usize| {};
+    let mut ds = progress_reporter();
+    let r = crate::output::experiment::run(settings, cmp, preset, opts, &mut quiet, &mut ds, None);
+    say("readpath: local: done");
+    match r {
+        Ok(rep) => HostResult {
+            host: "local".into(),
+            report: Some(rep),
+            error: None,
+        },
+        Err(e) => HostResult {
+            host: "local".into(),
+            report: None,
+            error: Some(e.to_string()),
+        },
+    }
+}

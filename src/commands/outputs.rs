@@ -1,0 +1,136 @@
+//! Where a command writes: every output path checked before anything runs
+//! (not an input, not a dataset's file, something readpath may write) and
+//! opened before the workload starts, reports printed as text or JSON that
+//! cannot drive a terminal, recordings started, and progress said on
+//! stderr.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::cli::{Format, SettingsArgs};
+use crate::engine::Engine;
+use crate::invocation::BadInput;
+use crate::scenario::preset::{self, Preset};
+
+/// Writes to stderr with no newline (a progress line rewritten in place);
+/// a closed stderr is not an error.
+pub(super) fn say_raw(msg: &str) {
+    let _ = write!(std::io::stderr(), "{msg}");
+}
+
+/// The file a `--preset` reads, when it is a file (a path, or a saved user
+/// preset): an input no output may replace.
+pub(super) fn preset_input(args: &SettingsArgs) -> Option<PathBuf> {
+    let spec = args.preset.as_deref()?;
+    if spec.contains('/') || spec.ends_with(".toml") {
+        return Some(PathBuf::from(spec));
+    }
+    preset::user_path(spec).ok().filter(|p| p.is_file())
+}
+
+/// Checks an output path before anything runs: not one of `inputs`, not a
+/// file of a dataset under `data_dir`, and something readpath may write
+/// (see [`crate::output::file`]). Refusals are bad input (exit status 2).
+pub(super) fn check_output(
+    flag: &str,
+    path: &Path,
+    inputs: &[PathBuf],
+    data_dir: Option<&Path>,
+) -> Result<crate::output::file::OutputPath> {
+    let ins: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let out = crate::output::file::OutputPath::check(flag, path, &ins).map_err(output_error)?;
+    if let Some(dd) = data_dir
+        && let (Ok(dd), Some(dir)) = (
+            std::fs::canonicalize(dd),
+            path.parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .or(Some(Path::new(".")))
+                .and_then(|d| std::fs::canonicalize(d).ok()),
+        )
+        && dir.parent() == Some(dd.as_path())
+        && dir
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("dataset-"))
+    {
+        return Err(BadInput(format!(
+            "{flag} {}: is inside the dataset {}, which the run reads; choose another directory",
+            path.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(out)
+}
+
+pub(super) fn output_error(e: crate::output::file::OutputError) -> anyhow::Error {
+    if e.is_bad_input() {
+        BadInput(e.to_string()).into()
+    } else {
+        e.into()
+    }
+}
+
+/// Opens a checked output (before the workload starts): a FIFO no process
+/// reads yet is waited for, said on stderr, until a reader comes or a stop
+/// signal ends the wait ([`Interrupted`]).
+pub(super) fn open_output(
+    out: Option<&crate::output::file::OutputPath>,
+) -> Result<Option<crate::output::file::OutputFile>> {
+    out.map(|o| o.create().map_err(output_error)).transpose()
+}
+
+/// Prints text for people on stdout, control characters replaced (text
+/// from files and targets cannot drive the terminal), through the writer a
+/// stop signal can end.
+pub(super) fn print_text(text: &str) -> Result<()> {
+    let mut out = crate::output::file::stdout();
+    out.write_all(crate::output::format::printable(text, true).as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Prints a report on stdout as text or as one JSON object, neither able
+/// to drive a terminal (control characters replaced in text, escaped in
+/// JSON).
+pub(super) fn emit<T: serde::Serialize>(
+    format: Format,
+    value: &T,
+    text: impl FnOnce() -> String,
+) -> Result<()> {
+    match format {
+        Format::Text => print_text(&text()),
+        Format::Json => {
+            let json = serde_json::to_string_pretty(value)?;
+            let mut out = crate::output::file::stdout();
+            out.write_all(crate::output::format::json_controls_escaped(&json).as_bytes())?;
+            out.write_all(b"\n")?;
+            out.flush()?;
+            Ok(())
+        }
+    }
+}
+
+pub(super) fn recording_error(e: crate::output::recording::RecordingError) -> anyhow::Error {
+    if e.is_bad_input() {
+        BadInput(e.to_string()).into()
+    } else {
+        e.into()
+    }
+}
+
+/// Starts a recording for a running engine (its header written) in the
+/// output the caller checked and opened before starting the engine.
+pub(super) fn start_recording(
+    out: crate::output::file::OutputFile,
+    command: &str,
+    engine: &Engine,
+    preset: Option<&Preset>,
+    demo: Option<&crate::scenario::demo::Demo>,
+) -> Result<crate::output::recording::Writer> {
+    let mut header =
+        crate::output::recording::Header::of(command, engine, preset.map(|p| p.name.clone()));
+    header.demo = demo.map(crate::output::recording::DemoHeader::of);
+    crate::output::recording::Writer::start(out, &header).map_err(recording_error)
+}

@@ -1,0 +1,89 @@
+//! `readpath plot`: a recording charted for slides (SVG, or PNG through
+//! librsvg) or its series exported (CSV), the output checked before the
+//! recording is read.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::cli::PlotFormat;
+use crate::invocation::BadInput;
+
+use super::outputs::{check_output, output_error, print_text, recording_error};
+
+/// `readpath plot FILE --out OUT`: `metric` names the charts (none: all).
+pub(super) fn plot(
+    file: &Path,
+    out: &Path,
+    format: PlotFormat,
+    size: (u32, u32),
+    metric: &[String],
+    captions: bool,
+) -> Result<()> {
+    let metrics = crate::output::plot::metric_panels(metric).map_err(BadInput)?;
+    draw(file, out, format, size, &metrics, captions)
+}
+
+/// Writes the charts (`metrics`: the panels' indices) or the series.
+fn draw(
+    file: &Path,
+    out: &Path,
+    format: PlotFormat,
+    size: (u32, u32),
+    metrics: &[usize],
+    captions: bool,
+) -> Result<()> {
+    // The output is checked (not the input, not a device) before the input
+    // is read, so a refusal costs nothing.
+    let target = check_output("--out", out, &[file.to_path_buf()], None)?;
+    if format == PlotFormat::Svg && target.mode() != crate::output::file::Mode::Stdout {
+        let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if !matches!(ext, "svg" | "png") && target.mode() == crate::output::file::Mode::Atomic {
+            return Err(BadInput(format!(
+                "--out {}: give a file name ending in .svg or .png (or --format csv)",
+                out.display()
+            ))
+            .into());
+        }
+    }
+    let rec = crate::output::recording::read(file).map_err(recording_error)?;
+    let bytes = match format {
+        PlotFormat::Csv => crate::output::plot::csv(&rec).into_bytes(),
+        PlotFormat::Svg => {
+            let svg = crate::output::plot::svg(&rec, size.0, size.1, metrics, captions)
+                .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
+            let png = out.extension().is_some_and(|e| e == "png");
+            if png {
+                // Drawn as SVG, rasterised by librsvg (text stays sharp).
+                crate::output::plot::rasterize(svg.as_bytes(), size.0, size.1)
+                    .with_context(|| format!("--out {}", out.display()))?
+            } else {
+                svg.into_bytes()
+            }
+        }
+    };
+    // A FIFO waits for its reader here (said on stderr; a stop signal ends
+    // the wait); stdout and a FIFO are written through poll.
+    target.write_all(&bytes).map_err(output_error)?;
+    // Says what it wrote (nothing when the output is stdout).
+    if out != Path::new("-") {
+        print_text(&format!(
+            "readpath plot: wrote {} ({}, {} bytes{})\n",
+            out.display(),
+            match format {
+                PlotFormat::Csv => "CSV".to_string(),
+                PlotFormat::Svg if out.extension().is_some_and(|e| e == "png") => {
+                    format!("PNG {}x{}", size.0, size.1)
+                }
+                PlotFormat::Svg => format!("SVG {}x{}", size.0, size.1),
+            },
+            bytes.len(),
+            if format == PlotFormat::Svg {
+                format!(", from {} intervals", rec.records.len())
+            } else {
+                String::new()
+            }
+        ))?;
+    }
+    Ok(())
+}
