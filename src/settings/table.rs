@@ -929,8 +929,13 @@ pub fn reference() -> String {
          (exit 2). \"Applies\" says when a change reaches a running workload: *live* (the\n\
          readers and workers restart with it), *rebuild* (after the dataset is prepared\n\
          again) or *reopen* (after the kernel target is opened again). \"Targets\" says\n\
-         which targets it acts on; the explorer greys it elsewhere, with the reason.\n",
+         which targets it acts on; the explorer greys it elsewhere, with the reason.\n\n\
+         The defaults mirror the kernel's fscrypt and fs-verity read path (decrypt on an\n\
+         unbound high-priority queue, verify on a per-CPU queue, as in v6.18); as a file\n\
+         (`presets/default.toml` spells them out):\n\n```toml\n",
     );
+    out.push_str(&Settings::default().to_toml_string());
+    out.push_str("```\n");
     let mut section = "";
     for k in KEYS {
         if k.section() != section {
@@ -969,6 +974,10 @@ pub fn reference() -> String {
             cell(k.help),
         ));
     }
+    out.push_str(
+        "\nWhat each knob models: [model.md](model.md). The `[kernel]` knobs:\n\
+         [kernel.md](kernel.md). Presets (files of these sections): [presets.md](presets.md).\n",
+    );
     out
 }
 
