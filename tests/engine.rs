@@ -9,6 +9,8 @@ use readpath::metrics::IntervalRecord;
 use readpath::settings::Settings;
 
 mod common;
+#[path = "common/skip.rs"]
+mod skip;
 use common::{data_dir, settings};
 
 fn run_for(s: Settings, d: Duration) -> (RunTotals, Vec<IntervalRecord>, Settings) {
@@ -28,9 +30,10 @@ fn run_for(s: Settings, d: Duration) -> (RunTotals, Vec<IntervalRecord>, Setting
 fn io_uring_available() -> bool {
     let f = readpath::sys::probe_features();
     if !f.io_uring {
-        eprintln!(
-            "SKIP io_uring part: {}",
-            f.io_uring_reason.unwrap_or_default()
+        skip::skip(
+            "the io_uring part",
+            &f.io_uring_reason.unwrap_or_default(),
+            true,
         );
     }
     f.io_uring

@@ -5,6 +5,9 @@
 //! from the file's nonce. Needs root, a loop device and mkfs.ext4; skips,
 //! saying which is missing, elsewhere.
 
+#[path = "common/skip.rs"]
+mod skip;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -70,13 +73,21 @@ fn plaintext(bytes: usize) -> Vec<u8> {
 #[test]
 fn the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit() {
     if let Some(why) = missing() {
-        eprintln!("SKIP the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit: needs {why}");
+        skip::skip(
+            "the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit",
+            &format!("needs {why}"),
+            skip::root(),
+        );
         return;
     }
     let m = match Mounted::new() {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("SKIP the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit: {e}");
+            skip::skip(
+                "the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit",
+                &e.to_string(),
+                true,
+            );
             return;
         }
     };
@@ -112,11 +123,19 @@ fn the_kernels_fscrypt_ciphertext_is_readpaths_bit_for_bit() {
 #[test]
 fn a_file_on_the_image_reports_encrypted_extents() {
     if let Some(why) = missing() {
-        eprintln!("SKIP a_file_on_the_image_reports_encrypted_extents: needs {why}");
+        skip::skip(
+            "a_file_on_the_image_reports_encrypted_extents",
+            &format!("needs {why}"),
+            skip::root(),
+        );
         return;
     }
     let Ok(m) = Mounted::new() else {
-        eprintln!("SKIP a_file_on_the_image_reports_encrypted_extents: no mount");
+        skip::skip(
+            "a_file_on_the_image_reports_encrypted_extents",
+            "no mount",
+            true,
+        );
         return;
     };
     let key = [7u8; 64];
@@ -163,14 +182,22 @@ fn a_file_on_the_image_reports_encrypted_extents() {
 #[test]
 fn a_check_left_mounted_by_a_crash_is_put_back_by_restore() {
     if let Some(why) = missing() {
-        eprintln!("SKIP a_check_left_mounted_by_a_crash_is_put_back_by_restore: needs {why}");
+        skip::skip(
+            "a_check_left_mounted_by_a_crash_is_put_back_by_restore",
+            &format!("needs {why}"),
+            skip::root(),
+        );
         return;
     }
     let data = tempfile::tempdir().unwrap();
     let fs = match readpath::kernel::ScratchFs::create(data.path(), 64 << 20) {
         Ok(fs) => fs,
         Err(e) => {
-            eprintln!("SKIP a_check_left_mounted_by_a_crash_is_put_back_by_restore: {e}");
+            skip::skip(
+                "a_check_left_mounted_by_a_crash_is_put_back_by_restore",
+                &e.to_string(),
+                true,
+            );
             return;
         }
     };
@@ -209,7 +236,11 @@ fn kernel_check_on_the_command_line_matches_or_says_why_not() {
     let err = String::from_utf8_lossy(&o.stderr);
     if let Some(why) = missing() {
         assert_eq!(o.status.code(), Some(2), "{out}{err}");
-        eprintln!("SKIP kernel_check_on_the_command_line_matches_or_says_why_not: needs {why}");
+        skip::skip(
+            "kernel_check_on_the_command_line_matches_or_says_why_not",
+            &format!("needs {why}"),
+            skip::root(),
+        );
         return;
     }
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
@@ -270,7 +301,11 @@ fn no_tracing() -> Option<String> {
 #[test]
 fn the_kernels_fscrypt_queue_is_seen_through_its_tracepoints() {
     if let Some(why) = no_tracing() {
-        eprintln!("SKIP the_kernels_fscrypt_queue_is_seen_through_its_tracepoints: needs {why}");
+        skip::skip(
+            "the_kernels_fscrypt_queue_is_seen_through_its_tracepoints",
+            &format!("needs {why}"),
+            skip::root(),
+        );
         return;
     }
     let data = tempfile::tempdir().unwrap();
@@ -320,7 +355,11 @@ fn the_kernels_fscrypt_queue_is_seen_through_its_tracepoints() {
 #[test]
 fn a_trace_killed_by_sigkill_is_put_back_by_restore() {
     if let Some(why) = no_tracing() {
-        eprintln!("SKIP a_trace_killed_by_sigkill_is_put_back_by_restore: needs {why}");
+        skip::skip(
+            "a_trace_killed_by_sigkill_is_put_back_by_restore",
+            &format!("needs {why}"),
+            skip::root(),
+        );
         return;
     }
     let data = tempfile::tempdir().unwrap();
@@ -356,11 +395,15 @@ fn a_trace_killed_by_sigkill_is_put_back_by_restore() {
 fn an_interval_of_the_tracer_sees_the_loop_devices_reads_and_the_kworkers() {
     let name = "an_interval_of_the_tracer_sees_the_loop_devices_reads_and_the_kworkers";
     if let Some(why) = no_tracing() {
-        eprintln!("SKIP {name}: needs {why}");
+        skip::skip(name, &format!("needs {why}"), skip::root());
         return;
     }
     if !Path::new("/sys/kernel/tracing/events/block/block_rq_issue").exists() {
-        eprintln!("SKIP {name}: needs the block tracepoints (CONFIG_BLK_DEV_IO_TRACE)");
+        skip::skip(
+            name,
+            "needs the block tracepoints (CONFIG_BLK_DEV_IO_TRACE)",
+            false,
+        );
         return;
     }
     // The instance is named by the PID and the test above holds one in

@@ -16,6 +16,8 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 mod common;
+#[path = "common/skip.rs"]
+mod skip;
 use common::{data_dir, settings};
 
 /// This process's threads whose name starts with `prefix`: (name, CPUs).
@@ -44,7 +46,11 @@ fn unbound_workers_run_in_the_pods_of_the_affinity_scope() {
     let _g = serial();
     let cpus = readpath::sys::online_cpus();
     if cpus.len() < 2 {
-        eprintln!("SKIP unbound_workers_run_in_the_pods_of_the_affinity_scope: one CPU");
+        skip::skip(
+            "unbound_workers_run_in_the_pods_of_the_affinity_scope",
+            "one CPU",
+            false,
+        );
         return;
     }
     for scope in ["cpu", "system"] {
@@ -127,8 +133,10 @@ fn o_direct_here() -> bool {
 fn irq_completions_process_every_bio_in_their_own_threads() {
     let _g = serial();
     if !readpath::sys::probe_features().io_uring || !o_direct_here() {
-        eprintln!(
-            "SKIP irq_completions_process_every_bio_in_their_own_threads: needs io_uring and O_DIRECT on the data dir"
+        skip::skip(
+            "irq_completions_process_every_bio_in_their_own_threads",
+            "needs io_uring and O_DIRECT on the data dir",
+            true,
         );
         return;
     }
@@ -198,13 +206,19 @@ fn irq_completions_process_every_bio_in_their_own_threads() {
 fn irq_completions_are_not_delayed_by_cpu_hogs() {
     let _g = serial();
     if !readpath::sys::probe_features().io_uring || !o_direct_here() {
-        eprintln!(
-            "SKIP irq_completions_are_not_delayed_by_cpu_hogs: needs io_uring and O_DIRECT on the data dir"
+        skip::skip(
+            "irq_completions_are_not_delayed_by_cpu_hogs",
+            "needs io_uring and O_DIRECT on the data dir",
+            true,
         );
         return;
     }
     if let Err(why) = fifo_permitted() {
-        eprintln!("SKIP irq_completions_are_not_delayed_by_cpu_hogs: {why}");
+        skip::skip(
+            "irq_completions_are_not_delayed_by_cpu_hogs",
+            &why,
+            skip::root(),
+        );
         return;
     }
     let hogs = readpath::sys::online_cpus().len();
