@@ -394,7 +394,6 @@ const RULES: &[Rule] = &[
         }),
         grey: Some(|_| "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY)".into()),
         inert: true,
-        ..RULE
     },
     Rule {
         keys: &["pipeline.corrupt_every"],
