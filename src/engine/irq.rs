@@ -45,7 +45,7 @@ pub struct BioReq {
     pub reader: u32,
     pub slot: u32,
     /// The bio's iovecs (one per page, stable until its slot comes back).
-    pub iov: *const libc::iovec,
+    pub iov: *const crate::sys::IoVec,
     pub npages: u32,
     /// File offset of its first page.
     pub offset: u64,

@@ -140,7 +140,7 @@ impl OpenFile {
         let mut o = OpenOptions::new();
         o.read(true);
         if direct {
-            o.custom_flags(libc::O_DIRECT);
+            o.custom_flags(crate::sys::oflag::O_DIRECT);
         }
         let f = o.open(path).map_err(|source| EngineError::Open {
             path: path.to_path_buf(),
@@ -993,7 +993,7 @@ impl Engine {
         );
         let path = k.target.file(&self.dataset, kind, progress).map_err(|e| {
             match e.raw_os_error() {
-                Some(libc::ENOPKG) => EngineError::Kernel(format!(
+                Some(crate::sys::errno::ENOPKG) => EngineError::Kernel(format!(
                     "pipeline.cipher = \"{}\": this kernel lacks the cipher ({e}); use aes-256-xts",
                     eff.pipeline.cipher.name()
                 )),

@@ -187,7 +187,7 @@ impl Pipeline {
                 let mut o = std::fs::OpenOptions::new();
                 o.read(true);
                 if file.direct {
-                    o.custom_flags(libc::O_DIRECT);
+                    o.custom_flags(crate::sys::oflag::O_DIRECT);
                 }
                 let f = o.open(&path).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))

@@ -39,6 +39,7 @@ use io_uring::{IoUring, opcode, types};
 
 use crate::metrics::{Role, Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, Pattern, Settings, SleepMode};
+use crate::sys::errno;
 
 use super::queue::{ReaderWaker, ReturnQueue, WorkItem};
 use super::stages::Ctx;
@@ -521,7 +522,7 @@ pub(super) fn drain_wait(ring: &IoUring) -> bool {
         Ok(_) => true,
         Err(e) => matches!(
             e.raw_os_error(),
-            Some(libc::EINTR | libc::EBUSY | libc::ETIME)
+            Some(errno::EINTR | errno::EBUSY | errno::ETIME)
         ),
     }
 }
@@ -575,7 +576,7 @@ pub(super) fn wait_ring(ring: &IoUring, wait_ns: u64, no_iowait: bool) -> std::i
         Err(e)
             if matches!(
                 e.raw_os_error(),
-                Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                Some(errno::ETIME | errno::EINTR | errno::EBUSY)
             ) =>
         {
             Ok(())
@@ -832,7 +833,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
         let offset = src.offsets.next();
         let ptr = o.slot(0);
         // SAFETY: `ptr` points to `block` writable bytes owned by this reader.
-        let n = unsafe { libc::pread(fd, ptr.cast(), block, offset as libc::off_t) };
+        let n = unsafe { crate::sys::pread_raw(fd, ptr.cast(), block, offset) };
         let t = stamp();
         h.rec.record(Stage::Device, t.saturating_sub(issue_ns));
         if n != block as isize {

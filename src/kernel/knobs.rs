@@ -134,7 +134,8 @@ pub fn queue_dir_of(path: &Path) -> io::Result<PathBuf> {
     let dev = fs::metadata(path)
         .map_err(|e| described(&e, &path.display().to_string()))?
         .dev();
-    queue_dir_in(Path::new("/"), libc::major(dev), libc::minor(dev)).map_err(|e| {
+    let (major, minor) = crate::sys::dev_numbers(dev);
+    queue_dir_in(Path::new("/"), major, minor).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!("no block queue for {}: {e}", path.display()),
@@ -951,9 +952,7 @@ fn described(e: &io::Error, what: &str) -> io::Error {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid takes no arguments, touches no memory of ours and
-    // cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    crate::sys::trust::euid() == 0
 }
 
 /// `s` cut to 80 characters for a message.
@@ -1260,10 +1259,8 @@ mod tests {
         let lock = f.state().join("live-4242.lock");
         fs::write(&lock, "data dir /srv/other").unwrap();
         let held = File::open(&lock).unwrap();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
-        // SAFETY: flock on a descriptor we own.
-        let rc = unsafe { libc::flock(fd, libc::LOCK_EX) };
-        assert_eq!(rc, 0);
+        // std's `File::lock` is `flock(LOCK_EX)` on Linux.
+        held.lock().unwrap();
         f.gone_state(4242, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache")]);
         f.put(AFFINITY_SCOPE, "system");
         let mut k = f.knobs();

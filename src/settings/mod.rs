@@ -43,8 +43,9 @@ pub const MAX_READERS: u32 = 256;
 /// Largest `workload.rate_iops`.
 pub const MAX_RATE_IOPS: u64 = 10_000_000;
 /// Largest CPU number accepted before the machine is known (the kernel's
-/// `CONFIG_NR_CPUS` tops out at 8192).
-pub const MAX_CPU_NUMBER: usize = 8191;
+/// `CONFIG_NR_CPUS` tops out at 8192); defined in `sys` with the CPU-list
+/// parser.
+pub use crate::sys::MAX_CPU_NUMBER;
 /// Longest `pipeline.salt`, in bytes (fs-verity's `FS_VERITY_MAX_SALT_SIZE`).
 pub const MAX_SALT_BYTES: usize = 32;
 /// Largest non-zero `workers.max_active` (the kernel's `WQ_MAX_ACTIVE`).
@@ -1253,9 +1254,7 @@ fn dir_path(key: &str, v: &Val) -> Result<String, SettingsError> {
     }
 }
 
-pub(crate) fn cpu_number_error(n: impl fmt::Display) -> String {
-    format!("CPU {n} is out of range: CPU numbers are 0..={MAX_CPU_NUMBER}")
-}
+pub(crate) use crate::sys::cpu_number_error;
 
 fn salt(key: &str, v: &Val) -> Result<Vec<u8>, SettingsError> {
     let allowed = info(key).allowed;

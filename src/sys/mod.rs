@@ -32,24 +32,96 @@ mod calls;
 mod cpu;
 mod features;
 mod fs;
+pub mod fscrypt;
+pub mod fsverity;
 mod machine;
+mod mount;
 mod priority;
 mod process;
 mod procfs;
+mod rawio;
 mod signals;
+pub mod testing;
+mod text;
 mod topology;
 pub mod trust;
 
-pub use calls::*;
-pub use cpu::*;
-pub use features::*;
-pub use fs::*;
-pub use machine::*;
-pub use priority::*;
-pub use process::*;
-pub use procfs::*;
-pub use signals::*;
-pub use topology::*;
+// Inside `sys` every file sees its siblings' items (`use super::*` in each,
+// and in the tests) through these private globs; what the rest of the
+// crate may name is the explicit list below.
+#[allow(unused_imports)]
+use {
+    calls::*, cpu::*, features::*, fs::*, machine::*, mount::*, priority::*, process::*, procfs::*,
+    rawio::*, signals::*, text::*, topology::*,
+};
+
+/// Clocks: monotonic and CPU time, for stamps and sampling.
+pub use calls::{monotonic_ns, thread_cpu_time_ns};
+pub use process::{process_cpu_time_ns, process_rss_bytes};
+
+/// Small descriptor calls: eventfds, the terminal's bytes, FIFOs,
+/// non-blocking mode, free space.
+pub use calls::{
+    EventFd, StdinRead, c_path, free_bytes, fs_block_size, make_fifo, read_stdin, set_nonblocking,
+};
+
+/// Raw reads, writes and waits, and the libc constants the crate names
+/// (the engine's hot-path reads are `pread_raw` and `preadv_raw`).
+pub use rawio::{
+    EMPTY_IOVEC, IoVec, PIPE_BUF, Ready, STDOUT_FD, dev_numbers, errno, is_regular_fd, oflag,
+    pread_raw, preadv_raw, wait_ready, write_fd,
+};
+
+/// CPUs: which one runs, affinity, CPU lists as Linux writes them, and the
+/// topology the workqueue groups CPUs by.
+pub use cpu::{
+    MAX_CPU_NUMBER, cpu_number_error, current_cpu, current_thread_affinity, format_cpu_list,
+    gettid, online_cpus, parse_cpu_list, pin_current_thread, thread_affinity, unpin_current_thread,
+};
+pub use topology::{CpuTopo, cpu_topology, default_affinity_scope, pods_by, read_topology};
+
+/// Priority and scheduling policy of threads.
+pub use priority::{
+    IRQ_FIFO_PRIORITY, NiceError, can_raise_priority, current_thread_nice, set_current_thread_fifo,
+    set_current_thread_nice, thread_policy,
+};
+
+/// The kernel's per-thread and per-CPU bookkeeping (`/proc`).
+pub use procfs::{
+    CpuTimes, CpuUsage, ProcStatReader, ThreadCounters, ThreadStatReader, clock_ticks_per_sec,
+    cpu_usage, schedstat_available,
+};
+
+/// Processes and memory: liveness, tools, write access, stale files, what
+/// memory is left.
+pub use process::{
+    can_write, memory_available_bytes, process_alive, remove_stale_temps, tool_on_path,
+};
+
+/// Signals: stop, resize, suspend and continue, as flags to poll.
+pub use signals::{
+    SIGHUP, STOP_SIGNALS, install_stop_handlers, install_terminal_handlers, signal_name,
+    stop_requested, stop_self, stop_signal, take_continued, take_resized, take_suspend, terminate,
+};
+
+/// The page cache: O_DIRECT, dropping, warming and residency of a file.
+pub use fs::{
+    Residency, fadvise_dontneed, page_cache_residency, page_size, supports_o_direct,
+    warm_page_cache,
+};
+
+/// What the machine and kernel offer, probed once, and the description
+/// recorded with every result.
+pub use features::{Features, ext4_has_verity, probe_features};
+pub use machine::{
+    MachineInfo, fs_type_name, kernel_version, machine_info, nearest_existing_ancestor,
+};
+
+/// Mounts, unmounts and loop devices (the kernel target's image).
+pub use mount::{loopdev, mount, unmount};
+
+/// Text safe for a terminal.
+pub use text::printable;
 
 #[cfg(test)]
 mod tests;
