@@ -13,6 +13,7 @@
 /// The fscrypt and fs-verity ioctls live in `sys` (raw system calls only
 /// there); their old paths under `kernel` stay for callers.
 pub use crate::sys::{fscrypt, fsverity};
+mod journal;
 pub mod knobs;
 pub mod target;
 pub mod trace;

@@ -75,8 +75,9 @@ pub use rawio::{
 /// CPUs: which one runs, affinity, CPU lists as Linux writes them, and the
 /// topology the workqueue groups CPUs by.
 pub use cpu::{
-    MAX_CPU_NUMBER, cpu_number_error, current_cpu, current_thread_affinity, format_cpu_list,
-    gettid, online_cpus, parse_cpu_list, pin_current_thread, thread_affinity, unpin_current_thread,
+    MAX_CPU_NUMBER, MAX_CPUS, cpu_mask_hex, cpu_number_error, current_cpu, current_thread_affinity,
+    format_cpu_list, gettid, online_cpus, parse_cpu_list, parse_cpu_mask_hex, pin_current_thread,
+    thread_affinity, unpin_current_thread,
 };
 pub use topology::{CpuTopo, cpu_topology, default_affinity_scope, pods_by, read_topology};
 
