@@ -17,6 +17,7 @@
 mod cached;
 mod hogs;
 pub mod irq;
+mod irq_thread;
 mod kernel_run;
 pub mod memory;
 pub mod pagecache;

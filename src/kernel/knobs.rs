@@ -385,7 +385,7 @@ impl SystemKnobs {
             let msg = if let Some(who) = trust::live_owner(&self.state_dir, pid) {
                 format!(
                     "another readpath (PID {pid}, {}) has changed {} and not put it back yet; wait for it to end (the original is put back by the one that changed it first)",
-                    crate::output::format::printable(&who, false),
+                    crate::sys::printable(&who, false),
                     path.display()
                 )
             } else {

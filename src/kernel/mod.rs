@@ -378,7 +378,7 @@ fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
                 &e.path(),
                 &format!(
                     "names {}, not readpath's instance {}",
-                    crate::output::format::printable(&inst.display().to_string(), false),
+                    crate::sys::printable(&inst.display().to_string(), false),
                     want.display()
                 ),
             ));
@@ -529,7 +529,7 @@ fn restore_mount(kdir: &Path, spec: &ScratchSpec) -> io::Result<Option<PathBuf>>
         if !mount_is_image(&m, &image) {
             return Err(io::Error::other(format!(
                 "{} is mounted at {} (ext4? {}), which is not readpath's image {}: left alone",
-                crate::output::format::printable(&m.source.display().to_string(), false),
+                crate::sys::printable(&m.source.display().to_string(), false),
                 mnt.display(),
                 m.fstype,
                 image.display()
