@@ -56,7 +56,7 @@ pub(super) fn restore_gone(
     state_dir: &Path,
     root: &Path,
     known: &KnownKnob,
-) -> io::Result<Vec<(String, PathBuf, String)>> {
+) -> io::Result<Restored> {
     let rd = match fs::read_dir(state_dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -71,107 +71,130 @@ pub(super) fn restore_gone(
     let mut done = Vec::new();
     let mut problems: Vec<(io::ErrorKind, String)> = Vec::new();
     for (_, file) in files {
-        let saved = match read_state(&file) {
-            Ok(s) => s,
-            Err(e) => {
-                // Unreadable, not the user's regular file, or no state
-                // file at all: set aside, and the rest goes on.
-                let aside = match trust::set_aside(&file) {
-                    Ok(to) => format!("; kept as {} to be looked at", to.display()),
-                    Err(r) => format!("; could not be set aside: {r}"),
-                };
-                problems.push((io::ErrorKind::InvalidData, format!("{e}{aside}")));
-                continue;
-            }
-        };
-        let mut keep = Vec::new();
-        let mut refused = false;
-        for s in saved.iter().rev() {
-            let path = PathBuf::from(&s.path);
-            if let Err(why) = known(root, &s.key, &s.path, &s.value) {
-                refused = true;
-                problems.push((
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: refused to write {:?} to {}: {why}",
-                        file.display(),
-                        clip(&s.value),
-                        crate::sys::printable(&clip(&s.path), false)
-                    ),
-                ));
-                continue;
-            }
-            let full = match full_path(root, &path) {
-                Ok(f) => f,
-                Err(e) => {
-                    refused = true;
-                    problems.push((e.kind(), format!("{}: {e}", file.display())));
-                    continue;
-                }
-            };
-            match write_sysfs(&full, &s.value) {
-                Ok(()) => done.push((s.key.clone(), path, s.value.clone())),
-                // Gone with its device: nothing left to put back.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    let e = described(
-                        &e,
-                        &format!("putting back {:?} to {}", s.value, full.display()),
-                    );
-                    problems.push((e.kind(), e.to_string()));
-                    keep.push(s.clone());
-                }
-            }
-        }
-        keep.reverse();
-        if refused {
-            let kept = match trust::set_aside(&file) {
-                Ok(k) => k,
-                Err(e) => {
-                    problems.push((e.kind(), format!("setting {} aside: {e}", file.display())));
-                    continue;
-                }
-            };
-            problems.push((
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{} kept as {} to be looked at",
-                    file.display(),
-                    kept.display()
-                ),
-            ));
-        }
-        if let Err(e) = write_state(&file, &keep) {
-            problems.push((e.kind(), format!("updating {}: {e}", file.display())));
-        }
+        restore_file(&file, root, known, &mut done, &mut problems);
     }
     match problems.first() {
         None => Ok(done),
-        Some((kind, _)) => {
-            let back = if done.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (put back: {})",
-                    done.iter()
-                        .map(|(k, p, v)| format!("{k} {} = {v:?}", p.display()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+        Some(&(kind, _)) => Err(problems_error(kind, &done, &problems)),
+    }
+}
+
+/// What was put back, as (key, path, value).
+type Restored = Vec<(String, PathBuf, String)>;
+
+/// Puts back the originals of one gone process's state `file` (see
+/// [`restore_gone`]): what was written goes to `done`, what went wrong to
+/// `problems`.
+fn restore_file(
+    file: &Path,
+    root: &Path,
+    known: &KnownKnob,
+    done: &mut Restored,
+    problems: &mut Vec<(io::ErrorKind, String)>,
+) {
+    let saved = match read_state(file) {
+        Ok(s) => s,
+        Err(e) => {
+            // Unreadable, not the user's regular file, or no state
+            // file at all: set aside, and the rest goes on.
+            let aside = match trust::set_aside(file) {
+                Ok(to) => format!("; kept as {} to be looked at", to.display()),
+                Err(r) => format!("; could not be set aside: {r}"),
             };
-            Err(io::Error::new(
-                *kind,
+            problems.push((io::ErrorKind::InvalidData, format!("{e}{aside}")));
+            return;
+        }
+    };
+    let mut keep = Vec::new();
+    let mut refused = false;
+    for s in saved.iter().rev() {
+        let path = PathBuf::from(&s.path);
+        if let Err(why) = known(root, &s.key, &s.path, &s.value) {
+            refused = true;
+            problems.push((
+                io::ErrorKind::InvalidData,
                 format!(
-                    "putting back the knobs a gone readpath left: {}{back}",
-                    problems
-                        .iter()
-                        .map(|(_, m)| m.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; ")
+                    "{}: refused to write {:?} to {}: {why}",
+                    file.display(),
+                    clip(&s.value),
+                    crate::sys::printable(&clip(&s.path), false)
                 ),
-            ))
+            ));
+            continue;
+        }
+        let full = match full_path(root, &path) {
+            Ok(f) => f,
+            Err(e) => {
+                refused = true;
+                problems.push((e.kind(), format!("{}: {e}", file.display())));
+                continue;
+            }
+        };
+        match write_sysfs(&full, &s.value) {
+            Ok(()) => done.push((s.key.clone(), path, s.value.clone())),
+            // Gone with its device: nothing left to put back.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                let e = described(
+                    &e,
+                    &format!("putting back {:?} to {}", s.value, full.display()),
+                );
+                problems.push((e.kind(), e.to_string()));
+                keep.push(s.clone());
+            }
         }
     }
+    keep.reverse();
+    if refused {
+        let kept = match trust::set_aside(file) {
+            Ok(k) => k,
+            Err(e) => {
+                problems.push((e.kind(), format!("setting {} aside: {e}", file.display())));
+                return;
+            }
+        };
+        problems.push((
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} kept as {} to be looked at",
+                file.display(),
+                kept.display()
+            ),
+        ));
+    }
+    if let Err(e) = write_state(file, &keep) {
+        problems.push((e.kind(), format!("updating {}: {e}", file.display())));
+    }
+}
+
+/// The error of [`restore_gone`]: every problem, and what was put back.
+fn problems_error(
+    kind: io::ErrorKind,
+    done: &Restored,
+    problems: &[(io::ErrorKind, String)],
+) -> io::Error {
+    let back = if done.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (put back: {})",
+            done.iter()
+                .map(|(k, p, v)| format!("{k} {} = {v:?}", p.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    io::Error::new(
+        kind,
+        format!(
+            "putting back the knobs a gone readpath left: {}{back}",
+            problems
+                .iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    )
 }
 
 /// The PID of a state file's name `knobs-PID.json`.

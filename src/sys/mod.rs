@@ -9,10 +9,15 @@
 //! (`sched_setaffinity`, `setpriority`), probes once at startup what the machine
 //! and kernel offer (io_uring and its `NO_IOWAIT` feature, AES/SHA
 //! instructions, schedstat, the right to raise priority, O_DIRECT), and records
-//! a description of the machine with every result. This module and the
-//! io_uring reader are the only places in readpath that make raw syscalls, so
-//! every `unsafe` block the rest of the crate depends on for talking to the
-//! kernel lives here, each with its own `SAFETY:` argument.
+//! a description of the machine with every result. It also holds the kernel
+//! interfaces readpath drives directly: the fscrypt and fs-verity ioctls,
+//! mounts and loop devices, raw reads and polls. This module is the only
+//! place in readpath that calls libc (`tests/layers.rs` checks it), so every
+//! raw syscall lives here, each `unsafe` block with its own `SAFETY:`
+//! argument. The engine's io_uring submissions go through the `io_uring`
+//! crate, and its hot-path reads through [`pread_raw`] and [`preadv_raw`],
+//! inline and `unsafe` because their buffers are raw pointers only the
+//! engine can vouch for.
 //!
 //! Readers meant to run every sampling interval ([`ThreadStatReader`],
 //! [`ProcStatReader`]) keep their files open and `pread` them at offset 0 into
