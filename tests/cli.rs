@@ -134,7 +134,11 @@ fn unwritable_data_dir_exits_2() {
 
 #[test]
 fn digest_matches_fsverity_digest() {
-    if !readpath::sys::require_tool("digest_matches_fsverity_digest", "fsverity", "fsverity") {
+    if !readpath::sys::testing::require_tool(
+        "digest_matches_fsverity_digest",
+        "fsverity",
+        "fsverity",
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -262,7 +266,11 @@ fn explorer_without_a_terminal_points_to_run() {
 
 #[test]
 fn bench_crypto_reports_every_primitive_next_to_openssl() {
-    if !readpath::sys::require_tool("bench_crypto_reports_every_primitive", "openssl", "openssl") {
+    if !readpath::sys::testing::require_tool(
+        "bench_crypto_reports_every_primitive",
+        "openssl",
+        "openssl",
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -291,7 +291,11 @@ fn q_in_the_explorer_puts_the_scope_back() {
     if skip("q_in_the_explorer_puts_the_scope_back") {
         return;
     }
-    if !readpath::sys::require_tool("q_in_the_explorer_puts_the_scope_back", "tmux", "tmux") {
+    if !readpath::sys::testing::require_tool(
+        "q_in_the_explorer_puts_the_scope_back",
+        "tmux",
+        "tmux",
+    ) {
         return;
     }
     let _g = lock();

@@ -281,7 +281,7 @@ fn plot_writes_a_valid_svg_a_png_of_the_requested_size_and_csv() {
     assert!(!text.contains("scheduler latency"), "the mixed-unit panel");
     // PNG (rsvg-convert is installed by .ci/run): the size asked for.
     let png = tmp.path().join("chart.png");
-    if !readpath::sys::require_tool("plot png", "rsvg-convert", "librsvg2-bin") {
+    if !readpath::sys::testing::require_tool("plot png", "rsvg-convert", "librsvg2-bin") {
         return;
     }
     let o = plot(&["--out", png.to_str().unwrap(), "--size", "800x600"]);

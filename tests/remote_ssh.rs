@@ -133,6 +133,8 @@ fn killing_the_ssh_client_leaves_no_agent_on_the_target() {
         })
         .collect();
     assert_eq!(ssh.len(), 1, "the ssh client: {ssh:?}");
+    // SAFETY: kill(2) takes two integers and touches no memory of ours;
+    // the PID is the ssh client found above.
     unsafe { libc_kill(ssh[0] as i32, 9) };
     // The agent goes away by itself, and the client ends with what it has.
     let t = Instant::now();

@@ -115,7 +115,7 @@ fn wait_exit(s: &Session, status: &Path, what: &str) {
 
 #[test]
 fn explorer_opens_changes_workers_on_w_and_quits_on_q() {
-    if !readpath::sys::require_tool(
+    if !readpath::sys::testing::require_tool(
         "explorer_opens_changes_workers_on_w_and_quits_on_q",
         "tmux",
         "tmux",
@@ -153,7 +153,7 @@ fn explorer_opens_changes_workers_on_w_and_quits_on_q() {
 /// unread (resume, resize at once, then `q` was ignored).
 #[test]
 fn a_key_after_a_resize_is_not_lost() {
-    if !readpath::sys::require_tool("a_key_after_a_resize_is_not_lost", "tmux", "tmux") {
+    if !readpath::sys::testing::require_tool("a_key_after_a_resize_is_not_lost", "tmux", "tmux") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -189,7 +189,11 @@ fn running(needle: &str) -> bool {
 /// the recording cut mid-line under its temporary name).
 #[test]
 fn a_closed_terminal_finishes_the_recording() {
-    if !readpath::sys::require_tool("a_closed_terminal_finishes_the_recording", "tmux", "tmux") {
+    if !readpath::sys::testing::require_tool(
+        "a_closed_terminal_finishes_the_recording",
+        "tmux",
+        "tmux",
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -224,7 +228,7 @@ fn a_closed_terminal_finishes_the_recording() {
 /// `fg` takes it back and redraws; Alt+q does not quit; q does.
 #[test]
 fn ctrl_z_suspends_and_fg_redraws() {
-    if !readpath::sys::require_tool("ctrl_z_suspends_and_fg_redraws", "tmux", "tmux") {
+    if !readpath::sys::testing::require_tool("ctrl_z_suspends_and_fg_redraws", "tmux", "tmux") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -29,6 +29,7 @@ use io_uring::{opcode, types};
 
 use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, SleepMode};
+use crate::sys::{EMPTY_IOVEC, IoVec};
 
 use super::pagecache::{Lookup, MAX_BIO_PAGES, PAGE, Page, PageCache, Readahead, Window, seq_key};
 use super::queue::{ReaderWaker, WorkItem};
@@ -93,7 +94,7 @@ struct Bios {
     slots: Vec<LocalBio>,
     free: Vec<u32>,
     /// iovecs of every slot (MAX_BIO_PAGES each), stable for the kernel.
-    iov: Box<[libc::iovec]>,
+    iov: Box<[IoVec]>,
 }
 
 impl Drop for Bios {
@@ -207,7 +208,7 @@ impl Reader<'_> {
                 // SAFETY: the frame is this bio's, in flight: only the
                 // kernel's read and then the bio's work item touch it.
                 let base = unsafe { self.pc.frame_mut(*f) }.as_mut_ptr();
-                iov[i] = libc::iovec {
+                iov[i] = IoVec {
                     iov_base: base.cast(),
                     iov_len: PAGE,
                 };
@@ -328,12 +329,7 @@ impl Reader<'_> {
         let buf = owner.slot(i);
         // SAFETY: `buf` is slot i's `block` bytes, this reader's own.
         let n = unsafe {
-            libc::pread(
-                self.plain_fd,
-                buf.cast(),
-                self.block,
-                self.reads[i].offset as libc::off_t,
-            )
+            crate::sys::pread_raw(self.plain_fd, buf.cast(), self.block, self.reads[i].offset)
         };
         if n != self.block as isize {
             self.reads[i].failed = 2;
@@ -506,14 +502,7 @@ pub fn run(
         base: (index * nbios) as u32,
         slots: vec![LocalBio::default(); nbios],
         free: (0..nbios as u32).rev().collect(),
-        iov: vec![
-            libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0
-            };
-            nbios * MAX_BIO_PAGES
-        ]
-        .into_boxed_slice(),
+        iov: vec![EMPTY_IOVEC; nbios * MAX_BIO_PAGES].into_boxed_slice(),
     };
     let mut r = Reader {
         ctx,
@@ -720,13 +709,12 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
             let first = r.pc.bio(g).first_page.load(Ordering::Relaxed);
             let iov = r.bios.iov[k as usize * MAX_BIO_PAGES..].as_ptr();
             // SAFETY: the iovecs point at this bio's frames, `n` of them.
-            let res =
-                unsafe { libc::preadv(fd, iov, n as i32, (first * PAGE as u64) as libc::off_t) };
+            let res = unsafe { crate::sys::preadv_raw(fd, iov, n as usize, first * PAGE as u64) };
             let res = if res < 0 {
                 -i64::from(
                     std::io::Error::last_os_error()
                         .raw_os_error()
-                        .unwrap_or(libc::EIO),
+                        .unwrap_or(crate::sys::errno::EIO),
                 )
             } else {
                 res as i64

@@ -19,7 +19,7 @@ use crate::settings::Settings;
 use crate::verity::merkle::VerifiedCache;
 
 use crate::settings::units::format_cpu_list;
-use crate::settings::{AffinityScope, Completion};
+use crate::settings::{AffinityScope, Completion, EngineKind};
 use crate::sys::{CpuTopo, pods_by};
 
 use super::irq::Irqs;
@@ -187,7 +187,7 @@ impl Pipeline {
                 let mut o = std::fs::OpenOptions::new();
                 o.read(true);
                 if file.direct {
-                    o.custom_flags(libc::O_DIRECT);
+                    o.custom_flags(crate::sys::oflag::O_DIRECT);
                 }
                 let f = o.open(&path).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
@@ -301,7 +301,7 @@ impl Pipeline {
             irq_threads: Vec::new(),
             workers,
         };
-        match Irqs::spawn(&ctx) {
+        match super::irq_thread::spawn(&ctx) {
             Ok(t) => pipeline.irq_threads = t,
             Err(e) => {
                 pipeline.stop();
@@ -309,7 +309,7 @@ impl Pipeline {
             }
         }
         for i in 0..readers {
-            match reader::spawn(ctx.clone(), i) {
+            match spawn_reader(ctx.clone(), i) {
                 Ok(h) => pipeline.readers.push(h),
                 Err(e) => {
                     pipeline.stop();
@@ -432,6 +432,35 @@ fn spawn_worker(
                 crate::sys::ThreadStatReader::open(crate::sys::gettid()).and_then(|mut r| r.read())
             {
                 h.slot().set_final_sched(c);
+            }
+        })
+}
+
+/// Spawns reader `index` of a pipeline: through the page cache
+/// (`cached`), or straight to the file with io_uring or blocking reads
+/// (`reader`). Here, not in `reader`, so that `cached` (which builds on the
+/// reader's buffers and rings) and `reader` do not import each other.
+fn spawn_reader(ctx: Arc<Ctx>, index: usize) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("reader-{index}"))
+        .spawn(move || {
+            let cpus = &ctx.settings.workload.reader_cpus;
+            if !cpus.is_empty() {
+                let cpu = cpus[index % cpus.len()];
+                if let Err(e) = crate::sys::pin_current_thread(&[cpu]) {
+                    ctx.notices
+                        .push(format!("reader-{index}: could not pin to CPU {cpu}: {e}"));
+                }
+            }
+            let _ = crate::sys::set_current_thread_nice(0);
+            let h = ctx.registry.register(Role::Reader);
+            let r = match (ctx.pcache.is_some(), ctx.settings.workload.engine) {
+                (true, engine) => super::cached::run(&ctx, index, h, engine),
+                (false, EngineKind::Uring) => reader::run_uring(&ctx, index, h),
+                (false, EngineKind::Sync) => reader::run_sync(&ctx, index, h),
+            };
+            if let Err(e) = r {
+                ctx.notices.push(format!("reader-{index} stopped: {e}"));
             }
         })
 }

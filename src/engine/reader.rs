@@ -33,12 +33,12 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
 
 use io_uring::{IoUring, opcode, types};
 
-use crate::metrics::{Role, Stage, ThreadHandle, now_ns, stamp};
+use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, Pattern, Settings, SleepMode};
+use crate::sys::errno;
 
 use super::queue::{ReaderWaker, ReturnQueue, WorkItem};
 use super::stages::Ctx;
@@ -69,32 +69,6 @@ pub fn new_return_queue(s: &Settings, n: usize) -> std::io::Result<Arc<ReturnQue
         EngineKind::Sync => ReaderWaker::Park(OnceLock::new()),
     };
     Ok(Arc::new(ReturnQueue::new(n, waker)))
-}
-
-/// Spawns reader `index` of a pipeline.
-pub fn spawn(ctx: Arc<Ctx>, index: usize) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(format!("reader-{index}"))
-        .spawn(move || {
-            let cpus = &ctx.settings.workload.reader_cpus;
-            if !cpus.is_empty() {
-                let cpu = cpus[index % cpus.len()];
-                if let Err(e) = crate::sys::pin_current_thread(&[cpu]) {
-                    ctx.notices
-                        .push(format!("reader-{index}: could not pin to CPU {cpu}: {e}"));
-                }
-            }
-            let _ = crate::sys::set_current_thread_nice(0);
-            let h = ctx.registry.register(Role::Reader);
-            let r = match (ctx.pcache.is_some(), ctx.settings.workload.engine) {
-                (true, engine) => super::cached::run(&ctx, index, h, engine),
-                (false, EngineKind::Uring) => run_uring(&ctx, index, h),
-                (false, EngineKind::Sync) => run_sync(&ctx, index, h),
-            };
-            if let Err(e) = r {
-                ctx.notices.push(format!("reader-{index} stopped: {e}"));
-            }
-        })
 }
 
 /// Page-aligned read buffers (O_DIRECT needs alignment). Owned by one
@@ -518,7 +492,7 @@ pub(super) fn drain_wait(ring: &IoUring) -> bool {
         Ok(_) => true,
         Err(e) => matches!(
             e.raw_os_error(),
-            Some(libc::EINTR | libc::EBUSY | libc::ETIME)
+            Some(errno::EINTR | errno::EBUSY | errno::ETIME)
         ),
     }
 }
@@ -572,7 +546,7 @@ pub(super) fn wait_ring(ring: &IoUring, wait_ns: u64, no_iowait: bool) -> std::i
         Err(e)
             if matches!(
                 e.raw_os_error(),
-                Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                Some(errno::ETIME | errno::EINTR | errno::EBUSY)
             ) =>
         {
             Ok(())
@@ -581,7 +555,7 @@ pub(super) fn wait_ring(ring: &IoUring, wait_ns: u64, no_iowait: bool) -> std::i
     }
 }
 
-fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
+pub(super) fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
     let s = &ctx.settings;
     let qd = s.workload.queue_depth as usize;
     let block = s.workload.block_size as usize;
@@ -785,7 +759,7 @@ fn run_uring(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resu
     Ok(())
 }
 
-fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
+pub(super) fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
     let s = &ctx.settings;
     let block = s.workload.block_size as usize;
     let fd = ctx.file.file.as_raw_fd();
@@ -829,7 +803,7 @@ fn run_sync(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Resul
         let offset = src.offsets.next();
         let ptr = o.slot(0);
         // SAFETY: `ptr` points to `block` writable bytes owned by this reader.
-        let n = unsafe { libc::pread(fd, ptr.cast(), block, offset as libc::off_t) };
+        let n = unsafe { crate::sys::pread_raw(fd, ptr.cast(), block, offset) };
         let t = stamp();
         h.rec.record(Stage::Device, t.saturating_sub(issue_ns));
         if n != block as isize {

@@ -265,15 +265,12 @@ impl TreeReader<'_> {
             return Ok(None);
         }
         let frames = &frames[..got];
-        let mut iov = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; MAX_TREE_RA];
+        let mut iov = [crate::sys::EMPTY_IOVEC; MAX_TREE_RA];
         for (i, &f) in frames.iter().enumerate() {
             // SAFETY: the frame was just taken for this read: nothing else
             // reads or writes it until the pages are filled.
             let buf = unsafe { pc.frame_mut(f) };
-            iov[i] = libc::iovec {
+            iov[i] = crate::sys::IoVec {
                 iov_base: buf.as_mut_ptr().cast(),
                 iov_len: PAGE,
             };
@@ -281,12 +278,7 @@ impl TreeReader<'_> {
         let since = self.block();
         // SAFETY: every iovec points at a whole frame this read holds.
         let res = unsafe {
-            libc::preadv(
-                t.file.file.as_raw_fd(),
-                iov.as_ptr(),
-                got as i32,
-                (g * PAGE as u64) as libc::off_t,
-            )
+            crate::sys::preadv_raw(t.file.file.as_raw_fd(), iov.as_ptr(), got, g * PAGE as u64)
         };
         let ok = res == (got * PAGE) as isize;
         let per_page = (PAGE / DATA_UNIT_SIZE) as u64;

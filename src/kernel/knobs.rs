@@ -28,16 +28,25 @@
 //! the `read_ahead_kb` and `rq_affinity` of a block device present now) with
 //! a value that knob takes. Anything else is set aside as `.refused`, named
 //! in the output, and recovery goes on with the rest.
+//!
+//! The state files themselves (writing, reading and recovering them) are in
+//! `kernel/journal.rs`; the CPU-mask text of `UNBOUND_CPUMASK` is parsed in
+//! `sys::cpu`.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::path::{Component, Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::sys::trust;
 
-use serde::{Deserialize, Serialize};
+use super::journal::{
+    MAX_VALUE, Saved, clip, described, full_path, held, os_text, read_state, read_sysfs,
+    restore_gone, state_pid, sys_path_ok, value_ok, write_state, write_sysfs,
+};
+/// CPU masks as sysfs writes them are parsed in `sys` (pure text, next to
+/// the CPU lists); named here as before.
+pub use crate::sys::{MAX_CPUS, cpu_mask_hex, parse_cpu_mask_hex};
 
 /// The workqueue module's default affinity scope for unbound workqueues
 /// (`cpu`, `smt`, `cache`, `numa` or `system`).
@@ -58,15 +67,8 @@ pub const KEY_READ_AHEAD_KB: &str = "kernel.read_ahead_kb";
 /// The setting key of a block device's `queue/rq_affinity`.
 pub const KEY_RQ_AFFINITY: &str = "kernel.rq_affinity";
 
-/// The values [`AFFINITY_SCOPE`] takes.
-pub const AFFINITY_SCOPES: [&str; 5] = ["cpu", "smt", "cache", "numa", "system"];
-
-/// The most CPUs a mask may name ([`parse_cpu_mask_hex`] refuses CPU
-/// numbers from this one up).
-pub const MAX_CPUS: usize = 4096;
-
-/// The longest value saved or restored (a sysfs file holds one page).
-const MAX_VALUE: usize = 4096;
+/// The values [`AFFINITY_SCOPE`] takes: the settings' scope names.
+pub const AFFINITY_SCOPES: [&str; 5] = crate::settings::AffinityScope::NAMES;
 
 /// The largest `read_ahead_kb` a state file may put back (the kernel's own
 /// limit is far above any device's; 1 GiB is more than any sets).
@@ -75,10 +77,6 @@ const MAX_READ_AHEAD_KB: u64 = 1 << 20;
 /// How long a readpath waits for another to finish checking and saving
 /// its knobs (a few file operations) before it gives up.
 const LOCK_WAIT: Duration = Duration::from_secs(2);
-
-/// The most 32-bit words a mask text may have (leading zero words
-/// included, as a kernel with many possible CPUs prints them).
-const MAX_MASK_WORDS: usize = 1024;
 
 /// One knob: its setting key and sysfs file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +132,8 @@ pub fn queue_dir_of(path: &Path) -> io::Result<PathBuf> {
     let dev = fs::metadata(path)
         .map_err(|e| described(&e, &path.display().to_string()))?
         .dev();
-    queue_dir_in(Path::new("/"), libc::major(dev), libc::minor(dev)).map_err(|e| {
+    let (major, minor) = crate::sys::dev_numbers(dev);
+    queue_dir_in(Path::new("/"), major, minor).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!("no block queue for {}: {e}", path.display()),
@@ -198,97 +197,6 @@ fn queue_dir_in(root: &Path, major: u32, minor: u32) -> io::Result<PathBuf> {
         ));
     }
     Ok(prod)
-}
-
-/// A CPU list as the hex mask sysfs takes: 32-bit words, most significant
-/// first, separated by commas, every word but the first printed with 8
-/// digits, the way the kernel prints a bitmap (`[0, 1]` -> `3`, `[0, 33]`
-/// -> `2,00000001`; no CPUs -> `0`).
-pub fn cpu_mask_hex(cpus: &[usize]) -> String {
-    let Some(&max) = cpus.iter().max() else {
-        return "0".to_string();
-    };
-    let mut words = vec![0u32; max / 32 + 1];
-    for &c in cpus {
-        if let Some(w) = words.get_mut(c / 32) {
-            *w |= 1 << (c % 32);
-        }
-    }
-    let mut out = String::new();
-    for (i, w) in words.iter().rev().enumerate() {
-        if i == 0 {
-            out.push_str(&format!("{w:x}"));
-        } else {
-            out.push_str(&format!(",{w:08x}"));
-        }
-    }
-    out
-}
-
-/// A hex CPU mask as sysfs prints it (`ff,ffffffff`, surrounding white
-/// space ignored) -> the sorted CPU list. Refuses anything but hex words
-/// of at most 8 digits separated by single commas, and CPUs from
-/// [`MAX_CPUS`] up.
-pub fn parse_cpu_mask_hex(s: &str) -> Result<Vec<usize>, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("an empty CPU mask".to_string());
-    }
-    let words: Vec<&str> = t.split(',').collect();
-    if words.len() > MAX_MASK_WORDS {
-        return Err(format!(
-            "CPU mask {:?}... has {} words, more than {MAX_MASK_WORDS}",
-            t.chars().take(20).collect::<String>(),
-            words.len()
-        ));
-    }
-    let mut cpus = Vec::new();
-    for (i, w) in words.iter().rev().enumerate() {
-        if w.is_empty() || w.len() > 8 || !w.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!(
-                "CPU mask {t:?}: {w:?} is not a word of 1 to 8 hex digits (a mask is hex words separated by commas, e.g. ff,ffffffff)"
-            ));
-        }
-        let v = u32::from_str_radix(w, 16).map_err(|e| format!("CPU mask {t:?}: {w:?}: {e}"))?;
-        for b in 0..32 {
-            if v & (1 << b) != 0 {
-                let cpu = i * 32 + b;
-                if cpu >= MAX_CPUS {
-                    return Err(format!(
-                        "CPU mask {t:?} names CPU {cpu}; at most {MAX_CPUS} CPUs (0-{}) are allowed",
-                        MAX_CPUS - 1
-                    ));
-                }
-                cpus.push(cpu);
-            }
-        }
-    }
-    cpus.sort_unstable();
-    Ok(cpus)
-}
-
-/// One saved original, as the state file holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Saved {
-    key: String,
-    path: String,
-    value: String,
-}
-
-/// A state file: the originals one process saved, in order of first change.
-#[derive(Debug, Serialize, Deserialize)]
-struct StateFile {
-    pid: u32,
-    knobs: Vec<Saved>,
-}
-
-/// Serialises every read-modify-write of a state file in this process, and
-/// holds the knobs (full paths) changed by the live [`SystemKnobs`] here,
-/// so two of them never take each other's value for an original.
-static HELD: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
-fn held() -> MutexGuard<'static, Vec<PathBuf>> {
-    HELD.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Knobs changed by this process, saved before they are first written,
@@ -416,7 +324,7 @@ impl SystemKnobs {
         }
         // What gone ones left goes back first: the value read below is
         // then the real original.
-        let _ = restore_gone(&self.state_dir, &self.root);
+        let _ = restore_gone(&self.state_dir, &self.root, &known_knob);
         self.check_others(&knob.path)?;
         let original =
             read_sysfs(full).map_err(|e| described(&e, &format!("reading {}", full.display())))?;
@@ -477,7 +385,7 @@ impl SystemKnobs {
             let msg = if let Some(who) = trust::live_owner(&self.state_dir, pid) {
                 format!(
                     "another readpath (PID {pid}, {}) has changed {} and not put it back yet; wait for it to end (the original is put back by the one that changed it first)",
-                    crate::output::format::printable(&who, false),
+                    crate::sys::printable(&who, false),
                     path.display()
                 )
             } else {
@@ -711,263 +619,14 @@ pub fn restore_left_with_root(
     }
     trust::check_dir(state_dir)?;
     let _lock = trust::lock_exclusive(&state_dir.join("knobs.lock"), LOCK_WAIT)?;
-    restore_gone(state_dir, root)
-}
-
-/// [`restore_left_with_root`] with the directory checked and locked.
-fn restore_gone(state_dir: &Path, root: &Path) -> io::Result<Vec<(String, PathBuf, String)>> {
-    let rd = match fs::read_dir(state_dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(described(&e, &format!("reading {}", state_dir.display()))),
-    };
-    let mut files: Vec<(u32, PathBuf)> = rd
-        .flatten()
-        .filter_map(|e| Some((state_pid(&e.file_name().to_string_lossy())?, e.path())))
-        .filter(|(pid, _)| trust::live_owner(state_dir, *pid).is_none())
-        .collect();
-    files.sort();
-    let mut done = Vec::new();
-    let mut problems: Vec<(io::ErrorKind, String)> = Vec::new();
-    for (_, file) in files {
-        let saved = match read_state(&file) {
-            Ok(s) => s,
-            Err(e) => {
-                // Unreadable, not the user's regular file, or no state
-                // file at all: set aside, and the rest goes on.
-                let aside = match trust::set_aside(&file) {
-                    Ok(to) => format!("; kept as {} to be looked at", to.display()),
-                    Err(r) => format!("; could not be set aside: {r}"),
-                };
-                problems.push((io::ErrorKind::InvalidData, format!("{e}{aside}")));
-                continue;
-            }
-        };
-        let mut keep = Vec::new();
-        let mut refused = false;
-        for s in saved.iter().rev() {
-            let path = PathBuf::from(&s.path);
-            if let Err(why) = known_knob(root, &s.key, &s.path, &s.value) {
-                refused = true;
-                problems.push((
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: refused to write {:?} to {}: {why}",
-                        file.display(),
-                        clip(&s.value),
-                        crate::output::format::printable(&clip(&s.path), false)
-                    ),
-                ));
-                continue;
-            }
-            let full = match full_path(root, &path) {
-                Ok(f) => f,
-                Err(e) => {
-                    refused = true;
-                    problems.push((e.kind(), format!("{}: {e}", file.display())));
-                    continue;
-                }
-            };
-            match write_sysfs(&full, &s.value) {
-                Ok(()) => done.push((s.key.clone(), path, s.value.clone())),
-                // Gone with its device: nothing left to put back.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    let e = described(
-                        &e,
-                        &format!("putting back {:?} to {}", s.value, full.display()),
-                    );
-                    problems.push((e.kind(), e.to_string()));
-                    keep.push(s.clone());
-                }
-            }
-        }
-        keep.reverse();
-        if refused {
-            let kept = match trust::set_aside(&file) {
-                Ok(k) => k,
-                Err(e) => {
-                    problems.push((e.kind(), format!("setting {} aside: {e}", file.display())));
-                    continue;
-                }
-            };
-            problems.push((
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{} kept as {} to be looked at",
-                    file.display(),
-                    kept.display()
-                ),
-            ));
-        }
-        if let Err(e) = write_state(&file, &keep) {
-            problems.push((e.kind(), format!("updating {}: {e}", file.display())));
-        }
-    }
-    match problems.first() {
-        None => Ok(done),
-        Some((kind, _)) => {
-            let back = if done.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (put back: {})",
-                    done.iter()
-                        .map(|(k, p, v)| format!("{k} {} = {v:?}", p.display()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
-            Err(io::Error::new(
-                *kind,
-                format!(
-                    "putting back the knobs a gone readpath left: {}{back}",
-                    problems
-                        .iter()
-                        .map(|(_, m)| m.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-            ))
-        }
-    }
-}
-
-/// The PID of a state file's name `knobs-PID.json`.
-fn state_pid(name: &str) -> Option<u32> {
-    name.strip_prefix("knobs-")?
-        .strip_suffix(".json")?
-        .parse::<u32>()
-        .ok()
-        .filter(|&p| p > 0)
-}
-
-/// True when `path` is `/sys/` followed by plain names only (no `..`).
-fn sys_path_ok(path: &Path) -> bool {
-    let mut c = path.components();
-    c.next() == Some(Component::RootDir) && c.next() == Some(Component::Normal("sys".as_ref())) && {
-        let rest: Vec<Component> = c.collect();
-        !rest.is_empty() && rest.iter().all(|x| matches!(x, Component::Normal(_)))
-    }
-}
-
-/// True when `v` may be saved and written back: no control characters
-/// (newline included), at most [`MAX_VALUE`] bytes.
-fn value_ok(v: &str) -> bool {
-    v.len() <= MAX_VALUE && !v.chars().any(char::is_control)
-}
-
-/// `path` (a `/sys/...` path) under `root`; refuses any other path.
-fn full_path(root: &Path, path: &Path) -> io::Result<PathBuf> {
-    if !sys_path_ok(path) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("refusing knob {}: not a file under /sys/", path.display()),
-        ));
-    }
-    Ok(root.join(path.strip_prefix("/").unwrap_or(path)))
-}
-
-/// A sysfs file's value, trimmed (at most a page and a bit is read).
-fn read_sysfs(path: &Path) -> io::Result<String> {
-    let mut buf = Vec::new();
-    File::open(path)?
-        .take(2 * MAX_VALUE as u64)
-        .read_to_end(&mut buf)?;
-    let text = String::from_utf8(buf)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))?;
-    Ok(text.trim().to_string())
-}
-
-/// Writes `value` (no newline) to an existing sysfs file, in one write
-/// (never creating it; truncating, which sysfs ignores, keeps a test's
-/// fake tree holding just the value).
-fn write_sysfs(path: &Path, value: &str) -> io::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)?
-        .write_all(value.as_bytes())
-}
-
-/// The originals saved in state file `file` (none when it is missing),
-/// read under the trust rule ([`trust::read_state_text`]).
-fn read_state(file: &Path) -> io::Result<Vec<Saved>> {
-    let text = match trust::read_state_text(file, trust::STATE_CAP) {
-        Ok(Some(t)) => t,
-        Ok(None) => return Ok(Vec::new()),
-        Err(e) if e.kind() == io::ErrorKind::InvalidData => return Err(e),
-        Err(e) => return Err(described(&e, &format!("reading {}", file.display()))),
-    };
-    serde_json::from_str::<StateFile>(&text)
-        .map(|s| s.knobs)
-        .map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is no readpath knobs state file: {e}", file.display()),
-            )
-        })
-}
-
-/// Replaces state file `file` with `saved` ([`trust::write_state`]: a
-/// create-new temporary with a random name, synced and renamed), or
-/// removes it when `saved` is empty.
-fn write_state(file: &Path, saved: &[Saved]) -> io::Result<()> {
-    if saved.is_empty() {
-        return trust::remove_state(file);
-    }
-    let mut text = serde_json::to_string_pretty(&StateFile {
-        pid: std::process::id(),
-        knobs: saved.to_vec(),
-    })
-    .map_err(io::Error::other)?;
-    text.push('\n');
-    trust::write_state(file, text.as_bytes())
-}
-
-/// An OS error's text without its `(os error N)`.
-fn os_text(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
-
-/// `e` with `what` in front and a hint of why it failed.
-fn described(e: &io::Error, what: &str) -> io::Error {
-    let hint = match e.kind() {
-        io::ErrorKind::PermissionDenied if !is_root() => {
-            " (readpath must run as root to change it)"
-        }
-        io::ErrorKind::PermissionDenied => {
-            " (not even root may change it here: a container, or kernel lockdown)"
-        }
-        io::ErrorKind::NotFound => " (this kernel has no such file)",
-        io::ErrorKind::InvalidInput => " (the kernel refused the value)",
-        _ => "",
-    };
-    io::Error::new(e.kind(), format!("{what}: {}{hint}", os_text(e)))
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid takes no arguments, touches no memory of ours and
-    // cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// `s` cut to 80 characters for a message.
-fn clip(s: &str) -> String {
-    if s.chars().count() <= 80 {
-        s.to_string()
-    } else {
-        format!("{}...", s.chars().take(80).collect::<String>())
-    }
+    restore_gone(state_dir, root, &known_knob)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::journal::StateFile;
     use super::*;
+    use std::fs::File;
 
     /// A fake sysfs tree under a temp dir, with the state dir beside it.
     struct Fake {
@@ -1260,10 +919,8 @@ mod tests {
         let lock = f.state().join("live-4242.lock");
         fs::write(&lock, "data dir /srv/other").unwrap();
         let held = File::open(&lock).unwrap();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
-        // SAFETY: flock on a descriptor we own.
-        let rc = unsafe { libc::flock(fd, libc::LOCK_EX) };
-        assert_eq!(rc, 0);
+        // std's `File::lock` is `flock(LOCK_EX)` on Linux.
+        held.lock().unwrap();
         f.gone_state(4242, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache")]);
         f.put(AFFINITY_SCOPE, "system");
         let mut k = f.knobs();
@@ -1486,75 +1143,6 @@ mod tests {
         let f = Fake::new();
         let none = f.dir.path().join("none");
         assert_eq!(restore_left_with_root(&none, &f.root()).unwrap(), []);
-    }
-
-    #[test]
-    fn cpu_lists_become_kernel_masks() {
-        assert_eq!(cpu_mask_hex(&[]), "0");
-        assert_eq!(cpu_mask_hex(&[0, 1]), "3");
-        assert_eq!(cpu_mask_hex(&[1, 0, 1]), "3");
-        assert_eq!(cpu_mask_hex(&(0..8).collect::<Vec<_>>()), "ff");
-        assert_eq!(cpu_mask_hex(&[0, 33]), "2,00000001");
-        assert_eq!(cpu_mask_hex(&[32]), "1,00000000");
-        assert_eq!(cpu_mask_hex(&(0..40).collect::<Vec<_>>()), "ff,ffffffff");
-        assert_eq!(cpu_mask_hex(&[64]), "1,00000000,00000000");
-    }
-
-    #[test]
-    fn kernel_masks_become_cpu_lists() {
-        assert_eq!(parse_cpu_mask_hex("3\n").unwrap(), [0, 1]);
-        assert_eq!(parse_cpu_mask_hex("0").unwrap(), Vec::<usize>::new());
-        assert_eq!(parse_cpu_mask_hex("1,00000000").unwrap(), [32]);
-        assert_eq!(parse_cpu_mask_hex("2,00000001").unwrap(), [0, 33]);
-        assert_eq!(parse_cpu_mask_hex("00000000,00000003").unwrap(), [0, 1]);
-        assert_eq!(
-            parse_cpu_mask_hex("FF").unwrap(),
-            (0..8).collect::<Vec<_>>()
-        );
-        assert_eq!(
-            parse_cpu_mask_hex("ff,ffffffff").unwrap(),
-            (0..40).collect::<Vec<_>>()
-        );
-        // CPU 4095 is the last allowed; 4096 is one too many.
-        let mut top = vec!["80000000"];
-        top.extend(std::iter::repeat_n("00000000", 127));
-        assert_eq!(parse_cpu_mask_hex(&top.join(",")).unwrap(), [4095]);
-        let mut over = vec!["1"];
-        over.extend(std::iter::repeat_n("00000000", 128));
-        assert!(parse_cpu_mask_hex(&over.join(",")).is_err());
-        // Leading zero words past 4096 bits are fine.
-        let mut wide = vec!["0"; 200];
-        wide.push("1");
-        assert_eq!(parse_cpu_mask_hex(&wide.join(",")).unwrap(), [0]);
-        for bad in [
-            "",
-            " ",
-            "xyz",
-            "0x3",
-            "1,,2",
-            ",1",
-            "1,",
-            "123456789",
-            "-1",
-            "1 2",
-            "ff;ff",
-        ] {
-            assert!(parse_cpu_mask_hex(bad).is_err(), "{bad:?}");
-        }
-        assert!(parse_cpu_mask_hex(&vec!["0"; 2000].join(",")).is_err());
-    }
-
-    #[test]
-    fn masks_round_trip() {
-        for cpus in [
-            vec![0],
-            vec![0, 1],
-            vec![5, 31, 32, 63, 64, 100],
-            (0..256).collect(),
-            vec![4095],
-        ] {
-            assert_eq!(parse_cpu_mask_hex(&cpu_mask_hex(&cpus)).unwrap(), cpus);
-        }
     }
 
     #[test]

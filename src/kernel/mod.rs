@@ -10,8 +10,10 @@
 //! derived from that nonce. It touches nothing but the directory it makes
 //! (removed with its file, and the key removed, before it returns).
 
-pub mod fscrypt;
-pub mod fsverity;
+/// The fscrypt and fs-verity ioctls live in `sys` (raw system calls only
+/// there); their old paths under `kernel` stay for callers.
+pub use crate::sys::{fscrypt, fsverity};
+mod journal;
 pub mod knobs;
 pub mod target;
 pub mod trace;
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sys::oflag;
 use crate::sys::trust;
 
 use crate::crypto::{CipherKind, ContentsCipher, DATA_UNIT_SIZE};
@@ -110,7 +113,7 @@ pub fn check_contents(
             // The directory just made, never a link put in its place.
             let d = OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
+                .custom_flags(oflag::O_NOFOLLOW | oflag::O_DIRECTORY)
                 .open(&sub)?;
             fscrypt::set_policy(&d, &fscrypt::PolicyV2::new(mode_of(kind), id))?;
         }
@@ -132,8 +135,7 @@ pub fn check_contents(
         // A block device's own cache may hold what was there before the
         // filesystem wrote (its bios bypass it): dropped first. An image
         // file is fine either way.
-        // SAFETY: posix_fadvise on an open fd has no memory effects.
-        unsafe { libc::posix_fadvise(dev.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let _ = crate::sys::fadvise_dontneed(&dev);
         let mut units_equal = 0u64;
         let mut first_mismatch = None;
         let mut want = vec![0u8; DATA_UNIT_SIZE];
@@ -159,8 +161,7 @@ pub fn check_contents(
         }
         // Read back cold: the kernel decrypts what it wrote (on its
         // fscrypt_read_queue) into the plaintext again.
-        // SAFETY: posix_fadvise on an open fd has no memory effects.
-        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let _ = crate::sys::fadvise_dontneed(&f);
         let mut back = Vec::with_capacity(plaintext.len());
         let t0 = std::time::Instant::now();
         File::open(&path)?.read_to_end(&mut back)?;
@@ -304,17 +305,8 @@ pub fn is_mount_point(path: &Path) -> bool {
 /// Unmounts `mnt` (never following a link there); `lazy` detaches it now
 /// and lets the kernel finish when its last file closes.
 fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
-    let c = crate::sys::c_path(mnt)?;
-    let flags = libc::UMOUNT_NOFOLLOW | if lazy { libc::MNT_DETACH } else { 0 };
-    // SAFETY: `c` is a valid NUL-terminated path.
-    if unsafe { libc::umount2(c.as_ptr(), flags) } != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("unmounting {}: {e}", mnt.display()),
-        ));
-    }
-    Ok(())
+    crate::sys::unmount(mnt, lazy)
+        .map_err(|e| io::Error::new(e.kind(), format!("unmounting {}: {e}", mnt.display())))
 }
 
 fn run(cmd: &mut std::process::Command) -> io::Result<()> {
@@ -386,7 +378,7 @@ fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
                 &e.path(),
                 &format!(
                     "names {}, not readpath's instance {}",
-                    crate::output::format::printable(&inst.display().to_string(), false),
+                    crate::sys::printable(&inst.display().to_string(), false),
                     want.display()
                 ),
             ));
@@ -537,7 +529,7 @@ fn restore_mount(kdir: &Path, spec: &ScratchSpec) -> io::Result<Option<PathBuf>>
         if !mount_is_image(&m, &image) {
             return Err(io::Error::other(format!(
                 "{} is mounted at {} (ext4? {}), which is not readpath's image {}: left alone",
-                crate::output::format::printable(&m.source.display().to_string(), false),
+                crate::sys::printable(&m.source.display().to_string(), false),
                 mnt.display(),
                 m.fstype,
                 image.display()
@@ -570,113 +562,11 @@ fn mount_is_image(m: &trust::MountEntry, image: &Path) -> bool {
     else {
         return false;
     };
-    let Ok(img) = trust::open_own_file(image, libc::O_RDONLY).and_then(|f| f.metadata()) else {
+    let Ok(img) = trust::open_own_file(image, oflag::O_RDONLY).and_then(|f| f.metadata()) else {
         return false;
     };
-    loopdev::backing(&format!("/dev/loop{n}"))
+    crate::sys::loopdev::backing(&format!("/dev/loop{n}"))
         .is_some_and(|(dev, ino)| dev == img.dev() && ino == img.ino())
-}
-
-/// Loop devices, attached to an open file (no path is followed).
-mod loopdev {
-    use std::fs::{File, OpenOptions};
-    use std::io;
-    use std::os::fd::AsRawFd;
-    use std::path::PathBuf;
-
-    const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
-    const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
-    const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
-    const LO_FLAGS_AUTOCLEAR: u32 = 4;
-
-    /// `struct loop_info64` (linux/loop.h).
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct LoopInfo64 {
-        lo_device: u64,
-        lo_inode: u64,
-        lo_rdevice: u64,
-        lo_offset: u64,
-        lo_sizelimit: u64,
-        lo_number: u32,
-        lo_encrypt_type: u32,
-        lo_encrypt_key_size: u32,
-        lo_flags: u32,
-        lo_file_name: [u8; 64],
-        lo_crypt_name: [u8; 64],
-        lo_encrypt_key: [u8; 32],
-        lo_init: [u64; 2],
-    }
-
-    /// `struct loop_config` (linux/loop.h).
-    #[repr(C)]
-    struct LoopConfig {
-        fd: u32,
-        block_size: u32,
-        info: LoopInfo64,
-        reserved: [u64; 8],
-    }
-
-    fn zero_info() -> LoopInfo64 {
-        // SAFETY: an all-zero loop_info64 is valid (plain integers).
-        unsafe { std::mem::zeroed() }
-    }
-
-    /// Attaches a free loop device to `image` (open read-write) with
-    /// autoclear; returns the device, open (the attachment lasts while it
-    /// is open or mounted), and its path.
-    pub fn attach(image: &File, name: &[u8]) -> io::Result<(File, PathBuf)> {
-        let ctl = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/loop-control")?;
-        for _ in 0..16 {
-            // SAFETY: LOOP_CTL_GET_FREE takes no argument.
-            let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE as _) };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let path = PathBuf::from(format!("/dev/loop{n}"));
-            let dev = OpenOptions::new().read(true).write(true).open(&path)?;
-            let mut info = zero_info();
-            info.lo_flags = LO_FLAGS_AUTOCLEAR;
-            let k = name.len().min(63);
-            info.lo_file_name[..k].copy_from_slice(&name[..k]);
-            let cfg = LoopConfig {
-                fd: image.as_raw_fd() as u32,
-                block_size: 0,
-                info,
-                reserved: [0; 8],
-            };
-            // SAFETY: LOOP_CONFIGURE reads a loop_config we own.
-            if unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE as _, &cfg) } == 0 {
-                return Ok((dev, path));
-            }
-            let e = io::Error::last_os_error();
-            // Taken by another process between the two calls: the next.
-            if e.raw_os_error() != Some(libc::EBUSY) {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!(
-                        "attaching {} (LOOP_CONFIGURE, Linux 5.8+): {e}",
-                        path.display()
-                    ),
-                ));
-            }
-        }
-        Err(io::Error::other("no free loop device after 16 tries"))
-    }
-
-    /// The (st_dev, st_ino) of the file loop device `dev` is backed by.
-    pub fn backing(dev: &str) -> Option<(u64, u64)> {
-        let f = File::open(dev).ok()?;
-        let mut info = zero_info();
-        // SAFETY: LOOP_GET_STATUS64 fills a loop_info64 we own.
-        if unsafe { libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info) } != 0 {
-            return None;
-        }
-        Some((info.lo_device, info.lo_inode))
-    }
 }
 
 impl ScratchFs {
@@ -736,7 +626,7 @@ impl ScratchFs {
         let mnt = dir.join(spec.mnt);
         fresh_mount_point(&mnt)?;
         let reuse = spec.keep
-            && trust::open_own_file(&image, libc::O_RDONLY)
+            && trust::open_own_file(&image, oflag::O_RDONLY)
                 .and_then(|f| f.metadata())
                 .is_ok_and(|m| m.len() >= bytes);
         if !reuse {
@@ -776,28 +666,13 @@ impl ScratchFs {
     /// file) to a loop device and mounts it on the mount point's own
     /// descriptor; checks the kernel's table shows it there.
     fn mount(&mut self) -> io::Result<()> {
-        let img = trust::open_own_file(&self.image, libc::O_RDWR)?;
-        let (dev, path) = loopdev::attach(&img, self.image.as_os_str().as_bytes())?;
+        let img = trust::open_own_file(&self.image, oflag::O_RDWR)?;
+        let (dev, path) = crate::sys::loopdev::attach(&img, self.image.as_os_str().as_bytes())?;
         drop(img);
         let at = trust::open_dir_nofollow(&self.mnt)?;
         let target = format!("/proc/self/fd/{}", at.as_raw_fd());
-        let (src, tgt, ty) = (
-            crate::sys::c_path(&path)?,
-            crate::sys::c_path(Path::new(&target))?,
-            crate::sys::c_path(Path::new("ext4"))?,
-        );
-        // SAFETY: every pointer is a valid NUL-terminated string; no data.
-        let rc = unsafe {
-            libc::mount(
-                src.as_ptr(),
-                tgt.as_ptr(),
-                ty.as_ptr(),
-                libc::MS_NODEV | libc::MS_NOSUID | libc::MS_NOEXEC,
-                std::ptr::null(),
-            )
-        };
-        if rc != 0 {
-            let e = io::Error::last_os_error();
+        let rc = crate::sys::mount(&path, Path::new(&target), "ext4", true);
+        if let Err(e) = rc {
             return Err(io::Error::new(
                 e.kind(),
                 format!(
@@ -988,14 +863,7 @@ pub fn ensure_tracefs(data_dir: &Path) -> io::Result<Option<TracefsMount>> {
         )
     };
     write(0)?;
-    let (src, tgt, ty) = (
-        crate::sys::c_path(Path::new("nodev"))?,
-        crate::sys::c_path(tracefs)?,
-        crate::sys::c_path(Path::new("tracefs"))?,
-    );
-    // SAFETY: valid NUL-terminated strings; no data.
-    if unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), ty.as_ptr(), 0, std::ptr::null()) } != 0 {
-        let e = io::Error::last_os_error();
+    if let Err(e) = crate::sys::mount(Path::new("nodev"), tracefs, "tracefs", false) {
         let _ = trust::remove_state(&state);
         return Err(io::Error::new(
             e.kind(),
@@ -1095,7 +963,7 @@ pub fn block_device_path(path: &Path) -> io::Result<std::path::PathBuf> {
 pub fn device_of(path: &Path) -> io::Result<(u32, u32)> {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::metadata(path)?.dev();
-    Ok((libc::major(dev), libc::minor(dev)))
+    Ok(crate::sys::dev_numbers(dev))
 }
 
 impl Drop for ScratchFs {
@@ -1138,10 +1006,8 @@ pub fn parse_crypto_driver(text: &str, name: &str) -> Option<(String, i64)> {
     best
 }
 
-/// Whether the running kernel's ext4 has fs-verity (`/sys/fs/ext4/features/verity`).
-pub fn ext4_has_verity() -> bool {
-    Path::new("/sys/fs/ext4/features/verity").exists()
-}
+/// The probe lives in `sys` (the feature probe reads it at startup).
+pub use crate::sys::ext4_has_verity;
 
 #[cfg(test)]
 mod tests {

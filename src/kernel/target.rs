@@ -214,7 +214,7 @@ impl KernelTarget {
         let path = dir.join(&name);
         // An existing file must be readpath's own regular file (a link, a
         // FIFO or another user's file there is refused, not read).
-        match trust::open_own_file(&path, libc::O_RDONLY) {
+        match trust::open_own_file(&path, crate::sys::oflag::O_RDONLY) {
             Ok(f) if f.metadata().is_ok_and(|m| m.len() == ds.file_size()) => return Ok(path),
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}

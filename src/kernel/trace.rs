@@ -705,7 +705,7 @@ impl Tracer {
         // closes the pipe before the instance is removed.
         let pipe = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NONBLOCK)
+            .custom_flags(crate::sys::oflag::O_NONBLOCK)
             .open(t.dir.join("trace_pipe"))?;
         let (stop, agg) = (t.stop.clone(), t.agg.clone());
         t.thread = Some(

@@ -35,6 +35,8 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::sys::{Ready, errno, oflag, wait_ready};
+
 /// How long a stream output (a FIFO, a pipe, a terminal) whose reader is
 /// not reading is still waited for once a stop signal arrived: the records
 /// left are written if the reader takes them, and readpath ends anyway.
@@ -77,28 +79,6 @@ fn tell(msg: &str) {
     let _ = writeln!(std::io::stderr(), "{msg}");
 }
 
-/// Waits until `fd` is ready for `events` (POLLIN or POLLOUT; an error or
-/// hang-up counts as ready: the read or write says which). Returns false
-/// when `limit` passed first; EINTR is a wake-up, not an error.
-fn wait_ready(fd: RawFd, events: libc::c_short, limit: i32) -> std::io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, its count 1.
-    let r = unsafe { libc::poll(&mut p, 1, limit) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        return if e.raw_os_error() == Some(libc::EINTR) {
-            Ok(false)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(r > 0)
-}
-
 /// A stream output (stdout, a FIFO, a terminal, `/dev/null`) written so
 /// that a stop signal always ends a write: a non-blocking descriptor (a
 /// FIFO readpath opened) waits for room in `poll(2)` on EAGAIN; a
@@ -120,12 +100,10 @@ struct Stream {
 
 impl Stream {
     fn new(file: Option<File>, nonblocking: bool) -> Stream {
-        let fd = file.as_ref().map_or(libc::STDOUT_FILENO, |f| f.as_raw_fd());
-        // SAFETY: fstat on a descriptor into a zeroed struct.
-        let regular = unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG
-        };
+        let fd = file
+            .as_ref()
+            .map_or(crate::sys::STDOUT_FD, |f| f.as_raw_fd());
+        let regular = crate::sys::is_regular_fd(fd);
         Stream {
             _file: file,
             fd,
@@ -139,7 +117,7 @@ impl Stream {
     /// a stop signal.
     fn wait_room(&mut self) -> std::io::Result<()> {
         loop {
-            if wait_ready(self.fd, libc::POLLOUT, POLL_MS)? {
+            if wait_ready(self.fd, Ready::Write, POLL_MS)? {
                 return Ok(());
             }
             if crate::sys::stop_requested() {
@@ -166,18 +144,16 @@ impl Write for Stream {
                 buf.len()
             } else {
                 self.wait_room()?;
-                buf.len().min(libc::PIPE_BUF)
+                buf.len().min(crate::sys::PIPE_BUF)
             };
-            // SAFETY: `len` bytes of `buf` are valid to read; `fd` is open
-            // (owned by `file`, or stdout).
-            let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), len) };
-            if n >= 0 {
-                return Ok(n as usize);
-            }
-            let e = std::io::Error::last_os_error();
+            // `fd` is open: owned by `file`, or stdout.
+            let e = match crate::sys::write_fd(self.fd, &buf[..len]) {
+                Ok(n) => return Ok(n),
+                Err(e) => e,
+            };
             match e.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::EAGAIN) => self.wait_room()?,
+                Some(errno::EINTR) => {}
+                Some(errno::EAGAIN) => self.wait_room()?,
                 _ => return Err(e),
             }
         }
@@ -291,13 +267,13 @@ fn follow_links(p: &Path) -> std::io::Result<PathBuf> {
             Err(e) => return Err(e),
         }
     }
-    Err(std::io::Error::from_raw_os_error(libc::ELOOP))
+    Err(std::io::Error::from_raw_os_error(errno::ELOOP))
 }
 
 /// The device (major, minor) of a character device.
 fn dev_numbers(m: &Metadata) -> (u32, u32) {
     let r = m.rdev();
-    (libc::major(r), libc::minor(r))
+    crate::sys::dev_numbers(r)
 }
 
 /// Character devices an output may stream to: the null device and
@@ -524,11 +500,11 @@ impl OutputPath {
         loop {
             let opened = OpenOptions::new()
                 .write(true)
-                .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+                .custom_flags(oflag::O_NOCTTY | oflag::O_NONBLOCK)
                 .open(&self.target);
             match opened {
                 Ok(f) => return Ok((f, fifo)),
-                Err(e) if fifo && e.raw_os_error() == Some(libc::ENXIO) => {
+                Err(e) if fifo && e.raw_os_error() == Some(errno::ENXIO) => {
                     let waiting = format!(
                         "waiting for a reader on FIFO {}",
                         crate::output::format::printable(&self.given.display().to_string(), false)
@@ -552,7 +528,7 @@ impl OutputPath {
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if e.raw_os_error() == Some(errno::EINTR) => {}
                 Err(err) => {
                     return Err(OutputError::Io {
                         what: self.what.clone(),
@@ -706,7 +682,7 @@ const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
 pub fn open_input(path: &Path) -> std::io::Result<Input> {
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(oflag::O_NONBLOCK | oflag::O_NOCTTY)
         .open(path)?;
     let m = file.metadata()?;
     let stream = !m.is_file() && !m.is_dir();
@@ -740,14 +716,15 @@ impl Read for Input {
             return self.file.read(buf);
         }
         loop {
-            if wait_ready(self.file.as_raw_fd(), libc::POLLIN, POLL_MS)? {
+            if wait_ready(self.file.as_raw_fd(), Ready::Read, POLL_MS)? {
                 match self.file.read(buf) {
                     Ok(n) => {
                         self.waiting = None;
                         return Ok(n);
                     }
                     Err(e)
-                        if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => {}
+                        if matches!(e.raw_os_error(), Some(errno::EAGAIN) | Some(errno::EINTR)) => {
+                    }
                     Err(e) => return Err(e),
                 }
                 continue;
@@ -935,23 +912,17 @@ mod tests {
 
     #[test]
     fn dev_stdout_on_a_pipe_is_the_pipe() {
-        let mut fds = [0; 2];
-        // SAFETY: pipe(2) fills two descriptors, closed below.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        let (r, w) = (fds[0], fds[1]);
+        let (mut r, w) = std::io::pipe().unwrap();
+        let w_fd = w.as_raw_fd();
         // What `/dev/stdout` is when stdout is a pipe: a link to `pipe:[N]`.
-        let link = PathBuf::from(format!("/proc/self/fd/{w}"));
+        let link = PathBuf::from(format!("/proc/self/fd/{w_fd}"));
         let o = OutputPath::check("--record", &link, &[]).unwrap();
         assert_eq!(o.mode(), Mode::InPlace);
         o.write_all(b"through /proc").unwrap();
-        // SAFETY: closing our own descriptors; reading into a local buffer.
-        let got = unsafe {
-            libc::close(w);
-            let mut buf = [0u8; 64];
-            let n = libc::read(r, buf.as_mut_ptr().cast(), buf.len());
-            libc::close(r);
-            buf[..n.max(0) as usize].to_vec()
-        };
+        drop(w);
+        let mut buf = [0u8; 64];
+        let n = std::io::Read::read(&mut r, &mut buf).unwrap();
+        let got = buf[..n].to_vec();
         assert_eq!(got, b"through /proc");
     }
 

@@ -59,21 +59,8 @@ pub fn short_label(label: &str) -> String {
     }
 }
 
-/// `s` with every control character (escape sequences included) replaced
-/// by U+FFFD, so text from a file (a demo caption, a preset description) can
-/// never drive the terminal it is printed on. Newlines and tabs are kept
-/// when `keep_lines`.
-pub fn printable(s: &str, keep_lines: bool) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && !(keep_lines && (c == '\n' || c == '\t')) {
-                '\u{fffd}'
-            } else {
-                c
-            }
-        })
-        .collect()
-}
+// Defined in `sys`, which also sanitises the paths it names in messages.
+pub use crate::sys::printable;
 
 /// JSON made as safe for a terminal as [`printable`] text, losing
 /// nothing: serde_json escapes U+0000..=U+001F itself; DEL and the C1

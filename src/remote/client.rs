@@ -343,7 +343,7 @@ enum Waited {
     /// The timeout passed.
     TimedOut,
     /// A stop signal came.
-    Interrupted(libc::c_int),
+    Interrupted(i32),
 }
 
 impl RemoteWorkload {
@@ -481,7 +481,7 @@ impl RemoteWorkload {
             }
             err(&place, m, false)
         };
-        let interrupted = |sig: libc::c_int, what: &str| {
+        let interrupted = |sig: i32, what: &str| {
             err(
                 &place,
                 format!(

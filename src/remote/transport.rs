@@ -233,11 +233,10 @@ fn drain(mut r: impl Read, into: Arc<Mutex<Vec<u8>>>, cap: usize) {
 /// command), then SIGKILL if it lingers, and reaps it.
 fn end_child(child: &mut Child) {
     if let Ok(None) = child.try_wait()
-        && let Ok(pid) = libc::pid_t::try_from(child.id())
+        && i32::try_from(child.id()).is_ok()
     {
-        // SAFETY: kill has no memory-safety preconditions; the pid is our
-        // own child's, not reaped yet, so not reused.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        // Our own child, not reaped yet: its PID is not reused.
+        crate::sys::terminate(child.id());
         let t = Instant::now();
         while t.elapsed() < Duration::from_millis(300) {
             if let Ok(Some(_)) = child.try_wait() {
@@ -685,12 +684,12 @@ impl Remote {
 }
 
 /// The stop signal received, if any.
-fn stopped() -> Option<libc::c_int> {
+fn stopped() -> Option<i32> {
     let sig = crate::sys::stop_signal();
     (sig != 0).then_some(sig)
 }
 
-fn interrupted(place: &str, step: &str, sig: libc::c_int) -> SetupError {
+fn interrupted(place: &str, step: &str, sig: i32) -> SetupError {
     SetupError::new(
         SetupFailure::Interrupted,
         format!(

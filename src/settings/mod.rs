@@ -21,8 +21,9 @@ use crate::crypto::CipherKind;
 /// The page size; block and file sizes must be multiples of it.
 pub const PAGE_SIZE: u64 = 4096;
 /// Largest CPU number accepted before the machine is known (the kernel's
-/// `CONFIG_NR_CPUS` tops out at 8192).
-pub const MAX_CPU_NUMBER: usize = 8191;
+/// `CONFIG_NR_CPUS` tops out at 8192); defined in `sys` with the CPU-list
+/// parser.
+pub use crate::sys::MAX_CPU_NUMBER;
 
 /// The sections of a settings file, in order.
 pub const SECTIONS: &[&str] = &["workload", "pipeline", "workers", "cache", "load", "kernel"];
@@ -300,7 +301,7 @@ mod error;
 pub use error::{SettingsError, line_col};
 mod value;
 use value::Val;
-pub(crate) use value::cpu_number_error;
+pub(crate) use crate::sys::cpu_number_error;
 use value::{
     Entry, SpannedError, closest, entries_from_de, entries_from_toml, sections_list, toml_string,
     unknown_key_error, wrong_type,

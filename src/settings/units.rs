@@ -3,8 +3,6 @@
 //! range checked and written back the same way. Shared by the settings,
 //! the command line and demo scripts, so `10s` means the same everywhere.
 
-use super::{MAX_CPU_NUMBER, cpu_number_error};
-
 /// Parses "10s", "250ms", "2m", "1h" or plain seconds.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     parse_duration_in(s, MIN_DURATION, MAX_DURATION)
@@ -123,60 +121,6 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
-/// Parse a Linux-style CPU list: `"0-3,6"` is `[0, 1, 2, 3, 6]`; `""` is
-/// empty. Order is kept as written.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let s = s.trim();
-    let mut out = Vec::new();
-    if s.is_empty() {
-        return Ok(out);
-    }
-    let number = |t: &str| -> Result<usize, String> {
-        let t = t.trim();
-        if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!("{t:?} is not a CPU number"));
-        }
-        t.parse::<usize>()
-            .ok()
-            .filter(|&n| n <= MAX_CPU_NUMBER)
-            .ok_or_else(|| cpu_number_error(t))
-    };
-    for part in s.split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            return Err("empty entry in CPU list".to_string());
-        }
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (number(a)?, number(b)?);
-                if a > b {
-                    return Err(format!(
-                        "range {a}-{b} is backwards (did you mean {b}-{a}?)"
-                    ));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(number(part)?),
-        }
-    }
-    Ok(out)
-}
-
-/// Format CPUs as a Linux-style CPU list, `[0, 1, 2, 3, 6]` as `"0-3,6"`.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        if j > i {
-            parts.push(format!("{}-{}", cpus[i], cpus[j]));
-        } else {
-            parts.push(cpus[i].to_string());
-        }
-        i = j + 1;
-    }
-    parts.join(",")
-}
+// CPU lists are parsed in `sys` (it reads them from sysfs too); the
+// settings and the command line name them here as before.
+pub use crate::sys::{format_cpu_list, parse_cpu_list};

@@ -2,10 +2,9 @@
 //! ([`Val`]) keeps its type and spelling so an error can quote it exactly,
 //! and unknown names get the closest valid one as a suggestion.
 
-use std::fmt;
 use std::ops::Range;
 
-use super::{KEYS, MAX_CPU_NUMBER, SECTIONS, SettingsError, section_names};
+use super::{KEYS, SECTIONS, SettingsError, section_names};
 
 // ---------------------------------------------------------------------------
 // Values as written, shared by the TOML and --set paths.
@@ -221,6 +220,3 @@ pub(super) fn wrong_type(key: &str, v: &Val, expected: String) -> SettingsError 
     }
 }
 
-pub(crate) fn cpu_number_error(n: impl fmt::Display) -> String {
-    format!("CPU {n} is out of range: CPU numbers are 0..={MAX_CPU_NUMBER}")
-}

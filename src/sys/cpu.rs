@@ -1,5 +1,6 @@
 //! Threads and CPUs: the online CPUs, this process's affinity mask, pinning a
-//! thread, the CPU a thread runs on.
+//! thread, the CPU a thread runs on; and CPUs as Linux writes them in text,
+//! lists (`0-3,6`) and the hex masks of sysfs (`ff,ffffffff`).
 
 #[allow(unused_imports)]
 use super::*;
@@ -155,4 +156,220 @@ pub fn current_thread_affinity() -> io::Result<Vec<usize>> {
 /// Thread `tid`'s CPU affinity right now, sorted.
 pub fn thread_affinity(tid: i32) -> io::Result<Vec<usize>> {
     affinity_of(tid)
+}
+
+/// Largest CPU number accepted before the machine is known (the kernel's
+/// `CONFIG_NR_CPUS` tops out at 8192).
+pub const MAX_CPU_NUMBER: usize = 8191;
+
+/// The message for a CPU number above [`MAX_CPU_NUMBER`].
+pub fn cpu_number_error(n: impl std::fmt::Display) -> String {
+    format!("CPU {n} is out of range: CPU numbers are 0..={MAX_CPU_NUMBER}")
+}
+
+/// Parse a Linux-style CPU list: `"0-3,6"` is `[0, 1, 2, 3, 6]`; `""` is
+/// empty. Order is kept as written.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let s = s.trim();
+    let mut out = Vec::new();
+    if s.is_empty() {
+        return Ok(out);
+    }
+    let number = |t: &str| -> Result<usize, String> {
+        let t = t.trim();
+        if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("{t:?} is not a CPU number"));
+        }
+        t.parse::<usize>()
+            .ok()
+            .filter(|&n| n <= MAX_CPU_NUMBER)
+            .ok_or_else(|| cpu_number_error(t))
+    };
+    for part in s.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err("empty entry in CPU list".to_string());
+        }
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(format!(
+                        "range {a}-{b} is backwards (did you mean {b}-{a}?)"
+                    ));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(number(part)?),
+        }
+    }
+    Ok(out)
+}
+
+/// Format CPUs as a Linux-style CPU list, `[0, 1, 2, 3, 6]` as `"0-3,6"`.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        if j > i {
+            parts.push(format!("{}-{}", cpus[i], cpus[j]));
+        } else {
+            parts.push(cpus[i].to_string());
+        }
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// The most CPUs a mask may name ([`parse_cpu_mask_hex`] refuses CPU
+/// numbers from this one up).
+pub const MAX_CPUS: usize = 4096;
+
+/// The most 32-bit words a mask text may have (leading zero words
+/// included, as a kernel with many possible CPUs prints them).
+const MAX_MASK_WORDS: usize = 1024;
+
+/// A CPU list as the hex mask sysfs takes: 32-bit words, most significant
+/// first, separated by commas, every word but the first printed with 8
+/// digits, the way the kernel prints a bitmap (`[0, 1]` -> `3`, `[0, 33]`
+/// -> `2,00000001`; no CPUs -> `0`).
+pub fn cpu_mask_hex(cpus: &[usize]) -> String {
+    let Some(&max) = cpus.iter().max() else {
+        return "0".to_string();
+    };
+    let mut words = vec![0u32; max / 32 + 1];
+    for &c in cpus {
+        if let Some(w) = words.get_mut(c / 32) {
+            *w |= 1 << (c % 32);
+        }
+    }
+    let mut out = String::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        if i == 0 {
+            out.push_str(&format!("{w:x}"));
+        } else {
+            out.push_str(&format!(",{w:08x}"));
+        }
+    }
+    out
+}
+
+/// A hex CPU mask as sysfs prints it (`ff,ffffffff`, surrounding white
+/// space ignored) -> the sorted CPU list. Refuses anything but hex words
+/// of at most 8 digits separated by single commas, and CPUs from
+/// [`MAX_CPUS`] up.
+pub fn parse_cpu_mask_hex(s: &str) -> Result<Vec<usize>, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("an empty CPU mask".to_string());
+    }
+    let words: Vec<&str> = t.split(',').collect();
+    if words.len() > MAX_MASK_WORDS {
+        return Err(format!(
+            "CPU mask {:?}... has {} words, more than {MAX_MASK_WORDS}",
+            t.chars().take(20).collect::<String>(),
+            words.len()
+        ));
+    }
+    let mut cpus = Vec::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        if w.is_empty() || w.len() > 8 || !w.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "CPU mask {t:?}: {w:?} is not a word of 1 to 8 hex digits (a mask is hex words separated by commas, e.g. ff,ffffffff)"
+            ));
+        }
+        let v = u32::from_str_radix(w, 16).map_err(|e| format!("CPU mask {t:?}: {w:?}: {e}"))?;
+        for b in 0..32 {
+            if v & (1 << b) != 0 {
+                let cpu = i * 32 + b;
+                if cpu >= MAX_CPUS {
+                    return Err(format!(
+                        "CPU mask {t:?} names CPU {cpu}; at most {MAX_CPUS} CPUs (0-{}) are allowed",
+                        MAX_CPUS - 1
+                    ));
+                }
+                cpus.push(cpu);
+            }
+        }
+    }
+    cpus.sort_unstable();
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod mask_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_become_kernel_masks() {
+        assert_eq!(cpu_mask_hex(&[]), "0");
+        assert_eq!(cpu_mask_hex(&[0, 1]), "3");
+        assert_eq!(cpu_mask_hex(&[1, 0, 1]), "3");
+        assert_eq!(cpu_mask_hex(&(0..8).collect::<Vec<_>>()), "ff");
+        assert_eq!(cpu_mask_hex(&[0, 33]), "2,00000001");
+        assert_eq!(cpu_mask_hex(&[32]), "1,00000000");
+        assert_eq!(cpu_mask_hex(&(0..40).collect::<Vec<_>>()), "ff,ffffffff");
+        assert_eq!(cpu_mask_hex(&[64]), "1,00000000,00000000");
+    }
+
+    #[test]
+    fn kernel_masks_become_cpu_lists() {
+        assert_eq!(parse_cpu_mask_hex("3\n").unwrap(), [0, 1]);
+        assert_eq!(parse_cpu_mask_hex("0").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpu_mask_hex("1,00000000").unwrap(), [32]);
+        assert_eq!(parse_cpu_mask_hex("2,00000001").unwrap(), [0, 33]);
+        assert_eq!(parse_cpu_mask_hex("00000000,00000003").unwrap(), [0, 1]);
+        assert_eq!(
+            parse_cpu_mask_hex("FF").unwrap(),
+            (0..8).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            parse_cpu_mask_hex("ff,ffffffff").unwrap(),
+            (0..40).collect::<Vec<_>>()
+        );
+        // CPU 4095 is the last allowed; 4096 is one too many.
+        let mut top = vec!["80000000"];
+        top.extend(std::iter::repeat_n("00000000", 127));
+        assert_eq!(parse_cpu_mask_hex(&top.join(",")).unwrap(), [4095]);
+        let mut over = vec!["1"];
+        over.extend(std::iter::repeat_n("00000000", 128));
+        assert!(parse_cpu_mask_hex(&over.join(",")).is_err());
+        // Leading zero words past 4096 bits are fine.
+        let mut wide = vec!["0"; 200];
+        wide.push("1");
+        assert_eq!(parse_cpu_mask_hex(&wide.join(",")).unwrap(), [0]);
+        for bad in [
+            "",
+            " ",
+            "xyz",
+            "0x3",
+            "1,,2",
+            ",1",
+            "1,",
+            "123456789",
+            "-1",
+            "1 2",
+            "ff;ff",
+        ] {
+            assert!(parse_cpu_mask_hex(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_cpu_mask_hex(&vec!["0"; 2000].join(",")).is_err());
+    }
+
+    #[test]
+    fn masks_round_trip() {
+        for cpus in [
+            vec![0],
+            vec![0, 1],
+            vec![5, 31, 32, 63, 64, 100],
+            (0..256).collect(),
+            vec![4095],
+        ] {
+            assert_eq!(parse_cpu_mask_hex(&cpu_mask_hex(&cpus)).unwrap(), cpus);
+        }
+    }
 }

@@ -129,16 +129,20 @@ pub fn probe_features() -> Features {
         schedstat: schedstat_available(),
         highpri: highpri.is_ok(),
         highpri_reason: highpri.err(),
-        kernel_verity: crate::kernel::ext4_has_verity(),
+        kernel_verity: ext4_has_verity(),
         kernel_target_reason: kernel_target_reason(),
     }
+}
+
+/// Whether the running kernel's ext4 has fs-verity (`/sys/fs/ext4/features/verity`).
+pub fn ext4_has_verity() -> bool {
+    Path::new("/sys/fs/ext4/features/verity").exists()
 }
 
 /// Why the kernel target cannot run here: its key ioctls, tracefs and loop
 /// mounts need root.
 fn kernel_target_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    (unsafe { libc::geteuid() } != 0).then(|| {
+    (super::trust::euid() != 0).then(|| {
         "workload.target = \"kernel\" needs root: the workqueue tracepoints (tracefs), the fscrypt key ioctls and the loop-mounted image".to_string()
     })
 }

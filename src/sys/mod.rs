@@ -9,10 +9,15 @@
 //! (`sched_setaffinity`, `setpriority`), probes once at startup what the machine
 //! and kernel offer (io_uring and its `NO_IOWAIT` feature, AES/SHA
 //! instructions, schedstat, the right to raise priority, O_DIRECT), and records
-//! a description of the machine with every result. This module and the
-//! io_uring reader are the only places in readpath that make raw syscalls, so
-//! every `unsafe` block the rest of the crate depends on for talking to the
-//! kernel lives here, each with its own `SAFETY:` argument.
+//! a description of the machine with every result. It also holds the kernel
+//! interfaces readpath drives directly: the fscrypt and fs-verity ioctls,
+//! mounts and loop devices, raw reads and polls. This module is the only
+//! place in readpath that calls libc (`tests/layers.rs` checks it), so every
+//! raw syscall lives here, each `unsafe` block with its own `SAFETY:`
+//! argument. The engine's io_uring submissions go through the `io_uring`
+//! crate, and its hot-path reads through [`pread_raw`] and [`preadv_raw`],
+//! inline and `unsafe` because their buffers are raw pointers only the
+//! engine can vouch for.
 //!
 //! Readers meant to run every sampling interval ([`ThreadStatReader`],
 //! [`ProcStatReader`]) keep their files open and `pread` them at offset 0 into
@@ -32,24 +37,98 @@ mod calls;
 mod cpu;
 mod features;
 mod fs;
+pub mod fscrypt;
+pub mod fsverity;
 mod machine;
+mod mount;
 mod priority;
 mod process;
 mod procfs;
+mod rawio;
 mod signals;
+pub mod testing;
+mod text;
 mod topology;
 pub mod trust;
 
-pub use calls::*;
-pub use cpu::*;
-pub use features::*;
-pub use fs::*;
-pub use machine::*;
-pub use priority::*;
-pub use process::*;
-pub use procfs::*;
-pub use signals::*;
-pub use topology::*;
+// Inside `sys` every file sees its siblings' items (`use super::*` in each,
+// and in the tests) through these private globs; what the rest of the
+// crate may name is the explicit list below.
+#[allow(unused_imports)]
+use {
+    calls::*, cpu::*, features::*, fs::*, machine::*, mount::*, priority::*, process::*, procfs::*,
+    rawio::*, signals::*, text::*, topology::*,
+};
+
+/// Clocks: monotonic and CPU time, for stamps and sampling.
+pub use calls::{monotonic_ns, thread_cpu_time_ns};
+pub use process::{process_cpu_time_ns, process_rss_bytes};
+
+/// Small descriptor calls: eventfds, the terminal's bytes, FIFOs,
+/// non-blocking mode, free space.
+pub use calls::{
+    EventFd, StdinRead, c_path, free_bytes, fs_block_size, lacks_algorithm, make_fifo, read_stdin,
+    set_nonblocking,
+};
+
+/// Raw reads, writes and waits, and the libc constants the crate names
+/// (the engine's hot-path reads are `pread_raw` and `preadv_raw`).
+pub use rawio::{
+    EMPTY_IOVEC, IoVec, PIPE_BUF, Ready, STDOUT_FD, dev_numbers, errno, is_regular_fd, oflag,
+    pread_raw, preadv_raw, wait_ready, write_fd,
+};
+
+/// CPUs: which one runs, affinity, CPU lists as Linux writes them, and the
+/// topology the workqueue groups CPUs by.
+pub use cpu::{
+    MAX_CPU_NUMBER, MAX_CPUS, cpu_mask_hex, cpu_number_error, current_cpu, current_thread_affinity,
+    format_cpu_list, gettid, online_cpus, parse_cpu_list, parse_cpu_mask_hex, pin_current_thread,
+    thread_affinity, unpin_current_thread,
+};
+pub use topology::{CpuTopo, cpu_topology, default_affinity_scope, pods_by, read_topology};
+
+/// Priority and scheduling policy of threads.
+pub use priority::{
+    IRQ_FIFO_PRIORITY, NiceError, can_raise_priority, current_thread_nice, set_current_thread_fifo,
+    set_current_thread_nice, thread_policy,
+};
+
+/// The kernel's per-thread and per-CPU bookkeeping (`/proc`).
+pub use procfs::{
+    CpuTimes, CpuUsage, ProcStatReader, ThreadCounters, ThreadStatReader, clock_ticks_per_sec,
+    cpu_usage, schedstat_available,
+};
+
+/// Processes and memory: liveness, tools, write access, stale files, what
+/// memory is left.
+pub use process::{
+    can_write, memory_available_bytes, process_alive, remove_stale_temps, tool_on_path,
+};
+
+/// Signals: stop, resize, suspend and continue, as flags to poll.
+pub use signals::{
+    SIGHUP, STOP_SIGNALS, install_stop_handlers, install_terminal_handlers, signal_name,
+    stop_requested, stop_self, stop_signal, take_continued, take_resized, take_suspend, terminate,
+};
+
+/// The page cache: O_DIRECT, dropping, warming and residency of a file.
+pub use fs::{
+    Residency, fadvise_dontneed, page_cache_residency, page_size, supports_o_direct,
+    warm_page_cache,
+};
+
+/// What the machine and kernel offer, probed once, and the description
+/// recorded with every result.
+pub use features::{Features, ext4_has_verity, probe_features};
+pub use machine::{
+    MachineInfo, fs_type_name, kernel_version, machine_info, nearest_existing_ancestor,
+};
+
+/// Mounts, unmounts and loop devices (the kernel target's image).
+pub use mount::{loopdev, mount, unmount};
+
+/// Text safe for a terminal.
+pub use text::printable;
 
 #[cfg(test)]
 mod tests;

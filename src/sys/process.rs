@@ -52,24 +52,6 @@ pub fn tool_on_path(name: &str) -> bool {
     })
 }
 
-/// For tests that need an outside tool (the `fsverity` oracle, `tmux`,
-/// `openssl`, `rsvg-convert`): true when it is on `PATH`. When it is not,
-/// under CI (`CI=true`, as `.ci/run` sets: it installs every tool) this
-/// panics, so a missing tool fails; elsewhere it prints a visible skip
-/// naming the tool and its Debian package, and the test returns early.
-#[doc(hidden)]
-pub fn require_tool(test: &str, name: &str, package: &str) -> bool {
-    if tool_on_path(name) {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "{test}: `{name}` is not on PATH, and .ci/run installs it (Debian package {package})"
-    );
-    eprintln!("SKIPPED {test}: needs `{name}` (apt-get install {package})");
-    false
-}
-
 /// True when `pid` is a running (not zombie) process.
 pub fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

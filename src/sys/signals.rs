@@ -120,3 +120,16 @@ pub fn stop_self() {
         libc::raise(libc::SIGSTOP);
     }
 }
+
+/// SIGHUP: the terminal hung up (the explorer ends as "terminal gone").
+pub const SIGHUP: i32 = libc::SIGHUP;
+
+/// Sends SIGTERM to `pid` (a child of ours not reaped yet, so its PID is
+/// not reused); false when it could not be sent.
+pub fn terminate(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid, libc::SIGTERM) == 0 }
+}

@@ -38,7 +38,7 @@ pub fn read_topology(root: &Path, cpus: &[usize]) -> Vec<CpuTopo> {
             let list = |p: PathBuf| {
                 std::fs::read_to_string(p)
                     .ok()
-                    .and_then(|s| crate::settings::units::parse_cpu_list(&s).ok())
+                    .and_then(|s| parse_cpu_list(&s).ok())
                     .map(|mut l| {
                         l.sort_unstable();
                         l.dedup();

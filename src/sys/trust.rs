@@ -63,7 +63,7 @@ impl std::fmt::Display for Untrusted {
         write!(
             f,
             "{}: {}; readpath, running as {me}, acts only on directories owned by {owners} and writable by no one else (fix: `chown {me} {}` and `chmod go-w {}`, or choose a directory of your own)",
-            crate::output::format::printable(&self.path.display().to_string(), false),
+            super::printable(&self.path.display().to_string(), false),
             self.why,
             shell_word(&self.path),
             shell_word(&self.path),
@@ -110,10 +110,7 @@ fn shell_word(p: &Path) -> String {
     {
         s
     } else {
-        format!(
-            "'{}'",
-            crate::output::format::printable(&s, false).replace('\'', "'\\''")
-        )
+        format!("'{}'", super::printable(&s, false).replace('\'', "'\\''"))
     }
 }
 

@@ -328,7 +328,7 @@ pub fn run_with(
             }
             match crate::sys::stop_signal() {
                 0 => {}
-                libc::SIGHUP => return Ending::TerminalGone,
+                crate::sys::SIGHUP => return Ending::TerminalGone,
                 sig => return Ending::Signal(sig),
             }
             if app.quit || opts.duration.is_some_and(|d| started.elapsed() >= d) {

@@ -1334,7 +1334,7 @@ mod tests {
 
     #[test]
     fn oracle_fsverity_digest() {
-        if !crate::sys::require_tool("oracle_fsverity_digest", "fsverity", "fsverity") {
+        if !crate::sys::testing::require_tool("oracle_fsverity_digest", "fsverity", "fsverity") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,225 @@
+//! The irq threads' body (`workload.completion = "irq"`): each submits and
+//! completes the bios of its CPU's line (see [`super::irq`] for what they
+//! stand for). Apart from the lines themselves, which the pipeline's
+//! context holds, so that `stages` (the context) and the threads that use
+//! it do not import each other.
+
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+use io_uring::{IoUring, opcode, types};
+
+use crate::metrics::{Role, Stage, ThreadHandle, stamp};
+
+use super::pagecache::PAGE;
+use super::queue::WorkItem;
+use super::reader::{Corruptor, MAX_WAIT_NS, drain_wait, wait_ring};
+use super::stages::Ctx;
+
+/// user_data of the eventfd read that wakes a sleeping irq thread.
+use super::irq::{BioReq, IrqLine};
+
+/// user_data of the eventfd read that wakes a sleeping irq thread.
+const EVENTFD_TAG: u64 = u64::MAX;
+
+/// Starts one irq thread per line of `ctx.irqs` (none without).
+pub fn spawn(ctx: &Arc<Ctx>) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let Some(irqs) = &ctx.irqs else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for line in &irqs.lines {
+        let ctx = ctx.clone();
+        let line = line.clone();
+        out.push(
+            std::thread::Builder::new()
+                .name(format!("irq-cpu{}", line.cpu))
+                .spawn(move || {
+                    let h = ctx.registry.register(Role::Irq);
+                    if let Err(e) = run(&ctx, &line, h) {
+                        ctx.notices.push(format!("irq-cpu{}: {e}", line.cpu));
+                    }
+                })?,
+        );
+    }
+    Ok(out)
+}
+
+/// One irq thread: pinned to its CPU, SCHED_FIFO where permitted (a notice
+/// once per pipeline says what is missing where not; it then runs at the
+/// workers' priority), submitting and completing the bios handed to it.
+fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<()> {
+    if let Err(e) = crate::sys::pin_current_thread(&[line.cpu]) {
+        ctx.notices.push(format!(
+            "irq-cpu{}: could not pin to CPU {}: {e}",
+            line.cpu, line.cpu
+        ));
+    }
+    if let Err(why) = crate::sys::set_current_thread_fifo(crate::sys::IRQ_FIFO_PRIORITY)
+        && !ctx.irq_noticed.swap(true, Ordering::SeqCst)
+    {
+        let nice = if ctx.settings.workers.highpri { -20 } else { 0 };
+        let _ = crate::sys::set_current_thread_nice(nice);
+        ctx.notices.push(format!(
+            "workload.completion = irq: the completion threads run as ordinary threads (nice {}) instead of interrupt-like SCHED_FIFO: {why}",
+            crate::sys::current_thread_nice().unwrap_or(0)
+        ));
+    }
+    let cap = line.q.capacity();
+    let entries = (cap as u32 + 2).next_power_of_two();
+    let mut ring = IoUring::new(entries)?;
+    let fd = types::Fd(ctx.file.file.as_raw_fd());
+    let pc = ctx
+        .pcache
+        .clone()
+        .expect("irq completions are for page-cache pipelines");
+    let mut reqs: Vec<Option<BioReq>> = vec![None; cap];
+    let mut free: Vec<u32> = (0..cap as u32).rev().collect();
+    let mut in_flight = 0usize;
+    let mut efd_buf = Box::new(0u64);
+    let mut armed = false;
+    let mut corrupt = Corruptor::new(ctx.settings.pipeline.corrupt_every);
+    let mut io_error_noticed = false;
+    let result = loop {
+        h.tick();
+        while let Some(r) = line.q.pop() {
+            let i = free.pop().expect("a request slot per bio slot");
+            let sqe = opcode::Readv::new(fd, r.iov, r.npages)
+                .offset(r.offset)
+                .build()
+                .user_data(u64::from(i));
+            // SAFETY: the iovecs and frames are this bio's until its slot
+            // goes back to the reader, which happens only after its
+            // completion is reaped below.
+            unsafe { ring.submission().push(&sqe) }.expect("SQ sized for every bio");
+            reqs[i as usize] = Some(r);
+            in_flight += 1;
+        }
+        if ctx
+            .irqs
+            .as_ref()
+            .is_some_and(|i| i.stop.load(Ordering::SeqCst))
+            && in_flight == 0
+            && line.q.is_empty()
+        {
+            break Ok(());
+        }
+        if !armed {
+            let sqe = opcode::Read::new(
+                types::Fd(line.efd.raw()),
+                (&mut *efd_buf as *mut u64).cast(),
+                8,
+            )
+            .build()
+            .user_data(EVENTFD_TAG);
+            // SAFETY: the boxed 8 bytes live until this read is reaped
+            // (the drain below reaps it, or leaks the box).
+            unsafe { ring.submission().push(&sqe) }.expect("SQ has room for the eventfd read");
+            armed = true;
+        }
+        line.sleeping.store(true, Ordering::SeqCst);
+        let res = if line.q.is_empty() {
+            wait_ring(&ring, MAX_WAIT_NS, false)
+        } else {
+            ring.submit().map(|_| ())
+        };
+        line.sleeping.store(false, Ordering::SeqCst);
+        if let Err(e) = res {
+            break Err(e);
+        }
+        let t = stamp();
+        for cqe in ring.completion() {
+            let ud = cqe.user_data();
+            if ud == EVENTFD_TAG {
+                armed = false;
+                continue;
+            }
+            let Some(r) = reqs[ud as usize].take() else {
+                continue;
+            };
+            free.push(ud as u32);
+            in_flight -= 1;
+            h.rec.record(Stage::Device, t.saturating_sub(r.submit_ns));
+            let len = r.npages as usize * PAGE;
+            let ret = &ctx.returns[r.reader as usize];
+            if cqe.result() != len as i32 {
+                if !io_error_noticed {
+                    io_error_noticed = true;
+                    let res = cqe.result();
+                    let why = if res < 0 {
+                        std::io::Error::from_raw_os_error(-res).to_string()
+                    } else {
+                        format!("short read of {res} bytes")
+                    };
+                    ctx.notices.push(format!(
+                        "irq-cpu{}: bio at offset {} failed: {why}",
+                        line.cpu, r.offset
+                    ));
+                }
+                pc.end_bio(r.bio, false, true, |rd| ctx.returns[rd].poke());
+                ret.give_back(r.slot);
+                continue;
+            }
+            let bio = pc.bio(r.bio);
+            h.rec.counters.bios += 1;
+            h.rec.counters.bio_bytes += len as u64;
+            if bio.readahead_async.load(Ordering::Relaxed) {
+                h.rec.counters.readahead_async += 1;
+            }
+            if ctx.settings.pipeline.corrupt_every > 0 {
+                let f = bio.frames[0].load(Ordering::Relaxed);
+                // SAFETY: the frame is this bio's, its read complete, not
+                // yet handed to a worker.
+                corrupt.apply(unsafe { pc.frame_mut(f) }, &mut h);
+            }
+            let item = WorkItem {
+                buf: std::ptr::null_mut(),
+                len: len as u32,
+                reader: r.reader,
+                slot: r.slot,
+                offset: r.offset,
+                issue_ns: r.submit_ns,
+                enqueue_ns: 0,
+                queued_ns: 0,
+                needs_decrypt: ctx.plan.decrypt,
+                bio: r.bio,
+            };
+            if ctx.dispatch(&mut h.rec, item) {
+                ret.give_back(r.slot);
+            }
+        }
+    };
+    // Drain: every read still in the kernel completes before its bio is
+    // failed and its slot goes back (never while the device may still
+    // write its frames), and the eventfd read is woken and reaped.
+    line.efd.signal();
+    let mut broken = false;
+    while in_flight > 0 || armed {
+        if !drain_wait(&ring) {
+            broken = true;
+            break;
+        }
+        for cqe in ring.completion() {
+            let ud = cqe.user_data();
+            if ud == EVENTFD_TAG {
+                armed = false;
+            } else if let Some(r) = reqs[ud as usize].take() {
+                in_flight -= 1;
+                pc.end_bio(r.bio, false, true, |rd| ctx.returns[rd].poke());
+                ctx.returns[r.reader as usize].give_back(r.slot);
+            }
+        }
+    }
+    if broken || armed {
+        // The kernel may still write these: never free them.
+        std::mem::forget(efd_buf);
+    }
+    // Bios handed over after the loop ended fail at once (nothing read them).
+    while let Some(r) = line.q.pop() {
+        pc.end_bio(r.bio, false, true, |rd| ctx.returns[rd].poke());
+        ctx.returns[r.reader as usize].give_back(r.slot);
+    }
+    result
+}

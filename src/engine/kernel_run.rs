@@ -1,0 +1,212 @@
+//! The kernel target's runtime inside a running engine
+//! (`workload.target = "kernel"`): opening the target, tracing its queues,
+//! turning the system knobs it asks for, and leaving it all as it was.
+//! Apart from the engine's lifecycle because it owns system state (a
+//! mounted image, a key, tracefs, knobs) that must be put back in order.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::dataset::Progress;
+use crate::settings::Settings;
+
+use super::{Engine, EngineError};
+
+/// The kernel target of a running engine: its file system, the tracer on
+/// its queues, and the system knobs turned for it. Dropped in field order:
+/// the knobs are put back, the tracer's instance removed, then the key
+/// removed and the image unmounted.
+pub(super) struct KernelRun {
+    /// The file the pipeline reads (closed first: the image unmounts).
+    pub(super) file: Option<Arc<File>>,
+    pub(super) knobs: crate::kernel::knobs::SystemKnobs,
+    /// The tracer, with `kernel.trace` (the default).
+    pub(super) traced: Option<Traced>,
+    pub(super) target: crate::kernel::target::KernelTarget,
+    /// `kernel.dir` it was opened with.
+    pub(super) dir: String,
+    /// The largest dataset its image has room for.
+    pub(super) file_size: u64,
+}
+
+/// The kernel target's tracer and, when readpath mounted it, tracefs
+/// (dropped in that order: the instance goes before the mount).
+pub(super) struct Traced {
+    pub(super) tracer: Arc<crate::kernel::trace::Tracer>,
+    pub(super) _tracefs: Option<crate::kernel::TracefsMount>,
+}
+
+impl Traced {
+    /// Starts following the post-read queues and `device`'s requests.
+    fn start(data_dir: &Path, device: (u32, u32)) -> Result<Traced, EngineError> {
+        let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
+        let tracefs = crate::kernel::ensure_tracefs(data_dir).map_err(|e| kerr("tracefs", e))?;
+        let tracer = crate::kernel::trace::Tracer::start_with(data_dir, Some(device))
+            .map_err(|e| kerr("tracing the kernel's workqueues", e))?;
+        Ok(Traced {
+            tracer: Arc::new(tracer),
+            _tracefs: tracefs,
+        })
+    }
+
+    /// Waits (briefly) until the sampler no longer holds the tracer for
+    /// the interval it is closing, so dropping this removes the instance.
+    fn release(self) {
+        for _ in 0..200 {
+            if Arc::strong_count(&self.tracer) == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Engine {
+    /// Notes the kernel's workqueue affinity scope while the kernel target
+    /// runs (before its knobs are put back), for the run summary.
+    pub(super) fn note_kernel_scope(&self) {
+        if self.kernel.is_none() {
+            return;
+        }
+        let scope = std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
+            .ok()
+            .map(|s| s.trim().to_string());
+        *self
+            .shared
+            .kernel_scope
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = scope;
+    }
+
+    /// Opens the kernel target (once; again when `kernel.dir` changed or
+    /// the dataset outgrew its image), turns the knobs `eff` asks for and
+    /// returns the file of `eff`'s decryption and verity, written through
+    /// the kernel first if it is missing.
+    pub(super) fn kernel_file(
+        &mut self,
+        eff: &Settings,
+        progress: Progress<'_>,
+    ) -> Result<PathBuf, EngineError> {
+        let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
+        let size = self.dataset.file_size();
+        if self
+            .kernel
+            .as_ref()
+            .is_some_and(|k| k.dir != eff.kernel.dir || k.file_size < size)
+        {
+            self.leave_kernel();
+        }
+        if self.kernel.is_none() {
+            let target = crate::kernel::target::KernelTarget::open(
+                &self.opts.data_dir,
+                &eff.kernel.dir,
+                &self.dataset,
+            )
+            .map_err(|e| EngineError::Kernel(e.to_string()))?;
+            let driver = crate::kernel::crypto_driver("xts(aes)")
+                .map_or_else(|| "unknown".to_string(), |(d, _)| d);
+            self.sink().push(format!(
+                "kernel target: {}; the kernel's xts(aes) is {driver}",
+                target.describe
+            ));
+            self.kernel = Some(KernelRun {
+                knobs: crate::kernel::knobs::SystemKnobs::new(&self.opts.data_dir),
+                traced: None,
+                target,
+                dir: eff.kernel.dir.clone(),
+                file_size: if eff.kernel.dir.is_empty() {
+                    size
+                } else {
+                    u64::MAX
+                },
+                file: None,
+            });
+        }
+        // Tracing on or off as `kernel.trace` says (the sampler lets go of
+        // a tracer being stopped first).
+        let tracing = self.kernel.as_ref().is_some_and(|k| k.traced.is_some());
+        if tracing != eff.kernel.trace {
+            *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            let k = self.kernel.as_mut().expect("opened above");
+            match k.traced.take() {
+                Some(t) => t.release(),
+                None => k.traced = Some(Traced::start(&self.opts.data_dir, k.target.device)?),
+            }
+        }
+        let k = self.kernel.as_mut().expect("opened above");
+        let kind = crate::kernel::target::FileKind::of(
+            eff.pipeline.decrypt,
+            eff.pipeline.verity,
+            eff.pipeline.cipher,
+        );
+        let path = k.target.file(&self.dataset, kind, progress).map_err(|e| {
+            match e.raw_os_error() {
+                Some(crate::sys::errno::ENOPKG) => EngineError::Kernel(format!(
+                    "pipeline.cipher = \"{}\": this kernel lacks the cipher ({e}); use aes-256-xts",
+                    eff.pipeline.cipher.name()
+                )),
+                _ => kerr("writing its file through the kernel", e),
+            }
+        })?;
+        // Knobs last: nothing is changed until the file is there.
+        apply_knobs(k, eff)?;
+        Ok(path)
+    }
+
+    /// Leaves the kernel target, if it runs: the sampler stops taking its
+    /// trace, the knobs are put back, the tracefs instance removed, the
+    /// key removed and the image unmounted.
+    pub(super) fn leave_kernel(&mut self) {
+        *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.note_kernel_scope();
+        if let Some(mut k) = self.kernel.take() {
+            if let Some(t) = k.traced.take() {
+                t.release();
+            }
+            drop(k);
+        }
+    }
+}
+
+/// Turns the kernel knobs of `eff` on the target's system (a knob left at
+/// `default` is put back to what it was).
+fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
+    use crate::kernel::knobs::{Knob, cpu_mask_hex};
+    let kn = &eff.kernel;
+    let mut want: Vec<(Knob, Option<String>)> = vec![
+        (
+            Knob::affinity_scope(),
+            kn.affinity_scope.map(|scope| scope.name().to_string()),
+        ),
+        (
+            Knob::unbound_cpus(),
+            (!kn.unbound_cpus.is_empty()).then(|| cpu_mask_hex(&kn.unbound_cpus)),
+        ),
+    ];
+    // A device knob left at `default` is put back if it was changed; a
+    // device without a queue directory is an error only when one is set.
+    let base = k.target.base();
+    match Knob::read_ahead_kb(base).and_then(|ra| Ok((ra, Knob::rq_affinity(base)?))) {
+        Ok((ra, rq)) => {
+            want.push((ra, kn.read_ahead_kb.map(|n| n.to_string())));
+            want.push((rq, kn.rq_affinity.map(|n| n.to_string())));
+        }
+        Err(e) if kn.read_ahead_kb.is_some() || kn.rq_affinity.is_some() => {
+            return Err(EngineError::Kernel(format!(
+                "kernel.read_ahead_kb / kernel.rq_affinity: the queue of {}'s device: {e}",
+                base.display()
+            )));
+        }
+        Err(_) => {}
+    }
+    for (knob, value) in want {
+        let r = match value {
+            Some(v) => k.knobs.set(&knob, &v),
+            None => k.knobs.restore(&knob.path),
+        };
+        r.map_err(|e| EngineError::Kernel(format!("{}: {e}", knob.key)))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! Helpers for readpath's own tests (unit and `tests/*.rs`), kept out of
+//! `sys`'s working surface: nothing in a command calls them.
+
+/// For tests that need an outside tool (the `fsverity` oracle, `tmux`,
+/// `openssl`, `rsvg-convert`): true when it is on `PATH`. When it is not,
+/// under CI (`CI=true`, as `.ci/run` sets: it installs every tool) this
+/// panics, so a missing tool fails; elsewhere it prints a visible skip
+/// naming the tool and its Debian package, and the test returns early.
+pub fn require_tool(test: &str, name: &str, package: &str) -> bool {
+    if super::tool_on_path(name) {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "{test}: `{name}` is not on PATH, and .ci/run installs it (Debian package {package})"
+    );
+    eprintln!("SKIPPED {test}: needs `{name}` (apt-get install {package})");
+    false
+}
