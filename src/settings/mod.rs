@@ -300,8 +300,8 @@ impl SettingChange {
 mod error;
 pub use error::{SettingsError, line_col};
 mod value;
-use value::Val;
 pub(crate) use crate::sys::cpu_number_error;
+use value::Val;
 use value::{
     Entry, SpannedError, closest, entries_from_de, entries_from_toml, sections_list, toml_string,
     unknown_key_error, wrong_type,

@@ -219,4 +219,3 @@ pub(super) fn wrong_type(key: &str, v: &Val, expected: String) -> SettingsError 
         got: v.described(),
     }
 }
-
