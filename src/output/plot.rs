@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::metrics::IntervalRecord;
+use crate::metrics::{IntervalRecord, median};
+// The workers' run_delay per interval, ms/s: the metric table's getter.
+use crate::metrics::table::run_delay_ms_per_s;
 use crate::output::recording::Recording;
 
 /// One series' value in a record.
@@ -50,11 +52,6 @@ const RED_: RGBColor = RGBColor(210, 40, 40);
 const BLUE_: RGBColor = RGBColor(40, 90, 200);
 /// The markers' colour (lines and numbers).
 const MARK: RGBColor = RGBColor(200, 0, 200);
-
-/// The workers' run_delay per second of the interval, in ms.
-fn run_delay_ms_per_s(r: &IntervalRecord) -> f64 {
-    r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3
-}
 
 // The queue wait (us) and the run_delay (ms per s) used to share one
 // "scheduler latency" panel, one y axis for two units. They are two
@@ -190,21 +187,6 @@ fn phase_starts(rec: &Recording) -> Vec<(f64, String)> {
         })
         .map(|e| (e.t_s, e.label.clone()))
         .collect()
-}
-
-/// The median of `values` (NaN when empty).
-fn median(mut values: Vec<f64>) -> f64 {
-    values.retain(|v| v.is_finite());
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
 }
 
 /// A value with its unit, as a slide says it: times in s, ms or us
