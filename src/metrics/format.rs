@@ -60,15 +60,15 @@ pub fn fmt_ms(ms: f64) -> String {
     }
 }
 
-/// A figure for a table column whose title carries the unit: `0.35`,
+/// A figure whose unit is said beside it (`(usec)`, `ms/s`): `0.35`,
 /// `12.5`, `512` (fio's precision: two decimals below 10, one below 100).
-pub fn fio_us(us: f64) -> String {
-    if us >= 100.0 {
-        format!("{us:.0}")
-    } else if us >= 10.0 {
-        format!("{us:.1}")
+pub fn fmt_fig(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
     } else {
-        format!("{us:.2}")
+        format!("{v:.2}")
     }
 }
 
@@ -121,9 +121,9 @@ mod tests {
         assert_eq!(fmt_ms(36.0), "36ms");
         assert_eq!(fmt_ms(1.2), "1.2ms");
         assert_eq!(fmt_ms(0.345), "0.34ms");
-        assert_eq!(fio_us(553_800.0), "553800");
-        assert_eq!(fio_us(12.34), "12.3");
-        assert_eq!(fio_us(1.234), "1.23");
+        assert_eq!(fmt_fig(553_800.0), "553800");
+        assert_eq!(fmt_fig(12.34), "12.3");
+        assert_eq!(fmt_fig(1.234), "1.23");
         assert_eq!(kib_approx(131_072.0), "128K");
         assert_eq!(kib_approx(5_427.0), "5.3K");
     }

@@ -86,107 +86,126 @@ pub fn run_delay_ms_per_s(r: &IntervalRecord) -> f64 {
     r.workers.run_delay_us / 1e3 / r.interval_s.max(1e-9)
 }
 
+/// Throughput of good reads, MiB/s.
+pub const THROUGHPUT: Metric = Metric {
+    name: "throughput_mib_s",
+    label: "MiB/s",
+    short: "MiB/s",
+    narrow: "MiB/s",
+    unit: Unit::MibPerS,
+    better: Better::Higher,
+    explorer: true,
+    interval: |r| r.throughput_mib_s,
+    window: |s| s.throughput_mib_s,
+};
+
+/// Good reads per second.
+pub const IOPS: Metric = Metric {
+    name: "iops",
+    label: "IOPS",
+    short: "IOPS",
+    narrow: "IOPS",
+    unit: Unit::Iops,
+    better: Better::Higher,
+    explorer: true,
+    interval: |r| r.iops,
+    window: |s| s.iops,
+};
+
+/// End-to-end median latency, us.
+pub const P50: Metric = Metric {
+    name: "p50_us",
+    label: "p50 us",
+    short: "p50",
+    narrow: "p50",
+    unit: Unit::Us,
+    better: Better::Lower,
+    explorer: true,
+    interval: |r| r.latency_us.p50,
+    window: |s| s.p50_us,
+};
+
+/// End-to-end p99 latency, us.
+pub const P99: Metric = Metric {
+    name: "p99_us",
+    label: "p99 us",
+    short: "p99",
+    narrow: "p99",
+    unit: Unit::Us,
+    better: Better::Lower,
+    explorer: true,
+    interval: |r| r.latency_us.p99,
+    window: |s| s.p99_us,
+};
+
+/// End-to-end p99.9 latency, us.
+pub const P999: Metric = Metric {
+    name: "p999_us",
+    label: "p99.9 us",
+    short: "p99.9",
+    narrow: "p99.9",
+    unit: Unit::Us,
+    better: Better::Lower,
+    explorer: true,
+    interval: |r| r.latency_us.p999,
+    window: |s| s.p999_us,
+};
+
+/// p99 of the wait in the workqueues, us.
+pub const QUEUE_P99: Metric = Metric {
+    name: "queue_p99_us",
+    label: "queue p99 us",
+    short: "queue p99",
+    narrow: "q p99",
+    unit: Unit::Us,
+    better: Better::Lower,
+    explorer: true,
+    interval: |r| r.stages_us.queue.p99,
+    window: |s| s.queue_p99_us,
+};
+
+/// The workers' run_delay, ms per second of wall time.
+pub const RUN_DELAY: Metric = Metric {
+    name: "run_delay_ms_per_s",
+    label: "run_delay ms/s",
+    short: "run_delay/s",
+    narrow: "rdelay/s",
+    unit: Unit::MsPerS,
+    better: Better::Lower,
+    explorer: true,
+    interval: run_delay_ms_per_s,
+    window: |s| s.run_delay_ms_per_s,
+};
+
+/// Page-cache hit ratio of the reads, %.
+pub const PAGE_HIT: Metric = Metric {
+    name: "page_hit_pct",
+    label: "page hit %",
+    short: "page hit",
+    narrow: "page hit",
+    unit: Unit::Pct,
+    better: Better::Higher,
+    explorer: false,
+    interval: |r| r.page_cache.hit_pct.unwrap_or(f64::NAN),
+    window: |s| s.page_hit_pct.unwrap_or(f64::NAN),
+};
+
+/// Bios per second (each decrypted and verified as one item).
+pub const BIOS: Metric = Metric {
+    name: "bios_per_s",
+    label: "bios/s",
+    short: "bios/s",
+    narrow: "bios/s",
+    unit: Unit::BiosPerS,
+    better: Better::Higher,
+    explorer: false,
+    interval: |r| r.page_cache.bios as f64 / r.interval_s.max(1e-9),
+    window: |s| s.bios_per_s,
+};
+
 /// Every metric, in the order screens and tables list them.
 pub static METRICS: [Metric; 9] = [
-    Metric {
-        name: "throughput_mib_s",
-        label: "MiB/s",
-        short: "MiB/s",
-        narrow: "MiB/s",
-        unit: Unit::MibPerS,
-        better: Better::Higher,
-        explorer: true,
-        interval: |r| r.throughput_mib_s,
-        window: |s| s.throughput_mib_s,
-    },
-    Metric {
-        name: "iops",
-        label: "IOPS",
-        short: "IOPS",
-        narrow: "IOPS",
-        unit: Unit::Iops,
-        better: Better::Higher,
-        explorer: true,
-        interval: |r| r.iops,
-        window: |s| s.iops,
-    },
-    Metric {
-        name: "p50_us",
-        label: "p50 us",
-        short: "p50",
-        narrow: "p50",
-        unit: Unit::Us,
-        better: Better::Lower,
-        explorer: true,
-        interval: |r| r.latency_us.p50,
-        window: |s| s.p50_us,
-    },
-    Metric {
-        name: "p99_us",
-        label: "p99 us",
-        short: "p99",
-        narrow: "p99",
-        unit: Unit::Us,
-        better: Better::Lower,
-        explorer: true,
-        interval: |r| r.latency_us.p99,
-        window: |s| s.p99_us,
-    },
-    Metric {
-        name: "p999_us",
-        label: "p99.9 us",
-        short: "p99.9",
-        narrow: "p99.9",
-        unit: Unit::Us,
-        better: Better::Lower,
-        explorer: true,
-        interval: |r| r.latency_us.p999,
-        window: |s| s.p999_us,
-    },
-    Metric {
-        name: "queue_p99_us",
-        label: "queue p99 us",
-        short: "queue p99",
-        narrow: "q p99",
-        unit: Unit::Us,
-        better: Better::Lower,
-        explorer: true,
-        interval: |r| r.stages_us.queue.p99,
-        window: |s| s.queue_p99_us,
-    },
-    Metric {
-        name: "run_delay_ms_per_s",
-        label: "run_delay ms/s",
-        short: "run_delay/s",
-        narrow: "rdelay/s",
-        unit: Unit::MsPerS,
-        better: Better::Lower,
-        explorer: true,
-        interval: run_delay_ms_per_s,
-        window: |s| s.run_delay_ms_per_s,
-    },
-    Metric {
-        name: "page_hit_pct",
-        label: "page hit %",
-        short: "page hit",
-        narrow: "page hit",
-        unit: Unit::Pct,
-        better: Better::Higher,
-        explorer: false,
-        interval: |r| r.page_cache.hit_pct.unwrap_or(f64::NAN),
-        window: |s| s.page_hit_pct.unwrap_or(f64::NAN),
-    },
-    Metric {
-        name: "bios_per_s",
-        label: "bios/s",
-        short: "bios/s",
-        narrow: "bios/s",
-        unit: Unit::BiosPerS,
-        better: Better::Higher,
-        explorer: false,
-        interval: |r| r.page_cache.bios as f64 / r.interval_s.max(1e-9),
-        window: |s| s.bios_per_s,
-    },
+    THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, RUN_DELAY, PAGE_HIT, BIOS,
 ];
 
 /// The metric named `name` (its JSON key).

@@ -8,9 +8,9 @@ use crate::engine::stages::Plan;
 use crate::metrics::format::{fmt_count, human_bytes, kib_approx};
 use crate::metrics::{Percentiles, StagePercentiles, WindowStats, WorkerSched, hit_pct};
 
-/// Microseconds for a column whose title says `usec` (`cli` prints
-/// histograms with it too): one formatter, in [`crate::metrics::format`].
-pub use crate::metrics::format::fio_us;
+/// Microseconds beside a `(usec)` title (`cli` prints histograms with it
+/// too): one formatter, [`crate::metrics::format::fmt_fig`].
+pub use crate::metrics::format::fmt_fig as fio_us;
 use crate::settings::{Settings, format_size};
 use crate::sys::{Features, MachineInfo};
 
@@ -150,15 +150,8 @@ impl PhaseSummary {
 
     /// The metrics of the table a phase keeps, in its order.
     fn metrics() -> impl Iterator<Item = &'static crate::metrics::Metric> {
-        [
-            "throughput_mib_s",
-            "p50_us",
-            "p99_us",
-            "queue_p99_us",
-            "run_delay_ms_per_s",
-        ]
-        .into_iter()
-        .map(crate::metrics::table::named)
+        use crate::metrics::table::{P50, P99, QUEUE_P99, RUN_DELAY, THROUGHPUT};
+        [&THROUGHPUT, &P50, &P99, &QUEUE_P99, &RUN_DELAY].into_iter()
     }
 
     /// Each metric's change from `base` to this phase, % (`MiB/s +3%, p50
@@ -419,14 +412,14 @@ impl RunSummary {
         if self.workers.threads > 0 {
             let _ = writeln!(
                 o,
-                "  {}: {} threads, run_delay {:.2} ms/s, cpu {:.2}s, switches {} voluntary / {} involuntary, {} migrations",
+                "  {}: {} threads, run_delay {} ms/s, cpu {:.2}s, switches {} voluntary / {} involuntary, {} migrations",
                 if self.kernel.is_some() {
                     "kworkers (in the intervals they ran post-read items)"
                 } else {
                     "workers"
                 },
                 self.workers.threads,
-                self.run_delay_ms_per_s,
+                fio_us(self.run_delay_ms_per_s),
                 self.workers.cpu_us / 1e6,
                 self.workers.voluntary_switches,
                 self.workers.involuntary_switches,
@@ -436,9 +429,9 @@ impl RunSummary {
         if self.irq.threads > 0 {
             let _ = writeln!(
                 o,
-                "  irq: {} threads (completions), run_delay {:.2} ms/s, cpu {:.2}s, switches {} voluntary / {} involuntary",
+                "  irq: {} threads (completions), run_delay {} ms/s, cpu {:.2}s, switches {} voluntary / {} involuntary",
                 self.irq.threads,
-                self.irq.run_delay_us / 1e3 / self.duration_s.max(1e-9),
+                fio_us(self.irq.run_delay_us / 1e3 / self.duration_s.max(1e-9)),
                 self.irq.cpu_us / 1e6,
                 self.irq.voluntary_switches,
                 self.irq.involuntary_switches,
@@ -563,7 +556,7 @@ impl RunSummary {
                     fio_us(p.p50_us),
                     fio_us(p.p99_us),
                     fio_us(p.queue_p99_us),
-                    format!("{:.2}", p.run_delay_ms_per_s),
+                    fio_us(p.run_delay_ms_per_s),
                 );
                 if let Some(b) = base {
                     let _ = writeln!(o, "    {:>14} vs baseline: {}", "", p.versus(b));

@@ -128,14 +128,15 @@ impl Headline {
     /// Its metric in the one table ([`crate::metrics::METRICS`]): its
     /// value, unit and better direction come from there.
     pub fn metric(self) -> &'static crate::metrics::Metric {
-        crate::metrics::table::named(match self {
-            Headline::Throughput => "throughput_mib_s",
-            Headline::Iops => "iops",
-            Headline::P50 => "p50_us",
-            Headline::P99 => "p99_us",
-            Headline::QueueP99 => "queue_p99_us",
-            Headline::RunDelay => "run_delay_ms_per_s",
-        })
+        use crate::metrics::table;
+        match self {
+            Headline::Throughput => &table::THROUGHPUT,
+            Headline::Iops => &table::IOPS,
+            Headline::P50 => &table::P50,
+            Headline::P99 => &table::P99,
+            Headline::QueueP99 => &table::QUEUE_P99,
+            Headline::RunDelay => &table::RUN_DELAY,
+        }
     }
 
     /// Its unit on a big number (`us` becomes ms or s where larger);
