@@ -90,7 +90,7 @@ pub struct Baseline {
     pub label: String,
     /// The settings (as requested) when it was marked: what `B` flips to.
     pub settings: Settings,
-    /// Each metric's lowest and highest interval in the window (its noise).
+    /// Each metric's spread over the window's intervals (its noise).
     pub spread: WindowSpread,
 }
 
