@@ -300,7 +300,7 @@ fn compare_runs_every_variant_interleaved_and_reports_the_machine() {
             "p99_us",
             "p999_us",
             "queue_p99_us",
-            "run_delay_us",
+            "run_delay_ms_per_s",
         ] {
             assert!(v["metrics"][m]["median"].is_number(), "{m}: {v}");
         }

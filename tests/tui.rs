@@ -105,8 +105,9 @@ fn baseline_panel_compares_baseline_with_now() {
     let b = a.baseline.as_ref().unwrap().stats;
     let n = a.now.unwrap();
     // The fixture's change: run_delay 9000 -> 300 us per 0.25 s interval.
-    assert!((b.run_delay_us_per_s - 36_000.0).abs() < 1.0, "{b:?}");
-    assert!((n.run_delay_us_per_s - 1_200.0).abs() < 1.0, "{n:?}");
+    // In ms per second of wall time (the one unit of run_delay).
+    assert!((b.run_delay_ms_per_s - 36.0).abs() < 1e-3, "{b:?}");
+    assert!((n.run_delay_ms_per_s - 1.2).abs() < 1e-3, "{n:?}");
     // "now" starts after the change marker: only bound intervals.
     assert!(n.from_s >= 30.0, "{n:?}");
     let screen = text(&draw(&a, &look(), 160, 48));

@@ -9,6 +9,7 @@
 //! memory the machine (and the process's cgroup) has available. The running
 //! workload is untouched by a refusal.
 
+use crate::metrics::format::human_bytes;
 use crate::settings::Settings;
 
 /// Share of the available memory a workload may take: the rest is left to
@@ -235,24 +236,6 @@ pub fn check_fits(s: &Settings) -> Result<(), String> {
     }
 }
 
-/// Bytes in binary units with one decimal: `256.0 GiB`, `4 KiB`.
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} bytes")
-    } else if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[i])
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,13 +284,5 @@ mod tests {
         s.set("cache.size", "0").unwrap();
         let e = MemoryNeed::of(&s, 2).check(&s, 4 << 30).unwrap_err();
         assert!(e.ends_with("lower workload.file_size"), "{e}");
-    }
-
-    #[test]
-    fn bytes_read_as_people_write_them() {
-        assert_eq!(human_bytes(512), "512 bytes");
-        assert_eq!(human_bytes(4096), "4 KiB");
-        assert_eq!(human_bytes(256 << 30), "256 GiB");
-        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
     }
 }

@@ -36,13 +36,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use hdrhistogram::Histogram;
 
-/// The post-read queues of ext4, f2fs and blk-crypto.
-pub const POST_READ_QUEUES: &[&str] = &[
-    "fscrypt_read_queue",
-    "fsverity_read_queue",
-    "blk_crypto_wq",
-    "f2fs_post_read_wq",
-];
+/// The post-read queues of ext4, f2fs and blk-crypto (defined with the
+/// record that names them, below this module).
+pub use crate::metrics::POST_READ_QUEUES;
 
 /// The tracepoints a [`Tracer`] enables (under `events/workqueue/`).
 pub const EVENTS: &[&str] = &[

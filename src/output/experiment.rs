@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::workload::Workload;
 use crate::engine::{Engine, EngineError, EngineOptions};
-use crate::metrics::{IntervalRecord, WindowStats, median};
+use crate::metrics::{IntervalRecord, Metric, WindowStats};
 use crate::scenario::preset::Compare;
 use crate::settings::Settings;
 use crate::sys::{Features, MachineInfo};
@@ -38,49 +38,14 @@ pub struct CompareOptions {
     pub stop: fn() -> bool,
 }
 
-/// One metric of a variant: median over rounds, min and max.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    /// Median over rounds.
-    pub median: f64,
-    /// Lowest round.
-    pub min: f64,
-    /// Highest round.
-    pub max: f64,
-    /// Change of the median relative to the first variant's, % (None for
-    /// the first variant, or when the reference is 0).
-    pub change_pct: Option<f64>,
-}
+/// One metric of a variant: median over rounds, min and max, and the
+/// change from the first variant's (the one [`Spread`] of [`crate::metrics`]).
+pub use crate::metrics::Spread;
 
-/// The metrics reported for each variant.
-pub const METRICS: &[(&str, &str, bool)] = &[
-    // (name, unit, higher is better)
-    ("throughput_mib_s", "MiB/s", true),
-    ("iops", "IOPS", true),
-    ("p50_us", "us", false),
-    ("p99_us", "us", false),
-    ("p999_us", "us", false),
-    ("queue_p99_us", "us", false),
-    ("run_delay_us", "us", false),
-    ("page_hit_pct", "%", true),
-    ("bios_per_s", "bios/s", true),
-];
-
-fn metric(s: &WindowStats, name: &str) -> f64 {
-    match name {
-        "throughput_mib_s" => s.throughput_mib_s,
-        "iops" => s.iops,
-        "p50_us" => s.p50_us,
-        "p99_us" => s.p99_us,
-        "p999_us" => s.p999_us,
-        "queue_p99_us" => s.queue_p99_us,
-        // Total over the measured time, as the fsverity patch reported it.
-        "run_delay_us" => s.run_delay_us_per_s * s.secs,
-        "page_hit_pct" => s.page_hit_pct.unwrap_or(f64::NAN),
-        "bios_per_s" => s.bios_per_s,
-        _ => f64::NAN,
-    }
-}
+/// The metrics reported for each variant: every metric of the one table
+/// ([`crate::metrics::METRICS`]), its name, unit and better direction
+/// included, in its order.
+pub use crate::metrics::METRICS;
 
 /// One variant's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -322,15 +287,9 @@ pub fn run_on(
     for (i, rounds) in per_variant.into_iter().enumerate() {
         let metrics = METRICS
             .iter()
-            .map(|(name, _, _)| {
-                let vals: Vec<f64> = rounds.iter().map(|w| metric(w, name)).collect();
-                let spread = Spread {
-                    median: median(vals.clone()),
-                    min: vals.iter().copied().fold(f64::INFINITY, f64::min),
-                    max: vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                    change_pct: None,
-                };
-                (name.to_string(), spread)
+            .map(|m| {
+                let spread = Spread::of(rounds.iter().map(|w| (m.window)(w)));
+                (m.name.to_string(), spread)
             })
             .collect();
         results.push(VariantResult {
@@ -367,35 +326,6 @@ pub fn run_on(
         features,
         interrupted,
     })
-}
-
-fn fmt_value(v: f64, unit: &str) -> String {
-    if !v.is_finite() {
-        return "-".into();
-    }
-    match unit {
-        "MiB/s" => format!("{v:.1}"),
-        "IOPS" => format!("{v:.0}"),
-        _ if v >= 100.0 => format!("{v:.0}"),
-        _ => format!("{v:.1}"),
-    }
-}
-
-/// A metric's row title (`MiB/s`, `p99 us`, `queue p99 us`).
-fn metric_label(name: &str) -> String {
-    match name {
-        "throughput_mib_s" => "MiB/s".to_string(),
-        "iops" => "IOPS".to_string(),
-        "run_delay_us" => "run_delay us".to_string(),
-        "page_hit_pct" => "page hit %".to_string(),
-        "bios_per_s" => "bios/s".to_string(),
-        n => {
-            n.trim_end_matches("_us")
-                .replace("p999", "p99.9")
-                .replace('_', " ")
-                + " us"
-        }
-    }
 }
 
 /// `compare --hosts`: the same experiment on each machine.
@@ -463,17 +393,17 @@ impl HostsReport {
             }
         }
         let mut rows: Vec<Vec<String>> = Vec::new();
-        for (k, (name, unit, _)) in METRICS.iter().enumerate() {
+        for (k, metric) in METRICS.iter().enumerate() {
             if done.iter().all(|(_, r)| r.unmeasured(k)) {
                 continue;
             }
-            let mut row = vec![metric_label(name)];
+            let mut row = vec![metric.label.to_string()];
             for (_, r) in &done {
                 let one = r.rounds <= 1;
                 let b = &r.variants[0].metrics[k].1;
                 for (i, v) in r.variants.iter().enumerate() {
                     let m = &v.metrics[k].1;
-                    row.push(fmt_value(m.median, unit));
+                    row.push(metric.cell(m.median));
                     if i > 0 {
                         row.push(m.change_cell(b, one).0);
                     }
@@ -543,7 +473,12 @@ impl HostsReport {
     }
 }
 
-impl Spread {
+/// A variant's change as a cell.
+trait ChangeCell {
+    fn change_cell(&self, base: &Spread, one_round: bool) -> (String, bool);
+}
+
+impl ChangeCell for Spread {
     /// This variant's change against `base` as a cell (`+12%`, `~-3%`
     /// where the rounds' ranges overlap, `-` without a value), and whether
     /// they overlap. One round has no range to judge by: never `~`.
@@ -551,7 +486,7 @@ impl Spread {
         match self.change_pct {
             None => ("-".into(), false),
             Some(c) => {
-                let overlap = !one_round && self.min <= base.max && base.min <= self.max;
+                let overlap = !one_round && self.overlaps(base);
                 (
                     format!("{}{c:+.0}%", if overlap { "~" } else { "" }),
                     overlap,
@@ -616,20 +551,14 @@ impl CompareReport {
             "plan of the first variant: {}\n\n",
             crate::engine::stages::Plan::label(&self.effective_settings)
         ));
-        let labels: Vec<String> = METRICS.iter().map(|(n, _, _)| metric_label(n)).collect();
         let one_round = self.rounds <= 1;
         let base = self.variants.first();
         // A cell: the median, and its range where there is one.
-        let cell = |s: &Spread, unit: &str| {
+        let cell = |s: &Spread, m: &Metric| {
             if one_round || !s.median.is_finite() {
-                fmt_value(s.median, unit)
+                m.cell(s.median)
             } else {
-                format!(
-                    "{} ({}-{})",
-                    fmt_value(s.median, unit),
-                    fmt_value(s.min, unit),
-                    fmt_value(s.max, unit)
-                )
+                format!("{} ({}-{})", m.cell(s.median), m.cell(s.min), m.cell(s.max))
             }
         };
         // A change: `~` where the ranges overlap (not significant), and no
@@ -643,20 +572,20 @@ impl CompareReport {
         // Rows where no variant measured anything (every median 0 or
         // none) are left out: they are a stage or a cache the runs lack.
         let mut rows: Vec<(String, Vec<String>)> = Vec::new();
-        for (k, ((_, unit, _), label)) in METRICS.iter().zip(&labels).enumerate() {
+        for (k, metric) in METRICS.iter().enumerate() {
             if self.unmeasured(k) {
                 continue;
             }
             let mut cols = Vec::new();
             for (i, v) in self.variants.iter().enumerate() {
                 let s = &v.metrics[k].1;
-                cols.push(cell(s, unit));
+                cols.push(cell(s, metric));
                 if i > 0 {
                     let b = &base.expect("a variant").metrics[k].1;
                     cols.push(change(s, b));
                 }
             }
-            rows.push((label.clone(), cols));
+            rows.push((metric.label.to_string(), cols));
         }
         // Column titles: each variant, and after each but the first its
         // change against the first.
@@ -713,7 +642,7 @@ impl CompareReport {
                 "\nWARNING: {failed} reads failed (verity or I/O); they are not counted as data\n"
             ));
         }
-        out.push_str("\nrun_delay us: the workers' total time runnable but not running over the measured time of one round.\n");
+        out.push_str("\nrun_delay ms/s: ms per second of wall time the workers spent runnable but not running (summed over the workers).\n");
         for n in &self.notices {
             out.push_str(&format!("notice: {n}\n"));
         }
@@ -776,7 +705,8 @@ mod tests {
             value: value.into(),
             metrics: METRICS
                 .iter()
-                .map(|(name, _, _)| {
+                .map(|m| {
+                    let name = &m.name;
                     let s = match *name {
                         "throughput_mib_s" => spread(t, change),
                         "p99_us" => spread((100.0, 90.0, 110.0), change.map(|_| 0.0)),
@@ -848,12 +778,5 @@ mod tests {
             t.lines()
                 .any(|l| l.starts_with("median ") && !l.contains("min-max"))
         );
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(vec![]).is_nan());
     }
 }

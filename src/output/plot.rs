@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::metrics::IntervalRecord;
+use crate::metrics::{IntervalRecord, median};
+// Each series' getter (run_delay in ms/s) comes from the metric table.
+use crate::metrics::table;
 use crate::output::recording::Recording;
 
 /// One series' value in a record.
@@ -51,11 +53,6 @@ const BLUE_: RGBColor = RGBColor(40, 90, 200);
 /// The markers' colour (lines and numbers).
 const MARK: RGBColor = RGBColor(200, 0, 200);
 
-/// The workers' run_delay per second of the interval, in ms.
-fn run_delay_ms_per_s(r: &IntervalRecord) -> f64 {
-    r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3
-}
-
 // The queue wait (us) and the run_delay (ms per s) used to share one
 // "scheduler latency" panel, one y axis for two units. They are two
 // panels now rather than one with a secondary axis: on a slide nobody in
@@ -72,9 +69,9 @@ const PANELS: &[Panel] = &[
         log: true,
         optional: false,
         series: &[
-            ("p50", GREEN, |r| r.latency_us.p50),
-            ("p99", ORANGE, |r| r.latency_us.p99),
-            ("p99.9", RED_, |r| r.latency_us.p999),
+            ("p50", GREEN, table::P50.interval),
+            ("p99", ORANGE, table::P99.interval),
+            ("p99.9", RED_, table::P999.interval),
         ],
     },
     Panel {
@@ -83,7 +80,7 @@ const PANELS: &[Panel] = &[
         unit: Unit::MibS,
         log: false,
         optional: false,
-        series: &[("throughput", BLUE_, |r| r.throughput_mib_s)],
+        series: &[("throughput", BLUE_, table::THROUGHPUT.interval)],
     },
     Panel {
         metric: "queue",
@@ -91,7 +88,7 @@ const PANELS: &[Panel] = &[
         unit: Unit::Time,
         log: false,
         optional: true,
-        series: &[("queue wait p99", GREEN, |r| r.stages_us.queue.p99)],
+        series: &[("queue wait p99", GREEN, table::QUEUE_P99.interval)],
     },
     Panel {
         metric: "run_delay",
@@ -99,7 +96,7 @@ const PANELS: &[Panel] = &[
         unit: Unit::MsPerS,
         log: false,
         optional: true,
-        series: &[("run_delay", ORANGE, run_delay_ms_per_s)],
+        series: &[("run_delay", ORANGE, table::RUN_DELAY.interval)],
     },
 ];
 
@@ -154,24 +151,30 @@ pub fn csv_field(s: &str) -> String {
 /// The recording's series as CSV: one row per interval, LF line ends, the
 /// events in one quoted field ([`csv_field`]).
 pub fn csv(rec: &Recording) -> String {
-    let mut out = String::from(
-        "t_s,throughput_mib_s,iops,p50_us,p99_us,p999_us,queue_p99_us,run_delay_ms_per_s,events\n",
-    );
+    // The columns: the explorer's metrics of the table, by their JSON
+    // names (run_delay_ms_per_s among them).
+    let cols: Vec<&crate::metrics::Metric> = crate::metrics::METRICS
+        .iter()
+        .filter(|m| m.explorer)
+        .collect();
+    let mut out = String::from("t_s");
+    for m in &cols {
+        out.push(',');
+        out.push_str(m.name);
+    }
+    out.push_str(",events\n");
     for r in rec.records.iter().filter(|r| !r.paused) {
         let events: Vec<&str> = r.events.iter().map(|e| e.label.as_str()).collect();
-        let _ = writeln!(
-            out,
-            "{:.3},{:.3},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3},{}",
-            r.t_s,
-            r.throughput_mib_s,
-            r.iops,
-            r.latency_us.p50,
-            r.latency_us.p99,
-            r.latency_us.p999,
-            r.stages_us.queue.p99,
-            run_delay_ms_per_s(r),
-            csv_field(&events.join("; "))
-        );
+        let _ = write!(out, "{:.3}", r.t_s);
+        for m in &cols {
+            let v = (m.interval)(r);
+            // IOPS to one decimal, the rest to three (as before).
+            let _ = match m.unit {
+                crate::metrics::Unit::Iops => write!(out, ",{v:.1}"),
+                _ => write!(out, ",{v:.3}"),
+            };
+        }
+        let _ = writeln!(out, ",{}", csv_field(&events.join("; ")));
     }
     out
 }
@@ -190,21 +193,6 @@ fn phase_starts(rec: &Recording) -> Vec<(f64, String)> {
         })
         .map(|e| (e.t_s, e.label.clone()))
         .collect()
-}
-
-/// The median of `values` (NaN when empty).
-fn median(mut values: Vec<f64>) -> f64 {
-    values.retain(|v| v.is_finite());
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
 }
 
 /// A value with its unit, as a slide says it: times in s, ms or us

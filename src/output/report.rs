@@ -5,7 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::RunTotals;
 use crate::engine::stages::Plan;
-use crate::metrics::{Percentiles, StagePercentiles, WorkerSched, hit_pct};
+use crate::metrics::format::{fmt_count, human_bytes, kib_approx};
+use crate::metrics::{Percentiles, StagePercentiles, WindowStats, WorkerSched, hit_pct};
+
+/// Microseconds beside a `(usec)` title (`cli` prints histograms with it
+/// too): one formatter, [`crate::metrics::format::fmt_fig`].
+pub use crate::metrics::format::fmt_fig as fio_us;
 use crate::settings::{Settings, format_size};
 use crate::sys::{Features, MachineInfo};
 
@@ -37,8 +42,14 @@ pub struct RunSummary {
     pub latency_us: Percentiles,
     /// Per-stage latency, us.
     pub stages_us: StagePercentiles,
-    /// Workers' total run_delay (runnable, not running), us.
+    /// Workers' total run_delay (runnable, not running), us (kept for
+    /// readers of the JSON; [`RunSummary::run_delay_ms_per_s`] is the figure
+    /// every screen and report shows).
     pub run_delay_us_total: f64,
+    /// Workers' run_delay per second of the run, ms/s: the unit of
+    /// run_delay everywhere ([`crate::metrics::table`]).
+    #[serde(default)]
+    pub run_delay_ms_per_s: f64,
     /// Workers' scheduler counters over the run.
     pub workers: WorkerSched,
     /// The irq threads' (`workload.completion = irq`), apart from the workers'.
@@ -113,8 +124,8 @@ pub struct PhaseSummary {
     pub p99_us: f64,
     /// Queue-wait p99, us.
     pub queue_p99_us: f64,
-    /// Workers' run_delay per second, us.
-    pub run_delay_us_per_s: f64,
+    /// Workers' run_delay per second, ms/s.
+    pub run_delay_ms_per_s: f64,
     /// The baseline was marked in this phase (the latest `baseline`
     /// event): the phases after it are compared with it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -122,24 +133,43 @@ pub struct PhaseSummary {
 }
 
 impl PhaseSummary {
+    /// The phase as a window's statistics, so the metric table's getters
+    /// read it (the figures a phase does not keep are 0).
+    pub fn stats(&self) -> WindowStats {
+        WindowStats {
+            secs: self.duration_s,
+            throughput_mib_s: self.throughput_mib_s,
+            iops: self.iops,
+            p50_us: self.p50_us,
+            p99_us: self.p99_us,
+            queue_p99_us: self.queue_p99_us,
+            run_delay_ms_per_s: self.run_delay_ms_per_s,
+            ..WindowStats::default()
+        }
+    }
+
+    /// The metrics of the table a phase keeps, in its order.
+    fn metrics() -> impl Iterator<Item = &'static crate::metrics::Metric> {
+        use crate::metrics::table::{P50, P99, QUEUE_P99, RUN_DELAY, THROUGHPUT};
+        [&THROUGHPUT, &P50, &P99, &QUEUE_P99, &RUN_DELAY].into_iter()
+    }
+
     /// Each metric's change from `base` to this phase, % (`MiB/s +3%, p50
     /// -1%, ...`), the way the explorer's baseline panel says it.
     pub fn versus(&self, base: &PhaseSummary) -> String {
-        let pct = |a: f64, b: f64| {
-            if a > 0.0 && b.is_finite() {
-                format!("{:+.0}%", (b - a) / a * 100.0)
-            } else {
-                "-".to_string()
-            }
-        };
-        format!(
-            "MiB/s {}, p50 {}, p99 {}, queue p99 {}, run_delay/s {}",
-            pct(base.throughput_mib_s, self.throughput_mib_s),
-            pct(base.p50_us, self.p50_us),
-            pct(base.p99_us, self.p99_us),
-            pct(base.queue_p99_us, self.queue_p99_us),
-            pct(base.run_delay_us_per_s, self.run_delay_us_per_s),
-        )
+        let (a, b) = (base.stats(), self.stats());
+        PhaseSummary::metrics()
+            .map(|m| {
+                let (a, b) = ((m.window)(&a), (m.window)(&b));
+                let pct = if a > 0.0 && b.is_finite() {
+                    format!("{:+.0}%", (b - a) / a * 100.0)
+                } else {
+                    "-".to_string()
+                };
+                format!("{} {pct}", m.short)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The phases of a run's totals; none when it had only one.
@@ -186,7 +216,7 @@ impl PhaseSummary {
                     p50_us: pct(Stage::EndToEnd, 0.5),
                     p99_us: pct(Stage::EndToEnd, 0.99),
                     queue_p99_us: pct(Stage::Queue, 0.99),
-                    run_delay_us_per_s: p.run_delay_us / d,
+                    run_delay_ms_per_s: p.run_delay_us / 1e3 / d,
                     baseline: base_at == Some(i),
                 }
             })
@@ -278,6 +308,7 @@ impl RunSummary {
             latency_us: Percentiles::of(r.hist(crate::metrics::Stage::EndToEnd)),
             stages_us: StagePercentiles::of(r),
             run_delay_us_total: totals.workers.run_delay_us,
+            run_delay_ms_per_s: totals.workers.run_delay_us / 1e3 / d,
             workers: totals.workers,
             irq: totals.irq,
             verity_failures: c.verity_failures,
@@ -351,7 +382,7 @@ impl RunSummary {
         let _ = writeln!(
             o,
             "  read: IOPS={}, BW={:.1}MiB/s ({:.1}MB/s), {} in {:.1}s, {} reads",
-            human_count(self.iops),
+            fmt_count(self.iops),
             self.throughput_mib_s,
             self.throughput_mib_s * 1.048576,
             human_bytes(self.bytes),
@@ -381,14 +412,14 @@ impl RunSummary {
         if self.workers.threads > 0 {
             let _ = writeln!(
                 o,
-                "  {}: {} threads, run_delay total {} us, cpu {:.2}s, switches {} voluntary / {} involuntary, {} migrations",
+                "  {}: {} threads, run_delay {} ms/s, cpu {:.2}s, switches {} voluntary / {} involuntary, {} migrations",
                 if self.kernel.is_some() {
                     "kworkers (in the intervals they ran post-read items)"
                 } else {
                     "workers"
                 },
                 self.workers.threads,
-                fio_us(self.run_delay_us_total),
+                fio_us(self.run_delay_ms_per_s),
                 self.workers.cpu_us / 1e6,
                 self.workers.voluntary_switches,
                 self.workers.involuntary_switches,
@@ -398,9 +429,9 @@ impl RunSummary {
         if self.irq.threads > 0 {
             let _ = writeln!(
                 o,
-                "  irq: {} threads (completions), run_delay total {} us, cpu {:.2}s, switches {} voluntary / {} involuntary",
+                "  irq: {} threads (completions), run_delay {} ms/s, cpu {:.2}s, switches {} voluntary / {} involuntary",
                 self.irq.threads,
-                fio_us(self.irq.run_delay_us),
+                fio_us(self.irq.run_delay_us / 1e3 / self.duration_s.max(1e-9)),
                 self.irq.cpu_us / 1e6,
                 self.irq.voluntary_switches,
                 self.irq.involuntary_switches,
@@ -422,7 +453,7 @@ impl RunSummary {
                     .unwrap_or_else(|| "-".into()),
                 pc.bios,
                 pc.bio_bytes_mean
-                    .map(format_size_approx)
+                    .map(kib_approx)
                     .unwrap_or_else(|| "-".into()),
                 pc.readahead_async,
                 human_bytes(pc.size_bytes),
@@ -504,7 +535,7 @@ impl RunSummary {
             let _ = writeln!(
                 o,
                 "    {:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>12}  settings",
-                "from s", "secs", "MiB/s", "p50 us", "p99 us", "queue p99", "run_delay/s"
+                "from s", "secs", "MiB/s", "p50 us", "p99 us", "queue p99", "rdelay ms/s"
             );
             let mut base: Option<&PhaseSummary> = None;
             for p in &self.phases {
@@ -525,7 +556,7 @@ impl RunSummary {
                     fio_us(p.p50_us),
                     fio_us(p.p99_us),
                     fio_us(p.queue_p99_us),
-                    format!("{} us", fio_us(p.run_delay_us_per_s)),
+                    fio_us(p.run_delay_ms_per_s),
                 );
                 if let Some(b) = base {
                     let _ = writeln!(o, "    {:>14} vs baseline: {}", "", p.versus(b));
@@ -547,46 +578,6 @@ impl RunSummary {
     }
 }
 
-/// Bytes as KiB with one decimal where it is not whole (`128K`, `5.3K`).
-fn format_size_approx(b: f64) -> String {
-    let k = b / 1024.0;
-    if k.fract().abs() < 0.05 {
-        format!("{k:.0}K")
-    } else {
-        format!("{k:.1}K")
-    }
-}
-
-/// Formats microseconds with sensible precision.
-pub fn fio_us(us: f64) -> String {
-    if us >= 100.0 {
-        format!("{us:.0}")
-    } else if us >= 10.0 {
-        format!("{us:.1}")
-    } else {
-        format!("{us:.2}")
-    }
-}
-
-fn human_count(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-fn human_bytes(b: u64) -> String {
-    let b = b as f64;
-    if b >= 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.2}GiB", b / (1024.0 * 1024.0 * 1024.0))
-    } else {
-        format!("{:.1}MiB", b / (1024.0 * 1024.0))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,11 +593,11 @@ mod tests {
             p50_us: 100.0,
             p99_us: p99,
             queue_p99_us: 0.0,
-            run_delay_us_per_s: rd,
+            run_delay_ms_per_s: rd,
             baseline: false,
         };
         assert_eq!(
-            p(31.0, 400.0, 2_000.0).versus(&p(31.0, 1_000.0, 40_000.0)),
+            p(31.0, 400.0, 2.0).versus(&p(31.0, 1_000.0, 40.0)),
             "MiB/s +0%, p50 +0%, p99 -60%, queue p99 -, run_delay/s -95%"
         );
     }

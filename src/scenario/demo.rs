@@ -125,18 +125,32 @@ impl Headline {
         }
     }
 
-    /// Its unit before scaling (`us` becomes ms or s where larger).
-    pub fn unit(self) -> &'static str {
+    /// Its metric in the one table ([`crate::metrics::METRICS`]): its
+    /// value, unit and better direction come from there.
+    pub fn metric(self) -> &'static crate::metrics::Metric {
+        use crate::metrics::table;
         match self {
-            Headline::Throughput => "MiB/s",
-            Headline::Iops => "IOPS",
-            _ => "us",
+            Headline::Throughput => &table::THROUGHPUT,
+            Headline::Iops => &table::IOPS,
+            Headline::P50 => &table::P50,
+            Headline::P99 => &table::P99,
+            Headline::QueueP99 => &table::QUEUE_P99,
+            Headline::RunDelay => &table::RUN_DELAY,
+        }
+    }
+
+    /// Its unit on a big number (`us` becomes ms or s where larger);
+    /// run_delay's ms/s is `ms` under its `run_delay/s` title.
+    pub fn unit(self) -> &'static str {
+        match self.metric().unit {
+            crate::metrics::Unit::MsPerS => "ms",
+            u => u.symbol(),
         }
     }
 
     /// True when a lower value is better (latencies, run_delay).
     pub fn lower_is_better(self) -> bool {
-        !matches!(self, Headline::Throughput | Headline::Iops)
+        self.metric().better == crate::metrics::Better::Lower
     }
 
     /// True for the metrics only worker queues have: without a queue they
@@ -147,27 +161,7 @@ impl Headline {
 
     /// Its value in a window's stats.
     pub fn of(self, w: &crate::metrics::WindowStats) -> f64 {
-        match self {
-            Headline::Throughput => w.throughput_mib_s,
-            Headline::Iops => w.iops,
-            Headline::P50 => w.p50_us,
-            Headline::P99 => w.p99_us,
-            Headline::QueueP99 => w.queue_p99_us,
-            Headline::RunDelay => w.run_delay_us_per_s,
-        }
-    }
-
-    /// Its index among the baseline panel's per-interval spreads
-    /// (`tui::app::SPREAD_METRICS`).
-    pub fn spread_index(self) -> usize {
-        match self {
-            Headline::Throughput => 0,
-            Headline::Iops => 1,
-            Headline::P50 => 2,
-            Headline::P99 => 3,
-            Headline::QueueP99 => 5,
-            Headline::RunDelay => 6,
-        }
+        (self.metric().window)(w)
     }
 
     /// Reads a script's name for it.

@@ -10,7 +10,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::keys::{self, Does};
 pub use crate::metrics::WindowStats;
-use crate::metrics::{Event, IntervalRecord, Notice};
+use crate::metrics::{Event, IntervalRecord, Notice, WindowSpread};
 use crate::settings::Settings;
 use crate::sys::Features;
 
@@ -88,57 +88,8 @@ pub struct Baseline {
     pub label: String,
     /// The settings (as requested) when it was marked: what `B` flips to.
     pub settings: Settings,
-    /// Each metric's lowest and highest interval in the window (its noise).
-    pub spread: Spread,
-}
-
-/// A window's intervals: how many, and each metric's lowest and highest
-/// interval value, in the order of [`SPREAD_METRICS`].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Spread {
-    /// Intervals (not paused) in the window.
-    pub intervals: usize,
-    /// (min, max) per metric.
-    pub ranges: Vec<(f64, f64)>,
-}
-
-/// The per-interval value of each metric the baseline panel compares.
-pub const SPREAD_METRICS: [fn(&IntervalRecord) -> f64; 7] = [
-    |r| r.throughput_mib_s,
-    |r| r.iops,
-    |r| r.latency_us.p50,
-    |r| r.latency_us.p99,
-    |r| r.latency_us.p999,
-    |r| r.stages_us.queue.p99,
-    |r| r.workers.run_delay_us / r.interval_s.max(1e-9),
-];
-
-impl Spread {
-    /// The spread of the intervals `recs` (paused ones left out).
-    pub fn of<'a>(recs: impl Iterator<Item = &'a IntervalRecord>) -> Spread {
-        let recs: Vec<&IntervalRecord> = recs.filter(|r| !r.paused && r.reads > 0).collect();
-        Spread {
-            intervals: recs.len(),
-            ranges: SPREAD_METRICS
-                .iter()
-                .map(|f| {
-                    recs.iter()
-                        .map(|r| f(r))
-                        .fold((f64::INFINITY, f64::NEG_INFINITY), |a, v| {
-                            (a.0.min(v), a.1.max(v))
-                        })
-                })
-                .collect(),
-        }
-    }
-
-    /// True when `value` of metric `k` lies within this window's range of
-    /// intervals: a change to it is inside the noise.
-    pub fn holds(&self, k: usize, value: f64) -> bool {
-        self.ranges
-            .get(k)
-            .is_some_and(|&(lo, hi)| lo <= value && value <= hi)
-    }
+    /// Each metric's spread over the window's intervals (its noise).
+    pub spread: WindowSpread,
 }
 
 /// The explorer's own cost, shown in the header.
@@ -875,7 +826,7 @@ impl App {
             return false;
         };
         let buckets = self.now_buckets.clone();
-        let spread = Spread::of(self.now_records());
+        let spread = WindowSpread::of(self.now_records());
         self.baseline = Some(Baseline {
             stats,
             buckets,

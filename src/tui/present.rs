@@ -163,7 +163,7 @@ pub fn headlines(app: &App) -> Vec<Headline> {
             .is_some_and(|p| p != crate::engine::stages::Placement::Inline)
         || app
             .now
-            .is_some_and(|n| n.queue_p99_us > 0.0 || n.run_delay_us_per_s > 0.0);
+            .is_some_and(|n| n.queue_p99_us > 0.0 || n.run_delay_ms_per_s > 0.0);
     let chosen: &[Headline] = if app.headline.is_empty() {
         &Headline::DEFAULT
     } else {
@@ -189,7 +189,7 @@ fn change_of(app: &App, h: Headline) -> Option<(f64, bool)> {
     if !(a.is_finite() && v.is_finite()) || a <= 0.0 {
         return None;
     }
-    Some(((v - a) / a * 100.0, b.spread.holds(h.spread_index(), v)))
+    Some(((v - a) / a * 100.0, b.spread.holds(h.metric(), v)))
 }
 
 /// Green when better, red when worse, grey inside the noise.

@@ -9,7 +9,7 @@ use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
 use crate::metrics::IntervalRecord;
-use crate::output::format::{fmt_count, fmt_rate, fmt_us};
+use crate::metrics::format::{fmt_count, fmt_rate, fmt_us};
 use crate::tui::app::App;
 use crate::tui::chart::{Scale, Series, TimeChart};
 use crate::tui::look::*;
@@ -123,7 +123,7 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
     let th = &look.theme;
     let s = th.series;
     let last = latest(app);
-    let rd = |r: &IntervalRecord| r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3;
+    let rd = crate::metrics::table::run_delay_ms_per_s;
     let title = legend(
         "scheduler latency",
         vec![
@@ -206,7 +206,7 @@ pub(crate) fn readout_lines(
         ),
         th.title,
     )];
-    let rd = r.workers.run_delay_us / r.interval_s.max(1e-9) / 1e3;
+    let rd = crate::metrics::table::run_delay_ms_per_s(r);
     let values: Vec<(String, ratatui::style::Color)> = match kind {
         ChartKind::Latency => vec![
             (format!("p50    {}", exact_us(r.latency_us.p50)), s[0]),

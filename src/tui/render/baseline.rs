@@ -11,8 +11,8 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
-use crate::output::format::{fmt_count, fmt_rate, fmt_us};
-use crate::tui::app::{App, WindowStats};
+use crate::metrics::{METRICS, WindowSpread};
+use crate::tui::app::App;
 use crate::tui::look::*;
 use crate::tui::theme::Theme;
 
@@ -44,28 +44,11 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     };
     // Until "now" holds enough intervals it is not a figure to compare.
     let now = app.now;
-    let now_spread = crate::tui::app::Spread::of(app.now_records());
+    let now_spread = WindowSpread::of(app.now_records());
     let collecting = now.as_ref().is_none_or(|n| n.secs < MIN_NOW_S);
-    type Get = fn(&WindowStats) -> f64;
-    /// Name, value, format, higher is better.
-    type Row = (&'static str, Get, fn(f64) -> String, bool);
-    let rows: [Row; 7] = [
-        ("MiB/s", |s| s.throughput_mib_s, fmt_rate, true),
-        ("IOPS", |s| s.iops, fmt_count, true),
-        ("p50", |s| s.p50_us, fmt_us, false),
-        ("p99", |s| s.p99_us, fmt_us, false),
-        ("p99.9", |s| s.p999_us, fmt_us, false),
-        ("queue p99", |s| s.queue_p99_us, fmt_us, false),
-        ("run_delay/s", |s| s.run_delay_us_per_s, fmt_us, false),
-    ];
     // Columns narrow where the panel is (120x40): never wrapped under a row.
     let narrow = inner.width < 38;
     let (nw, cw) = if narrow { (8, 7) } else { (11, 9) };
-    let short = |name: &'static str| match (narrow, name) {
-        (true, "queue p99") => "q p99",
-        (true, "run_delay/s") => "rdelay/s",
-        _ => name,
-    };
     let mut lines = vec![Line::from(Span::styled(
         format!(
             "{:<nw$}{:>cw$}{:>cw$}{:>cw$}",
@@ -77,16 +60,18 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         th.dim(),
     ))];
     let mut noisy = false;
-    for (k, (name, get, fmt, higher_better)) in rows.into_iter().enumerate() {
-        let b = get(&base.stats);
-        let n = now.as_ref().filter(|_| !collecting).map(get);
+    // The table's metrics the explorer shows, each with its own getter,
+    // format, direction and spread.
+    for m in METRICS.iter().filter(|m| m.explorer) {
+        let b = (m.window)(&base.stats);
+        let n = now.as_ref().filter(|_| !collecting).map(m.window);
         let (chg, color) = match n.and_then(|n| change_pct(b, n)) {
             Some(c) => {
                 // Inside the noise: the new value within the baseline's
                 // intervals, or the baseline's within the new ones'.
-                let inside = base.spread.holds(k, n.unwrap_or(b)) || now_spread.holds(k, b);
+                let inside = base.spread.holds(m, n.unwrap_or(b)) || now_spread.holds(m, b);
                 noisy |= inside;
-                let better = if higher_better { c > 0.0 } else { c < 0.0 };
+                let better = m.better_by(c);
                 let color = if inside || c.abs() < 2.0 {
                     th.dim
                 } else if better {
@@ -99,13 +84,19 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
             None => ("-".into(), th.dim),
         };
         let shown = match n {
-            Some(n) => fmt(n),
+            Some(n) => m.show(n),
             None if collecting => "…".into(),
             None => "-".into(),
         };
         lines.push(Line::from(vec![
-            Span::styled(format!("{:<nw$}", short(name)), th.text()),
-            Span::styled(format!("{:>cw$}", fmt(b)), Style::default().fg(th.baseline)),
+            Span::styled(
+                format!("{:<nw$}", if narrow { m.narrow } else { m.short }),
+                th.text(),
+            ),
+            Span::styled(
+                format!("{:>cw$}", m.show(b)),
+                Style::default().fg(th.baseline),
+            ),
             Span::styled(format!("{shown:>cw$}"), th.text()),
             Span::styled(format!("{chg:>cw$}"), Style::default().fg(color)),
         ]));

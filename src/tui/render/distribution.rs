@@ -7,8 +7,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
 use ratatui::widgets::{Paragraph, Widget};
 
+use crate::metrics::format::fmt_us;
 use crate::metrics::{BUCKETS_PER_OCTAVE, LatencyBuckets};
-use crate::output::format::fmt_us;
 use crate::tui::app::App;
 use crate::tui::look::*;
 use crate::tui::theme::Theme;

@@ -10,7 +10,7 @@ use ratatui::style::Style;
 use ratatui::widgets::Widget;
 
 use crate::metrics::IntervalRecord;
-use crate::output::format::fmt_us;
+use crate::metrics::format::fmt_us;
 use crate::tui::app::App;
 use crate::tui::look::*;
 use crate::tui::theme::Theme;
@@ -120,7 +120,7 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         // The kernel's own queues (their tracepoints): items per second,
         // the worst queue p99 of the last second, and the share run on
         // another CPU than the one that queued them.
-        for name in crate::kernel::trace::POST_READ_QUEUES {
+        for name in crate::metrics::POST_READ_QUEUES {
             let qs: Vec<_> = recs
                 .iter()
                 .filter_map(|r| r.kernel.as_ref())

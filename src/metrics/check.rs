@@ -1,0 +1,278 @@
+//! Checks of untrusted interval records: a recording (or a remote
+//! agent's stream) is read from outside, so every number is range-checked
+//! and every list bounded before the explorer, `plot` or `replay` trust it.
+//! The error names the field, its value and what is allowed.
+
+use serde::Serialize;
+
+use super::record::{IntervalRecord, POST_READ_QUEUES, Percentiles, SparseHist};
+use super::recorder::{BUCKET_COUNT, Counters, MAX_LATENCY_NS};
+
+/// Largest count an interval record read from outside may carry: far above
+/// any real interval, and low enough that a million of them add up without
+/// overflow.
+pub const MAX_RECORD_COUNT: u64 = 1 << 42;
+/// Most entries of an exact histogram in a record (the histogram's own
+/// bucket count is below this).
+pub const MAX_HIST_ENTRIES: usize = 100_000;
+/// Most events or notices in one interval, and their longest text.
+const MAX_EVENTS: usize = 10_000;
+const MAX_TEXT: usize = 4096;
+
+fn check_f64(name: &str, v: f64, lo: f64, hi: f64) -> Result<(), String> {
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        let num = |x: f64| {
+            if x != 0.0 && !(1e-3..1e9).contains(&x.abs()) {
+                format!("{x:e}")
+            } else {
+                format!("{x}")
+            }
+        };
+        Err(format!(
+            "{name} = {} is out of range: allowed {}..={}",
+            num(v),
+            num(lo),
+            num(hi)
+        ))
+    }
+}
+
+fn check_u64(name: &str, v: u64) -> Result<(), String> {
+    if v <= MAX_RECORD_COUNT {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} = {v} is out of range: allowed 0..={MAX_RECORD_COUNT}"
+        ))
+    }
+}
+
+/// The named number fields of a flat record (a [`Percentiles`],
+/// [`Counters`]), read through its serialized form so a check never lists
+/// them again.
+fn number_fields<T: Serialize>(v: &T) -> Vec<(String, serde_json::Value)> {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::Object(m)) => m.into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl Percentiles {
+    fn check(&self, name: &str) -> Result<(), String> {
+        let max_us = MAX_LATENCY_NS as f64 / 1e3;
+        check_u64(&format!("{name}.count"), self.count)?;
+        for (field, v) in number_fields(self) {
+            if field != "count" {
+                let v = v.as_f64().unwrap_or(f64::NAN);
+                check_f64(&format!("{name}.{field}"), v, 0.0, max_us)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SparseHist {
+    fn check(&self, name: &str) -> Result<(), String> {
+        if self.0.len() > MAX_HIST_ENTRIES {
+            return Err(format!(
+                "{name} has {} entries: allowed at most {MAX_HIST_ENTRIES}",
+                self.0.len()
+            ));
+        }
+        for &(v, n) in &self.0 {
+            if v > MAX_LATENCY_NS {
+                return Err(format!(
+                    "{name}: value {v} ns is out of range: allowed 0..={MAX_LATENCY_NS}"
+                ));
+            }
+            check_u64(&format!("{name}: count"), n)?;
+        }
+        Ok(())
+    }
+}
+
+impl Counters {
+    fn check(&self) -> Result<(), String> {
+        for (field, v) in number_fields(self) {
+            check_u64(&format!("counters.{field}"), v.as_u64().unwrap_or(u64::MAX))?;
+        }
+        Ok(())
+    }
+}
+
+impl IntervalRecord {
+    /// Range-checks a record read from outside (a recording): every number
+    /// finite and within what readpath can produce, every list bounded. The
+    /// error names the field, its value and what is allowed.
+    pub fn check(&self) -> Result<(), String> {
+        const MAX_T_S: f64 = 1e9; // ~30 years
+        const MAX_RATE: f64 = 1e13;
+        check_f64("t_s", self.t_s, -1.0, MAX_T_S)?;
+        check_f64("interval_s", self.interval_s, 1e-6, 3600.0)?;
+        check_u64("reads", self.reads)?;
+        check_u64("bytes", self.bytes)?;
+        check_f64("throughput_mib_s", self.throughput_mib_s, 0.0, MAX_RATE)?;
+        check_f64("iops", self.iops, 0.0, MAX_RATE)?;
+        self.latency_us.check("latency_us")?;
+        for (name, p) in [
+            ("device", &self.stages_us.device),
+            ("queue", &self.stages_us.queue),
+            ("decrypt", &self.stages_us.decrypt),
+            ("verify", &self.stages_us.verify),
+        ] {
+            p.check(&format!("stages_us.{name}"))?;
+        }
+        let n = self.latency_buckets.counts.len();
+        if n != 0 && n != BUCKET_COUNT {
+            return Err(format!(
+                "latency_buckets.counts has {n} entries: allowed 0 or {BUCKET_COUNT}"
+            ));
+        }
+        for &c in &self.latency_buckets.counts {
+            check_u64("latency_buckets.counts", c)?;
+        }
+        self.latency_hist.check("latency_hist")?;
+        self.queue_hist.check("queue_hist")?;
+        let w = &self.workers;
+        check_f64("workers.run_delay_us", w.run_delay_us, 0.0, MAX_RATE)?;
+        check_f64("workers.cpu_us", w.cpu_us, 0.0, MAX_RATE)?;
+        check_u64("workers.voluntary_switches", w.voluntary_switches)?;
+        check_u64("workers.involuntary_switches", w.involuntary_switches)?;
+        check_u64("workers.migrations", w.migrations)?;
+        let q = &self.irq;
+        check_f64("irq.run_delay_us", q.run_delay_us, 0.0, MAX_RATE)?;
+        check_f64("irq.cpu_us", q.cpu_us, 0.0, MAX_RATE)?;
+        check_u64("irq.voluntary_switches", q.voluntary_switches)?;
+        check_u64("irq.involuntary_switches", q.involuntary_switches)?;
+        check_u64("irq.migrations", q.migrations)?;
+        check_f64(
+            "run_delay_us_total",
+            self.run_delay_us_total,
+            0.0,
+            MAX_RATE * 1e3,
+        )?;
+        if self.cpus.len() > crate::settings::MAX_CPU_NUMBER + 1 {
+            return Err(format!(
+                "cpus has {} entries: allowed at most {}",
+                self.cpus.len(),
+                crate::settings::MAX_CPU_NUMBER + 1
+            ));
+        }
+        for c in &self.cpus {
+            if c.cpu > crate::settings::MAX_CPU_NUMBER {
+                return Err(format!(
+                    "cpus[].cpu = {} is out of range: allowed 0..={}",
+                    c.cpu,
+                    crate::settings::MAX_CPU_NUMBER
+                ));
+            }
+            check_f64("cpus[].busy_pct", c.busy_pct, 0.0, 100.0)?;
+            check_f64("cpus[].iowait_pct", c.iowait_pct, 0.0, 100.0)?;
+        }
+        check_f64("process_cpu_pct", self.process_cpu_pct, 0.0, 100.0 * 8192.0)?;
+        check_u64("rss_bytes", self.rss_bytes >> 10)?;
+        if let Some(h) = self.page_cache.hit_pct {
+            check_f64("page_cache.hit_pct", h, 0.0, 100.0)?;
+        }
+        if let Some(b) = self.page_cache.bio_bytes_mean {
+            check_f64("page_cache.bio_bytes_mean", b, 0.0, 1e12)?;
+        }
+        check_u64("page_cache.size_bytes", self.page_cache.size_bytes)?;
+        if let Some(h) = self.hash_cache_hit_pct {
+            check_f64("hash_cache_hit_pct", h, 0.0, 100.0)?;
+        }
+        if let Some(k) = &self.kernel {
+            if k.queues.len() > POST_READ_QUEUES.len() {
+                return Err(format!(
+                    "kernel.queues has {} entries: allowed at most {}",
+                    k.queues.len(),
+                    POST_READ_QUEUES.len()
+                ));
+            }
+            for q in &k.queues {
+                if !POST_READ_QUEUES.contains(&q.queue.as_str()) {
+                    return Err(format!(
+                        "kernel.queues[].queue = {:?}: allowed {}",
+                        q.queue,
+                        POST_READ_QUEUES.join(", ")
+                    ));
+                }
+                check_u64("kernel.queues[].items", q.items)?;
+                q.queue_us.check("kernel.queues[].queue_us")?;
+                q.exec_us.check("kernel.queues[].exec_us")?;
+                check_f64("kernel.queues[].moved_pct", q.moved_pct, 0.0, 100.0)?;
+            }
+            check_u64("kernel.kworkers", u64::from(k.kworkers))?;
+            check_u64("kernel.requests", k.requests)?;
+            check_u64("kernel.lost", k.lost)?;
+            check_u64("kernel.cached_bytes", k.cached_bytes >> 10)?;
+        }
+        if self.pools.len() > 2 {
+            return Err(format!(
+                "pools has {} entries: allowed at most 2",
+                self.pools.len()
+            ));
+        }
+        for p in &self.pools {
+            if !matches!(p.queue.as_str(), "fscrypt" | "fsverity") {
+                return Err(format!(
+                    "pools[].queue = {:?}: allowed \"fscrypt\", \"fsverity\"",
+                    p.queue
+                ));
+            }
+            if !matches!(p.kind.as_str(), "bound" | "unbound") {
+                return Err(format!(
+                    "pools[].kind = {:?}: allowed \"bound\", \"unbound\"",
+                    p.kind
+                ));
+            }
+            let most = (crate::settings::MAX_CPU_NUMBER as u64 + 1) * 64;
+            for (f, v) in [
+                ("workers", p.workers),
+                ("running", p.running),
+                ("blocked", p.blocked),
+                ("blocked_peak", p.blocked_peak),
+            ] {
+                if u64::from(v) > most {
+                    return Err(format!(
+                        "pools[].{f} = {v} is out of range: allowed 0..={most}"
+                    ));
+                }
+            }
+            check_u64("pools[].pending", p.pending)?;
+        }
+        self.counters.check()?;
+        for (name, len, items) in [
+            (
+                "events",
+                self.events.len(),
+                self.events
+                    .iter()
+                    .map(|e| (e.t_s, e.label.len()))
+                    .collect::<Vec<_>>(),
+            ),
+            (
+                "notices",
+                self.notices.len(),
+                self.notices.iter().map(|n| (n.t_s, n.text.len())).collect(),
+            ),
+        ] {
+            if len > MAX_EVENTS {
+                return Err(format!(
+                    "{name} has {len} entries: allowed at most {MAX_EVENTS}"
+                ));
+            }
+            for (t, text_len) in items {
+                check_f64(&format!("{name}[].t_s"), t, -1.0, MAX_T_S)?;
+                if text_len > MAX_TEXT {
+                    return Err(format!(
+                        "{name}[]: a text of {text_len} bytes: allowed at most {MAX_TEXT}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

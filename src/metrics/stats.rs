@@ -1,0 +1,241 @@
+//! Statistics over a window of intervals: exact percentiles merged from
+//! the records' histograms ([`WindowStats`]), a metric's spread over
+//! intervals or rounds ([`Spread`]) and the [`median`] every consumer
+//! uses. One implementation, so the explorer, `compare` and the summary
+//! agree on what "median" and "inside the noise" mean.
+
+use serde::{Deserialize, Serialize};
+
+use super::record::{IntervalRecord, empty_hist};
+use super::table::{METRICS, Metric};
+
+/// Measurements over a window of intervals, exact percentiles included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowStats {
+    /// Start of the window, seconds since the engine started.
+    pub from_s: f64,
+    /// End of the window.
+    pub to_s: f64,
+    /// Seconds measured (paused intervals excluded).
+    pub secs: f64,
+    /// Good reads.
+    pub reads: u64,
+    /// MiB/s.
+    pub throughput_mib_s: f64,
+    /// Reads per second.
+    pub iops: f64,
+    /// End-to-end median, us.
+    pub p50_us: f64,
+    /// End-to-end p99, us.
+    pub p99_us: f64,
+    /// End-to-end p99.9, us.
+    pub p999_us: f64,
+    /// Queue wait p99, us (0 without queues).
+    pub queue_p99_us: f64,
+    /// Workers' run_delay per second of wall time, ms/s (the unit of
+    /// run_delay everywhere: see [`super::table`]).
+    pub run_delay_ms_per_s: f64,
+    /// Page-cache hit ratio of the window's reads, % (None off the
+    /// page-cache path).
+    #[serde(default)]
+    pub page_hit_pct: Option<f64>,
+    /// Bios per second (each one decrypted and verified as one item).
+    #[serde(default)]
+    pub bios_per_s: f64,
+}
+
+impl WindowStats {
+    /// Merges the records' exact histograms and counters.
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a IntervalRecord>) -> Option<WindowStats> {
+        let mut lat = empty_hist();
+        let mut queue = empty_hist();
+        let mut st = WindowStats::default();
+        let (mut bytes, mut run_delay, mut first) = (0u64, 0.0, true);
+        let (mut hits, mut misses, mut bios) = (0u64, 0u64, 0u64);
+        for r in records.into_iter().filter(|r| !r.paused) {
+            hits += r.page_cache.hits;
+            misses += r.page_cache.misses;
+            bios += r.page_cache.bios;
+            if first {
+                st.from_s = r.t_s - r.interval_s;
+                first = false;
+            }
+            st.to_s = r.t_s;
+            st.secs += r.interval_s;
+            st.reads += r.reads;
+            bytes += r.bytes;
+            run_delay += r.workers.run_delay_us;
+            r.latency_hist.add_to(&mut lat);
+            r.queue_hist.add_to(&mut queue);
+        }
+        if first || st.secs <= 0.0 {
+            return None;
+        }
+        st.throughput_mib_s = bytes as f64 / (1024.0 * 1024.0) / st.secs;
+        st.iops = st.reads as f64 / st.secs;
+        let q = |h: &hdrhistogram::Histogram<u64>, p: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(p) as f64 / 1e3
+            }
+        };
+        st.p50_us = q(&lat, 0.5);
+        st.p99_us = q(&lat, 0.99);
+        st.p999_us = q(&lat, 0.999);
+        st.queue_p99_us = q(&queue, 0.99);
+        st.run_delay_ms_per_s = run_delay / 1e3 / st.secs;
+        st.page_hit_pct = (hits + misses > 0).then(|| hits as f64 * 100.0 / (hits + misses) as f64);
+        st.bios_per_s = bios as f64 / st.secs;
+        Some(st)
+    }
+}
+
+/// The median of the finite values (mean of the middle two for an even
+/// count); NaN when there is none.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// One metric over a set of samples (a window's intervals, an
+/// experiment's rounds): median, lowest and highest, and (in `compare`)
+/// the median's change from the first variant's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Median of the samples.
+    pub median: f64,
+    /// Lowest sample.
+    pub min: f64,
+    /// Highest sample.
+    pub max: f64,
+    /// Change of the median relative to a reference's, % (None for the
+    /// reference itself, or when the reference is 0 or missing).
+    pub change_pct: Option<f64>,
+}
+
+impl Spread {
+    /// The spread of `values` (non-finite ones left out; with none, every
+    /// figure NaN and [`Spread::holds`] false).
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Spread {
+        let v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return Spread {
+                median: f64::NAN,
+                min: f64::NAN,
+                max: f64::NAN,
+                change_pct: None,
+            };
+        }
+        Spread {
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            median: median(v),
+            change_pct: None,
+        }
+    }
+
+    /// True when `value` lies within the samples' range: a change to it
+    /// is inside the noise.
+    pub fn holds(&self, value: f64) -> bool {
+        self.min <= value && value <= self.max
+    }
+
+    /// True when the two ranges overlap.
+    pub fn overlaps(&self, o: &Spread) -> bool {
+        self.min <= o.max && o.min <= self.max
+    }
+}
+
+/// Each metric of [`METRICS`]' spread over a window's intervals (paused
+/// and idle ones left out): what the explorer's baseline panel and
+/// presentation mode judge a change against.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WindowSpread {
+    /// Intervals (not paused, with reads) in the window.
+    pub intervals: usize,
+    /// One per metric of [`METRICS`], in its order.
+    pub metrics: Vec<Spread>,
+}
+
+impl WindowSpread {
+    /// The spread of the intervals `recs`.
+    pub fn of<'a>(recs: impl Iterator<Item = &'a IntervalRecord>) -> WindowSpread {
+        let recs: Vec<&IntervalRecord> = recs.filter(|r| !r.paused && r.reads > 0).collect();
+        WindowSpread {
+            intervals: recs.len(),
+            metrics: METRICS
+                .iter()
+                .map(|m| Spread::of(recs.iter().map(|r| (m.interval)(r))))
+                .collect(),
+        }
+    }
+
+    /// True when `value` of metric `m` lies within this window's range
+    /// of intervals.
+    pub fn holds(&self, m: &Metric, value: f64) -> bool {
+        self.get(m).is_some_and(|s| s.holds(value))
+    }
+
+    /// Metric `m`'s spread.
+    pub fn get(&self, m: &Metric) -> Option<&Spread> {
+        self.metrics.get(m.index())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_of_odd_and_even_lists() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(vec![5.0]), 5.0);
+        assert!(median(vec![]).is_nan());
+        // Missing values (NaN) are left out, not sorted in.
+        assert_eq!(median(vec![1.0, f64::NAN, 2.0]), 1.5);
+        assert!(median(vec![f64::NAN]).is_nan());
+    }
+
+    #[test]
+    fn a_spread_holds_its_range_and_overlaps() {
+        let a = Spread::of([3.0, 1.0, 2.0]);
+        assert_eq!((a.median, a.min, a.max), (2.0, 1.0, 3.0));
+        assert!(a.holds(1.0) && a.holds(3.0) && !a.holds(3.5));
+        let b = Spread::of([3.0, 4.0]);
+        assert!(a.overlaps(&b) && b.overlaps(&a));
+        assert!(!a.overlaps(&Spread::of([4.0, 5.0])));
+        let none = Spread::of([f64::NAN]);
+        assert!(none.median.is_nan() && !none.holds(0.0));
+    }
+
+    #[test]
+    fn a_window_spread_has_one_spread_per_metric() {
+        let recs: Vec<IntervalRecord> = (1..=4)
+            .map(|i| {
+                let mut r = IntervalRecord {
+                    interval_s: 0.5,
+                    reads: 10,
+                    throughput_mib_s: f64::from(i),
+                    ..Default::default()
+                };
+                r.workers.run_delay_us = 1_000.0 * f64::from(i);
+                r
+            })
+            .collect();
+        let s = WindowSpread::of(recs.iter());
+        assert_eq!(s.intervals, 4);
+        assert_eq!(s.metrics.len(), METRICS.len());
+        let tp = super::super::table::named("throughput_mib_s");
+        assert!(s.holds(tp, 2.5) && !s.holds(tp, 4.5));
+        let rd = super::super::table::named("run_delay_ms_per_s");
+        let r = s.get(rd).unwrap();
+        assert_eq!((r.min, r.max), (2.0, 8.0));
+    }
+}
