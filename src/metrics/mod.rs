@@ -30,4 +30,4 @@ pub mod window;
 pub use record::*;
 pub use recorder::*;
 pub use stats::*;
-pub use table::{Better, METRICS, Metric, Unit};
+pub use table::{Better, METRICS, Metric, Unit, WindowSpread};
