@@ -272,7 +272,11 @@ fn the_page_wait_is_iowait_only_when_asked() {
         return;
     };
     if std::fs::write(knob, "1").is_err() {
-        skip::skip(name, &format!("needs root to switch on {knob}"), true);
+        skip::skip(
+            name,
+            &format!("needs root to switch on {knob}"),
+            skip::root(),
+        );
         return;
     }
     let _restore = DelayAcct(before);

@@ -154,7 +154,7 @@ pub(super) fn parse_fps(s: &str) -> std::result::Result<f64, String> {
 pub enum Format {
     /// Human-readable, in the spirit of fio.
     Text,
-    /// One JSON object (schema in the README).
+    /// One JSON object (schema in docs/metrics.md).
     Json,
 }
 

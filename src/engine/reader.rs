@@ -1,6 +1,7 @@
 //! Reader threads: issue reads (io_uring or pread), reap completions, hand
-//! them to post-processing. This is the only module that talks to io_uring,
-//! so every `unsafe` buffer handoff to the kernel lives here.
+//! them to post-processing. Its io_uring rings (and those of the page
+//! cache's readers in `cached.rs` and the irq threads in `irq_thread.rs`)
+//! hand buffers to the kernel in `unsafe` blocks, each with its argument.
 //!
 //! A reader stands for the CPU where storage completions land: it reaps each
 //! completion, notes the CPU it ran on, and dispatches the block to the

@@ -1,4 +1,4 @@
-//! The headless run's summary: one JSON object (schema in the README) and a
+//! The headless run's summary: one JSON object (schema in docs/metrics.md) and a
 //! text rendering in the spirit of fio's, built from the engine's totals.
 
 use serde::{Deserialize, Serialize};
