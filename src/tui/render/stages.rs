@@ -260,14 +260,7 @@ pub(crate) fn cache_line(recs: &[&IntervalRecord]) -> Option<String> {
     if hits + misses == 0 {
         return None;
     }
-    let rate = bios as f64 / f64::max(secs, 1e-9);
-    let rate = if rate >= 1e4 {
-        format!("{:.0}k", rate / 1e3)
-    } else if rate >= 1e3 {
-        format!("{:.1}k", rate / 1e3)
-    } else {
-        format!("{rate:.0}")
-    };
+    let rate = crate::metrics::format::fmt_count(bios as f64 / f64::max(secs, 1e-9));
     Some(format!(
         "hit {:.0}% · {rate} bio/s",
         hits as f64 * 100.0 / (hits + misses) as f64
