@@ -567,7 +567,6 @@ impl Setting {
     /// Checks `v` against the key's kind and range: the value to store, or
     /// the error that names the key, the value and what is allowed.
     pub(super) fn check(&self, v: &Val) -> Result<Val, SettingsError> {
-        let key = self.key;
         if let Some((word, _)) = self.unset
             && let Val::Str(t) = v
             && (t.trim().eq_ignore_ascii_case(word)
@@ -575,150 +574,155 @@ impl Setting {
         {
             return Ok(Val::Unset);
         }
-        let allowed = self.allowed();
-        let invalid = |reason: String| SettingsError::Invalid {
-            key: key.to_string(),
-            value: v.written(),
-            reason,
-            allowed: allowed.clone(),
-        };
         match self.kind {
-            Kind::Choice(names) => {
-                let list = self.cycle().join(", ");
-                let Val::Str(s) = v else {
-                    return Err(wrong_type(key, v, format!("one of {list}")));
-                };
-                match names.iter().find(|n| n.eq_ignore_ascii_case(s.trim())) {
-                    Some(n) => Ok(Val::Str(n.to_string())),
-                    None => {
-                        let mut reason = format!("allowed {list}");
-                        if let Some(c) = closest(s, names.iter().copied()) {
-                            reason.push_str(&format!(" (did you mean {c:?}?)"));
-                        }
-                        Err(SettingsError::Invalid {
-                            key: key.to_string(),
-                            value: v.written(),
-                            reason,
-                            allowed: list,
-                        })
-                    }
-                }
-            }
+            Kind::Choice(names) => self.check_choice(v, names),
             Kind::Bool => match v {
                 Val::Bool(_) => Ok(v.clone()),
-                _ => Err(wrong_type(key, v, "true or false".to_string())),
+                _ => Err(wrong_type(self.key, v, "true or false".to_string())),
             },
             Kind::Int { lo, hi } => match v {
                 Val::Int(n) if (i128::from(lo)..=i128::from(hi)).contains(n) => Ok(v.clone()),
                 Val::Int(n) => Err(SettingsError::OutOfRange {
-                    key: key.to_string(),
+                    key: self.key.to_string(),
                     value: n.to_string(),
-                    allowed,
+                    allowed: self.allowed(),
                 }),
-                _ => Err(wrong_type(key, v, format!("an integer {allowed}"))),
+                _ => Err(wrong_type(
+                    self.key,
+                    v,
+                    format!("an integer {}", self.allowed()),
+                )),
             },
-            Kind::Size { lo, hi } => {
-                let expected = || format!("a size like 4096 or \"4K\" ({allowed})");
-                let n: i128 = match v {
-                    Val::Int(n) => *n,
-                    Val::Str(s) => match parse_size(s) {
-                        Ok(n) => n.into(),
-                        Err(_) => return Err(wrong_type(key, v, expected())),
-                    },
-                    _ => return Err(wrong_type(key, v, expected())),
-                };
-                let ok =
-                    n >= i128::from(lo) && n <= i128::from(hi) && n % i128::from(PAGE_SIZE) == 0;
-                if ok {
-                    Ok(Val::Int(n))
-                } else {
-                    Err(invalid(format!("must be {allowed}")))
-                }
-            }
-            Kind::Cpus => {
-                let numbers: Vec<i128> = match v {
-                    Val::Array(items) => {
-                        let mut out = Vec::with_capacity(items.len());
-                        for item in items {
-                            match item {
-                                Val::Int(n) => out.push(*n),
-                                _ => return Err(wrong_type(key, v, allowed.clone())),
-                            }
-                        }
-                        out
-                    }
-                    Val::Int(n) => vec![*n],
-                    Val::Str(s) if s.trim() == "[]" => Vec::new(),
-                    Val::Str(s) => parse_cpu_list(s)
-                        .map_err(invalid)?
-                        .into_iter()
-                        .map(|c| c as i128)
-                        .collect(),
-                    _ => return Err(wrong_type(key, v, allowed.clone())),
-                };
-                let mut out: Vec<Val> = Vec::with_capacity(numbers.len());
-                for n in numbers {
-                    let cpu = usize::try_from(n)
-                        .ok()
-                        .filter(|&c| c <= MAX_CPU_NUMBER)
-                        .ok_or_else(|| invalid(cpu_number_error(n)))?;
-                    if out.contains(&Val::Int(cpu as i128)) {
-                        return Err(invalid(format!("CPU {cpu} is listed twice")));
-                    }
-                    out.push(Val::Int(cpu as i128));
-                }
-                if out.is_empty() && self.unset.is_some() {
-                    return Err(invalid(
-                        "an empty CPU list would leave unbound work nowhere to run; use \"default\" to leave it unchanged".into(),
-                    ));
-                }
-                Ok(Val::Array(out))
-            }
-            Kind::Path { .. } => {
-                let Val::Str(p) = v else {
-                    return Err(wrong_type(key, v, allowed.clone()));
-                };
-                let problem = if p.is_empty() {
-                    None
-                } else if p.len() > MAX_PATH_BYTES {
-                    Some(format!(
-                        "{} bytes is longer than PATH_MAX ({MAX_PATH_BYTES})",
-                        p.len()
-                    ))
-                } else if p.chars().any(char::is_control) {
-                    Some("it contains a control character".to_string())
-                } else if !p.starts_with('/') {
-                    Some("it is not an absolute path".to_string())
-                } else {
-                    None
-                };
-                match problem {
-                    None => Ok(v.clone()),
-                    Some(reason) => Err(invalid(format!("{reason}; allowed {allowed}"))),
-                }
-            }
-            Kind::Hex { max_bytes } => {
-                let Val::Str(s) = v else {
-                    return Err(wrong_type(key, v, allowed.clone()));
-                };
-                let problem = if let Some(c) = s.chars().find(|c| !c.is_ascii_hexdigit()) {
-                    Some(format!("{c:?} is not a hex digit"))
-                } else if s.len() % 2 != 0 {
-                    Some(format!("{} hex digits is an odd number", s.len()))
-                } else if s.len() / 2 > max_bytes {
-                    Some(format!("{} bytes is too long", s.len() / 2))
-                } else {
-                    None
-                };
-                match (problem, hex::decode(s)) {
-                    (None, Ok(_)) => Ok(Val::Str(s.to_ascii_lowercase())),
-                    (problem, _) => Err(invalid(format!(
-                        "{}; allowed {allowed}",
-                        problem.unwrap_or_else(|| "not hex".to_string())
-                    ))),
-                }
-            }
+            Kind::Size { lo, hi } => self.check_size(v, lo, hi),
+            Kind::Cpus => self.check_cpus(v),
+            Kind::Path { .. } => self.check_path(v),
+            Kind::Hex { max_bytes } => self.check_hex(v, max_bytes),
         }
+    }
+
+    /// The error for a value of the right type that is not allowed.
+    fn invalid(&self, v: &Val, reason: String) -> SettingsError {
+        SettingsError::Invalid {
+            key: self.key.to_string(),
+            value: v.written(),
+            reason,
+            allowed: self.allowed(),
+        }
+    }
+
+    fn check_choice(&self, v: &Val, names: &[&str]) -> Result<Val, SettingsError> {
+        let list = self.cycle().join(", ");
+        let Val::Str(s) = v else {
+            return Err(wrong_type(self.key, v, format!("one of {list}")));
+        };
+        if let Some(n) = names.iter().find(|n| n.eq_ignore_ascii_case(s.trim())) {
+            return Ok(Val::Str(n.to_string()));
+        }
+        let mut reason = format!("allowed {list}");
+        if let Some(c) = closest(s, names.iter().copied()) {
+            reason.push_str(&format!(" (did you mean {c:?}?)"));
+        }
+        Err(SettingsError::Invalid {
+            key: self.key.to_string(),
+            value: v.written(),
+            reason,
+            allowed: list,
+        })
+    }
+
+    fn check_size(&self, v: &Val, lo: u64, hi: u64) -> Result<Val, SettingsError> {
+        let expected = || format!("a size like 4096 or \"4K\" ({})", self.allowed());
+        let n: i128 = match v {
+            Val::Int(n) => *n,
+            Val::Str(s) => match parse_size(s) {
+                Ok(n) => n.into(),
+                Err(_) => return Err(wrong_type(self.key, v, expected())),
+            },
+            _ => return Err(wrong_type(self.key, v, expected())),
+        };
+        if n >= i128::from(lo) && n <= i128::from(hi) && n % i128::from(PAGE_SIZE) == 0 {
+            Ok(Val::Int(n))
+        } else {
+            Err(self.invalid(v, format!("must be {}", self.allowed())))
+        }
+    }
+
+    fn check_cpus(&self, v: &Val) -> Result<Val, SettingsError> {
+        let numbers: Vec<i128> = match v {
+            Val::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        Val::Int(n) => out.push(*n),
+                        _ => return Err(wrong_type(self.key, v, self.allowed())),
+                    }
+                }
+                out
+            }
+            Val::Int(n) => vec![*n],
+            Val::Str(s) if s.trim() == "[]" => Vec::new(),
+            Val::Str(s) => parse_cpu_list(s)
+                .map_err(|e| self.invalid(v, e))?
+                .into_iter()
+                .map(|c| c as i128)
+                .collect(),
+            _ => return Err(wrong_type(self.key, v, self.allowed())),
+        };
+        let mut out: Vec<Val> = Vec::with_capacity(numbers.len());
+        for n in numbers {
+            let cpu = usize::try_from(n)
+                .ok()
+                .filter(|&c| c <= MAX_CPU_NUMBER)
+                .ok_or_else(|| self.invalid(v, cpu_number_error(n)))?;
+            if out.contains(&Val::Int(cpu as i128)) {
+                return Err(self.invalid(v, format!("CPU {cpu} is listed twice")));
+            }
+            out.push(Val::Int(cpu as i128));
+        }
+        if out.is_empty() && self.unset.is_some() {
+            return Err(self.invalid(
+                v,
+                "an empty CPU list would leave unbound work nowhere to run; use \"default\" to leave it unchanged".into(),
+            ));
+        }
+        Ok(Val::Array(out))
+    }
+
+    fn check_path(&self, v: &Val) -> Result<Val, SettingsError> {
+        let Val::Str(p) = v else {
+            return Err(wrong_type(self.key, v, self.allowed()));
+        };
+        let problem = if p.is_empty() {
+            return Ok(v.clone());
+        } else if p.len() > MAX_PATH_BYTES {
+            format!(
+                "{} bytes is longer than PATH_MAX ({MAX_PATH_BYTES})",
+                p.len()
+            )
+        } else if p.chars().any(char::is_control) {
+            "it contains a control character".to_string()
+        } else if !p.starts_with('/') {
+            "it is not an absolute path".to_string()
+        } else {
+            return Ok(v.clone());
+        };
+        Err(self.invalid(v, format!("{problem}; allowed {}", self.allowed())))
+    }
+
+    fn check_hex(&self, v: &Val, max_bytes: usize) -> Result<Val, SettingsError> {
+        let Val::Str(s) = v else {
+            return Err(wrong_type(self.key, v, self.allowed()));
+        };
+        let problem = if let Some(c) = s.chars().find(|c| !c.is_ascii_hexdigit()) {
+            format!("{c:?} is not a hex digit")
+        } else if s.len() % 2 != 0 {
+            format!("{} hex digits is an odd number", s.len())
+        } else if s.len() / 2 > max_bytes {
+            format!("{} bytes is too long", s.len() / 2)
+        } else {
+            return Ok(Val::Str(s.to_ascii_lowercase()));
+        };
+        Err(self.invalid(v, format!("{problem}; allowed {}", self.allowed())))
     }
 
     /// Whether a bare word on the command line is this key's text even
