@@ -57,7 +57,7 @@ fn help_screen() {
     // The first page and the next: the keys grew past one page.
     let mut next = a.clone();
     let pg = KeyEvent::new(KeyCode::PageDown, KeyModifiers::NONE);
-    readpath::tui::app::overlay_key(&mut next.overlay, pg, &|_: &str| false);
+    readpath::tui::overlay::overlay_key(&mut next.overlay, pg, &|_: &str| false);
     let both = format!("{screen}{}", text(&draw(&next, &look(), 160, 48)));
     for k in [
         "inline -> bound -> unbound",
@@ -465,7 +465,7 @@ fn the_baseline_panel_names_every_setting_that_differs() {
 #[test]
 fn help_scrolls_searches_and_matches_the_mode() {
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use readpath::tui::app::overlay_key;
+    use readpath::tui::overlay::overlay_key;
     let k = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
     let none = |_: &str| false;
     let mut a = app(false);
@@ -558,7 +558,7 @@ const SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (160, 48)];
 /// value.
 #[test]
 fn the_value_chooser() {
-    use readpath::tui::choose::open_chooser;
+    use readpath::tui::overlay::chooser::open_chooser;
     for (w, h) in SIZES {
         let mut a = app(false);
         a.cursor = Some("workers.verify_mode");
@@ -596,7 +596,7 @@ fn the_value_chooser() {
 #[test]
 fn the_prompt_shows_the_parsers_error() {
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use readpath::tui::choose::{open_prompt, prompt_key};
+    use readpath::tui::overlay::prompt::{open_prompt, prompt_key};
     for (w, h) in SIZES {
         let mut a = app(false);
         let before = a.settings.clone();
@@ -639,10 +639,10 @@ fn a_chart_click_reads_the_values_at_that_time() {
         let l = main_layout(&a, a.screen);
         let (_, r) = l.charts[0];
         // The latency chart carries the markers' number strip.
-        let p = readpath::tui::chart::plot_rect(r, true).unwrap();
+        let p = readpath::tui::render::chart::plot_rect(r, true).unwrap();
         let (t0, t1) = chart_span(&a);
         // The column the stall at 20 s is drawn in.
-        let x = p.x + readpath::tui::chart::col_of(t0, t1, p.width, 20.1);
+        let x = p.x + readpath::tui::render::chart::col_of(t0, t1, p.width, 20.1);
         let y = p.y + 1;
         assert!(matches!(
             hit(&a, a.screen, x, y),
@@ -666,7 +666,7 @@ fn a_chart_click_reads_the_values_at_that_time() {
         }
         insta::assert_snapshot!(format!("readout_{w}x{h}"), screen);
         // On the change's line: the change is listed.
-        let x = p.x + readpath::tui::chart::col_of(t0, t1, p.width, 30.0);
+        let x = p.x + readpath::tui::render::chart::col_of(t0, t1, p.width, 30.0);
         readpath::tui::mouse::mouse(&mut a, MouseEvent { column: x, ..click }, true);
         let screen = text(&draw(&a, &look(), w, h));
         assert!(

@@ -37,11 +37,11 @@ fn presets_into(action: PresetsAction, out: &mut Vec<u8>) -> Result<()> {
                 // (`presets show NAME` has the whole description).
                 let first = desc.split(". ").next().unwrap_or("").trim_end_matches('.');
                 // At most three lines; the third ends in an ellipsis if cut.
-                let mut lines = crate::tui::look::wrap_words(first, 70, 70);
+                let mut lines = crate::tui::text::wrap_words(first, 70, 70);
                 if lines.len() > 3 {
                     let rest = lines[2..].join(" ");
                     lines.truncate(2);
-                    lines.push(crate::tui::look::ellipsize(&rest, 70));
+                    lines.push(crate::tui::text::ellipsize(&rest, 70));
                 }
                 writeln!(
                     out,

@@ -1,16 +1,16 @@
-//! The explorer's state and its key handling, with no terminal in sight: what
-//! the screen shows is a pure function of an [`App`], and what a key does is a
-//! pure function of the key and the current settings. That keeps the
-//! rendering snapshot-testable from fixed records and the key bindings
-//! testable as key -> action -> settings.
+//! The explorer's state, with no terminal in sight: the records and the
+//! "now" window slid over them, the markers and the log, the baseline, the
+//! view (zoom, cursor, readout) and which overlay is open. What the screen
+//! shows is a pure function of an [`App`] (`render/`), which keeps the
+//! rendering snapshot-testable from fixed records. What a key may do is
+//! decided in `policy.rs` (pure: key and settings in, action or reason
+//! out) and what a key does in an overlay in `overlay/`; both read this
+//! state, and nothing here reads them.
 
 use std::collections::VecDeque;
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-
-use super::keys::{self, Does};
-pub use crate::metrics::WindowStats;
-use crate::metrics::{Event, IntervalRecord, Notice, WindowSpread};
+use crate::metrics::window::WindowAcc;
+use crate::metrics::{Event, IntervalRecord, Notice, WindowSpread, WindowStats};
 use crate::settings::Settings;
 use crate::sys::Features;
 
@@ -23,42 +23,6 @@ pub const HISTORY_S: f64 = 600.0;
 /// Lines of the event and notice log kept.
 const LOG_LINES: usize = 200;
 
-pub use super::keys::Action;
-
-/// Maps a key to an action, given the settings as requested: what the key
-/// does comes from [`keys::bindings`]. Pure: the tests drive every binding
-/// through it. Ctrl-Z is [`Action::None`] here: the terminal loop suspends
-/// before a key gets this far.
-pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action {
-    let Some(does) = keys::does(key) else {
-        return Action::None;
-    };
-    match does {
-        Does::Act(Action::Suspend) => Action::None,
-        Does::Act(a) => a.clone(),
-        Does::Change(f) => match change(f, settings, cpus) {
-            Ok(s) => Action::Apply(Box::new(s)),
-            Err(why) => Action::Refuse(why),
-        },
-    }
-}
-
-/// The settings a change leads to, or why it cannot be made (a step past
-/// a limit). Not validated here: [`crate::engine::Engine::apply`] validates
-/// once, and a refusal there leaves the running workload as it was.
-fn change(f: &keys::Change, s: &Settings, _cpus: usize) -> Result<Settings, String> {
-    f.apply(s)
-}
-
-/// The settings a settings key leads to: `None` for a key that is not a
-/// settings key, `Err` with a reason when the change cannot be made.
-pub fn adjust(key: char, s: &Settings, cpus: usize) -> Option<Result<Settings, String>> {
-    match keys::lookup(keys::Key::Char(key))? {
-        Does::Change(f) => Some(change(f, s, cpus)),
-        _ => None,
-    }
-}
-
 /// A labelled vertical line on the time charts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Marker {
@@ -70,8 +34,6 @@ pub struct Marker {
     /// What changed, short (`mode: unbound -> bound`).
     pub label: String,
 }
-
-pub use crate::metrics::window::WindowAcc;
 
 /// The longest flash message an 80-column footer shows whole (beside its
 /// `? help  q quit`).
@@ -144,7 +106,7 @@ pub enum Overlay {
         /// The setting.
         key: &'static str,
         /// Its values, the current one marked, greyed ones with why.
-        items: Vec<super::choose::Choice>,
+        items: Vec<Choice>,
         /// The highlighted one.
         selected: usize,
         /// Why the last Enter did nothing (a greyed value), or a hint.
@@ -184,6 +146,17 @@ pub struct Readout {
     pub t_s: f64,
 }
 
+/// One value in the chooser.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    /// The value as [`Settings::get`] writes it (and [`Settings::set`] reads).
+    pub value: String,
+    /// It is the value set now.
+    pub current: bool,
+    /// Why it cannot be used right now (greyed), if it cannot.
+    pub why: Option<String>,
+}
+
 /// One preset in the picker.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PickItem {
@@ -197,22 +170,6 @@ pub struct PickItem {
     pub settings: Option<Settings>,
 }
 
-/// What a key in an overlay asks for, beyond changing the overlay.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OverlayAction {
-    /// Nothing more.
-    None,
-    /// Apply a preset: its name, description and settings.
-    ApplyPreset(String, String, Box<Settings>),
-    /// Save the current settings under this name (`true`: replace the file).
-    Save(String, bool),
-    /// Run the workload with these settings (the chooser, the prompt): one
-    /// change, as a key's.
-    Apply(Box<Settings>),
-    /// Quit.
-    Quit,
-}
-
 impl Overlay {
     /// The help, from its top, not searched.
     pub fn help() -> Overlay {
@@ -221,198 +178,6 @@ impl Overlay {
             find: String::new(),
             typing: false,
         }
-    }
-}
-
-/// Handles a key while an overlay is open: moves in the picker, edits the
-/// name, answers the overwrite question. Pure: the caller applies or saves.
-/// `exists` tells whether a user preset of that name is already saved.
-pub fn overlay_key(
-    overlay: &mut Overlay,
-    key: KeyEvent,
-    exists: &dyn Fn(&str) -> bool,
-) -> OverlayAction {
-    let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
-    if ctrl_c {
-        *overlay = Overlay::None;
-        return OverlayAction::Quit;
-    }
-    match overlay {
-        Overlay::Picker { items, selected } => match key.code {
-            KeyCode::Up | KeyCode::Char('k') => {
-                *selected = selected.saturating_sub(1);
-                OverlayAction::None
-            }
-            KeyCode::Down | KeyCode::Char('j') => {
-                *selected = (*selected + 1).min(items.len().saturating_sub(1));
-                OverlayAction::None
-            }
-            KeyCode::Enter => {
-                let item = items.get(*selected).cloned();
-                match item {
-                    Some(PickItem {
-                        name,
-                        description,
-                        settings: Some(s),
-                        ..
-                    }) => {
-                        *overlay = Overlay::None;
-                        OverlayAction::ApplyPreset(name, description, Box::new(s))
-                    }
-                    Some(PickItem { description, .. }) => {
-                        *overlay = Overlay::Error(description);
-                        OverlayAction::None
-                    }
-                    None => OverlayAction::None,
-                }
-            }
-            _ => {
-                *overlay = Overlay::None;
-                OverlayAction::None
-            }
-        },
-        Overlay::SaveName {
-            name,
-            selected,
-            refused,
-        } => {
-            let plain = !key
-                .modifiers
-                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
-            *refused = None;
-            match key.code {
-                KeyCode::Enter if !name.is_empty() => {
-                    let name = name.clone();
-                    if let Err(e) = crate::scenario::preset::check_name(&name) {
-                        *overlay = Overlay::Error(e.to_string());
-                        OverlayAction::None
-                    } else if exists(&name) {
-                        *overlay = Overlay::ConfirmOverwrite(name);
-                        OverlayAction::None
-                    } else {
-                        *overlay = Overlay::None;
-                        OverlayAction::Save(name, false)
-                    }
-                }
-                KeyCode::Backspace => {
-                    if std::mem::take(selected) {
-                        name.clear();
-                    } else {
-                        name.pop();
-                    }
-                    OverlayAction::None
-                }
-                KeyCode::Right | KeyCode::End => {
-                    *selected = false;
-                    OverlayAction::None
-                }
-                KeyCode::Char(c)
-                    if plain && (c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
-                {
-                    if std::mem::take(selected) {
-                        name.clear();
-                    }
-                    if name.len() < 64 {
-                        name.push(c);
-                    } else {
-                        *refused = Some("a preset name has at most 64 characters".into());
-                    }
-                    OverlayAction::None
-                }
-                KeyCode::Char(c) if plain => {
-                    *refused = Some(format!(
-                        "{:?} cannot be in a preset name: letters, digits, - _ . only",
-                        c
-                    ));
-                    OverlayAction::None
-                }
-                KeyCode::Esc => {
-                    *overlay = Overlay::None;
-                    OverlayAction::None
-                }
-                _ => OverlayAction::None,
-            }
-        }
-        Overlay::ConfirmOverwrite(name) => {
-            let name = name.clone();
-            *overlay = Overlay::None;
-            if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
-                OverlayAction::Save(name, true)
-            } else {
-                OverlayAction::None
-            }
-        }
-        Overlay::Help {
-            scroll,
-            find,
-            typing,
-        } => {
-            if *typing {
-                match key.code {
-                    KeyCode::Enter => *typing = false,
-                    KeyCode::Esc => {
-                        find.clear();
-                        *typing = false;
-                    }
-                    KeyCode::Backspace => {
-                        find.pop();
-                    }
-                    KeyCode::Char(c)
-                        if find.len() < 40
-                            && !key
-                                .modifiers
-                                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-                    {
-                        find.push(c);
-                        *scroll = 0;
-                    }
-                    _ => {}
-                }
-                return OverlayAction::None;
-            }
-            // At most the whole help at 80 columns: Up always comes back.
-            let most = super::help::line_count(false, find, 76);
-            match key.code {
-                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-                KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(most),
-                KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
-                KeyCode::PageDown | KeyCode::Char(' ') => *scroll = (*scroll + 10).min(most),
-                KeyCode::Home => *scroll = 0,
-                KeyCode::End => *scroll = most,
-                KeyCode::Char('/') => {
-                    *typing = true;
-                    find.clear();
-                    *scroll = 0;
-                }
-                KeyCode::Esc if !find.is_empty() => {
-                    find.clear();
-                    *scroll = 0;
-                }
-                // q still quits from the help; Esc, ? and other keys close it.
-                KeyCode::Char('q') => {
-                    *overlay = Overlay::None;
-                    return OverlayAction::Quit;
-                }
-                _ => *overlay = Overlay::None,
-            }
-            OverlayAction::None
-        }
-        Overlay::Error(_) | Overlay::None => {
-            *overlay = Overlay::None;
-            OverlayAction::None
-        }
-        // They need the settings: see [`popup_key`].
-        Overlay::Chooser { .. } | Overlay::Prompt { .. } => OverlayAction::None,
-    }
-}
-
-/// Handles a key while any overlay is open: the chooser and the prompt
-/// (which read the settings) here, the others in [`overlay_key`].
-pub fn popup_key(app: &mut App, key: KeyEvent, exists: &dyn Fn(&str) -> bool) -> OverlayAction {
-    match app.overlay {
-        Overlay::Chooser { .. } => super::choose::chooser_key(app, key),
-        Overlay::Prompt { .. } => super::choose::prompt_key(app, key),
-        _ => overlay_key(&mut app.overlay, key, exists),
     }
 }
 
@@ -802,23 +567,6 @@ impl App {
         }
     }
 
-    /// Whether a key's action quits now: Ctrl-C at once; `q` at once with
-    /// no baseline to lose, else the first `q` arms (and says so) and a
-    /// second quits. Any other key disarms.
-    pub fn quit_key(&mut self, action: &Action) -> bool {
-        let armed = std::mem::take(&mut self.quit_armed);
-        match action {
-            Action::QuitNow => true,
-            Action::Quit if self.baseline.is_some() && !armed => {
-                self.quit_armed = true;
-                self.flash("q again quits; the baseline goes with it");
-                false
-            }
-            Action::Quit => true,
-            _ => false,
-        }
-    }
-
     /// Freezes the "now" window as the baseline. Returns false when there is
     /// nothing measured yet.
     pub fn mark_baseline(&mut self) -> bool {
@@ -899,52 +647,6 @@ impl App {
             .as_ref()
             .is_some_and(|r| r.inert.contains(&key))
     }
-
-    /// Why `n` (the settings with `key` changed) cannot run here, as the
-    /// engine would refuse it ([`Settings::validate`], then
-    /// [`crate::engine::resolve`] on this machine and filesystem), or would
-    /// run `key` as something else (the reason the settings panel greys a
-    /// setting with). None: it can.
-    pub fn refusal(&self, n: &Settings, key: &str) -> Option<String> {
-        if let Err(e) = n.validate(self.cpus.max(1)) {
-            return Some(e.to_string());
-        }
-        let fs = crate::engine::DataFs::inferred(&self.settings, &self.effective);
-        let new = match crate::engine::resolve(n, &self.features, &fs) {
-            Err(e) => return Some(e.to_string()),
-            Ok(r) => r,
-        };
-        if let Some(why) = new.limit(key)
-            && new.effective.get(key) != n.get(key)
-        {
-            return Some(why.to_string());
-        }
-        // A value that runs exactly as the current one changes nothing here.
-        let now = crate::engine::resolve(&self.settings, &self.features, &fs).ok()?;
-        (n != &self.settings && new.runs_like(&now)).then(|| {
-            new.limit(key)
-                .unwrap_or("it runs the same as the current value here")
-                .to_string()
-        })
-    }
-
-    /// What a key does here: a settings key's change, with the keys that
-    /// conflict with it following it ([`crate::engine::reconcile`]), or
-    /// refused with why when it cannot run or changes nothing (no marker).
-    pub fn key_action(&self, key: KeyEvent) -> Action {
-        let action = action_for_key(key, &self.settings, self.cpus);
-        let Action::Apply(mut n) = action else {
-            return action;
-        };
-        let Some(changed) = self.settings.diff(&n).first().map(|c| c.key.clone()) else {
-            return Action::None;
-        };
-        crate::engine::reconcile(&mut n, &changed);
-        match self.refusal(&n, &changed) {
-            Some(why) => Action::Refuse(format!("{changed}: {why}")),
-            None => Action::Apply(n),
-        }
-    }
 }
 
 /// What [`crate::engine::resolve`] answers for `requested` on a machine
@@ -958,159 +660,14 @@ fn resolution_of(
     let fs = crate::engine::DataFs::inferred(requested, effective);
     crate::engine::resolve(requested, features, &fs).ok()
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::{EngineKind, SleepMode, VerifyMode, WorkerMode};
-
-    fn key(c: char) -> KeyEvent {
-        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
-    }
-
-    fn apply(c: char, s: &Settings) -> Settings {
-        match action_for_key(key(c), s, 2) {
-            Action::Apply(n) => *n,
-            other => panic!("key {c:?}: expected Apply, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn every_settings_key_changes_exactly_its_setting() {
-        let base = Settings::default();
-        let table: &[(char, &str, &str)] = &[
-            ('w', "workers.mode", "inline"),
-            ('W', "workers.verify_mode", "unbound"),
-            ('h', "workers.highpri", "false"),
-            ('i', "workload.sleep", "plain"),
-            ('e', "workload.engine", "sync"),
-            ('v', "pipeline.verity", "false"),
-            ('d', "pipeline.decrypt", "false"),
-            ('c', "pipeline.cipher", "aes-256-xts-soft"),
-            ('o', "workload.direct", "true"),
-            ('+', "workload.queue_depth", "2"),
-            (']', "workload.readers", "2"),
-            ('>', "workload.block_size", "8K"),
-            ('g', "load.hogs", "1"),
-        ];
-        for &(c, k, v) in table {
-            let n = apply(c, &base);
-            let changes = base.diff(&n);
-            assert_eq!(changes.len(), 1, "key {c:?}: {changes:?}");
-            assert_eq!(changes[0].key, k, "key {c:?}");
-            assert_eq!(changes[0].to, v, "key {c:?}");
-        }
-    }
-
-    /// The values a setting takes pressing `key` `n` times from the default.
-    fn cycle<T>(key: char, n: usize, get: fn(&Settings) -> T) -> Vec<T> {
-        let mut s = Settings::default();
-        let mut seen = vec![get(&s)];
-        for _ in 0..n {
-            s = apply(key, &s);
-            seen.push(get(&s));
-        }
-        seen
-    }
-
-    #[test]
-    fn cycles_wrap_around() {
-        use VerifyMode as V;
-        use WorkerMode as W;
-        let modes = cycle('w', 3, |s| s.workers.mode);
-        assert_eq!(modes, [W::Unbound, W::Inline, W::Bound, W::Unbound]);
-        let verify = cycle('W', 4, |s| s.workers.verify_mode);
-        assert_eq!(verify, [V::Bound, V::Unbound, V::Same, V::Inline, V::Bound]);
-    }
-
-    #[test]
-    fn limits_are_refused_with_a_reason() {
-        let mut s = Settings::default();
-        assert!(
-            matches!(action_for_key(key('-'), &s, 2), Action::Refuse(r) if r.contains("minimum"))
-        );
-        assert!(matches!(action_for_key(key('['), &s, 2), Action::Refuse(_)));
-        assert!(matches!(action_for_key(key('<'), &s, 2), Action::Refuse(_)));
-        assert!(matches!(action_for_key(key('G'), &s, 2), Action::Refuse(_)));
-        s.workload.queue_depth = 1024;
-        assert!(matches!(action_for_key(key('+'), &s, 2), Action::Refuse(r) if r.contains("1024")));
-        s.workload.block_size = 1 << 20;
-        assert!(matches!(action_for_key(key('>'), &s, 2), Action::Refuse(_)));
-    }
-
-    #[test]
-    fn sync_engine_takes_sleep_along_and_refuses_i() {
-        let mut app = crate::tui::fixture::app(false);
-        let s = Settings::default();
-        app.set_running(s.clone(), s.clone());
-        let Action::Apply(sync) = app.key_action(key('e')) else {
-            panic!("e refused")
-        };
-        assert_eq!(sync.workload.engine, EngineKind::Sync);
-        let mut plain = s.clone();
-        plain.workload.sleep = SleepMode::Plain;
-        app.set_running(plain.clone(), plain);
-        let Action::Apply(s2) = app.key_action(key('e')) else {
-            panic!("e refused")
-        };
-        assert_eq!(s2.workload.engine, EngineKind::Sync);
-        assert_eq!(s2.workload.sleep, SleepMode::Iowait, "sleep follows engine");
-        app.set_running((*sync).clone(), (*sync).clone());
-        let i = app.key_action(key('i'));
-        assert!(
-            matches!(&i, Action::Refuse(r) if r.starts_with("workload.sleep") && r.contains("always sleep as iowait")),
-            "{i:?}"
-        );
-        assert!(
-            matches!(app.key_action(key('e')), Action::Apply(n) if n.workload.engine == EngineKind::Uring)
-        );
-    }
-
-    /// A key whose setting does nothing in the current configuration says
-    /// why and changes nothing (no marker): W with decryption off, w and h
-    /// on the kernel target, h where priority cannot be raised.
-    #[test]
-    fn a_key_that_changes_nothing_here_is_refused_with_why() {
-        let mut app = crate::tui::fixture::app(false);
-        let mut verity_only = Settings::default();
-        verity_only.pipeline.decrypt = false;
-        app.set_running(verity_only.clone(), verity_only);
-        let w = app.key_action(key('W'));
-        assert_eq!(
-            w,
-            Action::Refuse(
-                "workers.verify_mode: used only when decrypt and verity are both on".into()
-            )
-        );
-        assert!(matches!(app.key_action(key('w')), Action::Apply(_)));
-
-        let mut kernel = Settings::default();
-        kernel.workload.target = crate::settings::Target::Kernel;
-        app.set_running(kernel.clone(), kernel);
-        for c in ['w', 'h', 'W', 'a'] {
-            let why = app.key_action(key(c));
-            assert!(
-                matches!(&why, Action::Refuse(r) if r.contains("the kernel")),
-                "{c}: {why:?}"
-            );
-        }
-        assert!(matches!(app.key_action(key('K')), Action::Apply(_)));
-
-        let mut app = crate::tui::fixture::app(false);
-        app.features.highpri = false;
-        app.features.highpri_reason = Some("no CAP_SYS_NICE".into());
-        let mut low = Settings::default();
-        low.workers.highpri = false;
-        app.set_running(low.clone(), low);
-        assert_eq!(
-            app.key_action(key('h')),
-            Action::Refuse("workers.highpri: no CAP_SYS_NICE".into())
-        );
-    }
+    use crate::settings::WorkerMode;
 
     #[test]
     fn a_demo_says_its_step_and_the_time_to_the_next() {
-        let mut a = crate::tui::fixture::app(false);
+        let mut a = measured(false);
         assert_eq!(a.demo_progress(), None);
         a.demo_step = Some((2, 4, Some(a.elapsed_s + 11.2)));
         assert_eq!(a.demo_progress().unwrap(), "step 2/4 · next in 12 s");
@@ -1122,15 +679,32 @@ mod tests {
         assert_eq!(a.demo_progress().unwrap(), "end of the demo (4 steps)");
     }
 
+    /// The explorer after 8 s of records; with `baseline`, `b` pressed at
+    /// the end; then workers.mode changed to bound either way.
+    fn measured(baseline: bool) -> App {
+        let s = Settings::default();
+        let mut a = App::new(s.clone(), s, Features::default(), 2);
+        for seq in 0..32 {
+            a.push(rec(seq, &[], false));
+        }
+        if baseline {
+            assert!(a.mark_baseline());
+        }
+        let mut bound = a.settings.clone();
+        bound.workers.mode = WorkerMode::Bound;
+        a.set_running(bound.clone(), bound);
+        a
+    }
+
     /// B flips to the baseline's settings and back; without a baseline,
     /// or with nothing changed since, it says why.
     #[test]
     fn b_flips_between_the_baseline_and_the_current_settings() {
-        let mut a = crate::tui::fixture::app(false);
+        let mut a = measured(false);
         assert!(a.flip_baseline().unwrap_err().contains("no baseline"));
-        let mut a = crate::tui::fixture::app(true);
+        let mut a = measured(true);
         let base = a.baseline.as_ref().unwrap().settings.clone();
-        assert_ne!(a.settings, base, "the fixture changed workers.mode after b");
+        assert_ne!(a.settings, base, "workers.mode changed after b");
         let current = a.settings.clone();
         let to = a.flip_baseline().unwrap();
         assert_eq!(to, base);
@@ -1140,47 +714,9 @@ mod tests {
         a.set_running(back.clone(), back);
         assert_eq!(a.flip_baseline().unwrap(), base);
         // Marked with nothing changed: nothing to flip to.
-        let mut a = crate::tui::fixture::app(false);
+        let mut a = measured(false);
         assert!(a.mark_baseline());
         assert!(a.flip_baseline().unwrap_err().contains("baseline's"));
-    }
-
-    /// q quits at once without a baseline; with one, the first q only
-    /// asks, any other key cancels, a second q quits; Ctrl-C never asks.
-    #[test]
-    fn quitting_asks_once_when_a_baseline_would_be_lost() {
-        let mut a = crate::tui::fixture::app(false);
-        assert!(a.quit_key(&Action::Quit));
-        let mut a = crate::tui::fixture::app(true);
-        assert!(a.baseline.is_some());
-        assert!(!a.quit_key(&Action::Quit));
-        assert!(a.quit_armed);
-        assert!(!a.quit_key(&Action::ZoomIn), "another key cancels");
-        assert!(!a.quit_key(&Action::Quit), "asks again");
-        assert!(a.quit_key(&Action::Quit), "the second q quits");
-        let mut a = crate::tui::fixture::app(true);
-        assert!(a.quit_key(&Action::QuitNow));
-        assert!(!a.quit_key(&Action::Escape));
-    }
-
-    #[test]
-    fn control_keys() {
-        let s = Settings::default();
-        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
-        assert_eq!(action_for_key(ctrl_c, &s, 2), Action::QuitNow);
-        assert_eq!(action_for_key(key('q'), &s, 2), Action::Quit);
-        assert_eq!(
-            action_for_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), &s, 2),
-            Action::Escape
-        );
-        assert_eq!(action_for_key(key(' '), &s, 2), Action::TogglePause);
-        assert_eq!(action_for_key(key('b'), &s, 2), Action::MarkBaseline);
-        assert_eq!(action_for_key(key('r'), &s, 2), Action::ResetCharts);
-        assert_eq!(action_for_key(key('z'), &s, 2), Action::ZoomIn);
-        assert_eq!(action_for_key(key('Z'), &s, 2), Action::ZoomOut);
-        assert_eq!(action_for_key(key('?'), &s, 2), Action::ToggleHelp);
-        assert_eq!(action_for_key(key('x'), &s, 2), Action::DropCache);
-        assert_eq!(action_for_key(key('X'), &s, 2), Action::None);
     }
 
     #[test]
@@ -1260,127 +796,5 @@ mod tests {
             }
             assert_eq!(app.now_buckets, fresh_buckets.counts, "{seq}");
         }
-    }
-
-    #[test]
-    fn picker_moves_and_applies_the_chosen_preset() {
-        let item = |name: &str, ok: bool| PickItem {
-            name: name.into(),
-            origin: "shipped",
-            description: format!("about {name}"),
-            settings: ok.then(Settings::default),
-        };
-        let mut o = Overlay::Picker {
-            items: vec![item("a", true), item("b", true), item("broken", false)],
-            selected: 0,
-        };
-        let k = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
-        let never = |_: &str| false;
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Down), &never),
-            OverlayAction::None
-        );
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Up), &never),
-            OverlayAction::None
-        );
-        overlay_key(&mut o, k(KeyCode::Down), &never);
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Enter), &never),
-            OverlayAction::ApplyPreset("b".into(), "about b".into(), Box::default())
-        );
-        assert_eq!(o, Overlay::None);
-        // An invalid preset shows its error instead of applying.
-        let mut o = Overlay::Picker {
-            items: vec![item("broken", false)],
-            selected: 0,
-        };
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Enter), &never),
-            OverlayAction::None
-        );
-        assert!(matches!(o, Overlay::Error(_)));
-    }
-
-    #[test]
-    fn saving_asks_for_a_name_and_before_replacing() {
-        let k = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
-        let exists = |n: &str| n == "taken";
-        let typed = |name: &str| Overlay::SaveName {
-            name: name.into(),
-            selected: false,
-            refused: None,
-        };
-        let mut o = typed("");
-        for c in "myrun1".chars() {
-            overlay_key(&mut o, k(KeyCode::Char(c)), &exists);
-        }
-        assert_eq!(o, typed("myrun1"));
-        // A character a name cannot have is refused with a message.
-        overlay_key(&mut o, k(KeyCode::Char(' ')), &exists);
-        assert!(
-            matches!(&o, Overlay::SaveName { name, refused: Some(r), .. } if name == "myrun1" && r.contains("' '")),
-            "{o:?}"
-        );
-        overlay_key(&mut o, k(KeyCode::Backspace), &exists);
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Enter), &exists),
-            OverlayAction::Save("myrun".into(), false)
-        );
-        // The prefilled name is selected: typing replaces it; Right keeps
-        // it for appending; Backspace clears it.
-        let prefilled = || Overlay::SaveName {
-            name: "default".into(),
-            selected: true,
-            refused: None,
-        };
-        let mut o = prefilled();
-        overlay_key(&mut o, k(KeyCode::Char('x')), &exists);
-        assert_eq!(o, typed("x"));
-        let mut o = prefilled();
-        overlay_key(&mut o, k(KeyCode::Right), &exists);
-        overlay_key(&mut o, k(KeyCode::Char('2')), &exists);
-        assert_eq!(o, typed("default2"));
-        let mut o = prefilled();
-        overlay_key(&mut o, k(KeyCode::Backspace), &exists);
-        assert_eq!(o, typed(""));
-        // An existing name asks; only y replaces.
-        let mut o = typed("taken");
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Enter), &exists),
-            OverlayAction::None
-        );
-        assert_eq!(o, Overlay::ConfirmOverwrite("taken".into()));
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Char('n')), &exists),
-            OverlayAction::None
-        );
-        assert_eq!(o, Overlay::None);
-        let mut o = Overlay::ConfirmOverwrite("taken".into());
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Char('y')), &exists),
-            OverlayAction::Save("taken".into(), true)
-        );
-        // Esc cancels without saving; Enter on an empty name does nothing.
-        let mut o = typed("x");
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Esc), &exists),
-            OverlayAction::None
-        );
-        assert_eq!(o, Overlay::None);
-        let mut o = typed("");
-        assert_eq!(
-            overlay_key(&mut o, k(KeyCode::Enter), &exists),
-            OverlayAction::None
-        );
-        assert_eq!(o, typed(""));
-        assert_eq!(
-            action_for_key(key('p'), &Settings::default(), 2),
-            Action::OpenPicker
-        );
-        assert_eq!(
-            action_for_key(key('s'), &Settings::default(), 2),
-            Action::StartSave
-        );
     }
 }

@@ -2,7 +2,7 @@
 //! on the main screen is a row of [`bindings`]: its keys, what it does, the
 //! setting it changes, its footer label and its help text. The help screen's
 //! key list, the footer, the settings panel's key column and
-//! [`super::app::action_for_key`] are all derived from this table, and a test
+//! [`super::policy::action_for_key`] are all derived from this table, and a test
 //! checks that README.md's "### Keys" table lists exactly its keys, so the
 //! five places that used to spell the bindings cannot drift apart.
 //!
@@ -168,7 +168,7 @@ pub enum Action {
     /// Esc on the main screen: popups close with it, it never quits.
     Escape,
     /// Stop the process as a shell job (done by the terminal loop, which
-    /// owns the terminal; [`super::app::action_for_key`] answers `None`).
+    /// owns the terminal; [`super::policy::action_for_key`] answers `None`).
     Suspend,
     /// Pause or resume the workload.
     TogglePause,

@@ -19,20 +19,18 @@
 //! may panic.
 
 pub mod app;
-pub mod chart;
-pub mod choose;
 pub mod demo;
 pub mod fixture;
 pub mod help;
 pub mod input;
 pub mod keys;
-pub mod look;
 pub mod mouse;
-pub mod present;
+pub mod overlay;
+pub mod policy;
 pub mod render;
 pub mod replay;
+pub mod text;
 pub mod theme;
-pub mod timecharts;
 
 use std::time::{Duration, Instant};
 
@@ -42,7 +40,9 @@ use ratatui::crossterm::{cursor, execute, terminal};
 
 use crate::engine::workload::Workload;
 use crate::scenario::preset;
-use app::{Action, App, Overlay, OverlayAction, PickItem};
+use app::{App, Overlay, PickItem};
+use keys::Action;
+use overlay::OverlayAction;
 use render::Look;
 use theme::{Theme, ThemeName};
 
@@ -449,7 +449,7 @@ fn overlay_done(app: &mut App, engine: &mut dyn Workload, what: OverlayAction) {
 pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent) {
     if app.overlay != Overlay::None {
         let exists = |name: &str| preset::user_path(name).is_ok_and(|p| p.exists());
-        let what = app::popup_key(app, key, &exists);
+        let what = overlay::popup_key(app, key, &exists);
         overlay_done(app, engine, what);
         return;
     }

@@ -10,7 +10,9 @@
 use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
 
-use super::app::{Action, App, Overlay, OverlayAction, Readout};
+use super::app::{App, Overlay, Readout};
+use super::keys::Action;
+use super::overlay::{self, OverlayAction};
 use super::render::layout::{self, ChooserHit, Hit};
 
 /// What a replay says when a live-only key or click asks to change a
@@ -70,11 +72,11 @@ pub fn panel_action(app: &mut App, action: &Action, live: bool) -> bool {
         }
         Action::OpenChooser | Action::OpenPrompt if !live => app.flash(REPLAY_REFUSAL),
         Action::OpenChooser => match app.cursor {
-            Some(key) => app.overlay = super::choose::open_chooser(app, key),
+            Some(key) => app.overlay = overlay::chooser::open_chooser(app, key),
             None => app
                 .flash("↑↓ select a setting first (or click its row); Enter then lists its values"),
         },
-        Action::OpenPrompt => app.overlay = super::choose::open_prompt(),
+        Action::OpenPrompt => app.overlay = overlay::prompt::open_prompt(),
         _ => return false,
     }
     true
@@ -134,7 +136,7 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
                 ChooserHit::Inside => OverlayAction::None,
                 ChooserHit::Value(i) => {
                     *selected = i;
-                    super::choose::pick(app)
+                    overlay::chooser::pick(app)
                 }
             };
         }
@@ -257,7 +259,7 @@ mod tests {
         assert_eq!(a.overlay, Overlay::None);
         // A chart click reads it; Esc (or a click elsewhere) lets go.
         let (kind, r) = l.charts[1];
-        let p = crate::tui::chart::plot_rect(r, true).unwrap();
+        let p = crate::tui::render::chart::plot_rect(r, true).unwrap();
         mouse(&mut a, click(p.x + 10, p.y + 2), true);
         let ro = a.readout.expect("a readout");
         assert_eq!(ro.chart, kind);
@@ -297,7 +299,7 @@ mod tests {
         // There the panel shows the first line logged (its end, as it is
         // longer than the panel).
         let th = crate::tui::theme::Theme::named(crate::tui::theme::ThemeName::Dark);
-        let look = crate::tui::look::Look {
+        let look = crate::tui::render::Look {
             theme: th,
             ascii: false,
         };

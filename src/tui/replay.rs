@@ -11,8 +11,11 @@ use std::time::Instant;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
 
 use super::Driver;
-use super::app::{Action, App, Overlay, OverlayAction, action_for_key};
+use super::app::{App, Overlay};
+use super::keys::Action;
 use super::mouse::{self, REPLAY_REFUSAL};
+use super::overlay::{self, OverlayAction};
+use super::policy::action_for_key;
 use crate::output::recording::Recording;
 
 /// How far the arrow keys move, seconds of recording.
@@ -149,9 +152,7 @@ impl Driver for ReplayDriver {
         if matches!(app.overlay, Overlay::Help { .. }) {
             // The help scrolls and searches as in the live explorer.
             let nothing = |_: &str| false;
-            if super::app::overlay_key(&mut app.overlay, key, &nothing)
-                == super::app::OverlayAction::Quit
-            {
+            if overlay::overlay_key(&mut app.overlay, key, &nothing) == OverlayAction::Quit {
                 app.quit = true;
             }
             return;

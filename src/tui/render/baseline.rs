@@ -11,9 +11,9 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
+use super::look::*;
 use crate::metrics::{METRICS, WindowSpread};
 use crate::tui::app::App;
-use crate::tui::look::*;
 use crate::tui::theme::Theme;
 
 /// Seconds the "now" window needs before it is compared with the

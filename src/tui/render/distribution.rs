@@ -7,10 +7,10 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
 use ratatui::widgets::{Paragraph, Widget};
 
+use super::look::*;
 use crate::metrics::format::fmt_us;
 use crate::metrics::{BUCKETS_PER_OCTAVE, LatencyBuckets};
 use crate::tui::app::App;
-use crate::tui::look::*;
 use crate::tui::theme::Theme;
 
 /// Bucket counts merged `group` at a time (to fit the rows), with the

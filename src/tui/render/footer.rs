@@ -40,7 +40,7 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     let room = (area.width as usize).saturating_sub(tail_w + 2);
     if let Some(c) = caption.filter(|_| app.flash_text().is_none()) {
         Line::from(Span::styled(
-            format!(" {}", crate::tui::look::ellipsize(&c, room)),
+            format!(" {}", crate::tui::text::ellipsize(&c, room)),
             Style::default().fg(th.title).add_modifier(Modifier::BOLD),
         ))
         .render(area, buf);
@@ -48,7 +48,7 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         let line = Line::from(vec![
             Span::styled(" ", th.text()),
             Span::styled(
-                crate::tui::look::ellipsize(msg, room),
+                crate::tui::text::ellipsize(msg, room),
                 Style::default().fg(th.warn),
             ),
         ]);

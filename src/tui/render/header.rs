@@ -7,8 +7,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use super::look::*;
 use crate::tui::app::App;
-use crate::tui::look::*;
 use crate::tui::theme::Theme;
 
 pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {

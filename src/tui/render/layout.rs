@@ -7,10 +7,10 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 
+use super::chart;
 use super::side::side_split;
 use super::{MIN_HEIGHT, MIN_WIDTH};
 use crate::tui::app::{App, ChartKind};
-use crate::tui::chart;
 use crate::tui::theme::{Theme, ThemeName};
 
 /// The main screen's parts.

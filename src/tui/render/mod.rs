@@ -28,27 +28,31 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 mod baseline;
+pub mod chart;
 mod distribution;
 mod footer;
 mod header;
+mod help;
 pub mod layout;
+pub mod look;
 mod popups;
+mod present;
 mod side;
 mod stages;
+mod timecharts;
 
 use super::app::{App, Overlay};
-use super::help;
-pub use super::look::{Look, asciify, popup};
 use super::theme::Theme;
-use super::timecharts::*;
 pub use baseline::change_pct;
 use baseline::*;
 use distribution::*;
 use footer::*;
 use header::*;
+pub use look::{Look, asciify, popup};
 use popups::*;
 use side::*;
 use stages::*;
+use timecharts::*;
 
 /// Narrowest terminal the explorer draws in.
 pub const MIN_WIDTH: u16 = 60;
@@ -69,10 +73,10 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     } else {
         if app.present {
             let stage = Look {
-                theme: super::present::high_contrast(),
+                theme: present::high_contrast(),
                 ascii: look.ascii,
             };
-            super::present::render(app, &stage, area, buf);
+            present::render(app, &stage, area, buf);
         } else {
             main_screen(app, look, area, buf);
         }

@@ -7,7 +7,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
-use crate::tui::look::*;
+use super::look::*;
+use crate::tui::text::ellipsize;
 use crate::tui::theme::Theme;
 
 pub(crate) fn error_popup(text: &str, area: Rect, buf: &mut Buffer, th: &Theme) {
@@ -108,7 +109,7 @@ pub(crate) fn picker(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn chooser(
     key: &str,
-    items: &[crate::tui::choose::Choice],
+    items: &[crate::tui::app::Choice],
     selected: usize,
     note: Option<&str>,
     area: Rect,
@@ -196,7 +197,7 @@ pub(crate) fn readout_box(
     th: &Theme,
     buf: &mut Buffer,
 ) {
-    use crate::tui::chart;
+    use super::chart;
     let Some(p) = chart::plot_rect(chart, super::layout::strip(kind)) else {
         return;
     };
@@ -205,7 +206,7 @@ pub(crate) fn readout_box(
         return;
     }
     let (_, per) = chart::time_of_col(t0, t1, p.width, 0);
-    let lines = crate::tui::timecharts::readout_lines(app, kind, t_s, per, th);
+    let lines = super::timecharts::readout_lines(app, kind, t_s, per, th);
     let w = (lines
         .iter()
         .map(|(l, _)| l.chars().count())

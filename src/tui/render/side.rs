@@ -10,10 +10,10 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
+use super::look::*;
 use crate::settings::KEYS;
 use crate::tui::app::App;
 use crate::tui::keys::{self};
-use crate::tui::look::*;
 use crate::tui::theme::Theme;
 
 /// `cache_title`: name the page cache's hit rate in the event log's title
@@ -106,7 +106,7 @@ pub(crate) fn event_rows(
     let first_w = width.saturating_sub(stamp.len()).max(1);
     let rest_w = width.saturating_sub(2).max(1);
     // Wrapped at spaces: a word is never cut where it fits a line.
-    let chunks = crate::tui::look::wrap_words(text, first_w, rest_w);
+    let chunks = crate::tui::text::wrap_words(text, first_w, rest_w);
     chunks
         .into_iter()
         .enumerate()
@@ -195,7 +195,7 @@ pub(crate) fn setting_keyed(
             th.text()
         };
         let name_w = if wide { 14 } else { 10 };
-        let name = crate::tui::look::ellipsize(name, name_w);
+        let name = crate::tui::text::ellipsize(name, name_w);
         let mut spans = vec![
             Span::styled(format!("{:>2} ", key.as_deref().unwrap_or("")), th.title()),
             Span::styled(format!("{name:<name_w$} "), style),

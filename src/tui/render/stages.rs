@@ -9,10 +9,10 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::widgets::Widget;
 
+use super::look::*;
 use crate::metrics::IntervalRecord;
 use crate::metrics::format::fmt_us;
 use crate::tui::app::App;
-use crate::tui::look::*;
 use crate::tui::theme::Theme;
 
 pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {

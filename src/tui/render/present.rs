@@ -21,10 +21,10 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget};
 
-use super::app::App;
 use super::look::Look;
-use super::theme::Theme;
 use crate::scenario::demo::Headline;
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
 
 /// The palette of presentation mode: pure colours on black, bold.
 pub fn high_contrast() -> Theme {
@@ -217,7 +217,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     // A demo's caption: a band of its own, up to three wrapped lines,
     // under the headline numbers; nothing covers it.
     let caption_lines = app.caption.as_ref().map(|c| {
-        let mut l = super::look::wrap_words(
+        let mut l = crate::tui::text::wrap_words(
             c,
             area.width.saturating_sub(4) as usize,
             area.width.saturating_sub(4) as usize,
@@ -225,7 +225,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         if l.len() > 3 {
             let rest = l[2..].join(" ");
             l.truncate(2);
-            l.push(super::look::ellipsize(
+            l.push(crate::tui::text::ellipsize(
                 &rest,
                 area.width.saturating_sub(4) as usize,
             ));
@@ -386,7 +386,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         .find(|m| app.elapsed_s - m.t_s <= 5.0 && !m.label.starts_with("caption: "))
         .map(|m| m.label.clone())
         .map(|l| {
-            super::look::ellipsize(
+            crate::tui::text::ellipsize(
                 &l,
                 footer.width.saturating_sub(hint.len() as u16 + 4) as usize,
             )

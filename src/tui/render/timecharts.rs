@@ -8,11 +8,11 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
+use super::chart::{Scale, Series, TimeChart};
+use super::look::*;
 use crate::metrics::IntervalRecord;
 use crate::metrics::format::{fmt_count, fmt_rate, fmt_us};
 use crate::tui::app::App;
-use crate::tui::chart::{Scale, Series, TimeChart};
-use crate::tui::look::*;
 
 pub(crate) fn series(
     app: &App,

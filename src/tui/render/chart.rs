@@ -26,8 +26,8 @@ use ratatui::text::Line;
 use ratatui::widgets::canvas::{Canvas, Line as Segment};
 use ratatui::widgets::{Block, Borders, Widget};
 
-use super::app::Marker;
-use super::theme::Theme;
+use crate::tui::app::Marker;
+use crate::tui::theme::Theme;
 
 /// How the left axis maps values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,294 @@
+//! What a key may do in the explorer: the action a key maps to (from
+//! [`keys::bindings`]), a settings key's change with the keys that conflict
+//! with it following it, refused with why when the engine would refuse it
+//! or it would change nothing here ([`crate::engine::resolve()`] decides;
+//! this file asks it), and the quit confirmation that keeps a marked
+//! baseline from being lost to one stray `q`. The explorer's state is
+//! [`App`]'s (`app.rs`); these are its methods that decide, kept apart from
+//! the ones that hold and slide the records. No terminal: key and state
+//! in, action or reason out (a first `q` also arms the second).
+
+use ratatui::crossterm::event::KeyEvent;
+
+use super::app::App;
+use super::keys::{self, Action, Does};
+use crate::settings::Settings;
+
+/// Maps a key to an action, given the settings as requested: what the key
+/// does comes from [`keys::bindings`]. Pure: the tests drive every binding
+/// through it. Ctrl-Z is [`Action::None`] here: the terminal loop suspends
+/// before a key gets this far.
+pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action {
+    let Some(does) = keys::does(key) else {
+        return Action::None;
+    };
+    match does {
+        Does::Act(Action::Suspend) => Action::None,
+        Does::Act(a) => a.clone(),
+        Does::Change(f) => match change(f, settings, cpus) {
+            Ok(s) => Action::Apply(Box::new(s)),
+            Err(why) => Action::Refuse(why),
+        },
+    }
+}
+
+/// The settings a change leads to, or why it cannot be made (a step past
+/// a limit). Not validated here: [`crate::engine::Engine::apply`] validates
+/// once, and a refusal there leaves the running workload as it was.
+fn change(f: &keys::Change, s: &Settings, _cpus: usize) -> Result<Settings, String> {
+    f.apply(s)
+}
+
+impl App {
+    /// Whether a key's action quits now: Ctrl-C at once; `q` at once with
+    /// no baseline to lose, else the first `q` arms (and says so) and a
+    /// second quits. Any other key disarms.
+    pub fn quit_key(&mut self, action: &Action) -> bool {
+        let armed = std::mem::take(&mut self.quit_armed);
+        match action {
+            Action::QuitNow => true,
+            Action::Quit if self.baseline.is_some() && !armed => {
+                self.quit_armed = true;
+                self.flash("q again quits; the baseline goes with it");
+                false
+            }
+            Action::Quit => true,
+            _ => false,
+        }
+    }
+
+    /// Why `n` (the settings with `key` changed) cannot run here, as the
+    /// engine would refuse it ([`Settings::validate`], then
+    /// [`crate::engine::resolve`] on this machine and filesystem), or would
+    /// run `key` as something else (the reason the settings panel greys a
+    /// setting with). None: it can.
+    pub fn refusal(&self, n: &Settings, key: &str) -> Option<String> {
+        if let Err(e) = n.validate(self.cpus.max(1)) {
+            return Some(e.to_string());
+        }
+        let fs = crate::engine::DataFs::inferred(&self.settings, &self.effective);
+        let new = match crate::engine::resolve(n, &self.features, &fs) {
+            Err(e) => return Some(e.to_string()),
+            Ok(r) => r,
+        };
+        if let Some(why) = new.limit(key)
+            && new.effective.get(key) != n.get(key)
+        {
+            return Some(why.to_string());
+        }
+        // A value that runs exactly as the current one changes nothing here.
+        let now = crate::engine::resolve(&self.settings, &self.features, &fs).ok()?;
+        (n != &self.settings && new.runs_like(&now)).then(|| {
+            new.limit(key)
+                .unwrap_or("it runs the same as the current value here")
+                .to_string()
+        })
+    }
+
+    /// What a key does here: a settings key's change, with the keys that
+    /// conflict with it following it ([`crate::engine::reconcile`]), or
+    /// refused with why when it cannot run or changes nothing (no marker).
+    pub fn key_action(&self, key: KeyEvent) -> Action {
+        let action = action_for_key(key, &self.settings, self.cpus);
+        let Action::Apply(mut n) = action else {
+            return action;
+        };
+        let Some(changed) = self.settings.diff(&n).first().map(|c| c.key.clone()) else {
+            return Action::None;
+        };
+        crate::engine::reconcile(&mut n, &changed);
+        match self.refusal(&n, &changed) {
+            Some(why) => Action::Refuse(format!("{changed}: {why}")),
+            None => Action::Apply(n),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{EngineKind, SleepMode, VerifyMode, WorkerMode};
+    use ratatui::crossterm::event::{KeyCode, KeyModifiers};
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn apply(c: char, s: &Settings) -> Settings {
+        match action_for_key(key(c), s, 2) {
+            Action::Apply(n) => *n,
+            other => panic!("key {c:?}: expected Apply, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_settings_key_changes_exactly_its_setting() {
+        let base = Settings::default();
+        let table: &[(char, &str, &str)] = &[
+            ('w', "workers.mode", "inline"),
+            ('W', "workers.verify_mode", "unbound"),
+            ('h', "workers.highpri", "false"),
+            ('i', "workload.sleep", "plain"),
+            ('e', "workload.engine", "sync"),
+            ('v', "pipeline.verity", "false"),
+            ('d', "pipeline.decrypt", "false"),
+            ('c', "pipeline.cipher", "aes-256-xts-soft"),
+            ('o', "workload.direct", "true"),
+            ('+', "workload.queue_depth", "2"),
+            (']', "workload.readers", "2"),
+            ('>', "workload.block_size", "8K"),
+            ('g', "load.hogs", "1"),
+        ];
+        for &(c, k, v) in table {
+            let n = apply(c, &base);
+            let changes = base.diff(&n);
+            assert_eq!(changes.len(), 1, "key {c:?}: {changes:?}");
+            assert_eq!(changes[0].key, k, "key {c:?}");
+            assert_eq!(changes[0].to, v, "key {c:?}");
+        }
+    }
+
+    /// The values a setting takes pressing `key` `n` times from the default.
+    fn cycle<T>(key: char, n: usize, get: fn(&Settings) -> T) -> Vec<T> {
+        let mut s = Settings::default();
+        let mut seen = vec![get(&s)];
+        for _ in 0..n {
+            s = apply(key, &s);
+            seen.push(get(&s));
+        }
+        seen
+    }
+
+    #[test]
+    fn cycles_wrap_around() {
+        use VerifyMode as V;
+        use WorkerMode as W;
+        let modes = cycle('w', 3, |s| s.workers.mode);
+        assert_eq!(modes, [W::Unbound, W::Inline, W::Bound, W::Unbound]);
+        let verify = cycle('W', 4, |s| s.workers.verify_mode);
+        assert_eq!(verify, [V::Bound, V::Unbound, V::Same, V::Inline, V::Bound]);
+    }
+
+    #[test]
+    fn limits_are_refused_with_a_reason() {
+        let mut s = Settings::default();
+        assert!(
+            matches!(action_for_key(key('-'), &s, 2), Action::Refuse(r) if r.contains("minimum"))
+        );
+        assert!(matches!(action_for_key(key('['), &s, 2), Action::Refuse(_)));
+        assert!(matches!(action_for_key(key('<'), &s, 2), Action::Refuse(_)));
+        assert!(matches!(action_for_key(key('G'), &s, 2), Action::Refuse(_)));
+        s.workload.queue_depth = 1024;
+        assert!(matches!(action_for_key(key('+'), &s, 2), Action::Refuse(r) if r.contains("1024")));
+        s.workload.block_size = 1 << 20;
+        assert!(matches!(action_for_key(key('>'), &s, 2), Action::Refuse(_)));
+    }
+
+    #[test]
+    fn sync_engine_takes_sleep_along_and_refuses_i() {
+        let mut app = crate::tui::fixture::app(false);
+        let s = Settings::default();
+        app.set_running(s.clone(), s.clone());
+        let Action::Apply(sync) = app.key_action(key('e')) else {
+            panic!("e refused")
+        };
+        assert_eq!(sync.workload.engine, EngineKind::Sync);
+        let mut plain = s.clone();
+        plain.workload.sleep = SleepMode::Plain;
+        app.set_running(plain.clone(), plain);
+        let Action::Apply(s2) = app.key_action(key('e')) else {
+            panic!("e refused")
+        };
+        assert_eq!(s2.workload.engine, EngineKind::Sync);
+        assert_eq!(s2.workload.sleep, SleepMode::Iowait, "sleep follows engine");
+        app.set_running((*sync).clone(), (*sync).clone());
+        let i = app.key_action(key('i'));
+        assert!(
+            matches!(&i, Action::Refuse(r) if r.starts_with("workload.sleep") && r.contains("always sleep as iowait")),
+            "{i:?}"
+        );
+        assert!(
+            matches!(app.key_action(key('e')), Action::Apply(n) if n.workload.engine == EngineKind::Uring)
+        );
+    }
+
+    /// A key whose setting does nothing in the current configuration says
+    /// why and changes nothing (no marker): W with decryption off, w and h
+    /// on the kernel target, h where priority cannot be raised.
+    #[test]
+    fn a_key_that_changes_nothing_here_is_refused_with_why() {
+        let mut app = crate::tui::fixture::app(false);
+        let mut verity_only = Settings::default();
+        verity_only.pipeline.decrypt = false;
+        app.set_running(verity_only.clone(), verity_only);
+        let w = app.key_action(key('W'));
+        assert_eq!(
+            w,
+            Action::Refuse(
+                "workers.verify_mode: used only when decrypt and verity are both on".into()
+            )
+        );
+        assert!(matches!(app.key_action(key('w')), Action::Apply(_)));
+
+        let mut kernel = Settings::default();
+        kernel.workload.target = crate::settings::Target::Kernel;
+        app.set_running(kernel.clone(), kernel);
+        for c in ['w', 'h', 'W', 'a'] {
+            let why = app.key_action(key(c));
+            assert!(
+                matches!(&why, Action::Refuse(r) if r.contains("the kernel")),
+                "{c}: {why:?}"
+            );
+        }
+        assert!(matches!(app.key_action(key('K')), Action::Apply(_)));
+
+        let mut app = crate::tui::fixture::app(false);
+        app.features.highpri = false;
+        app.features.highpri_reason = Some("no CAP_SYS_NICE".into());
+        let mut low = Settings::default();
+        low.workers.highpri = false;
+        app.set_running(low.clone(), low);
+        assert_eq!(
+            app.key_action(key('h')),
+            Action::Refuse("workers.highpri: no CAP_SYS_NICE".into())
+        );
+    }
+
+    /// q quits at once without a baseline; with one, the first q only
+    /// asks, any other key cancels, a second q quits; Ctrl-C never asks.
+    #[test]
+    fn quitting_asks_once_when_a_baseline_would_be_lost() {
+        let mut a = crate::tui::fixture::app(false);
+        assert!(a.quit_key(&Action::Quit));
+        let mut a = crate::tui::fixture::app(true);
+        assert!(a.baseline.is_some());
+        assert!(!a.quit_key(&Action::Quit));
+        assert!(a.quit_armed);
+        assert!(!a.quit_key(&Action::ZoomIn), "another key cancels");
+        assert!(!a.quit_key(&Action::Quit), "asks again");
+        assert!(a.quit_key(&Action::Quit), "the second q quits");
+        let mut a = crate::tui::fixture::app(true);
+        assert!(a.quit_key(&Action::QuitNow));
+        assert!(!a.quit_key(&Action::Escape));
+    }
+
+    #[test]
+    fn control_keys() {
+        let s = Settings::default();
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(action_for_key(ctrl_c, &s, 2), Action::QuitNow);
+        assert_eq!(action_for_key(key('q'), &s, 2), Action::Quit);
+        assert_eq!(
+            action_for_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), &s, 2),
+            Action::Escape
+        );
+        assert_eq!(action_for_key(key(' '), &s, 2), Action::TogglePause);
+        assert_eq!(action_for_key(key('b'), &s, 2), Action::MarkBaseline);
+        assert_eq!(action_for_key(key('r'), &s, 2), Action::ResetCharts);
+        assert_eq!(action_for_key(key('z'), &s, 2), Action::ZoomIn);
+        assert_eq!(action_for_key(key('Z'), &s, 2), Action::ZoomOut);
+        assert_eq!(action_for_key(key('?'), &s, 2), Action::ToggleHelp);
+        assert_eq!(action_for_key(key('x'), &s, 2), Action::DropCache);
+        assert_eq!(action_for_key(key('X'), &s, 2), Action::None);
+    }
+}
