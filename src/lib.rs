@@ -17,6 +17,7 @@ pub mod commands;
 pub mod crypto;
 pub mod dataset;
 pub mod engine;
+pub mod files;
 pub mod invocation;
 pub mod kernel;
 pub mod metrics;

@@ -47,7 +47,7 @@ fn a_demo_recording_keeps_its_headline_numbers_for_replay() {
     let mut rec = fixture_recording();
     rec.header = h.clone();
     let path = tmp.path().join("demo.jsonl");
-    let out = readpath::output::file::OutputPath::check("--record", &path, &[]).unwrap();
+    let out = readpath::files::OutputPath::check("--record", &path, &[]).unwrap();
     let mut w = recording::Writer::create(&out, &h).unwrap();
     for r in &rec.records {
         w.record(r).unwrap();
@@ -91,7 +91,7 @@ fn fixture_recording() -> Recording {
 }
 
 fn write(path: &Path, rec: &Recording) {
-    let out = readpath::output::file::OutputPath::check("--record", path, &[]).unwrap();
+    let out = readpath::files::OutputPath::check("--record", path, &[]).unwrap();
     let mut w = recording::Writer::create(&out, &rec.header).unwrap();
     for r in &rec.records {
         w.record(r).unwrap();

@@ -15,17 +15,12 @@ pub(super) fn digest(block_size: usize, salt: &str, files: &[PathBuf]) -> Result
     let salt =
         hex::decode(salt).map_err(|e| BadInput(format!("--salt \"{salt}\": not hex ({e})")))?;
     let params = MerkleParams::new(block_size, &salt).map_err(|e| BadInput(e.to_string()))?;
-    let mut out = crate::output::file::stdout();
+    let mut out = crate::files::stdout();
     for f in files {
         // A FIFO or `<(command)` is read through poll: a stop signal ends
         // the wait for its writer, as it ends the digest of a large file.
-        let file = crate::output::file::open_input(f).map_err(|e| {
-            BadInput(format!(
-                "{}: {}",
-                f.display(),
-                crate::output::file::plain(&e)
-            ))
-        })?;
+        let file = crate::files::open_input(f)
+            .map_err(|e| BadInput(format!("{}: {}", f.display(), crate::files::plain(&e))))?;
         if file.is_dir() {
             return Err(BadInput(format!("{}: is a directory, not a file", f.display())).into());
         }

@@ -32,15 +32,15 @@ pub(super) fn preset_input(args: &SettingsArgs) -> Option<PathBuf> {
 
 /// Checks an output path before anything runs: not one of `inputs`, not a
 /// file of a dataset under `data_dir`, and something readpath may write
-/// (see [`crate::output::file`]). Refusals are bad input (exit status 2).
+/// (see [`crate::files`]). Refusals are bad input (exit status 2).
 pub(super) fn check_output(
     flag: &str,
     path: &Path,
     inputs: &[PathBuf],
     data_dir: Option<&Path>,
-) -> Result<crate::output::file::OutputPath> {
+) -> Result<crate::files::OutputPath> {
     let ins: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-    let out = crate::output::file::OutputPath::check(flag, path, &ins).map_err(output_error)?;
+    let out = crate::files::OutputPath::check(flag, path, &ins).map_err(output_error)?;
     if let Some(dd) = data_dir
         && let (Ok(dd), Some(dir)) = (
             std::fs::canonicalize(dd),
@@ -64,7 +64,7 @@ pub(super) fn check_output(
     Ok(out)
 }
 
-pub(super) fn output_error(e: crate::output::file::OutputError) -> anyhow::Error {
+pub(super) fn output_error(e: crate::files::OutputError) -> anyhow::Error {
     if e.is_bad_input() {
         BadInput(e.to_string()).into()
     } else {
@@ -76,8 +76,8 @@ pub(super) fn output_error(e: crate::output::file::OutputError) -> anyhow::Error
 /// reads yet is waited for, said on stderr, until a reader comes or a stop
 /// signal ends the wait ([`Interrupted`]).
 pub(super) fn open_output(
-    out: Option<&crate::output::file::OutputPath>,
-) -> Result<Option<crate::output::file::OutputFile>> {
+    out: Option<&crate::files::OutputPath>,
+) -> Result<Option<crate::files::OutputFile>> {
     out.map(|o| o.create().map_err(output_error)).transpose()
 }
 
@@ -85,7 +85,7 @@ pub(super) fn open_output(
 /// from files and targets cannot drive the terminal), through the writer a
 /// stop signal can end.
 pub(super) fn print_text(text: &str) -> Result<()> {
-    let mut out = crate::output::file::stdout();
+    let mut out = crate::files::stdout();
     out.write_all(crate::output::format::printable(text, true).as_bytes())?;
     out.flush()?;
     Ok(())
@@ -103,7 +103,7 @@ pub(super) fn emit<T: serde::Serialize>(
         Format::Text => print_text(&text()),
         Format::Json => {
             let json = serde_json::to_string_pretty(value)?;
-            let mut out = crate::output::file::stdout();
+            let mut out = crate::files::stdout();
             out.write_all(crate::output::format::json_controls_escaped(&json).as_bytes())?;
             out.write_all(b"\n")?;
             out.flush()?;
@@ -123,7 +123,7 @@ pub(super) fn recording_error(e: crate::output::recording::RecordingError) -> an
 /// Starts a recording for a running engine (its header written) in the
 /// output the caller checked and opened before starting the engine.
 pub(super) fn start_recording(
-    out: crate::output::file::OutputFile,
+    out: crate::files::OutputFile,
     command: &str,
     engine: &Engine,
     preset: Option<&Preset>,

@@ -36,9 +36,9 @@ fn draw(
     // The output is checked (not the input, not a device) before the input
     // is read, so a refusal costs nothing.
     let target = check_output("--out", out, &[file.to_path_buf()], None)?;
-    if format == PlotFormat::Svg && target.mode() != crate::output::file::Mode::Stdout {
+    if format == PlotFormat::Svg && target.mode() != crate::files::Mode::Stdout {
         let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if !matches!(ext, "svg" | "png") && target.mode() == crate::output::file::Mode::Atomic {
+        if !matches!(ext, "svg" | "png") && target.mode() == crate::files::Mode::Atomic {
             return Err(BadInput(format!(
                 "--out {}: give a file name ending in .svg or .png (or --format csv)",
                 out.display()

@@ -37,17 +37,17 @@ pub(super) struct RunPlan<'a> {
 /// settings are known.
 struct RunSink {
     /// The recording's output, until its header is written.
-    pending: Option<crate::output::file::OutputFile>,
+    pending: Option<crate::files::OutputFile>,
     recording: Option<crate::output::recording::Writer>,
-    log: Option<crate::output::file::OutputFile>,
+    log: Option<crate::files::OutputFile>,
     /// Intervals written.
     received: usize,
 }
 
 /// The run's outputs, checked: (recording, interval log).
 type RunOutputs = (
-    Option<crate::output::file::OutputPath>,
-    Option<crate::output::file::OutputPath>,
+    Option<crate::files::OutputPath>,
+    Option<crate::files::OutputPath>,
 );
 
 impl RunSink {

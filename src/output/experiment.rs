@@ -159,7 +159,7 @@ pub fn run(
     opts: &CompareOptions,
     progress: &mut dyn FnMut(u32, usize),
     dataset_progress: crate::dataset::Progress<'_>,
-    record: Option<crate::output::file::OutputFile>,
+    record: Option<crate::files::OutputFile>,
 ) -> Result<CompareReport, EngineError> {
     let variants = compare.variants(base)?;
     let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;

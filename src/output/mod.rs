@@ -6,7 +6,6 @@
 //! input, atomically for regular files).
 
 pub mod experiment;
-pub mod file;
 pub mod format;
 pub mod plot;
 pub mod recording;

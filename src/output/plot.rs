@@ -800,7 +800,7 @@ pub fn svg(
 /// Turns an SVG document into a PNG of exactly `width` x `height` with
 /// `rsvg-convert` (Debian: librsvg2-bin), through its stdin and stdout: no
 /// temporary file; the caller writes the bytes (atomically). A stop signal
-/// kills it and ends with a [`crate::output::file::Stopped`] error.
+/// kills it and ends with a [`crate::files::Stopped`] error.
 pub fn rasterize(svg: &[u8], width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
     use std::io::Write as _;
     let child = std::process::Command::new("rsvg-convert")
@@ -842,7 +842,7 @@ pub fn rasterize(svg: &[u8], width: u32, height: u32) -> anyhow::Result<Vec<u8>>
         if crate::sys::stop_requested() {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(crate::output::file::Stopped::now(
+            return Err(crate::files::Stopped::now(
                 "while rsvg-convert drew the PNG: nothing was written".into(),
             )
             .into());

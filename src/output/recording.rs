@@ -6,7 +6,7 @@
 //! Line 1 is a [`Header`] (format name and version, what ran, on what
 //! machine); every further line is `{"interval": IntervalRecord}`. The file
 //! is written under a temporary name and renamed into place when the run
-//! ends, so a recording is never seen half-written ([`crate::output::file`]).
+//! ends, so a recording is never seen half-written ([`crate::files`]).
 //! Reading one trusts nothing: lines and record counts are capped and every
 //! number is range-checked, so a damaged or hostile file is refused by line.
 
@@ -107,7 +107,7 @@ pub enum RecordingError {
     },
     /// The output was refused or could not be written.
     #[error(transparent)]
-    Output(#[from] crate::output::file::OutputError),
+    Output(#[from] crate::files::OutputError),
     /// Not a readpath recording, or a damaged line.
     #[error("{path}:{line}: {message}")]
     Bad {
@@ -121,7 +121,7 @@ pub enum RecordingError {
     /// Written by a newer readpath.
     #[error(
         "{path}: version {}",
-        crate::output::file::newer_version("recording format", found, VERSION)
+        crate::files::newer_version("recording format", found, VERSION)
     )]
     Newer {
         /// The file.
@@ -144,16 +144,16 @@ impl RecordingError {
 }
 
 /// Writes a recording; [`Writer::finish`] moves it into place (see
-/// [`crate::output::file`]). Dropped unfinished (an error on the way), it leaves
+/// [`crate::files`]). Dropped unfinished (an error on the way), it leaves
 /// what was at the path before.
 pub struct Writer {
-    out: crate::output::file::OutputFile,
+    out: crate::files::OutputFile,
 }
 
 impl Writer {
     /// Opens the checked output `path` and writes the header.
     pub fn create(
-        path: &crate::output::file::OutputPath,
+        path: &crate::files::OutputPath,
         header: &Header,
     ) -> Result<Writer, RecordingError> {
         Writer::start(path.create()?, header)
@@ -161,10 +161,7 @@ impl Writer {
 
     /// Writes the header to `out`, an output opened before the workload
     /// started (the header says what runs, so it comes once it does).
-    pub fn start(
-        out: crate::output::file::OutputFile,
-        header: &Header,
-    ) -> Result<Writer, RecordingError> {
+    pub fn start(out: crate::files::OutputFile, header: &Header) -> Result<Writer, RecordingError> {
         let mut w = Writer { out };
         w.line(header)?;
         Ok(w)
@@ -239,8 +236,8 @@ pub(crate) fn read_line_capped(
 /// hostile file is an error naming the line, never a panic or a hang.
 pub fn read(path: &Path) -> Result<Recording, RecordingError> {
     let input = |e: &std::io::Error| {
-        let (path, message) = (path.to_path_buf(), crate::output::file::plain(e));
-        if crate::output::file::is_stopped(e) {
+        let (path, message) = (path.to_path_buf(), crate::files::plain(e));
+        if crate::files::is_stopped(e) {
             RecordingError::Stopped { path, message }
         } else {
             RecordingError::Input { path, message }
@@ -248,7 +245,7 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
     };
     // Not a regular file (a FIFO, `<(command)`): read through poll, so a
     // writer that never comes or never ends leaves readpath interruptible.
-    let f = crate::output::file::open_input(path).map_err(|e| input(&e))?;
+    let f = crate::files::open_input(path).map_err(|e| input(&e))?;
     if f.is_dir() {
         return Err(RecordingError::Input {
             path: path.to_path_buf(),

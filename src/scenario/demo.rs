@@ -272,7 +272,7 @@ impl Demo {
         if raw.version > DEMO_VERSION {
             return Err(format!(
                 "{origin}: version {}",
-                crate::output::file::newer_version("demo script", raw.version, DEMO_VERSION)
+                crate::files::newer_version("demo script", raw.version, DEMO_VERSION)
             ));
         }
         let preset_settings = |name: &str, i: Option<usize>| {
@@ -315,10 +315,7 @@ impl Demo {
                 preset: s.preset.clone(),
                 baseline: s.baseline,
                 drop_cache: s.drop_cache,
-                caption: s
-                    .caption
-                    .as_deref()
-                    .map(|c| crate::output::format::printable(c, true)),
+                caption: s.caption.as_deref().map(|c| crate::sys::printable(c, true)),
                 wait: wait_of(s.wait.as_deref(), origin, i)?,
             });
         }
@@ -337,7 +334,7 @@ impl Demo {
             let h = Headline::parse(name).ok_or_else(|| {
                 format!(
                     "{origin}: headline: {:?} is not a metric; allowed: {}",
-                    crate::output::format::printable(name, false),
+                    crate::sys::printable(name, false),
                     allowed()
                 )
             })?;
@@ -354,8 +351,8 @@ impl Demo {
             ));
         }
         Ok(Demo {
-            name: crate::output::format::printable(&raw.name, false),
-            description: crate::output::format::printable(&raw.description, true),
+            name: crate::sys::printable(&raw.name, false),
+            description: crate::sys::printable(&raw.description, true),
             start,
             preset: raw.preset,
             steps,
@@ -367,10 +364,8 @@ impl Demo {
 /// Finds `NAME|FILE`: a path as given, else a shipped demo.
 pub fn resolve(spec: &str, cpus: usize) -> Result<Demo, String> {
     if spec.contains('/') || spec.ends_with(".toml") {
-        let src = crate::output::file::read_capped(
-            std::path::Path::new(spec),
-            crate::output::file::MAX_TEXT_INPUT,
-        )?;
+        let src =
+            crate::files::read_capped(std::path::Path::new(spec), crate::files::MAX_TEXT_INPUT)?;
         return Demo::from_toml_str(&src, spec, cpus);
     }
     match SHIPPED.iter().find(|(n, _)| *n == spec) {

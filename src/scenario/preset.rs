@@ -186,7 +186,7 @@ pub enum PresetError {
     Input(String),
     /// The preset could not be saved.
     #[error(transparent)]
-    Output(#[from] crate::output::file::OutputError),
+    Output(#[from] crate::files::OutputError),
 }
 
 impl PresetError {
@@ -280,10 +280,8 @@ impl Preset {
             };
             match key {
                 "version" => p.version = check_version(src, origin, v.get_ref(), span)?,
-                "name" => p.name = crate::output::format::printable(&string(key)?, false),
-                "description" => {
-                    p.description = crate::output::format::printable(&string(key)?, true)
-                }
+                "name" => p.name = crate::sys::printable(&string(key)?, false),
+                "description" => p.description = crate::sys::printable(&string(key)?, true),
                 "compare" => {
                     p.compare = Some(parse_compare(src, origin, v.get_ref(), span, &p.settings)?)
                 }
@@ -337,7 +335,7 @@ fn check_version(
             origin,
             span,
             "version",
-            crate::output::file::newer_version("preset", n, PRESET_VERSION as u32),
+            crate::files::newer_version("preset", n, PRESET_VERSION as u32),
         ));
     }
     if n < 1 {
@@ -455,7 +453,7 @@ pub fn check_name(name: &str) -> Result<(), PresetError> {
 
 /// Reads a preset file.
 pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
-    let src = crate::output::file::read_capped(path, crate::output::file::MAX_TEXT_INPUT)
+    let src = crate::files::read_capped(path, crate::files::MAX_TEXT_INPUT)
         .map_err(PresetError::Input)?;
     let stem = path
         .file_stem()
@@ -544,8 +542,8 @@ pub fn save_atomic(preset: &Preset, path: &Path) -> Result<(), PresetError> {
         path: dir.to_path_buf(),
         source,
     })?;
-    let out = crate::output::file::OutputPath::check("preset", path, &[])?;
-    if out.mode() != crate::output::file::Mode::Atomic {
+    let out = crate::files::OutputPath::check("preset", path, &[])?;
+    if out.mode() != crate::files::Mode::Atomic {
         return Err(PresetError::Input(format!(
             "{}: not a regular file: a preset is saved only as a file",
             path.display()

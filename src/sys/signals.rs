@@ -5,7 +5,7 @@
 //! after the handler, as the standard library expects), so a stop signal
 //! is seen only where something polls [`stop_requested`]: nothing may block
 //! on what a user names (a FIFO, a pipe, a terminal, a slow reader) without
-//! a timeout. `output::file` opens and reads such paths non-blocking and
+//! a timeout. `files` opens and reads such paths non-blocking and
 //! waits in `poll(2)` for at most 100 ms at a time; the dataset is prepared
 //! on a thread while the command's thread polls; every loop of a run polls
 //! between records.

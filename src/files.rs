@@ -166,7 +166,7 @@ impl Write for Stream {
 
 /// Standard output as readpath writes it: a stop signal ends a write that
 /// waits for a reader (a full pipe, a stopped terminal) instead of hanging.
-/// Text for people goes through [`crate::output::format::printable`] first
+/// Text for people goes through [`crate::sys::printable`] first
 /// (the caller's job).
 pub fn stdout() -> impl Write {
     let _ = std::io::stdout().flush();
@@ -507,7 +507,7 @@ impl OutputPath {
                 Err(e) if fifo && e.raw_os_error() == Some(errno::ENXIO) => {
                     let waiting = format!(
                         "waiting for a reader on FIFO {}",
-                        crate::output::format::printable(&self.given.display().to_string(), false)
+                        crate::sys::printable(&self.given.display().to_string(), false)
                     );
                     if crate::sys::stop_requested() {
                         return Err(OutputError::Stopped {
@@ -738,7 +738,7 @@ impl Read for Input {
                 tell(&format!(
                     "readpath: waiting for data on {}{}; Ctrl-C to stop",
                     if fifo { "FIFO " } else { "" },
-                    crate::output::format::printable(&self.given.display().to_string(), false)
+                    crate::sys::printable(&self.given.display().to_string(), false)
                 ));
                 *said = true;
             }
