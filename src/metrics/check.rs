@@ -18,6 +18,10 @@ pub const MAX_HIST_ENTRIES: usize = 100_000;
 /// Most events or notices in one interval, and their longest text.
 const MAX_EVENTS: usize = 10_000;
 const MAX_TEXT: usize = 4096;
+/// Latest time in a record, seconds (~30 years).
+const MAX_T_S: f64 = 1e9;
+/// Largest rate, or time total in us, a record may carry.
+const MAX_RATE: f64 = 1e13;
 
 fn check_f64(name: &str, v: f64, lo: f64, hi: f64) -> Result<(), String> {
     if v.is_finite() && (lo..=hi).contains(&v) {
@@ -107,8 +111,19 @@ impl IntervalRecord {
     /// finite and within what readpath can produce, every list bounded. The
     /// error names the field, its value and what is allowed.
     pub fn check(&self) -> Result<(), String> {
-        const MAX_T_S: f64 = 1e9; // ~30 years
-        const MAX_RATE: f64 = 1e13;
+        self.check_totals()?;
+        self.check_hists()?;
+        self.check_sched()?;
+        self.check_cpus()?;
+        self.check_caches()?;
+        self.check_kernel()?;
+        self.check_pools()?;
+        self.counters.check()?;
+        self.check_events()
+    }
+
+    /// The time, the interval, the totals, the rates and the latency percentiles.
+    fn check_totals(&self) -> Result<(), String> {
         check_f64("t_s", self.t_s, -1.0, MAX_T_S)?;
         check_f64("interval_s", self.interval_s, 1e-6, 3600.0)?;
         check_u64("reads", self.reads)?;
@@ -124,6 +139,11 @@ impl IntervalRecord {
         ] {
             p.check(&format!("stages_us.{name}"))?;
         }
+        Ok(())
+    }
+
+    /// The latency buckets and the exact histograms.
+    fn check_hists(&self) -> Result<(), String> {
         let n = self.latency_buckets.counts.len();
         if n != 0 && n != BUCKET_COUNT {
             return Err(format!(
@@ -135,6 +155,11 @@ impl IntervalRecord {
         }
         self.latency_hist.check("latency_hist")?;
         self.queue_hist.check("queue_hist")?;
+        Ok(())
+    }
+
+    /// The workers' and the irq threads' scheduling, and the run's run_delay.
+    fn check_sched(&self) -> Result<(), String> {
         let w = &self.workers;
         check_f64("workers.run_delay_us", w.run_delay_us, 0.0, MAX_RATE)?;
         check_f64("workers.cpu_us", w.cpu_us, 0.0, MAX_RATE)?;
@@ -153,6 +178,11 @@ impl IntervalRecord {
             0.0,
             MAX_RATE * 1e3,
         )?;
+        Ok(())
+    }
+
+    /// The per-CPU figures, the process's CPU and memory.
+    fn check_cpus(&self) -> Result<(), String> {
         if self.cpus.len() > crate::settings::MAX_CPU_NUMBER + 1 {
             return Err(format!(
                 "cpus has {} entries: allowed at most {}",
@@ -173,6 +203,11 @@ impl IntervalRecord {
         }
         check_f64("process_cpu_pct", self.process_cpu_pct, 0.0, 100.0 * 8192.0)?;
         check_u64("rss_bytes", self.rss_bytes >> 10)?;
+        Ok(())
+    }
+
+    /// The page cache's and the hash cache's figures.
+    fn check_caches(&self) -> Result<(), String> {
         if let Some(h) = self.page_cache.hit_pct {
             check_f64("page_cache.hit_pct", h, 0.0, 100.0)?;
         }
@@ -183,6 +218,11 @@ impl IntervalRecord {
         if let Some(h) = self.hash_cache_hit_pct {
             check_f64("hash_cache_hit_pct", h, 0.0, 100.0)?;
         }
+        Ok(())
+    }
+
+    /// The kernel target's queues and counts.
+    fn check_kernel(&self) -> Result<(), String> {
         if let Some(k) = &self.kernel {
             if k.queues.len() > POST_READ_QUEUES.len() {
                 return Err(format!(
@@ -209,6 +249,11 @@ impl IntervalRecord {
             check_u64("kernel.lost", k.lost)?;
             check_u64("kernel.cached_bytes", k.cached_bytes >> 10)?;
         }
+        Ok(())
+    }
+
+    /// The worker pools: at most two, named, their counts bounded.
+    fn check_pools(&self) -> Result<(), String> {
         if self.pools.len() > 2 {
             return Err(format!(
                 "pools has {} entries: allowed at most 2",
@@ -243,7 +288,11 @@ impl IntervalRecord {
             }
             check_u64("pools[].pending", p.pending)?;
         }
-        self.counters.check()?;
+        Ok(())
+    }
+
+    /// The events and notices: bounded in number, their times in range, their texts in length.
+    fn check_events(&self) -> Result<(), String> {
         for (name, len, items) in [
             (
                 "events",

@@ -207,19 +207,18 @@ pub fn run_on(
     let stop = &opts.stop;
     let variants = compare.variants(base)?;
     let effective = engine.effective().clone();
-    let mut per_variant: Vec<Vec<WindowStats>> = vec![Vec::new(); variants.len()];
-    let mut failed = vec![0u64; variants.len()];
-    let mut notices: Vec<String> = Vec::new();
+    let mut tally = Tally {
+        per_variant: vec![Vec::new(); variants.len()],
+        failed: vec![0u64; variants.len()],
+        notices: Vec::new(),
+    };
     let mut interrupted = None;
     let runs = opts.rounds as usize * variants.len();
     'rounds: for round in 0..opts.rounds {
         for (i, v) in variants.iter().enumerate() {
             let done = round as usize * variants.len() + i;
             if stop() {
-                interrupted = Some(format!(
-                    "stopped by {} after {done} of {runs} runs: the medians are over the rounds that completed",
-                    crate::sys::signal_name(crate::sys::stop_signal())
-                ));
+                interrupted = Some(stopped(&format!("after {done} of {runs} runs")));
                 break 'rounds;
             }
             progress(round, i);
@@ -260,29 +259,77 @@ pub fn run_on(
             }
             if stop() {
                 // A run cut short is not a sample of its variant.
-                interrupted = Some(format!(
-                    "stopped by {} during run {} of {runs}: the medians are over the rounds that completed",
-                    crate::sys::signal_name(crate::sys::stop_signal()),
-                    done + 1
-                ));
+                interrupted = Some(stopped(&format!("during run {} of {runs}", done + 1)));
                 break 'rounds;
             }
-            for t in n {
-                if !notices.contains(&t) {
-                    notices.push(t);
-                }
-            }
-            failed[i] += recs
-                .iter()
-                .map(|r| r.counters.verity_failures + r.counters.io_errors)
-                .sum::<u64>();
-            if let Some(w) = WindowStats::of(&recs) {
-                per_variant[i].push(w);
-            }
+            tally.add(i, &recs, n);
         }
     }
     let features = engine.features().clone();
     let machine = engine.machine();
+    let results = variant_results(compare, tally.per_variant, &tally.failed);
+    Ok(CompareReport {
+        version: REPORT_VERSION,
+        preset,
+        key: compare.key.clone(),
+        rounds: opts.rounds,
+        duration_s: opts.duration.as_secs_f64(),
+        warmup_s: opts.warmup.as_secs_f64(),
+        settings: variants[0].clone(),
+        effective_settings: effective,
+        variants: results,
+        notices: tally.notices,
+        machine,
+        features,
+        interrupted,
+    })
+}
+
+/// Why an experiment ended early on a stop signal, `when` (`after 2 of 6
+/// runs`).
+fn stopped(when: &str) -> String {
+    format!(
+        "stopped by {} {when}: the medians are over the rounds that completed",
+        crate::sys::signal_name(crate::sys::stop_signal())
+    )
+}
+
+/// What the runs of an experiment measured so far.
+struct Tally {
+    /// Each variant's windows, one per completed run.
+    per_variant: Vec<Vec<WindowStats>>,
+    /// Each variant's failed reads (verity or I/O).
+    failed: Vec<u64>,
+    /// The notices raised, each once.
+    notices: Vec<String>,
+}
+
+impl Tally {
+    /// Counts a completed run of variant `i`: its records and notices.
+    fn add(&mut self, i: usize, recs: &[IntervalRecord], n: Vec<String>) {
+        for t in n {
+            if !self.notices.contains(&t) {
+                self.notices.push(t);
+            }
+        }
+        self.failed[i] += recs
+            .iter()
+            .map(|r| r.counters.verity_failures + r.counters.io_errors)
+            .sum::<u64>();
+        if let Some(w) = WindowStats::of(recs) {
+            self.per_variant[i].push(w);
+        }
+    }
+}
+
+/// Each variant's result: each metric's spread over its rounds, and its
+/// change from the first variant's median (none where either side has no
+/// value).
+fn variant_results(
+    compare: &Compare,
+    per_variant: Vec<Vec<WindowStats>>,
+    failed: &[u64],
+) -> Vec<VariantResult> {
     let mut results: Vec<VariantResult> = Vec::new();
     for (i, rounds) in per_variant.into_iter().enumerate() {
         let metrics = METRICS
@@ -311,21 +358,7 @@ pub fn run_on(
                 .then(|| (s.median - base) / base * 100.0);
         }
     }
-    Ok(CompareReport {
-        version: REPORT_VERSION,
-        preset,
-        key: compare.key.clone(),
-        rounds: opts.rounds,
-        duration_s: opts.duration.as_secs_f64(),
-        warmup_s: opts.warmup.as_secs_f64(),
-        settings: variants[0].clone(),
-        effective_settings: effective,
-        variants: results,
-        notices,
-        machine,
-        features,
-        interrupted,
-    })
+    results
 }
 
 /// `compare --hosts`: the same experiment on each machine.
@@ -375,85 +408,16 @@ impl HostsReport {
                 r.duration_s
             ));
         }
-        // Titles: a group per host.
-        let mut group = vec![String::new()];
-        let mut titles = vec![String::new()];
-        for (host, r) in &done {
-            for (i, v) in r.variants.iter().enumerate() {
-                group.push(if i == 0 {
-                    host.to_string()
-                } else {
-                    String::new()
-                });
-                titles.push(v.value.clone());
-                if i > 0 {
-                    group.push(String::new());
-                    titles.push("change".into());
-                }
-            }
-        }
-        let mut rows: Vec<Vec<String>> = Vec::new();
-        for (k, metric) in METRICS.iter().enumerate() {
-            if done.iter().all(|(_, r)| r.unmeasured(k)) {
-                continue;
-            }
-            let mut row = vec![metric.label.to_string()];
-            for (_, r) in &done {
-                let one = r.rounds <= 1;
-                let b = &r.variants[0].metrics[k].1;
-                for (i, v) in r.variants.iter().enumerate() {
-                    let m = &v.metrics[k].1;
-                    row.push(metric.cell(m.median));
-                    if i > 0 {
-                        row.push(m.change_cell(b, one).0);
-                    }
-                }
-            }
-            rows.push(row);
-        }
-        let cols = titles.len();
-        let widths: Vec<usize> = (0..cols)
-            .map(|c| {
-                rows.iter()
-                    .map(|r| r[c].chars().count())
-                    .chain([titles[c].chars().count(), group[c].chars().count()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |cells: &[String]| {
-            let mut l = String::new();
-            for (c, cell) in cells.iter().enumerate() {
-                if c == 0 {
-                    l.push_str(&format!("{:<w$}", cell, w = widths[0]));
-                } else {
-                    l.push_str(&format!("  {:>w$}", cell, w = widths[c]));
-                }
-            }
-            l.trim_end().to_string() + "\n"
-        };
         if !done.is_empty() {
-            // The host's name over its first column, left-aligned.
-            let mut g = String::new();
-            for (c, cell) in group.iter().enumerate() {
-                let w = widths[c];
-                if c == 0 {
-                    g.push_str(&" ".repeat(w));
-                } else {
-                    g.push_str(&format!("  {:<w$}", cell));
-                }
-            }
-            out.push_str(g.trim_end());
-            out.push('\n');
-            out.push_str(&line(&titles));
-            for r in &rows {
-                out.push_str(&line(r));
-            }
-            if done.iter().any(|(_, r)| r.rounds > 1) {
-                out.push_str("~: the ranges of the rounds overlap (not significant)\n");
-            }
-            out.push('\n');
+            write_hosts_table(&mut out, &done);
         }
+        self.write_machines(&mut out);
+        out
+    }
+
+    /// Each host's machine line, with why its experiment ended early or
+    /// why it has none.
+    fn write_machines(&self, out: &mut String) {
         for h in &self.hosts {
             match (&h.report, &h.error) {
                 (Some(r), e) => {
@@ -469,8 +433,104 @@ impl HostsReport {
                 (None, None) => out.push_str(&format!("{}: no result\n", h.host)),
             }
         }
-        out
     }
+}
+
+/// The hosts' column titles: the group row (each host's name over its
+/// first column) and the title row (its variants, a change after each but
+/// the first).
+fn hosts_titles(done: &[(&str, &CompareReport)]) -> (Vec<String>, Vec<String>) {
+    // Titles: a group per host.
+    let mut group = vec![String::new()];
+    let mut titles = vec![String::new()];
+    for (host, r) in done {
+        for (i, v) in r.variants.iter().enumerate() {
+            group.push(if i == 0 {
+                host.to_string()
+            } else {
+                String::new()
+            });
+            titles.push(v.value.clone());
+            if i > 0 {
+                group.push(String::new());
+                titles.push("change".into());
+            }
+        }
+    }
+    (group, titles)
+}
+
+/// The hosts' rows: per metric some host measured, its label, then each
+/// host's medians and changes.
+fn hosts_rows(done: &[(&str, &CompareReport)]) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (k, metric) in METRICS.iter().enumerate() {
+        if done.iter().all(|(_, r)| r.unmeasured(k)) {
+            continue;
+        }
+        let mut row = vec![metric.label.to_string()];
+        for (_, r) in done {
+            let one = r.rounds <= 1;
+            let b = &r.variants[0].metrics[k].1;
+            for (i, v) in r.variants.iter().enumerate() {
+                let m = &v.metrics[k].1;
+                row.push(metric.cell(m.median));
+                if i > 0 {
+                    row.push(m.change_cell(b, one).0);
+                }
+            }
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+/// The hosts' table (a group row, the titles, a row per metric) and the
+/// overlap note, aligned, for the hosts that have a result.
+fn write_hosts_table(out: &mut String, done: &[(&str, &CompareReport)]) {
+    let (group, titles) = hosts_titles(done);
+    let rows = hosts_rows(done);
+    let cols = titles.len();
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain([titles[c].chars().count(), group[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        let mut l = String::new();
+        for (c, cell) in cells.iter().enumerate() {
+            if c == 0 {
+                l.push_str(&format!("{:<w$}", cell, w = widths[0]));
+            } else {
+                l.push_str(&format!("  {:>w$}", cell, w = widths[c]));
+            }
+        }
+        l.trim_end().to_string() + "\n"
+    };
+    // The host's name over its first column, left-aligned.
+    let mut g = String::new();
+    for (c, cell) in group.iter().enumerate() {
+        let w = widths[c];
+        if c == 0 {
+            g.push_str(&" ".repeat(w));
+        } else {
+            g.push_str(&format!("  {:<w$}", cell));
+        }
+    }
+    out.push_str(g.trim_end());
+    out.push('\n');
+    out.push_str(&line(&titles));
+    for r in &rows {
+        out.push_str(&line(r));
+    }
+    if done.iter().any(|(_, r)| r.rounds > 1) {
+        out.push_str("~: the ranges of the rounds overlap (not significant)\n");
+    }
+    out.push('\n');
 }
 
 /// A variant's change as a cell.
@@ -508,8 +568,19 @@ impl CompareReport {
 
     /// The table, for a terminal.
     pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        self.write_heading(&mut out);
+        let (rows, overlapped) = self.rows();
+        self.write_table(&mut out, &rows);
+        self.write_notes(&mut out, overlapped);
+        out
+    }
+
+    /// The lines over the table: the experiment, the machine, its idle and
+    /// frequency policy, and the first variant's plan.
+    fn write_heading(&self, out: &mut String) {
         let m = &self.machine;
-        let mut out = format!(
+        out.push_str(&format!(
             "readpath compare: {} = {} | {} round(s) x {:.0}s per variant, interleaved, {:.1}s warm-up{}\n",
             self.key,
             self.variants
@@ -523,7 +594,7 @@ impl CompareReport {
             self.preset
                 .as_ref()
                 .map_or(String::new(), |p| format!(" | preset {p}")),
-        );
+        ));
         if let Some(why) = &self.interrupted {
             out.push_str(&format!("INTERRUPTED: {why}\n"));
         }
@@ -551,6 +622,11 @@ impl CompareReport {
             "plan of the first variant: {}\n\n",
             crate::engine::stages::Plan::label(&self.effective_settings)
         ));
+    }
+
+    /// The table's rows, (label, cells) per metric some variant measured,
+    /// and whether any change's ranges overlap.
+    fn rows(&self) -> (Vec<(String, Vec<String>)>, bool) {
         let one_round = self.rounds <= 1;
         let base = self.variants.first();
         // A cell: the median, and its range where there is one.
@@ -587,6 +663,12 @@ impl CompareReport {
             }
             rows.push((metric.label.to_string(), cols));
         }
+        (rows, overlapped)
+    }
+
+    /// The table: the column titles, then `rows`, right-aligned.
+    fn write_table(&self, out: &mut String, rows: &[(String, Vec<String>)]) {
+        let one_round = self.rounds <= 1;
         // Column titles: each variant, and after each but the first its
         // change against the first.
         let mut titles = Vec::new();
@@ -621,7 +703,7 @@ impl CompareReport {
         }
         out.push_str(header.trim_end());
         out.push('\n');
-        for (label, cols) in &rows {
+        for (label, cols) in rows {
             let mut line = format!("{label:<16}");
             for (c, w) in cols.iter().zip(&widths) {
                 line.push_str(&format!("{c:>w$}"));
@@ -629,7 +711,12 @@ impl CompareReport {
             out.push_str(line.trim_end());
             out.push('\n');
         }
-        if one_round {
+    }
+
+    /// The notes under the table: what one round or an overlap means,
+    /// failed reads, what run_delay counts, and the notices.
+    fn write_notes(&self, out: &mut String, overlapped: bool) {
+        if self.rounds <= 1 {
             out.push_str(
                 "\n1 round: no spread to judge a change by; run --rounds 3 or more for ranges and significance.\n",
             );
@@ -646,7 +733,6 @@ impl CompareReport {
         for n in &self.notices {
             out.push_str(&format!("notice: {n}\n"));
         }
-        out
     }
 }
 

@@ -7,6 +7,11 @@
 
 use std::fmt::Write as _;
 
+use std::ops::Range;
+
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -364,6 +369,48 @@ pub fn svg(
     metrics: &[usize],
     captions_on: bool,
 ) -> Result<String, String> {
+    let records = measured_records(rec)?;
+    let panels = chosen_panels(&records, metrics)?;
+    let lay = Layout::new(rec, width, height, captions_on);
+    let list = marker_list(&lay, width, height);
+    let px = |n: f64| lay.px(n);
+
+    let mut doc = String::new();
+    {
+        let root = SVGBackend::with_string(&mut doc, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| draw_err(&x))?;
+        let title = match &rec.header.preset {
+            Some(p) => format!("readpath: {}", crate::output::format::printable(p, false)),
+            None => "readpath".to_string(),
+        };
+        let title_h = px(32.0);
+        let (top, rest) = root.split_vertically(title_h);
+        top.titled(&title, ("sans-serif", px(22.0)))
+            .map_err(|x| draw_err(&x))?;
+        let list_h = if list.is_empty() {
+            0
+        } else {
+            lay.line_h * list.len() as u32 + px(10.0)
+        };
+        let (rest, bottom) = rest.split_vertically(height.saturating_sub(title_h + list_h));
+        draw_list(&bottom, &lay, &list)?;
+        let areas = panel_areas(&rest, &panels, &lay);
+        for (pi, (area, panel)) in areas.iter().zip(&panels).enumerate() {
+            draw_panel(area, panel, pi + 1 == panels.len(), &lay, &records)?;
+        }
+        root.present().map_err(|x| draw_err(&x))?;
+    }
+    Ok(doc)
+}
+
+/// A drawing error as text.
+fn draw_err(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// The intervals drawn: those measured (not paused) and of about the usual
+/// length; an error when there is none.
+fn measured_records(rec: &Recording) -> Result<Vec<&IntervalRecord>, String> {
     // A last (or first) partial interval is not a dip: only intervals of
     // about the usual length are drawn.
     let usual = median(
@@ -381,6 +428,16 @@ pub fn svg(
     if records.is_empty() {
         return Err("the recording holds no measured interval".into());
     }
+    Ok(records)
+}
+
+/// The panels drawn: those asked for (indexes in `metrics`, all when
+/// empty), less the optional ones with nothing measured in `records`; an
+/// error naming them when none is left.
+fn chosen_panels(
+    records: &[&IntervalRecord],
+    metrics: &[usize],
+) -> Result<Vec<&'static Panel>, String> {
     let measured = |p: &Panel| {
         !p.optional
             || records.iter().any(|r| {
@@ -404,27 +461,115 @@ pub fn svg(
             names.join(",")
         ));
     }
-    // Fonts and margins grow with the image (1200x900 is 1x).
-    let k = (f64::from(width) / 1200.0)
-        .min(f64::from(height) / 900.0)
-        .clamp(0.9, 4.0);
-    let px = |n: f64| (n * k).round().max(1.0) as u32;
-    let phases = phase_starts(rec);
-    let t0 = rec.records.first().map_or(0.0, |r| r.t_s - r.interval_s);
-    let t1 = rec.records.last().map_or(1.0, |r| r.t_s).max(t0 + 1e-3);
-    let (t0, t1) = if t0.is_finite() && t1.is_finite() {
-        (t0, t1)
-    } else {
-        (0.0, 1.0)
-    };
-    let marks = markers(rec, captions_on);
+    Ok(panels)
+}
 
-    // The list under the charts, "[n] 12 s: what", wrapped at the width;
-    // at most a third of the image, the rest said in a last line.
-    let list_font = px(13.0);
-    let line_h = px(17.0);
-    let list_x = px(12.0) as i32;
-    let indent = text_w(4, list_font);
+/// What every panel shares: the scale of fonts and margins, the time axis,
+/// the settings phases, the markers, where the plotting areas lie across
+/// and the strip of marker numbers over each, and the list's fonts.
+struct Layout {
+    /// Fonts and margins grow with the image (1200x900 is 1x).
+    k: f64,
+    /// The time axis, seconds.
+    t0: f64,
+    t1: f64,
+    /// The settings phases (their starts).
+    phases: Vec<(f64, String)>,
+    /// The markers, in time order.
+    marks: Vec<Marker>,
+    /// A chart's margin left and right.
+    margin: u32,
+    /// The y axis' label area's width.
+    y_lab: u32,
+    /// The marker numbers (`[n]`), their font and widths, their markers'
+    /// x, and their places in the strip (left edge, row).
+    numbers: Vec<String>,
+    num_font: u32,
+    widths: Vec<i32>,
+    centres: Vec<i32>,
+    placed: Vec<Option<(i32, usize)>>,
+    /// A row of marker numbers' height, and the strip's.
+    row_h: u32,
+    strip_h: u32,
+    /// The list under the charts: its font, line height, left edge and
+    /// the indent of a wrapped line.
+    list_font: u32,
+    line_h: u32,
+    list_x: i32,
+    indent: i32,
+}
+
+impl Layout {
+    /// The layout of a `width` x `height` image of `rec` (the captions
+    /// among the markers with `captions_on`).
+    fn new(rec: &Recording, width: u32, height: u32, captions_on: bool) -> Layout {
+        let k = (f64::from(width) / 1200.0)
+            .min(f64::from(height) / 900.0)
+            .clamp(0.9, 4.0);
+        let px = |n: f64| (n * k).round().max(1.0) as u32;
+        let phases = phase_starts(rec);
+        let t0 = rec.records.first().map_or(0.0, |r| r.t_s - r.interval_s);
+        let t1 = rec.records.last().map_or(1.0, |r| r.t_s).max(t0 + 1e-3);
+        let (t0, t1) = if t0.is_finite() && t1.is_finite() {
+            (t0, t1)
+        } else {
+            (0.0, 1.0)
+        };
+        let marks = markers(rec, captions_on);
+        let list_font = px(13.0);
+
+        // Where each panel's plotting area lies across (all panels alike), and
+        // the marker numbers' places in the strip over it.
+        let margin = px(8.0);
+        let y_lab = px(66.0);
+        let plot_x0 = (margin + y_lab) as i32;
+        let plot_x1 = (width as i32 - margin as i32).max(plot_x0 + 1);
+        let to_x = |t: f64| {
+            plot_x0
+                + ((t.clamp(t0, t1) - t0) / (t1 - t0) * f64::from(plot_x1 - plot_x0)).round() as i32
+        };
+        let num_font = px(13.0);
+        let numbers: Vec<String> = (1..=marks.len()).map(|n| format!("[{n}]")).collect();
+        let widths: Vec<i32> = numbers.iter().map(|s| text_w(s.len(), num_font)).collect();
+        let centres: Vec<i32> = marks.iter().map(|m| to_x(m.t_s)).collect();
+        let placed = place_labels(&centres, &widths, plot_x0, plot_x1, px(5.0) as i32);
+        let rows = placed.iter().flatten().map(|p| p.1 + 1).max().unwrap_or(0) as u32;
+        let row_h = px(16.0);
+        let strip_h = rows * row_h + px(4.0);
+        Layout {
+            k,
+            t0,
+            t1,
+            phases,
+            marks,
+            margin,
+            y_lab,
+            numbers,
+            num_font,
+            widths,
+            centres,
+            placed,
+            row_h,
+            strip_h,
+            list_font,
+            line_h: px(17.0),
+            list_x: px(12.0) as i32,
+            indent: text_w(4, list_font),
+        }
+    }
+
+    /// `n` pixels at 1x, scaled to the image (at least 1).
+    fn px(&self, n: f64) -> u32 {
+        (n * self.k).round().max(1.0) as u32
+    }
+}
+
+/// The list under the charts, "[n] 12 s: what", wrapped at the width
+/// (each line with whether it continues the one before); at most a third
+/// of the image, the rest said in a last line.
+fn marker_list(lay: &Layout, width: u32, height: u32) -> Vec<(bool, String)> {
+    let marks = &lay.marks;
+    let (list_font, line_h, list_x, indent) = (lay.list_font, lay.line_h, lay.list_x, lay.indent);
     let max_chars =
         (f64::from(width) - f64::from(2 * list_x + indent)) / (0.6 * f64::from(list_font) / 1.24);
     let mut list: Vec<(bool, String)> = Vec::new();
@@ -453,348 +598,452 @@ pub fn svg(
             ),
         ));
     }
+    list
+}
 
-    // Where each panel's plotting area lies across (all panels alike), and
-    // the marker numbers' places in the strip over it.
-    let margin = px(8.0);
-    let y_lab = px(66.0);
-    let plot_x0 = (margin + y_lab) as i32;
-    let plot_x1 = (width as i32 - margin as i32).max(plot_x0 + 1);
-    let to_x = |t: f64| {
-        plot_x0 + ((t.clamp(t0, t1) - t0) / (t1 - t0) * f64::from(plot_x1 - plot_x0)).round() as i32
-    };
-    let num_font = px(13.0);
-    let numbers: Vec<String> = (1..=marks.len()).map(|n| format!("[{n}]")).collect();
-    let widths: Vec<i32> = numbers.iter().map(|s| text_w(s.len(), num_font)).collect();
-    let centres: Vec<i32> = marks.iter().map(|m| to_x(m.t_s)).collect();
-    let placed = place_labels(&centres, &widths, plot_x0, plot_x1, px(5.0) as i32);
-    let rows = placed.iter().flatten().map(|p| p.1 + 1).max().unwrap_or(0) as u32;
-    let row_h = px(16.0);
-    let strip_h = rows * row_h + px(4.0);
+/// A part of the SVG image.
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
-    let mut doc = String::new();
-    {
-        let root = SVGBackend::with_string(&mut doc, (width, height)).into_drawing_area();
-        let e = |e: &dyn std::fmt::Display| e.to_string();
-        root.fill(&WHITE).map_err(|x| e(&x))?;
-        let title = match &rec.header.preset {
-            Some(p) => format!("readpath: {}", crate::output::format::printable(p, false)),
-            None => "readpath".to_string(),
-        };
-        let title_h = px(32.0);
-        let (top, rest) = root.split_vertically(title_h);
-        top.titled(&title, ("sans-serif", px(22.0)))
-            .map_err(|x| e(&x))?;
-        let list_h = if list.is_empty() {
-            0
-        } else {
-            line_h * list.len() as u32 + px(10.0)
-        };
-        let (rest, bottom) = rest.split_vertically(height.saturating_sub(title_h + list_h));
-        for (i, (cont, l)) in list.iter().enumerate() {
-            bottom
-                .draw(&Text::new(
-                    l.clone(),
-                    (
-                        list_x + if *cont { indent } else { 0 },
-                        px(6.0) as i32 + (line_h * i as u32) as i32,
-                    ),
-                    ("sans-serif", list_font).into_font().color(&BLACK),
-                ))
-                .map_err(|x| e(&x))?;
-        }
-        // The panels, stacked; the last one also holds the x axis' name.
-        let x_lab = px(24.0);
-        let x_desc_h = px(18.0);
-        // The latency panel, three series and three results on a log
-        // axis, gets a third more height than the others.
-        let weight = |p: &Panel| if p.log { 4.0 } else { 3.0 };
-        let total: f64 = panels.iter().map(|p| weight(p)).sum();
-        let avail = f64::from(rest.dim_in_pixel().1.saturating_sub(x_desc_h));
-        let mut areas = Vec::new();
-        let mut remaining = rest.clone();
-        for p in &panels[..panels.len() - 1] {
-            let each = (avail * weight(p) / total).round() as u32;
-            let (a, b) = remaining.split_vertically(each);
-            areas.push(a);
-            remaining = b;
-        }
-        areas.push(remaining);
-        let title_font = px(16.0);
-        let res_font = px(14.0);
-        let res_line_h = px(18.0);
-        for (pi, (area, panel)) in areas.iter().zip(&panels).enumerate() {
-            let series = panel.series;
-            let last = pi + 1 == panels.len();
-            let x_lab_h = if last { x_lab + x_desc_h } else { x_lab };
-            // Each series' median per settings phase, and what changed from
-            // the first phase to the last, said on the chart.
-            let bounds: Vec<f64> = std::iter::once(t0)
-                .chain(phases.iter().map(|p| p.0))
-                .chain(std::iter::once(t1))
-                .collect();
-            let phase_medians: Vec<Vec<(f64, f64, f64)>> = series
-                .iter()
-                .map(|(_, _, g)| {
-                    bounds
-                        .windows(2)
-                        .map(|w| {
-                            let m = median(
-                                records
-                                    .iter()
-                                    .filter(|r| r.t_s - r.interval_s >= w[0] && r.t_s <= w[1])
-                                    .filter(|r| r.reads > 0)
-                                    .map(|r| g(r))
-                                    .collect(),
-                            );
-                            (w[0], w[1], m)
-                        })
-                        .collect()
-                })
-                .collect();
-            let results: Vec<String> = if phases.is_empty() {
-                Vec::new()
-            } else {
-                series
-                    .iter()
-                    .zip(&phase_medians)
-                    .filter_map(|((sname, _, _), ms)| {
-                        let a = ms.iter().map(|m| m.2).find(|v| v.is_finite())?;
-                        let b = ms.iter().rev().map(|m| m.2).find(|v| v.is_finite())?;
-                        let pct = if a != 0.0 { (b - a) / a * 100.0 } else { 0.0 };
-                        Some(format!(
-                            "{sname} {} -> {}, {pct:+.0}%",
-                            say(a, panel.unit),
-                            say(b, panel.unit)
-                        ))
-                    })
-                    .collect()
-            };
-            let values: Vec<f64> = records
-                .iter()
-                .flat_map(|r| series.iter().map(move |(_, _, g)| g(r)))
-                .filter(|v| v.is_finite())
-                .collect();
-            let max = values.iter().copied().fold(0.0, f64::max).max(1e-3);
-            // Headroom over the data for the legend (top left) and the
-            // result (top right), so neither hides a curve.
-            let plot_h = area
-                .dim_in_pixel()
-                .1
-                .saturating_sub(title_font + px(6.0) + strip_h + x_lab_h + px(4.0))
-                .max(1);
-            // The results name their series and carry its colour: a legend
-            // only where a panel of several series has no result.
-            let legend = series.len() > 1 && results.is_empty();
-            let top_lines = results.len().max(if legend { series.len() } else { 0 });
-            let frac = if top_lines == 0 {
-                0.05
-            } else {
-                (f64::from(top_lines as u32 * res_line_h + px(10.0)) / f64::from(plot_h))
-                    .clamp(0.05, 0.45)
-            };
-            let (lo, hi) = if panel.log {
-                let lo = values
-                    .iter()
-                    .copied()
-                    .filter(|v| *v > 0.0)
-                    .fold(f64::INFINITY, f64::min);
-                let lo = if lo.is_finite() {
-                    10f64.powf(lo.log10().floor())
-                } else {
-                    1.0
-                };
-                let (llo, lmax) = (lo.log10(), max.log10().max(lo.log10()));
-                // At most a decade of headroom: the curves keep most of
-                // the height.
-                let need = lmax + ((lmax - llo).max(1.0) * frac / (1.0 - frac)).min(1.0);
-                (lo, 10f64.powf(need).max(lo * 10.0))
-            } else {
-                (0.0, max / (1.0 - frac))
-            };
-            let (unit, scale) = match panel.unit {
-                Unit::Time if panel.log => time_unit((lo * hi).sqrt()),
-                Unit::Time => time_unit(hi),
-                Unit::MibS => ("MiB/s", 1.0),
-                Unit::MsPerS => ("ms per s", 1.0),
-            };
-            let name = if panel.log {
-                format!("{} ({unit}, log axis)", panel.title)
-            } else {
-                format!("{} ({unit})", panel.title)
-            };
-            let inner = area
-                .titled(&name, ("sans-serif", title_font))
-                .map_err(|x| e(&x))?;
-            let (strip, chart_area) = inner.split_vertically(strip_h);
-            let mut chart = ChartBuilder::on(&chart_area);
-            chart
-                .margin_left(margin)
-                .margin_right(margin)
-                .margin_bottom(px(4.0))
-                .x_label_area_size(x_lab_h)
-                .y_label_area_size(y_lab);
-            let tick_font = px(12.0);
-            // A log axis is labelled at each power of ten (plotters drops
-            // some when asked for fewer labels than decades).
-            let y_labels = if panel.log {
-                (hi / lo).log10().ceil() as usize + 2
-            } else {
-                (plot_h / (tick_font * 2)).clamp(3, 10) as usize
-            };
-            let x_fmt = |v: &f64| fmt_tick(*v);
-            let y_fmt = move |v: &f64| fmt_tick(*v / scale);
-            // The markers' lines, the phase medians, the series with their
-            // legend, on a log or a linear y axis (two coordinate types, one
-            // drawing); evaluates to the plotting area's pixels.
-            macro_rules! lines {
-                ($c:ident, $g:ident, $points:expr) => {{
-                    let mut mesh = $c.configure_mesh();
-                    mesh.label_style(("sans-serif", tick_font))
-                        .axis_desc_style(("sans-serif", px(13.0)))
-                        .y_desc(unit)
-                        .y_labels(y_labels)
-                        .x_label_formatter(&x_fmt)
-                        .y_label_formatter(&y_fmt);
-                    if last {
-                        mesh.x_desc("seconds");
-                    }
-                    mesh.draw().map_err(|x| e(&x))?;
-                    for m in &marks {
-                        $c.draw_series(LineSeries::new(
-                            [(m.t_s, lo), (m.t_s, hi)],
-                            MARK.mix(0.7).stroke_width(px(1.0)),
-                        ))
-                        .map_err(|x| e(&x))?;
-                    }
-                    // Each phase's median, dashed, between its markers.
-                    for (ms, (_, color, _)) in phase_medians.iter().zip(series) {
-                        for &(a, b, m) in
-                            ms.iter().filter(|m| m.2.is_finite() && !phases.is_empty())
-                        {
-                            let y = if lo > 0.0 { m.max(lo) } else { m };
-                            $c.draw_series(DashedLineSeries::new(
-                                [(a, y), (b, y)],
-                                px(6.0),
-                                px(4.0),
-                                color.mix(0.7).stroke_width(px(2.0)),
-                            ))
-                            .map_err(|x| e(&x))?;
-                        }
-                    }
-                    for (sname, color, $g) in series {
-                        let color = *color;
-                        $c.draw_series(LineSeries::new($points, color.stroke_width(px(2.0))))
-                            .map_err(|x| e(&x))?
-                            .label(*sname)
-                            .legend(move |(x, y)| {
-                                PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
-                            });
-                    }
-                    if legend {
-                        $c.configure_series_labels()
-                            .label_font(("sans-serif", px(13.0)))
-                            .background_style(WHITE.mix(0.85))
-                            .border_style(BLACK)
-                            .position(SeriesLabelPosition::UpperLeft)
-                            .draw()
-                            .map_err(|x| e(&x))?;
-                    }
-                    $c.plotting_area().get_pixel_range()
-                }};
-            }
-            let (xs, ys) = if panel.log {
-                let mut c = chart
-                    .build_cartesian_2d(t0..t1, (lo..hi).log_scale())
-                    .map_err(|x| e(&x))?;
-                // An interval with no completed read has no latency.
-                lines!(
-                    c,
-                    g,
-                    records
-                        .iter()
-                        .filter(|r| r.reads > 0)
-                        .map(|r| (r.t_s, g(r).max(lo)))
-                )
-            } else {
-                let mut c = chart
-                    .build_cartesian_2d(t0..t1, lo..hi)
-                    .map_err(|x| e(&x))?;
-                lines!(c, g, records.iter().map(|r| (r.t_s, g(r))))
-            };
-            // The marker numbers, over the plotting area, each with a short
-            // line to its marker when it had to move.
-            let (bx, by) = chart_area.get_base_pixel();
-            let (sx, sy) = strip.get_base_pixel();
-            for (i, p) in placed.iter().enumerate() {
-                let Some((x, row)) = *p else { continue };
-                let y = strip_h as i32 - px(2.0) as i32 - (row as i32 + 1) * row_h as i32;
-                strip
-                    .draw(&Text::new(
-                        numbers[i].clone(),
-                        (x + bx - sx, y),
-                        ("sans-serif", num_font, FontStyle::Bold)
-                            .into_font()
-                            .color(&MARK),
-                    ))
-                    .map_err(|x| e(&x))?;
-                if row == 0 {
-                    let from = (
-                        x + widths[i] / 2 + bx - sx,
-                        y + (f64::from(num_font) / 1.24) as i32 + 1,
-                    );
-                    let to = (centres[i] + bx - sx, ys.start - sy);
-                    if from.0 != to.0 {
-                        strip
-                            .draw(&PathElement::new([from, to], MARK.mix(0.7).stroke_width(1)))
-                            .map_err(|x| e(&x))?;
-                    }
-                }
-            }
-            // The result, top right inside the plot, one line per series, on
-            // a light ground so a curve under it does not hide it.
-            let right = xs.end - bx - px(6.0) as i32;
-            // Each line starts with a stroke of its series' colour (the
-            // legend, where there is a result).
-            let swatch = px(18.0) as i32;
-            for (i, (text, (_, color, _))) in results.iter().zip(series).enumerate() {
-                let w = text_w(text.chars().count(), res_font);
-                let y = ys.start - by + px(4.0) as i32 + i as i32 * res_line_h as i32;
-                // The stroke a little nearer than the width estimate, which
-                // errs wide.
-                let near = (f64::from(w) * 0.9) as i32;
-                let left = right - near - swatch - px(6.0) as i32;
-                chart_area
-                    .draw(&Rectangle::new(
-                        [
-                            (left.min(right - w) - 4, y - 2),
-                            (right + 4, y + res_line_h as i32 - 2),
-                        ],
-                        WHITE.mix(0.85).filled(),
-                    ))
-                    .map_err(|x| e(&x))?;
-                let mid = y + (f64::from(res_font) / 1.24 / 2.0) as i32;
-                chart_area
-                    .draw(&PathElement::new(
-                        [(left, mid), (left + swatch, mid)],
-                        color.stroke_width(px(3.0)),
-                    ))
-                    .map_err(|x| e(&x))?;
-                chart_area
-                    .draw(&Text::new(
-                        text.clone(),
-                        (right, y),
-                        ("sans-serif", res_font)
-                            .into_font()
-                            .color(&BLACK)
-                            .pos(Pos::new(HPos::Right, VPos::Top)),
-                    ))
-                    .map_err(|x| e(&x))?;
-            }
-        }
-        root.present().map_err(|x| e(&x))?;
+/// Draws the marker list in `bottom`, a wrapped line indented.
+fn draw_list(bottom: &Area, lay: &Layout, list: &[(bool, String)]) -> Result<(), String> {
+    for (i, (cont, l)) in list.iter().enumerate() {
+        bottom
+            .draw(&Text::new(
+                l.clone(),
+                (
+                    lay.list_x + if *cont { lay.indent } else { 0 },
+                    lay.px(6.0) as i32 + (lay.line_h * i as u32) as i32,
+                ),
+                ("sans-serif", lay.list_font).into_font().color(&BLACK),
+            ))
+            .map_err(|x| draw_err(&x))?;
     }
-    Ok(doc)
+    Ok(())
+}
+
+/// Splits `rest` into the panels' areas, stacked; the last one keeps room
+/// for the x axis' name.
+fn panel_areas<'a>(rest: &Area<'a>, panels: &[&Panel], lay: &Layout) -> Vec<Area<'a>> {
+    // The panels, stacked; the last one also holds the x axis' name.
+    let x_desc_h = lay.px(18.0);
+    // The latency panel, three series and three results on a log
+    // axis, gets a third more height than the others.
+    let weight = |p: &Panel| if p.log { 4.0 } else { 3.0 };
+    let total: f64 = panels.iter().map(|p| weight(p)).sum();
+    let avail = f64::from(rest.dim_in_pixel().1.saturating_sub(x_desc_h));
+    let mut areas = Vec::new();
+    let mut remaining = rest.clone();
+    for p in &panels[..panels.len() - 1] {
+        let each = (avail * weight(p) / total).round() as u32;
+        let (a, b) = remaining.split_vertically(each);
+        areas.push(a);
+        remaining = b;
+    }
+    areas.push(remaining);
+    areas
+}
+
+/// Each series' median per settings phase: (start, end, median) of the
+/// records in it that completed a read.
+fn phase_medians(
+    series: &[(&str, RGBColor, Getter)],
+    lay: &Layout,
+    records: &[&IntervalRecord],
+) -> Vec<Vec<(f64, f64, f64)>> {
+    let bounds: Vec<f64> = std::iter::once(lay.t0)
+        .chain(lay.phases.iter().map(|p| p.0))
+        .chain(std::iter::once(lay.t1))
+        .collect();
+    series
+        .iter()
+        .map(|(_, _, g)| {
+            bounds
+                .windows(2)
+                .map(|w| {
+                    let m = median(
+                        records
+                            .iter()
+                            .filter(|r| r.t_s - r.interval_s >= w[0] && r.t_s <= w[1])
+                            .filter(|r| r.reads > 0)
+                            .map(|r| g(r))
+                            .collect(),
+                    );
+                    (w[0], w[1], m)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// What changed from the first phase to the last, one line per series
+/// with a value in both (`p99 1.0 ms -> 2.0 ms, +100%`); none without
+/// phases.
+fn phase_results(panel: &Panel, medians: &[Vec<(f64, f64, f64)>], lay: &Layout) -> Vec<String> {
+    if lay.phases.is_empty() {
+        return Vec::new();
+    }
+    panel
+        .series
+        .iter()
+        .zip(medians)
+        .filter_map(|((sname, _, _), ms)| {
+            let a = ms.iter().map(|m| m.2).find(|v| v.is_finite())?;
+            let b = ms.iter().rev().map(|m| m.2).find(|v| v.is_finite())?;
+            let pct = if a != 0.0 { (b - a) / a * 100.0 } else { 0.0 };
+            Some(format!(
+                "{sname} {} -> {}, {pct:+.0}%",
+                say(a, panel.unit),
+                say(b, panel.unit)
+            ))
+        })
+        .collect()
+}
+
+/// The y axis' range for `values` (their largest `max`), leaving a share
+/// `frac` of the height free at the top: from 0 on a linear axis, from the
+/// power of ten under the least positive value on a log one.
+fn y_range(log: bool, values: &[f64], max: f64, frac: f64) -> (f64, f64) {
+    if log {
+        let lo = values
+            .iter()
+            .copied()
+            .filter(|v| *v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let lo = if lo.is_finite() {
+            10f64.powf(lo.log10().floor())
+        } else {
+            1.0
+        };
+        let (llo, lmax) = (lo.log10(), max.log10().max(lo.log10()));
+        // At most a decade of headroom: the curves keep most of
+        // the height.
+        let need = lmax + ((lmax - llo).max(1.0) * frac / (1.0 - frac)).min(1.0);
+        (lo, 10f64.powf(need).max(lo * 10.0))
+    } else {
+        (0.0, max / (1.0 - frac))
+    }
+}
+
+/// Every finite value of the series in the records.
+fn finite_values(series: &[(&str, RGBColor, Getter)], records: &[&IntervalRecord]) -> Vec<f64> {
+    records
+        .iter()
+        .flat_map(|r| series.iter().map(move |(_, _, g)| g(r)))
+        .filter(|v| v.is_finite())
+        .collect()
+}
+
+/// The y axis' unit for a panel over `lo..hi` (a time's in us, ms or s),
+/// how many of the values' unit it is, and the panel's title with it.
+fn axis_unit(panel: &Panel, lo: f64, hi: f64) -> (&'static str, f64, String) {
+    let (unit, scale) = match panel.unit {
+        Unit::Time if panel.log => time_unit((lo * hi).sqrt()),
+        Unit::Time => time_unit(hi),
+        Unit::MibS => ("MiB/s", 1.0),
+        Unit::MsPerS => ("ms per s", 1.0),
+    };
+    let name = if panel.log {
+        format!("{} ({unit}, log axis)", panel.title)
+    } else {
+        format!("{} ({unit})", panel.title)
+    };
+    (unit, scale, name)
+}
+
+/// Draws one panel in `area`: its title with the unit, the chart, the
+/// marker numbers over it and the result at its top right; the `last`
+/// one also names the x axis.
+fn draw_panel(
+    area: &Area,
+    panel: &Panel,
+    last: bool,
+    lay: &Layout,
+    records: &[&IntervalRecord],
+) -> Result<(), String> {
+    let px = |n: f64| lay.px(n);
+    let series = panel.series;
+    let (x_lab, x_desc_h) = (px(24.0), px(18.0));
+    let x_lab_h = if last { x_lab + x_desc_h } else { x_lab };
+    let title_font = px(16.0);
+    let res_line_h = px(18.0);
+    // Each series' median per settings phase, and what changed from
+    // the first phase to the last, said on the chart.
+    let phase_medians = phase_medians(series, lay, records);
+    let results = phase_results(panel, &phase_medians, lay);
+    let values = finite_values(series, records);
+    let max = values.iter().copied().fold(0.0, f64::max).max(1e-3);
+    // Headroom over the data for the legend (top left) and the
+    // result (top right), so neither hides a curve.
+    let plot_h = area
+        .dim_in_pixel()
+        .1
+        .saturating_sub(title_font + px(6.0) + lay.strip_h + x_lab_h + px(4.0))
+        .max(1);
+    // The results name their series and carry its colour: a legend
+    // only where a panel of several series has no result.
+    let legend = series.len() > 1 && results.is_empty();
+    let top_lines = results.len().max(if legend { series.len() } else { 0 });
+    let frac = if top_lines == 0 {
+        0.05
+    } else {
+        (f64::from(top_lines as u32 * res_line_h + px(10.0)) / f64::from(plot_h)).clamp(0.05, 0.45)
+    };
+    let (lo, hi) = y_range(panel.log, &values, max, frac);
+    let (unit, scale, name) = axis_unit(panel, lo, hi);
+    let inner = area
+        .titled(&name, ("sans-serif", title_font))
+        .map_err(|x| draw_err(&x))?;
+    let (strip, chart_area) = inner.split_vertically(lay.strip_h);
+    let tick_font = px(12.0);
+    // A log axis is labelled at each power of ten (plotters drops
+    // some when asked for fewer labels than decades).
+    let y_labels = if panel.log {
+        (hi / lo).log10().ceil() as usize + 2
+    } else {
+        (plot_h / (tick_font * 2)).clamp(3, 10) as usize
+    };
+    let lines = Lines {
+        series,
+        phase_medians: &phase_medians,
+        unit,
+        scale,
+        y_labels,
+        tick_font,
+        lo,
+        hi,
+        last,
+        legend,
+    };
+    let (xs, ys) = draw_chart(&chart_area, x_lab_h, panel.log, &lines, lay, records)?;
+    draw_numbers(&strip, &chart_area, lay, ys.start)?;
+    draw_results(&chart_area, series, &results, (xs.end, ys.start), lay)
+}
+
+/// Builds a panel's chart in `chart_area` (room for `x_lab_h` pixels of x
+/// labels under it), on a `log` or a linear y axis, and draws its lines
+/// (see [`draw_lines`]); returns the plotting area's pixels.
+fn draw_chart(
+    chart_area: &Area,
+    x_lab_h: u32,
+    log: bool,
+    l: &Lines,
+    lay: &Layout,
+    records: &[&IntervalRecord],
+) -> Result<(Range<i32>, Range<i32>), String> {
+    let mut chart = ChartBuilder::on(chart_area);
+    chart
+        .margin_left(lay.margin)
+        .margin_right(lay.margin)
+        .margin_bottom(lay.px(4.0))
+        .x_label_area_size(x_lab_h)
+        .y_label_area_size(lay.y_lab);
+    if log {
+        let mut c = chart
+            .build_cartesian_2d(lay.t0..lay.t1, (l.lo..l.hi).log_scale())
+            .map_err(|x| draw_err(&x))?;
+        // An interval with no completed read has no latency.
+        draw_lines(&mut c, l, lay, |g| {
+            records
+                .iter()
+                .filter(|r| r.reads > 0)
+                .map(|r| (r.t_s, g(r).max(l.lo)))
+                .collect()
+        })
+    } else {
+        let mut c = chart
+            .build_cartesian_2d(lay.t0..lay.t1, l.lo..l.hi)
+            .map_err(|x| draw_err(&x))?;
+        draw_lines(&mut c, l, lay, |g| {
+            records.iter().map(|r| (r.t_s, g(r))).collect()
+        })
+    }
+}
+
+/// What [`draw_lines`] draws on a panel's chart, besides its points.
+struct Lines<'p> {
+    /// The panel's series.
+    series: &'static [(&'static str, RGBColor, Getter)],
+    /// Each series' medians per phase (see [`phase_medians`]).
+    phase_medians: &'p [Vec<(f64, f64, f64)>],
+    /// The y axis' unit, and how many of the values' unit it is.
+    unit: &'static str,
+    scale: f64,
+    /// How many y labels, and their font.
+    y_labels: usize,
+    tick_font: u32,
+    /// The y axis' range.
+    lo: f64,
+    hi: f64,
+    /// The last panel: it names the x axis.
+    last: bool,
+    /// A legend is drawn (top left).
+    legend: bool,
+}
+
+/// Draws the mesh, the markers' lines, the phase medians, the series (the
+/// points `points` gives for each getter) with their legend, on a log or a
+/// linear y axis; returns the plotting area's pixels.
+fn draw_lines<'a, 'b: 'a, Y>(
+    c: &mut ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, Y>>,
+    l: &Lines,
+    lay: &Layout,
+    points: impl Fn(Getter) -> Vec<(f64, f64)>,
+) -> Result<(Range<i32>, Range<i32>), String>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let px = |n: f64| lay.px(n);
+    let (lo, hi, scale) = (l.lo, l.hi, l.scale);
+    let x_fmt = |v: &f64| fmt_tick(*v);
+    let y_fmt = move |v: &f64| fmt_tick(*v / scale);
+    let mut mesh = c.configure_mesh();
+    mesh.label_style(("sans-serif", l.tick_font))
+        .axis_desc_style(("sans-serif", px(13.0)))
+        .y_desc(l.unit)
+        .y_labels(l.y_labels)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt);
+    if l.last {
+        mesh.x_desc("seconds");
+    }
+    mesh.draw().map_err(|x| draw_err(&x))?;
+    for m in &lay.marks {
+        c.draw_series(LineSeries::new(
+            [(m.t_s, lo), (m.t_s, hi)],
+            MARK.mix(0.7).stroke_width(px(1.0)),
+        ))
+        .map_err(|x| draw_err(&x))?;
+    }
+    // Each phase's median, dashed, between its markers.
+    for (ms, (_, color, _)) in l.phase_medians.iter().zip(l.series) {
+        for &(a, b, m) in ms
+            .iter()
+            .filter(|m| m.2.is_finite() && !lay.phases.is_empty())
+        {
+            let y = if lo > 0.0 { m.max(lo) } else { m };
+            c.draw_series(DashedLineSeries::new(
+                [(a, y), (b, y)],
+                px(6.0),
+                px(4.0),
+                color.mix(0.7).stroke_width(px(2.0)),
+            ))
+            .map_err(|x| draw_err(&x))?;
+        }
+    }
+    for (sname, color, g) in l.series {
+        let color = *color;
+        c.draw_series(LineSeries::new(points(*g), color.stroke_width(px(2.0))))
+            .map_err(|x| draw_err(&x))?
+            .label(*sname)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
+    }
+    if l.legend {
+        c.configure_series_labels()
+            .label_font(("sans-serif", px(13.0)))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|x| draw_err(&x))?;
+    }
+    Ok(c.plotting_area().get_pixel_range())
+}
+
+/// Draws the marker numbers in `strip`, over the plotting area (its top
+/// at `plot_top`, in pixels of the image), each with a short line to its
+/// marker when it had to move.
+fn draw_numbers(
+    strip: &Area,
+    chart_area: &Area,
+    lay: &Layout,
+    plot_top: i32,
+) -> Result<(), String> {
+    let px = |n: f64| lay.px(n);
+    let (bx, _) = chart_area.get_base_pixel();
+    let (sx, sy) = strip.get_base_pixel();
+    for (i, p) in lay.placed.iter().enumerate() {
+        let Some((x, row)) = *p else { continue };
+        let y = lay.strip_h as i32 - px(2.0) as i32 - (row as i32 + 1) * lay.row_h as i32;
+        strip
+            .draw(&Text::new(
+                lay.numbers[i].clone(),
+                (x + bx - sx, y),
+                ("sans-serif", lay.num_font, FontStyle::Bold)
+                    .into_font()
+                    .color(&MARK),
+            ))
+            .map_err(|x| draw_err(&x))?;
+        if row == 0 {
+            let from = (
+                x + lay.widths[i] / 2 + bx - sx,
+                y + (f64::from(lay.num_font) / 1.24) as i32 + 1,
+            );
+            let to = (lay.centres[i] + bx - sx, plot_top - sy);
+            if from.0 != to.0 {
+                strip
+                    .draw(&PathElement::new([from, to], MARK.mix(0.7).stroke_width(1)))
+                    .map_err(|x| draw_err(&x))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Draws the results in `chart_area`, top right inside the plot (whose
+/// right edge and top are `corner`, in pixels of the image), one line per
+/// series on a light ground, each after a stroke of its series' colour.
+fn draw_results(
+    chart_area: &Area,
+    series: &[(&str, RGBColor, Getter)],
+    results: &[String],
+    corner: (i32, i32),
+    lay: &Layout,
+) -> Result<(), String> {
+    let px = |n: f64| lay.px(n);
+    let (bx, by) = chart_area.get_base_pixel();
+    let res_font = px(14.0);
+    let res_line_h = px(18.0);
+    // The result, top right inside the plot, one line per series, on
+    // a light ground so a curve under it does not hide it.
+    let right = corner.0 - bx - px(6.0) as i32;
+    // Each line starts with a stroke of its series' colour (the
+    // legend, where there is a result).
+    let swatch = px(18.0) as i32;
+    for (i, (text, (_, color, _))) in results.iter().zip(series).enumerate() {
+        let w = text_w(text.chars().count(), res_font);
+        let y = corner.1 - by + px(4.0) as i32 + i as i32 * res_line_h as i32;
+        // The stroke a little nearer than the width estimate, which
+        // errs wide.
+        let near = (f64::from(w) * 0.9) as i32;
+        let left = right - near - swatch - px(6.0) as i32;
+        chart_area
+            .draw(&Rectangle::new(
+                [
+                    (left.min(right - w) - 4, y - 2),
+                    (right + 4, y + res_line_h as i32 - 2),
+                ],
+                WHITE.mix(0.85).filled(),
+            ))
+            .map_err(|x| draw_err(&x))?;
+        let mid = y + (f64::from(res_font) / 1.24 / 2.0) as i32;
+        chart_area
+            .draw(&PathElement::new(
+                [(left, mid), (left + swatch, mid)],
+                color.stroke_width(px(3.0)),
+            ))
+            .map_err(|x| draw_err(&x))?;
+        chart_area
+            .draw(&Text::new(
+                text.clone(),
+                (right, y),
+                ("sans-serif", res_font)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Right, VPos::Top)),
+            ))
+            .map_err(|x| draw_err(&x))?;
+    }
+    Ok(())
 }
 
 /// Turns an SVG document into a PNG of exactly `width` x `height` with

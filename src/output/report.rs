@@ -1,6 +1,8 @@
 //! The headless run's summary: one JSON object (schema in docs/metrics.md) and a
 //! text rendering in the spirit of fio's, built from the engine's totals.
 
+use std::fmt::Write as _;
+
 use serde::{Deserialize, Serialize};
 
 use crate::engine::RunTotals;
@@ -341,10 +343,22 @@ impl RunSummary {
 
     /// The fio-style text summary.
     pub fn to_text(&self) -> String {
-        use std::fmt::Write;
+        let mut o = String::new();
+        self.write_head(&mut o);
+        self.write_latency(&mut o);
+        self.write_threads(&mut o);
+        self.write_path(&mut o);
+        self.write_kernel(&mut o);
+        self.write_counters(&mut o);
+        self.write_phases(&mut o);
+        self.write_tail(&mut o);
+        crate::output::format::printable(&o, true)
+    }
+
+    /// The first lines: the workload and plan, the load, the reads and their rate.
+    fn write_head(&self, o: &mut String) {
         let e = &self.effective_settings;
         let w = &e.workload;
-        let mut o = String::new();
         let _ = writeln!(
             o,
             "readpath: {} {} {}{} {} qd={} readers={}{} | {}{}{}",
@@ -389,6 +403,10 @@ impl RunSummary {
             self.duration_s,
             self.reads
         );
+    }
+
+    /// One latency row per stage that saw reads: end to end, device, queue, decrypt, verify.
+    fn write_latency(&self, o: &mut String) {
         let row = |o: &mut String, name: &str, p: &Percentiles| {
             if p.count == 0 {
                 return;
@@ -404,11 +422,15 @@ impl RunSummary {
                 fio_us(p.mean)
             );
         };
-        row(&mut o, "lat", &self.latency_us);
-        row(&mut o, "device", &self.stages_us.device);
-        row(&mut o, "queue", &self.stages_us.queue);
-        row(&mut o, "decrypt", &self.stages_us.decrypt);
-        row(&mut o, "verify", &self.stages_us.verify);
+        row(o, "lat", &self.latency_us);
+        row(o, "device", &self.stages_us.device);
+        row(o, "queue", &self.stages_us.queue);
+        row(o, "decrypt", &self.stages_us.decrypt);
+        row(o, "verify", &self.stages_us.verify);
+    }
+
+    /// The worker threads' and the irq threads' scheduling.
+    fn write_threads(&self, o: &mut String) {
         if self.workers.threads > 0 {
             let _ = writeln!(
                 o,
@@ -437,6 +459,10 @@ impl RunSummary {
                 self.irq.involuntary_switches,
             );
         }
+    }
+
+    /// The read path, the unbound pods, the page cache, the verity tree and the worker pools.
+    fn write_path(&self, o: &mut String) {
         let _ = writeln!(o, "  path: {}", self.read_path);
         if let Some(p) = &self.pods {
             let _ = writeln!(o, "  unbound {p}");
@@ -473,6 +499,10 @@ impl RunSummary {
                 p.queue, p.kind, p.workers, p.blocked_peak
             );
         }
+    }
+
+    /// The kernel target's workqueues (scope, driver, one line per queue).
+    fn write_kernel(&self, o: &mut String) {
         if let Some(k) = &self.kernel {
             let _ = writeln!(
                 o,
@@ -505,6 +535,11 @@ impl RunSummary {
                 );
             }
         }
+    }
+
+    /// The model's decrypt and verity counts, deliberate corruption and I/O errors.
+    fn write_counters(&self, o: &mut String) {
+        let e = &self.effective_settings;
         let model = e.workload.target == crate::settings::Target::Model;
         if e.pipeline.decrypt && model {
             let _ = writeln!(o, "  decrypt: {} data units", self.decrypted_units);
@@ -527,6 +562,10 @@ impl RunSummary {
         if self.io_errors > 0 {
             let _ = writeln!(o, "  io errors: {}", self.io_errors);
         }
+    }
+
+    /// The table by settings phase, each against the baseline before it.
+    fn write_phases(&self, o: &mut String) {
         if !self.phases.is_empty() {
             let _ = writeln!(
                 o,
@@ -566,6 +605,10 @@ impl RunSummary {
                 }
             }
         }
+    }
+
+    /// The process CPU, the machine, the notices and the events.
+    fn write_tail(&self, o: &mut String) {
         let _ = writeln!(o, "  cpu: process {:.1}% of one CPU", self.process_cpu_pct);
         let _ = writeln!(o, "  machine: {}", self.machine.line());
         for n in &self.notices {
@@ -574,7 +617,6 @@ impl RunSummary {
         for ev in &self.events {
             let _ = writeln!(o, "  event: {ev}");
         }
-        crate::output::format::printable(&o, true)
     }
 }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::protocol::{Command, Fatal, Hello, Message, PROTOCOL, Reply, Request};
 use crate::engine::{Engine, EngineOptions};
+use crate::settings::Settings;
 
 /// Shortest and longest interval an agent accepts.
 const INTERVAL_MS: std::ops::RangeInclusive<u64> = 10..=60_000;
@@ -121,33 +122,17 @@ fn fatal(out: &Sender<String>, message: String, bad_input: bool) -> i32 {
 }
 
 fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
-    // Before the start: only start (or stop) makes sense.
-    let (preset, settings, set, interval_ms, command) = loop {
-        match rx.recv() {
-            Ok(In::Request(r)) => match r.cmd {
-                Command::Start {
-                    preset,
-                    settings,
-                    set,
-                    interval_ms,
-                    command,
-                } => break (preset, settings, set, interval_ms, command),
-                Command::Stop => return 0,
-                other => {
-                    send(
-                        out,
-                        Message::Reply(Box::new(Reply::refused(
-                            &cmd_name(&other),
-                            "the workload has not started".into(),
-                            true,
-                        ))),
-                    );
-                }
-            },
-            Ok(In::Refused(e)) => return fatal(out, e, true),
-            Ok(In::Closed) | Err(_) => return 0,
-        }
+    let start = match await_start(rx, out) {
+        Ok(start) => start,
+        Err(status) => return status,
     };
+    let Start {
+        preset,
+        settings,
+        set,
+        interval_ms,
+        command,
+    } = start;
     if !INTERVAL_MS.contains(&interval_ms) {
         return fatal(
             out,
@@ -159,26 +144,7 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
             true,
         );
     }
-    // The settings as the target sees them: its presets, its CPUs; the
-    // overrides applied before anything is validated, as `--set` is here.
-    let loaded = match settings {
-        Some(s) => {
-            let mut s = *s;
-            set.iter()
-                .try_for_each(|spec| s.apply_override(spec).map_err(|e| e.to_string()))
-                .and_then(|()| {
-                    s.validate(crate::sys::online_cpus().len())
-                        .map_err(|e| e.to_string())
-                })
-                .map(|()| (s, None))
-                .map_err(|e| (e, true))
-        }
-        None => crate::invocation::load_settings(preset.as_deref(), &set).map_err(|e| {
-            let bad = e.downcast_ref::<crate::invocation::BadInput>().is_some();
-            (crate::invocation::error_message(&e), bad)
-        }),
-    };
-    let (s, preset_obj) = match loaded {
+    let (s, preset_name) = match load(settings, &set, preset.as_deref()) {
         Ok(v) => v,
         Err((e, bad)) => return fatal(out, e, bad),
     };
@@ -194,12 +160,95 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
             return fatal(out, e.to_string(), bad);
         }
     };
-    let header = crate::output::recording::Header::of(
-        &command,
-        &engine,
-        preset_obj.map(|p| p.name).or(preset),
-    );
+    let header = crate::output::recording::Header::of(&command, &engine, preset_name.or(preset));
     send(out, Message::Header(Box::new(header)));
+    run_until_stopped(&mut engine, rx, out);
+    finish(engine, out);
+    0
+}
+
+/// A start request's fields.
+struct Start {
+    preset: Option<String>,
+    settings: Option<Box<Settings>>,
+    set: Vec<String>,
+    interval_ms: u64,
+    command: String,
+}
+
+/// Waits for the start request, refusing any other (only stop also makes
+/// sense before it): the start, or the agent's exit status.
+fn await_start(rx: &Receiver<In>, out: &Sender<String>) -> Result<Start, i32> {
+    // Before the start: only start (or stop) makes sense.
+    loop {
+        match rx.recv() {
+            Ok(In::Request(r)) => match r.cmd {
+                Command::Start {
+                    preset,
+                    settings,
+                    set,
+                    interval_ms,
+                    command,
+                } => {
+                    return Ok(Start {
+                        preset,
+                        settings,
+                        set,
+                        interval_ms,
+                        command,
+                    });
+                }
+                Command::Stop => return Err(0),
+                other => {
+                    send(
+                        out,
+                        Message::Reply(Box::new(Reply::refused(
+                            &cmd_name(&other),
+                            "the workload has not started".into(),
+                            true,
+                        ))),
+                    );
+                }
+            },
+            Ok(In::Refused(e)) => return Err(fatal(out, e, true)),
+            Ok(In::Closed) | Err(_) => return Err(0),
+        }
+    }
+}
+
+/// The settings as the target sees them (its presets, its CPUs): the
+/// whole `settings` sent, or the `preset` named, with the overrides `set`
+/// applied before anything is validated, as `--set` is here; and the
+/// preset's name. The error says whether it is bad input.
+fn load(
+    settings: Option<Box<Settings>>,
+    set: &[String],
+    preset: Option<&str>,
+) -> Result<(Settings, Option<String>), (String, bool)> {
+    match settings {
+        Some(s) => {
+            let mut s = *s;
+            set.iter()
+                .try_for_each(|spec| s.apply_override(spec).map_err(|e| e.to_string()))
+                .and_then(|()| {
+                    s.validate(crate::sys::online_cpus().len())
+                        .map_err(|e| e.to_string())
+                })
+                .map(|()| (s, None))
+                .map_err(|e| (e, true))
+        }
+        None => crate::invocation::load_settings(preset, set)
+            .map(|(s, p)| (s, p.map(|p| p.name)))
+            .map_err(|e| {
+                let bad = e.downcast_ref::<crate::invocation::BadInput>().is_some();
+                (crate::invocation::error_message(&e), bad)
+            }),
+    }
+}
+
+/// Sends the engine's records and handles requests until a stop signal,
+/// a stop request, the end of the input or of the engine.
+fn run_until_stopped(engine: &mut Engine, rx: &Receiver<In>, out: &Sender<String>) {
     loop {
         if crate::sys::stop_requested() {
             break;
@@ -211,7 +260,7 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
         }
         match rx.try_recv() {
             Ok(In::Request(r)) => {
-                if !handle(&mut engine, r.cmd, out) {
+                if !handle(engine, r.cmd, out) {
                     break;
                 }
             }
@@ -223,6 +272,10 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
             Err(std::sync::mpsc::TryRecvError::Empty) => {}
         }
     }
+}
+
+/// Stops the engine, sends the records left and the run's summary.
+fn finish(engine: Engine, out: &Sender<String>) {
     let requested = engine.settings().clone();
     let effective = engine.effective().clone();
     let features = engine.features().clone();
@@ -234,7 +287,6 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
     let summary =
         crate::output::report::RunSummary::new(&requested, &effective, &totals, machine, features);
     send(out, Message::Summary(Box::new(summary)));
-    0
 }
 
 fn cmd_name(c: &Command) -> String {

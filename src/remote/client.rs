@@ -198,22 +198,8 @@ fn read_agent(
             }
             Err(Err(())) => {
                 // Skipped to its newline, said, and the session goes on.
-                let skipped = match skip_line(&mut r) {
-                    Ok(k) => k,
-                    Err(e) => return end(Some(format!("reading from the agent: {e}"))),
-                };
-                let text = format!(
-                    "agent line {n}: {} bytes, longer than {} bytes: skipped",
-                    (buf.len() as u64).saturating_add(skipped),
-                    super::protocol::MAX_LINE
-                );
-                buf.clear();
-                let mut sh = lock(&shared);
-                sh.refused += 1;
-                sh.refused_first.get_or_insert_with(|| text.clone());
-                drop(sh);
-                if pending.len() < MAX_PENDING_NOTICES {
-                    pending.push(text);
+                if let Err(why) = skip_overlong(&mut r, &mut buf, n, &shared, &mut pending) {
+                    return end(Some(why));
                 }
                 continue;
             }
@@ -241,34 +227,12 @@ fn read_agent(
         }
         match msg {
             Ok(Message::Interval(mut rec)) => {
-                // A reconnected agent starts its clock again: its times go
-                // on from where the charts are.
-                if t_offset > 0.0 {
-                    rec.t_s += t_offset;
-                    for e in &mut rec.events {
-                        e.t_s += t_offset;
-                    }
-                }
-                for text in pending.drain(..) {
-                    rec.notices
-                        .push(crate::metrics::Notice { t_s: rec.t_s, text });
-                }
-                {
-                    let mut sh = lock(&shared);
-                    sh.last_t = sh.last_t.max(rec.t_s);
-                    if let Some(want) = sh.next_seq
-                        && rec.seq > want
-                    {
-                        sh.missing += rec.seq - want;
-                    }
-                    sh.next_seq = Some(rec.seq + 1);
-                    if let Some(t0) = started {
-                        // Due at its end time (plus an interval of slack).
-                        let late = t0.elapsed().as_secs_f64() - (rec.t_s - t_offset) - interval_s;
-                        sh.lag_s = late.max(0.0);
-                        sh.max_lag_s = sh.max_lag_s.max(sh.lag_s);
-                    }
-                }
+                let clock = Clock {
+                    started,
+                    interval_s,
+                    t_offset,
+                };
+                take_record(&mut rec, &mut pending, &shared, &clock);
                 if records.send(*rec).is_err() {
                     return;
                 }
@@ -285,6 +249,85 @@ fn read_agent(
             }
             Err(e) => return end(Some(e)),
         }
+    }
+}
+
+/// Skips the rest of an agent line longer than the protocol allows (its
+/// start is in `buf`, line `n`), counts it as refused in `shared` and
+/// keeps a notice of it in `pending` for the next record; the error says
+/// why the agent could no longer be read.
+fn skip_overlong(
+    r: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+    n: usize,
+    shared: &Mutex<Shared>,
+    pending: &mut Vec<String>,
+) -> Result<(), String> {
+    let skipped = match skip_line(r) {
+        Ok(k) => k,
+        Err(e) => return Err(format!("reading from the agent: {e}")),
+    };
+    let text = format!(
+        "agent line {n}: {} bytes, longer than {} bytes: skipped",
+        (buf.len() as u64).saturating_add(skipped),
+        super::protocol::MAX_LINE
+    );
+    buf.clear();
+    let mut sh = lock(shared);
+    sh.refused += 1;
+    sh.refused_first.get_or_insert_with(|| text.clone());
+    drop(sh);
+    if pending.len() < MAX_PENDING_NOTICES {
+        pending.push(text);
+    }
+    Ok(())
+}
+
+/// The agent's clock as the reader sees it.
+struct Clock {
+    /// When the header came (the run's start here).
+    started: Option<Instant>,
+    /// The run's interval, seconds: the slack a record is due within.
+    interval_s: f64,
+    /// Where a reconnected agent's times go on from, seconds.
+    t_offset: f64,
+}
+
+/// Takes in a record from the agent: its times moved by the clock's
+/// offset, the pending notices added to it, and the session's last time,
+/// missing records and lag updated in `shared`.
+fn take_record(
+    rec: &mut IntervalRecord,
+    pending: &mut Vec<String>,
+    shared: &Mutex<Shared>,
+    clock: &Clock,
+) {
+    let t_offset = clock.t_offset;
+    // A reconnected agent starts its clock again: its times go
+    // on from where the charts are.
+    if t_offset > 0.0 {
+        rec.t_s += t_offset;
+        for e in &mut rec.events {
+            e.t_s += t_offset;
+        }
+    }
+    for text in pending.drain(..) {
+        rec.notices
+            .push(crate::metrics::Notice { t_s: rec.t_s, text });
+    }
+    let mut sh = lock(shared);
+    sh.last_t = sh.last_t.max(rec.t_s);
+    if let Some(want) = sh.next_seq
+        && rec.seq > want
+    {
+        sh.missing += rec.seq - want;
+    }
+    sh.next_seq = Some(rec.seq + 1);
+    if let Some(t0) = clock.started {
+        // Due at its end time (plus an interval of slack).
+        let late = t0.elapsed().as_secs_f64() - (rec.t_s - t_offset) - clock.interval_s;
+        sh.lag_s = late.max(0.0);
+        sh.max_lag_s = sh.max_lag_s.max(sh.lag_s);
     }
 }
 
@@ -334,6 +377,18 @@ fn wait_first(
             Err(RecvTimeoutError::Timeout) => {}
         }
     }
+}
+
+/// The error for a stop signal `sig` that came while waiting for `what`.
+fn interrupted(place: &str, sig: i32, what: &str) -> EngineError {
+    err(
+        place,
+        format!(
+            "interrupted by {} while waiting for {what}",
+            crate::sys::signal_name(sig)
+        ),
+        false,
+    )
 }
 
 /// Why [`wait_first`] has no message.
@@ -461,82 +516,77 @@ impl RemoteWorkload {
             shared,
             reader: Some(reader),
         };
-        // The hello: another protocol is refused by name.
-        let gone = |w: &mut RemoteWorkload, what: &str| {
-            let why = lock(&w.shared).lost.clone();
-            // Its output ended: it is ending too, or is ended here.
-            let t = Instant::now();
-            while matches!(w.child.try_wait(), Ok(None)) && t.elapsed() < Duration::from_secs(1) {
-                std::thread::sleep(POLL);
-            }
-            let _ = w.child.kill();
-            let status = w.child.wait().ok();
-            let mut m = format!(
-                "the agent ended {what} ({}): is readpath runnable there (`{}`)?",
-                status.map_or("?".into(), |s| s.to_string()),
-                crate::output::format::printable(&bin, false)
-            );
-            if let Some(why) = why.filter(|w| w != ENDED) {
-                m = format!("{why}; {m}");
-            }
-            err(&place, m, false)
-        };
-        let interrupted = |sig: i32, what: &str| {
-            err(
-                &place,
-                format!(
-                    "interrupted by {} while waiting for {what}",
-                    crate::sys::signal_name(sig)
-                ),
-                false,
-            )
-        };
-        match wait_first(&first_rx, timeouts.hello) {
+        w.await_hello(&first_rx, &place, &bin, timeouts.hello)?;
+        w.send(start)?;
+        w.await_header(&first_rx, &place, &bin)
+    }
+
+    /// Waits for the agent's hello (another protocol is refused by name).
+    fn await_hello(
+        &mut self,
+        first_rx: &Receiver<Result<Message, String>>,
+        place: &str,
+        bin: &str,
+        timeout: Duration,
+    ) -> Result<(), EngineError> {
+        match wait_first(first_rx, timeout) {
             Ok(Ok(Message::Hello(h))) => {
-                super::protocol::check_hello(&h, &place).map_err(|e| err(&place, e, true))?;
+                super::protocol::check_hello(&h, place).map_err(|e| err(place, e, true))?;
             }
             Ok(Ok(other)) => {
                 return Err(err(
-                    &place,
+                    place,
                     format!("agent line 1: expected its hello, got {}", other.kind()),
                     false,
                 ));
             }
-            Ok(Err(e)) => return Err(err(&place, e, false)),
-            Err(Waited::Ended) => return Err(gone(&mut w, "before its hello")),
+            Ok(Err(e)) => return Err(err(place, e, false)),
+            Err(Waited::Ended) => return Err(self.gone(place, bin, "before its hello")),
             Err(Waited::TimedOut) => {
                 return Err(err(
-                    &place,
+                    place,
                     format!(
                         "no hello from the agent in {:.1} s (`{}` started, said nothing): is readpath runnable there? ({}=SECONDS gives a slow link longer)",
-                        timeouts.hello.as_secs_f64(),
-                        crate::output::format::printable(&bin, false),
+                        timeout.as_secs_f64(),
+                        crate::output::format::printable(bin, false),
                         super::transport::TIMEOUT_VAR
                     ),
                     false,
                 ));
             }
-            Err(Waited::Interrupted(sig)) => return Err(interrupted(sig, "the agent's hello")),
-        }
-        w.send(start)?;
-        match wait_first(&first_rx, START_TIMEOUT) {
-            Ok(Ok(Message::Header(h))) => {
-                w.settings = h.settings.clone();
-                w.effective = h.effective_settings.clone();
-                w.pods = crate::engine::pipeline::pods_label(&w.effective);
-                w.header = *h;
-                Ok(w)
+            Err(Waited::Interrupted(sig)) => {
+                return Err(interrupted(place, sig, "the agent's hello"));
             }
-            Ok(Ok(Message::Fatal(f))) => Err(err(&place, f.message, f.bad_input)),
+        }
+        Ok(())
+    }
+
+    /// Waits for the recording header that says the workload started, and
+    /// takes its settings: the workload, or why it did not start.
+    fn await_header(
+        mut self,
+        first_rx: &Receiver<Result<Message, String>>,
+        place: &str,
+        bin: &str,
+    ) -> Result<RemoteWorkload, EngineError> {
+        match wait_first(first_rx, START_TIMEOUT) {
+            Ok(Ok(Message::Header(h))) => {
+                self.settings = h.settings.clone();
+                self.effective = h.effective_settings.clone();
+                self.pods = crate::engine::pipeline::pods_label(&self.effective);
+                self.header = *h;
+                Ok(self)
+            }
+            Ok(Ok(Message::Fatal(f))) => Err(err(place, f.message, f.bad_input)),
             Ok(Ok(other)) => Err(err(
-                &place,
+                place,
                 format!("expected the recording header, got {}", other.kind()),
                 false,
             )),
-            Ok(Err(e)) => Err(err(&place, e, false)),
-            Err(Waited::Ended) => Err(gone(&mut w, "before the workload started")),
+            Ok(Err(e)) => Err(err(place, e, false)),
+            Err(Waited::Ended) => Err(self.gone(place, bin, "before the workload started")),
             Err(Waited::TimedOut) => Err(err(
-                &place,
+                place,
                 format!(
                     "the workload did not start in {} s (preparing its dataset?)",
                     START_TIMEOUT.as_secs()
@@ -544,10 +594,34 @@ impl RemoteWorkload {
                 false,
             )),
             Err(Waited::Interrupted(sig)) => Err(interrupted(
+                place,
                 sig,
                 "the workload to start (the agent's header)",
             )),
         }
+    }
+
+    /// The agent ended `what` (before its hello, before the workload
+    /// started): waits a moment for it, and says why, with its status and
+    /// the command `bin` that started it.
+    fn gone(&mut self, place: &str, bin: &str, what: &str) -> EngineError {
+        let why = lock(&self.shared).lost.clone();
+        // Its output ended: it is ending too, or is ended here.
+        let t = Instant::now();
+        while matches!(self.child.try_wait(), Ok(None)) && t.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(POLL);
+        }
+        let _ = self.child.kill();
+        let status = self.child.wait().ok();
+        let mut m = format!(
+            "the agent ended {what} ({}): is readpath runnable there (`{}`)?",
+            status.map_or("?".into(), |s| s.to_string()),
+            crate::output::format::printable(bin, false)
+        );
+        if let Some(why) = why.filter(|w| w != ENDED) {
+            m = format!("{why}; {m}");
+        }
+        err(place, m, false)
     }
 
     fn send(&mut self, cmd: Command) -> Result<(), EngineError> {

@@ -820,22 +820,8 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
     }
     let bin = format!("{dir}/readpath");
     let q = sh_quote(&bin);
-    // A binary that fails (a damaged one) counts as none; a hang does not.
-    let there = match remote.step(
-        "readpath --version",
-        &format!("if [ -x {q} ]; then {q} --version; fi"),
-        t.setup,
-    ) {
-        Ok(out) => out,
-        Err(e) if e.kind == SetupFailure::Failed => String::new(),
-        Err(e) => return Err(e),
-    };
+    let theirs = installed_version(remote, &q, t.setup)?;
     let ours = env!("CARGO_PKG_VERSION");
-    let theirs = there
-        .split_whitespace()
-        .nth(1)
-        .filter(|_| there.starts_with("readpath "))
-        .map(|v| printable(v, false));
     // The same version may be another build (a developer's), or not ours
     // at all: compare the bytes; where the target cannot hash them, they
     // cannot be trusted, and this binary is copied (and checked) again.
@@ -882,42 +868,7 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
         e
     };
     let how = remote.copy(&local, &tmp, t.copy(size)).map_err(remove)?;
-    let checked = match remote_sha256(remote, &tmp, t.setup).map_err(remove)? {
-        Some(h) if h == mine => "its SHA-256 checked there".to_string(),
-        Some(h) => {
-            return Err(remove(failed(format!(
-                "the copy at {tmp} has SHA-256 {h}, but {} has {mine}: it arrived damaged (a truncated transfer, a full disk?); it was removed and nothing was run",
-                local.display()
-            ))));
-        }
-        None => {
-            // No hashing tool there: the size, then the binary's own word.
-            let theirs_size = remote
-                .step("wc -c", &format!("wc -c < {qt}"), t.setup)
-                .map_err(remove)?;
-            if theirs_size.trim().parse::<u64>().ok() != Some(size) {
-                return Err(remove(failed(format!(
-                    "the copy at {tmp} is {:?} bytes, but {} has {size}: it arrived damaged; it was removed and nothing else was run",
-                    printable(theirs_size.trim(), false),
-                    local.display()
-                ))));
-            }
-            let v = remote
-                .step(
-                    "the copy's --version",
-                    &format!("chmod 755 {qt} && {qt} --version"),
-                    t.setup,
-                )
-                .map_err(remove)?;
-            if !v.starts_with(&format!("readpath {ours}")) {
-                return Err(remove(failed(format!(
-                    "the copy at {tmp} says {:?} to --version, not readpath {ours}; it was removed",
-                    printable(v.trim(), false)
-                ))));
-            }
-            "its SHA-256 could not be checked there (no sha256sum, toybox or busybox): its size and --version were".to_string()
-        }
-    };
+    let checked = check_copy(remote, &tmp, &local, &mine, size, t.setup, &remove)?;
     remote
         .step(
             "install (chmod, mv)",
@@ -938,6 +889,87 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
             }
         ),
     ))
+}
+
+/// The version of the readpath at `q` (the binary's path, quoted for the
+/// shell) on the target, made printable; none where there is none or it
+/// fails to run (a damaged one).
+fn installed_version(
+    remote: &Remote,
+    q: &str,
+    setup: Duration,
+) -> Result<Option<String>, SetupError> {
+    // A binary that fails (a damaged one) counts as none; a hang does not.
+    let there = match remote.step(
+        "readpath --version",
+        &format!("if [ -x {q} ]; then {q} --version; fi"),
+        setup,
+    ) {
+        Ok(out) => out,
+        Err(e) if e.kind == SetupFailure::Failed => String::new(),
+        Err(e) => return Err(e),
+    };
+    Ok(there
+        .split_whitespace()
+        .nth(1)
+        .filter(|_| there.starts_with("readpath "))
+        .map(|v| printable(v, false)))
+}
+
+/// Checks the copy at `tmp` against `local` (SHA-256 `mine`, `size`
+/// bytes): by its SHA-256 there or, where the target cannot hash, by its
+/// size and `--version`; says how it was checked. A damaged copy goes
+/// through `remove`.
+fn check_copy(
+    remote: &Remote,
+    tmp: &str,
+    local: &Path,
+    mine: &str,
+    size: u64,
+    setup: Duration,
+    remove: &dyn Fn(SetupError) -> SetupError,
+) -> Result<String, SetupError> {
+    let place = remote.label();
+    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
+    let ours = env!("CARGO_PKG_VERSION");
+    let qt = sh_quote(tmp);
+    let ok = match remote_sha256(remote, tmp, setup).map_err(remove)? {
+        Some(h) if h == mine => "its SHA-256 checked there".to_string(),
+        Some(h) => {
+            return Err(remove(failed(format!(
+                "the copy at {tmp} has SHA-256 {h}, but {} has {mine}: it arrived damaged (a truncated transfer, a full disk?); it was removed and nothing was run",
+                local.display()
+            ))));
+        }
+        None => {
+            // No hashing tool there: the size, then the binary's own word.
+            let theirs_size = remote
+                .step("wc -c", &format!("wc -c < {qt}"), setup)
+                .map_err(remove)?;
+            if theirs_size.trim().parse::<u64>().ok() != Some(size) {
+                return Err(remove(failed(format!(
+                    "the copy at {tmp} is {:?} bytes, but {} has {size}: it arrived damaged; it was removed and nothing else was run",
+                    printable(theirs_size.trim(), false),
+                    local.display()
+                ))));
+            }
+            let v = remote
+                .step(
+                    "the copy's --version",
+                    &format!("chmod 755 {qt} && {qt} --version"),
+                    setup,
+                )
+                .map_err(remove)?;
+            if !v.starts_with(&format!("readpath {ours}")) {
+                return Err(remove(failed(format!(
+                    "the copy at {tmp} says {:?} to --version, not readpath {ours}; it was removed",
+                    printable(v.trim(), false)
+                ))));
+            }
+            "its SHA-256 could not be checked there (no sha256sum, toybox or busybox): its size and --version were".to_string()
+        }
+    };
+    Ok(ok)
 }
 
 #[cfg(test)]
