@@ -218,11 +218,37 @@ fn ascii_mark(series: &[Series], color: Color) -> Option<char> {
 
 impl Widget for TimeChart<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let th = self.theme;
-        let ascii = self.dots != Dots::Braille;
-        // In ASCII, each legend entry's line is its series' own mark.
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_style(self.theme.border())
+            .title(self.legend_title());
+        let inner = block.inner(area);
+        block.render(area, buf);
+        let strip_h = u16::from(self.strip && inner.height >= 5);
+        let Some(plot) = plot_rect(area, self.strip) else {
+            return;
+        };
+        let (t0, t1) = (self.t0, self.t1.max(self.t0 + 1e-3));
+        let (lo, hi, rmax) = self.bounds(t0, t1);
+        let markers: Vec<&Marker> = self
+            .markers
+            .iter()
+            .filter(|m| m.t_s >= t0 && m.t_s <= t1)
+            .collect();
+        self.paint(plot, buf, (t0, t1), (lo, hi, rmax), &markers);
+        if strip_h > 0 {
+            self.draw_numbers(plot, inner.y, buf, (t0, t1), &markers);
+        }
+        self.draw_ticks(inner, plot, buf, (lo, hi, rmax));
+        self.draw_time_axis(inner, plot, buf);
+    }
+}
+
+impl TimeChart<'_> {
+    /// The title, with each legend entry's line drawn as its series' own mark in ASCII.
+    fn legend_title(&self) -> Line<'_> {
         let mut title = self.title.clone();
-        if ascii {
+        if self.dots != Dots::Braille {
             for span in &mut title.spans {
                 if let (Some(fg), Some(rest)) = (span.style.fg, span.content.strip_prefix('━'))
                     && let Some(m) = ascii_mark(&self.series, fg)
@@ -231,18 +257,11 @@ impl Widget for TimeChart<'_> {
                 }
             }
         }
-        let block = Block::default()
-            .borders(Borders::ALL)
-            .border_style(th.border())
-            .title(title);
-        let inner = block.inner(area);
-        block.render(area, buf);
-        let has_right = self.series.iter().any(|s| s.right);
-        let strip_h = u16::from(self.strip && inner.height >= 5);
-        let Some(plot) = plot_rect(area, self.strip) else {
-            return;
-        };
-        let (t0, t1) = (self.t0, self.t1.max(self.t0 + 1e-3));
+        title
+    }
+
+    /// The left axis' bounds (lo, hi) and the right axis' maximum over `[t0, t1]`.
+    fn bounds(&self, t0: f64, t1: f64) -> (f64, f64, f64) {
         fn visible(s: &Series, t0: f64, t1: f64) -> impl Iterator<Item = f64> + '_ {
             s.points
                 .iter()
@@ -271,6 +290,18 @@ impl Widget for TimeChart<'_> {
                 .flat_map(visible)
                 .fold(0.0, f64::max),
         );
+        (lo, hi, rmax)
+    }
+
+    /// Paints the markers' lines and the series on the canvas (ASCII: as their marks).
+    fn paint(
+        &self,
+        plot: Rect,
+        buf: &mut Buffer,
+        (t0, t1): (f64, f64),
+        (lo, hi, rmax): (f64, f64, f64),
+        markers: &[&Marker],
+    ) {
         let to_y = |v: f64, right: bool| -> Option<f64> {
             if right {
                 return Some(lo + v / rmax * (hi - lo));
@@ -295,18 +326,13 @@ impl Widget for TimeChart<'_> {
                 (s.color, decimate(&pts, t0, t1, cols))
             })
             .collect();
-        let markers: Vec<&Marker> = self
-            .markers
-            .iter()
-            .filter(|m| m.t_s >= t0 && m.t_s <= t1)
-            .collect();
-        let marker_color = th.marker;
+        let marker_color = self.theme.marker;
         Canvas::default()
             .marker(self.dots)
             .x_bounds([t0, t1])
             .y_bounds([lo, hi])
             .paint(|ctx| {
-                for m in &markers {
+                for m in markers {
                     ctx.draw(&Segment::new(m.t_s, lo, m.t_s, hi, marker_color));
                 }
                 ctx.layer();
@@ -323,7 +349,7 @@ impl Widget for TimeChart<'_> {
                 // Labels right of their line, stacked so neighbours do not overlap.
             })
             .render(plot, buf);
-        if ascii {
+        if self.dots != Dots::Braille {
             // Each series' dots as its own mark; change markers as `|`.
             for y in plot.y..plot.y + plot.height {
                 for x in plot.x..plot.x + plot.width {
@@ -339,25 +365,46 @@ impl Widget for TimeChart<'_> {
                 }
             }
         }
+    }
+
+    /// Writes the markers' numbers in the strip (row `y`) above the plot.
+    fn draw_numbers(
+        &self,
+        plot: Rect,
+        y: u16,
+        buf: &mut Buffer,
+        (t0, t1): (f64, f64),
+        markers: &[&Marker],
+    ) {
+        let th = self.theme;
         let cols_of = |t: f64| col_of(t0, t1, plot.width, t);
-        if strip_h > 0 {
-            let marks: Vec<(u16, String, bool)> = markers
-                .iter()
-                .map(|m| (cols_of(m.t_s), m.n.to_string(), m.label == "baseline"))
-                .collect();
-            for (x, text, base) in place_numbers(&marks, plot.width) {
-                let color = if base { th.baseline } else { marker_color };
-                buf.set_string(
-                    plot.x + x,
-                    inner.y,
-                    text,
-                    Style::default()
-                        .fg(color)
-                        .add_modifier(ratatui::style::Modifier::BOLD),
-                );
-            }
+        let marks: Vec<(u16, String, bool)> = markers
+            .iter()
+            .map(|m| (cols_of(m.t_s), m.n.to_string(), m.label == "baseline"))
+            .collect();
+        for (x, text, base) in place_numbers(&marks, plot.width) {
+            let color = if base { th.baseline } else { th.marker };
+            buf.set_string(
+                plot.x + x,
+                y,
+                text,
+                Style::default()
+                    .fg(color)
+                    .add_modifier(ratatui::style::Modifier::BOLD),
+            );
         }
-        // Ticks.
+    }
+
+    /// Writes the left axis' ticks in the left gutter and the right axis' in the right one.
+    fn draw_ticks(
+        &self,
+        inner: Rect,
+        plot: Rect,
+        buf: &mut Buffer,
+        (lo, hi, rmax): (f64, f64, f64),
+    ) {
+        let th = self.theme;
+        let has_right = self.series.iter().any(|s| s.right);
         let row_of = |y: f64| -> u16 {
             let frac = ((y - lo) / (hi - lo)).clamp(0.0, 1.0);
             plot.y + ((1.0 - frac) * (plot.height - 1) as f64).round() as u16
@@ -416,8 +463,11 @@ impl Widget for TimeChart<'_> {
                 buf.set_string(plot.x + plot.width + 1, row, &r, th.dim());
             }
         }
-        // Time axis, relative to the newest sample (or, over a demo's
-        // whole length, from its start).
+    }
+
+    /// Writes the time axis under the plot, relative to the newest sample (or, over a demo's whole length, from its start).
+    fn draw_time_axis(&self, inner: Rect, plot: Rect, buf: &mut Buffer) {
+        let th = self.theme;
         let bottom = inner.y + inner.height - 1;
         let span = self.t1 - self.t0;
         let (left, mid, right) = if self.from_start {

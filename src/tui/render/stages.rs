@@ -20,6 +20,27 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     let inner = block.inner(area);
     block.render(area, buf);
     let recs: Vec<&IntervalRecord> = app.now_records().filter(|r| !r.paused).collect();
+    let mut y = stage_bars(&recs, th, inner, inner.y, buf);
+    // Each queue's pool: workers running and blocked now and the most
+    // blocked at once; then the tree pages the verify workers read and the
+    // time they spent blocked on them, per second.
+    if !recs.is_empty() {
+        y = pool_lines(&recs, th, inner, y, buf);
+        y = kernel_queue_lines(&recs, th, inner, y, buf);
+        y = tree_line(&recs, th, inner, y, buf);
+    }
+    y = irq_line(&recs, th, inner, y, buf);
+    cpu_bars(app, th, inner, y, buf);
+}
+
+/// The heading (cache or kernel line) and one bar per stage's mean time; returns the next row.
+fn stage_bars(
+    recs: &[&IntervalRecord],
+    th: &Theme,
+    inner: Rect,
+    mut y: u16,
+    buf: &mut Buffer,
+) -> u16 {
     // Each stage's mean over its own samples: per read on a direct path,
     // per bio (work item) on the page-cache path.
     let mean = |f: fn(&IntervalRecord) -> &crate::metrics::Percentiles| {
@@ -39,10 +60,9 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         ("decrypt", mean(|r| &r.stages_us.decrypt), th.series[0]),
         ("verify", mean(|r| &r.stages_us.verify), th.series[2]),
     ];
-    let cache = cache_line(&recs);
+    let cache = cache_line(recs);
     let total: f64 = stages.iter().map(|s| s.1).sum::<f64>().max(1e-9);
     let bar_w = (inner.width as usize).saturating_sub(22).max(1);
-    let mut y = inner.y;
     let bottom = inner.y + inner.height;
     let kernel = recs.iter().any(|r| r.kernel.is_some());
     if y < bottom {
@@ -66,7 +86,7 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     }
     for (name, us, color) in stages {
         if y >= bottom {
-            return;
+            break;
         }
         let len = (us / total * bar_w as f64).round() as usize;
         buf.set_string(
@@ -84,95 +104,137 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         );
         y += 1;
     }
-    // Each queue's pool: workers running and blocked now and the most
-    // blocked at once; then the tree pages the verify workers read and the
-    // time they spent blocked on them, per second.
-    if let Some(last) = recs.last() {
-        for p in &last.pools {
-            if y >= bottom {
-                return;
-            }
-            let peak = recs
-                .iter()
-                .flat_map(|r| &r.pools)
-                .filter(|q| q.queue == p.queue && q.kind == p.kind)
-                .map(|q| q.blocked_peak)
-                .max()
-                .unwrap_or(0);
-            let kind = if p.kind == "bound" { "bnd" } else { "unb" };
-            let mut line = format!(
-                "{:<8} {kind} run {}/{} blk {} max {peak}",
-                p.queue, p.running, p.workers, p.blocked
-            );
-            if line.chars().count() > inner.width as usize {
-                // Narrow: running r, blocked b, of the pool's workers.
-                line = format!(
-                    "{} {}r {}b/{} ^{peak}",
-                    p.queue, p.running, p.blocked, p.workers
-                );
-            }
-            let style = if peak > 0 { th.text() } else { th.dim() };
-            let line: String = line.chars().take(inner.width as usize).collect();
-            buf.set_string(inner.x, y, line, style);
-            y += 1;
+    y
+}
+
+/// One line per workqueue pool of the newest record (running, blocked, most blocked); returns the next row.
+fn pool_lines(
+    recs: &[&IntervalRecord],
+    th: &Theme,
+    inner: Rect,
+    mut y: u16,
+    buf: &mut Buffer,
+) -> u16 {
+    let bottom = inner.y + inner.height;
+    let Some(last) = recs.last() else {
+        return y;
+    };
+    for p in &last.pools {
+        if y >= bottom {
+            break;
         }
-        let secs = f64::max(recs.iter().map(|r| r.interval_s).sum(), 1e-9);
-        // The kernel's own queues (their tracepoints): items per second,
-        // the worst queue p99 of the last second, and the share run on
-        // another CPU than the one that queued them.
-        for name in crate::metrics::POST_READ_QUEUES {
-            let qs: Vec<_> = recs
-                .iter()
-                .filter_map(|r| r.kernel.as_ref())
-                .flat_map(|k| &k.queues)
-                .filter(|q| q.queue == *name)
-                .collect();
-            if qs.is_empty() || y >= bottom {
-                continue;
-            }
-            let items: u64 = qs.iter().map(|q| q.items).sum();
-            let p99 = qs.iter().map(|q| q.queue_us.p99).fold(0.0, f64::max);
-            let moved =
-                qs.iter().map(|q| q.moved_pct * q.items as f64).sum::<f64>() / items.max(1) as f64;
-            let short = name.trim_end_matches("_read_queue").trim_end_matches("_wq");
-            let mut line = format!(
-                "{name} {:.0}/s q p99 {} moved {moved:.0}%",
-                items as f64 / secs,
-                fmt_us(p99)
+        let peak = recs
+            .iter()
+            .flat_map(|r| &r.pools)
+            .filter(|q| q.queue == p.queue && q.kind == p.kind)
+            .map(|q| q.blocked_peak)
+            .max()
+            .unwrap_or(0);
+        let kind = if p.kind == "bound" { "bnd" } else { "unb" };
+        let mut line = format!(
+            "{:<8} {kind} run {}/{} blk {} max {peak}",
+            p.queue, p.running, p.workers, p.blocked
+        );
+        if line.chars().count() > inner.width as usize {
+            // Narrow: running r, blocked b, of the pool's workers.
+            line = format!(
+                "{} {}r {}b/{} ^{peak}",
+                p.queue, p.running, p.blocked, p.workers
             );
-            if line.chars().count() > inner.width as usize {
-                line = format!("{short} {:.0}/s q99 {}", items as f64 / secs, fmt_us(p99));
-            }
-            let line: String = line.chars().take(inner.width as usize).collect();
-            buf.set_string(inner.x, y, line, th.text());
-            y += 1;
         }
-        let (pages, blocked_ms) = recs.iter().fold((0u64, 0.0), |a, r| {
-            (
-                a.0 + r.page_cache.tree_pages_read,
-                a.1 + r.page_cache.tree_blocked_ms,
-            )
-        });
-        if y < bottom && pages > 0 {
-            let mut line = format!(
-                "tree {:.0} pg/s  blocked {:.1} ms/s",
+        let style = if peak > 0 { th.text() } else { th.dim() };
+        let line: String = line.chars().take(inner.width as usize).collect();
+        buf.set_string(inner.x, y, line, style);
+        y += 1;
+    }
+    y
+}
+
+/// The kernel's own queues (their tracepoints): items per second, the worst queue p99 of the last second, and the share run on another CPU; returns the next row.
+fn kernel_queue_lines(
+    recs: &[&IntervalRecord],
+    th: &Theme,
+    inner: Rect,
+    mut y: u16,
+    buf: &mut Buffer,
+) -> u16 {
+    let bottom = inner.y + inner.height;
+    let secs = f64::max(recs.iter().map(|r| r.interval_s).sum(), 1e-9);
+    for name in crate::metrics::POST_READ_QUEUES {
+        let qs: Vec<_> = recs
+            .iter()
+            .filter_map(|r| r.kernel.as_ref())
+            .flat_map(|k| &k.queues)
+            .filter(|q| q.queue == *name)
+            .collect();
+        if qs.is_empty() || y >= bottom {
+            continue;
+        }
+        let items: u64 = qs.iter().map(|q| q.items).sum();
+        let p99 = qs.iter().map(|q| q.queue_us.p99).fold(0.0, f64::max);
+        let moved =
+            qs.iter().map(|q| q.moved_pct * q.items as f64).sum::<f64>() / items.max(1) as f64;
+        let short = name.trim_end_matches("_read_queue").trim_end_matches("_wq");
+        let mut line = format!(
+            "{name} {:.0}/s q p99 {} moved {moved:.0}%",
+            items as f64 / secs,
+            fmt_us(p99)
+        );
+        if line.chars().count() > inner.width as usize {
+            line = format!("{short} {:.0}/s q99 {}", items as f64 / secs, fmt_us(p99));
+        }
+        let line: String = line.chars().take(inner.width as usize).collect();
+        buf.set_string(inner.x, y, line, th.text());
+        y += 1;
+    }
+    y
+}
+
+/// The fs-verity tree pages read and the time blocked on them, per second; returns the next row.
+fn tree_line(
+    recs: &[&IntervalRecord],
+    th: &Theme,
+    inner: Rect,
+    mut y: u16,
+    buf: &mut Buffer,
+) -> u16 {
+    let bottom = inner.y + inner.height;
+    let secs = f64::max(recs.iter().map(|r| r.interval_s).sum(), 1e-9);
+    let (pages, blocked_ms) = recs.iter().fold((0u64, 0.0), |a, r| {
+        (
+            a.0 + r.page_cache.tree_pages_read,
+            a.1 + r.page_cache.tree_blocked_ms,
+        )
+    });
+    if y < bottom && pages > 0 {
+        let mut line = format!(
+            "tree {:.0} pg/s  blocked {:.1} ms/s",
+            pages as f64 / secs,
+            blocked_ms / secs
+        );
+        if line.chars().count() > inner.width as usize {
+            line = format!(
+                "tree {:.0}/s blk {:.0}ms/s",
                 pages as f64 / secs,
                 blocked_ms / secs
             );
-            if line.chars().count() > inner.width as usize {
-                line = format!(
-                    "tree {:.0}/s blk {:.0}ms/s",
-                    pages as f64 / secs,
-                    blocked_ms / secs
-                );
-            }
-            let line: String = line.chars().take(inner.width as usize).collect();
-            buf.set_string(inner.x, y, line, th.text());
-            y += 1;
         }
+        let line: String = line.chars().take(inner.width as usize).collect();
+        buf.set_string(inner.x, y, line, th.text());
+        y += 1;
     }
-    // Per-CPU busy and iowait, averaged over the last second.
-    // The irq threads (`completion = irq`), apart from the workers.
+    y
+}
+
+/// The irq threads (`completion = irq`), apart from the workers: run_delay and CPU; returns the next row.
+fn irq_line(
+    recs: &[&IntervalRecord],
+    th: &Theme,
+    inner: Rect,
+    mut y: u16,
+    buf: &mut Buffer,
+) -> u16 {
+    let bottom = inner.y + inner.height;
     let (irq_threads, irq_delay, irq_cpu, secs) =
         recs.iter()
             .filter(|r| r.irq.threads > 0)
@@ -195,6 +257,12 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         buf.set_string(inner.x, y, line, th.text());
         y += 1;
     }
+    y
+}
+
+/// Per-CPU busy and iowait bars, averaged over the last second, under their legend.
+fn cpu_bars(app: &App, th: &Theme, inner: Rect, mut y: u16, buf: &mut Buffer) {
+    let bottom = inner.y + inner.height;
     let lastsec: Vec<&IntervalRecord> = app
         .history
         .iter()
