@@ -50,101 +50,8 @@ pub fn overlay_key(
         return OverlayAction::Quit;
     }
     match overlay {
-        Overlay::Picker { items, selected } => match key.code {
-            KeyCode::Up | KeyCode::Char('k') => {
-                *selected = selected.saturating_sub(1);
-                OverlayAction::None
-            }
-            KeyCode::Down | KeyCode::Char('j') => {
-                *selected = (*selected + 1).min(items.len().saturating_sub(1));
-                OverlayAction::None
-            }
-            KeyCode::Enter => {
-                let item = items.get(*selected).cloned();
-                match item {
-                    Some(PickItem {
-                        name,
-                        description,
-                        settings: Some(s),
-                        ..
-                    }) => {
-                        *overlay = Overlay::None;
-                        OverlayAction::ApplyPreset(name, description, Box::new(s))
-                    }
-                    Some(PickItem { description, .. }) => {
-                        *overlay = Overlay::Error(description);
-                        OverlayAction::None
-                    }
-                    None => OverlayAction::None,
-                }
-            }
-            _ => {
-                *overlay = Overlay::None;
-                OverlayAction::None
-            }
-        },
-        Overlay::SaveName {
-            name,
-            selected,
-            refused,
-        } => {
-            let plain = !key
-                .modifiers
-                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
-            *refused = None;
-            match key.code {
-                KeyCode::Enter if !name.is_empty() => {
-                    let name = name.clone();
-                    if let Err(e) = crate::scenario::preset::check_name(&name) {
-                        *overlay = Overlay::Error(e.to_string());
-                        OverlayAction::None
-                    } else if exists(&name) {
-                        *overlay = Overlay::ConfirmOverwrite(name);
-                        OverlayAction::None
-                    } else {
-                        *overlay = Overlay::None;
-                        OverlayAction::Save(name, false)
-                    }
-                }
-                KeyCode::Backspace => {
-                    if std::mem::take(selected) {
-                        name.clear();
-                    } else {
-                        name.pop();
-                    }
-                    OverlayAction::None
-                }
-                KeyCode::Right | KeyCode::End => {
-                    *selected = false;
-                    OverlayAction::None
-                }
-                KeyCode::Char(c)
-                    if plain && (c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
-                {
-                    if std::mem::take(selected) {
-                        name.clear();
-                    }
-                    if name.len() < 64 {
-                        name.push(c);
-                    } else {
-                        *refused = Some("a preset name has at most 64 characters".into());
-                    }
-                    OverlayAction::None
-                }
-                KeyCode::Char(c) if plain => {
-                    *refused = Some(format!(
-                        "{:?} cannot be in a preset name: letters, digits, - _ . only",
-                        c
-                    ));
-                    OverlayAction::None
-                }
-                KeyCode::Esc => {
-                    *overlay = Overlay::None;
-                    OverlayAction::None
-                }
-                _ => OverlayAction::None,
-            }
-        }
+        Overlay::Picker { .. } => picker_key(overlay, key),
+        Overlay::SaveName { .. } => save_name_key(overlay, key, exists),
         Overlay::ConfirmOverwrite(name) => {
             let name = name.clone();
             *overlay = Overlay::None;
@@ -154,61 +61,7 @@ pub fn overlay_key(
                 OverlayAction::None
             }
         }
-        Overlay::Help {
-            scroll,
-            find,
-            typing,
-        } => {
-            if *typing {
-                match key.code {
-                    KeyCode::Enter => *typing = false,
-                    KeyCode::Esc => {
-                        find.clear();
-                        *typing = false;
-                    }
-                    KeyCode::Backspace => {
-                        find.pop();
-                    }
-                    KeyCode::Char(c)
-                        if find.len() < 40
-                            && !key
-                                .modifiers
-                                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-                    {
-                        find.push(c);
-                        *scroll = 0;
-                    }
-                    _ => {}
-                }
-                return OverlayAction::None;
-            }
-            // At most the whole help at 80 columns: Up always comes back.
-            let most = crate::tui::help::line_count(false, find, 76);
-            match key.code {
-                KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
-                KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(most),
-                KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
-                KeyCode::PageDown | KeyCode::Char(' ') => *scroll = (*scroll + 10).min(most),
-                KeyCode::Home => *scroll = 0,
-                KeyCode::End => *scroll = most,
-                KeyCode::Char('/') => {
-                    *typing = true;
-                    find.clear();
-                    *scroll = 0;
-                }
-                KeyCode::Esc if !find.is_empty() => {
-                    find.clear();
-                    *scroll = 0;
-                }
-                // q still quits from the help; Esc, ? and other keys close it.
-                KeyCode::Char('q') => {
-                    *overlay = Overlay::None;
-                    return OverlayAction::Quit;
-                }
-                _ => *overlay = Overlay::None,
-            }
-            OverlayAction::None
-        }
+        Overlay::Help { .. } => help_key(overlay, key),
         Overlay::Error(_) | Overlay::None => {
             *overlay = Overlay::None;
             OverlayAction::None
@@ -216,6 +69,179 @@ pub fn overlay_key(
         // They need the settings: see [`popup_key`].
         Overlay::Chooser { .. } | Overlay::Prompt { .. } => OverlayAction::None,
     }
+}
+
+/// A key in the preset picker: move, apply the selected preset, or close.
+fn picker_key(overlay: &mut Overlay, key: KeyEvent) -> OverlayAction {
+    let Overlay::Picker { items, selected } = overlay else {
+        return OverlayAction::None;
+    };
+    match key.code {
+        KeyCode::Up | KeyCode::Char('k') => {
+            *selected = selected.saturating_sub(1);
+            OverlayAction::None
+        }
+        KeyCode::Down | KeyCode::Char('j') => {
+            *selected = (*selected + 1).min(items.len().saturating_sub(1));
+            OverlayAction::None
+        }
+        KeyCode::Enter => {
+            let item = items.get(*selected).cloned();
+            match item {
+                Some(PickItem {
+                    name,
+                    description,
+                    settings: Some(s),
+                    ..
+                }) => {
+                    *overlay = Overlay::None;
+                    OverlayAction::ApplyPreset(name, description, Box::new(s))
+                }
+                Some(PickItem { description, .. }) => {
+                    *overlay = Overlay::Error(description);
+                    OverlayAction::None
+                }
+                None => OverlayAction::None,
+            }
+        }
+        _ => {
+            *overlay = Overlay::None;
+            OverlayAction::None
+        }
+    }
+}
+
+/// A key in the save dialog: edit the name, refuse a bad character, or save.
+fn save_name_key(
+    overlay: &mut Overlay,
+    key: KeyEvent,
+    exists: &dyn Fn(&str) -> bool,
+) -> OverlayAction {
+    let Overlay::SaveName {
+        name,
+        selected,
+        refused,
+    } = overlay
+    else {
+        return OverlayAction::None;
+    };
+    let plain = !key
+        .modifiers
+        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+    *refused = None;
+    match key.code {
+        KeyCode::Enter if !name.is_empty() => {
+            let name = name.clone();
+            if let Err(e) = crate::scenario::preset::check_name(&name) {
+                *overlay = Overlay::Error(e.to_string());
+                OverlayAction::None
+            } else if exists(&name) {
+                *overlay = Overlay::ConfirmOverwrite(name);
+                OverlayAction::None
+            } else {
+                *overlay = Overlay::None;
+                OverlayAction::Save(name, false)
+            }
+        }
+        KeyCode::Backspace => {
+            if std::mem::take(selected) {
+                name.clear();
+            } else {
+                name.pop();
+            }
+            OverlayAction::None
+        }
+        KeyCode::Right | KeyCode::End => {
+            *selected = false;
+            OverlayAction::None
+        }
+        KeyCode::Char(c)
+            if plain && (c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+        {
+            if std::mem::take(selected) {
+                name.clear();
+            }
+            if name.len() < 64 {
+                name.push(c);
+            } else {
+                *refused = Some("a preset name has at most 64 characters".into());
+            }
+            OverlayAction::None
+        }
+        KeyCode::Char(c) if plain => {
+            *refused = Some(format!(
+                "{:?} cannot be in a preset name: letters, digits, - _ . only",
+                c
+            ));
+            OverlayAction::None
+        }
+        KeyCode::Esc => {
+            *overlay = Overlay::None;
+            OverlayAction::None
+        }
+        _ => OverlayAction::None,
+    }
+}
+
+/// A key in the help: type a search, scroll, or close.
+fn help_key(overlay: &mut Overlay, key: KeyEvent) -> OverlayAction {
+    let Overlay::Help {
+        scroll,
+        find,
+        typing,
+    } = overlay
+    else {
+        return OverlayAction::None;
+    };
+    if *typing {
+        match key.code {
+            KeyCode::Enter => *typing = false,
+            KeyCode::Esc => {
+                find.clear();
+                *typing = false;
+            }
+            KeyCode::Backspace => {
+                find.pop();
+            }
+            KeyCode::Char(c)
+                if find.len() < 40
+                    && !key
+                        .modifiers
+                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+            {
+                find.push(c);
+                *scroll = 0;
+            }
+            _ => {}
+        }
+        return OverlayAction::None;
+    }
+    // At most the whole help at 80 columns: Up always comes back.
+    let most = crate::tui::help::line_count(false, find, 76);
+    match key.code {
+        KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+        KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(most),
+        KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
+        KeyCode::PageDown | KeyCode::Char(' ') => *scroll = (*scroll + 10).min(most),
+        KeyCode::Home => *scroll = 0,
+        KeyCode::End => *scroll = most,
+        KeyCode::Char('/') => {
+            *typing = true;
+            find.clear();
+            *scroll = 0;
+        }
+        KeyCode::Esc if !find.is_empty() => {
+            find.clear();
+            *scroll = 0;
+        }
+        // q still quits from the help; Esc, ? and other keys close it.
+        KeyCode::Char('q') => {
+            *overlay = Overlay::None;
+            return OverlayAction::Quit;
+        }
+        _ => *overlay = Overlay::None,
+    }
+    OverlayAction::None
 }
 
 /// Handles a key while any overlay is open: the chooser and the prompt

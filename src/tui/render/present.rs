@@ -216,22 +216,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     let big_h = if area.height >= 30 { 9 } else { 7 };
     // A demo's caption: a band of its own, up to three wrapped lines,
     // under the headline numbers; nothing covers it.
-    let caption_lines = app.caption.as_ref().map(|c| {
-        let mut l = crate::tui::text::wrap_words(
-            c,
-            area.width.saturating_sub(4) as usize,
-            area.width.saturating_sub(4) as usize,
-        );
-        if l.len() > 3 {
-            let rest = l[2..].join(" ");
-            l.truncate(2);
-            l.push(crate::tui::text::ellipsize(
-                &rest,
-                area.width.saturating_sub(4) as usize,
-            ));
-        }
-        l
-    });
+    let caption_lines = caption_lines(app, area.width);
     let band_h = caption_lines.as_ref().map_or(0, |l| l.len() as u16 + 2);
     let mut rows = vec![Constraint::Length(1), Constraint::Length(big_h)];
     if band_h > 0 {
@@ -242,23 +227,59 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     let parts = Layout::vertical(rows).split(area);
     let chart_at = if band_h > 0 { 3 } else { 2 };
     if let Some(lines) = &caption_lines {
-        let title = app
-            .demo_progress()
-            .map_or(" demo ".to_string(), |p| format!(" {p} "));
-        let text: Vec<Line> = lines
-            .iter()
-            .map(|l| {
-                Line::from(Span::styled(
-                    l.clone(),
-                    Style::default().fg(th.title).add_modifier(Modifier::BOLD),
-                ))
-            })
-            .collect();
-        Paragraph::new(text)
-            .block(super::look::panel(&title, th))
-            .render(parts[2], buf);
+        render_caption(app, lines, th, parts[2], buf);
     }
-    // Header: state, time, what runs where.
+    render_header(app, th, parts[0], buf);
+    render_headlines(app, th, parts[1], buf);
+    // Charts: latency, and throughput when there is room.
+    super::timecharts::latency_chart(app, look, parts[chart_at], buf);
+    if charts == 2 {
+        super::timecharts::sched_chart(app, look, parts[chart_at + 1], buf);
+    }
+    render_footer(app, th, parts[parts.len() - 1], buf);
+}
+
+/// A demo caption wrapped to `width`, at most three lines (the third ellipsized).
+fn caption_lines(app: &App, width: u16) -> Option<Vec<String>> {
+    app.caption.as_ref().map(|c| {
+        let mut l = crate::tui::text::wrap_words(
+            c,
+            width.saturating_sub(4) as usize,
+            width.saturating_sub(4) as usize,
+        );
+        if l.len() > 3 {
+            let rest = l[2..].join(" ");
+            l.truncate(2);
+            l.push(crate::tui::text::ellipsize(
+                &rest,
+                width.saturating_sub(4) as usize,
+            ));
+        }
+        l
+    })
+}
+
+/// The caption band, titled with the demo's progress.
+fn render_caption(app: &App, lines: &[String], th: &Theme, area: Rect, buf: &mut Buffer) {
+    let title = app
+        .demo_progress()
+        .map_or(" demo ".to_string(), |p| format!(" {p} "));
+    let text: Vec<Line> = lines
+        .iter()
+        .map(|l| {
+            Line::from(Span::styled(
+                l.clone(),
+                Style::default().fg(th.title).add_modifier(Modifier::BOLD),
+            ))
+        })
+        .collect();
+    Paragraph::new(text)
+        .block(super::look::panel(&title, th))
+        .render(area, buf);
+}
+
+/// Header: state, time, what runs where.
+fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let t = app.elapsed_s as u64;
     let state = match (&app.replay, app.paused) {
         (_, true) => "⏸ paused".to_string(),
@@ -289,7 +310,11 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         ),
         Span::styled(app.plan.clone(), th.text().add_modifier(Modifier::BOLD)),
     ])
-    .render(parts[0], buf);
+    .render(area, buf);
+}
+
+/// The headline numbers over the "now" window, each with its window and change, then the change box.
+fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     // Headline numbers over the "now" window: the demo's metrics (or the
     // defaults), less those that do not apply (no queue: no queue p99 and
     // no run_delay), then the change of the first since the baseline.
@@ -298,7 +323,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     let secs = now.map_or(0.0, |n| n.secs);
     let mut cons = vec![Constraint::Fill(1); metrics.len()];
     cons.push(Constraint::Fill(1));
-    let cols = Layout::horizontal(cons).split(parts[1]);
+    let cols = Layout::horizontal(cons).split(area);
     for (i, h) in metrics.iter().enumerate() {
         let (v, u) = headline(now.map_or(f64::NAN, |n| h.of(&n)), h.unit());
         let change = change_of(app, *h);
@@ -363,13 +388,10 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         }
         None => big_box("vs baseline", "-", "press b", th.dim, th, last, buf),
     }
-    // Charts: latency, and throughput when there is room.
-    super::timecharts::latency_chart(app, look, parts[chart_at], buf);
-    if charts == 2 {
-        super::timecharts::sched_chart(app, look, parts[chart_at + 1], buf);
-    }
-    // Toast: the latest change, for 5 s after it happened.
-    let footer = parts[parts.len() - 1];
+}
+
+/// The footer: the hint to leave, and the latest change as a toast for 5 s after it happened.
+fn render_footer(app: &App, th: &Theme, footer: Rect, buf: &mut Buffer) {
     let hint = " m: leave presentation ";
     buf.set_string(
         footer.x + footer.width.saturating_sub(hint.len() as u16),
