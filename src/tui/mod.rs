@@ -297,8 +297,7 @@ pub fn run_with(
     };
     app.ui.fps = opts.fps;
     app.present |= opts.present;
-    let frame_every = Duration::from_secs_f64(1.0 / opts.fps.clamp(0.5, MAX_FPS));
-    let started = Instant::now();
+    let mut pace = Pace::new(opts.fps);
     let mut terminal = match enter_terminal(opts.mouse) {
         Ok(t) => t,
         Err(e) => {
@@ -306,75 +305,21 @@ pub fn run_with(
             return Err(e);
         }
     };
-    let mut meter = CostMeter::new();
-    // A frame is drawn when something changed (a record, a key, a resize,
-    // the clock's second), at most `fps` times a second; a key is answered
-    // at once. Identical frames are not drawn at all.
-    let mut last_frame: Option<Instant> = None;
-    let mut dirty = true;
-    let mut urgent = true;
-    let mut shown_second = u64::MAX;
     let mut events = Vec::new();
-    // After a stop and `fg`, every frame is a full repaint for a while: the
-    // SIGCONT handler runs on whichever thread the kernel picks, possibly
-    // after the first redraw, and the shell or terminal may still be
-    // settling; a diff drawn onto a screen cleared behind ratatui's back
-    // would leave the panels' static parts blank.
-    let mut repaint_until: Option<Instant> = None;
     let ending = (|| -> Ending {
         loop {
             if driver.poll(app) {
-                dirty = true;
+                pace.dirty = true;
             }
-            match crate::sys::stop_signal() {
-                0 => {}
-                crate::sys::SIGHUP => return Ending::TerminalGone,
-                sig => return Ending::Signal(sig),
+            if let Some(ending) = pace.signals(&mut terminal, app, opts) {
+                return ending;
             }
-            if app.quit || opts.duration.is_some_and(|d| started.elapsed() >= d) {
-                return Ending::Quit;
-            }
-            if crate::sys::take_suspend() {
-                suspend(&mut terminal, opts.mouse);
-                repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
-                urgent = true;
-            }
-            if crate::sys::take_continued() {
-                // Continued after a stop we did not see coming (SIGSTOP):
-                // the shell may have reset the terminal; take it back.
-                let _ = terminal::disable_raw_mode();
-                if take_terminal(opts.mouse)
-                    .and_then(|()| terminal.clear())
-                    .is_err()
-                {
-                    return Ending::TerminalGone;
-                }
-                repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
-                urgent = true;
-            }
-            let second = started.elapsed().as_secs();
-            if second != shown_second || repaint_until.is_some_and(|u| Instant::now() < u) {
-                dirty = true;
-            }
-            let due = last_frame.map_or(Instant::now(), |t| t + frame_every);
-            if urgent || (dirty && Instant::now() >= due) {
-                let t = Instant::now();
-                if repaint_until.is_some_and(|u| t < u) && terminal.clear().is_err() {
-                    return Ending::TerminalGone;
-                }
-                // What the mouse and the cursor keys lay the screen out on.
-                if let Ok(size) = terminal.size() {
-                    app.screen = ratatui::layout::Rect::new(0, 0, size.width, size.height);
-                }
-                if terminal.draw(|f| render::draw(f, app, &look)).is_err() {
-                    return Ending::TerminalGone;
-                }
-                meter.frame(t.elapsed(), app);
-                (dirty, urgent, shown_second) = (false, false, second);
-                last_frame = Some(t);
-            }
+            let due = match pace.draw(&mut terminal, app, &look) {
+                Ok(due) => due,
+                Err(ending) => return ending,
+            };
             // Wake for input, the next frame, or a record/signal check.
-            let wait = if dirty {
+            let wait = if pace.dirty {
                 due.saturating_duration_since(Instant::now())
             } else {
                 Duration::from_millis(50)
@@ -384,34 +329,145 @@ pub fn run_with(
             match input::read_events(wait.as_millis() as i32, &mut events) {
                 Input::Idle => {}
                 Input::Gone => return Ending::TerminalGone,
-                Input::Keys => {
-                    for ev in &events {
-                        urgent = true;
-                        let k = match ev {
-                            Event::Key(k) => *k,
-                            Event::Mouse(m) => {
-                                driver.mouse(app, *m);
-                                continue;
-                            }
-                            _ => continue,
-                        };
-                        if let Some(keys::Does::Act(Action::Suspend)) = keys::does(k) {
-                            suspend(&mut terminal, opts.mouse);
-                            repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
-                            continue;
-                        }
-                        driver.key(app, k);
-                    }
-                }
+                Input::Keys => pace.input(&events, &mut terminal, driver, app, opts),
             }
             if crate::sys::take_resized() {
-                urgent = true;
+                pace.urgent = true;
             }
         }
     })();
     leave_terminal();
     release(terminal, ending == Ending::TerminalGone);
     Ok(ending)
+}
+
+/// When the event loop draws: a frame when something changed (a record, a
+/// key, a resize, the clock's second), at most `fps` times a second; a key
+/// is answered at once. Identical frames are not drawn at all.
+struct Pace {
+    /// The shortest time between two frames.
+    frame_every: Duration,
+    /// When the loop started.
+    started: Instant,
+    /// When the last frame was drawn.
+    last_frame: Option<Instant>,
+    /// Something changed since the last frame.
+    dirty: bool,
+    /// Draw at once (a key, a resize, a continue).
+    urgent: bool,
+    /// The clock's second the last frame showed.
+    shown_second: u64,
+    /// After a stop and `fg`, every frame is a full repaint for a while: the
+    /// SIGCONT handler runs on whichever thread the kernel picks, possibly
+    /// after the first redraw, and the shell or terminal may still be
+    /// settling; a diff drawn onto a screen cleared behind ratatui's back
+    /// would leave the panels' static parts blank.
+    repaint_until: Option<Instant>,
+    /// What the frames cost.
+    meter: CostMeter,
+}
+
+impl Pace {
+    /// A pace of `fps` frames a second at most, starting now.
+    fn new(fps: f64) -> Pace {
+        Pace {
+            frame_every: Duration::from_secs_f64(1.0 / fps.clamp(0.5, MAX_FPS)),
+            started: Instant::now(),
+            last_frame: None,
+            dirty: true,
+            urgent: true,
+            shown_second: u64::MAX,
+            repaint_until: None,
+            meter: CostMeter::new(),
+        }
+    }
+
+    /// Answers stop signals, a quit or the run's end, a suspend and a continue; Some when the loop ends.
+    fn signals(&mut self, terminal: &mut Term, app: &App, opts: &TuiOptions) -> Option<Ending> {
+        match crate::sys::stop_signal() {
+            0 => {}
+            crate::sys::SIGHUP => return Some(Ending::TerminalGone),
+            sig => return Some(Ending::Signal(sig)),
+        }
+        if app.quit || opts.duration.is_some_and(|d| self.started.elapsed() >= d) {
+            return Some(Ending::Quit);
+        }
+        if crate::sys::take_suspend() {
+            suspend(terminal, opts.mouse);
+            self.repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
+            self.urgent = true;
+        }
+        if crate::sys::take_continued() {
+            // Continued after a stop we did not see coming (SIGSTOP):
+            // the shell may have reset the terminal; take it back.
+            let _ = terminal::disable_raw_mode();
+            if take_terminal(opts.mouse)
+                .and_then(|()| terminal.clear())
+                .is_err()
+            {
+                return Some(Ending::TerminalGone);
+            }
+            self.repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
+            self.urgent = true;
+        }
+        None
+    }
+
+    /// Draws a frame when one is due; returns when the next is due, or the ending if the terminal is gone.
+    fn draw(&mut self, terminal: &mut Term, app: &mut App, look: &Look) -> Result<Instant, Ending> {
+        let second = self.started.elapsed().as_secs();
+        if second != self.shown_second || self.repaint_until.is_some_and(|u| Instant::now() < u) {
+            self.dirty = true;
+        }
+        let due = self
+            .last_frame
+            .map_or(Instant::now(), |t| t + self.frame_every);
+        if self.urgent || (self.dirty && Instant::now() >= due) {
+            let t = Instant::now();
+            if self.repaint_until.is_some_and(|u| t < u) && terminal.clear().is_err() {
+                return Err(Ending::TerminalGone);
+            }
+            // What the mouse and the cursor keys lay the screen out on.
+            if let Ok(size) = terminal.size() {
+                app.screen = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+            }
+            if terminal.draw(|f| render::draw(f, app, look)).is_err() {
+                return Err(Ending::TerminalGone);
+            }
+            self.meter.frame(t.elapsed(), app);
+            (self.dirty, self.urgent, self.shown_second) = (false, false, second);
+            self.last_frame = Some(t);
+        }
+        Ok(due)
+    }
+
+    /// Hands keys and mouse events to the driver (a suspend key suspends here).
+    fn input(
+        &mut self,
+        events: &[Event],
+        terminal: &mut Term,
+        driver: &mut dyn Driver,
+        app: &mut App,
+        opts: &TuiOptions,
+    ) {
+        for ev in events {
+            self.urgent = true;
+            let k = match ev {
+                Event::Key(k) => *k,
+                Event::Mouse(m) => {
+                    driver.mouse(app, *m);
+                    continue;
+                }
+                _ => continue,
+            };
+            if let Some(keys::Does::Act(Action::Suspend)) = keys::does(k) {
+                suspend(terminal, opts.mouse);
+                self.repaint_until = Some(Instant::now() + REPAINT_AFTER_CONTINUE);
+                continue;
+            }
+            driver.key(app, k);
+        }
+    }
 }
 
 /// Ctrl-Z ([`keys::Does::Act(Action::Suspend)`]): gives the terminal back
@@ -477,17 +533,7 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
             app.reset_charts();
             app.flash("charts reset");
         }
-        Action::Reconnect => match engine.reconnect() {
-            None => app
-                .flash("R reconnects a workload on another machine (--remote); this one runs here"),
-            Some(Ok(())) => {
-                app.lost = None;
-                app.place = engine.place();
-                app.log_line(app.elapsed_s, "reconnected".into(), true);
-                app.flash("reconnected: the same settings, the charts go on");
-            }
-            Some(Err(e)) => app.flash(format!("reconnecting failed: {e}")),
-        },
+        Action::Reconnect => reconnect(app, engine),
         Action::DropCache => match engine.drop_cache() {
             Some(n) => app.flash(format!(
                 "page cache dropped ({} MiB): every read misses until it refills",
@@ -503,66 +549,91 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
                 app.flash("nothing measured yet: wait for a few intervals");
             }
         }
-        Action::TogglePause => {
-            if engine.is_paused() {
-                match engine.resume() {
-                    Ok(()) => app.paused = false,
-                    Err(e) => app.overlay = Overlay::Error(e.to_string()),
-                }
-            } else {
-                engine.pause();
-                app.paused = true;
-            }
-        }
+        Action::TogglePause => toggle_pause(app, engine),
         Action::FlipBaseline => match app.flip_baseline() {
             Ok(s) => apply(app, engine, s),
             Err(why) => app.flash(why),
         },
         Action::Refuse(why) => app.flash(why),
         Action::Apply(s) => apply(app, engine, *s),
-        Action::OpenPicker => {
-            let items: Vec<PickItem> = preset::list()
-                .into_iter()
-                .map(|(name, origin, p)| {
-                    let origin = match origin {
-                        preset::Origin::Shipped => "shipped",
-                        _ => "user",
-                    };
-                    match p {
-                        Ok(p) => PickItem {
-                            name,
-                            origin,
-                            description: p.description,
-                            settings: Some(p.settings),
-                        },
-                        Err(e) => PickItem {
-                            name,
-                            origin,
-                            description: e,
-                            settings: None,
-                        },
-                    }
-                })
-                .collect();
-            let selected = app
-                .preset
-                .as_ref()
-                .and_then(|(n, _)| items.iter().position(|i| &i.name == n))
-                .unwrap_or(0);
-            app.overlay = Overlay::Picker { items, selected };
-        }
-        Action::StartSave => {
-            let name = app
-                .preset
-                .as_ref()
-                .map_or(String::new(), |(n, _)| n.clone());
-            app.overlay = Overlay::SaveName {
-                selected: !name.is_empty(),
-                name,
-                refused: None,
-            };
-        }
+        Action::OpenPicker => open_picker(app),
+        Action::StartSave => start_save(app),
     }
+}
+
+/// `R`: reconnects a remote workload, or says why not.
+fn reconnect(app: &mut App, engine: &mut dyn Workload) {
+    match engine.reconnect() {
+        None => {
+            app.flash("R reconnects a workload on another machine (--remote); this one runs here")
+        }
+        Some(Ok(())) => {
+            app.lost = None;
+            app.place = engine.place();
+            app.log_line(app.elapsed_s, "reconnected".into(), true);
+            app.flash("reconnected: the same settings, the charts go on");
+        }
+        Some(Err(e)) => app.flash(format!("reconnecting failed: {e}")),
+    }
+}
+
+/// Space: pauses or resumes the workload.
+fn toggle_pause(app: &mut App, engine: &mut dyn Workload) {
+    if engine.is_paused() {
+        match engine.resume() {
+            Ok(()) => app.paused = false,
+            Err(e) => app.overlay = Overlay::Error(e.to_string()),
+        }
+    } else {
+        engine.pause();
+        app.paused = true;
+    }
+}
+
+/// Opens the preset picker on the shipped and user presets, the current one selected.
+fn open_picker(app: &mut App) {
+    let items: Vec<PickItem> = preset::list()
+        .into_iter()
+        .map(|(name, origin, p)| {
+            let origin = match origin {
+                preset::Origin::Shipped => "shipped",
+                _ => "user",
+            };
+            match p {
+                Ok(p) => PickItem {
+                    name,
+                    origin,
+                    description: p.description,
+                    settings: Some(p.settings),
+                },
+                Err(e) => PickItem {
+                    name,
+                    origin,
+                    description: e,
+                    settings: None,
+                },
+            }
+        })
+        .collect();
+    let selected = app
+        .preset
+        .as_ref()
+        .and_then(|(n, _)| items.iter().position(|i| &i.name == n))
+        .unwrap_or(0);
+    app.overlay = Overlay::Picker { items, selected };
+}
+
+/// Opens the save dialog, the current preset's name selected.
+fn start_save(app: &mut App) {
+    let name = app
+        .preset
+        .as_ref()
+        .map_or(String::new(), |(n, _)| n.clone());
+    app.overlay = Overlay::SaveName {
+        selected: !name.is_empty(),
+        name,
+        refused: None,
+    };
 }
 
 /// Runs the engine with `s`; a refusal opens a message and changes nothing.

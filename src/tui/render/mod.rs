@@ -80,120 +80,143 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         } else {
             main_screen(app, look, area, buf);
         }
-        match &app.overlay {
-            Overlay::None => {}
-            Overlay::Help {
-                scroll,
-                find,
-                typing,
-            } => help::render(
-                area,
-                buf,
-                &look.theme,
-                app.replay.is_some(),
-                *scroll,
-                find,
-                *typing,
-            ),
-            Overlay::Error(text) => error_popup(text, area, buf, &look.theme),
-            Overlay::Picker { items, selected } => picker(items, *selected, area, buf, &look.theme),
-            Overlay::SaveName {
-                name,
-                selected,
-                refused,
-            } => prompt(
-                " save preset ",
-                {
-                    let shown = if *selected {
-                        Span::styled(
-                            name.clone(),
-                            look.theme.title().add_modifier(Modifier::REVERSED),
-                        )
-                    } else {
-                        Span::styled(format!("{name}_"), look.theme.title())
-                    };
-                    let mut lines = vec![
-                        Line::from(vec![Span::styled("name: ", look.theme.dim()), shown]),
-                        Line::from(Span::styled(
-                            if *selected {
-                                "typing replaces the name, \u{2192} keeps it; Enter saves, Esc cancels"
-                            } else {
-                                "Enter saves, Esc cancels"
-                            },
-                            look.theme.dim(),
-                        )),
-                        Line::from(Span::styled(
-                            format!(
-                                "saved to {}/<name>.toml",
-                                crate::scenario::preset::user_dir()
-                                    .map_or("?".into(), |d| d.display().to_string())
-                            ),
-                            look.theme.dim(),
-                        )),
-                    ];
-                    if let Some(why) = refused {
-                        lines.push(Line::from(Span::styled(
-                            why.clone(),
-                            Style::default().fg(look.theme.warn),
-                        )));
-                    }
-                    lines
-                },
-                area,
-                buf,
-                &look.theme,
-            ),
-            Overlay::Chooser {
-                key,
-                items,
-                selected,
-                note,
-            } => chooser(
-                key,
-                items,
-                *selected,
-                note.as_deref(),
-                area,
-                buf,
-                &look.theme,
-            ),
-            Overlay::Prompt {
-                text, error, hint, ..
-            } => {
-                let th = &look.theme;
-                let mut lines = vec![Line::from(vec![
-                    Span::styled(":", th.title()),
-                    Span::styled(format!("{text}_"), th.title()),
-                ])];
-                match (error, hint) {
-                    (Some(e), _) => lines.push(Line::from(Span::styled(
-                        e.clone(),
-                        Style::default().fg(th.bad),
-                    ))),
-                    (None, Some(h)) => lines.push(Line::from(Span::styled(h.clone(), th.text()))),
-                    (None, None) => {}
-                }
-                lines.push(Line::from(Span::styled(
-                    "set section.key=value as --set takes it · Tab completes · ↑ recalls · Enter applies · Esc cancels",
-                    th.dim(),
-                )));
-                prompt(" set ", lines, area, buf, th)
-            }
-            Overlay::ConfirmOverwrite(name) => prompt(
-                " replace? ",
-                vec![Line::from(Span::styled(
-                    format!("a preset named {name:?} exists: replace it? (y/n)"),
-                    Style::default().fg(look.theme.warn),
-                ))],
-                area,
-                buf,
-                &look.theme,
-            ),
-        }
+        render_overlay(app, look, area, buf);
     }
     if look.ascii {
         asciify(buf, area);
     }
+}
+
+/// Draws the open overlay (help, error, picker, save dialog, chooser, prompt) over the screen.
+fn render_overlay(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
+    match &app.overlay {
+        Overlay::None => {}
+        Overlay::Help {
+            scroll,
+            find,
+            typing,
+        } => help::render(
+            area,
+            buf,
+            &look.theme,
+            app.replay.is_some(),
+            *scroll,
+            find,
+            *typing,
+        ),
+        Overlay::Error(text) => error_popup(text, area, buf, &look.theme),
+        Overlay::Picker { items, selected } => picker(items, *selected, area, buf, &look.theme),
+        Overlay::SaveName {
+            name,
+            selected,
+            refused,
+        } => prompt(
+            " save preset ",
+            save_lines(name, *selected, refused.as_deref(), &look.theme),
+            area,
+            buf,
+            &look.theme,
+        ),
+        Overlay::Chooser {
+            key,
+            items,
+            selected,
+            note,
+        } => chooser(
+            key,
+            items,
+            *selected,
+            note.as_deref(),
+            area,
+            buf,
+            &look.theme,
+        ),
+        Overlay::Prompt {
+            text, error, hint, ..
+        } => {
+            let th = &look.theme;
+            prompt(
+                " set ",
+                prompt_lines(text, error.as_deref(), hint.as_deref(), th),
+                area,
+                buf,
+                th,
+            )
+        }
+        Overlay::ConfirmOverwrite(name) => prompt(
+            " replace? ",
+            vec![Line::from(Span::styled(
+                format!("a preset named {name:?} exists: replace it? (y/n)"),
+                Style::default().fg(look.theme.warn),
+            ))],
+            area,
+            buf,
+            &look.theme,
+        ),
+    }
+}
+
+/// The save dialog's lines: the name (selected or being typed), the keys, where it goes, and why a key was refused.
+fn save_lines(name: &str, selected: bool, refused: Option<&str>, th: &Theme) -> Vec<Line<'static>> {
+    let shown = if selected {
+        Span::styled(
+            name.to_string(),
+            th.title().add_modifier(Modifier::REVERSED),
+        )
+    } else {
+        Span::styled(format!("{name}_"), th.title())
+    };
+    let mut lines = vec![
+        Line::from(vec![Span::styled("name: ", th.dim()), shown]),
+        Line::from(Span::styled(
+            if selected {
+                "typing replaces the name, \u{2192} keeps it; Enter saves, Esc cancels"
+            } else {
+                "Enter saves, Esc cancels"
+            },
+            th.dim(),
+        )),
+        Line::from(Span::styled(
+            format!(
+                "saved to {}/<name>.toml",
+                crate::scenario::preset::user_dir().map_or("?".into(), |d| d.display().to_string())
+            ),
+            th.dim(),
+        )),
+    ];
+    if let Some(why) = refused {
+        lines.push(Line::from(Span::styled(
+            why.to_string(),
+            Style::default().fg(th.warn),
+        )));
+    }
+    lines
+}
+
+/// The `:` prompt's lines: the text being typed, its error or hint, and the keys.
+fn prompt_lines(
+    text: &str,
+    error: Option<&str>,
+    hint: Option<&str>,
+    th: &Theme,
+) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::from(vec![
+        Span::styled(":", th.title()),
+        Span::styled(format!("{text}_"), th.title()),
+    ])];
+    match (error, hint) {
+        (Some(e), _) => lines.push(Line::from(Span::styled(
+            e.to_string(),
+            Style::default().fg(th.bad),
+        ))),
+        (None, Some(h)) => lines.push(Line::from(Span::styled(h.to_string(), th.text()))),
+        (None, None) => {}
+    }
+    lines.push(Line::from(Span::styled(
+        "set section.key=value as --set takes it · Tab completes · ↑ recalls · Enter applies · Esc cancels",
+        th.dim(),
+    )));
+    lines
 }
 
 fn too_small(area: Rect, buf: &mut Buffer, th: &Theme) {
