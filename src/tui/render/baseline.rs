@@ -12,8 +12,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::look::*;
-use crate::metrics::{METRICS, WindowSpread};
-use crate::tui::app::App;
+use crate::metrics::{METRICS, WindowSpread, WindowStats};
+use crate::tui::app::{App, Baseline};
 use crate::tui::theme::Theme;
 
 /// Seconds the "now" window needs before it is compared with the
@@ -30,16 +30,7 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     let inner = block.inner(area);
     block.render(area, buf);
     let Some(base) = &app.baseline else {
-        Paragraph::new(vec![
-            Line::from(Span::styled("no baseline yet", th.dim())),
-            Line::from(vec![
-                Span::styled("press ", th.dim()),
-                Span::styled("b", th.title()),
-                Span::styled(" to mark the current window,", th.dim()),
-            ]),
-            Line::from(Span::styled("then change a setting and compare", th.dim())),
-        ])
-        .render(inner, buf);
+        no_baseline(th, inner, buf);
         return;
     };
     // Until "now" holds enough intervals it is not a figure to compare.
@@ -48,6 +39,51 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     let collecting = now.as_ref().is_none_or(|n| n.secs < MIN_NOW_S);
     // Columns narrow where the panel is (120x40): never wrapped under a row.
     let narrow = inner.width < 38;
+    let (mut lines, noisy) = metric_rows(base, now.as_ref(), &now_spread, collecting, narrow, th);
+    let now_s = now.as_ref().map_or(0.0, |n| n.secs);
+    lines.push(Line::from(Span::styled(
+        if collecting {
+            format!("collecting… now {now_s:.1} s of {MIN_NOW_S:.0} s")
+        } else {
+            format!(
+                "baseline {:.0} s ({} int.), now {now_s:.0} s ({} int.){}",
+                base.stats.secs,
+                base.spread.intervals,
+                now_spread.intervals,
+                if noisy { "; ~ inside the spread" } else { "" }
+            )
+        },
+        th.dim(),
+    )));
+    lines.push(settings_line(base, app, th));
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(inner, buf);
+}
+
+/// The panel before a baseline is marked: how to mark one.
+fn no_baseline(th: &Theme, inner: Rect, buf: &mut Buffer) {
+    Paragraph::new(vec![
+        Line::from(Span::styled("no baseline yet", th.dim())),
+        Line::from(vec![
+            Span::styled("press ", th.dim()),
+            Span::styled("b", th.title()),
+            Span::styled(" to mark the current window,", th.dim()),
+        ]),
+        Line::from(Span::styled("then change a setting and compare", th.dim())),
+    ])
+    .render(inner, buf);
+}
+
+/// The header and one row per explorer metric (baseline, now, change); and whether a change is inside the noise.
+fn metric_rows(
+    base: &Baseline,
+    now: Option<&WindowStats>,
+    now_spread: &WindowSpread,
+    collecting: bool,
+    narrow: bool,
+    th: &Theme,
+) -> (Vec<Line<'static>>, bool) {
     let (nw, cw) = if narrow { (8, 7) } else { (11, 9) };
     let mut lines = vec![Line::from(Span::styled(
         format!(
@@ -64,7 +100,7 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     // format, direction and spread.
     for m in METRICS.iter().filter(|m| m.explorer) {
         let b = (m.window)(&base.stats);
-        let n = now.as_ref().filter(|_| !collecting).map(m.window);
+        let n = now.filter(|_| !collecting).map(m.window);
         let (chg, color) = match n.and_then(|n| change_pct(b, n)) {
             Some(c) => {
                 // Inside the noise: the new value within the baseline's
@@ -101,34 +137,22 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
             Span::styled(format!("{chg:>cw$}"), Style::default().fg(color)),
         ]));
     }
-    let now_s = now.as_ref().map_or(0.0, |n| n.secs);
-    lines.push(Line::from(Span::styled(
-        if collecting {
-            format!("collecting… now {now_s:.1} s of {MIN_NOW_S:.0} s")
-        } else {
-            format!(
-                "baseline {:.0} s ({} int.), now {now_s:.0} s ({} int.){}",
-                base.stats.secs,
-                base.spread.intervals,
-                now_spread.intervals,
-                if noisy { "; ~ inside the spread" } else { "" }
-            )
-        },
-        th.dim(),
-    )));
-    // What differs from the baseline: one key is a comparison of it; more
-    // are named, since the change is then theirs together.
+    (lines, noisy)
+}
+
+/// What differs from the baseline: one key is a comparison of it; more are named, since the change is then theirs together.
+fn settings_line(base: &Baseline, app: &App, th: &Theme) -> Line<'static> {
     let changed = base.settings.diff(&app.settings);
     match changed.len() {
-        0 => lines.push(Line::from(Span::styled(
+        0 => Line::from(Span::styled(
             format!("baseline: {} (same settings)", base.label),
             th.dim(),
-        ))),
-        1 => lines.push(Line::from(Span::styled(
+        )),
+        1 => Line::from(Span::styled(
             format!("vs baseline: {}", changed[0].label()),
             th.dim(),
-        ))),
-        n => lines.push(Line::from(Span::styled(
+        )),
+        n => Line::from(Span::styled(
             format!(
                 "{n} settings differ from the baseline: {}",
                 changed
@@ -138,9 +162,6 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
                     .join(", ")
             ),
             Style::default().fg(th.warn),
-        ))),
+        )),
     }
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .render(inner, buf);
 }

@@ -12,6 +12,14 @@ use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
 pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    let left = Line::from(left_spans(app, th));
+    let used = left.width() as u16;
+    left.render(area, buf);
+    render_right(app, th, area, used, buf);
+}
+
+/// The left part: state and time, where it runs, failures, the machine's features, the plan.
+fn left_spans(app: &App, th: &Theme) -> Vec<Span<'static>> {
     let f = &app.features;
     let t = app.elapsed_s as u64;
     let what = app.replay.as_deref().unwrap_or("running");
@@ -82,12 +90,11 @@ pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         spans.push(Span::styled(" · ", th.dim()));
         spans.push(Span::styled(pods.clone(), th.text()));
     }
-    let left = Line::from(spans);
-    let used = left.width() as u16;
-    left.render(area, buf);
-    // Right-aligned where they do not cover the plan: what could read
-    // iowait (where nothing does, sleep = iowait vs plain can change only
-    // accounting here, not speed), then the UI's own cost.
+    spans
+}
+
+/// Right-aligned where they do not cover the `used` columns of the plan: what could read iowait (where nothing does, sleep = iowait vs plain can change only accounting here, not speed), then the UI's own cost.
+fn render_right(app: &App, th: &Theme, area: Rect, used: u16, buf: &mut Buffer) {
     let idle: Vec<Span> = match &app.idle {
         Some((text, read)) => vec![
             Span::styled(format!(" │ {text} "), th.dim()),
