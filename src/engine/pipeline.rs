@@ -155,25 +155,11 @@ impl Pipeline {
         let bios_per_reader = reader::bios_per_reader(&settings);
         // Room for every buffer, or every bio, that can be in flight.
         let capacity = readers * per_reader.max(bios_per_reader);
-        let max_active = settings.effective_max_active(cpus.len());
-        let pod_cpus = unbound_pods(&settings, &cpus);
-        let pods: Vec<(Vec<usize>, usize)> = pod_cpus
-            .iter()
-            .cloned()
-            .zip(pod_workers(&pod_cpus, max_active))
-            .collect();
+        let pods = pods_for(&settings, &cpus);
         // The queue that verifies may block on tree reads: its per-CPU
         // pools get the extra workers.
         let cold = plan.verify && pcache.is_some();
-        let pool = if cold { pool_workers(&settings) } else { 1 };
-        let (first_pool, second_pool) = match plan.second {
-            Some(_) => (1, pool),
-            None => (pool, 1),
-        };
-        let first_q = build_queues(plan.first, capacity, &cpus, &pods, first_pool);
-        let second_q = plan
-            .second
-            .and_then(|p| build_queues(p, capacity, &cpus, &pods, second_pool));
+        let (first_q, second_q) = queues_for(&settings, &plan, capacity, &cpus, &pods, cold);
         let cipher = plan
             .decrypt
             .then(|| Arc::new(dataset.cipher(settings.pipeline.cipher)));
@@ -181,29 +167,7 @@ impl Pipeline {
         // past EOF when decryption is on), read like the data (O_DIRECT
         // with `cache.device = "disk"`).
         let tree = match (&pcache, plan.verify) {
-            (Some(pc), true) => {
-                let variant = Variant::for_pipeline(plan.decrypt, settings.pipeline.cipher);
-                let path = dataset.tree_path(variant);
-                let mut o = std::fs::OpenOptions::new();
-                o.read(true);
-                if file.direct {
-                    o.custom_flags(crate::sys::oflag::O_DIRECT);
-                }
-                let f = o.open(&path).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-                })?;
-                Some(TreePages::new(
-                    pc.clone(),
-                    OpenFile {
-                        file: Arc::new(f),
-                        path,
-                        direct: file.direct,
-                    },
-                    cipher.clone(),
-                    tree_first_unit(dataset.file_size()),
-                    dataset.tree().leaf_level_start(),
-                ))
-            }
+            (Some(pc), true) => Some(open_tree(pc, &settings, &plan, &file, &dataset, &cipher)?),
             _ => None,
         };
         let returns = (0..readers)
@@ -211,16 +175,12 @@ impl Pipeline {
             .collect::<std::io::Result<Vec<_>>>()?;
         // Completions in interrupt context: an irq thread per CPU where
         // completions land (the readers' CPUs, else every CPU).
-        let irqs = if settings.workload.completion == Completion::Irq && pcache.is_some() {
-            let on = if settings.workload.reader_cpus.is_empty() {
-                cpus.clone()
-            } else {
-                settings.workload.reader_cpus.clone()
-            };
-            Some(Irqs::new(&on, readers * bios_per_reader)?)
-        } else {
-            None
-        };
+        let irqs = irqs_for(
+            &settings,
+            &cpus,
+            readers * bios_per_reader,
+            pcache.is_some(),
+        )?;
         let ctx = Arc::new(Ctx {
             settings,
             plan,
@@ -247,77 +207,8 @@ impl Pipeline {
             irq_noticed: AtomicBool::new(false),
             tree,
         });
-        let ctx_pods = pods;
-        let mut workers = Vec::new();
-        // Named after the kernel queue they model: the first queue is
-        // fscrypt's when decryption is on, otherwise fsverity's.
-        let first_name = if ctx.plan.decrypt {
-            "fscrypt"
-        } else {
-            "fsverity"
-        };
-        for (qs, prefix) in [(&ctx.first_q, first_name), (&ctx.second_q, "fsverity")] {
-            let Some(qs) = qs else { continue };
-            match qs {
-                Queues::Bound { by_cpu, .. } => {
-                    for (cpu, q) in by_cpu.iter().enumerate() {
-                        let Some(q) = q else { continue };
-                        for i in 0..q.worker_count() {
-                            let name = if i == 0 {
-                                format!("{prefix}-cpu{cpu}")
-                            } else {
-                                format!("{prefix}-cpu{cpu}.{i}")
-                            };
-                            workers.push(spawn_worker(
-                                ctx.clone(),
-                                q.clone(),
-                                i,
-                                Some(vec![cpu]),
-                                name,
-                            )?);
-                        }
-                    }
-                }
-                Queues::Unbound { pods, .. } => {
-                    // One pod of every CPU: unpinned, as before pods.
-                    let single = pods.len() == 1 && pods[0].cpus.len() == cpus.len();
-                    for (k, (pod, (_, n))) in pods.iter().zip(&ctx_pods).enumerate() {
-                        for i in 0..*n {
-                            let name = if pods.len() == 1 {
-                                format!("{prefix}-u{i}")
-                            } else {
-                                format!("{prefix}-u{k}.{i}")
-                            };
-                            let pin = (!single).then(|| pod.cpus.clone());
-                            workers.push(spawn_worker(ctx.clone(), pod.q.clone(), i, pin, name)?);
-                        }
-                    }
-                }
-            }
-        }
-        let mut pipeline = Pipeline {
-            ctx: ctx.clone(),
-            readers: Vec::new(),
-            irq_threads: Vec::new(),
-            workers,
-        };
-        match super::irq_thread::spawn(&ctx) {
-            Ok(t) => pipeline.irq_threads = t,
-            Err(e) => {
-                pipeline.stop();
-                return Err(e);
-            }
-        }
-        for i in 0..readers {
-            match spawn_reader(ctx.clone(), i) {
-                Ok(h) => pipeline.readers.push(h),
-                Err(e) => {
-                    pipeline.stop();
-                    return Err(e);
-                }
-            }
-        }
-        Ok(pipeline)
+        let workers = spawn_workers(&ctx, &pods, &cpus)?;
+        launch(ctx, workers, readers)
     }
 
     /// Each queue's name (the kernel queue it models), kind and per-CPU
@@ -384,6 +275,178 @@ impl Pipeline {
             let _ = h.join();
         }
     }
+}
+
+/// The unbound queues' pods: each pod's CPUs and its share of `max_active` workers.
+fn pods_for(settings: &Settings, cpus: &[usize]) -> Vec<(Vec<usize>, usize)> {
+    let max_active = settings.effective_max_active(cpus.len());
+    let pod_cpus = unbound_pods(settings, cpus);
+    pod_cpus
+        .iter()
+        .cloned()
+        .zip(pod_workers(&pod_cpus, max_active))
+        .collect()
+}
+
+/// The first and second queue for `plan`; the one that verifies gets the extra pool workers when reads are `cold`.
+fn queues_for(
+    settings: &Settings,
+    plan: &Plan,
+    capacity: usize,
+    cpus: &[usize],
+    pods: &[(Vec<usize>, usize)],
+    cold: bool,
+) -> (Option<Queues>, Option<Queues>) {
+    let pool = if cold { pool_workers(settings) } else { 1 };
+    let (first_pool, second_pool) = match plan.second {
+        Some(_) => (1, pool),
+        None => (pool, 1),
+    };
+    let first_q = build_queues(plan.first, capacity, cpus, pods, first_pool);
+    let second_q = plan
+        .second
+        .and_then(|p| build_queues(p, capacity, cpus, pods, second_pool));
+    (first_q, second_q)
+}
+
+/// Starts the irq threads and the readers around the spawned `workers`; on an error, stops what started.
+fn launch(
+    ctx: Arc<Ctx>,
+    workers: Vec<JoinHandle<()>>,
+    readers: usize,
+) -> std::io::Result<Pipeline> {
+    let mut pipeline = Pipeline {
+        ctx: ctx.clone(),
+        readers: Vec::new(),
+        irq_threads: Vec::new(),
+        workers,
+    };
+    match super::irq_thread::spawn(&ctx) {
+        Ok(t) => pipeline.irq_threads = t,
+        Err(e) => {
+            pipeline.stop();
+            return Err(e);
+        }
+    }
+    for i in 0..readers {
+        match spawn_reader(ctx.clone(), i) {
+            Ok(h) => pipeline.readers.push(h),
+            Err(e) => {
+                pipeline.stop();
+                return Err(e);
+            }
+        }
+    }
+    Ok(pipeline)
+}
+
+/// Opens the fs-verity tree file for the page cache, read like the data (O_DIRECT when the data is).
+fn open_tree(
+    pc: &Arc<super::pagecache::PageCache>,
+    settings: &Settings,
+    plan: &Plan,
+    file: &OpenFile,
+    dataset: &Dataset,
+    cipher: &Option<Arc<crate::crypto::ContentsCipher>>,
+) -> std::io::Result<TreePages> {
+    let variant = Variant::for_pipeline(plan.decrypt, settings.pipeline.cipher);
+    let path = dataset.tree_path(variant);
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    if file.direct {
+        o.custom_flags(crate::sys::oflag::O_DIRECT);
+    }
+    let f = o
+        .open(&path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    Ok(TreePages::new(
+        pc.clone(),
+        OpenFile {
+            file: Arc::new(f),
+            path,
+            direct: file.direct,
+        },
+        cipher.clone(),
+        tree_first_unit(dataset.file_size()),
+        dataset.tree().leaf_level_start(),
+    ))
+}
+
+/// Completions in interrupt context: an irq thread per CPU where completions land (the readers' CPUs, else every CPU); None unless `completion = irq` on the page-cache path.
+fn irqs_for(
+    settings: &Settings,
+    cpus: &[usize],
+    slots: usize,
+    pcache: bool,
+) -> std::io::Result<Option<Irqs>> {
+    Ok(
+        if settings.workload.completion == Completion::Irq && pcache {
+            let on = if settings.workload.reader_cpus.is_empty() {
+                cpus.to_vec()
+            } else {
+                settings.workload.reader_cpus.to_vec()
+            };
+            Some(Irqs::new(&on, slots)?)
+        } else {
+            None
+        },
+    )
+}
+
+/// Spawns the workers of each queue, named after the kernel queue they model (fscrypt's first when decryption is on, otherwise fsverity's).
+fn spawn_workers(
+    ctx: &Arc<Ctx>,
+    ctx_pods: &[(Vec<usize>, usize)],
+    cpus: &[usize],
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let mut workers = Vec::new();
+    // Named after the kernel queue they model: the first queue is
+    // fscrypt's when decryption is on, otherwise fsverity's.
+    let first_name = if ctx.plan.decrypt {
+        "fscrypt"
+    } else {
+        "fsverity"
+    };
+    for (qs, prefix) in [(&ctx.first_q, first_name), (&ctx.second_q, "fsverity")] {
+        let Some(qs) = qs else { continue };
+        match qs {
+            Queues::Bound { by_cpu, .. } => {
+                for (cpu, q) in by_cpu.iter().enumerate() {
+                    let Some(q) = q else { continue };
+                    for i in 0..q.worker_count() {
+                        let name = if i == 0 {
+                            format!("{prefix}-cpu{cpu}")
+                        } else {
+                            format!("{prefix}-cpu{cpu}.{i}")
+                        };
+                        workers.push(spawn_worker(
+                            ctx.clone(),
+                            q.clone(),
+                            i,
+                            Some(vec![cpu]),
+                            name,
+                        )?);
+                    }
+                }
+            }
+            Queues::Unbound { pods, .. } => {
+                // One pod of every CPU: unpinned, as before pods.
+                let single = pods.len() == 1 && pods[0].cpus.len() == cpus.len();
+                for (k, (pod, (_, n))) in pods.iter().zip(ctx_pods).enumerate() {
+                    for i in 0..*n {
+                        let name = if pods.len() == 1 {
+                            format!("{prefix}-u{i}")
+                        } else {
+                            format!("{prefix}-u{k}.{i}")
+                        };
+                        let pin = (!single).then(|| pod.cpus.clone());
+                        workers.push(spawn_worker(ctx.clone(), pod.q.clone(), i, pin, name)?);
+                    }
+                }
+            }
+        }
+    }
+    Ok(workers)
 }
 
 impl Drop for Pipeline {
