@@ -84,25 +84,7 @@ pub fn check_contents(
     plaintext: &[u8],
     kind: CipherKind,
 ) -> io::Result<ContentsCheck> {
-    if plaintext.is_empty() || !plaintext.len().is_multiple_of(DATA_UNIT_SIZE) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "{} bytes of plaintext: allowed a non-zero multiple of {DATA_UNIT_SIZE}",
-                plaintext.len()
-            ),
-        ));
-    }
-    let block_size = crate::sys::fs_block_size(dir)?;
-    if block_size != DATA_UNIT_SIZE as u64 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "{}: block size {block_size}: readpath's data unit is {DATA_UNIT_SIZE} (mkfs.ext4 -b 4096)",
-                dir.display()
-            ),
-        ));
-    }
+    let block_size = check_input(dir, plaintext)?;
     let root = File::open(dir)?;
     let id = fscrypt::add_key(&root, master_key)?;
     let sub = dir.join(format!("readpath-check-{}", std::process::id()));
@@ -131,34 +113,7 @@ pub fn check_contents(
         crate::crypto::derive_file_key(master_key, &nonce, &mut key);
         let cipher = ContentsCipher::new(kind, &key).map_err(io::Error::other)?;
         key.fill(0);
-        let mut dev = File::open(device)?;
-        // A block device's own cache may hold what was there before the
-        // filesystem wrote (its bios bypass it): dropped first. An image
-        // file is fine either way.
-        let _ = crate::sys::fadvise_dontneed(&dev);
-        let mut units_equal = 0u64;
-        let mut first_mismatch = None;
-        let mut want = vec![0u8; DATA_UNIT_SIZE];
-        let mut got = vec![0u8; DATA_UNIT_SIZE];
-        for e in &extents {
-            for off in (0..e.length).step_by(DATA_UNIT_SIZE) {
-                let logical = e.logical + off;
-                if logical >= plaintext.len() as u64 {
-                    break;
-                }
-                let unit = logical / DATA_UNIT_SIZE as u64;
-                let l = logical as usize;
-                want.copy_from_slice(&plaintext[l..l + DATA_UNIT_SIZE]);
-                cipher.encrypt_units(unit, DATA_UNIT_SIZE, &mut want);
-                dev.seek(SeekFrom::Start(e.physical + off))?;
-                dev.read_exact(&mut got)?;
-                if got == want {
-                    units_equal += 1;
-                } else if first_mismatch.is_none() {
-                    first_mismatch = Some(unit);
-                }
-            }
-        }
+        let (units_equal, first_mismatch) = compare_units(device, &extents, plaintext, &cipher)?;
         // Read back cold: the kernel decrypts what it wrote (on its
         // fscrypt_read_queue) into the plaintext again.
         let _ = crate::sys::fadvise_dontneed(&f);
@@ -183,6 +138,68 @@ pub fn check_contents(
     let _ = std::fs::remove_dir(&sub);
     let _ = fscrypt::remove_key(&root, id);
     result
+}
+
+/// Refuses plaintext that is not whole data units, and a filesystem whose block is not one; returns the block size.
+fn check_input(dir: &Path, plaintext: &[u8]) -> io::Result<u64> {
+    if plaintext.is_empty() || !plaintext.len().is_multiple_of(DATA_UNIT_SIZE) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} bytes of plaintext: allowed a non-zero multiple of {DATA_UNIT_SIZE}",
+                plaintext.len()
+            ),
+        ));
+    }
+    let block_size = crate::sys::fs_block_size(dir)?;
+    if block_size != DATA_UNIT_SIZE as u64 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: block size {block_size}: readpath's data unit is {DATA_UNIT_SIZE} (mkfs.ext4 -b 4096)",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(block_size)
+}
+
+/// Reads each data unit of `extents` from the device and compares it with the plaintext encrypted in userspace: the units equal, and the first that is not.
+fn compare_units(
+    device: &Path,
+    extents: &[fscrypt::Extent],
+    plaintext: &[u8],
+    cipher: &ContentsCipher,
+) -> io::Result<(u64, Option<u64>)> {
+    let mut dev = File::open(device)?;
+    // A block device's own cache may hold what was there before the
+    // filesystem wrote (its bios bypass it): dropped first. An image
+    // file is fine either way.
+    let _ = crate::sys::fadvise_dontneed(&dev);
+    let mut units_equal = 0u64;
+    let mut first_mismatch = None;
+    let mut want = vec![0u8; DATA_UNIT_SIZE];
+    let mut got = vec![0u8; DATA_UNIT_SIZE];
+    for e in extents {
+        for off in (0..e.length).step_by(DATA_UNIT_SIZE) {
+            let logical = e.logical + off;
+            if logical >= plaintext.len() as u64 {
+                break;
+            }
+            let unit = logical / DATA_UNIT_SIZE as u64;
+            let l = logical as usize;
+            want.copy_from_slice(&plaintext[l..l + DATA_UNIT_SIZE]);
+            cipher.encrypt_units(unit, DATA_UNIT_SIZE, &mut want);
+            dev.seek(SeekFrom::Start(e.physical + off))?;
+            dev.read_exact(&mut got)?;
+            if got == want {
+                units_equal += 1;
+            } else if first_mismatch.is_none() {
+                first_mismatch = Some(unit);
+            }
+        }
+    }
+    Ok((units_equal, first_mismatch))
 }
 
 /// Writes `plaintext` into a new file under `dir` (ext4 with `verity`),

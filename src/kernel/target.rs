@@ -187,30 +187,7 @@ impl KernelTarget {
             ds.file_size(),
             if kind.verity { "-verity" } else { "" }
         );
-        let dir = if kind.decrypt {
-            let key_id = self.key_id.unwrap_or_default();
-            let d = self.base.join(format!(
-                "enc-{}-{}",
-                kind.mode_name(),
-                hex::encode(&key_id[..4])
-            ));
-            trust::ensure_dir(&d)?;
-            // Setting the same policy again is allowed; another is EEXIST.
-            fscrypt::set_policy(&File::open(&d)?, &fscrypt::PolicyV2::new(kind.mode, key_id))
-                .map_err(|e| {
-                    io::Error::new(
-                        e.kind(),
-                        format!(
-                            "setting a v2 {} policy on {}: {e}",
-                            kind.mode_name(),
-                            d.display()
-                        ),
-                    )
-                })?;
-            d
-        } else {
-            self.base.clone()
-        };
+        let dir = self.file_dir(kind)?;
         let path = dir.join(&name);
         // An existing file must be readpath's own regular file (a link, a
         // FIFO or another user's file there is refused, not read).
@@ -237,40 +214,7 @@ impl KernelTarget {
             .map_err(|e| other(format!("the dataset's salt: {e}")))?;
         let tmp = dir.join(format!(".tmp-{name}"));
         let _ = std::fs::remove_file(&tmp);
-        let written = (|| {
-            let mut f = trust::create_new(&tmp, 0o600)?;
-            let mut src = File::open(ds.path(Variant::Plain))?;
-            let total = ds.file_size();
-            let mut buf = vec![0u8; 1 << 20];
-            let mut done = 0u64;
-            while done < total {
-                let n = src.read(&mut buf)?;
-                if n == 0 {
-                    return Err(other(format!(
-                        "{}: shorter than the dataset ({done} of {total} bytes)",
-                        ds.path(Variant::Plain).display()
-                    )));
-                }
-                f.write_all(&buf[..n])?;
-                done += n as u64;
-                progress(done, total);
-                if crate::sys::stop_requested() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::Interrupted,
-                        "stopped while writing the kernel target's file",
-                    ));
-                }
-            }
-            f.sync_all()?;
-            drop(f);
-            if kind.verity {
-                let ro = File::open(&tmp)?;
-                fsverity::enable(&ro, crate::dataset::VERITY_BLOCK_SIZE as u32, &salt)
-                    .map_err(|e| io::Error::new(e.kind(), format!("FS_IOC_ENABLE_VERITY: {e}")))?;
-            }
-            std::fs::rename(&tmp, &path)?;
-            Ok(())
-        })();
+        let written = write_file(ds, kind, &tmp, &path, &salt, progress);
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
@@ -278,10 +222,81 @@ impl KernelTarget {
         Ok(path)
     }
 
+    /// The directory a file of `kind` goes in: the base, or (decryption on) its encrypted directory for the mode and key, made and given its policy.
+    fn file_dir(&self, kind: FileKind) -> io::Result<PathBuf> {
+        Ok(if kind.decrypt {
+            let key_id = self.key_id.unwrap_or_default();
+            let d = self.base.join(format!(
+                "enc-{}-{}",
+                kind.mode_name(),
+                hex::encode(&key_id[..4])
+            ));
+            trust::ensure_dir(&d)?;
+            // Setting the same policy again is allowed; another is EEXIST.
+            fscrypt::set_policy(&File::open(&d)?, &fscrypt::PolicyV2::new(kind.mode, key_id))
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "setting a v2 {} policy on {}: {e}",
+                            kind.mode_name(),
+                            d.display()
+                        ),
+                    )
+                })?;
+            d
+        } else {
+            self.base.clone()
+        })
+    }
+
     /// Where the files live.
     pub fn base(&self) -> &Path {
         &self.base
     }
+}
+
+/// Copies the dataset's plaintext into `tmp` (encrypted by the kernel where its directory is), enables fs-verity when asked, and renames it to `path`.
+fn write_file(
+    ds: &Dataset,
+    kind: FileKind,
+    tmp: &Path,
+    path: &Path,
+    salt: &[u8],
+    progress: crate::dataset::Progress<'_>,
+) -> io::Result<()> {
+    let mut f = trust::create_new(tmp, 0o600)?;
+    let mut src = File::open(ds.path(Variant::Plain))?;
+    let total = ds.file_size();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut done = 0u64;
+    while done < total {
+        let n = src.read(&mut buf)?;
+        if n == 0 {
+            return Err(other(format!(
+                "{}: shorter than the dataset ({done} of {total} bytes)",
+                ds.path(Variant::Plain).display()
+            )));
+        }
+        f.write_all(&buf[..n])?;
+        done += n as u64;
+        progress(done, total);
+        if crate::sys::stop_requested() {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "stopped while writing the kernel target's file",
+            ));
+        }
+    }
+    f.sync_all()?;
+    drop(f);
+    if kind.verity {
+        let ro = File::open(tmp)?;
+        fsverity::enable(&ro, crate::dataset::VERITY_BLOCK_SIZE as u32, salt)
+            .map_err(|e| io::Error::new(e.kind(), format!("FS_IOC_ENABLE_VERITY: {e}")))?;
+    }
+    std::fs::rename(tmp, path)?;
+    Ok(())
 }
 
 impl Drop for KernelTarget {
