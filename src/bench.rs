@@ -118,6 +118,53 @@ pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> Cryp
     let openssl = openssl_version();
     let whole_s = (seconds.ceil() as u32).max(1);
     let mut buf = vec![0x5au8; UNIT];
+    let has_openssl = openssl.is_some();
+    let mut results = cipher_rows(
+        seconds,
+        rounds,
+        has_openssl,
+        whole_s,
+        cpu,
+        &mut buf,
+        progress,
+    );
+    progress("sha256");
+    results.push(sha256_row(seconds, rounds, has_openssl, whole_s, cpu, &buf));
+    // The rows below hash too: they are set against openssl's sha256.
+    let sha_openssl = results.last().and_then(|r| r.openssl_bytes_per_s);
+    // Two blocks hashed together (what verification does where the CPU has
+    // the SHA extensions), against openssl's one-stream figure.
+    if let Some(x2) = Sha256x2::detect() {
+        progress("sha256-2x");
+        results.push(against(
+            sha256x2_row(&x2, seconds, rounds, &buf),
+            sha_openssl,
+        ));
+    }
+    // The whole per-block check on the cache-hit path: hash the data block,
+    // compare with the already verified leaf entry.
+    progress("fsverity-verify");
+    results.push(against(verify_row(seconds, rounds), sha_openssl));
+    let _ = crate::sys::unpin_current_thread();
+    CryptoReport {
+        results,
+        seconds,
+        rounds,
+        cpu,
+        openssl,
+    }
+}
+
+/// One row per contents cipher: ours, and openssl's where it has the cipher.
+fn cipher_rows(
+    seconds: f64,
+    rounds: u32,
+    has_openssl: bool,
+    whole_s: u32,
+    cpu: usize,
+    buf: &mut [u8],
+    progress: &mut dyn FnMut(&str),
+) -> Vec<CryptoResult> {
     let mut results = Vec::new();
     let key = [0x42u8; 64];
     let ciphers = [
@@ -131,8 +178,8 @@ pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> Cryp
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
         for _ in 0..rounds {
-            ours.push(measure(seconds, |i| c.decrypt_unit(i, &mut buf)));
-            if let (Some(alg), Some(_)) = (ossl, &openssl)
+            ours.push(measure(seconds, |i| c.decrypt_unit(i, buf)));
+            if let (Some(alg), true) = (ossl, has_openssl)
                 && let Some(v) = openssl_speed(alg, true, whole_s, cpu)
             {
                 theirs.push(v);
@@ -140,54 +187,58 @@ pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> Cryp
         }
         results.push(result(kind.name(), ours, theirs, c.backend().to_string()));
     }
-    progress("sha256");
+    results
+}
+
+/// SHA-256 of one unit: the sha2 crate, and openssl's.
+fn sha256_row(
+    seconds: f64,
+    rounds: u32,
+    has_openssl: bool,
+    whole_s: u32,
+    cpu: usize,
+    buf: &[u8],
+) -> CryptoResult {
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     for _ in 0..rounds {
         ours.push(measure(seconds, |_| {
             use sha2::Digest;
-            std::hint::black_box(sha2::Sha256::digest(&buf));
+            std::hint::black_box(sha2::Sha256::digest(buf));
         }));
-        if openssl.is_some()
-            && let Some(v) = openssl_speed("sha256", false, whole_s, cpu)
-        {
+        if has_openssl && let Some(v) = openssl_speed("sha256", false, whole_s, cpu) {
             theirs.push(v);
         }
     }
-    results.push(result("sha256", ours, theirs, "sha2 crate".into()));
-    // The rows below hash too: they are set against openssl's sha256.
-    let sha_openssl = results.last().and_then(|r| r.openssl_bytes_per_s);
-    // Two blocks hashed together (what verification does where the CPU has
-    // the SHA extensions), against openssl's one-stream figure.
-    if let Some(x2) = Sha256x2::detect() {
-        progress("sha256-2x");
-        let prefix = Prefix::new(&[]);
-        let other = vec![0xa5u8; UNIT];
-        let (mut ha, mut hb) = ([0u8; 32], [0u8; 32]);
-        let ours: Vec<f64> = (0..rounds)
-            .map(|_| {
-                // One call hashes two units: count it on every other op.
-                measure(seconds, |i| {
-                    if i % 2 == 0 {
-                        x2.finup2(&prefix, &buf, &other, &mut ha, &mut hb);
-                        std::hint::black_box((&ha, &hb));
-                    }
-                })
+    result("sha256", ours, theirs, "sha2 crate".into())
+}
+
+/// Two blocks hashed together (what verification does where the CPU has the SHA extensions).
+fn sha256x2_row(x2: &Sha256x2, seconds: f64, rounds: u32, buf: &[u8]) -> CryptoResult {
+    let prefix = Prefix::new(&[]);
+    let other = vec![0xa5u8; UNIT];
+    let (mut ha, mut hb) = ([0u8; 32], [0u8; 32]);
+    let ours: Vec<f64> = (0..rounds)
+        .map(|_| {
+            // One call hashes two units: count it on every other op.
+            measure(seconds, |i| {
+                if i % 2 == 0 {
+                    x2.finup2(&prefix, buf, &other, &mut ha, &mut hb);
+                    std::hint::black_box((&ha, &hb));
+                }
             })
-            .collect();
-        results.push(against(
-            result(
-                "sha256-2x",
-                ours,
-                Vec::new(),
-                "2-way interleaved SHA-NI".into(),
-            ),
-            sha_openssl,
-        ));
-    }
-    // The whole per-block check on the cache-hit path: hash the data block,
-    // compare with the already verified leaf entry.
-    progress("fsverity-verify");
+        })
+        .collect();
+    result(
+        "sha256-2x",
+        ours,
+        Vec::new(),
+        "2-way interleaved SHA-NI".into(),
+    )
+}
+
+/// The whole per-block check on the cache-hit path over a 4 MiB tree, in pairs as the pipeline verifies.
+fn verify_row(seconds: f64, rounds: u32) -> CryptoResult {
     let data: Vec<u8> = (0..(4usize << 20)).map(|i| (i * 131 % 251) as u8).collect();
     let params = MerkleParams::new(UNIT, &[]).expect("4096 is a valid block size");
     let tree = MerkleTree::build(params, &data);
@@ -220,18 +271,7 @@ pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> Cryp
     } else {
         "tree walk + sha2"
     };
-    results.push(against(
-        result("fsverity-verify", ours, Vec::new(), implementation.into()),
-        sha_openssl,
-    ));
-    let _ = crate::sys::unpin_current_thread();
-    CryptoReport {
-        results,
-        seconds,
-        rounds,
-        cpu,
-        openssl,
-    }
+    result("fsverity-verify", ours, Vec::new(), implementation.into())
 }
 
 /// `r` set against another primitive's openssl figure.

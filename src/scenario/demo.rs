@@ -259,97 +259,16 @@ impl Demo {
     /// Reads and validates a script: every preset exists and every step's
     /// settings are valid on this machine, before anything runs.
     pub fn from_toml_str(src: &str, origin: &str, cpus: usize) -> Result<Demo, String> {
-        let raw: RawScript = toml::from_str(src).map_err(|e| {
-            let at = e
-                .span()
-                .map(|r| {
-                    let (l, c) = crate::settings::line_col(src, r.start);
-                    format!(":{l}:{c}")
-                })
-                .unwrap_or_default();
-            format!("{origin}{at}: {}", e.message().replace('\n', "; "))
-        })?;
-        if raw.version > DEMO_VERSION {
-            return Err(format!(
-                "{origin}: version {}",
-                crate::files::newer_version("demo script", raw.version, DEMO_VERSION)
-            ));
-        }
-        let preset_settings = |name: &str, i: Option<usize>| {
-            crate::scenario::preset::resolve(name)
-                .map(|(p, _)| p.settings)
-                .map_err(|e| match i {
-                    Some(i) => format!("{origin}: step {}: {e}", i + 1),
-                    None => format!("{origin}: preset: {e}"),
-                })
-        };
+        let raw = parse_script(src, origin)?;
         let start = match &raw.preset {
-            Some(p) => preset_settings(p, None)?,
+            Some(p) => preset_settings(p, None, origin)?,
             None => Settings::default(),
         };
-        let mut current = start.clone();
-        let mut steps = Vec::new();
-        for (i, s) in raw.steps.iter().enumerate() {
-            let mut settings = None;
-            if let Some(p) = &s.preset {
-                current = preset_settings(p, Some(i))?;
-                settings = Some(current.clone());
-            }
-            for (k, v) in &s.set {
-                let text = match v {
-                    toml::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                current
-                    .set(k, &text)
-                    .map_err(|e| format!("{origin}: step {}: set: {e}", i + 1))?;
-                settings = Some(current.clone());
-            }
-            current
-                .validate(cpus)
-                .map_err(|e| e.to_string())
-                .and_then(|()| crate::engine::memory::check_fits(&current))
-                .map_err(|e| format!("{origin}: step {}: {e}", i + 1))?;
-            steps.push(Step {
-                settings,
-                preset: s.preset.clone(),
-                baseline: s.baseline,
-                drop_cache: s.drop_cache,
-                caption: s.caption.as_deref().map(|c| crate::sys::printable(c, true)),
-                wait: wait_of(s.wait.as_deref(), origin, i)?,
-            });
-        }
+        let steps = steps_of(&raw.steps, &start, origin, cpus)?;
         if steps.is_empty() {
             return Err(format!("{origin}: no [[step]]: a demo needs at least one"));
         }
-        let allowed = || {
-            Headline::ALL
-                .iter()
-                .map(|h| h.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let mut headline = Vec::new();
-        for name in &raw.headline {
-            let h = Headline::parse(name).ok_or_else(|| {
-                format!(
-                    "{origin}: headline: {:?} is not a metric; allowed: {}",
-                    crate::sys::printable(name, false),
-                    allowed()
-                )
-            })?;
-            if headline.contains(&h) {
-                return Err(format!("{origin}: headline: {name} is named twice"));
-            }
-            headline.push(h);
-        }
-        if headline.len() > Headline::MAX {
-            return Err(format!(
-                "{origin}: headline: {} metrics; at most {} fit the screen",
-                headline.len(),
-                Headline::MAX
-            ));
-        }
+        let headline = headlines_of(&raw.headline, origin)?;
         Ok(Demo {
             name: crate::sys::printable(&raw.name, false),
             description: crate::sys::printable(&raw.description, true),
@@ -359,6 +278,112 @@ impl Demo {
             headline,
         })
     }
+}
+
+/// Parses a demo script's TOML (errors name the line and column) and refuses a newer version.
+fn parse_script(src: &str, origin: &str) -> Result<RawScript, String> {
+    let raw: RawScript = toml::from_str(src).map_err(|e| {
+        let at = e
+            .span()
+            .map(|r| {
+                let (l, c) = crate::settings::line_col(src, r.start);
+                format!(":{l}:{c}")
+            })
+            .unwrap_or_default();
+        format!("{origin}{at}: {}", e.message().replace('\n', "; "))
+    })?;
+    if raw.version > DEMO_VERSION {
+        return Err(format!(
+            "{origin}: version {}",
+            crate::files::newer_version("demo script", raw.version, DEMO_VERSION)
+        ));
+    }
+    Ok(raw)
+}
+
+/// The settings of preset `name`, named in errors by the step `i` that loads it (None: the demo's own preset).
+fn preset_settings(name: &str, i: Option<usize>, origin: &str) -> Result<Settings, String> {
+    crate::scenario::preset::resolve(name)
+        .map(|(p, _)| p.settings)
+        .map_err(|e| match i {
+            Some(i) => format!("{origin}: step {}: {e}", i + 1),
+            None => format!("{origin}: preset: {e}"),
+        })
+}
+
+/// The steps from `start`: each applies its preset, then its `set` lines, and must validate and fit in memory.
+fn steps_of(
+    raw_steps: &[RawStep],
+    start: &Settings,
+    origin: &str,
+    cpus: usize,
+) -> Result<Vec<Step>, String> {
+    let mut current = start.clone();
+    let mut steps = Vec::new();
+    for (i, s) in raw_steps.iter().enumerate() {
+        let mut settings = None;
+        if let Some(p) = &s.preset {
+            current = preset_settings(p, Some(i), origin)?;
+            settings = Some(current.clone());
+        }
+        for (k, v) in &s.set {
+            let text = match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            current
+                .set(k, &text)
+                .map_err(|e| format!("{origin}: step {}: set: {e}", i + 1))?;
+            settings = Some(current.clone());
+        }
+        current
+            .validate(cpus)
+            .map_err(|e| e.to_string())
+            .and_then(|()| crate::engine::memory::check_fits(&current))
+            .map_err(|e| format!("{origin}: step {}: {e}", i + 1))?;
+        steps.push(Step {
+            settings,
+            preset: s.preset.clone(),
+            baseline: s.baseline,
+            drop_cache: s.drop_cache,
+            caption: s.caption.as_deref().map(|c| crate::sys::printable(c, true)),
+            wait: wait_of(s.wait.as_deref(), origin, i)?,
+        });
+    }
+    Ok(steps)
+}
+
+/// The headline metrics named by the script: known, each once, and no more than fit the screen.
+fn headlines_of(names: &[String], origin: &str) -> Result<Vec<Headline>, String> {
+    let allowed = || {
+        Headline::ALL
+            .iter()
+            .map(|h| h.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut headline = Vec::new();
+    for name in names {
+        let h = Headline::parse(name).ok_or_else(|| {
+            format!(
+                "{origin}: headline: {:?} is not a metric; allowed: {}",
+                crate::sys::printable(name, false),
+                allowed()
+            )
+        })?;
+        if headline.contains(&h) {
+            return Err(format!("{origin}: headline: {name} is named twice"));
+        }
+        headline.push(h);
+    }
+    if headline.len() > Headline::MAX {
+        return Err(format!(
+            "{origin}: headline: {} metrics; at most {} fit the screen",
+            headline.len(),
+            Headline::MAX
+        ));
+    }
+    Ok(headline)
 }
 
 /// Finds `NAME|FILE`: a path as given, else a shipped demo.
