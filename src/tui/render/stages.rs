@@ -183,9 +183,7 @@ fn kernel_queue_lines(
         if line.chars().count() > inner.width as usize {
             line = format!("{short} {:.0}/s q99 {}", items as f64 / secs, fmt_us(p99));
         }
-        let line: String = line.chars().take(inner.width as usize).collect();
-        buf.set_string(inner.x, y, line, th.text());
-        y += 1;
+        y = put_line(buf, inner, y, &line, th);
     }
     y
 }
@@ -219,9 +217,7 @@ fn tree_line(
                 blocked_ms / secs
             );
         }
-        let line: String = line.chars().take(inner.width as usize).collect();
-        buf.set_string(inner.x, y, line, th.text());
-        y += 1;
+        y = put_line(buf, inner, y, &line, th);
     }
     y
 }
@@ -253,9 +249,7 @@ fn irq_line(
             irq_delay / secs / 1e3,
             irq_cpu / secs / 1e4
         );
-        let line: String = line.chars().take(inner.width as usize).collect();
-        buf.set_string(inner.x, y, line, th.text());
-        y += 1;
+        y = put_line(buf, inner, y, &line, th);
     }
     y
 }
@@ -333,4 +327,11 @@ pub(crate) fn cache_line(recs: &[&IntervalRecord]) -> Option<String> {
         "hit {:.0}% · {rate} bio/s",
         hits as f64 * 100.0 / (hits + misses) as f64
     ))
+}
+
+/// Writes `line` on row `y` of `inner`, cut to its width; returns the next row.
+fn put_line(buf: &mut Buffer, inner: Rect, y: u16, line: &str, th: &Theme) -> u16 {
+    let line: String = line.chars().take(inner.width as usize).collect();
+    buf.set_string(inner.x, y, line, th.text());
+    y + 1
 }
