@@ -143,6 +143,21 @@ fn a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind() {
         j["stages_us"]
     );
     assert!(j["stages_us"]["queue"]["count"].as_u64().unwrap() > 0);
+    // What only the model measures is absent, never printed as zeros.
+    for model_only in [
+        "decrypted_units",
+        "verified_blocks",
+        "hashes",
+        "corrupted",
+        "page_cache",
+        "pools",
+        "irq",
+    ] {
+        assert!(
+            j.get(model_only).is_none(),
+            "{model_only} in a kernel run: {j}"
+        );
+    }
     assert_eq!(scope(), before);
     assert!(
         mounts_under(data.path()).is_empty(),

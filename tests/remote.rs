@@ -148,7 +148,7 @@ fn the_agent_over_a_pipe_runs_applies_marks_and_stops() {
     assert_eq!(summary.verity_failures, 0);
     // Each miss's bio decrypted and verified (hits were, when they came in).
     assert!(
-        summary.decrypted_units > 0 && summary.verified_blocks > 0,
+        summary.decrypted_units > Some(0) && summary.verified_blocks > Some(0),
         "{summary:?}"
     );
     assert!(

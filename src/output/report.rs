@@ -54,21 +54,29 @@ pub struct RunSummary {
     pub run_delay_ms_per_s: f64,
     /// Workers' scheduler counters over the run.
     pub workers: WorkerSched,
-    /// The irq threads' (`workload.completion = irq`), apart from the workers'.
-    #[serde(default)]
-    pub irq: WorkerSched,
+    /// The irq threads' (`workload.completion = irq`), apart from the
+    /// workers'; absent when no irq thread ran (the kernel target, or
+    /// `completion = thread`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq: Option<WorkerSched>,
     /// Reads that failed verification.
     pub verity_failures: u64,
     /// Reads that failed at the device.
     pub io_errors: u64,
-    /// Reads corrupted on purpose (`pipeline.corrupt_every`).
-    pub corrupted: u64,
+    /// Reads corrupted on purpose (`pipeline.corrupt_every`); the model's
+    /// counts, like the three below, absent from a kernel target's run,
+    /// which does not measure them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrupted: Option<u64>,
     /// Data units decrypted.
-    pub decrypted_units: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decrypted_units: Option<u64>,
     /// Data blocks verified.
-    pub verified_blocks: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_blocks: Option<u64>,
     /// SHA-256 computations of verification.
-    pub hashes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashes: Option<u64>,
     /// Hash-cache hit rate, % (None without verification).
     pub hash_cache_hit_pct: Option<f64>,
     /// The kernel read path the run modelled.
@@ -77,12 +85,14 @@ pub struct RunSummary {
     /// The unbound queues' pods ("pods cache 0-3|4-7"), when a queue was unbound.
     #[serde(default)]
     pub pods: Option<String>,
-    /// The page cache over the run (zeros on a direct-read path).
-    #[serde(default)]
-    pub page_cache: crate::metrics::PageCacheStats,
+    /// The model's page cache over the run (zeros on a direct-read path);
+    /// absent from a kernel target's run, whose own page cache readpath
+    /// does not count (its bios are in the interval records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<crate::metrics::PageCacheStats>,
     /// Each workqueue's worker pool: its workers and the most blocked at
     /// once over the run (cold tree reads).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<crate::metrics::PoolRecord>,
     /// Mean CPU of the whole process, % of one CPU.
     pub process_cpu_pct: f64,
@@ -297,6 +307,8 @@ impl RunSummary {
         let r = &totals.rec;
         let c = &r.counters;
         let d = totals.duration_s.max(1e-9);
+        // What only the model measures is absent from a kernel target's run.
+        let model = effective.workload.target == crate::settings::Target::Model;
         RunSummary {
             version: SUMMARY_VERSION,
             settings: settings.clone(),
@@ -312,19 +324,20 @@ impl RunSummary {
             run_delay_us_total: totals.workers.run_delay_us,
             run_delay_ms_per_s: totals.workers.run_delay_us / 1e3 / d,
             workers: totals.workers,
-            irq: totals.irq,
+            irq: (totals.irq.threads > 0).then_some(totals.irq),
             verity_failures: c.verity_failures,
             io_errors: c.io_errors,
-            corrupted: c.corrupted,
-            decrypted_units: c.decrypted_units,
-            verified_blocks: c.verified_blocks,
-            hashes: c.hashes,
+            corrupted: model.then_some(c.corrupted),
+            decrypted_units: model.then_some(c.decrypted_units),
+            verified_blocks: model.then_some(c.verified_blocks),
+            hashes: model.then_some(c.hashes),
             hash_cache_hit_pct: hit_pct(c),
             read_path: crate::engine::ReadPath::of(effective)
                 .describe()
                 .to_string(),
             pods: crate::engine::pipeline::pods_label(effective),
-            page_cache: crate::metrics::PageCacheStats::of(c, totals.page_cache_bytes),
+            page_cache: model
+                .then(|| crate::metrics::PageCacheStats::of(c, totals.page_cache_bytes)),
             pools: totals.pools.clone(),
             process_cpu_pct: totals.process_cpu_pct,
             intervals: totals.intervals,
@@ -448,15 +461,15 @@ impl RunSummary {
                 self.workers.migrations
             );
         }
-        if self.irq.threads > 0 {
+        if let Some(irq) = &self.irq {
             let _ = writeln!(
                 o,
                 "  irq: {} threads (completions), run_delay {} ms/s, cpu {:.2}s, switches {} voluntary / {} involuntary",
-                self.irq.threads,
-                fio_us(self.irq.run_delay_us / 1e3 / self.duration_s.max(1e-9)),
-                self.irq.cpu_us / 1e6,
-                self.irq.voluntary_switches,
-                self.irq.involuntary_switches,
+                irq.threads,
+                fio_us(irq.run_delay_us / 1e3 / self.duration_s.max(1e-9)),
+                irq.cpu_us / 1e6,
+                irq.voluntary_switches,
+                irq.involuntary_switches,
             );
         }
     }
@@ -467,7 +480,8 @@ impl RunSummary {
         if let Some(p) = &self.pods {
             let _ = writeln!(o, "  unbound {p}");
         }
-        let pc = &self.page_cache;
+        let empty = crate::metrics::PageCacheStats::default();
+        let pc = self.page_cache.as_ref().unwrap_or(&empty);
         if pc.hits + pc.misses > 0 {
             let _ = writeln!(
                 o,
@@ -540,24 +554,25 @@ impl RunSummary {
     /// The model's decrypt and verity counts, deliberate corruption and I/O errors.
     fn write_counters(&self, o: &mut String) {
         let e = &self.effective_settings;
-        let model = e.workload.target == crate::settings::Target::Model;
-        if e.pipeline.decrypt && model {
-            let _ = writeln!(o, "  decrypt: {} data units", self.decrypted_units);
+        if let Some(units) = self.decrypted_units.filter(|_| e.pipeline.decrypt) {
+            let _ = writeln!(o, "  decrypt: {units} data units");
         }
-        if e.pipeline.verity && model {
+        if let (Some(blocks), Some(hashes), true) =
+            (self.verified_blocks, self.hashes, e.pipeline.verity)
+        {
             let _ = writeln!(
                 o,
                 "  verity: {} blocks verified, {} hashes, {} failures, hash cache hit {}",
-                self.verified_blocks,
-                self.hashes,
+                blocks,
+                hashes,
                 self.verity_failures,
                 self.hash_cache_hit_pct
                     .map(|p| format!("{p:.2}%"))
                     .unwrap_or_else(|| "-".into())
             );
         }
-        if self.corrupted > 0 {
-            let _ = writeln!(o, "  corrupted on purpose: {} reads", self.corrupted);
+        if let Some(n) = self.corrupted.filter(|&n| n > 0) {
+            let _ = writeln!(o, "  corrupted on purpose: {n} reads");
         }
         if self.io_errors > 0 {
             let _ = writeln!(o, "  io errors: {}", self.io_errors);
