@@ -39,6 +39,11 @@ use super::stages::Ctx;
 /// Most reads one pass finishes (hits finish without waiting).
 const PASS_BUDGET: u32 = 256;
 
+/// Readahead windows (or the unbuilt rest of one) a reader keeps while no
+/// bio slot or frame is free: a stream has at most one or two waiting (the
+/// next mark is in the window not yet built), so this is ample.
+const PENDING_RA: usize = 16;
+
 /// user_data bit of a bio read (the rest: the reader's bio slot).
 const BIO_TAG: u64 = 1 << 62;
 /// user_data bit of an application read's copy (the rest: its slot).
@@ -145,20 +150,27 @@ struct Reader<'c> {
     ended: Vec<u32>,
     /// Something changed this pass (a read finished or advanced).
     progressed: bool,
+    /// Readahead windows decided (`Readahead::on_mark` or `sync` already
+    /// advanced the window) but not yet built for want of a bio slot or a
+    /// frame, oldest first, with whether they are async readahead: built
+    /// before any new synchronous work, as soon as slots and frames free
+    /// up. The kernel submits every window whole (`read_pages`).
+    pending: [(Window, bool); PENDING_RA],
+    npending: usize,
+    /// Counts for `Counters::ra_deferred` / `ra_dropped`, added to the
+    /// recorder each pass.
+    ra_deferred: u64,
+    ra_dropped: u64,
 }
 
 impl Reader<'_> {
     /// Builds the bios of `w` (async: started by readahead, no reader waits
     /// yet): runs of consecutive pages absent or failed, one bio each, up
-    /// to BIO_MAX_VECS pages. Returns whether any bio was built.
-    fn build_bios(&mut self, w: Window, is_async: bool) -> bool {
-        let file_pages = self.pc.file_pages() as u64;
-        if w.start >= file_pages {
-            return false;
-        }
-        let end = (w.start + w.size).min(file_pages);
+    /// to BIO_MAX_VECS pages. Returns the page it stopped at for want of a
+    /// bio slot or a frame (the window's end: all of it is built or held).
+    fn build_bios(&mut self, w: Window, is_async: bool) -> u64 {
+        let end = self.window_end(w);
         let mut p = w.start;
-        let mut built = false;
         while p < end {
             let claimable = |p: u64| matches!(self.pc.page(p).0, Page::Absent | Page::Error { .. });
             if !claimable(p) {
@@ -170,7 +182,7 @@ impl Reader<'_> {
                 run += 1;
             }
             let Some(k) = self.bios.free.pop() else {
-                break;
+                return p; // no bio slot: the rest waits
             };
             let g = self.bios.base + k;
             self.frames_tmp.clear();
@@ -189,7 +201,7 @@ impl Reader<'_> {
             if n == 0 {
                 self.bios.free.push(k);
                 if got == 0 {
-                    break; // no frame: try again later
+                    return p; // no frame: the rest waits
                 }
                 p += 1;
                 continue;
@@ -219,10 +231,72 @@ impl Reader<'_> {
                 npages: n as u32,
             };
             self.to_submit.push(k);
-            built = true;
             p += n as u64;
         }
-        built
+        end
+    }
+
+    /// The page after window `w`, within the file.
+    fn window_end(&self, w: Window) -> u64 {
+        let file_pages = self.pc.file_pages() as u64;
+        (w.start + w.size)
+            .min(file_pages)
+            .max(w.start.min(file_pages))
+    }
+
+    /// `w` from page `from` on (its mark only if not already placed).
+    fn rest(&self, w: Window, from: u64) -> Window {
+        Window {
+            start: from,
+            size: self.window_end(w) - from,
+            mark: w.mark.filter(|&m| m >= from),
+        }
+    }
+
+    /// Reads window `w` (readahead's decision, already taken): builds its
+    /// bios now, and what finds no bio slot or frame waits in the pending
+    /// list, never dropped.
+    fn read_window(&mut self, w: Window, is_async: bool) {
+        if self.npending > 0 {
+            // Older windows first: they are nearer the stream's reads.
+            self.build_pending();
+        }
+        let stop = if self.npending > 0 {
+            w.start.min(self.window_end(w))
+        } else {
+            self.build_bios(w, is_async)
+        };
+        if stop < self.window_end(w) {
+            self.ra_deferred += 1;
+            if self.npending == PENDING_RA {
+                self.ra_dropped += 1;
+                return;
+            }
+            self.pending[self.npending] = (self.rest(w, stop), is_async);
+            self.npending += 1;
+        }
+    }
+
+    /// Builds the pending windows, oldest first, as far as bio slots and
+    /// frames allow.
+    fn build_pending(&mut self) {
+        while self.npending > 0 {
+            let (w, is_async) = self.pending[0];
+            let stop = self.build_bios(w, is_async);
+            if stop < self.window_end(w) {
+                self.pending[0].0 = self.rest(w, stop);
+                return;
+            }
+            self.pending.copy_within(1..self.npending, 0);
+            self.npending -= 1;
+        }
+    }
+
+    /// Page `p` is in a pending window.
+    fn pending_has(&self, p: u64) -> bool {
+        self.pending[..self.npending]
+            .iter()
+            .any(|(w, _)| p >= w.start && p < w.start + w.size)
     }
 
     fn async_ra(&mut self, index: u64, req: u64) {
@@ -231,7 +305,7 @@ impl Reader<'_> {
             .ra
             .on_mark(index, req, |p| p >= pc.file_pages() as u64 || pc.present(p))
         {
-            self.build_bios(w, true);
+            self.read_window(w, true);
         }
     }
 
@@ -279,9 +353,15 @@ impl Reader<'_> {
                             return Step::Blocked;
                         }
                         blocked_at = r.done;
+                        if self.pending_has(p) {
+                            // Readahead already decided this page: build
+                            // that window (or wait for a slot), no new one.
+                            self.build_pending();
+                            continue;
+                        }
                         let pc = self.pc;
                         let w = self.ra.sync(p, req, |q| pc.present(q));
-                        self.build_bios(w, false);
+                        self.read_window(w, false);
                     }
                     Page::Uptodate { .. } | Page::Evicting => {}
                 },
@@ -360,6 +440,13 @@ impl Reader<'_> {
     /// the free slots (unless stopping). Returns when the next is due.
     fn pass(&mut self, owner: &Owner<'_>, h: &mut ThreadHandle, stopping: bool) -> Option<u64> {
         let mut due = None;
+        h.rec.counters.ra_deferred += std::mem::take(&mut self.ra_deferred);
+        h.rec.counters.ra_dropped += std::mem::take(&mut self.ra_dropped);
+        // Readahead that waited for a bio slot or frame goes before any new
+        // synchronous work (not at a stop: nothing new is submitted then).
+        if !stopping && self.npending > 0 {
+            self.build_pending();
+        }
         // Reads served from the cache finish at once: a bounded number per
         // pass, so the loop gets back to its handoff and stop checks.
         let mut budget = PASS_BUDGET;
@@ -521,6 +608,17 @@ pub fn run(
         frames_tmp: Vec::with_capacity(MAX_BIO_PAGES),
         ended: Vec::with_capacity(nbios),
         progressed: false,
+        pending: [(
+            Window {
+                start: 0,
+                size: 0,
+                mark: None,
+            },
+            false,
+        ); PENDING_RA],
+        npending: 0,
+        ra_deferred: 0,
+        ra_dropped: 0,
     };
     match engine {
         EngineKind::Uring => run_uring(ctx, &mut r, &mut h),

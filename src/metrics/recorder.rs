@@ -119,6 +119,12 @@ pub struct Counters {
     pub bio_bytes: u64,
     /// Bios started by async readahead (the marked page was reached).
     pub readahead_async: u64,
+    /// Readahead windows (or their remainders) that found no free bio slot
+    /// or frame and waited in the reader's pending list to be built.
+    pub ra_deferred: u64,
+    /// Readahead windows lost because that pending list was full (0 unless
+    /// a reader keeps meeting marks while it cannot build a bio).
+    pub ra_dropped: u64,
     /// fs-verity tree pages the verify workers read (missing from the cache).
     pub tree_pages_read: u64,
     /// Reads of tree pages (one `preadv` each, readahead included).
@@ -150,6 +156,8 @@ impl Counters {
         self.bios += o.bios;
         self.bio_bytes += o.bio_bytes;
         self.readahead_async += o.readahead_async;
+        self.ra_deferred += o.ra_deferred;
+        self.ra_dropped += o.ra_dropped;
         self.tree_pages_read += o.tree_pages_read;
         self.tree_reads += o.tree_reads;
         self.tree_waits += o.tree_waits;
