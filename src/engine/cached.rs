@@ -60,7 +60,13 @@ struct AppRead {
     /// Pages counted as a hit or a miss so far.
     looked: u32,
     /// Of those, hits (the rest missed); added to the counters when the
-    /// read ends, so a read abandoned at a stop counts nothing.
+    /// read ends, so a read abandoned at a stop counts nothing. A hit is a
+    /// page the cache held, uptodate, when this read first looked for it.
+    /// Not hits: the pages of this read that the bio it waited for brought
+    /// in (the whole bio is one miss per page, not one miss and then hits),
+    /// and, with `cache.size = 0`, every page: such a cache holds nothing,
+    /// a page found uptodate is only pinned by the bio that read it (for
+    /// this stream, by readahead) and goes when that bio is released.
     hits: u32,
     /// The bio (sequence, cut as pages store it) this read waits for; 0: none.
     wait_seq: u64,
@@ -324,7 +330,7 @@ impl Reader<'_> {
             }
             match self.pc.lookup(p) {
                 Lookup::Hit { marked } => {
-                    if count {
+                    if count && self.pc.capacity() > 0 {
                         self.reads[i].hits += 1;
                     }
                     if marked {
@@ -341,6 +347,14 @@ impl Reader<'_> {
                         self.pc.add_waiter(bio, self.index);
                         if self.pc.page(p).0 == page {
                             self.reads[i].wait_seq = seq;
+                            // This read's pages that bio brings are misses.
+                            let b = self.pc.bio(bio);
+                            let end = b.first_page.load(Ordering::Relaxed)
+                                + u64::from(b.npages.load(Ordering::Relaxed));
+                            if seq_key(b.seq.load(Ordering::Relaxed)) == seq {
+                                let upto = end.saturating_sub(first).min(u64::from(n)) as u32;
+                                self.reads[i].looked = self.reads[i].looked.max(upto);
+                            }
                             return Step::Waiting;
                         }
                     }

@@ -147,6 +147,14 @@ pub enum VerifyError {
         /// Its tree level (0 = leaf level).
         level: i32,
     },
+    /// Data block `block_index` was not verified: it came second in a pair whose first
+    /// block failed, and verification stops at the first failure, as the kernel's does
+    /// ([`MerkleTree::verify_block_pair`]).
+    #[error("data block {block_index} was not verified: an earlier block failed")]
+    Skipped {
+        /// The block left unverified.
+        block_index: u64,
+    },
 }
 
 /// Where the hash blocks come from while a data block is verified, and where their
@@ -823,10 +831,15 @@ impl MerkleTree {
         Self::check_data(block_index, &got, &want, stats)
     }
 
-    /// Verify two data blocks, as two [`MerkleTree::verify_block`] calls would (same
-    /// results, same cache updates), but hashing the two data blocks together where the
-    /// CPU has the SHA extensions: 2-way interleaved SHA-256, as fs-verity does since
-    /// Linux 6.18. Short (last) blocks take the one-at-a-time path.
+    /// Verify two data blocks in the order fs-verity does since Linux 6.18
+    /// (`fsverity_verify_pending_blocks`): both data blocks are hashed first, together
+    /// (2-way interleaved SHA-256 where the CPU has the SHA extensions, else one after
+    /// the other), then each block's tree path is walked and its hash checked, first
+    /// block first, stopping at the first failure. A block that verifies gets exactly
+    /// what [`MerkleTree::verify_block`] would give it (same stats, same cache updates);
+    /// when the first block fails, its error is what `verify_block` would report and the
+    /// second block is not walked at all: [`VerifyError::Skipped`] (the kernel fails the
+    /// whole bio at the first bad block).
     pub fn verify_block_pair(
         &self,
         cache: &VerifiedCache,
@@ -835,7 +848,12 @@ impl MerkleTree {
     ) -> [Result<VerifyStats, VerifyError>; 2] {
         match self.resident(cache) {
             Ok(r) => self.verify_block_pair_in(&r, index, data),
-            Err(e) => [Err(e.clone()), Err(e)],
+            Err(e) => [
+                Err(e),
+                Err(VerifyError::Skipped {
+                    block_index: index[1],
+                }),
+            ],
         }
     }
 
@@ -848,35 +866,33 @@ impl MerkleTree {
         data: [&[u8]; 2],
     ) -> [Result<VerifyStats, VerifyError>; 2] {
         let bs = self.params.block_size;
-        if self.hasher.x2.is_none() || data[0].len() != bs || data[1].len() != bs {
-            return [
-                self.verify_block_in(blocks, index[0], data[0]),
-                self.verify_block_in(blocks, index[1], data[1]),
-            ];
-        }
-        match (
-            self.walk(blocks, index[0], bs),
-            self.walk(blocks, index[1], bs),
-        ) {
-            (Ok((want0, st0)), Ok((want1, st1))) => {
-                let (mut got0, mut got1) = ([0u8; SHA256_SIZE], [0u8; SHA256_SIZE]);
-                self.hasher.hash2(data[0], data[1], &mut got0, &mut got1);
-                [
-                    Self::check_data(index[0], &got0, &want0, st0),
-                    Self::check_data(index[1], &got1, &want1, st1),
-                ]
-            }
-            (r0, r1) => {
-                let one = |r: Result<([u8; SHA256_SIZE], VerifyStats), VerifyError>, i: usize| {
-                    r.and_then(|(want, st)| {
-                        let mut got = [0u8; SHA256_SIZE];
-                        self.hasher.hash(data[i], &mut got);
-                        Self::check_data(index[i], &got, &want, st)
-                    })
-                };
-                [one(r0, 0), one(r1, 1)]
+        let skipped = || {
+            Err(VerifyError::Skipped {
+                block_index: index[1],
+            })
+        };
+        // Hash first. A block longer than a block is not hashed (the walk reports it).
+        let (mut got0, mut got1) = ([0u8; SHA256_SIZE], [0u8; SHA256_SIZE]);
+        if data[0].len() == bs && data[1].len() == bs {
+            self.hasher.hash2(data[0], data[1], &mut got0, &mut got1);
+        } else {
+            for (d, got) in [(data[0], &mut got0), (data[1], &mut got1)] {
+                if d.len() <= bs {
+                    self.hasher.hash(d, got);
+                }
             }
         }
+        // Then walk, one block after the other, stopping at the first failure.
+        let r0 = self
+            .walk(blocks, index[0], data[0].len())
+            .and_then(|(want, st)| Self::check_data(index[0], &got0, &want, st));
+        if r0.is_err() {
+            return [r0, skipped()];
+        }
+        let r1 = self
+            .walk(blocks, index[1], data[1].len())
+            .and_then(|(want, st)| Self::check_data(index[1], &got1, &want, st));
+        [r0, r1]
     }
 
     /// The last step of a verification: the data block's hash against the expected one.
@@ -1646,7 +1662,10 @@ mod tests {
 
     /// `verify_block_pair` must be exactly two `verify_block` calls: same
     /// results, same stats, same cache bits, on clean data, corrupted data in
-    /// either block, a corrupted tree block, and the short last block.
+    /// either block, a corrupted tree block, and the short last block; except
+    /// that a pair whose first block fails stops there, its second block
+    /// [`VerifyError::Skipped`] (the kernel's order: the cache bits still
+    /// match here, the second block's path adding no mark after a failure).
     #[test]
     fn pairs_verify_exactly_like_single_blocks() {
         let (data, t) = three_level();
@@ -1675,7 +1694,7 @@ mod tests {
                         [i, i + 1],
                         [block(data, 1024, i), block(data, 1024, i + 1)],
                     );
-                    assert_eq!(got, want, "blocks {i}, {}", i + 1);
+                    assert_eq!(got, stop_at_first(want, i + 1), "blocks {i}, {}", i + 1);
                 } else {
                     // The last block is short: a pair with it takes the
                     // single path; check it against a full block too.
@@ -1688,7 +1707,7 @@ mod tests {
                         [i - 1, i],
                         [block(data, 1024, i - 1), block(data, 1024, i)],
                     );
-                    assert_eq!(got, want, "last blocks");
+                    assert_eq!(got, stop_at_first(want, i), "last blocks");
                 }
                 i += 2;
             }
@@ -1721,7 +1740,88 @@ mod tests {
                 level: -1
             })
         );
-        assert!(r[1].is_ok());
+        assert_eq!(r[1], Err(VerifyError::Skipped { block_index: 11 }));
+    }
+
+    /// Two single results as a pair reports them: the second
+    /// [`VerifyError::Skipped`] when the first failed.
+    fn stop_at_first(
+        want: [Result<VerifyStats, VerifyError>; 2],
+        second: u64,
+    ) -> [Result<VerifyStats, VerifyError>; 2] {
+        match want {
+            [Err(e), _] => [
+                Err(e),
+                Err(VerifyError::Skipped {
+                    block_index: second,
+                }),
+            ],
+            w => w,
+        }
+    }
+
+    /// A [`HashBlocks`] that records which hash blocks were looked at.
+    struct Watched<'a> {
+        inner: Resident<'a>,
+        seen: std::cell::RefCell<Vec<u64>>,
+    }
+
+    impl HashBlocks for Watched<'_> {
+        fn with_block(
+            &self,
+            index: u64,
+            f: &mut dyn FnMut(&[u8], bool) -> bool,
+        ) -> Result<(), BlockUnreadable> {
+            self.seen.borrow_mut().push(index);
+            self.inner.with_block(index, f)
+        }
+    }
+
+    /// The kernel's order (6.18 `fsverity_verify_pending_blocks`): both data
+    /// blocks hashed, then the paths walked first block first, stopping at the
+    /// first failure: a bad first block leaves the second block's tree path
+    /// unread and unmarked. (Before, both paths were walked first: block 40's
+    /// leaf hash block was read and marked verified.)
+    #[test]
+    fn a_failing_first_block_stops_before_the_second_blocks_walk() {
+        let (data, t) = three_level();
+        let mut bad = data.clone();
+        bad[17] ^= 0x01; // block 0
+        // Blocks 0 and 40: different leaf hash blocks (32 hashes per block).
+        let leaf = |b: u64| t.level_start[0] + t.block_at_level(b, 0);
+        assert_ne!(leaf(0), leaf(40));
+        let cache = t.new_cache();
+        let w = Watched {
+            inner: t.resident(&cache).unwrap(),
+            seen: Default::default(),
+        };
+        let r = t.verify_block_pair_in(&w, [0, 40], [block(&bad, 1024, 0), block(&bad, 1024, 40)]);
+        assert_eq!(
+            r,
+            [
+                Err(VerifyError::Mismatch {
+                    block_index: 0,
+                    level: -1
+                }),
+                Err(VerifyError::Skipped { block_index: 40 }),
+            ]
+        );
+        let seen = w.seen.borrow().clone();
+        assert!(
+            !seen.contains(&leaf(40)),
+            "block 40's path was walked: {seen:?}"
+        );
+        // Only block 0's path is marked: as one single call on block 0.
+        let single = t.new_cache();
+        let _ = t.verify_block(&single, 0, block(&bad, 1024, 0));
+        assert_eq!(cache.verified_count(), single.verified_count());
+        // A good first block goes on to the second.
+        let r = t.verify_block_pair(
+            &cache,
+            [0, 40],
+            [block(&data, 1024, 0), block(&data, 1024, 40)],
+        );
+        assert!(r[0].is_ok() && r[1].is_ok(), "{r:?}");
     }
 
     #[test]
