@@ -54,11 +54,34 @@ fn stage_bars(
                 / n as f64
         }
     };
+    let seen = |f: fn(&IntervalRecord) -> &crate::metrics::Percentiles| {
+        recs.iter().any(|r| f(r).count > 0)
+    };
     let stages = [
-        ("device", mean(|r| &r.stages_us.device), th.series[3]),
-        ("queue", mean(|r| &r.stages_us.queue), th.series[1]),
-        ("decrypt", mean(|r| &r.stages_us.decrypt), th.series[0]),
-        ("verify", mean(|r| &r.stages_us.verify), th.series[2]),
+        (
+            "device",
+            mean(|r| &r.stages_us.device),
+            th.series[3],
+            seen(|r| &r.stages_us.device),
+        ),
+        (
+            "queue",
+            mean(|r| &r.stages_us.queue),
+            th.series[1],
+            seen(|r| &r.stages_us.queue),
+        ),
+        (
+            "decrypt",
+            mean(|r| &r.stages_us.decrypt),
+            th.series[0],
+            seen(|r| &r.stages_us.decrypt),
+        ),
+        (
+            "verify",
+            mean(|r| &r.stages_us.verify),
+            th.series[2],
+            seen(|r| &r.stages_us.verify),
+        ),
     ];
     let cache = cache_line(recs);
     let total: f64 = stages.iter().map(|s| s.1).sum::<f64>().max(1e-9);
@@ -84,9 +107,15 @@ fn stage_bars(
         buf.set_string(inner.x, y, line, th.dim());
         y += 1;
     }
-    for (name, us, color) in stages {
+    for (name, us, color, measured) in stages {
         if y >= bottom {
             break;
+        }
+        // The kernel target shows what its tracepoints measured: a stage
+        // they never saw (verify on a kernel without fs-verity) is left
+        // out, not drawn as a zero.
+        if kernel && !measured {
+            continue;
         }
         let len = (us / total * bar_w as f64).round() as usize;
         buf.set_string(
