@@ -535,8 +535,8 @@ impl Setting {
             Kind::Size { lo, hi } => (
                 note(format!(
                     "a multiple of {PAGE_SIZE} between {} and {}",
-                    short_size(lo),
-                    short_size(hi)
+                    format_size(lo),
+                    format_size(hi)
                 )),
                 false,
             ),
@@ -883,7 +883,7 @@ impl Setting {
     /// A number of this key as the screens write it (`1M` for a size).
     fn display(&self, n: i128) -> String {
         match self.kind {
-            Kind::Size { .. } => short_size(u64::try_from(n).unwrap_or(0)),
+            Kind::Size { .. } => format_size(u64::try_from(n).unwrap_or(0)),
             _ => n.to_string(),
         }
     }
@@ -916,11 +916,6 @@ impl Setting {
             _ => None,
         }
     }
-}
-
-/// A size as the allowed text writes it (`4K`, `1T`, `0`).
-fn short_size(n: u64) -> String {
-    format_size(n)
 }
 
 /// The settings reference (`docs/settings.md`), made from the table.

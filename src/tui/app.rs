@@ -640,6 +640,12 @@ impl App {
         self.resolution.as_ref()?.limit(key).map(str::to_string)
     }
 
+    /// [`crate::engine::resolve`]'s answer for the settings running, if
+    /// they resolve.
+    pub fn resolution(&self) -> Option<&crate::engine::Resolution> {
+        self.resolution.as_ref()
+    }
+
     /// Whether a setting does nothing in the configuration running (the
     /// footer leaves its key out; pressing it says why).
     pub fn inert(&self, key: &str) -> bool {

@@ -77,8 +77,8 @@ impl App {
             return Some(why.to_string());
         }
         // A value that runs exactly as the current one changes nothing here.
-        let now = crate::engine::resolve(&self.settings, &self.features, &fs).ok()?;
-        (n != &self.settings && new.runs_like(&now)).then(|| {
+        let now = self.resolution()?;
+        (n != &self.settings && new.runs_like(now)).then(|| {
             new.limit(key)
                 .unwrap_or("it runs the same as the current value here")
                 .to_string()

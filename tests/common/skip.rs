@@ -16,12 +16,5 @@ pub fn skip(test: &str, why: &str, ci_provides: bool) {
 /// Whether this process runs as root (what `.ci/run` runs as on its machine).
 #[allow(dead_code)]
 pub fn root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
+    readpath::sys::trust::euid() == 0
 }
