@@ -61,12 +61,13 @@ struct AppRead {
     looked: u32,
     /// Of those, hits (the rest missed); added to the counters when the
     /// read ends, so a read abandoned at a stop counts nothing. A hit is a
-    /// page the cache held, uptodate, when this read first looked for it.
-    /// Not hits: the pages of this read that the bio it waited for brought
-    /// in (the whole bio is one miss per page, not one miss and then hits),
-    /// and, with `cache.size = 0`, every page: such a cache holds nothing,
-    /// a page found uptodate is only pinned by the bio that read it (for
-    /// this stream, by readahead) and goes when that bio is released.
+    /// page the cache held, uptodate and already used once since the
+    /// device read it, when this read first looked for it. Misses: the
+    /// pages of this read that the bio it waited for brought in (the whole
+    /// bio is one miss per page, not one miss and then hits), and the
+    /// first use of a page readahead brought ahead of the stream: the
+    /// device read it for this access, as the kernel's own count (pages
+    /// added to the cache) has it.
     hits: u32,
     /// The bio (sequence, cut as pages store it) this read waits for; 0: none.
     wait_seq: u64,
@@ -329,8 +330,8 @@ impl Reader<'_> {
                 self.reads[i].looked = r.done + 1;
             }
             match self.pc.lookup(p) {
-                Lookup::Hit { marked } => {
-                    if count && self.pc.capacity() > 0 {
+                Lookup::Hit { marked, first } => {
+                    if count && !first {
                         self.reads[i].hits += 1;
                     }
                     if marked {

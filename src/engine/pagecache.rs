@@ -164,10 +164,17 @@ struct Alloc {
 /// What a lookup of one page found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
-    /// Copied (a hit); `marked`: the page carried `PG_readahead` (cleared now).
+    /// Uptodate (copied by the caller); `marked`: the page carried
+    /// `PG_readahead` (cleared now); `first`: the first use of the page
+    /// since the device read it in (readahead brought it ahead of the
+    /// stream): a page the device had to read for this access, counted a
+    /// miss as the kernel's own accounting counts it (a page added to the
+    /// cache), not a hit.
     Hit {
         /// The readahead mark was on it.
         marked: bool,
+        /// First use since it was read in.
+        first: bool,
     },
     /// Not readable now.
     Miss(Page, bool),
@@ -184,6 +191,10 @@ pub struct PageCache {
     checked: Box<[AtomicBool]>,
     /// On the "active list" (accessed twice, see `touch`).
     active: Box<[AtomicBool]>,
+    /// Used since its page was read in (a lookup, a verification): until
+    /// then the page is readahead the stream has not reached, and
+    /// shrinking to the capacity leaves it (see [`Self::shrink`]).
+    used: Box<[AtomicBool]>,
     active_count: AtomicUsize,
     /// Pages of the file's data; the tree's pages follow.
     data_pages: usize,
@@ -253,6 +264,7 @@ impl PageCache {
             referenced: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
             checked: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
             active: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
+            used: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
             active_count: AtomicUsize::new(0),
             data_pages: file_pages,
             capacity,
@@ -343,8 +355,10 @@ impl PageCache {
     /// hand while the active frames are at most half of the cache
     /// (`inactive_is_low`). Tree pages, used by every verification under
     /// them, stay cached through a stream of data pages read once.
+    /// Returns true on the page's first use since it was read in.
     #[inline]
-    fn touch(&self, f: usize) {
+    fn touch(&self, f: usize) -> bool {
+        let first = !self.used[f].load(Ordering::Relaxed) && !self.used[f].swap(true, Ordering::Relaxed);
         if !self.referenced[f].load(Ordering::Relaxed) {
             self.referenced[f].store(true, Ordering::Relaxed);
         } else if !self.active[f].load(Ordering::Relaxed)
@@ -352,6 +366,7 @@ impl PageCache {
         {
             self.active_count.fetch_add(1, Ordering::Relaxed);
         }
+        first
     }
 
     /// Clears frame `f`'s active mark (evicted, reused, or demoted).
@@ -390,12 +405,15 @@ impl PageCache {
             match page {
                 Page::Uptodate { frame } => {
                     let f = frame as usize;
-                    self.touch(f);
+                    let first = self.touch(f);
                     let had_mark = marked
                         && self.pages[p as usize]
                             .compare_exchange(w, w & !MARK, Ordering::SeqCst, Ordering::Relaxed)
                             .is_ok();
-                    return Lookup::Hit { marked: had_mark };
+                    return Lookup::Hit {
+                        marked: had_mark,
+                        first,
+                    };
                 }
                 Page::Evicting => std::hint::spin_loop(),
                 _ => return Lookup::Miss(page, marked),
@@ -430,13 +448,16 @@ impl PageCache {
             // SAFETY: the frame is pinned and holds page p uptodate: no bio
             // writes it and eviction skips it while refs > 0.
             dst.copy_from_slice(unsafe { self.frame_mut(frame) });
-            self.touch(f);
+            let first = self.touch(f);
             self.refs[f].fetch_sub(1, Ordering::SeqCst);
             let had_mark = now & MARK != 0
                 && self.pages[p as usize]
                     .compare_exchange(now, now & !MARK, Ordering::SeqCst, Ordering::Relaxed)
                     .is_ok();
-            return Lookup::Hit { marked: had_mark };
+            return Lookup::Hit {
+                marked: had_mark,
+                first,
+            };
         }
     }
 
@@ -486,7 +507,7 @@ impl PageCache {
         while n < out.len() {
             let f = match a.free.pop() {
                 Some(f) => f,
-                None => match self.evict_one(&mut a) {
+                None => match self.evict_one(&mut a, false) {
                     Some(f) => f,
                     None => break,
                 },
@@ -494,6 +515,7 @@ impl PageCache {
             self.refs[f as usize].store(1, Ordering::SeqCst);
             self.referenced[f as usize].store(false, Ordering::Relaxed);
             self.checked[f as usize].store(false, Ordering::Relaxed);
+            self.used[f as usize].store(false, Ordering::Relaxed);
             self.deactivate(f as usize);
             out[n] = f;
             n += 1;
@@ -502,15 +524,19 @@ impl PageCache {
     }
 
     /// CLOCK: the first frame after the hand holding an unpinned uptodate
-    /// page not referenced since the hand last passed. None: every frame is
-    /// pinned or in flight.
-    fn evict_one(&self, a: &mut Alloc) -> Option<u32> {
+    /// page not referenced since the hand last passed (with `used_only`, a
+    /// page used since it was read in: readahead the stream has not reached
+    /// yet is left). None: every frame is pinned, in flight (or unused).
+    fn evict_one(&self, a: &mut Alloc, used_only: bool) -> Option<u32> {
         let n = self.frames();
         for _ in 0..2 * n {
             let f = a.hand;
             a.hand = (a.hand + 1) % n;
             let p = self.frame_page[f].load(Ordering::Relaxed);
-            if p == NO_PAGE || self.refs[f].load(Ordering::SeqCst) != 0 {
+            if p == NO_PAGE
+                || self.refs[f].load(Ordering::SeqCst) != 0
+                || (used_only && !self.used[f].load(Ordering::Relaxed))
+            {
                 continue;
             }
             if self.active[f].load(Ordering::Relaxed) {
@@ -568,14 +594,19 @@ impl PageCache {
     }
 
     /// Evicts until at most `capacity` pages are resident (what is pinned
-    /// stays). Called when a bio's pages are released.
+    /// stays, and so does readahead not used yet: the kernel's readahead
+    /// pages wait on the LRU for the stream that asked for them, and the
+    /// reserve frames have room for them). Called when a bio's pages are
+    /// released. With `cache.size = 0` a page goes at the first release
+    /// after its first use, so a stream still reads at the speed of its
+    /// bios and nothing is ever a hit twice.
     pub fn shrink(&self) {
         if self.resident() <= self.capacity {
             return;
         }
         let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
         while self.resident() > self.capacity {
-            match self.evict_one(&mut a) {
+            match self.evict_one(&mut a, true) {
                 Some(f) => a.free.push(f),
                 None => break,
             }
@@ -1121,13 +1152,20 @@ mod tests {
             Lookup::Miss(Page::Absent, false)
         );
         fill(&c, 3, 0xaa);
-        assert_eq!(c.lookup_copy(3, &mut buf), Lookup::Hit { marked: false });
+        let hit = |first| Lookup::Hit {
+            marked: false,
+            first,
+        };
+        assert_eq!(c.lookup_copy(3, &mut buf), hit(true), "first use: a miss");
         assert!(buf.iter().all(|&b| b == 0xaa));
         fill(&c, 4, 0xbb);
+        assert_eq!(c.lookup_copy(4, &mut buf), hit(true));
+        assert_eq!(c.lookup_copy(3, &mut buf), hit(false), "used before: a hit");
         fill(&c, 5, 0xcc);
         assert_eq!(c.resident(), 2, "capacity 2");
-        // Page 3 was referenced (hit) after page 4 came in: CLOCK keeps
-        // the referenced page over one that was never hit.
+        // Page 3 was hit again after page 4 came in: CLOCK keeps it over
+        // one used once; page 5, not used yet, is readahead the stream has
+        // not reached and stays.
         let kept: Vec<u64> = (3..6)
             .filter(|&p| matches!(c.page(p).0, Page::Uptodate { .. }))
             .collect();
@@ -1163,17 +1201,26 @@ mod tests {
         }
         for p in 45..60 {
             fill(&c, p, 4);
+            c.lookup_copy(p, &mut buf);
         }
         assert!(c.active() <= 2, "{}", c.active());
         assert_eq!(c.resident(), 4);
     }
 
     #[test]
-    fn capacity_zero_keeps_nothing_after_release() {
+    fn capacity_zero_keeps_a_page_until_the_release_after_its_first_use() {
         let c = cache(16, 0);
+        let mut buf = vec![0u8; PAGE];
         fill(&c, 1, 1);
-        assert_eq!(c.resident(), 0);
-        assert_eq!(c.page(1).0, Page::Absent);
+        assert_eq!(c.resident(), 1, "readahead waits for its stream");
+        assert!(matches!(
+            c.lookup_copy(1, &mut buf),
+            Lookup::Hit { first: true, .. }
+        ));
+        fill(&c, 2, 2);
+        assert_eq!(c.page(1).0, Page::Absent, "used, then gone");
+        assert_eq!(c.resident(), 1);
+        assert!(matches!(c.page(2).0, Page::Uptodate { .. }));
     }
 
     #[test]

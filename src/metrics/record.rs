@@ -359,6 +359,12 @@ pub struct PageCacheStats {
     pub bio_bytes_mean: Option<f64>,
     /// Bios started by async readahead.
     pub readahead_async: u64,
+    /// Readahead windows (or their rest) that waited for a free bio slot
+    /// or frame before their bios were built.
+    pub readahead_deferred: u64,
+    /// Readahead windows dropped because a reader's list of waiting
+    /// windows was full (0 unless the model is broken: a test checks it).
+    pub readahead_dropped: u64,
     /// fs-verity tree pages read by the verify workers (cold hash pages).
     pub tree_pages_read: u64,
     /// Reads of tree pages (readahead included).
@@ -381,6 +387,8 @@ impl PageCacheStats {
             bios: c.bios,
             bio_bytes_mean: (c.bios > 0).then(|| c.bio_bytes as f64 / c.bios as f64),
             readahead_async: c.readahead_async,
+            readahead_deferred: c.ra_deferred,
+            readahead_dropped: c.ra_dropped,
             tree_pages_read: c.tree_pages_read,
             tree_reads: c.tree_reads,
             tree_waits: c.tree_waits,

@@ -498,6 +498,13 @@ impl RunSummary {
                 pc.readahead_async,
                 human_bytes(pc.size_bytes),
             );
+            if pc.readahead_deferred + pc.readahead_dropped > 0 {
+                let _ = writeln!(
+                    o,
+                    "  readahead: {} windows waited for a free bio slot or frame, {} dropped",
+                    pc.readahead_deferred, pc.readahead_dropped,
+                );
+            }
         }
         if pc.tree_reads > 0 || pc.tree_waits > 0 {
             let _ = writeln!(
