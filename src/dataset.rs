@@ -500,9 +500,18 @@ impl Dataset {
 
     /// A contents cipher keyed with this file's per-file key.
     pub fn cipher(&self, kind: CipherKind) -> ContentsCipher {
+        self.cipher_with_nonce(kind, &self.nonce)
+    }
+
+    /// A contents cipher keyed with the per-file key of another file that
+    /// has this dataset's master key and nonce `nonce` (the kernel target's
+    /// file of the same plaintext, whose nonce the kernel chose).
+    pub fn cipher_with_nonce(&self, kind: CipherKind, nonce: &[u8; 16]) -> ContentsCipher {
         let mut key = vec![0u8; kind.key_size()];
-        crate::crypto::derive_file_key(&self.master_key, &self.nonce, &mut key);
-        ContentsCipher::new(kind, &key).expect("derived key has the cipher's key size")
+        crate::crypto::derive_file_key(&self.master_key, nonce, &mut key);
+        let c = ContentsCipher::new(kind, &key).expect("derived key has the cipher's key size");
+        key.fill(0);
+        c
     }
 }
 

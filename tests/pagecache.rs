@@ -152,7 +152,10 @@ fn with_no_cache_a_sequential_stream_never_hits() {
     // windows read ahead of it when the run stopped.
     let pages_read = c.bio_bytes / 4096;
     assert!(pages_read >= c.pc_misses, "{c:?}");
-    assert!(pages_read <= c.pc_misses + 4 * 32, "a page read twice: {c:?}");
+    assert!(
+        pages_read <= c.pc_misses + 4 * 32,
+        "a page read twice: {c:?}"
+    );
     assert!(c.readahead_async * 10 >= c.bios * 9, "{c:?}");
 }
 

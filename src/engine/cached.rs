@@ -184,8 +184,15 @@ impl Reader<'_> {
                 p += 1;
                 continue;
             }
+            // A bio stops where the blocks stop being contiguous on the
+            // device (as ext4_mpage_readpages submits one there).
+            let most = self
+                .ctx
+                .file
+                .contiguous_pages(p, MAX_BIO_PAGES as u64)
+                .max(1);
             let mut run = 1u64;
-            while p + run < end && run < MAX_BIO_PAGES as u64 && claimable(p + run) {
+            while p + run < end && run < most && claimable(p + run) {
                 run += 1;
             }
             let Some(k) = self.bios.free.pop() else {
@@ -697,7 +704,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
                 continue;
             }
             let sqe = opcode::Readv::new(fd, iov, n)
-                .offset(first * PAGE as u64)
+                .offset(ctx.file.device_offset(first * PAGE as u64))
                 .build()
                 .user_data(BIO_TAG | u64::from(k));
             // SAFETY: the iovecs and the frames they point to belong to this
@@ -822,7 +829,14 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
             let first = r.pc.bio(g).first_page.load(Ordering::Relaxed);
             let iov = r.bios.iov[k as usize * MAX_BIO_PAGES..].as_ptr();
             // SAFETY: the iovecs point at this bio's frames, `n` of them.
-            let res = unsafe { crate::sys::preadv_raw(fd, iov, n as usize, first * PAGE as u64) };
+            let res = unsafe {
+                crate::sys::preadv_raw(
+                    fd,
+                    iov,
+                    n as usize,
+                    ctx.file.device_offset(first * PAGE as u64),
+                )
+            };
             let res = if res < 0 {
                 -i64::from(
                     std::io::Error::last_os_error()

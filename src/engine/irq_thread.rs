@@ -87,7 +87,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
         while let Some(r) = line.q.pop() {
             let i = free.pop().expect("a request slot per bio slot");
             let sqe = opcode::Readv::new(fd, r.iov, r.npages)
-                .offset(r.offset)
+                .offset(ctx.file.device_offset(r.offset))
                 .build()
                 .user_data(u64::from(i));
             // SAFETY: the iovecs and frames are this bio's until its slot

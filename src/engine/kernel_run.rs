@@ -67,7 +67,9 @@ impl Engine {
     /// Notes the kernel's workqueue affinity scope while the kernel target
     /// runs (before its knobs are put back), for the run summary.
     pub(super) fn note_kernel_scope(&self) {
-        if self.kernel.is_none() {
+        // Only while the kernel target itself is read (its file open), not
+        // when only its device is (`cache.device = "target"`).
+        if self.kernel.as_ref().is_none_or(|k| k.file.is_none()) {
             return;
         }
         let scope = std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)

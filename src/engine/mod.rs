@@ -15,6 +15,7 @@
 //! ```
 
 mod cached;
+pub mod device;
 mod hogs;
 pub mod irq;
 mod irq_thread;
@@ -135,6 +136,9 @@ pub struct OpenFile {
     pub path: PathBuf,
     /// True when opened with O_DIRECT.
     pub direct: bool,
+    /// With `cache.device = "target"`: `file` is the block device under
+    /// the kernel target's file, and this maps the file's offsets onto it.
+    pub map: Option<Arc<device::DeviceMap>>,
 }
 
 impl OpenFile {
@@ -154,7 +158,28 @@ impl OpenFile {
             file: Arc::new(f),
             path: path.to_path_buf(),
             direct,
+            map: None,
         })
+    }
+
+    /// The device offset a bio at file offset `off` reads (the same
+    /// offset, unless the file is read on its device).
+    #[inline]
+    pub fn device_offset(&self, off: u64) -> u64 {
+        match &self.map {
+            Some(m) => m.device_offset(off),
+            None => off,
+        }
+    }
+
+    /// Pages a bio starting at page `p` may span before the blocks stop
+    /// being contiguous on the device (`max` when not mapped).
+    #[inline]
+    pub fn contiguous_pages(&self, p: u64, max: u64) -> u64 {
+        match &self.map {
+            Some(m) => (m.contiguous(p * pagecache::PAGE as u64) / pagecache::PAGE as u64).min(max),
+            None => max,
+        }
     }
 }
 
@@ -452,8 +477,16 @@ impl Engine {
     fn launch_with(&mut self, r: Resolution, progress: Progress<'_>) -> Result<(), EngineError> {
         let eff = r.effective.clone();
         let variant = Variant::for_pipeline(eff.pipeline.decrypt, eff.pipeline.cipher);
+        let on_target_device = r.path == ReadPath::PageCache
+            && eff.cache.device == crate::settings::CacheDevice::Target;
+        let mut target_dev = None;
         let path = if r.path == ReadPath::Kernel {
             self.kernel_file(&eff, progress)?
+        } else if on_target_device {
+            let f = self.target_device(&eff, progress)?;
+            let p = f.path.clone();
+            target_dev = Some(f);
+            p
         } else {
             self.leave_kernel();
             self.dataset.path(variant)
@@ -484,11 +517,16 @@ impl Engine {
         };
         let pcache = pcache.zip(plain);
         let direct = match r.path {
-            ReadPath::PageCache => eff.cache.device == crate::settings::CacheDevice::Disk,
+            ReadPath::PageCache => eff.cache.device != crate::settings::CacheDevice::Memory,
             _ => eff.workload.direct,
         };
-        let file = OpenFile::open(&path, direct)?;
-        if let Some(k) = self.kernel.as_mut() {
+        let file = match target_dev {
+            Some(f) => f,
+            None => OpenFile::open(&path, direct)?,
+        };
+        if r.path == ReadPath::Kernel
+            && let Some(k) = self.kernel.as_mut()
+        {
             k.file = Some(file.file.clone());
             *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = Some((
                 k.traced.as_ref().map(|t| t.tracer.clone()),

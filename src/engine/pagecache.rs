@@ -358,7 +358,8 @@ impl PageCache {
     /// Returns true on the page's first use since it was read in.
     #[inline]
     fn touch(&self, f: usize) -> bool {
-        let first = !self.used[f].load(Ordering::Relaxed) && !self.used[f].swap(true, Ordering::Relaxed);
+        let first =
+            !self.used[f].load(Ordering::Relaxed) && !self.used[f].swap(true, Ordering::Relaxed);
         if !self.referenced[f].load(Ordering::Relaxed) {
             self.referenced[f].store(true, Ordering::Relaxed);
         } else if !self.active[f].load(Ordering::Relaxed)

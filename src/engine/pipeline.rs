@@ -160,14 +160,33 @@ impl Pipeline {
         // pools get the extra workers.
         let cold = plan.verify && pcache.is_some();
         let (first_q, second_q) = queues_for(&settings, &plan, capacity, &cpus, &pods, cold);
-        let cipher = plan
-            .decrypt
-            .then(|| Arc::new(dataset.cipher(settings.pipeline.cipher)));
+        let kind = settings.pipeline.cipher;
+        // Read on the kernel target's device, the data is the kernel's
+        // ciphertext, keyed with its file's nonce; the tree is still the
+        // dataset's (encrypted with the dataset file's key).
+        let data_nonce = file.map.as_ref().and_then(|m| m.nonce);
+        let cipher = plan.decrypt.then(|| {
+            Arc::new(match &data_nonce {
+                Some(n) => dataset.cipher_with_nonce(kind, n),
+                None => dataset.cipher(kind),
+            })
+        });
+        let tree_cipher = match data_nonce {
+            Some(_) => plan.decrypt.then(|| Arc::new(dataset.cipher(kind))),
+            None => cipher.clone(),
+        };
         // The tree in the page cache, as the file stores it (encrypted
         // past EOF when decryption is on), read like the data (O_DIRECT
         // with `cache.device = "disk"`).
         let tree = match (&pcache, plan.verify) {
-            (Some(pc), true) => Some(open_tree(pc, &settings, &plan, &file, &dataset, &cipher)?),
+            (Some(pc), true) => Some(open_tree(
+                pc,
+                &settings,
+                &plan,
+                &file,
+                &dataset,
+                &tree_cipher,
+            )?),
             _ => None,
         };
         let returns = (0..readers)
@@ -365,6 +384,7 @@ fn open_tree(
             file: Arc::new(f),
             path,
             direct: file.direct,
+            map: None,
         },
         cipher.clone(),
         tree_first_unit(dataset.file_size()),

@@ -472,6 +472,24 @@ const RULES: &[Rule] = &[
         grey: Some(|_| "the filesystem refuses O_DIRECT: bios read the kernel's cache".into()),
         ..RULE
     },
+    Rule {
+        keys: &["cache.device"],
+        on: On::Model,
+        when: |c| {
+            c.path() == ReadPath::PageCache
+                && c.e.cache.device == CacheDevice::Target
+                && c.f.kernel_target_reason.is_some()
+        },
+        runs: Some(|e| e.cache.device = CacheDevice::Disk),
+        notice: Some(|c| {
+            format!(
+                "target: the kernel target cannot be opened here ({}); bios read readpath's own file (as device = disk)",
+                c.f.kernel_target_reason.as_deref().unwrap_or("")
+            )
+        }),
+        grey: Some(|c| c.f.kernel_target_reason.clone().unwrap_or_default()),
+        ..RULE
+    },
     // Completions in interrupt context are modelled for the page cache's
     // io_uring reads from the device; elsewhere the reader completes them
     // (no notice: the settings panel greys the key with the reason).

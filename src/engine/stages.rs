@@ -446,7 +446,11 @@ impl Ctx {
         if item.bio == super::queue::TREE_JOB {
             // Tree pages a verify worker read, decrypted here on fscrypt's
             // queue while it sleeps (see tree.rs).
-            if let (Some(t), Some(c)) = (&self.tree, &self.cipher) {
+            // With the tree's own key: the data's may be another file's
+            // (`cache.device = "target"`).
+            if let Some(t) = &self.tree
+                && let Some(c) = t.cipher()
+            {
                 t.decrypt_job(&item, c);
             }
             rec.record(Stage::Queue, item.queued_ns);

@@ -120,8 +120,13 @@ impl TreePages {
         }
     }
 
+    /// The cipher of the tree file (None: not encrypted).
+    pub fn cipher(&self) -> Option<&ContentsCipher> {
+        self.cipher.as_deref()
+    }
+
     /// Decrypt-queue side: decrypts the pages of the [`TreeJob`] `item`
-    /// carries and wakes the verify worker waiting for them.
+    /// carries with `cipher` and wakes the verify worker waiting for them.
     pub fn decrypt_job(&self, item: &WorkItem, cipher: &ContentsCipher) {
         // SAFETY: the job lives on the stack of the verify worker that
         // queued it, which waits (parked) until `done` is set below.
@@ -426,6 +431,7 @@ mod tests {
                 file: Arc::new(std::fs::File::open(&path).unwrap()),
                 path,
                 direct: false,
+                map: None,
             },
             cipher,
             tree_first_unit(SIZE),

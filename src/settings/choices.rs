@@ -113,5 +113,10 @@ crate::named_enum! {
         /// A device with almost no latency: bios are buffered reads of the
         /// ciphertext file, served from the kernel's own cache of it.
         Memory => "memory",
+        /// The kernel target's device: every bio is an O_DIRECT read of the
+        /// blocks the kernel target's file occupies (FIEMAP) on its block
+        /// device (readpath's loop device, or the disk under `kernel.dir`),
+        /// decrypted with that file's key: the device the kernel reads.
+        Target => "target",
     }
 }

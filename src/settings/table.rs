@@ -443,7 +443,7 @@ pub static KEYS: &[Setting] = &[
         ladder: &["0", "16K", "32K", "64K", "128K", "256K", "512K", "1M"],
     }),
     setting!(cache.device, Kind::Choice(&CacheDevice::NAMES), {
-        help: "what a miss reads: the device (O_DIRECT), or the file's own kernel cache (no latency)",
+        help: "what a miss reads: the device (O_DIRECT), the file's own kernel cache (no latency), or the kernel target's blocks on its device (FIEMAP, O_DIRECT)",
         scope: Scope::Model("the kernel's own page cache"),
     }),
     setting!(cache.cold_start, Kind::Bool, {
