@@ -117,32 +117,6 @@ impl DeviceMap {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ext(logical: u64, physical: u64, length: u64) -> Extent {
-        Extent {
-            logical,
-            physical,
-            length,
-            flags: 0,
-        }
-    }
-
-    #[test]
-    fn offsets_map_inside_their_extent_and_bios_stop_at_its_end() {
-        let m = DeviceMap::from_extents(vec![ext(0, 1 << 20, 8192), ext(8192, 4 << 20, 4096)]);
-        assert_eq!(m.device_offset(0), 1 << 20);
-        assert_eq!(m.device_offset(4096), (1 << 20) + 4096);
-        assert_eq!(m.device_offset(8192), 4 << 20);
-        assert_eq!(m.device_offset(12288), u64::MAX);
-        assert_eq!(m.contiguous(4096), 4096);
-        assert_eq!(m.contiguous(8192), 4096);
-        assert_eq!(m.contiguous(12288), 0);
-    }
-}
-
 impl super::Engine {
     /// With `cache.device = "target"`: opens the kernel target (as the
     /// kernel target does, but neither traced nor with any knob turned),
@@ -185,5 +159,31 @@ impl super::Engine {
         ));
         f.map = Some(std::sync::Arc::new(map));
         Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(logical: u64, physical: u64, length: u64) -> Extent {
+        Extent {
+            logical,
+            physical,
+            length,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn offsets_map_inside_their_extent_and_bios_stop_at_its_end() {
+        let m = DeviceMap::from_extents(vec![ext(0, 1 << 20, 8192), ext(8192, 4 << 20, 4096)]);
+        assert_eq!(m.device_offset(0), 1 << 20);
+        assert_eq!(m.device_offset(4096), (1 << 20) + 4096);
+        assert_eq!(m.device_offset(8192), 4 << 20);
+        assert_eq!(m.device_offset(12288), u64::MAX);
+        assert_eq!(m.contiguous(4096), 4096);
+        assert_eq!(m.contiguous(8192), 4096);
+        assert_eq!(m.contiguous(12288), 0);
     }
 }
