@@ -30,6 +30,14 @@ pub(super) fn warmup_duration(s: &str) -> std::result::Result<Duration, String> 
     parse_duration_in(s, Duration::ZERO, Duration::from_secs(3600))
 }
 
+/// `validate --tolerance`: 1 to 100 (%).
+pub(super) fn tolerance_pct(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (1.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: allowed a percentage from 1 to 100 (e.g. 15)")),
+    }
+}
+
 /// `bench crypto --seconds`: 10 ms to 1 hour per measurement.
 pub(super) fn bench_duration(s: &str) -> std::result::Result<Duration, String> {
     parse_duration_in(s, Duration::from_millis(10), Duration::from_secs(3600))

@@ -20,7 +20,7 @@ pub use crate::settings::parse_duration;
 pub use args::{Format, RemoteArgs, SettingsArgs, TuiArgs};
 use args::{
     bench_duration, compare_duration, interval_duration, parse_fps, parse_size_px, parse_speed,
-    run_duration, warmup_duration,
+    run_duration, tolerance_pct, warmup_duration,
 };
 
 /// readpath: explore the Linux read post-processing path (fscrypt decrypt +
@@ -116,6 +116,33 @@ pub enum Command {
         /// (e.g. local,ssh:server,adb:R58M); at most 8.
         #[arg(long, value_name = "local,ssh:HOST,adb:SERIAL")]
         hosts: Option<String>,
+    },
+    /// Hold the model against the running kernel: both run the same
+    /// workload, interleaved, on like-for-like conditions; per metric the
+    /// two medians, the ratio model/kernel and a verdict (root).
+    Validate {
+        /// Settings (made like for like: the model reads the kernel's
+        /// device; verity off where the kernel lacks it).
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// Measured time per target per round (100ms..=1d).
+        #[arg(long, default_value = "5s", value_parser = compare_duration)]
+        duration: Duration,
+        /// Rounds (each runs the model and the kernel once).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
+        /// Time dropped after each switch (0s..=1h).
+        #[arg(long, default_value = "1s", value_parser = warmup_duration)]
+        warmup: Duration,
+        /// Length of a metrics interval, 10ms..=60s.
+        #[arg(long, default_value = "250ms", value_parser = interval_duration)]
+        interval: Duration,
+        /// A ratio model/kernel within 1 +- this/100 is "within" (1..=100).
+        #[arg(long, default_value_t = 15.0, value_parser = tolerance_pct)]
+        tolerance: f64,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
     },
     /// Play a scripted demo in the explorer (a shipped name or a TOML file).
     Demo {

@@ -45,8 +45,18 @@ pub(super) fn compare(
     } else {
         crate::settings::MAX_CPU_NUMBER + 1
     };
-    let (settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
+    let (mut settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
     let cmp = what_varies(vary, preset.as_ref(), &settings)?;
+    // Model against kernel: on like-for-like conditions, as `validate`.
+    let like = if here
+        && cmp.key == "workload.target"
+        && cmp.values.iter().any(|v| v == "model")
+        && cmp.values.iter().any(|v| v == "kernel")
+    {
+        crate::output::validate::like_for_like(&mut settings, &crate::sys::probe_features())
+    } else {
+        Vec::new()
+    };
     check_variants(&settings, &cmp, cpus, here)?;
     let total = cmp.values.len() as u32 * opts.rounds;
     let tty = std::io::stderr().is_terminal();
@@ -96,7 +106,7 @@ pub(super) fn compare(
         };
     }
     let mut ds_progress = progress_reporter();
-    let report = crate::output::experiment::run(
+    let mut report = crate::output::experiment::run(
         &settings,
         &cmp,
         preset.map(|p| p.name),
@@ -106,6 +116,11 @@ pub(super) fn compare(
         record,
     )
     .map_err(engine_error)?;
+    for (i, a) in like.into_iter().enumerate() {
+        report
+            .notices
+            .insert(i, format!("made like for like (model vs kernel): {a}"));
+    }
     if tty {
         say_raw("\r\x1b[K");
     }
@@ -158,7 +173,7 @@ fn what_varies(
 
 /// Every variant must be valid before anything runs: its ranges, and when
 /// it runs `here`, this machine's features and memory.
-fn check_variants(settings: &Settings, cmp: &Compare, cpus: usize, here: bool) -> Result<()> {
+pub(super) fn check_variants(settings: &Settings, cmp: &Compare, cpus: usize, here: bool) -> Result<()> {
     let features = crate::sys::probe_features();
     for v in cmp
         .variants(settings)

@@ -42,6 +42,7 @@ mod presets;
 mod replay;
 mod run;
 mod target;
+mod validate;
 
 pub use kernel::Mismatch;
 
@@ -226,6 +227,26 @@ fn run_command(
                 engine: EngineOptions::new(interval, data_dir.to_path_buf()),
                 stop: crate::sys::stop_requested,
             },
+            format,
+        ),
+        Command::Validate {
+            settings,
+            duration,
+            rounds,
+            warmup,
+            interval,
+            tolerance,
+            format,
+        } => validate::validate(
+            &settings,
+            crate::output::experiment::CompareOptions {
+                rounds,
+                duration,
+                warmup,
+                engine: EngineOptions::new(interval, data_dir.to_path_buf()),
+                stop: crate::sys::stop_requested,
+            },
+            tolerance,
             format,
         ),
         Command::Presets { action } => presets::presets(action),

@@ -40,7 +40,16 @@ pub struct WindowStats {
     pub page_hit_pct: Option<f64>,
     /// Bios per second (each one decrypted and verified as one item).
     #[serde(default)]
-    pub bios_per_s: f64,
+pub bios_per_s: f64,
+    /// Median over the intervals of a post-read work item's median
+    /// execution (decryption's, else verification's), us; NaN with none.
+    #[serde(default = "nan")]
+    pub exec_p50_us: f64,
+}
+
+/// NaN, serde's default for a figure a stored window lacks.
+fn nan() -> f64 {
+    f64::NAN
 }
 
 impl WindowStats {
@@ -51,10 +60,12 @@ impl WindowStats {
         let mut st = WindowStats::default();
         let (mut bytes, mut run_delay, mut first) = (0u64, 0.0, true);
         let (mut hits, mut misses, mut bios) = (0u64, 0u64, 0u64);
+        let mut exec = Vec::new();
         for r in records.into_iter().filter(|r| !r.paused) {
             hits += r.page_cache.hits;
             misses += r.page_cache.misses;
-            bios += r.page_cache.bios;
+            bios += r.counters.bios;
+            exec.push(crate::metrics::table::exec_p50_us(r));
             if first {
                 st.from_s = r.t_s - r.interval_s;
                 first = false;
@@ -86,6 +97,7 @@ impl WindowStats {
         st.run_delay_ms_per_s = run_delay / 1e3 / st.secs;
         st.page_hit_pct = (hits + misses > 0).then(|| hits as f64 * 100.0 / (hits + misses) as f64);
         st.bios_per_s = bios as f64 / st.secs;
+        st.exec_p50_us = median(exec);
         Some(st)
     }
 }

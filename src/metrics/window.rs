@@ -62,7 +62,11 @@ impl WindowAcc {
         self.secs += r.interval_s;
         self.run_delay += r.workers.run_delay_us;
         let c = &r.page_cache;
-        self.pc = (self.pc.0 + c.hits, self.pc.1 + c.misses, self.pc.2 + c.bios);
+        self.pc = (
+            self.pc.0 + c.hits,
+            self.pc.1 + c.misses,
+            self.pc.2 + r.counters.bios,
+        );
         r.latency_hist.add_to(&mut self.lat);
         r.queue_hist.add_to(&mut self.queue);
     }
@@ -83,7 +87,7 @@ impl WindowAcc {
         self.pc = (
             self.pc.0.saturating_sub(c.hits),
             self.pc.1.saturating_sub(c.misses),
-            self.pc.2.saturating_sub(c.bios),
+            self.pc.2.saturating_sub(r.counters.bios),
         );
         for (sparse, h) in [
             (&r.latency_hist, &mut self.lat),
@@ -124,6 +128,9 @@ impl WindowAcc {
             page_hit_pct: (self.pc.0 + self.pc.1 > 0)
                 .then(|| self.pc.0 as f64 * 100.0 / (self.pc.0 + self.pc.1) as f64),
             bios_per_s: self.pc.2 as f64 / self.secs,
+            // Not kept by the sliding window (the explorer does not show
+            // it): `WindowStats::of` has it.
+            exec_p50_us: f64::NAN,
         })
     }
 }

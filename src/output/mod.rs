@@ -10,3 +10,4 @@ pub mod format;
 pub mod plot;
 pub mod recording;
 pub mod report;
+pub mod validate;

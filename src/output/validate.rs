@@ -1,0 +1,387 @@
+//! `readpath validate`: does the model predict what the kernel does?
+//!
+//! The model and the running kernel (`workload.target = model, kernel`)
+//! run the same workload, interleaved as `compare` runs its variants, on
+//! like-for-like conditions ([`like_for_like`]: the model reads the
+//! kernel's own blocks on the kernel's device, pays the kernel's own
+//! cipher where AF_ALG offers it, and neither side verifies where the
+//! kernel has no fs-verity; the kernel's page cache is held to
+//! `cache.size` by its cgroup), and every metric is given as the two
+//! medians with their spread, the ratio model/kernel and a verdict
+//! against a tolerance (15% by default). The verdicts are computed here,
+//! never written by hand: a metric one side does not measure says so.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{METRICS, Spread};
+use crate::settings::{CacheDevice, Settings};
+use crate::sys::Features;
+
+use super::experiment::CompareReport;
+
+/// The tolerance `validate` judges by unless told otherwise, %.
+pub const DEFAULT_TOLERANCE_PCT: f64 = 15.0;
+
+/// Makes `base` like for like on both targets, on a machine with
+/// `features`: returns one sentence per setting changed (key, value,
+/// why). Used by `validate` and by `compare --vary
+/// workload.target=model,kernel`, so both compare the same things.
+pub fn like_for_like(base: &mut Settings, features: &Features) -> Vec<String> {
+    let driver = crate::kernel::crypto_driver("xts(aes)").map(|(d, _)| d);
+    like_for_like_with(base, features, driver.as_deref())
+}
+
+/// The AES-256-XTS cipher of the model nearest the kernel's `xts(aes)`
+/// `driver`: its own AES instructions for a driver that uses them
+/// (`xts-aes-aesni`, `xts-aes-vaes-avx512`, arm64's `xts-aes-ce`), its
+/// constant-time software AES for the generic C one (`aes-generic`,
+/// `aes-fixed-time`); None for a driver it cannot place.
+pub fn nearest_cipher(driver: &str) -> Option<&'static str> {
+    let d = driver.to_ascii_lowercase();
+    if d.contains("aesni") || d.contains("vaes") || d.contains("aes-ce") || d.contains("aes-neon") {
+        Some("aes-256-xts")
+    } else if d.contains("aes-generic") || d.contains("aes-fixed-time") {
+        Some("aes-256-xts-soft")
+    } else {
+        None
+    }
+}
+
+/// [`like_for_like`] with the kernel's `xts(aes)` driver given.
+pub fn like_for_like_with(
+    base: &mut Settings,
+    features: &Features,
+    driver: Option<&str>,
+) -> Vec<String> {
+    let mut said = Vec::new();
+    let mut set = |s: &mut Settings, key: &str, value: &str, why: &str| {
+        if s.get(key).as_deref() != Some(value) && s.set(key, value).is_ok() {
+            said.push(format!("{key} = {value}: {why}"));
+        }
+    };
+    if features.kernel_target_reason.is_none() && base.cache.device != CacheDevice::Target {
+        set(
+            base,
+            "cache.device",
+            "target",
+            "the model's bios read the kernel file's own blocks on its device (FIEMAP, O_DIRECT)",
+        );
+    }
+    if base.pipeline.decrypt
+        && base.pipeline.cipher != crate::crypto::CipherKind::Adiantum
+        && let Some(d) = driver
+        && let Some(c) = nearest_cipher(d)
+    {
+        set(
+            base,
+            "pipeline.cipher",
+            c,
+            &format!("the model's AES-256-XTS nearest the kernel's driver {d}"),
+        );
+    }
+    if base.pipeline.verity && !features.kernel_verity {
+        set(
+            base,
+            "pipeline.verity",
+            "false",
+            "this kernel has no fs-verity (CONFIG_FS_VERITY): neither side verifies",
+        );
+    }
+    said
+}
+
+/// One metric, model beside kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The metric's JSON name (`p99_us`).
+    pub metric: String,
+    /// Its title with unit (`p99 us`).
+    pub label: String,
+    /// The model's median and spread over its rounds.
+    pub model: Spread,
+    /// The kernel's.
+    pub kernel: Spread,
+    /// model / kernel; None where either is unmeasured or the kernel's is 0.
+    pub ratio: Option<f64>,
+    /// `within`, `outside`, or `unmeasured` (with why in `note`).
+    pub verdict: String,
+    /// Why a metric has no verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What `validate` found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateReport {
+    /// The tolerance, % (a ratio within 1 +- tolerance/100 is `within`).
+    pub tolerance_pct: f64,
+    /// The settings made like for like, one sentence each.
+    pub adjustments: Vec<String>,
+    /// One row per metric.
+    pub rows: Vec<Row>,
+    /// Metrics within the tolerance.
+    pub within: usize,
+    /// Metrics outside it.
+    pub outside: usize,
+    /// The runs themselves (both variants' rounds, notices, machine).
+    pub compare: CompareReport,
+}
+
+impl ValidateReport {
+    /// The verdicts over a `compare` of `workload.target = model, kernel`.
+    pub fn of(compare: CompareReport, adjustments: Vec<String>, tolerance_pct: f64) -> Self {
+        let pos = |v: &str| compare.variants.iter().position(|x| x.value == v);
+        let (m, k) = (pos("model"), pos("kernel"));
+        let mut rows = Vec::new();
+        for (i, metric) in METRICS.iter().enumerate() {
+            let get = |j: Option<usize>| {
+                j.map(|j| compare.variants[j].metrics[i].1)
+                    .unwrap_or(Spread {
+                        median: f64::NAN,
+                        min: f64::NAN,
+                        max: f64::NAN,
+                        change_pct: None,
+                    })
+            };
+            let (model, kernel) = (get(m), get(k));
+            let mut model = model;
+            let mut kernel = kernel;
+            model.change_pct = None;
+            kernel.change_pct = None;
+            let measured = |s: &Spread| s.median.is_finite();
+            let (ratio, verdict, note) = if !measured(&model) && !measured(&kernel) {
+                (None, "unmeasured", Some("neither side measured it".to_string()))
+            } else if !measured(&kernel) {
+                (None, "unmeasured", Some("the kernel target does not measure it here".to_string()))
+            } else if !measured(&model) {
+                (None, "unmeasured", Some("the model did not measure it".to_string()))
+            } else if kernel.median == 0.0 && model.median == 0.0 {
+                (Some(1.0), "within", None)
+            } else if kernel.median == 0.0 {
+                (None, "outside", Some("the kernel's is 0".to_string()))
+            } else {
+                let r = model.median / kernel.median;
+                let ok = (r - 1.0).abs() <= tolerance_pct / 100.0 + 1e-12;
+                (Some(r), if ok { "within" } else { "outside" }, None)
+            };
+            rows.push(Row {
+                metric: metric.name.to_string(),
+                label: metric.label.to_string(),
+                model,
+                kernel,
+                ratio,
+                verdict: verdict.to_string(),
+                note,
+            });
+        }
+        let count = |v: &str| rows.iter().filter(|r| r.verdict == v).count();
+        ValidateReport {
+            tolerance_pct,
+            adjustments,
+            within: count("within"),
+            outside: count("outside"),
+            rows,
+            compare,
+        }
+    }
+
+    /// The table, for a terminal.
+    pub fn to_text(&self) -> String {
+        let c = &self.compare;
+        let mut out = format!(
+            "readpath validate: the model against the running kernel | {} round(s) x {:.0}s each, interleaved, {:.1}s warm-up | within {:.0}%{}\n",
+            c.rounds,
+            c.duration_s,
+            c.warmup_s,
+            self.tolerance_pct,
+            c.preset
+                .as_ref()
+                .map_or(String::new(), |p| format!(" | preset {p}")),
+        );
+        if let Some(why) = &c.interrupted {
+            out.push_str(&format!("INTERRUPTED: {why}\n"));
+        }
+        out.push_str(&format!(
+            "machine: Linux {}, {} ({} CPUs)\nplan: {}\n",
+            c.machine.kernel,
+            c.machine.cpu_model,
+            c.machine.cpus,
+            crate::engine::stages::Plan::label(&c.effective_settings)
+        ));
+        if !self.adjustments.is_empty() {
+            out.push_str("made like for like:\n");
+            for a in &self.adjustments {
+                out.push_str(&format!("  {a}\n"));
+            }
+        }
+        out.push('\n');
+        let one = c.rounds <= 1;
+        let cell = |s: &Spread, m: &crate::metrics::Metric| {
+            if !s.median.is_finite() {
+                "-".to_string()
+            } else if one {
+                m.cell(s.median)
+            } else {
+                format!("{} ({}-{})", m.cell(s.median), m.cell(s.min), m.cell(s.max))
+            }
+        };
+        let mut lines = vec![[
+            if one { "median" } else { "median (min-max)" }.to_string(),
+            "model".to_string(),
+            "kernel".to_string(),
+            "model/kernel".to_string(),
+            "verdict".to_string(),
+        ]];
+        for (r, m) in self.rows.iter().zip(METRICS.iter()) {
+            lines.push([
+                r.label.clone(),
+                cell(&r.model, m),
+                cell(&r.kernel, m),
+                r.ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+                match &r.note {
+                    Some(n) => format!("{} ({n})", r.verdict),
+                    None => r.verdict.clone(),
+                },
+            ]);
+        }
+        let w: Vec<usize> = (0..4)
+            .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        for l in &lines {
+            out.push_str(
+                format!(
+                    "{:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {}",
+                    l[0],
+                    l[1],
+                    l[2],
+                    l[3],
+                    l[4],
+                    w0 = w[0],
+                    w1 = w[1],
+                    w2 = w[2],
+                    w3 = w[3]
+                )
+                .trim_end(),
+            );
+            out.push('\n');
+        }
+        let judged = self.within + self.outside;
+        out.push_str(&format!(
+            "\n{} of {} measured metrics within {:.0}%",
+            self.within, judged, self.tolerance_pct
+        ));
+        let outside: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.verdict == "outside")
+            .map(|r| match r.ratio {
+                Some(x) => format!("{} {x:.2}x", r.label),
+                None => r.label.clone(),
+            })
+            .collect();
+        if outside.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(&format!("; outside: {}\n", outside.join(", ")));
+        }
+        for v in &c.variants {
+            if v.failed_reads > 0 {
+                out.push_str(&format!(
+                    "{}: {} reads failed (verity or I/O)\n",
+                    v.value, v.failed_reads
+                ));
+            }
+        }
+        for n in &c.notices {
+            out.push_str(&format!("notice: {n}\n"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread(m: f64) -> Spread {
+        Spread {
+            median: m,
+            min: m * 0.9,
+            max: m * 1.1,
+            change_pct: None,
+        }
+    }
+
+    #[test]
+    fn ratios_and_verdicts_are_computed_from_the_medians() {
+        let mut c: CompareReport = serde_json::from_value(serde_json::json!({
+            "version": 1, "preset": null, "key": "workload.target", "rounds": 3,
+            "duration_s": 1.0, "warmup_s": 0.0,
+            "settings": Settings::default(), "effective_settings": Settings::default(),
+            "variants": [], "notices": [], "machine": crate::sys::MachineInfo::default(),
+            "features": Features::default(), "interrupted": null
+        }))
+        .unwrap();
+        let metrics = |f: &dyn Fn(usize) -> f64| {
+            METRICS
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.name.to_string(), spread(f(i))))
+                .collect::<Vec<_>>()
+        };
+        for (value, f) in [
+            ("model", &(|i: usize| if i == 0 { 100.0 } else if i == 1 { 130.0 } else { 10.0 }) as &dyn Fn(usize) -> f64),
+            ("kernel", &(|i: usize| if i == METRICS.len() - 2 { f64::NAN } else { 100.0 }) as &dyn Fn(usize) -> f64),
+        ] {
+            c.variants.push(crate::output::experiment::VariantResult {
+                value: value.into(),
+                metrics: metrics(f),
+                rounds: Vec::new(),
+                failed_reads: 0,
+            });
+        }
+        let r = ValidateReport::of(c, vec![], 15.0);
+        assert_eq!(r.rows[0].ratio, Some(1.0));
+        assert_eq!(r.rows[0].verdict, "within");
+        assert_eq!(r.rows[1].verdict, "outside", "1.30x");
+        assert!((r.rows[1].ratio.unwrap() - 1.3).abs() < 1e-9);
+        assert_eq!(r.rows[2].verdict, "outside", "0.10x");
+        let n = METRICS.len() - 2;
+        assert_eq!(r.rows[n].verdict, "unmeasured");
+        assert_eq!(r.within, 1);
+        assert_eq!(r.outside, METRICS.len() - 2);
+        let text = r.to_text();
+        assert!(text.contains("1 of 9 measured metrics within 15%"), "{text}");
+        assert!(text.contains("IOPS 1.30x"), "{text}");
+    }
+
+    #[test]
+    fn like_for_like_reads_the_kernels_device_and_drops_verity_it_lacks() {
+        let mut s = Settings::default();
+        let f = Features {
+            kernel_verity: false,
+            kernel_target_reason: None,
+            ..Features::default()
+        };
+        let said = like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))"));
+        assert_eq!(s.cache.device, CacheDevice::Target);
+        assert!(!s.pipeline.verity);
+        assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Aes256XtsSoft);
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(said[0].starts_with("cache.device = target"), "{said:?}");
+        // Again: nothing left to change.
+        assert!(like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))")).is_empty());
+        assert_eq!(nearest_cipher("xts-aes-vaes-avx512"), Some("aes-256-xts"));
+        assert_eq!(nearest_cipher("xts-aes-aesni"), Some("aes-256-xts"));
+        assert_eq!(nearest_cipher("xts(ecb(aes-generic))"), Some("aes-256-xts-soft"));
+        assert_eq!(nearest_cipher("xts-aes-mystery"), None);
+        // Where the kernel target cannot run, the device stays.
+        let mut s = Settings::default();
+        let f = Features {
+            kernel_verity: true,
+            kernel_target_reason: Some("not root".into()),
+            ..Features::default()
+        };
+        assert!(like_for_like_with(&mut s, &f, None).is_empty());
+    }
+}
