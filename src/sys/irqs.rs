@@ -160,6 +160,12 @@ pub fn device_irqs(path: &Path) -> DeviceIrqs {
     device_irqs_in(Path::new("/"), major, minor, &parse_interrupts(&interrupts))
 }
 
+/// [`device_irqs`] of block device `major:minor`, read live.
+pub fn device_irqs_of(major: u32, minor: u32) -> DeviceIrqs {
+    let interrupts = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    device_irqs_in(Path::new("/"), major, minor, &parse_interrupts(&interrupts))
+}
+
 /// [`device_irqs`] for device `major:minor` under the tree `root` (`/`
 /// live; a fixture in tests) with `/proc/interrupts` already parsed.
 pub fn device_irqs_in(
@@ -341,6 +347,14 @@ NMI:          0          0   Non-maskable interrupts
             device_irqs_in(root, 0, 40, &[]),
             DeviceIrqs::Unknown { .. }
         ));
+    }
+
+    #[test]
+    fn capacities_read_sysfs_and_default_to_equal() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("cpu0")).unwrap();
+        std::fs::write(t.path().join("cpu0/cpu_capacity"), "512\n").unwrap();
+        assert_eq!(read_capacities(t.path(), &[0, 1]), vec![512, 1024]);
     }
 
     /// Live: the disk under the current directory (the build's) has its

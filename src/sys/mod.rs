@@ -92,7 +92,10 @@ pub use topology::{
 };
 
 /// Where a block device's completion interrupts land.
-pub use irqs::{DeviceIrq, DeviceIrqs, device_irqs, device_irqs_in, parse_interrupts, queue_irqs};
+pub use irqs::{
+    DeviceIrq, DeviceIrqs, device_irqs, device_irqs_in, device_irqs_of, parse_interrupts,
+    queue_irqs,
+};
 
 /// Priority and scheduling policy of threads.
 pub use priority::{
