@@ -244,3 +244,62 @@ fn irq_completions_are_not_delayed_by_cpu_hogs() {
         "with {hogs} hogs the irq threads' device p99 rose from {quiet:.0} us to {loaded:.0} us"
     );
 }
+
+/// `workload.irq_cpus = 0`: every bio's interrupt lands on CPU 0, as a
+/// phone's single UFS interrupt. With `kernel.rq_affinity = 0` every work
+/// item is queued from CPU 0 (checked per item: the irq thread counts the
+/// items whose `sched_getcpu` at queueing is the interrupt's CPU); with 2,
+/// every item is sent back to the reader's CPU (1) and queued from there;
+/// with 1, CPUs sharing their last-level cache and capacity (as here, when
+/// they do) complete where the interrupt landed.
+#[test]
+fn one_interrupt_cpu_queues_every_item_there_unless_rq_affinity_sends_it_back() {
+    let _g = serial();
+    let test = "one_interrupt_cpu_queues_every_item_there_unless_rq_affinity_sends_it_back";
+    if !readpath::sys::probe_features().io_uring || !o_direct_here() {
+        skip::skip(test, "needs io_uring and O_DIRECT on the data dir", true);
+        return;
+    }
+    let cpus = readpath::sys::online_cpus();
+    if !cpus.contains(&0) || !cpus.contains(&1) {
+        skip::skip(test, "needs CPUs 0 and 1 online", true);
+        return;
+    }
+    let run = |rq: u8| {
+        let s = settings(&[
+            "workload.completion=irq",
+            "cache.size=0",
+            "workload.reader_cpus=1",
+            "workload.irq_cpus=0",
+            &format!("kernel.rq_affinity={rq}"),
+        ]);
+        let t = run_for(s, Duration::from_millis(400));
+        let irq = threads_named("irq-cpu");
+        let c = t.rec.counters;
+        assert!(c.bios > 0, "rq_affinity {rq}: {c:?}");
+        assert_eq!((c.verity_failures, c.io_errors), (0, 0));
+        (c, irq)
+    };
+    let (c, _) = run(0);
+    assert_eq!(c.irq_ipis, 0, "{c:?}");
+    assert_eq!(
+        c.queued_on_irq_cpu, c.bios,
+        "rq_affinity 0: not every item queued on CPU 0: {c:?}"
+    );
+    assert_eq!(c.queued_on_submitter, 0, "{c:?}");
+    let (c, _) = run(2);
+    assert_eq!(c.irq_ipis, c.bios, "{c:?}");
+    assert_eq!(
+        c.queued_on_submitter, c.bios,
+        "rq_affinity 2: not every item queued on its submitter's CPU: {c:?}"
+    );
+    assert_eq!(c.queued_on_irq_cpu, 0, "{c:?}");
+    let topo = readpath::sys::cpu_topology(&[0, 1]);
+    let caps = readpath::sys::cpu_capacities(&[0, 1]);
+    let (c, _) = run(1);
+    if topo[0].llc.contains(&1) && caps[0] == caps[1] {
+        assert_eq!((c.irq_ipis, c.queued_on_irq_cpu), (0, c.bios), "{c:?}");
+    } else {
+        assert_eq!(c.queued_on_submitter, c.bios, "{c:?}");
+    }
+}

@@ -178,6 +178,8 @@ pub(super) fn run(
         preset.as_ref().map(|p| p.name.clone()),
     );
     sink.begin(&header)?;
+    // Read while the kernel target's device is still there.
+    let device_irqs = engine.device_irqs();
     sink.collect(&engine, plan.duration)?;
     let effective = engine.effective().clone();
     let features = engine.features().clone();
@@ -186,7 +188,8 @@ pub(super) fn run(
     let (totals, rest) = stop_and_drain(engine);
     sink.finish(&rest)?;
     let machine = crate::sys::machine_info(&dataset_dir);
-    let summary = RunSummary::new(&settings, &effective, &totals, machine, features);
+    let mut summary = RunSummary::new(&settings, &effective, &totals, machine, features);
+    summary.device_irqs = Some(device_irqs);
     emit(plan.format, &summary, || summary.to_text())
 }
 

@@ -1,6 +1,7 @@
 //! The irq threads' body (`workload.completion = "irq"`): each submits and
 //! completes the bios of its CPU's line (see [`super::irq`] for what they
-//! stand for). Apart from the lines themselves, which the pipeline's
+//! stand for), and queues the work items other CPUs' interrupts sent back
+//! to its CPU (`kernel.rq_affinity`). Apart from the lines themselves, which the pipeline's
 //! context holds, so that `stages` (the context) and the threads that use
 //! it do not import each other.
 
@@ -18,8 +19,7 @@ use super::queue::WorkItem;
 use super::reader::{Corruptor, MAX_WAIT_NS, drain_wait, wait_ring};
 use super::stages::Ctx;
 
-/// user_data of the eventfd read that wakes a sleeping irq thread.
-use super::irq::{BioReq, IrqLine};
+use super::irq::{BioReq, Ipi, IrqLine};
 
 /// user_data of the eventfd read that wakes a sleeping irq thread.
 const EVENTFD_TAG: u64 = u64::MAX;
@@ -75,16 +75,24 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
         .pcache
         .clone()
         .expect("irq completions are for page-cache pipelines");
-    let mut reqs: Vec<Option<BioReq>> = vec![None; cap];
+    // Each request slot's bio and the CPU that submitted it.
+    let mut reqs: Vec<Option<(BioReq, u32)>> = vec![None; cap];
     let mut free: Vec<u32> = (0..cap as u32).rev().collect();
     let mut in_flight = 0usize;
     let mut efd_buf = Box::new(0u64);
     let mut armed = false;
     let mut corrupt = Corruptor::new(ctx.settings.pipeline.corrupt_every);
     let mut io_error_noticed = false;
+    let irqs = ctx.irqs.as_ref().expect("irq threads run with irq lines");
     let result = loop {
         h.tick();
-        while let Some(r) = line.q.pop() {
+        // Items completed by another CPU's interrupt and sent here (the
+        // IPI): queued from this, their submitting, CPU.
+        while let Some(i) = line.ipi.pop() {
+            queue_item(ctx, &mut h, i.item, i.submitter, i.irq_cpu);
+        }
+        while let Some(q) = line.q.pop() {
+            let r = q.req;
             let i = free.pop().expect("a request slot per bio slot");
             let sqe = opcode::Readv::new(fd, r.iov, r.npages)
                 .offset(ctx.file.device_offset(r.offset))
@@ -94,7 +102,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             // goes back to the reader, which happens only after its
             // completion is reaped below.
             unsafe { ring.submission().push(&sqe) }.expect("SQ sized for every bio");
-            reqs[i as usize] = Some(r);
+            reqs[i as usize] = Some((r, q.cpu));
             in_flight += 1;
         }
         if ctx
@@ -103,6 +111,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             .is_some_and(|i| i.stop.load(Ordering::SeqCst))
             && in_flight == 0
             && line.q.is_empty()
+            && line.ipi.is_empty()
         {
             break Ok(());
         }
@@ -120,7 +129,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             armed = true;
         }
         line.sleeping.store(true, Ordering::SeqCst);
-        let res = if line.q.is_empty() {
+        let res = if line.q.is_empty() && line.ipi.is_empty() {
             wait_ring(&ring, MAX_WAIT_NS, false)
         } else {
             ring.submit().map(|_| ())
@@ -136,7 +145,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
                 armed = false;
                 continue;
             }
-            let Some(r) = reqs[ud as usize].take() else {
+            let Some((r, submitter)) = reqs[ud as usize].take() else {
                 continue;
             };
             free.push(ud as u32);
@@ -186,8 +195,18 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
                 needs_decrypt: ctx.plan.decrypt,
                 bio: r.bio,
             };
-            if ctx.dispatch(&mut h.rec, item) {
-                ret.give_back(r.slot);
+            match irqs.ipi_line(submitter) {
+                // rq_affinity: the kernel's IPI to the submitting CPU,
+                // which queues the work from there.
+                Some(to) => {
+                    h.rec.counters.irq_ipis += 1;
+                    to.send_ipi(Ipi {
+                        item,
+                        submitter,
+                        irq_cpu: line.cpu as u32,
+                    });
+                }
+                None => queue_item(ctx, &mut h, item, submitter, line.cpu as u32),
             }
         }
     };
@@ -205,7 +224,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             let ud = cqe.user_data();
             if ud == EVENTFD_TAG {
                 armed = false;
-            } else if let Some(r) = reqs[ud as usize].take() {
+            } else if let Some((r, _)) = reqs[ud as usize].take() {
                 in_flight -= 1;
                 pc.end_bio(r.bio, false, true, |rd| ctx.returns[rd].poke());
                 ctx.returns[r.reader as usize].give_back(r.slot);
@@ -217,9 +236,30 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
         std::mem::forget(efd_buf);
     }
     // Bios handed over after the loop ended fail at once (nothing read them).
-    while let Some(r) = line.q.pop() {
-        pc.end_bio(r.bio, false, true, |rd| ctx.returns[rd].poke());
-        ctx.returns[r.reader as usize].give_back(r.slot);
+    while let Some(q) = line.q.pop() {
+        pc.end_bio(q.req.bio, false, true, |rd| ctx.returns[rd].poke());
+        ctx.returns[q.req.reader as usize].give_back(q.req.slot);
+    }
+    while let Some(i) = line.ipi.pop() {
+        pc.end_bio(i.item.bio, false, true, |rd| ctx.returns[rd].poke());
+        ctx.returns[i.item.reader as usize].give_back(i.item.slot);
     }
     result
+}
+
+/// Queues a completed bio's work item from this thread's CPU, counting
+/// whether that CPU (`sched_getcpu` now) is the one that submitted the bio
+/// and the one whose interrupt completed it (how the tests see per item
+/// where the work was queued from; a local add, no shared write).
+#[inline]
+fn queue_item(ctx: &Ctx, h: &mut ThreadHandle, item: WorkItem, submitter: u32, irq_cpu: u32) {
+    let cpu = crate::sys::current_cpu() as u32;
+    let c = &mut h.rec.counters;
+    c.queued_on_submitter += u64::from(cpu == submitter);
+    c.queued_on_irq_cpu += u64::from(cpu == irq_cpu);
+    let slot = item.slot;
+    let reader = item.reader as usize;
+    if ctx.dispatch(&mut h.rec, item) {
+        ctx.returns[reader].give_back(slot);
+    }
 }

@@ -799,6 +799,16 @@ impl Engine {
         &self.dataset
     }
 
+    /// Where the completion interrupts of the block device under the file
+    /// read land: the kernel target's device while it runs, else the
+    /// dataset's (what `workload.irq_cpus` models).
+    pub fn device_irqs(&self) -> crate::sys::DeviceIrqs {
+        match &self.kernel {
+            Some(k) => crate::sys::device_irqs_of(k.target.device.0, k.target.device.1),
+            None => crate::sys::device_irqs(self.dataset.dir()),
+        }
+    }
+
     /// One record per interval, in order.
     pub fn records(&self) -> &Receiver<IntervalRecord> {
         &self.rx

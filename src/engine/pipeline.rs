@@ -193,7 +193,7 @@ impl Pipeline {
             .map(|_| reader::new_return_queue(&settings, per_reader))
             .collect::<std::io::Result<Vec<_>>>()?;
         // Completions in interrupt context: an irq thread per CPU where
-        // completions land (the readers' CPUs, else every CPU).
+        // completions land or are sent back to.
         let irqs = irqs_for(
             &settings,
             &cpus,
@@ -392,26 +392,37 @@ fn open_tree(
     ))
 }
 
-/// Completions in interrupt context: an irq thread per CPU where completions land (the readers' CPUs, else every CPU); None unless `completion = irq` on the page-cache path.
+/// Completions in interrupt context: an irq thread per CPU where completions land (`workload.irq_cpus`, else each submitting CPU: the readers' CPUs, else every CPU) or are sent back to (`kernel.rq_affinity`, 1 in the model when unset); None unless `completion = irq` on the page-cache path.
 fn irqs_for(
     settings: &Settings,
     cpus: &[usize],
     slots: usize,
     pcache: bool,
 ) -> std::io::Result<Option<Irqs>> {
-    Ok(
-        if settings.workload.completion == Completion::Irq && pcache {
-            let on = if settings.workload.reader_cpus.is_empty() {
-                cpus.to_vec()
-            } else {
-                settings.workload.reader_cpus.to_vec()
-            };
-            Some(Irqs::new(&on, slots)?)
-        } else {
-            None
-        },
-    )
+    if settings.workload.completion != Completion::Irq || !pcache {
+        return Ok(None);
+    }
+    let submitters = if settings.workload.reader_cpus.is_empty() {
+        cpus.to_vec()
+    } else {
+        settings.workload.reader_cpus.to_vec()
+    };
+    // The 6.11 capacity rule of rq_affinity = 1 (`workers.kernel_era`
+    // decides it once merged; the newest kernels have it).
+    let capacity_rule = true;
+    let plan = super::irq::IrqPlan::new(
+        &settings.workload.irq_cpus,
+        &submitters,
+        settings.kernel.rq_affinity.unwrap_or(MODEL_RQ_AFFINITY),
+        &crate::sys::cpu_topology(cpus),
+        &crate::sys::cpu_capacities(cpus),
+        capacity_rule,
+    );
+    Ok(Some(Irqs::new(&plan, slots)?))
 }
+
+/// `kernel.rq_affinity` in the model when unset: the kernel's default.
+pub const MODEL_RQ_AFFINITY: u8 = 1;
 
 /// Spawns the workers of each queue, named after the kernel queue they model (fscrypt's first when decryption is on, otherwise fsverity's).
 fn spawn_workers(

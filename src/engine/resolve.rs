@@ -501,6 +501,16 @@ const RULES: &[Rule] = &[
         grey: Some(|c| completion_limit(c.e, c.path()).unwrap_or_default()),
         ..RULE
     },
+    // Interrupt CPUs and rq_affinity's redirect are those of completions
+    // in interrupt context: with the reader completing, they do nothing.
+    Rule {
+        keys: &["workload.irq_cpus"],
+        on: On::Model,
+        when: |c| c.e.workload.completion != Completion::Irq,
+        grey: Some(|_| "only with completion = irq".into()),
+        inert: true,
+        ..RULE
+    },
     Rule {
         keys: &["workers.highpri"],
         on: On::Model,

@@ -136,6 +136,15 @@ pub struct Counters {
     /// Tree reads decrypted on the decrypt queue (fscrypt's, as ext4 does)
     /// rather than by the verify worker that read them.
     pub tree_queued_decrypts: u64,
+    /// Work items an irq thread sent to the bio's submitting CPU to be
+    /// queued there (`kernel.rq_affinity`, `completion = irq`).
+    pub irq_ipis: u64,
+    /// Work items queued (`completion = irq`) from the CPU that submitted
+    /// their bio, by `sched_getcpu` at queueing.
+    pub queued_on_submitter: u64,
+    /// Work items queued (`completion = irq`) from the CPU whose interrupt
+    /// completed their bio, by `sched_getcpu` at queueing.
+    pub queued_on_irq_cpu: u64,
 }
 
 impl Counters {
@@ -163,6 +172,9 @@ impl Counters {
         self.tree_waits += o.tree_waits;
         self.tree_blocked_ns += o.tree_blocked_ns;
         self.tree_queued_decrypts += o.tree_queued_decrypts;
+        self.irq_ipis += o.irq_ipis;
+        self.queued_on_submitter += o.queued_on_submitter;
+        self.queued_on_irq_cpu += o.queued_on_irq_cpu;
     }
 }
 

@@ -111,6 +111,11 @@ pub struct RunSummary {
     /// scope and the AES driver it used; absent for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelSummary>,
+    /// Where the completion interrupts of the block device under the file
+    /// land (`/proc/irq/N/effective_affinity_list` of its queue
+    /// interrupts), when the run looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_irqs: Option<crate::sys::DeviceIrqs>,
     /// The machine.
     pub machine: MachineInfo,
     /// Kernel and CPU features detected.
@@ -349,6 +354,7 @@ impl RunSummary {
                 .collect(),
             phases: PhaseSummary::of(totals),
             kernel: KernelSummary::of(totals, effective.kernel.trace),
+            device_irqs: None,
             machine,
             features,
         }
@@ -399,6 +405,9 @@ impl RunSummary {
                 ""
             },
         );
+        if let Some(d) = &self.device_irqs {
+            let _ = writeln!(o, "  device: {}", d.describe());
+        }
         if e.load.hogs > 0 {
             let _ = writeln!(
                 o,

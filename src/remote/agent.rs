@@ -280,12 +280,14 @@ fn finish(engine: Engine, out: &Sender<String>) {
     let effective = engine.effective().clone();
     let features = engine.features().clone();
     let machine = crate::sys::machine_info(engine.dataset().dir());
+    let device_irqs = engine.device_irqs();
     let (totals, rest) = crate::invocation::stop_and_drain(engine);
     for r in rest {
         send(out, Message::Interval(Box::new(r)));
     }
-    let summary =
+    let mut summary =
         crate::output::report::RunSummary::new(&requested, &effective, &totals, machine, features);
+    summary.device_irqs = Some(device_irqs);
     send(out, Message::Summary(Box::new(summary)));
 }
 

@@ -58,6 +58,9 @@ pub struct Workload {
     /// CPUs the readers are pinned to; empty = no pinning. With
     /// `completion = irq`, also where completions land.
     pub reader_cpus: Vec<usize>,
+    /// CPUs the device's completion interrupts land on (`completion =
+    /// irq`); empty = each submitting CPU takes its own.
+    pub irq_cpus: Vec<usize>,
     /// Where device completions queue the post-read work.
     pub completion: Completion,
     /// Size of the file read, in bytes.
@@ -80,6 +83,7 @@ impl Default for Workload {
             readers: 1,
             rate_iops: 0,
             reader_cpus: Vec::new(),
+            irq_cpus: Vec::new(),
             completion: Completion::Thread,
             file_size: 256 << 20,
             burst: 1 << 20,
@@ -197,7 +201,9 @@ pub struct Kernel {
     pub unbound_cpus: Vec<usize>,
     /// The file's block device's `queue/read_ahead_kb`; None = not changed.
     pub read_ahead_kb: Option<u32>,
-    /// The file's block device's `queue/rq_affinity` (0, 1, 2); None = not changed.
+    /// The file's block device's `queue/rq_affinity` (0, 1, 2), which the
+    /// model's `completion = irq` follows too; None = not changed on the
+    /// kernel target, 1 (the kernel's default) in the model.
     pub rq_affinity: Option<u8>,
     /// Follow the kernel's post-read queues and block requests through
     /// their tracepoints (off: what tracing costs can be measured).
@@ -538,6 +544,7 @@ impl Settings {
         };
         for (key, list) in [
             ("workload.reader_cpus", &w.reader_cpus),
+            ("workload.irq_cpus", &w.irq_cpus),
             ("kernel.unbound_cpus", &self.kernel.unbound_cpus),
         ] {
             if let Some(&cpu) = list.iter().find(|&&c| c >= cpu_count) {
@@ -624,7 +631,10 @@ mod tests {
         );
         assert!(err_set("kernel.dir", "\"/a\\nb\"").contains("control character"));
         assert!(err_set("kernel.dir", &format!("/{}", "x".repeat(5000))).contains("PATH_MAX"));
-        assert!(err_set("kernel.rq_affinity", "3").contains("default (not changed), 0, 1 or 2"));
+        assert!(
+            err_set("kernel.rq_affinity", "3")
+                .contains("default (the device's value; 1 in the model), 0, 1 or 2")
+        );
         assert!(err_set("kernel.read_ahead_kb", "99999999999").contains("0..=131072"));
         assert!(err_set("kernel.unbound_cpus", "[]").contains("nowhere to run"));
         assert!(err_set("kernel.affinity_scope", "pod").contains("allowed default, cpu"));
@@ -725,7 +735,7 @@ mod tests {
         assert_eq!(allowed("load.hogs"), "0..=256");
         assert_eq!(
             allowed("kernel.rq_affinity"),
-            "default (not changed), 0, 1 or 2"
+            "default (the device's value; 1 in the model), 0, 1 or 2 (0 = complete where the interrupt landed, 1 = on the submitting CPU across LLCs or (6.11+) capacities, 2 = always on the submitting CPU)"
         );
         assert_eq!(
             allowed("kernel.read_ahead_kb"),
@@ -750,6 +760,7 @@ mod tests {
         ("workload.readers", "4", "4", "4"),
         ("workload.rate_iops", "50000", "50000", "50000"),
         ("workload.reader_cpus", "\"0-3,6\"", "0-3,6", "0-3,6"),
+        ("workload.irq_cpus", "\"0\"", "0", "0"),
         ("workload.completion", "\"irq\"", "irq", "irq"),
         ("workload.file_size", "\"1G\"", "1G", "1G"),
         ("workload.burst", "\"4M\"", "4M", "4M"),
@@ -911,7 +922,7 @@ mod tests {
         );
         assert_eq!(
             err_toml("[workload.extra]\n"),
-            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are target, engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, completion, file_size, burst"
+            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are target, engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, irq_cpus, completion, file_size, burst"
         );
     }
 

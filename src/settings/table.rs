@@ -351,8 +351,13 @@ pub static KEYS: &[Setting] = &[
         note: "no pinning",
         help: "CPUs the readers are pinned to, round-robin (and where completions land)",
     }),
+    setting!(workload.irq_cpus, Kind::Cpus, {
+        note: "each submitting CPU takes its own interrupt, as on a multi-queue NVMe",
+        help: "CPUs the device's completion interrupts land on with completion = irq, the submitting CPUs spread over them (one CPU: a phone's single UFS interrupt); kernel.rq_affinity may send the work back to the submitter",
+        scope: Scope::Model("the device's interrupts land where /proc/irq/N/smp_affinity puts them (the run reports them as device_irqs)"),
+    }),
     setting!(workload.completion, Kind::Choice(&Completion::NAMES), {
-        help: "where a device completion queues the post-read work: an IRQ-like SCHED_FIFO thread per CPU, or the reader (threaded)",
+        help: "where a device completion queues the post-read work: an IRQ-like SCHED_FIFO thread per interrupt CPU (workload.irq_cpus), or the reader (threaded)",
         scope: Scope::Model("the kernel completes its own bios (in interrupt context or its loop worker)"),
         bind: Some(Bind { step: Step::Cycle('I'), rank: 4, footer: None,
             help: "completions: thread (the reader reaps) <-> irq (an IRQ-like SCHED_FIFO thread per CPU)" }),
@@ -487,9 +492,9 @@ pub static KEYS: &[Setting] = &[
         ladder: &["default", "0", "32", "128", "512", "2048", "8192"],
     }),
     setting!(kernel.rq_affinity, Kind::Int { lo: 0, hi: 2 }, {
-        unset: NOT_CHANGED,
-        help: "the block device's rq_affinity: complete a request on the CPU that issued it (1: its cache group, 2: that CPU)",
-        scope: Scope::Kernel,
+        unset: Some(("default", "the device's value; 1 in the model")),
+        note: "0 = complete where the interrupt landed, 1 = on the submitting CPU across LLCs or (6.11+) capacities, 2 = always on the submitting CPU",
+        help: "where a request's completion runs (the block device's queue/rq_affinity; the model's completion = irq follows it too)",
     }),
     setting!(kernel.trace, Kind::Bool, {
         help: "follow the kernel's post-read queues and block requests through their tracepoints (false: no queue figures, to measure what tracing costs)",

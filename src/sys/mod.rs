@@ -39,6 +39,7 @@ mod features;
 mod fs;
 pub mod fscrypt;
 pub mod fsverity;
+mod irqs;
 mod machine;
 mod mount;
 mod priority;
@@ -56,8 +57,8 @@ pub mod trust;
 // crate may name is the explicit list below.
 #[allow(unused_imports)]
 use {
-    calls::*, cpu::*, features::*, fs::*, machine::*, mount::*, priority::*, process::*, procfs::*,
-    rawio::*, signals::*, text::*, topology::*,
+    calls::*, cpu::*, features::*, fs::*, irqs::*, machine::*, mount::*, priority::*, process::*,
+    procfs::*, rawio::*, signals::*, text::*, topology::*,
 };
 
 /// Clocks: monotonic and CPU time, for stamps and sampling.
@@ -85,7 +86,16 @@ pub use cpu::{
     format_cpu_list, gettid, online_cpus, parse_cpu_list, parse_cpu_mask_hex, pin_current_thread,
     thread_affinity, unpin_current_thread,
 };
-pub use topology::{CpuTopo, cpu_topology, default_affinity_scope, pods_by, read_topology};
+pub use topology::{
+    CpuTopo, cpu_capacities, cpu_topology, default_affinity_scope, pods_by, read_capacities,
+    read_topology,
+};
+
+/// Where a block device's completion interrupts land.
+pub use irqs::{
+    DeviceIrq, DeviceIrqs, device_irqs, device_irqs_in, device_irqs_of, parse_interrupts,
+    queue_irqs,
+};
 
 /// Priority and scheduling policy of threads.
 pub use priority::{

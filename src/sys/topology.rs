@@ -102,6 +102,27 @@ pub fn cpu_topology(cpus: &[usize]) -> Vec<CpuTopo> {
     read_topology(Path::new("/sys/devices/system/cpu"), cpus)
 }
 
+/// Each CPU of `cpus`'s `cpu_capacity` under a sysfs CPU directory
+/// (`root`), in order: the scheduler's capacity (1024 for the biggest
+/// CPUs). Where the file is missing (a symmetric machine, or an older
+/// kernel) every CPU reads 1024, as `cpus_equal_capacity()` then treats
+/// them: equal.
+pub fn read_capacities(root: &Path, cpus: &[usize]) -> Vec<u32> {
+    cpus.iter()
+        .map(|&cpu| {
+            std::fs::read_to_string(root.join(format!("cpu{cpu}/cpu_capacity")))
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(1024)
+        })
+        .collect()
+}
+
+/// [`read_capacities`] of the machine (`/sys/devices/system/cpu`).
+pub fn cpu_capacities(cpus: &[usize]) -> Vec<u32> {
+    read_capacities(Path::new("/sys/devices/system/cpu"), cpus)
+}
+
 /// Pods as `init_pod_type()` builds them: each CPU joins the first pod
 /// whose first CPU has the same `key`, else starts a new one. Each pod is
 /// sorted; pods are in the order of their first CPU.
