@@ -19,7 +19,7 @@ use crate::settings::Settings;
 use crate::verity::merkle::VerifiedCache;
 
 use crate::settings::units::format_cpu_list;
-use crate::settings::{AffinityScope, Completion, EngineKind};
+use crate::settings::{AffinityScope, Completion, EngineKind, HashKind};
 use crate::sys::{CpuTopo, pods_by};
 
 use super::irq::Irqs;
@@ -160,9 +160,19 @@ impl Pipeline {
         // pools get the extra workers.
         let cold = plan.verify && pcache.is_some();
         let (first_q, second_q) = queues_for(&settings, &plan, capacity, &cpus, &pods, cold);
-        let cipher = plan
-            .decrypt
-            .then(|| Arc::new(dataset.cipher(settings.pipeline.cipher)));
+        let cipher = match plan.decrypt {
+            true => Some(Arc::new(
+                dataset
+                    .try_cipher(settings.pipeline.cipher)
+                    .map_err(std::io::Error::other)?,
+            )),
+            false => None,
+        };
+        // `pipeline.hash = "kernel"`: the same tree, hashed by the kernel.
+        let verity_tree = match plan.verify && settings.pipeline.hash == HashKind::Kernel {
+            true => Some(Arc::new(dataset.tree().with_hash(HashKind::Kernel)?)),
+            false => None,
+        };
         // The tree in the page cache, as the file stores it (encrypted
         // past EOF when decryption is on), read like the data (O_DIRECT
         // with `cache.device = "disk"`).
@@ -187,6 +197,7 @@ impl Pipeline {
             file,
             cipher,
             dataset,
+            verity_tree,
             cache,
             first_q,
             second_q,
