@@ -224,11 +224,13 @@ impl AlgOp {
             mh.msg_control = base.cast();
             mh.msg_controllen = total as _;
             let c1 = libc::CMSG_FIRSTHDR(&mh);
+            assert!(!c1.is_null(), "cmsg space");
             (*c1).cmsg_level = libc::SOL_ALG;
             (*c1).cmsg_type = libc::ALG_SET_OP;
             (*c1).cmsg_len = op_len as _;
             let op_at = libc::CMSG_DATA(c1).offset_from(base) as usize;
             let c2 = libc::CMSG_NXTHDR(&mh, c1);
+            assert!(!c2.is_null(), "cmsg space");
             (*c2).cmsg_level = libc::SOL_ALG;
             (*c2).cmsg_type = libc::ALG_SET_IV;
             (*c2).cmsg_len = iv_len as _;
@@ -283,24 +285,35 @@ impl AlgOp {
         };
         // SAFETY: zeroed msghdr is valid; every pointer set below stays
         // valid for the call (the iovec, `buf`, our control buffer).
-        let sent = unsafe {
-            let mut mh: libc::msghdr = std::mem::zeroed();
-            mh.msg_iov = &mut iov;
-            mh.msg_iovlen = 1;
-            mh.msg_control = self.cmsg.as_mut_ptr().cast();
-            mh.msg_controllen = self.cmsg_len as _;
-            libc::sendmsg(self.fd.as_raw_fd(), &mh, 0)
-        };
-        if sent < 0 {
-            return Err(os_err("AF_ALG sendmsg"));
-        }
-        if sent as usize != buf.len() {
+        let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
+        mh.msg_iov = &mut iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = self.cmsg.as_mut_ptr().cast();
+        mh.msg_controllen = self.cmsg_len as _;
+        let sent = self.sendmsg(&mh, "AF_ALG sendmsg")?;
+        if sent != buf.len() {
             return Err(io::Error::other(format!(
                 "AF_ALG sendmsg took {sent} of {} bytes",
                 buf.len()
             )));
         }
         self.read_exact(buf)
+    }
+
+    /// `sendmsg(mh)`, again when a signal interrupted it before it took
+    /// anything; the bytes taken.
+    fn sendmsg(&self, mh: &libc::msghdr, what: &str) -> io::Result<usize> {
+        loop {
+            // SAFETY: the caller built `mh` over memory alive for the call.
+            let r = unsafe { libc::sendmsg(self.fd.as_raw_fd(), mh, 0) };
+            if r >= 0 {
+                return Ok(r as usize);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+            }
+        }
     }
 
     fn read_exact(&mut self, buf: &mut [u8]) -> io::Result<()> {
@@ -348,17 +361,13 @@ impl AlgOp {
             v.iov_len = p.len();
             total += p.len();
         }
-        // SAFETY: as in `cipher`; the iovecs point at the caller's slices.
-        let sent = unsafe {
-            let mut mh: libc::msghdr = std::mem::zeroed();
-            mh.msg_iov = iov.as_mut_ptr();
-            mh.msg_iovlen = parts.len() as _;
-            libc::sendmsg(self.fd.as_raw_fd(), &mh, 0)
-        };
-        if sent < 0 {
-            return Err(os_err("AF_ALG hash sendmsg"));
-        }
-        if sent as usize != total {
+        // SAFETY: zeroed msghdr is valid; the iovecs point at the
+        // caller's slices, alive for the call.
+        let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
+        mh.msg_iov = iov.as_mut_ptr();
+        mh.msg_iovlen = parts.len() as _;
+        let sent = self.sendmsg(&mh, "AF_ALG hash sendmsg")?;
+        if sent != total {
             return Err(io::Error::other(format!(
                 "AF_ALG hash sendmsg took {sent} of {total} bytes"
             )));
