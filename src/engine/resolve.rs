@@ -912,5 +912,9 @@ mod tests {
                 .unwrap()
                 .contains("kernel read the same file")
         );
+        let mut e = r.effective.clone();
+        e.pipeline.verity = false;
+        let label = super::super::stages::Plan::label(&e);
+        assert!(label.contains("fscrypt aes-256-xts"), "{label}");
     }
 }
