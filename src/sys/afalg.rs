@@ -375,3 +375,172 @@ impl AlgOp {
         self.read_exact(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connected `AF_UNIX` `SOCK_SEQPACKET` pair standing in for the
+    /// kernel's op socket: the kernel checks every control message with
+    /// `CMSG_OK` there too (then ignores non-`SOL_SOCKET` ones), and one
+    /// `sendmsg` arrives as one packet, so the framing is what AF_ALG gets.
+    fn pair() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        // SAFETY: two fresh descriptors we own.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    }
+
+    fn recv(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+        // SAFETY: `buf` is valid for writes of its length.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        assert!(n >= 0, "{}", io::Error::last_os_error());
+        n as usize
+    }
+
+    fn send(fd: &OwnedFd, buf: &[u8]) {
+        // SAFETY: `buf` is valid for reads of its length.
+        let n = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) };
+        assert_eq!(n as usize, buf.len());
+    }
+
+    /// The control messages as the kernel's `af_alg_cmsg_send` reads
+    /// them: (level, type, len, data) of each, walked with the CMSG macros.
+    fn cmsgs(op: &mut AlgOp) -> Vec<(i32, i32, usize, Vec<u8>)> {
+        let len = op.cmsg_len;
+        let base = op.cmsg.as_mut_ptr().cast::<u8>();
+        let mut out = Vec::new();
+        // SAFETY: a msghdr over the op's own control buffer of `len` bytes.
+        unsafe {
+            let mut mh: libc::msghdr = std::mem::zeroed();
+            mh.msg_control = base.cast();
+            mh.msg_controllen = len as _;
+            let mut c = libc::CMSG_FIRSTHDR(&mh);
+            while !c.is_null() {
+                let l = (*c).cmsg_len as usize;
+                let data = libc::CMSG_DATA(c);
+                let n = l - (data.offset_from(c.cast::<u8>()) as usize);
+                let bytes = std::slice::from_raw_parts(data, n).to_vec();
+                out.push(((*c).cmsg_level, (*c).cmsg_type, l, bytes));
+                c = libc::CMSG_NXTHDR(&mh, c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn control_messages_are_what_af_alg_cmsg_send_accepts() {
+        let (a, b) = pair();
+        let mut op = AlgOp::new(a);
+        let iv: [u8; 16] = std::array::from_fn(|i| 0xa0 + i as u8);
+        // The "kernel" answers each unit with its bytes reversed.
+        let kernel = std::thread::spawn(move || {
+            for _ in 0..2 {
+                let mut buf = [0u8; 8192];
+                let n = recv(&b, &mut buf);
+                buf[..n].reverse();
+                send(&b, &buf[..n]);
+            }
+        });
+        let plain: Vec<u8> = (0..4096).map(|i| (i * 7) as u8).collect();
+        let mut buf = plain.clone();
+        op.decrypt(&iv, &mut buf).unwrap();
+        let mut want = plain.clone();
+        want.reverse();
+        assert_eq!(
+            buf, want,
+            "one sendmsg of the unit, its answer read back in place"
+        );
+        // SAFETY: CMSG_LEN is arithmetic.
+        let (op_len, iv_len) = unsafe { (libc::CMSG_LEN(4) as usize, libc::CMSG_LEN(20) as usize) };
+        let c = cmsgs(&mut op);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert_eq!(
+            (c[0].0, c[0].1, c[0].2),
+            (libc::SOL_ALG, libc::ALG_SET_OP, op_len)
+        );
+        assert_eq!(c[0].3[..4], (libc::ALG_OP_DECRYPT as u32).to_ne_bytes());
+        assert_eq!(
+            (c[1].0, c[1].1, c[1].2),
+            (libc::SOL_ALG, libc::ALG_SET_IV, iv_len)
+        );
+        assert_eq!(c[1].3[..4], 16u32.to_ne_bytes(), "af_alg_iv.ivlen");
+        assert_eq!(c[1].3[4..20], iv, "af_alg_iv.iv");
+        // Encrypt flips only the op; the IV follows each call.
+        let iv2 = [7u8; 16];
+        let mut buf = plain.clone();
+        op.encrypt(&iv2, &mut buf).unwrap();
+        let c = cmsgs(&mut op);
+        assert_eq!(c[0].3[..4], (libc::ALG_OP_ENCRYPT as u32).to_ne_bytes());
+        assert_eq!(c[1].3[4..20], iv2);
+        kernel.join().unwrap();
+    }
+
+    #[test]
+    fn a_digest_is_one_packet_of_every_part_then_a_read() {
+        use sha2::Digest;
+        let (a, b) = pair();
+        let mut op = AlgOp::new(a);
+        let kernel = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 17];
+            let n = recv(&b, &mut buf);
+            send(&b, &sha2::Sha256::digest(&buf[..n]));
+            n
+        });
+        let salt = [9u8; 64];
+        let data = [1u8; 1000];
+        let zeros = [0u8; 3096];
+        let mut out = [0u8; 32];
+        op.digest(&[&salt, &data, &zeros], &mut out).unwrap();
+        assert_eq!(kernel.join().unwrap(), 64 + 4096);
+        let mut h = sha2::Sha256::new();
+        h.update(salt);
+        h.update(data);
+        h.update(zeros);
+        assert_eq!(out[..], h.finalize()[..]);
+    }
+
+    #[test]
+    fn a_short_answer_is_an_error_not_a_partial_unit() {
+        let (a, b) = pair();
+        let mut op = AlgOp::new(a);
+        let kernel = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            recv(&b, &mut buf);
+            send(&b, &buf[..100]);
+            // Closing ends the read with 0 bytes.
+        });
+        let mut buf = [0u8; 4096];
+        let e = op.decrypt(&[0; 16], &mut buf).unwrap_err();
+        kernel.join().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        assert!(e.to_string().contains("100 of 4096"), "{e}");
+    }
+
+    #[test]
+    fn without_af_alg_the_probe_says_which_step_failed() {
+        match probe("skcipher", "xts(aes)") {
+            Ok(()) => eprintln!("AF_ALG available here: nothing refused"),
+            Err(why) => {
+                assert!(why.starts_with("AF_ALG skcipher xts(aes): "), "{why}");
+                assert!(
+                    why.contains("socket(AF_ALG)") || why.contains("bind"),
+                    "{why}"
+                );
+            }
+        }
+        assert!(probe("no-such-type-at-all", "x").is_err());
+        let long = "x".repeat(64);
+        let e = AlgTfm::bind("hash", &long).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+}

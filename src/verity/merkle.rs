@@ -94,13 +94,17 @@ impl KernelSha256 {
         })
     }
 
-    /// SHA-256 of the padded salt, `data`, and zeros up to `block_size`,
-    /// in one `sendmsg`. No allocation.
-    fn hash(&self, data: &[u8], block_size: usize, out: &mut [u8; SHA256_SIZE]) {
-        let mut parts: [&[u8]; crate::sys::MAX_DIGEST_PARTS] = [&[]; crate::sys::MAX_DIGEST_PARTS];
+    /// What one block's hash is sent as: the padded salt (when there is
+    /// a salt), `data`, and zeros up to `block_size`; the number of parts.
+    fn parts<'a>(
+        salt: &'a [u8],
+        data: &'a [u8],
+        block_size: usize,
+        parts: &mut [&'a [u8]; crate::sys::MAX_DIGEST_PARTS],
+    ) -> usize {
         let mut n = 0;
-        if self.salt_len > 0 {
-            parts[n] = &self.salt;
+        if !salt.is_empty() {
+            parts[n] = salt;
             n += 1;
         }
         parts[n] = data;
@@ -112,6 +116,14 @@ impl KernelSha256 {
             n += 1;
             pad -= k;
         }
+        n
+    }
+
+    /// SHA-256 of the padded salt, `data`, and zeros up to `block_size`,
+    /// in one `sendmsg`. No allocation.
+    fn hash(&self, data: &[u8], block_size: usize, out: &mut [u8; SHA256_SIZE]) {
+        let mut parts: [&[u8]; crate::sys::MAX_DIGEST_PARTS] = [&[]; crate::sys::MAX_DIGEST_PARTS];
+        let n = Self::parts(&self.salt[..self.salt_len], data, block_size, &mut parts);
         if let Err(e) = self.tfm.with_op(|op| op.digest(&parts[..n], out)) {
             // Bound and accepted a moment ago: a block cannot be left
             // unhashed silently.
@@ -2126,6 +2138,47 @@ mod tests {
             "1cf018dcb03dd1e10fc687e9f303277eee00a8ca91afd1a4547f11f3ba0e0987"
         );
         assert_eq!(t.hash_kind(), HashKind::Software);
+    }
+
+    /// What the kernel is sent for one block hashes, with the sha2
+    /// crate, to what readpath's own hasher gives: salt padding and zero
+    /// padding of short blocks, every block size, at most the parts AF_ALG
+    /// takes in one call.
+    #[test]
+    fn the_parts_sent_to_the_kernel_are_the_salted_padded_block() {
+        for bs in [1024, 4096, 65536] {
+            for salt in [&b""[..], b"\xa5", b"abcd", &[0x5a; 32]] {
+                let p = params(bs, salt);
+                let t = MerkleTree::build(p.clone(), &[0u8; 2048]);
+                let mut padded = [0u8; SHA256_BLOCK_SIZE];
+                padded[..salt.len()].copy_from_slice(salt);
+                let salt_sent = if salt.is_empty() {
+                    &padded[..0]
+                } else {
+                    &padded[..]
+                };
+                for len in [0, 1, 100, bs / 2, bs - 1, bs] {
+                    let data = random_data(len, len as u64);
+                    let mut parts = [&[][..]; crate::sys::MAX_DIGEST_PARTS];
+                    let n = KernelSha256::parts(salt_sent, &data, bs, &mut parts);
+                    assert!(n <= crate::sys::MAX_DIGEST_PARTS);
+                    let mut sent = Sha256::new();
+                    let mut total = 0;
+                    for part in &parts[..n] {
+                        sent.update(part);
+                        total += part.len();
+                    }
+                    assert_eq!(total, salt_sent.len() + bs, "bs {bs} len {len}");
+                    let mut want = [0u8; 32];
+                    t.hash_data_block(&data, &mut want);
+                    assert_eq!(
+                        sent.finalize()[..],
+                        want[..],
+                        "bs {bs} salt {salt:?} len {len}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
