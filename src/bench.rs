@@ -5,6 +5,10 @@
 //! same primitive. Both sides are timed in CPU time of the thread doing the
 //! work (openssl's default divisor), alternating rounds, one core pinned,
 //! so a busy machine shifts both alike; the median round is reported.
+//! Last, the cost of handing the same work to the running kernel through
+//! AF_ALG (`pipeline.cipher = "kernel"`, `pipeline.hash = "kernel"`): per
+//! 4 KiB unit and per 128 KiB bio, readpath's own code against the kernel's
+//! driver, single thread, wall time per operation and their ratio.
 
 use std::process::Command;
 use std::time::Duration;
@@ -50,6 +54,32 @@ pub struct CryptoReport {
     pub cpu: usize,
     /// openssl's version line, if found.
     pub openssl: Option<String>,
+    /// readpath's own code against the kernel's through AF_ALG.
+    #[serde(default)]
+    pub afalg: Vec<AfAlgRow>,
+    /// Why the AF_ALG rows are missing (or some of them), if they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub afalg_missing: Option<String>,
+}
+
+/// One operation done by readpath's code and by the kernel via AF_ALG.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AfAlgRow {
+    /// `xts decrypt 4K unit`, `xts decrypt 128K bio`, `sha256 4K block`,
+    /// `sha256 128K bio`.
+    pub name: String,
+    /// AF_ALG calls (one `sendmsg` + one read each) per operation.
+    pub calls: u32,
+    /// readpath's own, median ns per operation (wall time).
+    pub software_ns: f64,
+    /// The kernel's via AF_ALG, median ns per operation (wall time).
+    pub afalg_ns: f64,
+    /// `afalg_ns / software_ns`.
+    pub ratio: f64,
+    /// `(afalg_ns - software_ns) / calls`: what one AF_ALG call adds.
+    pub overhead_per_call_ns: f64,
+    /// readpath's implementation and the kernel's driver (`/proc/crypto`).
+    pub implementation: String,
 }
 
 fn thread_cpu_s() -> f64 {
@@ -145,6 +175,8 @@ pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> Cryp
     // compare with the already verified leaf entry.
     progress("fsverity-verify");
     results.push(against(verify_row(seconds, rounds), sha_openssl));
+    progress("af_alg");
+    let (afalg, afalg_missing) = afalg_rows(seconds, rounds);
     let _ = crate::sys::unpin_current_thread();
     CryptoReport {
         results,
@@ -152,6 +184,104 @@ pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> Cryp
         rounds,
         cpu,
         openssl,
+        afalg,
+        afalg_missing,
+    }
+}
+
+/// Bytes of the bio the AF_ALG rows time (32 data units).
+pub const BIO: usize = 128 * 1024;
+
+/// Runs `op` for `secs` of wall time; mean ns per call.
+fn ns_per_op(secs: f64, mut op: impl FnMut(u64)) -> f64 {
+    let start = std::time::Instant::now();
+    let mut n = 0u64;
+    loop {
+        for _ in 0..16 {
+            op(n);
+            n += 1;
+        }
+        let t = start.elapsed().as_secs_f64();
+        if t >= secs {
+            return t * 1e9 / n as f64;
+        }
+    }
+}
+
+/// readpath's AES-256-XTS and SHA-256 against the kernel's through AF_ALG,
+/// per 4 KiB unit and per 128 KiB bio, alternating rounds; the rows, and
+/// why some are missing (no AF_ALG here).
+fn afalg_rows(seconds: f64, rounds: u32) -> (Vec<AfAlgRow>, Option<String>) {
+    let secs = seconds / 2.0;
+    let mut rows = Vec::new();
+    let mut missing = Vec::new();
+    let driver = |alg: &str| {
+        crate::kernel::crypto_driver(alg).map_or_else(|| "driver unknown".into(), |(d, _)| d)
+    };
+    let mut buf = vec![0x5au8; BIO];
+    // Distinct halves: the kernel's xts refuses equal ones in FIPS mode.
+    let key: [u8; 64] = std::array::from_fn(|i| i as u8);
+    match ContentsCipher::new(CipherKind::Kernel, &key) {
+        Err(e) => missing.push(e.to_string()),
+        Ok(k) => {
+            let ours = ContentsCipher::new(CipherKind::Aes256Xts, &key).expect("64-byte key");
+            let what = format!(
+                "{} vs {}",
+                ours.backend(),
+                driver(crate::crypto::KERNEL_XTS)
+            );
+            for (name, len) in [("xts decrypt 4K unit", UNIT), ("xts decrypt 128K bio", BIO)] {
+                let b = &mut buf[..len];
+                let (mut sw, mut ka) = (Vec::new(), Vec::new());
+                for _ in 0..rounds {
+                    sw.push(ns_per_op(secs, |i| ours.decrypt_units(i, UNIT, b)));
+                    ka.push(ns_per_op(secs, |i| k.decrypt_units(i, UNIT, b)));
+                }
+                rows.push(afalg_row(name, (len / UNIT) as u32, sw, ka, &what));
+            }
+        }
+    }
+    let data = vec![0xa5u8; 2 * UNIT];
+    let params = MerkleParams::new(UNIT, &[]).expect("4096 is a valid block size");
+    let soft = MerkleTree::build(params, &data);
+    match soft.with_hash(crate::verity::merkle::HashKind::Kernel) {
+        Err(e) => missing.push(format!("hash = \"kernel\": {e}")),
+        Ok(kt) => {
+            let what = format!(
+                "sha2 crate vs {}",
+                driver(crate::verity::merkle::KERNEL_SHA256)
+            );
+            let mut h = [0u8; 32];
+            for (name, len) in [("sha256 4K block", UNIT), ("sha256 128K bio", BIO)] {
+                let b = &buf[..len];
+                let (mut sw, mut ka) = (Vec::new(), Vec::new());
+                let mut each = |t: &MerkleTree| {
+                    for blk in b.chunks_exact(UNIT) {
+                        t.hash_data_block(blk, &mut h);
+                    }
+                    std::hint::black_box(&h);
+                };
+                for _ in 0..rounds {
+                    sw.push(ns_per_op(secs, |_| each(&soft)));
+                    ka.push(ns_per_op(secs, |_| each(&kt)));
+                }
+                rows.push(afalg_row(name, (len / UNIT) as u32, sw, ka, &what));
+            }
+        }
+    }
+    (rows, (!missing.is_empty()).then(|| missing.join("; ")))
+}
+
+fn afalg_row(name: &str, calls: u32, sw: Vec<f64>, ka: Vec<f64>, what: &str) -> AfAlgRow {
+    let (software_ns, afalg_ns) = (median(sw), median(ka));
+    AfAlgRow {
+        name: name.into(),
+        calls,
+        software_ns,
+        afalg_ns,
+        ratio: afalg_ns / software_ns,
+        overhead_per_call_ns: (afalg_ns - software_ns) / calls as f64,
+        implementation: what.into(),
     }
 }
 
@@ -320,6 +450,27 @@ impl CryptoReport {
                 r.implementation
             ));
         }
+        if !self.afalg.is_empty() {
+            out.push_str(&format!(
+                "\nthe same work by the running kernel through AF_ALG (one thread, wall time per operation, median):\n{:<22}{:>12}{:>12}{:>8}{:>14}  {}\n",
+                "", "readpath", "AF_ALG", "ratio", "per call", "implementation"
+            ));
+            let us = |ns: f64| format!("{:.2} us", ns / 1e3);
+            for r in &self.afalg {
+                out.push_str(&format!(
+                    "{:<22}{:>12}{:>12}{:>8}{:>14}  {}\n",
+                    r.name,
+                    us(r.software_ns),
+                    us(r.afalg_ns),
+                    format!("{:.2}x", r.ratio),
+                    format!("+{:.0} ns", r.overhead_per_call_ns),
+                    r.implementation
+                ));
+            }
+        }
+        if let Some(why) = &self.afalg_missing {
+            out.push_str(&format!("\nAF_ALG: not measured: {why}\n"));
+        }
         out.push_str(
             "\nsha256-2x: two blocks hashed together, interleaved (fs-verity does this since Linux 6.18), against openssl's one-stream sha256.\nfsverity-verify: cached block checks in pairs, as the pipeline does them (hash the blocks, compare with their verified leaves), against openssl sha256.\n",
         );
@@ -347,5 +498,65 @@ mod tests {
             std::hint::black_box(i);
         });
         assert!(v > 0.0);
+    }
+
+    #[test]
+    fn afalg_rows_are_ratios_and_per_call_overheads() {
+        let r = afalg_row(
+            "xts decrypt 128K bio",
+            32,
+            vec![9_000.0, 10_000.0, 11_000.0],
+            vec![40_000.0, 42_000.0, 99_000.0],
+            "aes-ni vs xts-aes-vaes-avx512",
+        );
+        assert_eq!(r.software_ns, 10_000.0);
+        assert_eq!(r.afalg_ns, 42_000.0);
+        assert_eq!(r.ratio, 4.2);
+        assert_eq!(r.overhead_per_call_ns, 1_000.0);
+        let rep = CryptoReport {
+            results: Vec::new(),
+            seconds: 1.0,
+            rounds: 3,
+            cpu: 0,
+            openssl: None,
+            afalg: vec![r],
+            afalg_missing: None,
+        };
+        let text = rep.to_text();
+        assert!(
+            text.contains("xts decrypt 128K bio      10.00 us    42.00 us   4.20x      +1000 ns  aes-ni vs xts-aes-vaes-avx512"),
+            "{text}"
+        );
+        let missing = CryptoReport {
+            afalg: Vec::new(),
+            afalg_missing: Some("no AF_ALG".into()),
+            ..rep
+        };
+        assert!(
+            missing
+                .to_text()
+                .contains("AF_ALG: not measured: no AF_ALG")
+        );
+        // A report from an older readpath (no AF_ALG fields) still reads.
+        let json = r#"{"results":[],"seconds":1.0,"rounds":1,"cpu":0,"openssl":null}"#;
+        let old: CryptoReport = serde_json::from_str(json).unwrap();
+        assert!(old.afalg.is_empty() && old.afalg_missing.is_none());
+    }
+
+    /// Where AF_ALG works, the rows are measured; where it does not, the
+    /// report says why.
+    #[test]
+    fn afalg_rows_measure_or_say_why_not() {
+        let (rows, missing) = afalg_rows(0.004, 1);
+        match crate::sys::afalg_probe("skcipher", crate::crypto::KERNEL_XTS) {
+            Ok(()) => {
+                assert!(rows.iter().any(|r| r.name == "xts decrypt 4K unit"));
+                assert!(rows.iter().all(|r| r.software_ns > 0.0 && r.afalg_ns > 0.0));
+            }
+            Err(why) => {
+                assert!(rows.iter().all(|r| !r.name.starts_with("xts")));
+                assert!(missing.unwrap().contains(&why));
+            }
+        }
     }
 }

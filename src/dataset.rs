@@ -499,17 +499,34 @@ impl Dataset {
     }
 
     /// A contents cipher keyed with this file's per-file key.
+    ///
+    /// # Panics
+    /// Where [`Dataset::try_cipher`] fails (`kernel` without AF_ALG).
     pub fn cipher(&self, kind: CipherKind) -> ContentsCipher {
-        self.cipher_with_nonce(kind, &self.nonce)
+        self.try_cipher(kind)
+            .unwrap_or_else(|e| panic!("keying {kind}: {e}"))
+    }
+
+    /// A contents cipher keyed with this file's per-file key; the kernel's
+    /// fails where AF_ALG cannot give `xts(aes)`.
+    pub fn try_cipher(
+        &self,
+        kind: CipherKind,
+    ) -> Result<ContentsCipher, crate::crypto::CryptoError> {
+        self.try_cipher_with_nonce(kind, &self.nonce)
     }
 
     /// A contents cipher keyed with the per-file key of another file that
     /// has this dataset's master key and nonce `nonce` (the kernel target's
     /// file of the same plaintext, whose nonce the kernel chose).
-    pub fn cipher_with_nonce(&self, kind: CipherKind, nonce: &[u8; 16]) -> ContentsCipher {
+    pub fn try_cipher_with_nonce(
+        &self,
+        kind: CipherKind,
+        nonce: &[u8; 16],
+    ) -> Result<ContentsCipher, crate::crypto::CryptoError> {
         let mut key = vec![0u8; kind.key_size()];
         crate::crypto::derive_file_key(&self.master_key, nonce, &mut key);
-        let c = ContentsCipher::new(kind, &key).expect("derived key has the cipher's key size");
+        let c = ContentsCipher::new(kind, &key);
         key.fill(0);
         c
     }

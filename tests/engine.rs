@@ -175,6 +175,106 @@ fn verify_queue_modes_and_ciphers_process_every_block() {
     }
 }
 
+/// `pipeline.cipher = "kernel"` and `pipeline.hash = "kernel"`: the model
+/// decrypts with the running kernel's `xts(aes)` and hashes with its
+/// `sha256` through AF_ALG, and every block still decrypts and verifies
+/// (a wrong byte from the kernel would fail verification). Where AF_ALG is
+/// missing, the run takes readpath's own with a notice naming why, and
+/// still processes every block.
+#[test]
+fn kernel_cipher_and_hash_through_af_alg_process_every_block() {
+    use readpath::crypto::CipherKind;
+    use readpath::settings::HashKind;
+    let f = readpath::sys::probe_features();
+    let engine = if io_uring_available() {
+        "uring"
+    } else {
+        "sync"
+    };
+    let cases: &[&[&str]] = &[
+        &["workers.mode=unbound", "workload.readers=2"],
+        &["workers.mode=bound", "workers.verify_mode=unbound"],
+        &["workers.mode=inline", "pipeline.verity=false"],
+        &["workload.direct=false", "workload.block_size=128K"],
+    ];
+    for case in cases {
+        let mut over = vec![
+            format!("workload.engine={engine}"),
+            "workload.queue_depth=2".into(),
+            "pipeline.cipher=kernel".into(),
+            "pipeline.hash=kernel".into(),
+        ];
+        over.extend(case.iter().map(|s| s.to_string()));
+        let over: Vec<&str> = over.iter().map(|s| s.as_str()).collect();
+        let s = settings(&over);
+        let label = case.join(" ");
+        let (t, _, eff) = run_for(s, Duration::from_millis(300));
+        assert_complete(&label, &t, &eff);
+        let notices: Vec<&str> = t.notices.iter().map(|n| n.text.as_str()).collect();
+        match &f.kernel_cipher_reason {
+            None => assert_eq!(eff.pipeline.cipher, CipherKind::Kernel, "{label}"),
+            Some(why) => {
+                assert_eq!(eff.pipeline.cipher, CipherKind::Aes256Xts, "{label}");
+                assert!(
+                    notices
+                        .iter()
+                        .any(|n| n.contains("xts(aes)") && n.contains(why.as_str())),
+                    "{label}: {notices:?}"
+                );
+            }
+        }
+        // The header names the driver AF_ALG got where the kernel's ran.
+        let summary = readpath::output::report::RunSummary::new(
+            &settings(&over),
+            &eff,
+            &t,
+            Default::default(),
+            f.clone(),
+        );
+        let head = summary.to_text();
+        let head = head.lines().next().unwrap();
+        let driver = |alg: &str| {
+            readpath::kernel::crypto_driver(alg).map_or("unknown driver".to_string(), |(d, _)| d)
+        };
+        if eff.pipeline.cipher == CipherKind::Kernel {
+            let want = format!("cipher=kernel ({})", driver("xts(aes)"));
+            assert!(head.contains(&want), "{label}: {head}");
+        } else {
+            assert!(
+                head.contains("cipher=aes-256-xts,") || head.ends_with("cipher=aes-256-xts"),
+                "{label}: {head}"
+            );
+        }
+        if eff.pipeline.verity && eff.pipeline.hash == HashKind::Kernel {
+            let want = format!("hash=kernel ({})", driver("sha256"));
+            assert!(head.contains(&want), "{label}: {head}");
+        } else {
+            assert!(!head.contains("hash="), "{label}: {head}");
+        }
+        let verity = eff.pipeline.verity;
+        match (&f.kernel_hash_reason, verity) {
+            (None, true) => assert_eq!(eff.pipeline.hash, HashKind::Kernel, "{label}"),
+            (Some(why), true) => {
+                assert_eq!(eff.pipeline.hash, HashKind::Software, "{label}");
+                assert!(
+                    notices
+                        .iter()
+                        .any(|n| n.contains("sha256") && n.contains(why.as_str())),
+                    "{label}: {notices:?}"
+                );
+            }
+            (_, false) => {}
+        }
+    }
+    if let Some(why) = f.kernel_cipher_reason.or(f.kernel_hash_reason) {
+        skip::skip(
+            "the AF_ALG part (ran readpath's own cipher and hash instead)",
+            &why,
+            false,
+        );
+    }
+}
+
 #[test]
 fn rate_limited_run_stays_near_its_target() {
     // A correctness check of the schedule (not a speed test): 1000 IOPS for

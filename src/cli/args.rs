@@ -34,7 +34,9 @@ pub(super) fn warmup_duration(s: &str) -> std::result::Result<Duration, String> 
 pub(super) fn tolerance_pct(s: &str) -> std::result::Result<f64, String> {
     match s.trim().trim_end_matches('%').parse::<f64>() {
         Ok(v) if (1.0..=100.0).contains(&v) => Ok(v),
-        _ => Err(format!("{s:?}: allowed a percentage from 1 to 100 (e.g. 15)")),
+        _ => Err(format!(
+            "{s:?}: allowed a percentage from 1 to 100 (e.g. 15)"
+        )),
     }
 }
 

@@ -173,7 +173,12 @@ fn what_varies(
 
 /// Every variant must be valid before anything runs: its ranges, and when
 /// it runs `here`, this machine's features and memory.
-pub(super) fn check_variants(settings: &Settings, cmp: &Compare, cpus: usize, here: bool) -> Result<()> {
+pub(super) fn check_variants(
+    settings: &Settings,
+    cmp: &Compare,
+    cpus: usize,
+    here: bool,
+) -> Result<()> {
     let features = crate::sys::probe_features();
     for v in cmp
         .variants(settings)

@@ -10,7 +10,10 @@
 //! contents ciphers are modelled: AES-256-XTS on the CPU's AES instructions,
 //! the same AES-256-XTS on a portable constant-time software AES (what a CPU
 //! without AES instructions runs), and Adiantum (XChaCha12 + AES-256 +
-//! NH/Poly1305). Everything here is a pure function over byte slices: no
+//! NH/Poly1305). A fourth kind, `kernel`, hands each unit to the running
+//! kernel's own `xts(aes)` through AF_ALG (`sys::AlgTfm`: one operation
+//! socket per thread), so the model pays the driver the kernel's fscrypt
+//! pays. Everything else here is a pure function over byte slices: no
 //! threads, no files, no allocation on the encrypt/decrypt paths, and every
 //! type is `Send + Sync` so one keyed cipher can be shared by worker threads.
 
@@ -39,6 +42,10 @@ crate::named_enum! {
         Aes256XtsSoft => "aes-256-xts-soft",
         /// Adiantum: XChaCha12, AES-256 and NH/Poly1305 (fscrypt mode 9).
         Adiantum => "adiantum",
+        /// AES-256-XTS by the running kernel's own `xts(aes)` (the driver
+        /// its fscrypt uses), through AF_ALG: the kernel's cost, paid per
+        /// data unit with one `sendmsg` and one read.
+        Kernel => "kernel",
     }
 }
 
@@ -46,7 +53,7 @@ impl CipherKind {
     /// The size of the per-file key the cipher is keyed with, in bytes.
     pub fn key_size(self) -> usize {
         match self {
-            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft => 64,
+            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft | CipherKind::Kernel => 64,
             CipherKind::Adiantum => 32,
         }
     }
@@ -54,7 +61,7 @@ impl CipherKind {
     /// The size of the IV (tweak) fscrypt hands the cipher, in bytes.
     pub fn iv_size(self) -> usize {
         match self {
-            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft => 16,
+            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft | CipherKind::Kernel => 16,
             CipherKind::Adiantum => 32,
         }
     }
@@ -62,14 +69,15 @@ impl CipherKind {
     /// The fscrypt contents mode number (`FSCRYPT_MODE_*`).
     pub fn contents_mode(self) -> u8 {
         match self {
-            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft => 1, // FSCRYPT_MODE_AES_256_XTS
-            CipherKind::Adiantum => 9,                              // FSCRYPT_MODE_ADIANTUM
+            // FSCRYPT_MODE_AES_256_XTS
+            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft | CipherKind::Kernel => 1,
+            CipherKind::Adiantum => 9, // FSCRYPT_MODE_ADIANTUM
         }
     }
 
     /// Whether the two kinds turn the same key and plaintext into the same
-    /// ciphertext (true for the two AES-256-XTS implementations, and for a
-    /// kind with itself).
+    /// ciphertext (true for the three AES-256-XTS implementations, and for
+    /// a kind with itself).
     pub fn same_ciphertext_as(self, other: CipherKind) -> bool {
         self.contents_mode() == other.contents_mode()
     }
@@ -91,6 +99,9 @@ pub enum CryptoError {
     /// The data unit size is not a multiple of 16 in 16..=4096.
     #[error("data unit size {0} is not a multiple of 16 between 16 and 4096")]
     BadUnitSize(usize),
+    /// The kernel's `xts(aes)` could not be had through AF_ALG.
+    #[error("cipher = \"kernel\": {0}")]
+    Kernel(String),
 }
 
 /// Checks that `unit_size` is a data unit size the ciphers accept: a multiple
@@ -124,6 +135,8 @@ enum Inner {
         tweak: aes_soft::Aes256,
     },
     Adiantum(AdiantumCipher),
+    /// The kernel's `xts(aes)`, keyed; each thread its own op socket.
+    Kernel(crate::sys::AlgTfm),
 }
 
 /// A contents cipher keyed with a per-file key; encrypts and decrypts whole
@@ -177,6 +190,16 @@ impl ContentsCipher {
             CipherKind::Adiantum => {
                 Inner::Adiantum(AdiantumCipher::new_from_slice(key).expect("32-byte key"))
             }
+            CipherKind::Kernel => {
+                let tfm = crate::sys::AlgTfm::bind("skcipher", KERNEL_XTS)
+                    .and_then(|t| t.set_key(key).map(|()| t))
+                    .map_err(|e| CryptoError::Kernel(e.to_string()))?;
+                // The first op socket now, so that a refusal is an error
+                // here rather than a panic on the first unit.
+                tfm.with_op(|_| Ok(()))
+                    .map_err(|e| CryptoError::Kernel(e.to_string()))?;
+                Inner::Kernel(tfm)
+            }
         };
         Ok(ContentsCipher { kind, inner })
     }
@@ -188,13 +211,16 @@ impl ContentsCipher {
 
     /// What actually runs the cipher on this machine, for reports:
     /// `"aes-ni"`, `"aes crate"` (the hardware kind without AES-NI),
-    /// `"fixsliced software aes"` or `"adiantum crate"`.
+    /// `"fixsliced software aes"`, `"adiantum crate"` or `"kernel xts(aes)
+    /// via AF_ALG"` (which driver: `/proc/crypto`, see
+    /// `kernel::crypto_driver`).
     pub fn backend(&self) -> &'static str {
         match &self.inner {
             Inner::Xts(c) if c.uses_aesni() => "aes-ni",
             Inner::Xts(_) => "aes crate",
             Inner::XtsSoft { .. } => "fixsliced software aes",
             Inner::Adiantum(_) => "adiantum crate",
+            Inner::Kernel(_) => "kernel xts(aes) via AF_ALG",
         }
     }
 
@@ -212,6 +238,7 @@ impl ContentsCipher {
                 xts::encrypt_soft(data, tweak, &xts_iv(unit_index), buf)
             }
             Inner::Adiantum(c) => c.encrypt(buf, &adiantum_iv(unit_index)),
+            Inner::Kernel(t) => kernel_op(t.with_op(|op| op.encrypt(&xts_iv(unit_index), buf))),
         }
     }
 
@@ -227,6 +254,7 @@ impl ContentsCipher {
                 xts::decrypt_soft(data, tweak, &xts_iv(unit_index), buf)
             }
             Inner::Adiantum(c) => c.decrypt(buf, &adiantum_iv(unit_index)),
+            Inner::Kernel(t) => kernel_op(t.with_op(|op| op.decrypt(&xts_iv(unit_index), buf))),
         }
     }
 
@@ -254,6 +282,20 @@ impl ContentsCipher {
         for (i, unit) in buf.chunks_exact_mut(unit_size).enumerate() {
             self.decrypt_unit(first_unit.wrapping_add(i as u64), unit);
         }
+    }
+}
+
+/// The crypto API name the kernel kind binds (what fscrypt allocates for
+/// `FSCRYPT_MODE_AES_256_XTS`).
+pub const KERNEL_XTS: &str = "xts(aes)";
+
+/// An AF_ALG operation that failed after the socket was bound, keyed and
+/// accepted: the kernel refused a unit it took a moment ago (out of
+/// memory, descriptors); the unit cannot be left undecrypted silently.
+#[inline]
+fn kernel_op(r: std::io::Result<()>) {
+    if let Err(e) = r {
+        panic!("cipher = \"kernel\": {e}");
     }
 }
 
@@ -304,6 +346,20 @@ mod tests {
         hex::decode(s).expect("test hex")
     }
 
+    /// Whether this kernel gives `xts(aes)` through AF_ALG (kernels without
+    /// `CONFIG_CRYPTO_USER_API_SKCIPHER` refuse the socket).
+    fn kernel_xts() -> Result<(), String> {
+        crate::sys::afalg_probe("skcipher", KERNEL_XTS)
+    }
+
+    /// Every kind this machine can key: `kernel` only where AF_ALG works.
+    fn kinds() -> Vec<CipherKind> {
+        CipherKind::ALL
+            .into_iter()
+            .filter(|k| *k != CipherKind::Kernel || kernel_xts().is_ok())
+            .collect()
+    }
+
     /// The plaintext of the openssl-generated vectors.
     fn pattern(n: usize) -> Vec<u8> {
         (0..n).map(|i| ((i * 31 + 7) ^ (i >> 8)) as u8).collect()
@@ -333,8 +389,9 @@ mod tests {
     impl Xts {
         fn all(key: &[u8]) -> Vec<(String, Xts)> {
             let key64: &[u8; 64] = key.try_into().unwrap();
-            let mut v: Vec<(String, Xts)> = [CipherKind::Aes256Xts, CipherKind::Aes256XtsSoft]
+            let mut v: Vec<(String, Xts)> = kinds()
                 .into_iter()
+                .filter(|k| *k != CipherKind::Adiantum)
                 .map(|k| {
                     let c = ContentsCipher::new(k, key).unwrap();
                     (format!("{k} ({})", c.backend()), Xts::Kind(c))
@@ -373,7 +430,7 @@ mod tests {
         }
         assert_eq!(
             CipherKind::ALL.map(CipherKind::name),
-            ["aes-256-xts", "aes-256-xts-soft", "adiantum"]
+            ["aes-256-xts", "aes-256-xts-soft", "adiantum", "kernel"]
         );
     }
 
@@ -390,17 +447,19 @@ mod tests {
     fn kind_properties() {
         use CipherKind::*;
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Adiantum].map(|k| k.key_size()),
-            [64, 64, 32]
+            [Aes256Xts, Aes256XtsSoft, Adiantum, Kernel].map(|k| k.key_size()),
+            [64, 64, 32, 64]
         );
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Adiantum].map(|k| k.iv_size()),
-            [16, 16, 32]
+            [Aes256Xts, Aes256XtsSoft, Adiantum, Kernel].map(|k| k.iv_size()),
+            [16, 16, 32, 16]
         );
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Adiantum].map(|k| k.contents_mode()),
-            [1, 1, 9]
+            [Aes256Xts, Aes256XtsSoft, Adiantum, Kernel].map(|k| k.contents_mode()),
+            [1, 1, 9, 1]
         );
+        assert!(Kernel.same_ciphertext_as(Aes256Xts));
+        assert!(!Kernel.same_ciphertext_as(Adiantum));
         assert!(Aes256Xts.same_ciphertext_as(Aes256XtsSoft));
         assert!(Aes256XtsSoft.same_ciphertext_as(Aes256Xts));
         assert!(Adiantum.same_ciphertext_as(Adiantum));
@@ -455,7 +514,7 @@ mod tests {
 
     #[test]
     fn bad_key_length_is_reported() {
-        for kind in CipherKind::ALL {
+        for kind in kinds() {
             for len in [0, 16, 31, 33, 48, 63, 65, 128] {
                 if len == kind.key_size() {
                     continue;
@@ -755,7 +814,7 @@ mod tests {
 
     #[test]
     fn round_trip_4096_all_kinds() {
-        for kind in CipherKind::ALL {
+        for kind in kinds() {
             let key = filler(kind.key_size(), 99);
             let c = ContentsCipher::new(kind, &key).unwrap();
             for unit in [0u64, 1, 2, 255, 256, 1 << 32, u64::MAX - 1, u64::MAX] {
@@ -777,7 +836,7 @@ mod tests {
 
     #[test]
     fn round_trip_every_unit_size() {
-        for kind in CipherKind::ALL {
+        for kind in kinds() {
             let c = ContentsCipher::new(kind, &filler(kind.key_size(), 5)).unwrap();
             for size in (16..=4096).step_by(16) {
                 let plain = filler(size, size as u64);
@@ -853,7 +912,7 @@ mod tests {
 
     #[test]
     fn multi_unit_calls_equal_single_unit_calls() {
-        for kind in CipherKind::ALL {
+        for kind in kinds() {
             let c = ContentsCipher::new(kind, &filler(kind.key_size(), 17)).unwrap();
             for (unit_size, n, first) in [
                 (4096usize, 8usize, 1000u64),
@@ -930,7 +989,7 @@ mod tests {
     #[test]
     fn file_key_drives_every_kind() {
         let mk = unhex(MASTER_KEY_HEX);
-        for kind in CipherKind::ALL {
+        for kind in kinds() {
             let mut key = vec![0u8; kind.key_size()];
             derive_file_key(&mk, &NONCE, &mut key);
             let c = ContentsCipher::new(kind, &key).unwrap();
@@ -939,6 +998,75 @@ mod tests {
             c.encrypt_unit(42, &mut buf);
             c.decrypt_unit(42, &mut buf);
             assert_eq!(buf, plain);
+        }
+    }
+
+    #[test]
+    fn kernel_kind_without_af_alg_is_an_error_naming_why() {
+        let Err(why) = kernel_xts() else {
+            eprintln!("AF_ALG xts(aes) is available here: the refusal is not testable");
+            return;
+        };
+        let err = ContentsCipher::new(CipherKind::Kernel, &[1u8; 64]).unwrap_err();
+        let CryptoError::Kernel(msg) = &err else {
+            panic!("{err:?}");
+        };
+        assert!(msg.contains("AF_ALG skcipher xts(aes)"), "{msg}");
+        assert_eq!(*msg, why);
+        assert!(
+            err.to_string().starts_with("cipher = \"kernel\": "),
+            "{err}"
+        );
+    }
+
+    /// The kernel kind against readpath's own AES-256-XTS: every unit size,
+    /// the IEEE and OpenSSL vectors (through `Xts::all`, which holds it where
+    /// AF_ALG works), and several threads each on its own op socket.
+    #[test]
+    fn kernel_kind_equals_software_xts_bit_for_bit() {
+        if let Err(why) = kernel_xts() {
+            eprintln!("SKIPPED kernel_kind_equals_software_xts_bit_for_bit: {why}");
+            return;
+        }
+        let key = filler(64, 27);
+        let k = std::sync::Arc::new(ContentsCipher::new(CipherKind::Kernel, &key).unwrap());
+        let ours = std::sync::Arc::new(ContentsCipher::new(CipherKind::Aes256Xts, &key).unwrap());
+        assert_eq!(k.backend(), "kernel xts(aes) via AF_ALG");
+        // The IEEE 1619 vector 10, exact bytes, decrypted by the kernel.
+        let ieee = ContentsCipher::new(CipherKind::Kernel, &unhex(IEEE_KEY)).unwrap();
+        let (dusn, ct_hex) = IEEE_VECTORS[0];
+        let mut buf = unhex(ct_hex);
+        ieee.decrypt_unit(dusn, &mut buf);
+        assert_eq!(buf, ieee_plaintext());
+        for size in (16..=4096).step_by(16) {
+            let unit = u64::MAX - size as u64;
+            let plain = filler(size, unit);
+            let mut ct = plain.clone();
+            ours.encrypt_unit(unit, &mut ct);
+            let mut a = ct.clone();
+            k.decrypt_unit(unit, &mut a);
+            assert_eq!(a, plain, "size {size}");
+            let mut b = plain.clone();
+            k.encrypt_unit(unit, &mut b);
+            assert_eq!(b, ct, "size {size}");
+        }
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (k, ours) = (k.clone(), ours.clone());
+                std::thread::spawn(move || {
+                    for i in 0..64u64 {
+                        let unit = t * 1000 + i;
+                        let plain = filler(32 * 1024, unit);
+                        let mut ct = plain.clone();
+                        ours.encrypt_units(unit, DATA_UNIT_SIZE, &mut ct);
+                        k.decrypt_units(unit, DATA_UNIT_SIZE, &mut ct);
+                        assert_eq!(ct, plain, "thread {t} unit {unit}");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
         }
     }
 }

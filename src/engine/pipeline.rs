@@ -19,7 +19,7 @@ use crate::settings::Settings;
 use crate::verity::merkle::VerifiedCache;
 
 use crate::settings::units::format_cpu_list;
-use crate::settings::{AffinityScope, Completion, EngineKind};
+use crate::settings::{AffinityScope, Completion, EngineKind, HashKind};
 use crate::sys::{CpuTopo, pods_by};
 
 use super::irq::Irqs;
@@ -165,15 +165,25 @@ impl Pipeline {
         // ciphertext, keyed with its file's nonce; the tree is still the
         // dataset's (encrypted with the dataset file's key).
         let data_nonce = file.map.as_ref().and_then(|m| m.nonce);
-        let cipher = plan.decrypt.then(|| {
-            Arc::new(match &data_nonce {
-                Some(n) => dataset.cipher_with_nonce(kind, n),
-                None => dataset.cipher(kind),
-            })
-        });
+        let keyed = |nonce: Option<&[u8; 16]>| -> std::io::Result<Option<Arc<crate::crypto::ContentsCipher>>> {
+            if !plan.decrypt {
+                return Ok(None);
+            }
+            let c = match nonce {
+                Some(n) => dataset.try_cipher_with_nonce(kind, n),
+                None => dataset.try_cipher(kind),
+            };
+            Ok(Some(Arc::new(c.map_err(std::io::Error::other)?)))
+        };
+        let cipher = keyed(data_nonce.as_ref())?;
         let tree_cipher = match data_nonce {
-            Some(_) => plan.decrypt.then(|| Arc::new(dataset.cipher(kind))),
+            Some(_) => keyed(None)?,
             None => cipher.clone(),
+        };
+        // `pipeline.hash = "kernel"`: the same tree, hashed by the kernel.
+        let verity_tree = match plan.verify && settings.pipeline.hash == HashKind::Kernel {
+            true => Some(Arc::new(dataset.tree().with_hash(HashKind::Kernel)?)),
+            false => None,
         };
         // The tree in the page cache, as the file stores it (encrypted
         // past EOF when decryption is on), read like the data (O_DIRECT
@@ -206,6 +216,7 @@ impl Pipeline {
             file,
             cipher,
             dataset,
+            verity_tree,
             cache,
             first_q,
             second_q,

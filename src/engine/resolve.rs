@@ -16,7 +16,7 @@
 
 use crate::crypto::CipherKind;
 use crate::settings::{
-    CacheDevice, Completion, EngineKind, Scope, Settings, SleepMode, Target, WorkerMode,
+    CacheDevice, Completion, EngineKind, HashKind, Scope, Settings, SleepMode, Target, WorkerMode,
 };
 use crate::sys::Features;
 
@@ -416,11 +416,11 @@ const RULES: &[Rule] = &[
         when: |c| {
             matches!(
                 c.s.pipeline.cipher,
-                CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft
+                CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft | CipherKind::Kernel
             )
         },
         grey: Some(|_| {
-            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft reads the same file"
+            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft and kernel read the same file"
                 .into()
         }),
         ..RULE
@@ -544,6 +544,59 @@ const RULES: &[Rule] = &[
         when: |c| !c.s.pipeline.decrypt,
         grey: Some(|_| "decrypt is off".into()),
         inert: true,
+        ..RULE
+    },
+    Rule {
+        keys: &["pipeline.cipher"],
+        on: On::Model,
+        when: |c| {
+            c.s.pipeline.decrypt
+                && c.s.pipeline.cipher == CipherKind::Kernel
+                && c.f.kernel_cipher_reason.is_some()
+        },
+        runs: Some(|e| e.pipeline.cipher = CipherKind::Aes256Xts),
+        notice: Some(|c| {
+            format!(
+                "the kernel's xts(aes) is unavailable through AF_ALG ({}); using aes-256-xts (readpath's own, the same ciphertext)",
+                c.f.kernel_cipher_reason.as_deref().unwrap_or("refused")
+            )
+        }),
+        grey: Some(|c| {
+            format!(
+                "kernel: AF_ALG unavailable ({})",
+                c.f.kernel_cipher_reason.as_deref().unwrap_or("refused")
+            )
+        }),
+        ..RULE
+    },
+    Rule {
+        keys: &["pipeline.hash"],
+        when: |c| !c.s.pipeline.verity,
+        grey: Some(|_| "verity is off".into()),
+        inert: true,
+        ..RULE
+    },
+    Rule {
+        keys: &["pipeline.hash"],
+        on: On::Model,
+        when: |c| {
+            c.s.pipeline.verity
+                && c.s.pipeline.hash == HashKind::Kernel
+                && c.f.kernel_hash_reason.is_some()
+        },
+        runs: Some(|e| e.pipeline.hash = HashKind::Software),
+        notice: Some(|c| {
+            format!(
+                "the kernel's sha256 is unavailable through AF_ALG ({}); using software (readpath's own, the same hashes)",
+                c.f.kernel_hash_reason.as_deref().unwrap_or("refused")
+            )
+        }),
+        grey: Some(|c| {
+            format!(
+                "kernel: AF_ALG unavailable ({})",
+                c.f.kernel_hash_reason.as_deref().unwrap_or("refused")
+            )
+        }),
         ..RULE
     },
     Rule {
@@ -679,6 +732,8 @@ mod tests {
             highpri_reason: None,
             kernel_verity: false,
             kernel_target_reason: None,
+            kernel_cipher_reason: None,
+            kernel_hash_reason: None,
         }
     }
 
@@ -841,5 +896,53 @@ mod tests {
         assert_eq!(r.limit("pipeline.cipher"), Some("decrypt is off"));
         assert!(r.limit("workers.verify_mode").is_some());
         assert!(r.fallbacks.is_empty());
+    }
+
+    #[test]
+    fn no_af_alg_means_readpaths_own_cipher_and_hash_with_a_notice() {
+        let s = with(&[("pipeline.cipher", "kernel"), ("pipeline.hash", "kernel")]);
+        // Where AF_ALG works, both run as asked.
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(r.effective.pipeline.cipher, CipherKind::Kernel);
+        assert_eq!(r.effective.pipeline.hash, HashKind::Kernel);
+        assert!(r.fallbacks.is_empty(), "{:?}", r.fallbacks);
+        let f = Features {
+            kernel_cipher_reason: Some(
+                "AF_ALG skcipher xts(aes): socket(AF_ALG): EAFNOSUPPORT".into(),
+            ),
+            kernel_hash_reason: Some("AF_ALG hash sha256: bind: ENOENT".into()),
+            ..all()
+        };
+        let r = resolve(&s, &f, &DataFs::capable()).unwrap();
+        assert_eq!(r.effective.pipeline.cipher, CipherKind::Aes256Xts);
+        assert_eq!(r.effective.pipeline.hash, HashKind::Software);
+        let n = r.notices();
+        assert_eq!(n.len(), 2, "{n:?}");
+        assert!(n[0].starts_with("pipeline.cipher: the kernel's xts(aes) is unavailable through AF_ALG (AF_ALG skcipher xts(aes): socket(AF_ALG): EAFNOSUPPORT)"), "{}", n[0]);
+        assert!(n[1].starts_with("pipeline.hash: the kernel's sha256 is unavailable through AF_ALG (AF_ALG hash sha256: bind: ENOENT)"), "{}", n[1]);
+        assert!(r.limit("pipeline.cipher").unwrap().contains("EAFNOSUPPORT"));
+        // Off stages need nothing.
+        let off = with(&[
+            ("pipeline.cipher", "kernel"),
+            ("pipeline.hash", "kernel"),
+            ("pipeline.decrypt", "false"),
+            ("pipeline.verity", "false"),
+        ]);
+        let r = resolve(&off, &f, &DataFs::capable()).unwrap();
+        assert!(r.fallbacks.is_empty(), "{:?}", r.fallbacks);
+        assert_eq!(r.limit("pipeline.hash"), Some("verity is off"));
+        // The kernel target reads the AES-256-XTS file whatever AF_ALG says.
+        let k = with(&[("pipeline.cipher", "kernel"), ("workload.target", "kernel")]);
+        let r = resolve(&k, &f, &DataFs::capable()).unwrap();
+        assert_eq!(r.effective.pipeline.cipher, CipherKind::Kernel);
+        assert!(
+            r.limit("pipeline.cipher")
+                .unwrap()
+                .contains("kernel read the same file")
+        );
+        let mut e = r.effective.clone();
+        e.pipeline.verity = false;
+        let label = super::super::stages::Plan::label(&e);
+        assert!(label.contains("fscrypt aes-256-xts"), "{label}");
     }
 }

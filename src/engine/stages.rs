@@ -11,7 +11,7 @@ use crate::crypto::{ContentsCipher, DATA_UNIT_SIZE};
 use crate::dataset::{Dataset, VERITY_BLOCK_SIZE};
 use crate::metrics::{Recorder, Registry, Stage, stamp};
 use crate::settings::{Settings, VerifyMode, WorkerMode};
-use crate::verity::merkle::{HashBlocks, VerifiedCache, VerifyError};
+use crate::verity::merkle::{HashBlocks, MerkleTree, VerifiedCache, VerifyError};
 
 use super::pagecache::PageCache;
 use super::queue::{NO_BIO, Queues, ReturnQueue, WorkItem, WorkQueue};
@@ -140,6 +140,9 @@ pub struct Ctx {
     pub cipher: Option<Arc<ContentsCipher>>,
     /// Dataset (for the Merkle tree).
     pub dataset: Arc<Dataset>,
+    /// The dataset's tree hashing with the kernel's sha256
+    /// (`pipeline.hash = "kernel"`); None: the dataset's own.
+    pub verity_tree: Option<Arc<MerkleTree>>,
     /// Verified hash blocks, shared for the engine's lifetime.
     pub cache: Arc<VerifiedCache>,
     /// Queues of the first stage (None when it runs inline).
@@ -370,7 +373,10 @@ impl Ctx {
         what: impl Fn() -> String,
         then: &str,
     ) -> bool {
-        let tree = self.dataset.tree();
+        let tree = self
+            .verity_tree
+            .as_deref()
+            .unwrap_or_else(|| self.dataset.tree());
         // The hash blocks: the tree's pages in the page cache (cold), else
         // the tree held in memory with the engine's verified bitmap.
         let resident;

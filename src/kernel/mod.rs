@@ -1028,6 +1028,23 @@ pub use crate::sys::ext4_has_verity;
 
 #[cfg(test)]
 mod tests {
+    /// `kernel` (the kernel's xts(aes) through AF_ALG) is AES-256-XTS
+    /// everywhere a cipher picks a file: the fscrypt policy, the kernel
+    /// target's file, the dataset's file and tree.
+    #[test]
+    fn the_kernel_cipher_is_the_aes_256_xts_contents_mode_everywhere() {
+        use super::target::FileKind;
+        use crate::crypto::CipherKind::{Aes256Xts, Kernel};
+        use crate::dataset::{Variant, tree_file_name};
+        assert_eq!(super::mode_of(Kernel), super::fscrypt::MODE_AES_256_XTS);
+        for (d, v) in [(true, true), (true, false), (false, true)] {
+            assert_eq!(FileKind::of(d, v, Kernel), FileKind::of(d, v, Aes256Xts));
+        }
+        assert_eq!(Variant::Cipher(Kernel).file_name(), "aes-256-xts.bin");
+        assert_eq!(tree_file_name(Variant::Cipher(Kernel)), "aes-256-xts.tree");
+        assert_eq!(Kernel.contents_mode(), Aes256Xts.contents_mode());
+    }
+
     #[test]
     fn the_highest_priority_driver_is_the_one_fscrypt_gets() {
         let text = "name         : xts(aes)\ndriver       : xts(ecb(aes-fixed-time))\nmodule       : kernel\npriority     : 101\n\nname         : xts(aes)\ndriver       : xts-aes-aesni\nmodule       : aesni_intel\npriority     : 401\n\nname         : sha256\ndriver       : sha256-ni\npriority     : 250\n";

@@ -40,7 +40,7 @@ pub struct WindowStats {
     pub page_hit_pct: Option<f64>,
     /// Bios per second (each one decrypted and verified as one item).
     #[serde(default)]
-pub bios_per_s: f64,
+    pub bios_per_s: f64,
     /// Median over the intervals of a post-read work item's median
     /// execution (decryption's, else verification's), us; NaN with none.
     #[serde(default = "nan")]

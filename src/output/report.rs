@@ -94,6 +94,15 @@ pub struct RunSummary {
     /// once over the run (cold tree reads).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<crate::metrics::PoolRecord>,
+    /// The kernel driver the model decrypted with through AF_ALG
+    /// (`pipeline.cipher = "kernel"`): `/proc/crypto`'s highest-priority
+    /// `xts(aes)`, e.g. `xts-aes-vaes-avx512`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher_driver: Option<String>,
+    /// The kernel driver the model hashed with through AF_ALG
+    /// (`pipeline.hash = "kernel"`): the highest-priority `sha256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_driver: Option<String>,
     /// Mean CPU of the whole process, % of one CPU.
     pub process_cpu_pct: f64,
     /// Intervals recorded.
@@ -300,6 +309,12 @@ impl KernelSummary {
     }
 }
 
+/// The driver AF_ALG binds for `alg`: `/proc/crypto`'s highest-priority
+/// one, or "unknown driver" where it cannot be read.
+fn afalg_driver(alg: &str) -> String {
+    crate::kernel::crypto_driver(alg).map_or_else(|| "unknown driver".into(), |(d, _)| d)
+}
+
 impl RunSummary {
     /// Builds the summary of a finished run.
     pub fn new(
@@ -344,6 +359,14 @@ impl RunSummary {
             page_cache: model
                 .then(|| crate::metrics::PageCacheStats::of(c, totals.page_cache_bytes)),
             pools: totals.pools.clone(),
+            cipher_driver: (model
+                && effective.pipeline.decrypt
+                && effective.pipeline.cipher == crate::crypto::CipherKind::Kernel)
+                .then(|| afalg_driver(crate::crypto::KERNEL_XTS)),
+            hash_driver: (model
+                && effective.pipeline.verity
+                && effective.pipeline.hash == crate::settings::HashKind::Kernel)
+                .then(|| afalg_driver(crate::verity::merkle::KERNEL_SHA256)),
             process_cpu_pct: totals.process_cpu_pct,
             intervals: totals.intervals,
             notices: totals.notices.iter().map(|n| n.text.clone()).collect(),
@@ -380,7 +403,7 @@ impl RunSummary {
         let w = &e.workload;
         let _ = writeln!(
             o,
-            "readpath: {} {} {}{} {} qd={} readers={}{} | {}{}{}",
+            "readpath: {} {} {}{} {} qd={} readers={}{} | {}{}{}{}",
             w.engine,
             w.sleep,
             if w.direct { "O_DIRECT " } else { "buffered " },
@@ -395,9 +418,16 @@ impl RunSummary {
             },
             self.plan,
             if e.pipeline.decrypt {
-                format!(", cipher={}", e.pipeline.cipher)
+                match &self.cipher_driver {
+                    Some(d) => format!(", cipher={} ({d})", e.pipeline.cipher),
+                    None => format!(", cipher={}", e.pipeline.cipher),
+                }
             } else {
                 String::new()
+            },
+            match &self.hash_driver {
+                Some(d) => format!(", hash=kernel ({d})"),
+                None => String::new(),
             },
             if e.workers.highpri && e.workload.target == crate::settings::Target::Model {
                 ", highpri"

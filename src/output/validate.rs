@@ -150,11 +150,23 @@ impl ValidateReport {
             kernel.change_pct = None;
             let measured = |s: &Spread| s.median.is_finite();
             let (ratio, verdict, note) = if !measured(&model) && !measured(&kernel) {
-                (None, "unmeasured", Some("neither side measured it".to_string()))
+                (
+                    None,
+                    "unmeasured",
+                    Some("neither side measured it".to_string()),
+                )
             } else if !measured(&kernel) {
-                (None, "unmeasured", Some("the kernel target does not measure it here".to_string()))
+                (
+                    None,
+                    "unmeasured",
+                    Some("the kernel target does not measure it here".to_string()),
+                )
             } else if !measured(&model) {
-                (None, "unmeasured", Some("the model did not measure it".to_string()))
+                (
+                    None,
+                    "unmeasured",
+                    Some("the model did not measure it".to_string()),
+                )
             } else if kernel.median == 0.0 && model.median == 0.0 {
                 (Some(1.0), "within", None)
             } else if kernel.median == 0.0 {
@@ -245,7 +257,13 @@ impl ValidateReport {
             ]);
         }
         let w: Vec<usize> = (0..4)
-            .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0))
+            .map(|c| {
+                lines
+                    .iter()
+                    .map(|l| l[c].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
             .collect();
         for l in &lines {
             out.push_str(
@@ -330,8 +348,28 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         for (value, f) in [
-            ("model", &(|i: usize| if i == 0 { 100.0 } else if i == 1 { 130.0 } else { 10.0 }) as &dyn Fn(usize) -> f64),
-            ("kernel", &(|i: usize| if i == METRICS.len() - 2 { f64::NAN } else { 100.0 }) as &dyn Fn(usize) -> f64),
+            (
+                "model",
+                &(|i: usize| {
+                    if i == 0 {
+                        100.0
+                    } else if i == 1 {
+                        130.0
+                    } else {
+                        10.0
+                    }
+                }) as &dyn Fn(usize) -> f64,
+            ),
+            (
+                "kernel",
+                &(|i: usize| {
+                    if i == METRICS.len() - 2 {
+                        f64::NAN
+                    } else {
+                        100.0
+                    }
+                }) as &dyn Fn(usize) -> f64,
+            ),
         ] {
             c.variants.push(crate::output::experiment::VariantResult {
                 value: value.into(),
@@ -351,7 +389,10 @@ mod tests {
         assert_eq!(r.within, 1);
         assert_eq!(r.outside, METRICS.len() - 2);
         let text = r.to_text();
-        assert!(text.contains("1 of 9 measured metrics within 15%"), "{text}");
+        assert!(
+            text.contains("1 of 9 measured metrics within 15%"),
+            "{text}"
+        );
         assert!(text.contains("IOPS 1.30x"), "{text}");
     }
 
@@ -373,7 +414,10 @@ mod tests {
         assert!(like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))")).is_empty());
         assert_eq!(nearest_cipher("xts-aes-vaes-avx512"), Some("aes-256-xts"));
         assert_eq!(nearest_cipher("xts-aes-aesni"), Some("aes-256-xts"));
-        assert_eq!(nearest_cipher("xts(ecb(aes-generic))"), Some("aes-256-xts-soft"));
+        assert_eq!(
+            nearest_cipher("xts(ecb(aes-generic))"),
+            Some("aes-256-xts-soft")
+        );
         assert_eq!(nearest_cipher("xts-aes-mystery"), None);
         // Where the kernel target cannot run, the device stays.
         let mut s = Settings::default();

@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::crypto::CipherKind;
+pub use crate::verity::merkle::HashKind;
 
 /// The page size; block and file sizes must be multiples of it.
 pub const PAGE_SIZE: u64 = 4096;
@@ -100,6 +101,8 @@ pub struct Pipeline {
     pub cipher: CipherKind,
     /// Verify every block against the Merkle tree (fs-verity).
     pub verity: bool,
+    /// Who computes verification's SHA-256: readpath or the kernel (AF_ALG).
+    pub hash: HashKind,
     /// Merkle tree salt; serialized as a hex string.
     #[serde(with = "hex_bytes")]
     pub salt: Vec<u8>,
@@ -113,6 +116,7 @@ impl Default for Pipeline {
             decrypt: true,
             cipher: CipherKind::Aes256Xts,
             verity: true,
+            hash: HashKind::Software,
             salt: Vec::new(),
             corrupt_every: 0,
         }
@@ -767,6 +771,7 @@ mod tests {
         ("pipeline.decrypt", "false", "false", "false"),
         ("pipeline.cipher", "\"adiantum\"", "adiantum", "adiantum"),
         ("pipeline.verity", "false", "false", "false"),
+        ("pipeline.hash", "\"kernel\"", "kernel", "kernel"),
         ("pipeline.salt", "\"00ff\"", "00ff", "00ff"),
         ("pipeline.corrupt_every", "100", "100", "100"),
         ("workers.mode", "\"inline\"", "inline", "inline"),
@@ -1035,7 +1040,7 @@ mod tests {
         );
         assert_eq!(
             err_set("pipeline.cipher", "rot13"),
-            "pipeline.cipher = \"rot13\" is invalid: allowed aes-256-xts, aes-256-xts-soft, adiantum"
+            "pipeline.cipher = \"rot13\" is invalid: allowed aes-256-xts, aes-256-xts-soft, adiantum, kernel"
         );
         assert_eq!(
             err_set("workers.mode", "unbond"),
@@ -1131,7 +1136,7 @@ mod tests {
             Settings::from_toml_str(src, "preset.toml")
                 .unwrap_err()
                 .to_string(),
-            "preset.toml:5:12: pipeline.cipher = \"rot13\" is invalid: allowed aes-256-xts, aes-256-xts-soft, adiantum"
+            "preset.toml:5:12: pipeline.cipher = \"rot13\" is invalid: allowed aes-256-xts, aes-256-xts-soft, adiantum, kernel"
         );
         // The first problem in file order is reported.
         let src = "[workload]\nreaders = 0\nblock_size = 1000\n";

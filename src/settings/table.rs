@@ -19,8 +19,8 @@
 
 use super::units::{format_cpu_list, format_size, parse_cpu_list, parse_size};
 use super::{
-    AffinityScope, CacheDevice, Completion, EngineKind, MAX_CPU_NUMBER, MAX_PATH_BYTES, PAGE_SIZE,
-    Pattern, SettingsError, SleepMode, Target, Val, VerifyMode, WorkerMode, closest,
+    AffinityScope, CacheDevice, Completion, EngineKind, HashKind, MAX_CPU_NUMBER, MAX_PATH_BYTES,
+    PAGE_SIZE, Pattern, SettingsError, SleepMode, Target, Val, VerifyMode, WorkerMode, closest,
     cpu_number_error, wrong_type,
 };
 use crate::choice::Choice;
@@ -246,6 +246,7 @@ choice_field!(
     Pattern,
     Completion,
     CipherKind,
+    HashKind,
     WorkerMode,
     VerifyMode,
     AffinityScope,
@@ -379,7 +380,7 @@ pub static KEYS: &[Setting] = &[
             help: "fscrypt decryption on/off" }),
     }),
     setting!(pipeline.cipher, Kind::Choice(&CipherKind::NAMES), {
-        help: "contents encryption mode used by decrypt",
+        help: "contents encryption mode used by decrypt (kernel: the running kernel's xts(aes) through AF_ALG, the same AES-256-XTS)",
         bind: Some(Bind { step: Step::Cycle('c'), rank: 12, footer: Some("cipher"),
             help: "cipher: {values}" }),
     }),
@@ -387,6 +388,10 @@ pub static KEYS: &[Setting] = &[
         help: "verify every block read against a Merkle tree (fs-verity)",
         bind: Some(Bind { step: Step::Cycle('v'), rank: 10, footer: Some("verity"),
             help: "fs-verity verification on/off" }),
+    }),
+    setting!(pipeline.hash, Kind::Choice(&HashKind::NAMES), {
+        help: "who computes verification's SHA-256: readpath (software) or the running kernel's sha256 through AF_ALG (kernel)",
+        scope: Scope::Model("the kernel's fs-verity always hashes with its own sha256"),
     }),
     // fs-verity's FS_VERITY_MAX_SALT_SIZE.
     setting!(pipeline.salt, Kind::Hex { max_bytes: 32 }, {

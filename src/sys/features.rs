@@ -1,6 +1,6 @@
 //! Feature probes: what the kernel and CPU offer (io_uring and NO_IOWAIT, AES
-//! and SHA instructions, schedstat, the right to raise priority), asked once at
-//! start.
+//! and SHA instructions, schedstat, the right to raise priority, the kernel's
+//! `xts(aes)` and `sha256` through AF_ALG), asked once at start.
 
 #[allow(unused_imports)]
 use super::*;
@@ -35,6 +35,14 @@ pub struct Features {
     /// cannot.
     #[serde(default)]
     pub kernel_target_reason: Option<String>,
+    /// Why the kernel's `xts(aes)` cannot be had through AF_ALG
+    /// (`pipeline.cipher = "kernel"`), if it cannot.
+    #[serde(default)]
+    pub kernel_cipher_reason: Option<String>,
+    /// Why the kernel's `sha256` cannot be had through AF_ALG
+    /// (`pipeline.hash = "kernel"`), if it cannot.
+    #[serde(default)]
+    pub kernel_hash_reason: Option<String>,
 }
 
 /// `kernel.io_uring_disabled`, or `None` if the sysctl does not exist (kernels
@@ -131,6 +139,8 @@ pub fn probe_features() -> Features {
         highpri_reason: highpri.err(),
         kernel_verity: ext4_has_verity(),
         kernel_target_reason: kernel_target_reason(),
+        kernel_cipher_reason: probe("skcipher", "xts(aes)").err(),
+        kernel_hash_reason: probe("hash", "sha256").err(),
     }
 }
 

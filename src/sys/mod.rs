@@ -33,6 +33,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+mod afalg;
 mod calls;
 mod cpu;
 mod features;
@@ -57,8 +58,8 @@ pub mod trust;
 // crate may name is the explicit list below.
 #[allow(unused_imports)]
 use {
-    calls::*, cpu::*, features::*, fs::*, irqs::*, machine::*, mount::*, priority::*, process::*,
-    procfs::*, rawio::*, signals::*, text::*, topology::*,
+    afalg::*, calls::*, cpu::*, features::*, fs::*, irqs::*, machine::*, mount::*, priority::*,
+    process::*, procfs::*, rawio::*, signals::*, text::*, topology::*,
 };
 
 /// Clocks: monotonic and CPU time, for stamps and sampling.
@@ -133,6 +134,10 @@ pub use features::{Features, ext4_has_verity, probe_features};
 pub use machine::{
     MachineInfo, fs_type_name, kernel_version, machine_info, nearest_existing_ancestor,
 };
+
+/// The kernel's crypto API from user space (AF_ALG): its `xts(aes)` and
+/// `sha256`, one operation socket per thread.
+pub use afalg::{ALG_IV_SIZE, AlgOp, AlgTfm, MAX_DIGEST_PARTS, probe as afalg_probe};
 
 /// Mounts, unmounts and loop devices (the kernel target's image).
 pub use mount::{loopdev, mount, unmount};

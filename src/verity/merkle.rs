@@ -20,8 +20,15 @@
 //! The stored order ([`MerkleTree::tree_bytes`]) is the top level first, leaves last, as
 //! `FS_IOC_READ_VERITY_METADATA` returns it. With a salt, the salt zero-padded to 64
 //! bytes is hashed before every data block and every tree block.
+//!
+//! The hashing is readpath's own SHA-256 ([`HashKind::Software`]), or the running
+//! kernel's `sha256` through AF_ALG ([`HashKind::Kernel`], `sys::AlgTfm`: one
+//! operation socket per thread, the padded salt and the block sent as one iovec),
+//! so that the model can pay what the kernel's fs-verity pays; both give the same
+//! bytes.
 
 use std::io::Read;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::verity::sha256x2::{Prefix, Sha256x2};
@@ -45,6 +52,85 @@ const SHA256_BLOCK_SIZE: usize = 64;
 
 /// Zeros used to hash the zero tail of a short block without a buffer.
 static ZEROS: [u8; 4096] = [0; 4096];
+
+crate::named_enum! {
+    /// Who computes fs-verity's SHA-256.
+    HashKind {
+        /// readpath's own SHA-256 (the `sha2` crate, SHA-NI where the CPU
+        /// has it, two blocks interleaved as Linux 6.18 does).
+        Software => "software",
+        /// The running kernel's `sha256` (the driver its fs-verity uses),
+        /// through AF_ALG: one `sendmsg` and one 32-byte read per block.
+        Kernel => "kernel",
+    }
+}
+
+/// The crypto API name [`HashKind::Kernel`] binds.
+pub const KERNEL_SHA256: &str = "sha256";
+
+/// The kernel's `sha256` with the padded salt it is fed before each block.
+struct KernelSha256 {
+    tfm: crate::sys::AlgTfm,
+    salt: [u8; SHA256_BLOCK_SIZE],
+    /// 0 (no salt) or [`SHA256_BLOCK_SIZE`].
+    salt_len: usize,
+}
+
+impl KernelSha256 {
+    fn new(params: &MerkleParams) -> std::io::Result<Self> {
+        let tfm = crate::sys::AlgTfm::bind("hash", KERNEL_SHA256)?;
+        // The first op socket now: a refusal is an error here, not later.
+        tfm.with_op(|_| Ok(()))?;
+        let mut salt = [0u8; SHA256_BLOCK_SIZE];
+        salt[..params.salt.len()].copy_from_slice(&params.salt);
+        Ok(KernelSha256 {
+            tfm,
+            salt,
+            salt_len: if params.salt.is_empty() {
+                0
+            } else {
+                SHA256_BLOCK_SIZE
+            },
+        })
+    }
+
+    /// What one block's hash is sent as: the padded salt (when there is
+    /// a salt), `data`, and zeros up to `block_size`; the number of parts.
+    fn parts<'a>(
+        salt: &'a [u8],
+        data: &'a [u8],
+        block_size: usize,
+        parts: &mut [&'a [u8]; crate::sys::MAX_DIGEST_PARTS],
+    ) -> usize {
+        let mut n = 0;
+        if !salt.is_empty() {
+            parts[n] = salt;
+            n += 1;
+        }
+        parts[n] = data;
+        n += 1;
+        let mut pad = block_size - data.len();
+        while pad > 0 {
+            let k = pad.min(ZEROS.len());
+            parts[n] = &ZEROS[..k];
+            n += 1;
+            pad -= k;
+        }
+        n
+    }
+
+    /// SHA-256 of the padded salt, `data`, and zeros up to `block_size`,
+    /// in one `sendmsg`. No allocation.
+    fn hash(&self, data: &[u8], block_size: usize, out: &mut [u8; SHA256_SIZE]) {
+        let mut parts: [&[u8]; crate::sys::MAX_DIGEST_PARTS] = [&[]; crate::sys::MAX_DIGEST_PARTS];
+        let n = Self::parts(&self.salt[..self.salt_len], data, block_size, &mut parts);
+        if let Err(e) = self.tfm.with_op(|op| op.digest(&parts[..n], out)) {
+            // Bound and accepted a moment ago: a block cannot be left
+            // unhashed silently.
+            panic!("hash = \"kernel\": {e}");
+        }
+    }
+}
 
 /// Errors from building parameters or loading a stored tree.
 #[derive(Debug, thiserror::Error)]
@@ -259,6 +345,8 @@ struct BlockHasher {
     base: Sha256,
     block_size: usize,
     x2: Option<(Sha256x2, Prefix)>,
+    /// [`HashKind::Kernel`]: the kernel hashes instead.
+    kernel: Option<Arc<KernelSha256>>,
 }
 
 impl BlockHasher {
@@ -276,6 +364,23 @@ impl BlockHasher {
             base,
             block_size: params.block_size,
             x2: Sha256x2::detect().map(|x| (x, Prefix::new(prefix))),
+            kernel: None,
+        }
+    }
+
+    fn of_kind(params: &MerkleParams, kind: HashKind) -> std::io::Result<Self> {
+        let mut h = Self::new(params);
+        if kind == HashKind::Kernel {
+            h.kernel = Some(Arc::new(KernelSha256::new(params)?));
+        }
+        Ok(h)
+    }
+
+    fn kind(&self) -> HashKind {
+        if self.kernel.is_some() {
+            HashKind::Kernel
+        } else {
+            HashKind::Software
         }
     }
 
@@ -290,6 +395,11 @@ impl BlockHasher {
         out_b: &mut [u8; SHA256_SIZE],
     ) {
         debug_assert!(a.len() == self.block_size && b.len() == self.block_size);
+        if self.kernel.is_some() {
+            self.hash(a, out_a);
+            self.hash(b, out_b);
+            return;
+        }
         match &self.x2 {
             Some((x, prefix)) => x.finup2(prefix, a, b, out_a, out_b),
             None => {
@@ -303,6 +413,10 @@ impl BlockHasher {
     #[inline]
     fn hash(&self, data: &[u8], out: &mut [u8; SHA256_SIZE]) {
         debug_assert!(data.len() <= self.block_size);
+        if let Some(k) = &self.kernel {
+            k.hash(data, self.block_size, out);
+            return;
+        }
         let mut h = self.base.clone();
         h.update(data);
         let mut pad = self.block_size - data.len();
@@ -386,6 +500,17 @@ impl MerkleBuilder {
     /// [`MerkleParams::new`] checks them).
     pub fn new(params: MerkleParams) -> Self {
         Self::with_mode(params, true)
+    }
+
+    /// A builder whose hashing is `kind`'s; the kernel's fails here when
+    /// AF_ALG cannot give `sha256`.
+    ///
+    /// # Panics
+    /// As [`MerkleBuilder::new`].
+    pub fn with_hash(params: MerkleParams, kind: HashKind) -> std::io::Result<Self> {
+        let mut b = Self::with_mode(params, true);
+        b.hasher = BlockHasher::of_kind(&b.params, kind)?;
+        Ok(b)
     }
 
     fn with_mode(params: MerkleParams, keep_tree: bool) -> Self {
@@ -544,7 +669,8 @@ pub struct MerkleTree {
     data_size: u64,
     data_blocks: u64,
     root: [u8; SHA256_SIZE],
-    tree: Vec<u8>,
+    /// Shared by the copies [`MerkleTree::with_hash`] makes.
+    tree: Arc<[u8]>,
     /// First tree block of each level in `tree`, level 0 (leaves) first.
     level_start: Vec<u64>,
     /// log2(hashes per block).
@@ -584,7 +710,7 @@ impl MerkleTree {
             params,
             data_size,
             root,
-            tree,
+            tree: tree.into(),
             level_start,
             id: NEXT_TREE_ID.fetch_add(1, Ordering::Relaxed),
         }
@@ -595,6 +721,35 @@ impl MerkleTree {
         let mut b = MerkleBuilder::new(params);
         b.update(data);
         b.finish()
+    }
+
+    /// The same tree (same blocks, same caches: [`MerkleTree::new_cache`]'s
+    /// of either serves both) hashing with `kind`; the kernel's fails when
+    /// AF_ALG cannot give `sha256`.
+    pub fn with_hash(&self, kind: HashKind) -> std::io::Result<MerkleTree> {
+        Ok(MerkleTree {
+            params: self.params.clone(),
+            hasher: BlockHasher::of_kind(&self.params, kind)?,
+            data_size: self.data_size,
+            data_blocks: self.data_blocks,
+            root: self.root,
+            tree: self.tree.clone(),
+            level_start: self.level_start.clone(),
+            log_hpb: self.log_hpb,
+            id: self.id,
+        })
+    }
+
+    /// Who hashes for this tree.
+    pub fn hash_kind(&self) -> HashKind {
+        self.hasher.kind()
+    }
+
+    /// The hash of one data block as verification computes it: the padded
+    /// salt, `data`, zeros up to the block size (`data` at most a block).
+    pub fn hash_data_block(&self, data: &[u8], out: &mut [u8; SHA256_SIZE]) {
+        assert!(data.len() <= self.params.block_size, "longer than a block");
+        self.hasher.hash(data, out);
     }
 
     /// The parameters.
@@ -1957,5 +2112,155 @@ mod tests {
         }
         let f = format_digest(&[0xab; 32]);
         assert_eq!(f, format!("sha256:{}", "ab".repeat(32)));
+    }
+
+    /// Whether this kernel gives `sha256` through AF_ALG.
+    fn kernel_sha256() -> Result<(), String> {
+        crate::sys::afalg_probe("hash", KERNEL_SHA256)
+    }
+
+    #[test]
+    fn software_block_hash_exact_values() {
+        let t = MerkleTree::build(params(4096, b""), &[0u8; 8192]);
+        let mut h = [0u8; 32];
+        t.hash_data_block(&[0u8; 4096], &mut h);
+        // python3: hashlib.sha256(b'\0' * 4096)
+        assert_eq!(
+            hex::encode(h),
+            "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7"
+        );
+        let t = MerkleTree::build(params(4096, b"abcd"), &[0u8; 8192]);
+        let data: Vec<u8> = (0..1024).map(|i| i as u8).collect();
+        t.hash_data_block(&data, &mut h);
+        // python3: sha256(b'abcd' + b'\0' * 60 + bytes(range(256)) * 4 + b'\0' * 3072)
+        assert_eq!(
+            hex::encode(h),
+            "1cf018dcb03dd1e10fc687e9f303277eee00a8ca91afd1a4547f11f3ba0e0987"
+        );
+        assert_eq!(t.hash_kind(), HashKind::Software);
+    }
+
+    /// What the kernel is sent for one block hashes, with the sha2
+    /// crate, to what readpath's own hasher gives: salt padding and zero
+    /// padding of short blocks, every block size, at most the parts AF_ALG
+    /// takes in one call.
+    #[test]
+    fn the_parts_sent_to_the_kernel_are_the_salted_padded_block() {
+        for bs in [1024, 4096, 65536] {
+            for salt in [&b""[..], b"\xa5", b"abcd", &[0x5a; 32]] {
+                let p = params(bs, salt);
+                let t = MerkleTree::build(p.clone(), &[0u8; 2048]);
+                let mut padded = [0u8; SHA256_BLOCK_SIZE];
+                padded[..salt.len()].copy_from_slice(salt);
+                let salt_sent = if salt.is_empty() {
+                    &padded[..0]
+                } else {
+                    &padded[..]
+                };
+                for len in [0, 1, 100, bs / 2, bs - 1, bs] {
+                    let data = random_data(len, len as u64);
+                    let mut parts = [&[][..]; crate::sys::MAX_DIGEST_PARTS];
+                    let n = KernelSha256::parts(salt_sent, &data, bs, &mut parts);
+                    assert!(n <= crate::sys::MAX_DIGEST_PARTS);
+                    let mut sent = Sha256::new();
+                    let mut total = 0;
+                    for part in &parts[..n] {
+                        sent.update(part);
+                        total += part.len();
+                    }
+                    assert_eq!(total, salt_sent.len() + bs, "bs {bs} len {len}");
+                    let mut want = [0u8; 32];
+                    t.hash_data_block(&data, &mut want);
+                    assert_eq!(
+                        sent.finalize()[..],
+                        want[..],
+                        "bs {bs} salt {salt:?} len {len}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn kernel_hash_without_af_alg_is_an_error_naming_why() {
+        let Err(why) = kernel_sha256() else {
+            eprintln!("AF_ALG sha256 is available here: the refusal is not testable");
+            return;
+        };
+        let t = MerkleTree::build(params(4096, b""), &[1u8; 8192]);
+        let e = t.with_hash(HashKind::Kernel).unwrap_err();
+        assert!(e.to_string().contains("AF_ALG hash sha256"), "{e}");
+        assert_eq!(e.to_string(), why);
+        assert!(MerkleBuilder::with_hash(params(4096, b""), HashKind::Kernel).is_err());
+        // Software needs nothing.
+        assert!(t.with_hash(HashKind::Software).is_ok());
+    }
+
+    /// The kernel's sha256 gives readpath's hashes bit for bit: exact block
+    /// hashes (salted and not, short blocks zero-padded), exact file digests
+    /// of whole trees, and verification through a tree that hashes with it.
+    #[test]
+    fn kernel_hash_equals_software_bit_for_bit() {
+        if let Err(why) = kernel_sha256() {
+            eprintln!("SKIPPED kernel_hash_equals_software_bit_for_bit: {why}");
+            return;
+        }
+        let soft = MerkleTree::build(params(4096, b""), &[0u8; 8192]);
+        let k = soft.with_hash(HashKind::Kernel).unwrap();
+        assert_eq!(k.hash_kind(), HashKind::Kernel);
+        let mut h = [0u8; 32];
+        k.hash_data_block(&[0u8; 4096], &mut h);
+        assert_eq!(
+            hex::encode(h),
+            "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7"
+        );
+        let salted = MerkleTree::build(params(4096, b"abcd"), &[0u8; 8192])
+            .with_hash(HashKind::Kernel)
+            .unwrap();
+        let data: Vec<u8> = (0..1024).map(|i| i as u8).collect();
+        salted.hash_data_block(&data, &mut h);
+        assert_eq!(
+            hex::encode(h),
+            "1cf018dcb03dd1e10fc687e9f303277eee00a8ca91afd1a4547f11f3ba0e0987"
+        );
+        // Whole trees: the digests of `file_digests_match_reference`.
+        for (len, bs, salt, want) in [
+            (
+                100000,
+                4096,
+                &b""[..],
+                "f2096a36c5cdca4fa33ee8852833150bb324992e5417a9d571f1bffff73b9efc",
+            ),
+            (
+                1000000,
+                4096,
+                b"abcd",
+                "917900b0d299454aa304d5debc6f39e4af7b5abe33bdbc568d5d8f1e5c4d8652",
+            ),
+            (
+                1000000,
+                1024,
+                b"",
+                "e9df927c14fcb961d5f51c666d8ae4c14fe4ff98a374c733e898d00c9e74a8e3",
+            ),
+        ] {
+            let data = vector_data(len);
+            let mut b = MerkleBuilder::with_hash(params(bs, salt), HashKind::Kernel).unwrap();
+            b.update(&data);
+            let kt = b.finish();
+            assert_eq!(hex::encode(kt.file_digest()), want, "len {len} bs {bs}");
+            let st = MerkleTree::build(params(bs, salt), &data);
+            assert_eq!(kt.tree_bytes(), st.tree_bytes());
+            // Verification through the kernel's hash, sharing the
+            // software tree's cache.
+            let kv = st.with_hash(HashKind::Kernel).unwrap();
+            let c = st.new_cache();
+            for i in 0..st.data_blocks() {
+                kv.verify_block(&c, i, block(&data, bs, i)).unwrap();
+            }
+            let mut bad = block(&data, bs, 3).to_vec();
+            bad[7] ^= 1;
+            assert!(kv.verify_block(&c, 3, &bad).is_err());
+        }
     }
 }
