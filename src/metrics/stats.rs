@@ -43,13 +43,8 @@ pub struct WindowStats {
     pub bios_per_s: f64,
     /// Median over the intervals of a post-read work item's median
     /// execution (decryption's, else verification's), us; NaN with none.
-    #[serde(default = "nan")]
-    pub exec_p50_us: f64,
-}
-
-/// NaN, serde's default for a figure a stored window lacks.
-fn nan() -> f64 {
-    f64::NAN
+    #[serde(default)]
+    pub exec_p50_us: Option<f64>,
 }
 
 impl WindowStats {
@@ -97,7 +92,8 @@ impl WindowStats {
         st.run_delay_ms_per_s = run_delay / 1e3 / st.secs;
         st.page_hit_pct = (hits + misses > 0).then(|| hits as f64 * 100.0 / (hits + misses) as f64);
         st.bios_per_s = bios as f64 / st.secs;
-        st.exec_p50_us = median(exec);
+        let exec = median(exec);
+        st.exec_p50_us = exec.is_finite().then_some(exec);
         Some(st)
     }
 }

@@ -227,7 +227,7 @@ pub const EXEC_P50: Metric = Metric {
     better: Better::Lower,
     explorer: false,
     interval: exec_p50_us,
-    window: |s| s.exec_p50_us,
+    window: |s| s.exec_p50_us.unwrap_or(f64::NAN),
 };
 
 /// Every metric, in the order screens and tables list them.

@@ -130,7 +130,7 @@ impl WindowAcc {
             bios_per_s: self.pc.2 as f64 / self.secs,
             // Not kept by the sliding window (the explorer does not show
             // it): `WindowStats::of` has it.
-            exec_p50_us: f64::NAN,
+            exec_p50_us: None,
         })
     }
 }
