@@ -503,6 +503,23 @@ const RULES: &[Rule] = &[
         }),
         ..RULE
     },
+    // `workers.kernel_era` and the queue keys: setting the era sets
+    // workers.mode, verify_mode and highpri to its queues' flags; a key set
+    // after it (later on the command line, anywhere in the same file) wins
+    // (`settings::Workers::apply_era`). Nothing here re-applies the era.
+    Rule {
+        keys: &["workers.affinity_scope"],
+        on: On::Model,
+        when: |c| !super::era::Era::of(c.s.workers.kernel_era).has_affinity_scopes(),
+        grey: Some(|c| {
+            format!(
+                "kernel {} has no affinity scopes (v6.5): one unbound pool per NUMA node",
+                c.s.workers.kernel_era
+            )
+        }),
+        inert: true,
+        ..RULE
+    },
     Rule {
         keys: &["workers.verify_mode"],
         on: On::Model,

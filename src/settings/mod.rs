@@ -127,6 +127,10 @@ pub struct Workers {
     pub max_active: u32,
     /// The pods unbound queues run work in.
     pub affinity_scope: AffinityScope,
+    /// The kernel whose workqueues and fs-verity the model follows; setting
+    /// it also sets `mode`, `verify_mode` and `highpri` to that kernel's
+    /// queue flags ([`Workers::apply_era`]).
+    pub kernel_era: KernelEra,
 }
 
 impl Default for Workers {
@@ -137,7 +141,23 @@ impl Default for Workers {
             highpri: true,
             max_active: 0,
             affinity_scope: AffinityScope::Cache,
+            kernel_era: KernelEra::V6_18,
         }
+    }
+}
+
+impl Workers {
+    /// Sets `mode`, `verify_mode` and `highpri` to the flags `kernel_era`'s
+    /// fscrypt and fs-verity queues were allocated with. The one rule
+    /// (also in `engine::resolve` and docs/model.md): the era supplies these
+    /// three keys' values when it is set, and a key set after it (later on
+    /// the command line, or anywhere in the same file: a file applies
+    /// `kernel_era` first) wins.
+    pub fn apply_era(&mut self) {
+        let f = crate::engine::era::Era::of(self.kernel_era).flags();
+        self.mode = f.mode;
+        self.verify_mode = f.verify_mode;
+        self.highpri = f.highpri;
     }
 }
 
@@ -410,7 +430,13 @@ impl Settings {
                 let error = wrong_type(section, &top.value, format!("a table [{section}]"));
                 return Err(Box::new((error, top.value_span.clone())));
             };
-            for item in items {
+            // `kernel_era` first: it sets other keys of the section, which
+            // the file's own values then override (see `Workers::apply_era`).
+            let era_first = items
+                .iter()
+                .filter(|i| i.key == "kernel_era")
+                .chain(items.iter().filter(|i| i.key != "kernel_era"));
+            for item in era_first {
                 let key = format!("{section}.{}", item.key);
                 if key_info(&key).is_none() {
                     return Err(Box::new((unknown_key_error(&key), item.key_span.clone())));

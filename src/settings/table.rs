@@ -19,7 +19,7 @@
 
 use super::units::{format_cpu_list, format_size, parse_cpu_list, parse_size};
 use super::{
-    AffinityScope, CacheDevice, Completion, EngineKind, MAX_CPU_NUMBER, MAX_PATH_BYTES, PAGE_SIZE,
+    AffinityScope, CacheDevice, Completion, KernelEra, EngineKind, MAX_CPU_NUMBER, MAX_PATH_BYTES, PAGE_SIZE,
     Pattern, SettingsError, SleepMode, Target, Val, VerifyMode, WorkerMode, closest,
     cpu_number_error, wrong_type,
 };
@@ -130,6 +130,9 @@ pub struct Setting {
     pub scope: Scope,
     get: fn(&Settings) -> Val,
     put: fn(&mut Settings, Val),
+    /// What setting the key also does to the others (`workers.kernel_era`
+    /// sets the queue flags of its kernel), after it is stored.
+    then: fn(&mut Settings),
 }
 
 /// A typed field as a [`Val`] and back: the one conversion between the
@@ -249,7 +252,8 @@ choice_field!(
     WorkerMode,
     VerifyMode,
     AffinityScope,
-    CacheDevice
+    CacheDevice,
+    KernelEra
 );
 
 /// A [`Setting`] for the field `section.name`: its key is the field's path.
@@ -284,6 +288,7 @@ const BLANK: Setting = Setting {
     scope: Scope::Both,
     get: |_| Val::Unset,
     put: |_, _| {},
+    then: |_| {},
 };
 
 const NOT_CHANGED: Option<(&str, &str)> = Some(("default", "not changed"));
@@ -394,6 +399,12 @@ pub static KEYS: &[Setting] = &[
         help: "flip a byte in every Nth read, to exercise verification failures",
         scope: Scope::Model("the model's: the kernel's file is not corrupted"),
         ladder: &["0", "10", "100", "1000", "10000"],
+    }),
+    // Before the three keys it sets, so a file written back lists it first.
+    setting!(workers.kernel_era, Kind::Choice(&KernelEra::NAMES), {
+        help: "the kernel whose workqueues and fs-verity the model follows: unbound pools per node (before 6.5) or per pod, tree readahead, CPU_INTENSIVE; also sets workers.mode, verify_mode and highpri to its queues' flags (a key set after it wins)",
+        scope: Scope::Model("the kernel target runs the machine's own kernel"),
+        then: |s| s.workers.apply_era(),
     }),
     setting!(workers.mode, Kind::Choice(&WorkerMode::NAMES), {
         help: "where decrypt runs (or the only stage, when one is on)",
@@ -738,6 +749,7 @@ impl Setting {
     pub(super) fn set(&self, s: &mut Settings, v: &Val) -> Result<(), SettingsError> {
         let checked = self.check(v)?;
         (self.put)(s, checked);
+        (self.then)(s);
         Ok(())
     }
 
