@@ -587,7 +587,14 @@ impl WorkQueue {
         if running {
             self.run_end();
         }
-        let item = self.q.pop();
+        // In a managed pool a worker going idle takes a waiting item only
+        // when none of the pool runs (the running one takes it otherwise:
+        // `need_more_worker`).
+        let item = if self.managed && self.running.load(Ordering::SeqCst) > 0 {
+            None
+        } else {
+            self.q.pop()
+        };
         if item.is_none() {
             std::thread::park();
         }
@@ -979,6 +986,133 @@ mod tests {
         // An unbound pool is not managed: the idle worker is woken.
         let r = busy_first_worker(Arc::new(WorkQueue::new(64, 2)));
         assert!(r[0] > 0 && r[1] > 0, "both ran: {r:?}");
+    }
+
+    /// An on-demand per-CPU pool served by worker 0 and a manager thread
+    /// that creates the workers it asks for (as the pipeline's does) and
+    /// ticks for CPU_INTENSIVE items every 4 ms when `intensive`; items run
+    /// `work`. Pushes `items` items, waits for all, returns the pool's
+    /// state and the order the items finished in.
+    fn on_demand_run(
+        intensive: bool,
+        items: u32,
+        work: impl Fn(&WorkQueue, WorkItem) + Send + Sync + 'static,
+    ) -> (PoolState, Vec<u32>) {
+        use std::sync::Mutex;
+        use std::sync::atomic::AtomicBool;
+        let q = Arc::new(WorkQueue::per_cpu_on_demand(64, 16));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_manager = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let work = Arc::new(work);
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let spawn = {
+            let (q, stop, done, work) = (q.clone(), stop.clone(), done.clone(), work.clone());
+            move |i: usize| {
+                let (q, stop, done, work) = (q.clone(), stop.clone(), done.clone(), work.clone());
+                std::thread::spawn(move || {
+                    q.register_worker(i);
+                    q.serve(
+                        i,
+                        &stop,
+                        &mut (),
+                        |_| {},
+                        |_, it| {
+                            work(&q, it);
+                            done.lock().unwrap().push(it.slot);
+                        },
+                    )
+                })
+            }
+        };
+        threads.lock().unwrap().push(spawn(0));
+        let manager = {
+            let (q, stop_manager, threads) = (q.clone(), stop_manager.clone(), threads.clone());
+            std::thread::spawn(move || {
+                while !stop_manager.load(Ordering::SeqCst) {
+                    if intensive {
+                        q.tick_cpu_intensive(crate::engine::era::CPU_INTENSIVE_THRESH_NS);
+                    }
+                    while let Some(i) = q.needs_worker() {
+                        threads.lock().unwrap().push(spawn(i));
+                    }
+                    std::thread::park_timeout(std::time::Duration::from_millis(4));
+                }
+            })
+        };
+        q.set_manager(manager.thread().clone(), intensive);
+        assert_eq!(q.worker_count(), 1, "a pool starts with one worker");
+        for i in 0..items {
+            q.push(item(i));
+        }
+        let t0 = std::time::Instant::now();
+        while done.lock().unwrap().len() < items as usize && t0.elapsed().as_secs() < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        stop_manager.store(true, Ordering::SeqCst);
+        manager.thread().unpark();
+        manager.join().unwrap();
+        stop.store(true, Ordering::SeqCst);
+        let handles: Vec<_> = threads.lock().unwrap().drain(..).collect();
+        for h in handles {
+            while !h.is_finished() {
+                q.wake_all();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            h.join().unwrap();
+        }
+        let order = done.lock().unwrap().clone();
+        (q.state(), order)
+    }
+
+    #[test]
+    fn a_per_cpu_pool_creates_a_worker_when_its_only_one_blocks() {
+        // Item 0 blocks until every other item is done: only a worker the
+        // manager creates can run them (the pool started with one).
+        let released = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let r2 = released.clone();
+        let (st, order) = on_demand_run(false, 5, move |q, it| {
+            if it.slot == 0 {
+                q.block();
+                let t0 = std::time::Instant::now();
+                while r2.load(Ordering::SeqCst) < 4 && t0.elapsed().as_secs() < 10 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                q.unblock();
+            } else {
+                r2.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        assert_eq!(order.len(), 5, "{order:?}");
+        assert_eq!(*order.last().unwrap(), 0, "the blocked item ended last: {order:?}");
+        assert!(st.created >= 2, "the manager created a worker: {st:?}");
+        assert_eq!(st.cpu_intensive, 0);
+        assert_eq!((st.running, st.blocked, st.pending), (0, 0, 0), "{st:?}");
+    }
+
+    #[test]
+    fn an_item_over_10ms_of_cpu_becomes_cpu_intensive_and_others_run() {
+        // Item 0 spins on the CPU until the others are done (at most 3 s):
+        // marked CPU_INTENSIVE, its worker stops counting as running, and
+        // the pool runs items 1..4 on another worker meanwhile.
+        let others = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let o2 = others.clone();
+        let (st, order) = on_demand_run(true, 5, move |_, it| {
+            if it.slot == 0 {
+                let t0 = crate::sys::thread_cpu_time_ns();
+                while o2.load(Ordering::SeqCst) < 4
+                    && crate::sys::thread_cpu_time_ns() - t0 < 3_000_000_000
+                {
+                    std::hint::spin_loop();
+                }
+            } else {
+                o2.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        assert_eq!(others.load(Ordering::SeqCst), 4, "{order:?}");
+        assert_eq!(*order.last().unwrap(), 0, "item 0 ended last: {order:?}");
+        assert_eq!(st.cpu_intensive, 1, "{st:?}");
+        assert_eq!((st.running, st.pending), (0, 0), "{st:?}");
     }
 
     #[test]
