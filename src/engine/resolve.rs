@@ -831,4 +831,17 @@ mod tests {
         assert!(r.limit("workers.verify_mode").is_some());
         assert!(r.fallbacks.is_empty());
     }
+
+    #[test]
+    fn an_era_before_6_5_makes_the_affinity_scope_inert() {
+        let s = with(&[("workers.kernel_era", "6.1")]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(
+            r.limit("workers.affinity_scope"),
+            Some("kernel 6.1 has no affinity scopes (v6.5): one unbound pool per NUMA node")
+        );
+        assert!(r.inert.contains(&"workers.affinity_scope"));
+        let r = resolve(&with(&[]), &all(), &DataFs::capable()).unwrap();
+        assert_eq!(r.limit("workers.affinity_scope"), None);
+    }
 }

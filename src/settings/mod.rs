@@ -784,6 +784,8 @@ mod tests {
         ("pipeline.verity", "false", "false", "false"),
         ("pipeline.salt", "\"00ff\"", "00ff", "00ff"),
         ("pipeline.corrupt_every", "100", "100", "100"),
+        // 6.1's queue flags are 6.18's: only the era changes.
+        ("workers.kernel_era", "\"6.1\"", "6.1", "6.1"),
         ("workers.mode", "\"inline\"", "inline", "inline"),
         ("workers.verify_mode", "\"same\"", "same", "same"),
         ("workers.highpri", "false", "false", "false"),
@@ -897,7 +899,7 @@ mod tests {
         );
         assert_eq!(
             err_set("workers.zzz", "1"),
-            "unknown setting \"workers.zzz\": valid keys in [workers] are mode, verify_mode, highpri, max_active, affinity_scope"
+            "unknown setting \"workers.zzz\": valid keys in [workers] are kernel_era, mode, verify_mode, highpri, max_active, affinity_scope"
         );
         assert_eq!(
             err_set("queue_dept", "4"),

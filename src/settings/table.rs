@@ -996,6 +996,36 @@ pub fn reference() -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn kernel_era_sets_its_queue_flags_and_a_key_set_after_it_wins() {
+        use crate::settings::{KernelEra, VerifyMode};
+        let mut s = Settings::default();
+        s.set("workers.kernel_era", "5.15-android").unwrap();
+        assert_eq!(s.workers.verify_mode, VerifyMode::Unbound);
+        s.set("workers.verify_mode", "same").unwrap();
+        assert_eq!(s.workers.verify_mode, VerifyMode::Same);
+        // "6.1" on the command line is the era's name, not a number.
+        s.set("workers.kernel_era", "6.1").unwrap();
+        assert_eq!(s.workers.verify_mode, VerifyMode::Bound);
+        // In a file the era applies first, wherever it is written.
+        let f = Settings::from_toml_str(
+            "[workers]\nverify_mode = \"same\"\nkernel_era = \"4.19\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(f.workers.kernel_era, KernelEra::V4_19);
+        assert_eq!(f.workers.verify_mode, VerifyMode::Same);
+        assert_eq!(
+            Settings::from_toml_str(&f.to_toml_string(), "back").unwrap(),
+            f
+        );
+        let e = Settings::default()
+            .set("workers.kernel_era", "5.4")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("workers.kernel_era") && e.contains("5.15-android"), "{e}");
+    }
+
     /// `docs/settings.md` is [`reference`]: a change to the table that is
     /// not in the docs fails here. `READPATH_WRITE_DOCS=1 cargo test
     /// settings_reference` writes it.
