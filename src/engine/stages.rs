@@ -87,12 +87,13 @@ impl Plan {
     /// that is not the page cache: "blk-crypto (inlinecrypt): decrypt:
     /// unbound", "raw direct: no post-processing".
     pub fn label(s: &Settings) -> String {
-        // The model's queues follow `workers.kernel_era`: the plan names it.
-        let d = format!(
-            "{} (kernel {})",
-            Plan::of(s).describe(),
-            s.workers.kernel_era
-        );
+        // The model's queues follow `workers.kernel_era`: the plan names an
+        // era other than the default, short (the explorer's header is
+        // crowded): "decrypt: unbound -> verify: unbound [5.15-android]".
+        let mut d = Plan::of(s).describe();
+        if s.workers.kernel_era != crate::settings::Workers::default().kernel_era {
+            d = format!("{d} [{}]", s.workers.kernel_era);
+        }
         match super::ReadPath::of(s) {
             super::ReadPath::PageCache => d,
             super::ReadPath::BlkCrypto => format!("blk-crypto (inlinecrypt): {d}"),
