@@ -635,10 +635,12 @@ fn each_kernel_era_builds_its_kernels_queues() {
         .unwrap();
         let pools = engine.pools();
         let find = |name: &str| {
-            pools
-                .iter()
-                .find(|p| p.0 == name)
-                .unwrap_or_else(|| panic!("{era}: no {name} queue in {:?}", pools.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>()))
+            pools.iter().find(|p| p.0 == name).unwrap_or_else(|| {
+                panic!(
+                    "{era}: no {name} queue in {:?}",
+                    pools.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>()
+                )
+            })
         };
         let (_, kind, pods) = find("fscrypt");
         assert_eq!(*kind, "unbound", "{era}");
@@ -691,7 +693,9 @@ fn io_pages_is_the_data_devices_max_sectors_kb_over_4() {
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            canon.starts_with(f[4]).then(|| (f[2].to_string(), f[4].len()))
+            canon
+                .starts_with(f[4])
+                .then(|| (f[2].to_string(), f[4].len()))
         })
         .max_by_key(|(_, n)| *n)
         .expect("a mount");

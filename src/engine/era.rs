@@ -39,21 +39,14 @@ impl Era {
         Era(k)
     }
 
-    /// The flags its fscrypt and fs-verity queues were allocated with.
-    /// fscrypt: `WQ_UNBOUND | WQ_HIGHPRI` in every era here (the 2018
-    /// seed, 4.18). fs-verity: `WQ_UNBOUND | WQ_HIGHPRI` as merged (5.4)
-    /// and on the Android 5.15 the 2023 seed measured; `WQ_HIGHPRI` (bound)
-    /// since that seed (v6.3, backported to Debian's 6.1), spelled
-    /// `WQ_HIGHPRI | WQ_PERCPU` in 6.18.
+    /// The flags its fscrypt and fs-verity queues were allocated with
+    /// ([`KernelEra::queue_flags`]).
     pub fn flags(self) -> QueueFlags {
-        let verify_mode = match self.0 {
-            KernelEra::V4_19 | KernelEra::V5_15Android => VerifyMode::Unbound,
-            KernelEra::V6_1 | KernelEra::V6_18 => VerifyMode::Bound,
-        };
+        let (mode, verify_mode, highpri) = self.0.queue_flags();
         QueueFlags {
-            mode: WorkerMode::Unbound,
+            mode,
             verify_mode,
-            highpri: true,
+            highpri,
         }
     }
 

@@ -15,11 +15,11 @@
 //! ```
 
 mod cached;
+pub mod era;
 mod hogs;
 pub mod irq;
 mod irq_thread;
 mod kernel_run;
-pub mod era;
 pub mod memory;
 pub mod pagecache;
 pub mod pipeline;

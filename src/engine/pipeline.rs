@@ -51,8 +51,8 @@ pub struct Pipeline {
 /// the others as the kernel's does (see `queue.rs`), so this only bounds
 /// the slots (and the memory estimate).
 pub fn pool_workers(s: &Settings) -> usize {
-    let items = s.workload.readers as usize
-        * reader::buffers_per_reader(s).max(reader::bios_per_reader(s));
+    let items =
+        s.workload.readers as usize * reader::buffers_per_reader(s).max(reader::bios_per_reader(s));
     items + 2
 }
 

@@ -36,9 +36,9 @@
 //! its worker leaves the running count until the item ends, so the pool
 //! wakes or creates another.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 use std::thread::Thread;
 
@@ -298,7 +298,10 @@ impl WorkQueue {
         if !self.managed {
             return;
         }
-        let n = self.nr_workers.load(Ordering::SeqCst).min(self.workers.len());
+        let n = self
+            .nr_workers
+            .load(Ordering::SeqCst)
+            .min(self.workers.len());
         for w in &self.workers[..n] {
             if w.item.load(Ordering::SeqCst) != IN_ITEM {
                 continue;
@@ -386,18 +389,18 @@ impl WorkQueue {
         // A CPU_INTENSIVE item's worker is out of the running count
         // already (`wq_worker_sleeping` skips WORKER_NOT_RUNNING).
         let counted = match self.me() {
-            Some(w) => match w.item.compare_exchange(
-                IN_ITEM,
-                BLOCKED,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Err(INTENSIVE) => {
-                    w.item.store(INTENSIVE_BLOCKED, Ordering::SeqCst);
-                    false
+            Some(w) => {
+                match w
+                    .item
+                    .compare_exchange(IN_ITEM, BLOCKED, Ordering::SeqCst, Ordering::SeqCst)
+                {
+                    Err(INTENSIVE) => {
+                        w.item.store(INTENSIVE_BLOCKED, Ordering::SeqCst);
+                        false
+                    }
+                    _ => true,
                 }
-                _ => true,
-            },
+            }
             None => true,
         };
         if counted {
@@ -1084,7 +1087,11 @@ mod tests {
             }
         });
         assert_eq!(order.len(), 5, "{order:?}");
-        assert_eq!(*order.last().unwrap(), 0, "the blocked item ended last: {order:?}");
+        assert_eq!(
+            *order.last().unwrap(),
+            0,
+            "the blocked item ended last: {order:?}"
+        );
         assert!(st.created >= 2, "the manager created a worker: {st:?}");
         assert_eq!(st.cpu_intensive, 0);
         assert_eq!((st.running, st.blocked, st.pending), (0, 0, 0), "{st:?}");

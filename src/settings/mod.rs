@@ -154,10 +154,24 @@ impl Workers {
     /// the command line, or anywhere in the same file: a file applies
     /// `kernel_era` first) wins.
     pub fn apply_era(&mut self) {
-        let f = crate::engine::era::Era::of(self.kernel_era).flags();
-        self.mode = f.mode;
-        self.verify_mode = f.verify_mode;
-        self.highpri = f.highpri;
+        (self.mode, self.verify_mode, self.highpri) = self.kernel_era.queue_flags();
+    }
+}
+
+impl KernelEra {
+    /// Where the era's fscrypt and fs-verity queues run work and whether
+    /// they are WQ_HIGHPRI, as `(mode, verify_mode, highpri)`. fscrypt:
+    /// `WQ_UNBOUND | WQ_HIGHPRI` in every era here (the 2018 seed, 4.18).
+    /// fs-verity: `WQ_UNBOUND | WQ_HIGHPRI` as merged (5.4) and on the
+    /// Android 5.15 the 2023 seed measured; `WQ_HIGHPRI` (bound) since that
+    /// seed (v6.3, backported to Debian's 6.1), `WQ_HIGHPRI | WQ_PERCPU` in
+    /// 6.18. The engine's `era` module has the rest of each era's rules.
+    pub fn queue_flags(self) -> (WorkerMode, VerifyMode, bool) {
+        let verify = match self {
+            KernelEra::V4_19 | KernelEra::V5_15Android => VerifyMode::Unbound,
+            KernelEra::V6_1 | KernelEra::V6_18 => VerifyMode::Bound,
+        };
+        (WorkerMode::Unbound, verify, true)
     }
 }
 

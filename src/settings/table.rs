@@ -19,8 +19,8 @@
 
 use super::units::{format_cpu_list, format_size, parse_cpu_list, parse_size};
 use super::{
-    AffinityScope, CacheDevice, Completion, KernelEra, EngineKind, MAX_CPU_NUMBER, MAX_PATH_BYTES, PAGE_SIZE,
-    Pattern, SettingsError, SleepMode, Target, Val, VerifyMode, WorkerMode, closest,
+    AffinityScope, CacheDevice, Completion, EngineKind, KernelEra, MAX_CPU_NUMBER, MAX_PATH_BYTES,
+    PAGE_SIZE, Pattern, SettingsError, SleepMode, Target, Val, VerifyMode, WorkerMode, closest,
     cpu_number_error, wrong_type,
 };
 use crate::choice::Choice;
@@ -1023,7 +1023,10 @@ mod tests {
             .set("workers.kernel_era", "5.4")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("workers.kernel_era") && e.contains("5.15-android"), "{e}");
+        assert!(
+            e.contains("workers.kernel_era") && e.contains("5.15-android"),
+            "{e}"
+        );
     }
 
     /// `docs/settings.md` is [`reference`]: a change to the table that is

@@ -75,8 +75,7 @@ pub use calls::{
 /// (the engine's hot-path reads are `pread_raw` and `preadv_raw`).
 pub use rawio::{
     EMPTY_IOVEC, IoVec, PIPE_BUF, Ready, STDOUT_FD, dev_numbers, errno, is_regular_fd,
-    max_sectors_kb_of, oflag,
-    pread_raw, preadv_raw, wait_ready, write_fd,
+    max_sectors_kb_of, oflag, pread_raw, preadv_raw, wait_ready, write_fd,
 };
 
 /// CPUs: which one runs, affinity, CPU lists as Linux writes them, and the

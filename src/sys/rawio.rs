@@ -139,7 +139,10 @@ pub fn max_sectors_kb_of(path: &std::path::Path) -> Option<u64> {
     let dev = std::fs::metadata(path).ok()?.dev();
     let (major, minor) = dev_numbers(dev);
     let base = std::path::PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
-    [base.join("queue/max_sectors_kb"), base.join("../queue/max_sectors_kb")]
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+    [
+        base.join("queue/max_sectors_kb"),
+        base.join("../queue/max_sectors_kb"),
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
 }
