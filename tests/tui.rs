@@ -344,6 +344,7 @@ fn the_stages_panel_shows_each_queues_running_and_blocked_workers() {
                 blocked: 1,
                 blocked_peak: if seq == 185 { 3 } else { 1 },
                 pending: 0,
+                ..Default::default()
             },
         ];
         r.page_cache.tree_pages_read = (20.0 * r.interval_s) as u64;

@@ -303,3 +303,85 @@ fn one_interrupt_cpu_queues_every_item_there_unless_rq_affinity_sends_it_back() 
         assert_eq!(c.queued_on_submitter, c.bios, "{c:?}");
     }
 }
+
+/// Per-CPU pools start with one worker a CPU and create more as they need
+/// them: with the tree cold, verify items block reading it, and the pools'
+/// worker threads (`fsverity-cpuN.i`, each pinned to its CPU) outnumber the
+/// CPUs, as many as the pool records' `created` says. With both stages on
+/// per-CPU queues and WQ_HIGHPRI, both run on one high-priority pool a CPU
+/// (`kworker-hi-cpuN`), as the kernel's `cpu_worker_pools[1]`.
+#[test]
+fn per_cpu_pools_create_workers_on_demand_and_share_the_highpri_pool() {
+    let _g = serial();
+    let cpus = readpath::sys::online_cpus();
+    let s = settings(&[
+        "pipeline.decrypt=false",
+        "workers.mode=bound",
+        "workload.pattern=random",
+        "workload.readers=2",
+        "cache.size=1M",
+        "cache.cold_start=true",
+    ]);
+    let mut quiet = |_: u64, _: u64| {};
+    let engine = Engine::start(
+        s,
+        EngineOptions::new(Duration::from_millis(50), data_dir()),
+        &mut quiet,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let workers = threads_named("fsverity-cpu");
+    let (t, _) = engine.stop_with_records();
+    let pool = t
+        .pools
+        .iter()
+        .find(|p| p.kind == "bound")
+        .expect("a bound pool");
+    assert!(t.rec.counters.tree_reads > 0, "{:?}", t.rec.counters);
+    // Seen during the run (more may come before the stop).
+    assert!(workers.len() > cpus.len(), "{workers:?}");
+    assert!(
+        workers.len() <= pool.created as usize,
+        "{workers:?} {pool:?}"
+    );
+    for (name, mask) in &workers {
+        let cpu: usize = name["fsverity-cpu".len()..]
+            .split('.')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(mask, &vec![cpu], "{name}");
+    }
+
+    let s = settings(&[
+        "workers.mode=bound",
+        "workers.verify_mode=bound",
+        "workers.highpri=true",
+    ]);
+    let engine = Engine::start(
+        s,
+        EngineOptions::new(Duration::from_millis(50), data_dir()),
+        &mut quiet,
+    )
+    .unwrap();
+    let shared = engine.effective().workers.highpri;
+    let pools: Vec<(&str, &str, usize)> = engine
+        .pools()
+        .iter()
+        .map(|(n, k, qs)| (*n, *k, qs.len()))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let hi = threads_named("kworker-hi-cpu");
+    let separate = threads_named("fscrypt-cpu").len() + threads_named("fsverity-cpu").len();
+    let (t, _) = engine.stop_with_records();
+    assert_eq!(t.rec.counters.verity_failures, 0);
+    if shared {
+        assert_eq!(pools, vec![("highpri", "bound", cpus.len())]);
+        assert!(hi.len() >= cpus.len() && separate == 0, "{hi:?}");
+    } else {
+        // Nice -20 refused here: two queues of their own.
+        assert_eq!(pools.len(), 2, "{pools:?}");
+        assert!(hi.is_empty());
+    }
+}

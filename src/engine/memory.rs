@@ -152,8 +152,11 @@ impl MemoryNeed {
         } else {
             ma + cpus - 1
         };
-        // The verifying queue's per-CPU pools (see pipeline::pool_workers).
-        let pools = cpus * crate::engine::pipeline::pool_workers(s);
+        // The per-CPU pools create workers on demand (see
+        // pipeline::pool_workers), one per item blocked at once plus one
+        // running and one idle: counted as at most 16 a CPU (a pool grows
+        // past that only while that many of its items block at once).
+        let pools = cpus * crate::engine::pipeline::pool_workers(s).min(16);
         let workers = (pools.max(unbound) + cpus.max(unbound)) as u64;
         let histograms = (readers + workers) * HISTS_PER_THREAD * hist_bytes();
         let tree = tree_bytes(w.file_size);

@@ -16,6 +16,7 @@
 
 mod cached;
 pub mod device;
+pub mod era;
 mod hogs;
 pub mod irq;
 mod irq_thread;
@@ -422,6 +423,12 @@ impl Engine {
         for p in put_back.problems {
             sink.push(format!("not put back: {p}"));
         }
+        // Readahead's largest request is the data file's device's.
+        let (io_pages, why) = io_pages_of(&dataset.path(Variant::Plain));
+        pagecache::set_io_pages(io_pages);
+        if let Some(why) = why {
+            sink.push(why);
+        }
         match outcome {
             OpenOutcome::Existing => {}
             OpenOutcome::Created => {
@@ -762,6 +769,16 @@ impl Engine {
     }
 
     /// Work items a worker found after their reader had freed its buffers
+    /// The running pipeline's queues as built: each queue's name, kind and
+    /// per-CPU pools or pods (empty while none runs).
+    pub fn pools(&self) -> Vec<pipeline::QueuePools> {
+        self.shared
+            .pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// (counted in debug builds; anything but 0 is a use after free).
     pub fn touched_freed(&self) -> u64 {
         self.pipeline.as_ref().map_or(0, |p| p.touched_freed())
@@ -866,5 +883,26 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// `bdi->io_pages` where the device is unknown: one bio of `BIO_MAX_VECS`
+/// pages.
+pub const DEFAULT_IO_PAGES: u64 = 256;
+
+/// The largest request of the block device holding `path`, in pages
+/// (`bdi->io_pages` = `max_sectors_kb / 4`: 320 at the default 1280 KiB),
+/// and a notice where it is unknown (tmpfs, no sysfs): then
+/// [`DEFAULT_IO_PAGES`].
+pub fn io_pages_of(path: &std::path::Path) -> (u64, Option<String>) {
+    match crate::sys::max_sectors_kb_of(path) {
+        Some(kb) if kb >= 4 => (kb / 4, None),
+        _ => (
+            DEFAULT_IO_PAGES,
+            Some(format!(
+                "page cache: {} is on no block device with a queue/max_sectors_kb in sysfs; readahead requests up to {DEFAULT_IO_PAGES} pages (bdi io_pages)",
+                path.display()
+            )),
+        ),
     }
 }

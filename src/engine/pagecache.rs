@@ -835,6 +835,8 @@ pub struct Readahead {
     pub prev_pos: i64,
     /// Largest window in pages (`ra_pages`, from `read_ahead_kb`).
     pub ra_pages: u64,
+    /// The device's largest request in pages (`bdi->io_pages`).
+    pub io_pages: u64,
 }
 
 /// A window to read: pages `[start, start + size)`, `mark` the page to
@@ -849,9 +851,15 @@ pub struct Window {
     pub mark: Option<u64>,
 }
 
-/// Largest bio the device takes, in pages (`bdi->io_pages`; one bio of
-/// `BIO_MAX_VECS` pages).
-const IO_PAGES: u64 = MAX_BIO_PAGES as u64;
+/// Largest request the device takes, in pages (`bdi->io_pages`:
+/// `max_sectors_kb / 4`), for streams opened from now on; the engine sets
+/// it from the data file's device ([`super::io_pages_of`]).
+static IO_PAGES: AtomicU64 = AtomicU64::new(super::DEFAULT_IO_PAGES);
+
+/// Sets [`Readahead::io_pages`] of the streams opened from now on.
+pub fn set_io_pages(pages: u64) {
+    IO_PAGES.store(pages.max(1), Ordering::Relaxed);
+}
 
 fn init_ra_size(size: u64, max: u64) -> u64 {
     let newsize = size.next_power_of_two();
@@ -883,12 +891,13 @@ impl Readahead {
             async_size: 0,
             prev_pos: -1,
             ra_pages: read_ahead / PAGE as u64,
+            io_pages: IO_PAGES.load(Ordering::Relaxed),
         }
     }
 
     fn max_pages(&self, req: u64) -> u64 {
-        if req > self.ra_pages && IO_PAGES > self.ra_pages {
-            req.min(IO_PAGES)
+        if req > self.ra_pages && self.io_pages > self.ra_pages {
+            req.min(self.io_pages)
         } else {
             self.ra_pages
         }

@@ -22,6 +22,7 @@ use crate::settings::units::format_cpu_list;
 use crate::settings::{AffinityScope, Completion, EngineKind, HashKind};
 use crate::sys::{CpuTopo, pods_by};
 
+use super::era::{CPU_INTENSIVE_THRESH_NS, Era};
 use super::irq::Irqs;
 use super::queue::{Pod, Queues, WorkQueue};
 use super::reader;
@@ -40,23 +41,23 @@ pub struct Pipeline {
     /// Stand for interrupt context (`workload.completion = irq`).
     irq_threads: Vec<JoinHandle<()>>,
     workers: Vec<JoinHandle<()>>,
+    /// The per-CPU pools' manager and the workers it created.
+    manager: Option<Manager>,
 }
 
-/// Most workers of a per-CPU pool whose items may block (a verify queue
-/// reading the tree through the page cache).
-pub const MAX_POOL_WORKERS: usize = 16;
-
-/// Workers of each per-CPU pool of the verifying queue under `s`: the
-/// first one runs, the others sleep until it blocks. The kernel creates
-/// workers as its pools need them; readpath starts them with the pipeline
-/// (no thread is created while it runs): one more than the bios that can
-/// be in flight, at most [`MAX_POOL_WORKERS`], so every item in flight can
-/// block at once without stalling the queue up to that bound.
+/// Most workers a per-CPU pool of `s` may create: one per item that can be
+/// in flight (each may block reading the tree, or run CPU_INTENSIVE) plus
+/// the idle one the pool keeps. A pool starts with one; its manager creates
+/// the others as the kernel's does (see `queue.rs`), so this only bounds
+/// the slots (and the memory estimate).
 pub fn pool_workers(s: &Settings) -> usize {
-    let bios = s.workload.readers as usize * reader::bios_per_reader(s);
-    (bios + 1).clamp(2, MAX_POOL_WORKERS)
+    let items =
+        s.workload.readers as usize * reader::buffers_per_reader(s).max(reader::bios_per_reader(s));
+    items + 2
 }
 
+/// The queues of one placement. Per-CPU pools start with one worker and
+/// grow up to `pool` (their manager creates the others).
 fn build_queues(
     p: Placement,
     capacity: usize,
@@ -70,7 +71,7 @@ fn build_queues(
             let max_cpu = cpus.iter().copied().max().unwrap_or(0);
             let mut by_cpu: Vec<Option<Arc<WorkQueue>>> = vec![None; max_cpu + 1];
             for &c in cpus {
-                by_cpu[c] = Some(Arc::new(WorkQueue::per_cpu(capacity, pool)));
+                by_cpu[c] = Some(Arc::new(WorkQueue::per_cpu_on_demand(capacity, pool)));
             }
             let first = by_cpu[cpus[0]].clone().expect("queue for first CPU");
             Some(Queues::Bound { by_cpu, first })
@@ -88,9 +89,21 @@ fn build_queues(
 
 /// The pods an unbound queue runs work in under `s`: the CPUs readpath may
 /// use (`cpus`), grouped by `workers.affinity_scope` from the machine's
-/// topology in sysfs, as the kernel's `init_pod_type()` groups them.
+/// topology in sysfs, as the kernel's `init_pod_type()` groups them; on a
+/// `workers.kernel_era` before 6.5, by NUMA node (one unbound pool per
+/// node, `numa_pwq_tbl`).
 pub fn unbound_pods(s: &Settings, cpus: &[usize]) -> Vec<Vec<usize>> {
-    pods_of_scope(s.workers.affinity_scope, &crate::sys::cpu_topology(cpus))
+    pods_of_scope(unbound_layout(s), &crate::sys::cpu_topology(cpus))
+}
+
+/// The grouping of unbound pools under `s`: its affinity scope, or NUMA
+/// nodes before 6.5.
+pub fn unbound_layout(s: &Settings) -> AffinityScope {
+    if Era::of(s.workers.kernel_era).has_affinity_scopes() {
+        s.workers.affinity_scope
+    } else {
+        AffinityScope::Numa
+    }
 }
 
 /// Pods of `scope` over a topology (tests pass fake ones).
@@ -130,7 +143,11 @@ pub fn pods_label(s: &Settings) -> Option<String> {
     unbound.then(|| {
         let pods = unbound_pods(s, &crate::sys::online_cpus());
         let list: Vec<String> = pods.iter().map(|p| format_cpu_list(p)).collect();
-        format!("pods {} {}", s.workers.affinity_scope, list.join("|"))
+        if Era::of(s.workers.kernel_era).has_affinity_scopes() {
+            format!("pods {} {}", s.workers.affinity_scope, list.join("|"))
+        } else {
+            format!("pools per node {}", list.join("|"))
+        }
     })
 }
 
@@ -156,10 +173,7 @@ impl Pipeline {
         // Room for every buffer, or every bio, that can be in flight.
         let capacity = readers * per_reader.max(bios_per_reader);
         let pods = pods_for(&settings, &cpus);
-        // The queue that verifies may block on tree reads: its per-CPU
-        // pools get the extra workers.
-        let cold = plan.verify && pcache.is_some();
-        let (first_q, second_q) = queues_for(&settings, &plan, capacity, &cpus, &pods, cold);
+        let (first_q, second_q) = queues_for(&settings, &plan, capacity, &cpus, &pods);
         let kind = settings.pipeline.cipher;
         // Read on the kernel target's device, the data is the kernel's
         // ciphertext, keyed with its file's nonce; the tree is still the
@@ -238,18 +252,29 @@ impl Pipeline {
             tree,
         });
         let workers = spawn_workers(&ctx, &pods, &cpus)?;
-        launch(ctx, workers, readers)
+        let manager = match Manager::start(&ctx) {
+            Ok(m) => m,
+            Err(e) => {
+                stop_workers(&ctx, workers);
+                return Err(e);
+            }
+        };
+        launch(ctx, workers, manager, readers)
     }
 
     /// Each queue's name (the kernel queue it models), kind and per-CPU
     /// queues or pods, for the sampler's pool records.
     pub fn pools(&self) -> Vec<QueuePools> {
-        let first = if self.ctx.plan.decrypt {
+        let shared = shares_highpri_pools(&self.ctx);
+        let first = if shared {
+            "highpri"
+        } else if self.ctx.plan.decrypt {
             "fscrypt"
         } else {
             "fsverity"
         };
-        [(&self.ctx.first_q, first), (&self.ctx.second_q, "fsverity")]
+        let second = if shared { &None } else { &self.ctx.second_q };
+        [(&self.ctx.first_q, first), (second, "fsverity")]
             .into_iter()
             .filter_map(|(q, name)| {
                 let q = q.as_ref()?;
@@ -292,18 +317,137 @@ impl Pipeline {
         for h in self.irq_threads.drain(..) {
             let _ = h.join();
         }
-        self.ctx.stop_workers.store(true, Ordering::SeqCst);
-        for qs in [&self.ctx.first_q, &self.ctx.second_q]
-            .into_iter()
-            .flatten()
-        {
-            for q in qs.all() {
+        // No worker is created once the manager is gone.
+        let mut workers: Vec<JoinHandle<()>> = self.workers.drain(..).collect();
+        if let Some(m) = self.manager.take() {
+            workers.extend(m.stop());
+        }
+        stop_workers(&self.ctx, workers);
+    }
+}
+
+/// Stops and joins `workers`, waking their queues until each has exited (a
+/// worker the manager created just before may park after a first wake).
+fn stop_workers(ctx: &Ctx, workers: Vec<JoinHandle<()>>) {
+    ctx.stop_workers.store(true, Ordering::SeqCst);
+    let queues: Vec<Arc<WorkQueue>> = [&ctx.first_q, &ctx.second_q]
+        .into_iter()
+        .flatten()
+        .flat_map(Queues::all)
+        .collect();
+    for h in workers {
+        while !h.is_finished() {
+            for q in &queues {
                 q.wake_all();
             }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        for h in self.workers.drain(..) {
-            let _ = h.join();
+        let _ = h.join();
+    }
+}
+
+/// True when both stages have per-CPU queues with WQ_HIGHPRI: the kernel
+/// runs both on the one high-priority pool of each CPU (`cpu_worker_pools[1]`,
+/// shared by every WQ_HIGHPRI per-CPU queue, kblockd's too), and so does
+/// the model (one queue per CPU for both).
+fn shares_highpri_pools(ctx: &Ctx) -> bool {
+    ctx.settings.workers.highpri
+        && ctx.plan.first == Placement::Bound
+        && ctx.plan.second == Some(Placement::Bound)
+}
+
+/// The per-CPU pools' manager: a thread that creates the workers a pool
+/// asks for (`maybe_create_worker`) and, on eras with it, ticks every
+/// 4 ms (HZ=250) to mark CPU_INTENSIVE items (`wq_worker_tick`).
+struct Manager {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+    created: Arc<std::sync::Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Manager {
+    /// Starts the manager of `ctx`'s per-CPU pools (None without any).
+    fn start(ctx: &Arc<Ctx>) -> std::io::Result<Option<Manager>> {
+        let mut pools: Vec<(Arc<WorkQueue>, usize, &'static str)> = Vec::new();
+        let shared = shares_highpri_pools(ctx);
+        let first_name = if shared {
+            "kworker-hi"
+        } else if ctx.plan.decrypt {
+            "fscrypt"
+        } else {
+            "fsverity"
+        };
+        let second = if shared { &None } else { &ctx.second_q };
+        for (qs, prefix) in [(&ctx.first_q, first_name), (second, "fsverity")] {
+            if let Some(Queues::Bound { by_cpu, .. }) = qs {
+                for (cpu, q) in by_cpu.iter().enumerate() {
+                    if let Some(q) = q {
+                        pools.push((q.clone(), cpu, prefix));
+                    }
+                }
+            }
         }
+        if pools.is_empty() {
+            return Ok(None);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let created = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let intensive = Era::of(ctx.settings.workers.kernel_era).detects_cpu_intensive();
+        let thread = {
+            let (ctx, stop, created) = (ctx.clone(), stop.clone(), created.clone());
+            let pools = pools.clone();
+            std::thread::Builder::new()
+                .name("wq-manager".into())
+                .spawn(move || manage(&ctx, &pools, &stop, &created, intensive))?
+        };
+        for (q, _, _) in &pools {
+            q.set_manager(thread.thread().clone(), intensive);
+        }
+        Ok(Some(Manager {
+            stop,
+            thread,
+            created,
+        }))
+    }
+
+    /// Stops the manager; returns the workers it created.
+    fn stop(self) -> Vec<JoinHandle<()>> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
+        std::mem::take(&mut *self.created.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// The manager's loop: creates the workers pools ask for, ticks for
+/// CPU_INTENSIVE items when `intensive`.
+fn manage(
+    ctx: &Arc<Ctx>,
+    pools: &[(Arc<WorkQueue>, usize, &'static str)],
+    stop: &AtomicBool,
+    created: &std::sync::Mutex<Vec<JoinHandle<()>>>,
+    intensive: bool,
+) {
+    let period = std::time::Duration::from_millis(if intensive { 4 } else { 50 });
+    while !stop.load(Ordering::SeqCst) {
+        for (q, cpu, prefix) in pools {
+            if intensive {
+                q.tick_cpu_intensive(CPU_INTENSIVE_THRESH_NS);
+            }
+            while let Some(i) = q.needs_worker() {
+                let name = format!("{prefix}-cpu{cpu}.{i}");
+                match spawn_worker(ctx.clone(), q.clone(), i, Some(vec![*cpu]), name) {
+                    Ok(h) => created.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+                    Err(e) => {
+                        q.worker_failed();
+                        ctx.notices
+                            .push(format!("workqueue manager: could not create a worker: {e}"));
+                        break;
+                    }
+                }
+            }
+        }
+        std::thread::park_timeout(period);
     }
 }
 
@@ -318,24 +462,30 @@ fn pods_for(settings: &Settings, cpus: &[usize]) -> Vec<(Vec<usize>, usize)> {
         .collect()
 }
 
-/// The first and second queue for `plan`; the one that verifies gets the extra pool workers when reads are `cold`.
-fn queues_for(
+/// The first and second queue for `plan`. Both per-CPU with WQ_HIGHPRI:
+/// the second is the first's pools (one high-priority pool per CPU).
+pub fn queues_for(
     settings: &Settings,
     plan: &Plan,
     capacity: usize,
     cpus: &[usize],
     pods: &[(Vec<usize>, usize)],
-    cold: bool,
 ) -> (Option<Queues>, Option<Queues>) {
-    let pool = if cold { pool_workers(settings) } else { 1 };
-    let (first_pool, second_pool) = match plan.second {
-        Some(_) => (1, pool),
-        None => (pool, 1),
+    let pool = pool_workers(settings).max(capacity + 2);
+    let first_q = build_queues(plan.first, capacity, cpus, pods, pool);
+    let second_q = match (&first_q, plan.second) {
+        (Some(Queues::Bound { by_cpu, first }), Some(Placement::Bound))
+            if settings.workers.highpri =>
+        {
+            Some(Queues::Bound {
+                by_cpu: by_cpu.clone(),
+                first: first.clone(),
+            })
+        }
+        _ => plan
+            .second
+            .and_then(|p| build_queues(p, capacity, cpus, pods, pool)),
     };
-    let first_q = build_queues(plan.first, capacity, cpus, pods, first_pool);
-    let second_q = plan
-        .second
-        .and_then(|p| build_queues(p, capacity, cpus, pods, second_pool));
     (first_q, second_q)
 }
 
@@ -343,6 +493,7 @@ fn queues_for(
 fn launch(
     ctx: Arc<Ctx>,
     workers: Vec<JoinHandle<()>>,
+    manager: Option<Manager>,
     readers: usize,
 ) -> std::io::Result<Pipeline> {
     let mut pipeline = Pipeline {
@@ -350,6 +501,7 @@ fn launch(
         readers: Vec::new(),
         irq_threads: Vec::new(),
         workers,
+        manager,
     };
     match super::irq_thread::spawn(&ctx) {
         Ok(t) => pipeline.irq_threads = t,
@@ -444,12 +596,17 @@ fn spawn_workers(
     let mut workers = Vec::new();
     // Named after the kernel queue they model: the first queue is
     // fscrypt's when decryption is on, otherwise fsverity's.
-    let first_name = if ctx.plan.decrypt {
+    let shared = shares_highpri_pools(ctx);
+    let first_name = if shared {
+        "kworker-hi"
+    } else if ctx.plan.decrypt {
         "fscrypt"
     } else {
         "fsverity"
     };
-    for (qs, prefix) in [(&ctx.first_q, first_name), (&ctx.second_q, "fsverity")] {
+    // A shared high-priority pool's workers are started once.
+    let second = if shared { &None } else { &ctx.second_q };
+    for (qs, prefix) in [(&ctx.first_q, first_name), (second, "fsverity")] {
         let Some(qs) = qs else { continue };
         match qs {
             Queues::Bound { by_cpu, .. } => {

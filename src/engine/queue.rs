@@ -22,10 +22,24 @@
 //! concurrency-managed: each of its `max_active` workers takes items on its
 //! own, and a blocked one only holds its item. Every queue counts its
 //! running and blocked workers for the sampler.
+//!
+//! A per-CPU pool made with [`WorkQueue::per_cpu_on_demand`] starts with
+//! one worker and grows as the kernel's does: when a worker leaves the idle
+//! list leaving none, or when work waits with no worker running and none
+//! idle (every one blocked), the pool asks its manager
+//! ([`WorkQueue::set_manager`]; `need_to_create_worker` ->
+//! `maybe_create_worker`), a thread of the pipeline that creates the worker
+//! ([`WorkQueue::needs_worker`]), so no reader or worker creates a thread.
+//! Workers are not retired (the kernel's idle timeout is 300 s). The
+//! manager's tick ([`WorkQueue::tick_cpu_intensive`]) marks an item that
+//! has run over 10 ms of its thread's CPU time CPU_INTENSIVE (since 6.5):
+//! its worker leaves the running count until the item ends, so the pool
+//! wakes or creates another.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 use std::thread::Thread;
 
 use crossbeam_queue::ArrayQueue;
@@ -76,11 +90,39 @@ const ASLEEP: u8 = 1;
 /// Claimed by a waker; in a managed pool already counted as running.
 const WOKEN: u8 = 2;
 
+/// [`WorkerWake::item`]: between items.
+const NO_ITEM: u8 = 0;
+/// In an item, counted as running.
+const IN_ITEM: u8 = 1;
+/// In an item marked CPU_INTENSIVE (not counted as running).
+const INTENSIVE: u8 = 2;
+/// In an item, blocked (left the running count).
+const BLOCKED: u8 = 3;
+/// In a CPU_INTENSIVE item, blocked (was not counted already).
+const INTENSIVE_BLOCKED: u8 = 4;
+
 /// Sleep state of one worker.
 #[derive(Default)]
 pub struct WorkerWake {
     state: AtomicU8,
     thread: OnceLock<Thread>,
+    /// The worker thread's CPU-time clock (read by the manager's tick).
+    clock: OnceLock<i32>,
+    /// What the worker is doing (`NO_ITEM`...).
+    item: AtomicU8,
+    /// Items it started.
+    items: AtomicU64,
+    /// The manager's: `items` when it last looked, and the thread's CPU
+    /// time when it first saw that item.
+    seen_items: AtomicU64,
+    seen_cpu: AtomicU64,
+    /// Created by the manager, not yet on the idle list.
+    fresh: AtomicBool,
+}
+
+thread_local! {
+    /// The queue (its address) and slot of the worker this thread is.
+    static CURRENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
 /// A bounded queue and the workers that serve it.
@@ -98,6 +140,18 @@ pub struct WorkQueue {
     blocked_peak: AtomicUsize,
     /// The worker that went idle last (woken first).
     last_idle: AtomicUsize,
+    /// Workers created (or being created): slots `0..nr_workers` of `workers`.
+    nr_workers: AtomicUsize,
+    /// Created by the manager and not yet on the idle list.
+    starting: AtomicUsize,
+    /// A worker left the idle list leaving none (the manager makes one).
+    want_worker: AtomicBool,
+    /// The thread that creates this pool's workers (on-demand pools).
+    manager: OnceLock<Thread>,
+    /// Items marked CPU_INTENSIVE.
+    cpu_intensive: AtomicU64,
+    /// Its manager marks CPU_INTENSIVE items (6.5+).
+    detects_intensive: AtomicBool,
 }
 
 /// What a queue's workers are doing, as the sampler sees it.
@@ -113,6 +167,10 @@ pub struct PoolState {
     pub blocked_peak: usize,
     /// Items waiting.
     pub pending: usize,
+    /// Workers the pool created since it started (the first included).
+    pub created: usize,
+    /// Items marked CPU_INTENSIVE since it started.
+    pub cpu_intensive: u64,
 }
 
 impl WorkQueue {
@@ -128,6 +186,12 @@ impl WorkQueue {
             blocked: AtomicUsize::new(0),
             blocked_peak: AtomicUsize::new(0),
             last_idle: AtomicUsize::new(0),
+            nr_workers: AtomicUsize::new(workers),
+            starting: AtomicUsize::new(0),
+            want_worker: AtomicBool::new(false),
+            manager: OnceLock::new(),
+            cpu_intensive: AtomicU64::new(0),
+            detects_intensive: AtomicBool::new(false),
         }
     }
 
@@ -139,14 +203,155 @@ impl WorkQueue {
         }
     }
 
+    /// A per-CPU pool that starts with one worker (slot 0, which the
+    /// pipeline starts) and whose manager creates more, up to `max_workers`.
+    pub fn per_cpu_on_demand(capacity: usize, max_workers: usize) -> Self {
+        let q = Self::per_cpu(capacity, max_workers.max(2));
+        q.nr_workers.store(1, Ordering::Relaxed);
+        q
+    }
+
+    /// The thread that creates this pool's workers: woken when the pool
+    /// needs one; `cpu_intensive`: it also marks CPU_INTENSIVE items.
+    pub fn set_manager(&self, t: Thread, cpu_intensive: bool) {
+        self.detects_intensive
+            .store(cpu_intensive, Ordering::Relaxed);
+        let _ = self.manager.set(t);
+    }
+
+    /// True when a manager creates this pool's workers on demand.
+    pub fn on_demand(&self) -> bool {
+        self.manager.get().is_some()
+    }
+
+    /// True when its manager marks CPU_INTENSIVE items.
+    pub fn detects_cpu_intensive(&self) -> bool {
+        self.detects_intensive.load(Ordering::Relaxed)
+    }
+
     /// True for a concurrency-managed (per-CPU) pool.
     pub fn is_managed(&self) -> bool {
         self.managed
     }
 
-    /// Worker threads serving the queue.
+    /// Worker threads serving the queue (created so far).
     pub fn worker_count(&self) -> usize {
-        self.workers.len()
+        self.nr_workers.load(Ordering::SeqCst)
+    }
+
+    /// Manager side: whether the pool needs another worker now (the
+    /// kernel's `need_to_create_worker`: work waits with none running, or a
+    /// worker left idle leaving none, and none is idle or starting); if so,
+    /// the new worker's slot, counted as starting. None when every slot is
+    /// taken.
+    pub fn needs_worker(&self) -> Option<usize> {
+        if !self.managed || self.manager.get().is_none() {
+            return None;
+        }
+        let want = self.want_worker.swap(false, Ordering::SeqCst);
+        let none_idle =
+            self.idle.load(Ordering::SeqCst) == 0 && self.starting.load(Ordering::SeqCst) == 0;
+        let waits = !self.q.is_empty() && self.running.load(Ordering::SeqCst) == 0;
+        if !(none_idle && (want || waits)) {
+            return None;
+        }
+        let n = self.nr_workers.load(Ordering::SeqCst);
+        if n >= self.workers.len() {
+            return None;
+        }
+        self.starting.fetch_add(1, Ordering::SeqCst);
+        self.workers[n].fresh.store(true, Ordering::SeqCst);
+        self.nr_workers.store(n + 1, Ordering::SeqCst);
+        Some(n)
+    }
+
+    /// The worker the manager announced with [`Self::needs_worker`] could
+    /// not be started.
+    pub fn worker_failed(&self) {
+        let n = self.nr_workers.fetch_sub(1, Ordering::SeqCst) - 1;
+        self.workers[n].fresh.store(false, Ordering::SeqCst);
+        self.starting.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Asks the manager for a worker (cold: a pool out of idle workers).
+    #[cold]
+    fn request_worker(&self) {
+        if let Some(m) = self.manager.get()
+            && self.nr_workers.load(Ordering::Relaxed) < self.workers.len()
+        {
+            self.want_worker.store(true, Ordering::SeqCst);
+            m.unpark();
+        }
+    }
+
+    /// The calling thread's slot when it is a worker of this queue.
+    fn me(&self) -> Option<&WorkerWake> {
+        let (q, i) = CURRENT.with(Cell::get);
+        (q == self as *const _ as usize).then(|| &self.workers[i])
+    }
+
+    /// Manager side, on its tick: marks CPU_INTENSIVE each item that has
+    /// run over `thresh_ns` of its worker's CPU time since the manager
+    /// first saw it (`wq_worker_tick`); the worker leaves the running count
+    /// until the item ends, and waiting work gets another worker.
+    pub fn tick_cpu_intensive(&self, thresh_ns: u64) {
+        if !self.managed {
+            return;
+        }
+        let n = self
+            .nr_workers
+            .load(Ordering::SeqCst)
+            .min(self.workers.len());
+        for w in &self.workers[..n] {
+            if w.item.load(Ordering::SeqCst) != IN_ITEM {
+                continue;
+            }
+            let Some(cpu) = w.clock.get().and_then(|&c| crate::sys::cpu_clock_ns(c)) else {
+                continue;
+            };
+            let items = w.items.load(Ordering::SeqCst);
+            if w.seen_items.swap(items, Ordering::Relaxed) != items {
+                w.seen_cpu.store(cpu, Ordering::Relaxed);
+                continue;
+            }
+            if cpu.saturating_sub(w.seen_cpu.load(Ordering::Relaxed)) > thresh_ns
+                && w.item
+                    .compare_exchange(IN_ITEM, INTENSIVE, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                self.cpu_intensive.fetch_add(1, Ordering::Relaxed);
+                self.run_end();
+                self.kick();
+            }
+        }
+    }
+
+    /// Work waits and none of the pool runs: wake an idle worker, or ask
+    /// the manager for one when none is idle.
+    fn kick(&self) {
+        if self.managed && self.running.load(Ordering::SeqCst) == 0 && !self.q.is_empty() {
+            if self.idle.load(Ordering::SeqCst) > 0 {
+                self.wake_one();
+            } else {
+                self.request_worker();
+            }
+        }
+    }
+
+    /// Worker `i` starts an item.
+    #[inline]
+    fn item_start(&self, i: usize) {
+        let w = &self.workers[i];
+        w.item.store(IN_ITEM, Ordering::SeqCst);
+        w.items.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Worker `i` ended its item: a CPU_INTENSIVE one runs again.
+    #[inline]
+    fn item_end(&self, i: usize) {
+        if self.workers[i].item.swap(NO_ITEM, Ordering::SeqCst) == INTENSIVE {
+            self.run_start();
+        }
     }
 
     /// A worker starts running (woke, or started).
@@ -181,22 +386,52 @@ impl WorkQueue {
     /// count, and a managed pool with items waiting and nobody running
     /// wakes another worker.
     pub fn block(&self) {
-        self.running.fetch_sub(1, Ordering::SeqCst);
+        // A CPU_INTENSIVE item's worker is out of the running count
+        // already (`wq_worker_sleeping` skips WORKER_NOT_RUNNING).
+        let counted = match self.me() {
+            Some(w) => {
+                match w
+                    .item
+                    .compare_exchange(IN_ITEM, BLOCKED, Ordering::SeqCst, Ordering::SeqCst)
+                {
+                    Err(INTENSIVE) => {
+                        w.item.store(INTENSIVE_BLOCKED, Ordering::SeqCst);
+                        false
+                    }
+                    _ => true,
+                }
+            }
+            None => true,
+        };
+        if counted {
+            self.running.fetch_sub(1, Ordering::SeqCst);
+        }
         let b = self.blocked.fetch_add(1, Ordering::SeqCst) + 1;
         self.blocked_peak.fetch_max(b, Ordering::Relaxed);
-        if self.managed
-            && self.running.load(Ordering::SeqCst) == 0
-            && !self.q.is_empty()
-            && self.idle.load(Ordering::SeqCst) > 0
-        {
-            self.wake_one();
-        }
+        self.kick();
     }
 
     /// The blocked worker runs again.
     pub fn unblock(&self) {
         self.blocked.fetch_sub(1, Ordering::SeqCst);
-        self.running.fetch_add(1, Ordering::SeqCst);
+        let counted = match self.me() {
+            Some(w) => {
+                let was = w.item.load(Ordering::SeqCst);
+                w.item.store(
+                    if was == INTENSIVE_BLOCKED {
+                        INTENSIVE
+                    } else {
+                        IN_ITEM
+                    },
+                    Ordering::SeqCst,
+                );
+                was != INTENSIVE_BLOCKED
+            }
+            None => true,
+        };
+        if counted {
+            self.running.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// Worker `index`'s loop: takes items and runs `work` on each until
@@ -212,6 +447,10 @@ impl WorkQueue {
         tick: impl Fn(&mut S),
         mut work: impl FnMut(&mut S, WorkItem),
     ) {
+        CURRENT.with(|c| c.set((self as *const _ as usize, index)));
+        if let Some(clock) = crate::sys::current_thread_cpu_clock() {
+            let _ = self.workers[index].clock.set(clock);
+        }
         let mut running = index == 0 || !self.managed;
         if running {
             self.run_start();
@@ -219,7 +458,9 @@ impl WorkQueue {
         loop {
             tick(state);
             if running && let Some(item) = self.pop() {
+                self.item_start(index);
                 work(state, item);
+                self.item_end(index);
                 running = self.keep_working();
                 continue;
             }
@@ -229,7 +470,9 @@ impl WorkQueue {
             let item = self.sleep_from(index, running);
             running = true;
             if let Some(item) = item {
+                self.item_start(index);
                 work(state, item);
+                self.item_end(index);
                 running = self.keep_working();
             }
         }
@@ -241,7 +484,9 @@ impl WorkQueue {
     /// The pool's state now (the blocked peak is reset).
     pub fn state(&self) -> PoolState {
         PoolState {
-            workers: self.workers.len(),
+            workers: self.worker_count(),
+            created: self.worker_count(),
+            cpu_intensive: self.cpu_intensive.load(Ordering::Relaxed),
             running: self.running.load(Ordering::Relaxed),
             blocked: self.blocked.load(Ordering::Relaxed),
             blocked_peak: self
@@ -266,10 +511,14 @@ impl WorkQueue {
         fence(Ordering::SeqCst);
         // A managed pool wakes a worker only when none runs (a running one
         // takes the item when it finishes its own).
-        if (!self.managed || self.running.load(Ordering::SeqCst) == 0)
-            && self.idle.load(Ordering::SeqCst) > 0
-        {
-            self.wake_one();
+        if !self.managed || self.running.load(Ordering::SeqCst) == 0 {
+            if self.idle.load(Ordering::SeqCst) > 0 {
+                self.wake_one();
+            } else if self.managed {
+                // Every worker is blocked or CPU_INTENSIVE: the manager
+                // makes one (rare: not the busy case).
+                self.request_worker();
+            }
         }
     }
 
@@ -293,7 +542,8 @@ impl WorkQueue {
         // ran, so the others stay asleep.
         let last = self.last_idle.load(Ordering::Relaxed);
         let first = self.workers.get(last).into_iter();
-        for w in first.chain(self.workers.iter()) {
+        let n = self.worker_count().min(self.workers.len());
+        for w in first.chain(self.workers[..n].iter()) {
             if w.state
                 .compare_exchange(ASLEEP, WOKEN, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
@@ -333,10 +583,21 @@ impl WorkQueue {
         me.state.store(ASLEEP, Ordering::SeqCst);
         self.last_idle.store(i, Ordering::Relaxed);
         self.idle.fetch_add(1, Ordering::SeqCst);
+        if me.fresh.swap(false, Ordering::SeqCst) {
+            // A worker the manager created is on the idle list now.
+            self.starting.fetch_sub(1, Ordering::SeqCst);
+        }
         if running {
             self.run_end();
         }
-        let item = self.q.pop();
+        // In a managed pool a worker going idle takes a waiting item only
+        // when none of the pool runs (the running one takes it otherwise:
+        // `need_more_worker`).
+        let item = if self.managed && self.running.load(Ordering::SeqCst) > 0 {
+            None
+        } else {
+            self.q.pop()
+        };
         if item.is_none() {
             std::thread::park();
         }
@@ -345,13 +606,17 @@ impl WorkQueue {
             me.state.store(AWAKE, Ordering::SeqCst);
             self.run_start();
         }
-        self.idle.fetch_sub(1, Ordering::SeqCst);
+        // The last idle worker leaves: the pool keeps one in reserve
+        // (`may_start_working`), so the manager makes another.
+        if self.idle.fetch_sub(1, Ordering::SeqCst) == 1 && self.managed {
+            self.request_worker();
+        }
         item
     }
 
     /// Wakes every worker (shutdown, or the sampler's interval handoff).
     pub fn wake_all(&self) {
-        for w in &self.workers {
+        for w in &self.workers[..self.worker_count().min(self.workers.len())] {
             if let Some(t) = w.thread.get() {
                 t.unpark();
             }
@@ -724,6 +989,137 @@ mod tests {
         // An unbound pool is not managed: the idle worker is woken.
         let r = busy_first_worker(Arc::new(WorkQueue::new(64, 2)));
         assert!(r[0] > 0 && r[1] > 0, "both ran: {r:?}");
+    }
+
+    /// An on-demand per-CPU pool served by worker 0 and a manager thread
+    /// that creates the workers it asks for (as the pipeline's does) and
+    /// ticks for CPU_INTENSIVE items every 4 ms when `intensive`; items run
+    /// `work`. Pushes `items` items, waits for all, returns the pool's
+    /// state and the order the items finished in.
+    fn on_demand_run(
+        intensive: bool,
+        items: u32,
+        work: impl Fn(&WorkQueue, WorkItem) + Send + Sync + 'static,
+    ) -> (PoolState, Vec<u32>) {
+        use std::sync::Mutex;
+        use std::sync::atomic::AtomicBool;
+        let q = Arc::new(WorkQueue::per_cpu_on_demand(64, 16));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_manager = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let work = Arc::new(work);
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let spawn = {
+            let (q, stop, done, work) = (q.clone(), stop.clone(), done.clone(), work.clone());
+            move |i: usize| {
+                let (q, stop, done, work) = (q.clone(), stop.clone(), done.clone(), work.clone());
+                std::thread::spawn(move || {
+                    q.register_worker(i);
+                    q.serve(
+                        i,
+                        &stop,
+                        &mut (),
+                        |_| {},
+                        |_, it| {
+                            work(&q, it);
+                            done.lock().unwrap().push(it.slot);
+                        },
+                    )
+                })
+            }
+        };
+        threads.lock().unwrap().push(spawn(0));
+        let manager = {
+            let (q, stop_manager, threads) = (q.clone(), stop_manager.clone(), threads.clone());
+            std::thread::spawn(move || {
+                while !stop_manager.load(Ordering::SeqCst) {
+                    if intensive {
+                        q.tick_cpu_intensive(crate::engine::era::CPU_INTENSIVE_THRESH_NS);
+                    }
+                    while let Some(i) = q.needs_worker() {
+                        threads.lock().unwrap().push(spawn(i));
+                    }
+                    std::thread::park_timeout(std::time::Duration::from_millis(4));
+                }
+            })
+        };
+        q.set_manager(manager.thread().clone(), intensive);
+        assert_eq!(q.worker_count(), 1, "a pool starts with one worker");
+        for i in 0..items {
+            q.push(item(i));
+        }
+        let t0 = std::time::Instant::now();
+        while done.lock().unwrap().len() < items as usize && t0.elapsed().as_secs() < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        stop_manager.store(true, Ordering::SeqCst);
+        manager.thread().unpark();
+        manager.join().unwrap();
+        stop.store(true, Ordering::SeqCst);
+        let handles: Vec<_> = threads.lock().unwrap().drain(..).collect();
+        for h in handles {
+            while !h.is_finished() {
+                q.wake_all();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            h.join().unwrap();
+        }
+        let order = done.lock().unwrap().clone();
+        (q.state(), order)
+    }
+
+    #[test]
+    fn a_per_cpu_pool_creates_a_worker_when_its_only_one_blocks() {
+        // Item 0 blocks until every other item is done: only a worker the
+        // manager creates can run them (the pool started with one).
+        let released = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let r2 = released.clone();
+        let (st, order) = on_demand_run(false, 5, move |q, it| {
+            if it.slot == 0 {
+                q.block();
+                let t0 = std::time::Instant::now();
+                while r2.load(Ordering::SeqCst) < 4 && t0.elapsed().as_secs() < 10 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                q.unblock();
+            } else {
+                r2.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        assert_eq!(order.len(), 5, "{order:?}");
+        assert_eq!(
+            *order.last().unwrap(),
+            0,
+            "the blocked item ended last: {order:?}"
+        );
+        assert!(st.created >= 2, "the manager created a worker: {st:?}");
+        assert_eq!(st.cpu_intensive, 0);
+        assert_eq!((st.running, st.blocked, st.pending), (0, 0, 0), "{st:?}");
+    }
+
+    #[test]
+    fn an_item_over_10ms_of_cpu_becomes_cpu_intensive_and_others_run() {
+        // Item 0 spins on the CPU until the others are done (at most 3 s):
+        // marked CPU_INTENSIVE, its worker stops counting as running, and
+        // the pool runs items 1..4 on another worker meanwhile.
+        let others = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let o2 = others.clone();
+        let (st, order) = on_demand_run(true, 5, move |_, it| {
+            if it.slot == 0 {
+                let t0 = crate::sys::thread_cpu_time_ns();
+                while o2.load(Ordering::SeqCst) < 4
+                    && crate::sys::thread_cpu_time_ns() - t0 < 3_000_000_000
+                {
+                    std::hint::spin_loop();
+                }
+            } else {
+                o2.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        assert_eq!(others.load(Ordering::SeqCst), 4, "{order:?}");
+        assert_eq!(*order.last().unwrap(), 0, "item 0 ended last: {order:?}");
+        assert_eq!(st.cpu_intensive, 1, "{st:?}");
+        assert_eq!((st.running, st.pending), (0, 0), "{st:?}");
     }
 
     #[test]

@@ -531,6 +531,23 @@ const RULES: &[Rule] = &[
         }),
         ..RULE
     },
+    // `workers.kernel_era` and the queue keys: setting the era sets
+    // workers.mode, verify_mode and highpri to its queues' flags; a key set
+    // after it (later on the command line, anywhere in the same file) wins
+    // (`settings::Workers::apply_era`). Nothing here re-applies the era.
+    Rule {
+        keys: &["workers.affinity_scope"],
+        on: On::Model,
+        when: |c| !super::era::Era::of(c.s.workers.kernel_era).has_affinity_scopes(),
+        grey: Some(|c| {
+            format!(
+                "kernel {} has no affinity scopes (v6.5): one unbound pool per NUMA node",
+                c.s.workers.kernel_era
+            )
+        }),
+        inert: true,
+        ..RULE
+    },
     Rule {
         keys: &["workers.verify_mode"],
         on: On::Model,
@@ -944,5 +961,18 @@ mod tests {
         e.pipeline.verity = false;
         let label = super::super::stages::Plan::label(&e);
         assert!(label.contains("fscrypt aes-256-xts"), "{label}");
+    }
+
+    #[test]
+    fn an_era_before_6_5_makes_the_affinity_scope_inert() {
+        let s = with(&[("workers.kernel_era", "6.1")]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(
+            r.limit("workers.affinity_scope"),
+            Some("kernel 6.1 has no affinity scopes (v6.5): one unbound pool per NUMA node")
+        );
+        assert!(r.inert.contains(&"workers.affinity_scope"));
+        let r = resolve(&with(&[]), &all(), &DataFs::capable()).unwrap();
+        assert_eq!(r.limit("workers.affinity_scope"), None);
     }
 }

@@ -467,6 +467,8 @@ fn pool_records(shared: &Shared) -> Vec<crate::metrics::PoolRecord> {
                 p.blocked += st.blocked as u32;
                 p.blocked_peak += st.blocked_peak as u32;
                 p.pending += st.pending as u64;
+                p.created += st.created as u32;
+                p.cpu_intensive += st.cpu_intensive;
             }
             p
         })

@@ -87,7 +87,13 @@ impl Plan {
     /// that is not the page cache: "blk-crypto (inlinecrypt): decrypt:
     /// unbound", "raw direct: no post-processing".
     pub fn label(s: &Settings) -> String {
-        let d = Plan::of(s).describe();
+        // The model's queues follow `workers.kernel_era`: the plan names an
+        // era other than the default, short (the explorer's header is
+        // crowded): "decrypt: unbound -> verify: unbound [5.15-android]".
+        let mut d = Plan::of(s).describe();
+        if s.workers.kernel_era != crate::settings::Workers::default().kernel_era {
+            d = format!("{d} [{}]", s.workers.kernel_era);
+        }
         match super::ReadPath::of(s) {
             super::ReadPath::PageCache => d,
             super::ReadPath::BlkCrypto => format!("blk-crypto (inlinecrypt): {d}"),
@@ -304,15 +310,18 @@ impl Ctx {
         }
         let mut ok = true;
         if self.plan.verify {
-            // Tree pages missing from the cache are read ahead up to a
-            // quarter of the bio (`fsverity_verify_bio`: readahead bios).
+            // Tree pages missing from the cache are read ahead as the
+            // era's `fsverity_verify_bio` does (every data bio here is a
+            // readahead bio): a quarter of the bio before 6.3, nothing
+            // in 6.18 (see `era::Era::tree_readahead`).
             // With a verify queue of its own, a tree page read is decrypted
             // on the decrypt queue, as ext4 does (fscrypt_read_queue).
             let decrypt_q = match (self.plan.decrypt, &self.second_q) {
                 (true, Some(_)) => self.first_q.as_ref(),
                 _ => None,
             };
-            let reader = self.tree.as_ref().map(|t| t.reader(q, n / 4, decrypt_q));
+            let ra = super::era::Era::of(self.settings.workers.kernel_era).tree_readahead(n, true);
+            let reader = self.tree.as_ref().map(|t| t.reader(q, ra, decrypt_q));
             ok = self.verify_blocks(
                 rec,
                 reader.as_ref(),

@@ -261,9 +261,9 @@ impl IntervalRecord {
             ));
         }
         for p in &self.pools {
-            if !matches!(p.queue.as_str(), "fscrypt" | "fsverity") {
+            if !matches!(p.queue.as_str(), "fscrypt" | "fsverity" | "highpri") {
                 return Err(format!(
-                    "pools[].queue = {:?}: allowed \"fscrypt\", \"fsverity\"",
+                    "pools[].queue = {:?}: allowed \"fscrypt\", \"fsverity\", \"highpri\"",
                     p.queue
                 ));
             }
@@ -279,6 +279,7 @@ impl IntervalRecord {
                 ("running", p.running),
                 ("blocked", p.blocked),
                 ("blocked_peak", p.blocked_peak),
+                ("created", p.created),
             ] {
                 if u64::from(v) > most {
                     return Err(format!(

@@ -282,7 +282,8 @@ pub struct IntervalRecord {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PoolRecord {
-    /// The kernel queue it models: `fscrypt` or `fsverity`.
+    /// The kernel queue it models: `fscrypt` or `fsverity`, or `highpri` for
+    /// the per-CPU high-priority pools both share.
     pub queue: String,
     /// `bound` (per-CPU, concurrency-managed) or `unbound`.
     pub kind: String,
@@ -296,6 +297,11 @@ pub struct PoolRecord {
     pub blocked_peak: u32,
     /// Items waiting now.
     pub pending: u64,
+    /// Workers its pools created since the pipeline started (per-CPU
+    /// pools start with one and create more on demand).
+    pub created: u32,
+    /// Items marked CPU_INTENSIVE since the pipeline started.
+    pub cpu_intensive: u64,
 }
 
 /// The running kernel's post-read work over an interval, as its

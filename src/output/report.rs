@@ -429,10 +429,15 @@ impl RunSummary {
                 Some(d) => format!(", hash=kernel ({d})"),
                 None => String::new(),
             },
-            if e.workers.highpri && e.workload.target == crate::settings::Target::Model {
-                ", highpri"
+            if e.workload.target == crate::settings::Target::Model {
+                let (c, v) = crate::engine::era::Era::of(e.workers.kernel_era).flag_text();
+                format!(
+                    "{}, kernel {} (as allocated: fscrypt {c}, fsverity {v})",
+                    if e.workers.highpri { ", highpri" } else { "" },
+                    e.workers.kernel_era
+                )
             } else {
-                ""
+                String::new()
             },
         );
         if let Some(d) = &self.device_irqs {
@@ -555,8 +560,8 @@ impl RunSummary {
         for p in &self.pools {
             let _ = writeln!(
                 o,
-                "  {} queue ({}): {} workers, at most {} blocked at once",
-                p.queue, p.kind, p.workers, p.blocked_peak
+                "  {} queue ({}): {} workers ({} created), at most {} blocked at once, {} items CPU_INTENSIVE",
+                p.queue, p.kind, p.workers, p.created, p.blocked_peak, p.cpu_intensive
             );
         }
     }

@@ -106,6 +106,25 @@ crate::named_enum! {
 }
 
 crate::named_enum! {
+    /// Which kernel's workqueues and fs-verity the model follows
+    /// (`workers.kernel_era`); see [`crate::engine::era`] for what each sets.
+    KernelEra {
+        /// Linux 4.19 (fscrypt's queue unbound since 4.18; fs-verity as
+        /// first merged in 5.4, which Android's 4.19 carried).
+        V4_19 => "4.19",
+        /// Android's 5.15 as the 2023 fs-verity measurement ran it: both
+        /// queues unbound, one unbound pool per NUMA node.
+        V5_15Android => "5.15-android",
+        /// Linux 6.1 as Debian ships it (6.1.172): fs-verity's queue bound
+        /// (the 2023 change, backported), no affinity scopes yet.
+        V6_1 => "6.1",
+        /// Linux 6.18: affinity scopes, CPU_INTENSIVE detection, tree
+        /// readahead sized from the completed bio's `bi_size`.
+        V6_18 => "6.18",
+    }
+}
+
+crate::named_enum! {
     /// What a page-cache miss reads from (`cache.device`).
     CacheDevice {
         /// The real device: every bio is an O_DIRECT read of the ciphertext file.

@@ -135,6 +135,10 @@ pub struct Workers {
     pub max_active: u32,
     /// The pods unbound queues run work in.
     pub affinity_scope: AffinityScope,
+    /// The kernel whose workqueues and fs-verity the model follows; setting
+    /// it also sets `mode`, `verify_mode` and `highpri` to that kernel's
+    /// queue flags ([`Workers::apply_era`]).
+    pub kernel_era: KernelEra,
 }
 
 impl Default for Workers {
@@ -145,7 +149,37 @@ impl Default for Workers {
             highpri: true,
             max_active: 0,
             affinity_scope: AffinityScope::Cache,
+            kernel_era: KernelEra::V6_18,
         }
+    }
+}
+
+impl Workers {
+    /// Sets `mode`, `verify_mode` and `highpri` to the flags `kernel_era`'s
+    /// fscrypt and fs-verity queues were allocated with. The one rule
+    /// (also in `engine::resolve` and docs/model.md): the era supplies these
+    /// three keys' values when it is set, and a key set after it (later on
+    /// the command line, or anywhere in the same file: a file applies
+    /// `kernel_era` first) wins.
+    pub fn apply_era(&mut self) {
+        (self.mode, self.verify_mode, self.highpri) = self.kernel_era.queue_flags();
+    }
+}
+
+impl KernelEra {
+    /// Where the era's fscrypt and fs-verity queues run work and whether
+    /// they are WQ_HIGHPRI, as `(mode, verify_mode, highpri)`. fscrypt:
+    /// `WQ_UNBOUND | WQ_HIGHPRI` in every era here (the 2018 seed, 4.18).
+    /// fs-verity: `WQ_UNBOUND | WQ_HIGHPRI` as merged (5.4) and on the
+    /// Android 5.15 the 2023 seed measured; `WQ_HIGHPRI` (bound) since that
+    /// seed (v6.3, backported to Debian's 6.1), `WQ_HIGHPRI | WQ_PERCPU` in
+    /// 6.18. The engine's `era` module has the rest of each era's rules.
+    pub fn queue_flags(self) -> (WorkerMode, VerifyMode, bool) {
+        let verify = match self {
+            KernelEra::V4_19 | KernelEra::V5_15Android => VerifyMode::Unbound,
+            KernelEra::V6_1 | KernelEra::V6_18 => VerifyMode::Bound,
+        };
+        (WorkerMode::Unbound, verify, true)
     }
 }
 
@@ -420,7 +454,13 @@ impl Settings {
                 let error = wrong_type(section, &top.value, format!("a table [{section}]"));
                 return Err(Box::new((error, top.value_span.clone())));
             };
-            for item in items {
+            // `kernel_era` first: it sets other keys of the section, which
+            // the file's own values then override (see `Workers::apply_era`).
+            let era_first = items
+                .iter()
+                .filter(|i| i.key == "kernel_era")
+                .chain(items.iter().filter(|i| i.key != "kernel_era"));
+            for item in era_first {
                 let key = format!("{section}.{}", item.key);
                 if key_info(&key).is_none() {
                     return Err(Box::new((unknown_key_error(&key), item.key_span.clone())));
@@ -774,6 +814,8 @@ mod tests {
         ("pipeline.hash", "\"kernel\"", "kernel", "kernel"),
         ("pipeline.salt", "\"00ff\"", "00ff", "00ff"),
         ("pipeline.corrupt_every", "100", "100", "100"),
+        // 6.1's queue flags are 6.18's: only the era changes.
+        ("workers.kernel_era", "\"6.1\"", "6.1", "6.1"),
         ("workers.mode", "\"inline\"", "inline", "inline"),
         ("workers.verify_mode", "\"same\"", "same", "same"),
         ("workers.highpri", "false", "false", "false"),
@@ -887,7 +929,7 @@ mod tests {
         );
         assert_eq!(
             err_set("workers.zzz", "1"),
-            "unknown setting \"workers.zzz\": valid keys in [workers] are mode, verify_mode, highpri, max_active, affinity_scope"
+            "unknown setting \"workers.zzz\": valid keys in [workers] are kernel_era, mode, verify_mode, highpri, max_active, affinity_scope"
         );
         assert_eq!(
             err_set("queue_dept", "4"),

@@ -19,9 +19,9 @@
 
 use super::units::{format_cpu_list, format_size, parse_cpu_list, parse_size};
 use super::{
-    AffinityScope, CacheDevice, Completion, EngineKind, HashKind, MAX_CPU_NUMBER, MAX_PATH_BYTES,
-    PAGE_SIZE, Pattern, SettingsError, SleepMode, Target, Val, VerifyMode, WorkerMode, closest,
-    cpu_number_error, wrong_type,
+    AffinityScope, CacheDevice, Completion, EngineKind, HashKind, KernelEra, MAX_CPU_NUMBER,
+    MAX_PATH_BYTES, PAGE_SIZE, Pattern, SettingsError, SleepMode, Target, Val, VerifyMode,
+    WorkerMode, closest, cpu_number_error, wrong_type,
 };
 use crate::choice::Choice;
 use crate::crypto::CipherKind;
@@ -130,6 +130,9 @@ pub struct Setting {
     pub scope: Scope,
     get: fn(&Settings) -> Val,
     put: fn(&mut Settings, Val),
+    /// What setting the key also does to the others (`workers.kernel_era`
+    /// sets the queue flags of its kernel), after it is stored.
+    then: fn(&mut Settings),
 }
 
 /// A typed field as a [`Val`] and back: the one conversion between the
@@ -250,7 +253,8 @@ choice_field!(
     WorkerMode,
     VerifyMode,
     AffinityScope,
-    CacheDevice
+    CacheDevice,
+    KernelEra
 );
 
 /// A [`Setting`] for the field `section.name`: its key is the field's path.
@@ -285,6 +289,7 @@ const BLANK: Setting = Setting {
     scope: Scope::Both,
     get: |_| Val::Unset,
     put: |_, _| {},
+    then: |_| {},
 };
 
 const NOT_CHANGED: Option<(&str, &str)> = Some(("default", "not changed"));
@@ -404,6 +409,12 @@ pub static KEYS: &[Setting] = &[
         help: "flip a byte in every Nth read, to exercise verification failures",
         scope: Scope::Model("the model's: the kernel's file is not corrupted"),
         ladder: &["0", "10", "100", "1000", "10000"],
+    }),
+    // Before the three keys it sets, so a file written back lists it first.
+    setting!(workers.kernel_era, Kind::Choice(&KernelEra::NAMES), {
+        help: "the kernel whose workqueues and fs-verity the model follows: unbound pools per node (before 6.5) or per pod, tree readahead, CPU_INTENSIVE; also sets workers.mode, verify_mode and highpri to its queues' flags (a key set after it wins)",
+        scope: Scope::Model("the kernel target runs the machine's own kernel"),
+        then: |s| s.workers.apply_era(),
     }),
     setting!(workers.mode, Kind::Choice(&WorkerMode::NAMES), {
         help: "where decrypt runs (or the only stage, when one is on)",
@@ -748,6 +759,7 @@ impl Setting {
     pub(super) fn set(&self, s: &mut Settings, v: &Val) -> Result<(), SettingsError> {
         let checked = self.check(v)?;
         (self.put)(s, checked);
+        (self.then)(s);
         Ok(())
     }
 
@@ -993,6 +1005,39 @@ pub fn reference() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_era_sets_its_queue_flags_and_a_key_set_after_it_wins() {
+        use crate::settings::{KernelEra, VerifyMode};
+        let mut s = Settings::default();
+        s.set("workers.kernel_era", "5.15-android").unwrap();
+        assert_eq!(s.workers.verify_mode, VerifyMode::Unbound);
+        s.set("workers.verify_mode", "same").unwrap();
+        assert_eq!(s.workers.verify_mode, VerifyMode::Same);
+        // "6.1" on the command line is the era's name, not a number.
+        s.set("workers.kernel_era", "6.1").unwrap();
+        assert_eq!(s.workers.verify_mode, VerifyMode::Bound);
+        // In a file the era applies first, wherever it is written.
+        let f = Settings::from_toml_str(
+            "[workers]\nverify_mode = \"same\"\nkernel_era = \"4.19\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(f.workers.kernel_era, KernelEra::V4_19);
+        assert_eq!(f.workers.verify_mode, VerifyMode::Same);
+        assert_eq!(
+            Settings::from_toml_str(&f.to_toml_string(), "back").unwrap(),
+            f
+        );
+        let e = Settings::default()
+            .set("workers.kernel_era", "5.4")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("workers.kernel_era") && e.contains("5.15-android"),
+            "{e}"
+        );
+    }
 
     /// `docs/settings.md` is [`reference`]: a change to the table that is
     /// not in the docs fails here. `READPATH_WRITE_DOCS=1 cargo test

@@ -29,6 +29,32 @@ pub fn thread_cpu_time_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// The CPU-time clock of the calling thread (`pthread_getcpuclockid`),
+/// which any thread of the process can read with [`cpu_clock_ns`] while
+/// this one lives (the workqueue manager's tick reads its workers').
+pub fn current_thread_cpu_clock() -> Option<libc::clockid_t> {
+    let mut id: libc::clockid_t = 0;
+    // SAFETY: asks for the clock of the calling thread into a local.
+    let rc = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) };
+    (rc == 0).then_some(id)
+}
+
+/// The time of a CPU-time clock, ns; None once its thread has exited.
+pub fn cpu_clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; a stale clock id only
+    // makes the call fail with EINVAL.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| {
+        (ts.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec as u64)
+    })
+}
+
 /// A non-blocking eventfd: a counter another thread adds to, whose read
 /// a reader arms on its io_uring to be woken. Closed on drop.
 #[derive(Debug)]

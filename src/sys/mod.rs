@@ -63,7 +63,7 @@ use {
 };
 
 /// Clocks: monotonic and CPU time, for stamps and sampling.
-pub use calls::{monotonic_ns, thread_cpu_time_ns};
+pub use calls::{cpu_clock_ns, current_thread_cpu_clock, monotonic_ns, thread_cpu_time_ns};
 pub use process::{process_cpu_time_ns, process_rss_bytes};
 
 /// Small descriptor calls: eventfds, the terminal's bytes, FIFOs,
@@ -76,8 +76,8 @@ pub use calls::{
 /// Raw reads, writes and waits, and the libc constants the crate names
 /// (the engine's hot-path reads are `pread_raw` and `preadv_raw`).
 pub use rawio::{
-    EMPTY_IOVEC, IoVec, PIPE_BUF, Ready, STDOUT_FD, dev_numbers, errno, is_regular_fd, oflag,
-    pread_raw, preadv_raw, wait_ready, write_fd,
+    EMPTY_IOVEC, IoVec, PIPE_BUF, Ready, STDOUT_FD, dev_numbers, errno, is_regular_fd,
+    max_sectors_kb_of, oflag, pread_raw, preadv_raw, wait_ready, write_fd,
 };
 
 /// CPUs: which one runs, affinity, CPU lists as Linux writes them, and the

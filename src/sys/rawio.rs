@@ -128,3 +128,21 @@ pub fn is_regular_fd(fd: RawFd) -> bool {
 pub fn dev_numbers(dev: u64) -> (u32, u32) {
     (libc::major(dev), libc::minor(dev))
 }
+
+/// The largest request the block device holding `path` takes, in KiB
+/// (`queue/max_sectors_kb`): the file's `st_dev` read through
+/// `/sys/dev/block/MAJ:MIN`, whose `queue/` is the disk's, or for a
+/// partition its parent's (`..`). None where the file is on no block device
+/// (tmpfs, overlay of one, a network filesystem): the caller says so.
+pub fn max_sectors_kb_of(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let (major, minor) = dev_numbers(dev);
+    let base = std::path::PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    [
+        base.join("queue/max_sectors_kb"),
+        base.join("../queue/max_sectors_kb"),
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+}

@@ -117,28 +117,47 @@ pub(crate) fn event_rows(
         .collect()
 }
 
+/// Which greyed settings get their reason on a line under them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reasons {
+    /// Every one.
+    All,
+    /// Those a key changes (the ones a user reaches for).
+    Keyed,
+    /// None.
+    None,
+}
+
 /// The side panel split: the settings lines it shows (each with its
 /// setting, if it is a setting's row), the settings panel and the events
 /// panel under it. Everything, if it fits; else every setting that
-/// applies, without the reasons of the greyed ones; else only the settings
-/// a key changes; always with room left for an events panel of one line.
+/// applies, with the reasons of the greyed ones a key changes only; else
+/// without reasons; else only the settings
+/// a key changes; always with room left for an events panel of one line
+/// (three, a marker's label wrapped, for the reasons of unkeyed settings).
 pub(crate) fn side_split(
     app: &App,
     th: &Theme,
     wide: bool,
     area: Rect,
 ) -> (Vec<(Line<'static>, Option<&'static str>)>, Rect, Rect) {
-    let fits =
-        |l: &Vec<(Line<'static>, Option<&'static str>)>| l.len() as u16 + 2 + 3 <= area.height;
-    let full = setting_keyed(app, th, wide, false, true);
-    let lines = if fits(&full) {
+    let fits_with = |l: &Vec<(Line<'static>, Option<&'static str>)>, events: u16| {
+        l.len() as u16 + 2 + 2 + events <= area.height
+    };
+    let fits = |l: &Vec<(Line<'static>, Option<&'static str>)>| fits_with(l, 1);
+    let full = setting_keyed(app, th, wide, false, Reasons::All);
+    let lines = if fits_with(&full, 3) {
         full
+    } else if let keyed = setting_keyed(app, th, wide, false, Reasons::Keyed)
+        && fits(&keyed)
+    {
+        keyed
     } else {
-        let bare = setting_keyed(app, th, wide, false, false);
+        let bare = setting_keyed(app, th, wide, false, Reasons::None);
         if fits(&bare) {
             bare
         } else {
-            setting_keyed(app, th, wide, true, false)
+            setting_keyed(app, th, wide, true, Reasons::None)
         }
     };
     let settings_h = (lines.len() as u16 + 2).min(area.height);
@@ -160,7 +179,7 @@ pub(crate) fn setting_keyed(
     th: &Theme,
     wide: bool,
     keyed_only: bool,
-    reasons: bool,
+    reasons: Reasons,
 ) -> Vec<(Line<'static>, Option<&'static str>)> {
     let mut lines = Vec::new();
     let mut section = "";
@@ -179,7 +198,7 @@ pub(crate) fn setting_keyed(
         }
         // Short of room, the model's queue and cache knobs make way for
         // the kernel's while the kernel is the target (they do nothing then).
-        if !reasons && kernel && model_only(k.key) {
+        if reasons == Reasons::None && kernel && model_only(k.key) {
             continue;
         }
         if sec != section && !keyed_only {
@@ -215,9 +234,14 @@ pub(crate) fn setting_keyed(
             ));
         }
         lines.push((Line::from(spans), Some(k.key)));
+        let show_reason = match reasons {
+            Reasons::All => true,
+            Reasons::Keyed => key.is_some(),
+            Reasons::None => false,
+        };
         if let Some(why) = why
             && wide
-            && reasons
+            && show_reason
             && !keyed_only
         {
             lines.push((
