@@ -66,6 +66,13 @@ impl Era {
         self == Era(KernelEra::V6_18)
     }
 
+    /// blk-mq's rq_affinity = 1 also sends a completion back to a
+    /// submitter of different CPU capacity (v6.11, `cpus_equal_capacity`
+    /// in `blk_mq_complete_need_ipi`).
+    pub fn capacity_rule(self) -> bool {
+        matches!(self.0, KernelEra::V6_18)
+    }
+
     /// A per-CPU work item running over [`CPU_INTENSIVE_THRESH_NS`] of CPU
     /// is marked CPU_INTENSIVE and leaves concurrency management (6.5+).
     pub fn detects_cpu_intensive(self) -> bool {

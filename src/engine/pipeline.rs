@@ -570,9 +570,8 @@ fn irqs_for(
     } else {
         settings.workload.reader_cpus.to_vec()
     };
-    // The 6.11 capacity rule of rq_affinity = 1 (`workers.kernel_era`
-    // decides it once merged; the newest kernels have it).
-    let capacity_rule = true;
+    // The 6.11 capacity rule of rq_affinity = 1, as the era has it.
+    let capacity_rule = super::era::Era::of(settings.workers.kernel_era).capacity_rule();
     let plan = super::irq::IrqPlan::new(
         &settings.workload.irq_cpus,
         &submitters,
