@@ -524,6 +524,33 @@ const RULES: &[Rule] = &[
         grey: Some(|_| "no AES instructions on this CPU".into()),
         ..RULE
     },
+    // The kernel's own page cache is held to cache.size by a memory
+    // cgroup; where none can be made it is not limited, and said.
+    Rule {
+        keys: &["kernel.limit_cache"],
+        on: On::Kernel,
+        when: |c| c.s.kernel.limit_cache && c.f.kernel_cache_limit_reason.is_some(),
+        runs: Some(|e| e.kernel.limit_cache = false),
+        notice: Some(|c| {
+            format!(
+                "the kernel's page cache is not limited to cache.size ({}): after the first pass every read hits, and page hit % is not comparable with the model's",
+                c.f.kernel_cache_limit_reason.as_deref().unwrap_or_default()
+            )
+        }),
+        grey: Some(|c| c.f.kernel_cache_limit_reason.clone().unwrap_or_default()),
+        ..RULE
+    },
+    Rule {
+        keys: &["cache.size"],
+        on: On::Kernel,
+        when: |c| !c.e.kernel.limit_cache,
+        grey: Some(|_| {
+            "the kernel's page cache is not limited (kernel.limit_cache off or impossible here)"
+                .into()
+        }),
+        inert: true,
+        ..RULE
+    },
     Rule {
         keys: &["workload.target"],
         when: |c| c.f.kernel_target_reason.is_some(),
@@ -651,6 +678,7 @@ mod tests {
             highpri_reason: None,
             kernel_verity: false,
             kernel_target_reason: None,
+            kernel_cache_limit_reason: None,
         }
     }
 

@@ -202,6 +202,10 @@ pub struct Kernel {
     /// Follow the kernel's post-read queues and block requests through
     /// their tracepoints (off: what tracing costs can be measured).
     pub trace: bool,
+    /// Hold the kernel's page cache of the target file to `cache.size`:
+    /// readpath runs in a memory cgroup of its own while it reads the
+    /// kernel target.
+    pub limit_cache: bool,
 }
 
 impl Default for Kernel {
@@ -213,6 +217,7 @@ impl Default for Kernel {
             read_ahead_kb: None,
             rq_affinity: None,
             trace: true,
+            limit_cache: true,
         }
     }
 }

@@ -430,8 +430,7 @@ pub static KEYS: &[Setting] = &[
         unset: Some(("auto", "a quarter of workload.file_size")),
         note: "0 = every read misses",
         unit: "bytes",
-        help: "plaintext the page cache holds; a hit is a copy, a miss a bio to decrypt and verify",
-        scope: Scope::Model("the kernel's own page cache"),
+        help: "plaintext the page cache holds; a hit is a copy, a miss a bio to decrypt and verify (kernel target: its memory cgroup holds the file's cache to it, kernel.limit_cache)",
         ladder: &["auto", "0", "1M", "4M", "16M", "64M", "256M", "1G"],
     }),
     // Up to one bio of BIO_MAX_VECS 4 KiB pages.
@@ -489,6 +488,10 @@ pub static KEYS: &[Setting] = &[
     setting!(kernel.rq_affinity, Kind::Int { lo: 0, hi: 2 }, {
         unset: NOT_CHANGED,
         help: "the block device's rq_affinity: complete a request on the CPU that issued it (1: its cache group, 2: that CPU)",
+        scope: Scope::Kernel,
+    }),
+    setting!(kernel.limit_cache, Kind::Bool, {
+        help: "run readpath in a memory cgroup of its own that holds the kernel's page cache of the file to cache.size (false: the kernel caches the whole file, as without a cgroup)",
         scope: Scope::Kernel,
     }),
     setting!(kernel.trace, Kind::Bool, {

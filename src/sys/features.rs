@@ -35,6 +35,11 @@ pub struct Features {
     /// cannot.
     #[serde(default)]
     pub kernel_target_reason: Option<String>,
+    /// Why the kernel target's page cache cannot be held to `cache.size`
+    /// here (no memory cgroup, not root), if it cannot
+    /// ([`super::cgroup::probe`]).
+    #[serde(default)]
+    pub kernel_cache_limit_reason: Option<String>,
 }
 
 /// `kernel.io_uring_disabled`, or `None` if the sysctl does not exist (kernels
@@ -131,6 +136,7 @@ pub fn probe_features() -> Features {
         highpri_reason: highpri.err(),
         kernel_verity: ext4_has_verity(),
         kernel_target_reason: kernel_target_reason(),
+        kernel_cache_limit_reason: super::cgroup::probe().err(),
     }
 }
 

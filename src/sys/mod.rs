@@ -34,6 +34,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 mod calls;
+pub mod cgroup;
 mod cpu;
 mod features;
 mod fs;
