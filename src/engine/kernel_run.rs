@@ -224,10 +224,11 @@ impl Engine {
             }
         }
         let k = self.kernel.as_ref().expect("opened above");
-        if let Some(cg) = &k.cgroup {
-            if entered {
-                let _ = crate::sys::fadvise_dontneed(&f);
-                self.sink().push(format!(
+        if let Some(cg) = &k.cgroup
+            && entered
+        {
+            let _ = crate::sys::fadvise_dontneed(&f);
+            self.sink().push(format!(
                     "kernel target: readpath runs in memory cgroup {}; the file's page cache is held to cache.size = {} (limit = cache.size (at least {}) + what else the cgroup is charged, {} right after the move, + {} for the reads in flight, set every interval)",
                     cg.dir().display(),
                     crate::settings::format_size(cache),
@@ -235,7 +236,6 @@ impl Engine {
                     crate::settings::format_size(cg.charged_at_start),
                     crate::settings::format_size(cg.slack())
                 ));
-            }
         }
         Ok(())
     }

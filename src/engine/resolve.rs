@@ -780,6 +780,49 @@ mod tests {
         );
     }
 
+    /// The kernel's page cache is held to cache.size where a memory
+    /// cgroup can be made; elsewhere it is not limited, and said.
+    #[test]
+    fn the_kernel_cache_is_limited_where_a_memory_cgroup_can_be_made() {
+        let s = with(&[
+            ("workload.target", "kernel"),
+            ("cache.size", "16M"),
+            ("pipeline.verity", "false"),
+        ]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert!(r.effective.kernel.limit_cache);
+        assert!(r.fallbacks.is_empty(), "{:?}", r.fallbacks);
+        assert_eq!(r.limit("cache.size"), None);
+        assert!(!r.inert.contains(&"cache.size"));
+        let f = Features {
+            kernel_cache_limit_reason: Some("no memory cgroup here".into()),
+            ..all()
+        };
+        let r = resolve(&s, &f, &DataFs::capable()).unwrap();
+        assert!(!r.effective.kernel.limit_cache);
+        let n = r.notices();
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].starts_with("kernel.limit_cache: the kernel's page cache is not limited")
+                && n[0].contains("no memory cgroup here"),
+            "{n:?}"
+        );
+        assert!(r.inert.contains(&"cache.size"));
+        // Turned off: no notice, cache.size does nothing.
+        let off = with(&[
+            ("workload.target", "kernel"),
+            ("kernel.limit_cache", "false"),
+            ("pipeline.verity", "false"),
+        ]);
+        let r = resolve(&off, &f, &DataFs::capable()).unwrap();
+        assert!(r.fallbacks.is_empty());
+        assert!(r.inert.contains(&"cache.size"));
+        // The model's cache.size is its own, whatever the machine.
+        let r = resolve(&with(&[("cache.size", "16M")]), &f, &DataFs::capable()).unwrap();
+        assert!(r.fallbacks.is_empty());
+        assert!(!r.inert.contains(&"cache.size"));
+    }
+
     /// O_DIRECT as ext4 treats it: never for fs-verity files, blk-crypto
     /// for encrypted ones (inlinecrypt), raw for plain ones.
     #[test]

@@ -6,7 +6,6 @@
 //! thread and shares only [`Shared`] with the rest.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
@@ -32,9 +31,7 @@ fn is_setting_change(label: &str) -> bool {
 /// run_delay of the kworkers that ran those items into `ws`, and the run
 /// totals; returns the interval's kernel record.
 fn kernel_interval(
-    tracer: Option<&crate::kernel::trace::Tracer>,
-    file: &File,
-    cgroup: Option<&crate::kernel::cgroup::CacheCgroup>,
+    (tracer, file, cgroup): &super::KernelShared,
     carry: &mut u64,
     merged: &mut Recorder,
     ws: &mut WorkerSched,
@@ -44,6 +41,7 @@ fn kernel_interval(
 ) -> crate::metrics::KernelRecord {
     use crate::metrics::{KernelQueueRecord, Percentiles, Stage};
     let page = crate::sys::page_size() as u64;
+    let (tracer, cgroup) = (tracer.as_deref(), cgroup.as_deref());
     let cached_bytes =
         crate::sys::page_cache_residency(file).map_or(0, |r| r.resident_pages * page);
     // The cgroup's limit follows what else it is charged (one read and at
@@ -299,11 +297,9 @@ impl Sampler {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let kernel_rec = kernel.map(|(tracer, file, cgroup)| {
+        let kernel_rec = kernel.map(|k| {
             kernel_interval(
-                tracer.as_deref(),
-                &file,
-                cgroup.as_deref(),
+                &k,
                 &mut self.kernel_carry,
                 &mut self.merged,
                 &mut ws,

@@ -780,6 +780,7 @@ mod tests {
         ("kernel.unbound_cpus", "\"0-1\"", "0-1", "0-1"),
         ("kernel.read_ahead_kb", "512", "512", "512"),
         ("kernel.rq_affinity", "2", "2", "2"),
+        ("kernel.limit_cache", "false", "false", "false"),
         ("kernel.trace", "false", "false", "false"),
     ];
 
