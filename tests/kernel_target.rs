@@ -716,10 +716,9 @@ fn the_kernel_cache_is_held_to_cache_size_and_its_hits_are_counted() {
     let data = tempfile::tempdir().unwrap();
     let size = 64u64 << 20;
     let cache = 16u64 << 20;
-    // One reader, one 64K read in flight, a 128K window; and the margin
-    // memory the process frees between two settings of the limit goes to.
-    let slack = readpath::kernel::cgroup::slack(1, 1, 64 << 10, 128 << 10)
-        + readpath::kernel::cgroup::MARGIN;
+    // One reader, one 64K read in flight; and the margin memory the
+    // process frees between two settings of the limit goes to.
+    let slack = readpath::kernel::cgroup::slack(1, 1, 64 << 10) + readpath::kernel::cgroup::MARGIN;
     let child = cache_run(data.path(), "16M", "8s", &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -807,6 +806,11 @@ fn the_kernel_cache_is_held_to_cache_size_and_its_hits_are_counted() {
     );
 }
 
+const ROOM: readpath::kernel::cgroup::Room = readpath::kernel::cgroup::Room {
+    slack: 1 << 20,
+    floor: 4 << 20,
+};
+
 #[test]
 fn the_process_comes_back_to_its_cgroup_and_a_killed_runs_cgroup_is_removed() {
     let test = "the_process_comes_back_to_its_cgroup_and_a_killed_runs_cgroup_is_removed";
@@ -817,8 +821,8 @@ fn the_process_comes_back_to_its_cgroup_and_a_killed_runs_cgroup_is_removed() {
     // In this process: moved in, and back where it was after.
     let data = tempfile::tempdir().unwrap();
     let before = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let cg = readpath::kernel::cgroup::CacheCgroup::enter(data.path(), &place, 1 << 30, 4 << 20)
-        .unwrap();
+    let cg =
+        readpath::kernel::cgroup::CacheCgroup::enter(data.path(), &place, 1 << 30, ROOM).unwrap();
     let dir = cg.dir().to_path_buf();
     assert!(dir.exists());
     assert_ne!(
@@ -833,7 +837,7 @@ fn the_process_comes_back_to_its_cgroup_and_a_killed_runs_cgroup_is_removed() {
     );
     assert!(!dir.exists(), "{} left behind", dir.display());
     std::fs::create_dir(&dir).unwrap();
-    let e = readpath::kernel::cgroup::CacheCgroup::enter(data.path(), &place, 1 << 30, 4 << 20)
+    let e = readpath::kernel::cgroup::CacheCgroup::enter(data.path(), &place, 1 << 30, ROOM)
         .unwrap_err();
     assert!(e.to_string().contains("not this readpath's"), "{e}");
     assert!(dir.exists(), "a cgroup not ours is never removed");

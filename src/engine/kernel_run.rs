@@ -173,8 +173,9 @@ impl Engine {
         let cache = eff.cache_bytes();
         let data_dir = self.opts.data_dir.clone();
         let k = self.kernel.as_mut().expect("opened above");
-        // The pages being read (locked, not reclaimable) are room beyond
-        // the cache: every reader's reads in flight and readahead window.
+        // The pages being copied to the readers (locked) are room beyond
+        // the cache; the readahead windows being read (locked) and a
+        // margin the least cache whatever cache.size.
         let readahead = eff.kernel.read_ahead_kb.map_or_else(
             || {
                 crate::kernel::knobs::queue_dir_of(path)
@@ -186,23 +187,26 @@ impl Engine {
             },
             |kb| u64::from(kb) << 10,
         );
-        let slack = crate::kernel::cgroup::slack(
-            u64::from(eff.workload.readers),
-            u64::from(super::resolve::in_flight(eff)),
-            eff.workload.block_size,
-            readahead,
-        );
+        let readers = u64::from(eff.workload.readers);
+        let room = crate::kernel::cgroup::Room {
+            slack: crate::kernel::cgroup::slack(
+                readers,
+                u64::from(super::resolve::in_flight(eff)),
+                eff.workload.block_size,
+            ),
+            floor: crate::kernel::cgroup::floor(readers, readahead),
+        };
         let mut entered = false;
         if !eff.kernel.limit_cache {
             if k.cgroup.take().is_some() {
                 *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
         } else if let Some(cg) = &k.cgroup {
-            cg.set_cache(cache, slack);
+            cg.set_cache(cache, room);
         } else {
             let place = crate::sys::cgroup::probe()
                 .map_err(|why| EngineError::Kernel(format!("kernel.limit_cache: {why}")))?;
-            let cg = crate::kernel::cgroup::CacheCgroup::enter(&data_dir, &place, cache, slack)
+            let cg = crate::kernel::cgroup::CacheCgroup::enter(&data_dir, &place, cache, room)
                 .map_err(|e| kerr("kernel.limit_cache: a memory cgroup for the page cache", e))?;
             k.cgroup = Some(Arc::new(cg));
             entered = true;
@@ -229,12 +233,12 @@ impl Engine {
         {
             let _ = crate::sys::fadvise_dontneed(&f);
             self.sink().push(format!(
-                    "kernel target: readpath runs in memory cgroup {}; the file's page cache is held to cache.size = {} (limit = cache.size (at least {}) + what else the cgroup is charged, {} right after the move, + {} for the reads in flight, set every interval)",
+                    "kernel target: readpath runs in memory cgroup {}; the file's page cache is held to cache.size = {} (limit = cache.size (at least {}: the readahead windows and a margin) + what else the cgroup is charged, {} right after the move, + {} for the reads in flight, set every interval)",
                     cg.dir().display(),
                     crate::settings::format_size(cache),
-                    crate::settings::format_size(crate::kernel::cgroup::MARGIN),
+                    crate::settings::format_size(cg.room().floor),
                     crate::settings::format_size(cg.charged_at_start),
-                    crate::settings::format_size(cg.slack())
+                    crate::settings::format_size(cg.room().slack)
                 ));
         }
         Ok(())

@@ -41,22 +41,30 @@ use serde::{Deserialize, Serialize};
 use crate::sys::cgroup::{Hierarchy, Placement, plain_abs};
 use crate::sys::{oflag, trust};
 
-/// The least room the cgroup leaves the file's cache and whatever the
-/// process newly charges within one interval before the limit is set
-/// again (a histogram, a thread's stack, slab): a `cache.size` below it
-/// still leaves this much, so a growth of anonymous memory reclaims the
-/// file's cache instead of meeting the OOM killer. Between two settings of
-/// the limit, memory the process frees (a file it wrote, written back and
-/// reclaimed) also goes to the file's cache, by at most about this much
-/// in practice. Measured: see docs/kernel.md.
+/// The least room the cgroup leaves the file's cache beyond the readahead
+/// windows, and room for whatever the process newly charges within one
+/// interval before the limit is set again (a histogram, a thread's stack,
+/// slab): a `cache.size` below [`floor`] still leaves that much, so a
+/// growth of anonymous memory or a window of pages being read reclaims
+/// the file's cache instead of meeting the OOM killer. Between two
+/// settings of the limit, memory the process frees (a file it wrote,
+/// written back and reclaimed) goes to the file's cache, by at most about
+/// this much in practice. Measured: see docs/kernel.md.
 pub const MARGIN: u64 = 4 << 20;
 
 /// The room beyond `cache.size` and the measured other charge for
-/// `readers` readers with `in_flight` reads of `block` bytes each and a
-/// readahead window of `readahead` bytes: the pages being read (locked,
-/// not reclaimable while their read is in flight).
-pub fn slack(readers: u64, in_flight: u64, block: u64, readahead: u64) -> u64 {
-    readers.saturating_mul(in_flight.saturating_mul(block).saturating_add(readahead))
+/// `readers` readers with `in_flight` reads of `block` bytes each: the
+/// pages being copied to the readers (locked while their read is in
+/// flight).
+pub fn slack(readers: u64, in_flight: u64, block: u64) -> u64 {
+    readers.saturating_mul(in_flight.saturating_mul(block))
+}
+
+/// The least the file's cache is given whatever `cache.size`: every
+/// reader's readahead window of `readahead` bytes (pages being read,
+/// locked, not reclaimable) and [`MARGIN`].
+pub fn floor(readers: u64, readahead: u64) -> u64 {
+    readers.saturating_mul(readahead).saturating_add(MARGIN)
 }
 
 /// The journal entry of one cgroup, written before anything changes.
@@ -120,14 +128,24 @@ fn read_number(f: &File) -> io::Result<u64> {
 }
 
 /// The limit a cgroup charged `charged` bytes, `resident` of them the
-/// target's cache, gets for a cache of `cache` bytes with `slack` bytes
-/// being read: the cache (at least [`MARGIN`]), everything else charged,
-/// and the slack.
-pub fn limit_for(cache: u64, charged: u64, resident: u64, slack: u64) -> u64 {
+/// target's cache, gets for a cache of `cache` bytes with `room`
+/// ([`slack`], [`floor`]): the cache (at least the floor), everything else
+/// charged, and the slack.
+pub fn limit_for(cache: u64, charged: u64, resident: u64, room: Room) -> u64 {
     cache
-        .max(MARGIN)
+        .max(room.floor)
         .saturating_add(charged.saturating_sub(resident))
-        .saturating_add(slack)
+        .saturating_add(room.slack)
+}
+
+/// The room a cgroup gives beyond `cache.size` ([`slack`]) and the least
+/// it gives the cache ([`floor`]), bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    /// Beyond the cache: reads in flight.
+    pub slack: u64,
+    /// The least cache: readahead windows and [`MARGIN`].
+    pub floor: u64,
 }
 
 /// The process's memory cgroup while it reads the kernel target: made and
@@ -144,6 +162,8 @@ pub struct CacheCgroup {
     cache: std::sync::atomic::AtomicU64,
     /// The room beyond it ([`slack`]).
     slack: std::sync::atomic::AtomicU64,
+    /// The least it is given ([`floor`]).
+    floor: std::sync::atomic::AtomicU64,
     /// What the cgroup was charged right after the move (bytes).
     pub charged_at_start: u64,
     /// The last limit written (bytes).
@@ -158,7 +178,7 @@ impl CacheCgroup {
         data_dir: &Path,
         place: &Placement,
         cache: u64,
-        slack: u64,
+        room: Room,
     ) -> io::Result<CacheCgroup> {
         let pid = std::process::id();
         let state_dir = super::state_dir(data_dir);
@@ -208,7 +228,7 @@ impl CacheCgroup {
         let made = (|| {
             let limit = open_write(&dir.join(place.hierarchy.limit_file()))?;
             let usage = open_read(&dir.join(place.hierarchy.usage_file()))?;
-            let first = limit_for(cache, 0, 0, slack);
+            let first = limit_for(cache, 0, 0, room);
             limit.write_at(first.to_string().as_bytes(), 0)?;
             write_value(&dir.join("cgroup.procs"), &pid.to_string())?;
             Ok::<_, io::Error>((limit, usage, first))
@@ -221,7 +241,8 @@ impl CacheCgroup {
                 limit,
                 usage,
                 cache: cache.into(),
-                slack: slack.into(),
+                slack: room.slack.into(),
+                floor: room.floor.into(),
                 last_limit: first.into(),
             }),
             Err(e) => {
@@ -241,18 +262,21 @@ impl CacheCgroup {
         self.cache.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The room beyond the cache, bytes.
-    pub fn slack(&self) -> u64 {
-        self.slack.load(std::sync::atomic::Ordering::Relaxed)
+    /// The room beyond the cache and the least cache, bytes.
+    pub fn room(&self) -> Room {
+        Room {
+            slack: self.slack.load(std::sync::atomic::Ordering::Relaxed),
+            floor: self.floor.load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
-    /// A new `cache.size` and slack (a live change): taken at the next
+    /// A new `cache.size` and room (a live change): taken at the next
     /// [`Self::adjust`].
-    pub fn set_cache(&self, cache: u64, slack: u64) {
-        self.cache
-            .store(cache, std::sync::atomic::Ordering::Relaxed);
-        self.slack
-            .store(slack, std::sync::atomic::Ordering::Relaxed);
+    pub fn set_cache(&self, cache: u64, room: Room) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.cache.store(cache, Relaxed);
+        self.slack.store(room.slack, Relaxed);
+        self.floor.store(room.floor, Relaxed);
     }
 
     /// What the cgroup is charged now, bytes.
@@ -265,7 +289,7 @@ impl CacheCgroup {
     /// (limit, charged). One read and at most one write of an open file.
     pub fn adjust(&self, resident: u64) -> io::Result<(u64, u64)> {
         let charged = self.charged()?;
-        let limit = limit_for(self.cache(), charged, resident, self.slack());
+        let limit = limit_for(self.cache(), charged, resident, self.room());
         let last = self.last_limit.load(std::sync::atomic::Ordering::Relaxed);
         // Page-granular noise is not worth a write (and a reclaim).
         if limit.abs_diff(last) >= 256 << 10 {
@@ -454,14 +478,18 @@ mod tests {
 
     #[test]
     fn the_limit_is_the_cache_what_else_is_charged_and_the_slack() {
-        let sl = 5 << 20;
-        assert_eq!(limit_for(64 << 20, 0, 0, sl), (64 << 20) + sl);
+        let room = Room {
+            slack: 1 << 20,
+            floor: 6 << 20,
+        };
+        assert_eq!(limit_for(64 << 20, 0, 0, room), (65 << 20));
         // 70 MiB charged, 60 of them the target's cache: 10 MiB other.
-        assert_eq!(limit_for(64 << 20, 70 << 20, 60 << 20, sl), (74 << 20) + sl);
-        // No cache still leaves the margin.
-        assert_eq!(limit_for(0, 1, 5, sl), MARGIN + sl);
-        // 2 readers, 4 reads of 64K in flight and a 128K window each.
-        assert_eq!(slack(2, 4, 64 << 10, 128 << 10), 768 << 10);
+        assert_eq!(limit_for(64 << 20, 70 << 20, 60 << 20, room), 75 << 20);
+        // No cache still leaves the floor.
+        assert_eq!(limit_for(0, 1, 5, room), 7 << 20);
+        // 2 readers, 4 reads of 64K in flight each; 128K windows.
+        assert_eq!(slack(2, 4, 64 << 10), 512 << 10);
+        assert_eq!(floor(2, 128 << 10), (256 << 10) + MARGIN);
     }
 
     #[test]
