@@ -25,6 +25,12 @@
 //! capped), are counted in [`KernelInterval::lost`]. The instance is
 //! recorded in `DATA_DIR/kernel/trace-PID.state` before it is made and
 //! removed on drop, or after a crash by `kernel::restore`.
+//!
+//! Given a file ([`Tracer::follow_file`]), a second instance of its own
+//! (`readpath-PID-cache`) counts the pages the kernel adds to that file's
+//! page cache (`filemap:mm_filemap_add_to_page_cache`, filtered in the
+//! kernel on the file): the kernel's page-cache misses, taken per interval
+//! with the rest ([`KernelInterval::cache_adds`]).
 
 use std::collections::HashMap;
 use std::hash::Hash;
