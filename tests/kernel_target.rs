@@ -149,7 +149,6 @@ fn a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind() {
         "verified_blocks",
         "hashes",
         "corrupted",
-        "page_cache",
         "pools",
         "irq",
     ] {
@@ -158,6 +157,12 @@ fn a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind() {
             "{model_only} in a kernel run: {j}"
         );
     }
+    // The kernel's own page hits and misses of the file (traced).
+    let pc = &j["page_cache"];
+    assert!(
+        pc["hits"].as_u64().unwrap() + pc["misses"].as_u64().unwrap() > 0,
+        "{pc}"
+    );
     assert_eq!(scope(), before);
     assert!(
         mounts_under(data.path()).is_empty(),
@@ -629,4 +634,248 @@ fn tracefs_mounted_by_one_readpath_is_unmounted_by_whichever_ends_last() {
             if last { "second" } else { "first" }
         );
     }
+}
+
+/// Why the kernel's page cache cannot be limited here (no memory cgroup),
+/// if it cannot; else where readpath's cgroups are made.
+fn cgroup_place(test: &str) -> Option<readpath::sys::cgroup::Placement> {
+    if skip(test) {
+        return None;
+    }
+    match readpath::sys::cgroup::probe() {
+        Ok(p) => Some(p),
+        Err(why) => {
+            skip::skip(test, &format!("needs a memory cgroup: {why}"), false);
+            None
+        }
+    }
+}
+
+/// The kernel target's file a run reads (plain, no verity: the image's
+/// base directory), once it is there.
+fn target_file(data: &Path, size: u64) -> PathBuf {
+    let dir = data.join("kernel/target/readpath");
+    let mut found = None;
+    wait_until("the kernel target's file", Duration::from_secs(90), || {
+        found = std::fs::read_dir(&dir).ok().and_then(|rd| {
+            rd.flatten().map(|e| e.path()).find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("data-{size}-")))
+            })
+        });
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+/// A plain sequential kernel run of a 64M file read in 64K blocks by one
+/// synchronous reader (one read in flight, a 128K readahead window), with
+/// `cache`; more settings in `extra`.
+fn cache_run(data: &Path, cache: &str, duration: &str, extra: &[&str]) -> Command {
+    let mut c = readpath(data);
+    c.args([
+        "run",
+        "--set",
+        "workload.target=kernel",
+        "--set",
+        "pipeline.decrypt=false",
+        "--set",
+        "pipeline.verity=false",
+        "--set",
+        "workload.file_size=64M",
+        "--set",
+        "workload.pattern=sequential",
+        "--set",
+        "workload.block_size=64K",
+        "--set",
+        "workload.readers=1",
+        "--set",
+        "workload.engine=sync",
+        "--set",
+        "workload.sleep=iowait",
+        "--set",
+        "kernel.read_ahead_kb=128",
+        "--set",
+        &format!("cache.size={cache}"),
+        "--duration",
+        duration,
+        "--format",
+        "json",
+    ]);
+    c.args(extra);
+    c
+}
+
+#[test]
+fn the_kernel_cache_is_held_to_cache_size_and_its_hits_are_counted() {
+    let test = "the_kernel_cache_is_held_to_cache_size_and_its_hits_are_counted";
+    let Some(place) = cgroup_place(test) else {
+        return;
+    };
+    let _g = lock();
+    let data = tempfile::tempdir().unwrap();
+    let size = 64u64 << 20;
+    let cache = 16u64 << 20;
+    // One reader, one 64K read in flight; and the margin memory the
+    // process frees between two settings of the limit goes to.
+    let slack = readpath::kernel::cgroup::slack(1, 1, 64 << 10) + readpath::kernel::cgroup::MARGIN;
+    let child = cache_run(data.path(), "16M", "8s", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let cg = place.parent.join(format!("readpath-{pid}"));
+    let file = target_file(data.path(), size);
+    // The whole process moves in (every thread: memory is per process).
+    wait_until("readpath in its cgroup", Duration::from_secs(60), || {
+        std::fs::read_to_string(cg.join("cgroup.procs"))
+            .is_ok_and(|p| p.lines().any(|l| l.trim() == pid.to_string()))
+    });
+    // Sampled while it reads the file over and over: the file's resident
+    // pages (mincore) never exceed cache.size + the stated slack.
+    let f = std::fs::File::open(&file).unwrap();
+    let mut most = 0;
+    for _ in 0..25 {
+        std::thread::sleep(Duration::from_millis(200));
+        let r = readpath::sys::page_cache_residency(&f).unwrap();
+        most = most.max(r.resident_pages * 4096);
+    }
+    drop(f);
+    assert!(
+        most <= cache + slack,
+        "{} KiB of the file resident, limit {} KiB + {} KiB slack",
+        most >> 10,
+        cache >> 10,
+        slack >> 10
+    );
+    assert!(most > 0, "the file was read through the cache");
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        j["bytes"].as_u64().unwrap() > 2 * size,
+        "the file was read more than twice: {}",
+        j["bytes"]
+    );
+    let pc = &j["page_cache"];
+    let hit = pc["hit_pct"].as_f64().unwrap_or(100.0);
+    assert!(hit < 50.0, "a quarter of the file cached: {pc}");
+    assert!(pc["misses"].as_u64().unwrap() > size / 4096, "{pc}");
+    assert!(
+        j["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("memory cgroup")),
+        "{}",
+        j["notices"]
+    );
+    // Gone after the run: the cgroup, and its journal entry.
+    assert!(!cg.exists(), "{} left behind", cg.display());
+    assert!(
+        !Path::new(&format!("/run/readpath/cgroup-{pid}.json")).exists(),
+        "the cgroup's state is removed"
+    );
+    // The whole file fits: after the first pass every read hits.
+    let o = cache_run(data.path(), "128M", "4s", &[]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let hit = j["page_cache"]["hit_pct"].as_f64().unwrap();
+    assert!(hit > 70.0, "the whole file cached: {}", j["page_cache"]);
+    // Limit off: no cgroup, and the cache is not counted against cache.size.
+    let o = cache_run(
+        data.path(),
+        "16M",
+        "1s",
+        &["--set", "kernel.limit_cache=false"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        !j["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("memory cgroup")),
+        "{}",
+        j["notices"]
+    );
+}
+
+const ROOM: readpath::kernel::cgroup::Room = readpath::kernel::cgroup::Room {
+    slack: 1 << 20,
+    floor: 4 << 20,
+};
+
+#[test]
+fn the_process_comes_back_to_its_cgroup_and_a_killed_runs_cgroup_is_removed() {
+    let test = "the_process_comes_back_to_its_cgroup_and_a_killed_runs_cgroup_is_removed";
+    let Some(place) = cgroup_place(test) else {
+        return;
+    };
+    let _g = lock();
+    // In this process: moved in, and back where it was after.
+    let data = tempfile::tempdir().unwrap();
+    let before = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let cg =
+        readpath::kernel::cgroup::CacheCgroup::enter(data.path(), &place, 1 << 30, ROOM).unwrap();
+    let dir = cg.dir().to_path_buf();
+    assert!(dir.exists());
+    assert_ne!(
+        std::fs::read_to_string("/proc/self/cgroup").unwrap(),
+        before
+    );
+    // A cgroup there already is not ours: refused, left alone.
+    drop(cg);
+    assert_eq!(
+        std::fs::read_to_string("/proc/self/cgroup").unwrap(),
+        before
+    );
+    assert!(!dir.exists(), "{} left behind", dir.display());
+    std::fs::create_dir(&dir).unwrap();
+    let e = readpath::kernel::cgroup::CacheCgroup::enter(data.path(), &place, 1 << 30, ROOM)
+        .unwrap_err();
+    assert!(e.to_string().contains("not this readpath's"), "{e}");
+    assert!(dir.exists(), "a cgroup not ours is never removed");
+    std::fs::remove_dir(&dir).unwrap();
+    assert_eq!(
+        std::fs::read_to_string("/proc/self/cgroup").unwrap(),
+        before
+    );
+    // A run killed with its cgroup: the next `kernel restore` removes it.
+    let mut child = cache_run(data.path(), "16M", "60s", &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let cg = place.parent.join(format!("readpath-{}", child.id()));
+    let state = format!("/run/readpath/cgroup-{}.json", child.id());
+    wait_until("the run's cgroup", Duration::from_secs(90), || cg.exists());
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(cg.exists(), "SIGKILL cannot remove it");
+    assert!(Path::new(&state).exists(), "journalled");
+    let o = readpath(data.path())
+        .args(["kernel", "restore"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!cg.exists(), "removed by restore: {out}");
+    assert!(!Path::new(&state).exists());
+    assert!(out.contains(&format!("readpath-{}", child.id())), "{out}");
+    // And the tracefs instance counting its page-cache adds.
+    assert!(
+        !Path::new(&format!(
+            "/sys/kernel/tracing/instances/readpath-{}-cache",
+            child.id()
+        ))
+        .exists(),
+        "{out}"
+    );
 }

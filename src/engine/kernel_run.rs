@@ -21,6 +21,10 @@ use super::{Engine, EngineError};
 pub(super) struct KernelRun {
     /// The file the pipeline reads (closed first: the image unmounts).
     pub(super) file: Option<Arc<File>>,
+    /// The memory cgroup the process runs in, holding the file's cache to
+    /// `cache.size` (`kernel.limit_cache`); the process moves back and the
+    /// cgroup goes when the last holder (this, the sampler) lets go.
+    pub(super) cgroup: Option<Arc<crate::kernel::cgroup::CacheCgroup>>,
     pub(super) knobs: crate::kernel::knobs::SystemKnobs,
     /// The tracer, with `kernel.trace` (the default).
     pub(super) traced: Option<Traced>,
@@ -124,6 +128,7 @@ impl Engine {
                     u64::MAX
                 },
                 file: None,
+                cgroup: None,
             });
         }
         // Tracing on or off as `kernel.trace` says (the sampler lets go of
@@ -154,7 +159,91 @@ impl Engine {
         })?;
         // Knobs last: nothing is changed until the file is there.
         apply_knobs(k, eff)?;
+        self.limit_kernel_cache(eff, &path)?;
         Ok(path)
+    }
+
+    /// Holds the kernel's page cache of the file at `path` to `eff`'s
+    /// `cache.size` (`kernel.limit_cache`, as resolved: off where no memory
+    /// cgroup can be made, with a notice): the process enters a cgroup of
+    /// its own (once per kernel target), its limit follows `cache.size`,
+    /// and the file's cache is dropped when the process has just moved
+    /// (pages cached before were charged to the cgroup it came from). The
+    /// tracer counts the pages added to this file's cache (its misses).
+    fn limit_kernel_cache(&mut self, eff: &Settings, path: &Path) -> Result<(), EngineError> {
+        let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
+        let cache = eff.cache_bytes();
+        let data_dir = self.opts.data_dir.clone();
+        let k = self.kernel.as_mut().expect("opened above");
+        // The pages being copied to the readers (locked) are room beyond
+        // the cache; the readahead windows being read (locked) and a
+        // margin the least cache whatever cache.size.
+        let readahead = eff.kernel.read_ahead_kb.map_or_else(
+            || {
+                crate::kernel::knobs::queue_dir_of(path)
+                    .ok()
+                    .and_then(|q| std::fs::read_to_string(q.join("read_ahead_kb")).ok())
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+                    .unwrap_or(128)
+                    << 10
+            },
+            |kb| u64::from(kb) << 10,
+        );
+        let readers = u64::from(eff.workload.readers);
+        let room = crate::kernel::cgroup::Room {
+            slack: crate::kernel::cgroup::slack(
+                readers,
+                u64::from(super::resolve::in_flight(eff)),
+                eff.workload.block_size,
+            ),
+            floor: crate::kernel::cgroup::floor(readers, readahead),
+        };
+        let mut entered = false;
+        if !eff.kernel.limit_cache {
+            if k.cgroup.take().is_some() {
+                *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
+        } else if let Some(cg) = &k.cgroup {
+            cg.set_cache(cache, room);
+        } else {
+            let place = crate::sys::cgroup::probe()
+                .map_err(|why| EngineError::Kernel(format!("kernel.limit_cache: {why}")))?;
+            let cg = crate::kernel::cgroup::CacheCgroup::enter(&data_dir, &place, cache, room)
+                .map_err(|e| kerr("kernel.limit_cache: a memory cgroup for the page cache", e))?;
+            k.cgroup = Some(Arc::new(cg));
+            entered = true;
+        }
+        let f = File::open(path).map_err(|e| kerr("opening the kernel target's file", e))?;
+        if let Some(t) = &k.traced {
+            use std::os::unix::fs::MetadataExt;
+            let m = f
+                .metadata()
+                .map_err(|e| kerr("the kernel target's file", e))?;
+            let pages = m.len().div_ceil(crate::sys::page_size() as u64);
+            if let Err(e) =
+                t.tracer
+                    .follow_file(&data_dir, crate::sys::dev_numbers(m.dev()), m.ino(), pages)
+            {
+                self.sink().push(format!(
+                    "page hit %: the kernel's misses are not counted: {e}"
+                ));
+            }
+        }
+        let k = self.kernel.as_ref().expect("opened above");
+        if let Some(cg) = &k.cgroup
+            && entered
+        {
+            let _ = crate::sys::fadvise_dontneed(&f);
+            self.sink().push(format!(
+                    "kernel target: readpath runs in memory cgroup {}; the file's page cache is held to cache.size = {} (limit = cache.size (at least {}: the readahead windows and a margin) + what else the cgroup is charged, {} right after the move, + {} for the reads in flight, set every interval)",
+                    cg.dir().display(),
+                    crate::settings::format_size(cache),
+                    crate::settings::format_size(cg.room().floor),
+                    crate::settings::format_size(cg.charged_at_start),
+                    crate::settings::format_size(cg.room().slack)
+                ));
+        }
+        Ok(())
     }
 
     /// Leaves the kernel target, if it runs: the sampler stops taking its

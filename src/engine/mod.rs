@@ -195,7 +195,13 @@ fn probe_data_fs(ds: &Dataset) -> DataFs {
 
 /// The kernel target's tracer (None with `kernel.trace = false`) and the
 /// file it reads, as the sampler sees them.
-type KernelShared = (Option<Arc<crate::kernel::trace::Tracer>>, Arc<File>);
+/// The kernel target's tracer, open file and memory cgroup, as the
+/// sampler takes them each interval.
+type KernelShared = (
+    Option<Arc<crate::kernel::trace::Tracer>>,
+    Arc<File>,
+    Option<Arc<crate::kernel::cgroup::CacheCgroup>>,
+);
 
 struct Shared {
     start_ns: u64,
@@ -538,6 +544,7 @@ impl Engine {
             *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = Some((
                 k.traced.as_ref().map(|t| t.tracer.clone()),
                 file.file.clone(),
+                k.cgroup.clone(),
             ));
             if eff.cache.cold_start {
                 let _ = crate::sys::fadvise_dontneed(&file.file);
@@ -650,6 +657,11 @@ impl Engine {
 
     /// Bytes of plaintext the page cache holds now (0: none in use).
     pub fn page_cache_bytes(&self) -> u64 {
+        // The kernel target: its own cache of the file (mincore).
+        if let Some(f) = self.kernel.as_ref().and_then(|k| k.file.as_ref()) {
+            return crate::sys::page_cache_residency(f)
+                .map_or(0, |r| r.resident_pages * crate::sys::page_size() as u64);
+        }
         self.pcache
             .as_ref()
             .map_or(0, |pc| (pc.resident() * pagecache::PAGE) as u64)

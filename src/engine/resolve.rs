@@ -622,6 +622,33 @@ const RULES: &[Rule] = &[
         grey: Some(|_| "no AES instructions on this CPU".into()),
         ..RULE
     },
+    // The kernel's own page cache is held to cache.size by a memory
+    // cgroup; where none can be made it is not limited, and said.
+    Rule {
+        keys: &["kernel.limit_cache"],
+        on: On::Kernel,
+        when: |c| c.s.kernel.limit_cache && c.f.kernel_cache_limit_reason.is_some(),
+        runs: Some(|e| e.kernel.limit_cache = false),
+        notice: Some(|c| {
+            format!(
+                "the kernel's page cache is not limited to cache.size ({}): after the first pass every read hits, and page hit % is not comparable with the model's",
+                c.f.kernel_cache_limit_reason.as_deref().unwrap_or_default()
+            )
+        }),
+        grey: Some(|c| c.f.kernel_cache_limit_reason.clone().unwrap_or_default()),
+        ..RULE
+    },
+    Rule {
+        keys: &["cache.size"],
+        on: On::Kernel,
+        when: |c| !c.e.kernel.limit_cache,
+        grey: Some(|_| {
+            "the kernel's page cache is not limited (kernel.limit_cache off or impossible here)"
+                .into()
+        }),
+        inert: true,
+        ..RULE
+    },
     Rule {
         keys: &["workload.target"],
         when: |c| c.f.kernel_target_reason.is_some(),
@@ -751,6 +778,7 @@ mod tests {
             kernel_target_reason: None,
             kernel_cipher_reason: None,
             kernel_hash_reason: None,
+            kernel_cache_limit_reason: None,
         }
     }
 
@@ -850,6 +878,49 @@ mod tests {
             r.limit("workers.highpri"),
             Some("no CAP_SYS_NICE, RLIMIT_NICE 0")
         );
+    }
+
+    /// The kernel's page cache is held to cache.size where a memory
+    /// cgroup can be made; elsewhere it is not limited, and said.
+    #[test]
+    fn the_kernel_cache_is_limited_where_a_memory_cgroup_can_be_made() {
+        let s = with(&[
+            ("workload.target", "kernel"),
+            ("cache.size", "16M"),
+            ("pipeline.verity", "false"),
+        ]);
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert!(r.effective.kernel.limit_cache);
+        assert!(r.fallbacks.is_empty(), "{:?}", r.fallbacks);
+        assert_eq!(r.limit("cache.size"), None);
+        assert!(!r.inert.contains(&"cache.size"));
+        let f = Features {
+            kernel_cache_limit_reason: Some("no memory cgroup here".into()),
+            ..all()
+        };
+        let r = resolve(&s, &f, &DataFs::capable()).unwrap();
+        assert!(!r.effective.kernel.limit_cache);
+        let n = r.notices();
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].starts_with("kernel.limit_cache: the kernel's page cache is not limited")
+                && n[0].contains("no memory cgroup here"),
+            "{n:?}"
+        );
+        assert!(r.inert.contains(&"cache.size"));
+        // Turned off: no notice, cache.size does nothing.
+        let off = with(&[
+            ("workload.target", "kernel"),
+            ("kernel.limit_cache", "false"),
+            ("pipeline.verity", "false"),
+        ]);
+        let r = resolve(&off, &f, &DataFs::capable()).unwrap();
+        assert!(r.fallbacks.is_empty());
+        assert!(r.inert.contains(&"cache.size"));
+        // The model's cache.size is its own, whatever the machine.
+        let r = resolve(&with(&[("cache.size", "16M")]), &f, &DataFs::capable()).unwrap();
+        assert!(r.fallbacks.is_empty());
+        assert!(!r.inert.contains(&"cache.size"));
     }
 
     /// O_DIRECT as ext4 treats it: never for fs-verity files, blk-crypto

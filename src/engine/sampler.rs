@@ -6,7 +6,6 @@
 //! thread and shares only [`Shared`] with the rest.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
@@ -32,8 +31,8 @@ fn is_setting_change(label: &str) -> bool {
 /// run_delay of the kworkers that ran those items into `ws`, and the run
 /// totals; returns the interval's kernel record.
 fn kernel_interval(
-    tracer: Option<&crate::kernel::trace::Tracer>,
-    file: &File,
+    (tracer, file, cgroup): &super::KernelShared,
+    carry: &mut u64,
     merged: &mut Recorder,
     ws: &mut WorkerSched,
     kworkers: &mut HashMap<i32, (SchedState, u64)>,
@@ -41,17 +40,41 @@ fn kernel_interval(
     totals: &mut RunTotals,
 ) -> crate::metrics::KernelRecord {
     use crate::metrics::{KernelQueueRecord, Percentiles, Stage};
-    let cached_bytes = crate::sys::page_cache_residency(file)
-        .map_or(0, |r| r.resident_pages * crate::sys::page_size() as u64);
+    let page = crate::sys::page_size() as u64;
+    let (tracer, cgroup) = (tracer.as_deref(), cgroup.as_deref());
+    let cached_bytes =
+        crate::sys::page_cache_residency(file).map_or(0, |r| r.resident_pages * page);
+    // The cgroup's limit follows what else it is charged (one read and at
+    // most one write of files held open).
+    let (cache_limit_bytes, charged_bytes) = cgroup
+        .and_then(|c| c.adjust(cached_bytes).ok())
+        .unwrap_or((0, 0));
     // Not traced: the reader's own figures stand (the device stage is
     // then the whole read, as for a raw read).
     let Some(tracer) = tracer else {
         return crate::metrics::KernelRecord {
             cached_bytes,
+            cache_limit_bytes,
+            charged_bytes,
             ..Default::default()
         };
     };
     let k = tracer.take_interval();
+    // The kernel's page hits and misses of the pages the readers read:
+    // every page added to the file's cache is a miss. Pages added ahead of
+    // the reads (readahead past the interval's last read) count when
+    // pages are read: carried over, at most one file's worth.
+    if let Some(adds) = k.cache_adds {
+        let read = merged.counters.bytes.div_ceil(page);
+        let added = adds + *carry;
+        let misses = added.min(read);
+        let file_pages = file.metadata().map_or(0, |m| m.len().div_ceil(page));
+        *carry = (added - misses).min(file_pages);
+        merged.counters.pc_misses += misses;
+        merged.counters.pc_hits += read - misses;
+    } else {
+        *carry = 0;
+    }
     merged.add_samples(Stage::Device, &k.device_ns, true);
     merged.counters.bios += k.requests;
     let mut queues = Vec::new();
@@ -124,6 +147,8 @@ fn kernel_interval(
         requests: k.requests,
         lost: k.lost,
         cached_bytes,
+        cache_limit_bytes,
+        charged_bytes,
     }
 }
 
@@ -154,6 +179,9 @@ struct Sampler {
     /// The kworkers the kernel's tracepoints named, with the interval they
     /// last ran a post-read item.
     kworkers: HashMap<i32, (SchedState, u64)>,
+    /// Pages added to the kernel target's cache not yet matched by pages
+    /// read (its misses counted when they are read).
+    kernel_carry: u64,
     /// Workers' and irq threads' scheduler counters, by TID.
     sched: HashMap<i32, SchedState>,
     stat: Option<crate::sys::ProcStatReader>,
@@ -227,6 +255,7 @@ impl Sampler {
             phase: Phase::new(0.0, Vec::new()),
             merged: Recorder::new(),
             kworkers: HashMap::new(),
+            kernel_carry: 0,
             sched: HashMap::new(),
             stat,
             prev_cpu,
@@ -268,10 +297,10 @@ impl Sampler {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let kernel_rec = kernel.map(|(tracer, file)| {
+        let kernel_rec = kernel.map(|k| {
             kernel_interval(
-                tracer.as_deref(),
-                &file,
+                &k,
+                &mut self.kernel_carry,
                 &mut self.merged,
                 &mut ws,
                 &mut self.kworkers,

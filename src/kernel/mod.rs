@@ -13,6 +13,7 @@
 /// The fscrypt and fs-verity ioctls live in `sys` (raw system calls only
 /// there); their old paths under `kernel` stay for callers.
 pub use crate::sys::{fscrypt, fsverity};
+pub mod cgroup;
 mod journal;
 pub mod knobs;
 pub mod target;
@@ -349,10 +350,17 @@ fn run(cmd: &mut std::process::Command) -> io::Result<()> {
 /// rule, this process proved alive by its lock), for [`restore`] after a
 /// crash; returns the state file.
 pub(crate) fn record_state(data_dir: &Path, path: &Path) -> io::Result<PathBuf> {
+    record_state_as(data_dir, path, "trace")
+}
+
+/// [`record_state`] in `STATE_DIR/KIND-PID.state`: `trace` for a
+/// [`trace::Tracer`]'s instance `readpath-PID`, `tracecache` for its
+/// page-cache counter's `readpath-PID-cache`.
+pub(crate) fn record_state_as(data_dir: &Path, path: &Path, kind: &str) -> io::Result<PathBuf> {
     let dir = state_dir(data_dir);
     trust::ensure_dir(&dir)?;
     trust::hold_live(&dir, &format!("data dir {}", data_dir.display()))?;
-    let sp = dir.join(format!("trace-{}.state", std::process::id()));
+    let sp = dir.join(format!("{kind}-{}.state", std::process::id()));
     trust::write_state(&sp, format!("{}\n", path.display()).as_bytes())?;
     Ok(sp)
 }
@@ -366,10 +374,18 @@ fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
     };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("trace-")
-            .and_then(|r| r.strip_suffix(".state"))
-            .and_then(|p| p.parse::<u32>().ok())
+        // A tracer's instance, or its page-cache counter's.
+        let Some((pid, suffix)) =
+            [("trace-", ""), ("tracecache-", "-cache")]
+                .iter()
+                .find_map(|(prefix, suffix)| {
+                    let pid = name
+                        .strip_prefix(prefix)?
+                        .strip_suffix(".state")?
+                        .parse::<u32>()
+                        .ok()?;
+                    Some((pid, *suffix))
+                })
         else {
             continue;
         };
@@ -389,7 +405,7 @@ fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
         // Only what readpath made: the instance named readpath-PID.
         let want = Path::new(trace::TRACEFS)
             .join("instances")
-            .join(format!("readpath-{pid}"));
+            .join(format!("readpath-{pid}{suffix}"));
         if inst != want {
             problems.push(refused(
                 &e.path(),
@@ -408,6 +424,12 @@ fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
             for ev in trace::BLOCK_EVENTS {
                 let _ = std::fs::write(inst.join("events/block").join(ev).join("enable"), "0");
             }
+            let _ = std::fs::write(
+                inst.join("events/filemap")
+                    .join(trace::CACHE_ADD_EVENT)
+                    .join("enable"),
+                "0",
+            );
             match std::fs::remove_dir(&inst) {
                 Ok(()) => done.push(inst.clone()),
                 Err(err) => {
@@ -512,6 +534,7 @@ fn restore_in(sd: Option<&Path>, kdir: Option<&Path>, problems: &mut Vec<String>
     if let Some(sd) = sd {
         trust::sweep_live(sd);
         done.extend(restore_traces(sd, problems));
+        done.extend(cgroup::restore_gone(sd, problems));
     }
     if let Some(kdir) = kdir {
         for spec in SCRATCH_SPECS {

@@ -25,6 +25,12 @@
 //! capped), are counted in [`KernelInterval::lost`]. The instance is
 //! recorded in `DATA_DIR/kernel/trace-PID.state` before it is made and
 //! removed on drop, or after a crash by `kernel::restore`.
+//!
+//! Given a file ([`Tracer::follow_file`]), a second instance of its own
+//! (`readpath-PID-cache`) counts the pages the kernel adds to that file's
+//! page cache (`filemap:mm_filemap_add_to_page_cache`, filtered in the
+//! kernel on the file): the kernel's page-cache misses, taken per interval
+//! with the rest ([`KernelInterval::cache_adds`]).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -50,6 +56,11 @@ pub const EVENTS: &[&str] = &[
 /// The tracepoints a [`Tracer`] given a device also enables (under
 /// `events/block/`).
 pub const BLOCK_EVENTS: &[&str] = &["block_rq_issue", "block_rq_complete"];
+
+/// The tracepoint that counts the kernel's page-cache misses of the target
+/// file ([`Tracer::follow_file`]): a folio added to its page cache (under
+/// `events/filemap/`).
+pub const CACHE_ADD_EVENT: &str = "mm_filemap_add_to_page_cache";
 
 /// The functions the post-read queues run (ext4's and f2fs's read
 /// completion steps, blk-crypto's fallback): their work items are the ones
@@ -162,6 +173,10 @@ pub struct KernelInterval {
     /// in-flight entries dropped because their map was full: when non-zero,
     /// the figures above miss some items.
     pub lost: u64,
+    /// Pages added to the followed file's page cache (its misses: each
+    /// page a read found missing is added once, by the read or its
+    /// readahead) since the last interval; None when no file is followed.
+    pub cache_adds: Option<u64>,
 }
 
 impl Default for KernelInterval {
@@ -172,6 +187,7 @@ impl Default for KernelInterval {
             device_ns: histogram(),
             requests: 0,
             lost: 0,
+            cache_adds: None,
         }
     }
 }
@@ -550,6 +566,114 @@ pub struct Tracer {
     thread: Option<std::thread::JoinHandle<()>>,
     state: PathBuf,
     block: bool,
+    /// The followed file's page-cache adds ([`Tracer::follow_file`]).
+    cache: Mutex<Option<CacheCounter>>,
+}
+
+/// Counts a file's page-cache adds in a tracefs instance of its own
+/// (`readpath-PID-cache`) holding only `filemap:mm_filemap_add_to_page_cache`,
+/// filtered in the kernel on the file: the count is the events its ring
+/// buffer took (`entries + overrun` of every CPU's `stats`), never read
+/// line by line, so however fast pages are added none is missed (a
+/// reader thread that falls behind would leave some uncounted). Recorded
+/// (`tracecache-PID.state`) before it is made; removed on drop, or after
+/// a crash by `kernel::restore`.
+struct CacheCounter {
+    dir: PathBuf,
+    state: PathBuf,
+    /// The count at the last interval.
+    last: u64,
+}
+
+impl CacheCounter {
+    fn start(data_dir: &Path, dev: (u32, u32), ino: u64, pages: u64) -> io::Result<CacheCounter> {
+        let ev = Path::new(TRACEFS)
+            .join("events/filemap")
+            .join(CACHE_ADD_EVENT);
+        if !ev.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: this kernel has no such tracepoint", ev.display()),
+            ));
+        }
+        let dir = Path::new(TRACEFS)
+            .join("instances")
+            .join(format!("readpath-{}-cache", std::process::id()));
+        let state = super::record_state_as(data_dir, &dir, "tracecache")?;
+        std::fs::create_dir(&dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        let mut c = CacheCounter {
+            dir,
+            state,
+            last: 0,
+        };
+        let ev = c.dir.join("events/filemap").join(CACHE_ADD_EVENT);
+        // The kernel's dev_t: major << 20 | minor. Only the file's data
+        // pages (an fs-verity file's tree is cached past its end).
+        let s_dev = (u64::from(dev.0) << 20) | u64::from(dev.1);
+        write(
+            &ev.join("filter"),
+            &format!("s_dev == {s_dev} && i_ino == {ino} && index < {pages}"),
+        )?;
+        // Lines are never read: the smallest buffer, overwritten.
+        let _ = write(&c.dir.join("buffer_size_kb"), "4");
+        write(&ev.join("enable"), "1")?;
+        write(&c.dir.join("tracing_on"), "1")?;
+        c.last = c.count();
+        Ok(c)
+    }
+
+    /// Events the instance's buffers took: every CPU's entries (still
+    /// held) and overrun (overwritten).
+    fn count(&self) -> u64 {
+        let Ok(rd) = std::fs::read_dir(self.dir.join("per_cpu")) else {
+            return 0;
+        };
+        rd.flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stats")).ok())
+            .map(|t| {
+                t.lines()
+                    .filter_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        matches!(k, "entries" | "overrun")
+                            .then(|| v.trim().parse::<u64>().ok())
+                            .flatten()
+                    })
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// Adds since the last call.
+    fn take(&mut self) -> u64 {
+        let now = self.count();
+        let d = now.saturating_sub(self.last);
+        self.last = now;
+        d
+    }
+}
+
+impl Drop for CacheCounter {
+    fn drop(&mut self) {
+        let _ = write(&self.dir.join("tracing_on"), "0");
+        let _ = write(
+            &self
+                .dir
+                .join("events/filemap")
+                .join(CACHE_ADD_EVENT)
+                .join("enable"),
+            "0",
+        );
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if !self.dir.exists() {
+            let _ = std::fs::remove_file(&self.state);
+        }
+    }
 }
 
 fn write(path: &Path, v: &str) -> io::Result<()> {
@@ -662,6 +786,7 @@ impl Tracer {
             thread: None,
             state,
             block: device.is_some(),
+            cache: Mutex::new(None),
         };
         let filter = POST_READ_QUEUES
             .iter()
@@ -720,7 +845,38 @@ impl Tracer {
     pub fn take_interval(&self) -> KernelInterval {
         // The next interval's (allocated) histograms are made outside the lock.
         let fresh = KernelInterval::default();
-        std::mem::replace(&mut lock(&self.agg).interval, fresh)
+        let mut k = std::mem::replace(&mut lock(&self.agg).interval, fresh);
+        k.cache_adds = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .map(CacheCounter::take);
+        k
+    }
+
+    /// Counts the pages added to the page cache of the file `ino` on
+    /// device `dev` (major, minor), its first `pages` pages only, from now
+    /// on ([`KernelInterval::cache_adds`]): an instance of its own holding
+    /// `filemap:mm_filemap_add_to_page_cache`, filtered in the kernel on
+    /// the superblock's device, the inode and the page index, recorded
+    /// under `data_dir` first. Again for another file replaces it. An
+    /// error (a kernel without the tracepoint) leaves none followed.
+    ///
+    /// The count is of folios: one per page where the file is cached in
+    /// single pages (what ext4 does for encrypted and verity files).
+    pub fn follow_file(
+        &self,
+        data_dir: &Path,
+        dev: (u32, u32),
+        ino: u64,
+        pages: u64,
+    ) -> io::Result<()> {
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        // The old one goes first (one instance name per process).
+        *c = None;
+        *c = Some(CacheCounter::start(data_dir, dev, ino, pages)?);
+        Ok(())
     }
 
     /// Stops, removes the instance and returns the whole run's per-queue
@@ -731,6 +887,7 @@ impl Tracer {
     }
 
     fn teardown(&mut self) {
+        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.stop.store(true, Ordering::SeqCst);
         let _ = write(&self.dir.join("tracing_on"), "0");
         for e in EVENTS {

@@ -320,6 +320,12 @@ pub struct KernelRecord {
     pub lost: u64,
     /// The file's pages in the kernel's page cache at the end (`mincore`).
     pub cached_bytes: u64,
+    /// The limit of readpath's memory cgroup at the end (`memory.max`;
+    /// 0: the kernel's cache is not limited, `kernel.limit_cache`).
+    pub cache_limit_bytes: u64,
+    /// What that cgroup was charged at the end (`memory.current`: the
+    /// file's cache, and the process's memory since it moved in).
+    pub charged_bytes: u64,
 }
 
 /// The post-read queues of ext4, f2fs and blk-crypto: the names a

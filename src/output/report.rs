@@ -86,8 +86,9 @@ pub struct RunSummary {
     #[serde(default)]
     pub pods: Option<String>,
     /// The model's page cache over the run (zeros on a direct-read path);
-    /// absent from a kernel target's run, whose own page cache readpath
-    /// does not count (its bios are in the interval records).
+    /// on a kernel target's run the kernel's page hits and misses of the
+    /// file (`mm_filemap_add_to_page_cache`), absent where they were not
+    /// counted (`kernel.trace` off, no such tracepoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache: Option<crate::metrics::PageCacheStats>,
     /// Each workqueue's worker pool: its workers and the most blocked at
@@ -356,7 +357,8 @@ impl RunSummary {
                 .describe()
                 .to_string(),
             pods: crate::engine::pipeline::pods_label(effective),
-            page_cache: model
+            // The kernel's hits and misses, where its cache was followed.
+            page_cache: (model || c.pc_hits + c.pc_misses > 0)
                 .then(|| crate::metrics::PageCacheStats::of(c, totals.page_cache_bytes)),
             pools: totals.pools.clone(),
             cipher_driver: (model

@@ -246,6 +246,10 @@ pub struct Kernel {
     /// Follow the kernel's post-read queues and block requests through
     /// their tracepoints (off: what tracing costs can be measured).
     pub trace: bool,
+    /// Hold the kernel's page cache of the target file to `cache.size`:
+    /// readpath runs in a memory cgroup of its own while it reads the
+    /// kernel target.
+    pub limit_cache: bool,
 }
 
 impl Default for Kernel {
@@ -257,6 +261,7 @@ impl Default for Kernel {
             read_ahead_kb: None,
             rq_affinity: None,
             trace: true,
+            limit_cache: true,
         }
     }
 }
@@ -833,6 +838,7 @@ mod tests {
         ("kernel.unbound_cpus", "\"0-1\"", "0-1", "0-1"),
         ("kernel.read_ahead_kb", "512", "512", "512"),
         ("kernel.rq_affinity", "2", "2", "2"),
+        ("kernel.limit_cache", "false", "false", "false"),
         ("kernel.trace", "false", "false", "false"),
     ];
 

@@ -451,8 +451,7 @@ pub static KEYS: &[Setting] = &[
         unset: Some(("auto", "a quarter of workload.file_size")),
         note: "0 = every read misses",
         unit: "bytes",
-        help: "plaintext the page cache holds; a hit is a copy, a miss a bio to decrypt and verify",
-        scope: Scope::Model("the kernel's own page cache"),
+        help: "plaintext the page cache holds; a hit is a copy, a miss a bio to decrypt and verify (kernel target: its memory cgroup holds the file's cache to it, kernel.limit_cache)",
         ladder: &["auto", "0", "1M", "4M", "16M", "64M", "256M", "1G"],
     }),
     // Up to one bio of BIO_MAX_VECS 4 KiB pages.
@@ -511,6 +510,10 @@ pub static KEYS: &[Setting] = &[
         unset: Some(("default", "the device's value; 1 in the model")),
         note: "0 = complete where the interrupt landed, 1 = on the submitting CPU across LLCs or (6.11+) capacities, 2 = always on the submitting CPU",
         help: "where a request's completion runs (the block device's queue/rq_affinity; the model's completion = irq follows it too)",
+    }),
+    setting!(kernel.limit_cache, Kind::Bool, {
+        help: "run readpath in a memory cgroup of its own that holds the kernel's page cache of the file to cache.size (false: the kernel caches the whole file, as without a cgroup)",
+        scope: Scope::Kernel,
     }),
     setting!(kernel.trace, Kind::Bool, {
         help: "follow the kernel's post-read queues and block requests through their tracepoints (false: no queue figures, to measure what tracing costs)",

@@ -43,6 +43,11 @@ pub struct Features {
     /// (`pipeline.hash = "kernel"`), if it cannot.
     #[serde(default)]
     pub kernel_hash_reason: Option<String>,
+    /// Why the kernel target's page cache cannot be held to `cache.size`
+    /// here (no memory cgroup, not root), if it cannot
+    /// ([`super::cgroup::probe`]).
+    #[serde(default)]
+    pub kernel_cache_limit_reason: Option<String>,
 }
 
 /// `kernel.io_uring_disabled`, or `None` if the sysctl does not exist (kernels
@@ -141,6 +146,7 @@ pub fn probe_features() -> Features {
         kernel_target_reason: kernel_target_reason(),
         kernel_cipher_reason: probe("skcipher", "xts(aes)").err(),
         kernel_hash_reason: probe("hash", "sha256").err(),
+        kernel_cache_limit_reason: super::cgroup::probe().err(),
     }
 }
 

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 mod afalg;
 mod calls;
+pub mod cgroup;
 mod cpu;
 mod features;
 mod fs;

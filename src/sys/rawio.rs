@@ -32,7 +32,9 @@ pub mod errno {
 /// `open(2)` flags for `OpenOptionsExt::custom_flags` and
 /// [`super::trust::open_own_file`].
 pub mod oflag {
-    pub use libc::{O_DIRECT, O_DIRECTORY, O_NOCTTY, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR};
+    pub use libc::{
+        O_DIRECT, O_DIRECTORY, O_NOCTTY, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_RDWR, O_WRONLY,
+    };
 }
 
 /// `pread(2)` of `len` bytes at `offset` into `buf`; returns what the

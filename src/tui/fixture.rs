@@ -174,6 +174,7 @@ pub fn kernel_record(seq: u64) -> IntervalRecord {
         requests: items * 4,
         lost: 0,
         cached_bytes: 48 << 20,
+        ..Default::default()
     });
     rec.counters.decrypted_units = 0;
     rec.counters.verified_blocks = 0;
