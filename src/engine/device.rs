@@ -131,6 +131,9 @@ impl super::Engine {
         k.kernel = crate::settings::Kernel {
             dir: eff.kernel.dir.clone(),
             trace: false,
+            // The model's own cache is the one read: the process leaves the
+            // kernel target's memory cgroup (its limit is the kernel's).
+            limit_cache: false,
             ..Default::default()
         };
         // The data blocks are the same with or without fs-verity (the
