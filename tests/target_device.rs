@@ -90,3 +90,74 @@ fn the_model_reads_and_verifies_the_kernel_files_own_blocks() {
         "the image is unmounted after the run"
     );
 }
+
+/// `readpath validate` on a small configuration: both targets ran, every
+/// measured metric has a ratio and a verdict computed from the two
+/// medians, the adjustments are named, and nothing is left mounted.
+#[test]
+fn validate_gives_a_ratio_and_a_verdict_per_metric() {
+    if let Some(why) = probe::missing() {
+        skip::skip(
+            "validate_gives_a_ratio_and_a_verdict_per_metric",
+            &format!("needs {why}"),
+            skip::root(),
+        );
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["--data-dir", data.path().to_str().unwrap(), "validate"])
+        .args(["--rounds", "1", "--duration", "1s", "--warmup", "200ms"])
+        .args([
+            "--set",
+            "workload.file_size=16M",
+            "--set",
+            "cache.cold_start=true",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let adjusted = j["adjustments"].to_string();
+    assert!(adjusted.contains("cache.device = target"), "{adjusted}");
+    let variants: Vec<&str> = j["compare"]["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(variants, ["model", "kernel"]);
+    let rows = j["rows"].as_array().unwrap();
+    let mut judged = 0;
+    for r in rows {
+        let (m, k) = (
+            r["model"]["median"].as_f64(),
+            r["kernel"]["median"].as_f64(),
+        );
+        match r["verdict"].as_str().unwrap() {
+            "within" | "outside" if r["ratio"].is_f64() => {
+                judged += 1;
+                let ratio = r["ratio"].as_f64().unwrap();
+                assert!((ratio - m.unwrap() / k.unwrap()).abs() < 1e-9, "{r}");
+                let within = (ratio - 1.0).abs() <= 0.15 + 1e-12;
+                assert_eq!(r["verdict"] == "within", within, "{r}");
+            }
+            "outside" => assert_eq!(k, Some(0.0), "{r}"),
+            "unmeasured" => assert!(r["note"].is_string(), "{r}"),
+            v => panic!("verdict {v}: {r}"),
+        }
+    }
+    assert_eq!(
+        j["within"].as_u64().unwrap() + j["outside"].as_u64().unwrap(),
+        rows.iter().filter(|r| r["verdict"] != "unmeasured").count() as u64
+    );
+    // Throughput, IOPS and latency are measured on both sides.
+    assert!(judged >= 5, "{rows:?}");
+    assert!(
+        readpath::sys::trust::mounts()
+            .iter()
+            .all(|m| !m.point.starts_with(data.path())),
+    );
+}

@@ -410,6 +410,20 @@ impl PageCacheStats {
 }
 
 impl IntervalRecord {
+    /// A post-read work item's execution, median, us: decryption's item
+    /// (fscrypt's, measured on the kernel target from its tracepoints), or
+    /// verification's where nothing is decrypted; NaN with neither.
+    pub fn exec_p50_us(&self) -> f64 {
+        let st = &self.stages_us;
+        if st.decrypt.count > 0 {
+            st.decrypt.p50
+        } else if st.verify.count > 0 {
+            st.verify.p50
+        } else {
+            f64::NAN
+        }
+    }
+
     /// Fills the derived fields from a merged recorder over `interval_s` seconds.
     pub fn fill_from(&mut self, r: &Recorder, interval_s: f64) {
         self.interval_s = interval_s;

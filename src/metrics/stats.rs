@@ -60,7 +60,7 @@ impl WindowStats {
             hits += r.page_cache.hits;
             misses += r.page_cache.misses;
             bios += r.counters.bios;
-            exec.push(crate::metrics::table::exec_p50_us(r));
+            exec.push(r.exec_p50_us());
             if first {
                 st.from_s = r.t_s - r.interval_s;
                 first = false;

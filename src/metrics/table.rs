@@ -203,20 +203,6 @@ pub const BIOS: Metric = Metric {
     window: |s| s.bios_per_s,
 };
 
-/// A post-read work item's execution, median, us: decryption's item
-/// (fscrypt's, measured on the kernel target from its tracepoints), or
-/// verification's where nothing is decrypted.
-pub fn exec_p50_us(r: &IntervalRecord) -> f64 {
-    let st = &r.stages_us;
-    if st.decrypt.count > 0 {
-        st.decrypt.p50
-    } else if st.verify.count > 0 {
-        st.verify.p50
-    } else {
-        f64::NAN
-    }
-}
-
 /// Median execution of a post-read work item, us.
 pub const EXEC_P50: Metric = Metric {
     name: "exec_p50_us",
@@ -226,7 +212,7 @@ pub const EXEC_P50: Metric = Metric {
     unit: Unit::Us,
     better: Better::Lower,
     explorer: false,
-    interval: exec_p50_us,
+    interval: IntervalRecord::exec_p50_us,
     window: |s| s.exec_p50_us.unwrap_or(f64::NAN),
 };
 

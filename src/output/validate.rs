@@ -54,12 +54,16 @@ pub fn like_for_like_with(
     driver: Option<&str>,
 ) -> Vec<String> {
     let mut said = Vec::new();
+    if features.kernel_target_reason.is_some() {
+        // No kernel to be like: nothing to change.
+        return said;
+    }
     let mut set = |s: &mut Settings, key: &str, value: &str, why: &str| {
         if s.get(key).as_deref() != Some(value) && s.set(key, value).is_ok() {
             said.push(format!("{key} = {value}: {why}"));
         }
     };
-    if features.kernel_target_reason.is_none() && base.cache.device != CacheDevice::Target {
+    if base.cache.device != CacheDevice::Target {
         set(
             base,
             "cache.device",
@@ -67,8 +71,18 @@ pub fn like_for_like_with(
             "the model's bios read the kernel file's own blocks on its device (FIEMAP, O_DIRECT)",
         );
     }
-    if base.pipeline.decrypt
-        && base.pipeline.cipher != crate::crypto::CipherKind::Adiantum
+    let aes = base.pipeline.decrypt && base.pipeline.cipher != crate::crypto::CipherKind::Adiantum;
+    if aes && features.kernel_cipher_reason.is_none() {
+        set(
+            base,
+            "pipeline.cipher",
+            "kernel",
+            &format!(
+                "the kernel's own xts(aes){} through AF_ALG",
+                driver.map_or(String::new(), |d| format!(" ({d})"))
+            ),
+        );
+    } else if aes
         && let Some(d) = driver
         && let Some(c) = nearest_cipher(d)
     {
@@ -77,6 +91,14 @@ pub fn like_for_like_with(
             "pipeline.cipher",
             c,
             &format!("the model's AES-256-XTS nearest the kernel's driver {d}"),
+        );
+    }
+    if base.pipeline.verity && features.kernel_verity && features.kernel_hash_reason.is_none() {
+        set(
+            base,
+            "pipeline.hash",
+            "kernel",
+            "the kernel's own sha256 through AF_ALG",
         );
     }
     if base.pipeline.verity && !features.kernel_verity {
@@ -402,6 +424,8 @@ mod tests {
         let f = Features {
             kernel_verity: false,
             kernel_target_reason: None,
+            kernel_cipher_reason: Some("no AF_ALG".into()),
+            kernel_hash_reason: Some("no AF_ALG".into()),
             ..Features::default()
         };
         let said = like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))"));
@@ -419,11 +443,20 @@ mod tests {
             Some("aes-256-xts-soft")
         );
         assert_eq!(nearest_cipher("xts-aes-mystery"), None);
+        // With AF_ALG, the kernel's own cipher.
+        let mut s = Settings::default();
+        let f = Features {
+            kernel_cipher_reason: None,
+            ..f
+        };
+        like_for_like_with(&mut s, &f, Some("xts-aes-vaes-avx512"));
+        assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Kernel);
         // Where the kernel target cannot run, the device stays.
         let mut s = Settings::default();
         let f = Features {
             kernel_verity: true,
             kernel_target_reason: Some("not root".into()),
+            kernel_cipher_reason: Some("no AF_ALG".into()),
             ..Features::default()
         };
         assert!(like_for_like_with(&mut s, &f, None).is_empty());
