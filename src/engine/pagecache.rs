@@ -200,6 +200,8 @@ pub struct PageCache {
     data_pages: usize,
     capacity: usize,
     resident: AtomicUsize,
+    /// Of those, tree pages.
+    tree_resident: AtomicUsize,
     alloc: Mutex<Alloc>,
     seq: AtomicU64,
     bios: Box<[Bio]>,
@@ -269,6 +271,7 @@ impl PageCache {
             data_pages: file_pages,
             capacity,
             resident: AtomicUsize::new(0),
+            tree_resident: AtomicUsize::new(0),
             alloc: Mutex::new(Alloc {
                 free: (0..nframes as u32).rev().collect(),
                 hand: 0,
@@ -323,6 +326,17 @@ impl PageCache {
     /// Uptodate pages held now (bytes = this x [`PAGE`]).
     pub fn resident(&self) -> usize {
         self.resident.load(Ordering::Relaxed)
+    }
+
+    /// Uptodate data pages held now: what `cache.size` bounds. The tree's
+    /// pages (at most 1/128 of the data's with SHA-256 and 4 KiB blocks)
+    /// are not counted: they go only when a bio needs their frame (the
+    /// CLOCK, where a hash page used by every verification under it stays
+    /// active), as the kernel keeps hot hash pages on its active list, so
+    /// a small cache does not read the tree again for every bio.
+    pub fn data_resident(&self) -> usize {
+        self.resident()
+            .saturating_sub(self.tree_resident.load(Ordering::Relaxed))
     }
 
     /// Pages in flight now (a scan; 0 whenever no pipeline runs).
@@ -526,8 +540,10 @@ impl PageCache {
 
     /// CLOCK: the first frame after the hand holding an unpinned uptodate
     /// page not referenced since the hand last passed (with `used_only`, a
-    /// page used since it was read in: readahead the stream has not reached
-    /// yet is left). None: every frame is pinned, in flight (or unused).
+    /// data page used since it was read in: readahead the stream has not
+    /// reached yet is left, and so are tree pages, see
+    /// [`Self::data_resident`]). None: every frame is pinned, in flight (or
+    /// left).
     fn evict_one(&self, a: &mut Alloc, used_only: bool) -> Option<u32> {
         let n = self.frames();
         for _ in 0..2 * n {
@@ -536,7 +552,8 @@ impl PageCache {
             let p = self.frame_page[f].load(Ordering::Relaxed);
             if p == NO_PAGE
                 || self.refs[f].load(Ordering::SeqCst) != 0
-                || (used_only && !self.used[f].load(Ordering::Relaxed))
+                || (used_only
+                    && (!self.used[f].load(Ordering::Relaxed) || p as usize >= self.data_pages))
             {
                 continue;
             }
@@ -590,6 +607,9 @@ impl PageCache {
         slot.store(encode(Page::Absent, false), Ordering::SeqCst);
         self.frame_page[f].store(NO_PAGE, Ordering::Relaxed);
         self.resident.fetch_sub(1, Ordering::Relaxed);
+        if p as usize >= self.data_pages {
+            self.tree_resident.fetch_sub(1, Ordering::Relaxed);
+        }
         self.deactivate(f);
         true
     }
@@ -602,11 +622,11 @@ impl PageCache {
     /// after its first use, so a stream still reads at the speed of its
     /// bios and nothing is ever a hit twice.
     pub fn shrink(&self) {
-        if self.resident() <= self.capacity {
+        if self.data_resident() <= self.capacity {
             return;
         }
         let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
-        while self.resident() > self.capacity {
+        while self.data_resident() > self.capacity {
             match self.evict_one(&mut a, true) {
                 Some(f) => a.free.push(f),
                 None => break,
@@ -732,6 +752,9 @@ impl PageCache {
             if ok {
                 self.frame_page[f as usize].store(p, Ordering::Relaxed);
                 self.resident.fetch_add(1, Ordering::Relaxed);
+                if p as usize >= self.data_pages {
+                    self.tree_resident.fetch_add(1, Ordering::Relaxed);
+                }
                 slot.store(encode(Page::Uptodate { frame: f }, false), Ordering::SeqCst);
             } else {
                 slot.store(encode(Page::Error { seq }, true), Ordering::SeqCst);
@@ -814,7 +837,11 @@ impl PageCache {
             unsafe { self.frame_mut(f).copy_from_slice(old.frame_mut(frame)) };
             self.frame_page[f as usize].store(p as u64, Ordering::Relaxed);
             self.checked[f as usize].store(old.checked(frame), Ordering::Relaxed);
+            self.used[f as usize].store(true, Ordering::Relaxed);
             self.resident.fetch_add(1, Ordering::Relaxed);
+            if p >= self.data_pages {
+                self.tree_resident.fetch_add(1, Ordering::Relaxed);
+            }
             self.pages[p].store(encode(Page::Uptodate { frame: f }, false), Ordering::SeqCst);
         }
     }
