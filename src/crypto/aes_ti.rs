@@ -30,8 +30,11 @@
 //!
 //! What the port does not pay: `aesti_encrypt`/`aesti_decrypt`'s
 //! `local_irq_save`/`restore` around each block, the indirect call per
-//! block of the `ecb` template, and the `skcipher_walk` of the three passes
-//! (user space can do none of those). Source read: `lib/crypto/aes.c` at
+//! block of the `ecb` template, the `skcipher_walk` of the three passes
+//! (user space can do none of those), and the kernel's return thunk: under
+//! the SRSO "Safe RET" mitigation every kernel `ret` mispredicts, ~13,800
+//! of them per 4 KiB unit with `inv_mix_columns` out of line, which
+//! doubles the kernel's cost on such a machine (docs/kernel.md). Source read: `lib/crypto/aes.c` at
 //! raspberrypi/linux 8bea97cf (the 6.12+ text, the same algorithm as 6.18;
 //! torvalds/linux's stored copy, 1f2d69a3, is the later table-based rewrite
 //! that is not in 6.18), `crypto/xts.c` of 5.x-6.x.
@@ -109,14 +112,21 @@ fn mul_by_x2(w: u32) -> u32 {
 
 /// MixColumns of one column word (bytes little-endian: row 0 is the low
 /// byte).
-#[inline]
+#[inline(always)]
 fn mix_columns(x: u32) -> u32 {
     let y = mul_by_x(x) ^ x.rotate_right(16);
     y ^ (x ^ y).rotate_right(8)
 }
 
 /// InvMixColumns of one column word, as MixColumns of a cheaper product.
-#[inline]
+///
+/// Out of line, as in the kernel this models: the C leaves the choice to
+/// the compiler (`static`, not `inline`), and this kernel's build calls it
+/// (`/proc/kallsyms` has a 112-byte `inv_mix_columns`, and `aes_decrypt`,
+/// 1344 bytes, is smaller than `aes_encrypt`, 1600 bytes with
+/// `mix_columns` inlined: it holds calls, not copies). `mix_columns` has
+/// no symbol there: inlined, as here.
+#[inline(never)]
 fn inv_mix_columns(x: u32) -> u32 {
     let y = mul_by_x2(x);
     mix_columns(x ^ y ^ y.rotate_right(16))
