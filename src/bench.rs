@@ -1,6 +1,6 @@
 //! `readpath bench crypto`: what this machine's CPU can do per core for
 //! each stage readpath models (AES-256-XTS on AES instructions, the
-//! software AES, Adiantum, SHA-256 and a cached fs-verity block check), on
+//! software AES, the port of the kernel's `aes-fixed-time`, Adiantum, SHA-256 and a cached fs-verity block check), on
 //! 4096-byte data units, next to `openssl speed` where openssl has the
 //! same primitive. Both sides are timed in CPU time of the thread doing the
 //! work (openssl's default divisor), alternating rounds, one core pinned,
@@ -26,7 +26,7 @@ pub const UNIT: usize = 4096;
 /// One primitive's per-core throughput.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CryptoResult {
-    /// `aes-256-xts`, `aes-256-xts-soft`, `adiantum`, `sha256`, `sha256-2x`
+    /// `aes-256-xts`, `aes-256-xts-soft`, `aes-256-xts-ti`, `adiantum`, `sha256`, `sha256-2x`
     /// (two blocks at once; only where the CPU has the SHA extensions),
     /// `fsverity-verify`.
     pub name: String,
@@ -300,6 +300,7 @@ fn cipher_rows(
     let ciphers = [
         (CipherKind::Aes256Xts, Some("aes-256-xts")),
         (CipherKind::Aes256XtsSoft, None),
+        (CipherKind::Aes256XtsTi, None),
         (CipherKind::Adiantum, None),
     ];
     for (kind, ossl) in ciphers {

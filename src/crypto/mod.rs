@@ -6,11 +6,13 @@
 //! uptodate": derive the fscrypt v2 per-file contents key from a master key and
 //! the file's 16-byte nonce (HKDF-SHA512, as in `fs/crypto/hkdf.c` and
 //! `keysetup.c`), then decrypt every data unit with the policy's contents mode
-//! and the default IV policy (IV = data unit index, little-endian). Three
+//! and the default IV policy (IV = data unit index, little-endian). Four
 //! contents ciphers are modelled: AES-256-XTS on the CPU's AES instructions,
 //! the same AES-256-XTS on a portable constant-time software AES (what a CPU
-//! without AES instructions runs), and Adiantum (XChaCha12 + AES-256 +
-//! NH/Poly1305). A fourth kind, `kernel`, hands each unit to the running
+//! without AES instructions runs), the same AES-256-XTS on a port of the
+//! kernel's own generic constant-time AES and `xts` template (what a kernel
+//! whose crypto uses no AES instructions runs, [`aes_ti`]), and Adiantum (XChaCha12 + AES-256 +
+//! NH/Poly1305). A fifth kind, `kernel`, hands each unit to the running
 //! kernel's own `xts(aes)` through AF_ALG (`sys::AlgTfm`: one operation
 //! socket per thread), so the model pays the driver the kernel's fscrypt
 //! pays. Everything else here is a pure function over byte slices: no
@@ -40,6 +42,12 @@ crate::named_enum! {
         /// AES-256-XTS on the fixsliced constant-time software AES, whatever the
         /// CPU: the cost of XTS on a machine without AES instructions.
         Aes256XtsSoft => "aes-256-xts-soft",
+        /// AES-256-XTS on the kernel's generic constant-time scalar AES
+        /// (`lib/crypto/aes.c`, driver `aes-fixed-time`), ported, in the
+        /// kernel's `xts` template's order of operations: the cost of the
+        /// kernel's `xts(ecb(aes-fixed-time))` on a machine whose kernel
+        /// uses no AES instructions.
+        Aes256XtsTi => "aes-256-xts-ti",
         /// Adiantum: XChaCha12, AES-256 and NH/Poly1305 (fscrypt mode 9).
         Adiantum => "adiantum",
         /// AES-256-XTS by the running kernel's own `xts(aes)` (the driver
@@ -53,7 +61,10 @@ impl CipherKind {
     /// The size of the per-file key the cipher is keyed with, in bytes.
     pub fn key_size(self) -> usize {
         match self {
-            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft | CipherKind::Kernel => 64,
+            CipherKind::Aes256Xts
+            | CipherKind::Aes256XtsSoft
+            | CipherKind::Aes256XtsTi
+            | CipherKind::Kernel => 64,
             CipherKind::Adiantum => 32,
         }
     }
@@ -61,7 +72,10 @@ impl CipherKind {
     /// The size of the IV (tweak) fscrypt hands the cipher, in bytes.
     pub fn iv_size(self) -> usize {
         match self {
-            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft | CipherKind::Kernel => 16,
+            CipherKind::Aes256Xts
+            | CipherKind::Aes256XtsSoft
+            | CipherKind::Aes256XtsTi
+            | CipherKind::Kernel => 16,
             CipherKind::Adiantum => 32,
         }
     }
@@ -70,13 +84,16 @@ impl CipherKind {
     pub fn contents_mode(self) -> u8 {
         match self {
             // FSCRYPT_MODE_AES_256_XTS
-            CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft | CipherKind::Kernel => 1,
+            CipherKind::Aes256Xts
+            | CipherKind::Aes256XtsSoft
+            | CipherKind::Aes256XtsTi
+            | CipherKind::Kernel => 1,
             CipherKind::Adiantum => 9, // FSCRYPT_MODE_ADIANTUM
         }
     }
 
     /// Whether the two kinds turn the same key and plaintext into the same
-    /// ciphertext (true for the three AES-256-XTS implementations, and for
+    /// ciphertext (true for the four AES-256-XTS implementations, and for
     /// a kind with itself).
     pub fn same_ciphertext_as(self, other: CipherKind) -> bool {
         self.contents_mode() == other.contents_mode()
@@ -134,6 +151,8 @@ enum Inner {
         data: aes_soft::Aes256,
         tweak: aes_soft::Aes256,
     },
+    /// The kernel's `aes-fixed-time` AES in `xts`, ported.
+    XtsTi(aes_ti::XtsTi),
     Adiantum(AdiantumCipher),
     /// The kernel's `xts(aes)`, keyed; each thread its own op socket.
     Kernel(crate::sys::AlgTfm),
@@ -187,6 +206,9 @@ impl ContentsCipher {
                     tweak: aes_soft::Aes256::new_from_slice(k2).expect("32-byte key"),
                 }
             }
+            CipherKind::Aes256XtsTi => {
+                Inner::XtsTi(aes_ti::XtsTi::new(key.try_into().expect("64-byte key")))
+            }
             CipherKind::Adiantum => {
                 Inner::Adiantum(AdiantumCipher::new_from_slice(key).expect("32-byte key"))
             }
@@ -211,7 +233,8 @@ impl ContentsCipher {
 
     /// What actually runs the cipher on this machine, for reports:
     /// `"aes-ni"`, `"aes crate"` (the hardware kind without AES-NI),
-    /// `"fixsliced software aes"`, `"adiantum crate"` or `"kernel xts(aes)
+    /// `"fixsliced software aes"`, `"kernel aes-fixed-time port"`,
+    /// `"adiantum crate"` or `"kernel xts(aes)
     /// via AF_ALG"` (which driver: `/proc/crypto`, see
     /// `kernel::crypto_driver`).
     pub fn backend(&self) -> &'static str {
@@ -219,6 +242,7 @@ impl ContentsCipher {
             Inner::Xts(c) if c.uses_aesni() => "aes-ni",
             Inner::Xts(_) => "aes crate",
             Inner::XtsSoft { .. } => "fixsliced software aes",
+            Inner::XtsTi(_) => "kernel aes-fixed-time port",
             Inner::Adiantum(_) => "adiantum crate",
             Inner::Kernel(_) => "kernel xts(aes) via AF_ALG",
         }
@@ -237,6 +261,7 @@ impl ContentsCipher {
             Inner::XtsSoft { data, tweak } => {
                 xts::encrypt_soft(data, tweak, &xts_iv(unit_index), buf)
             }
+            Inner::XtsTi(c) => c.encrypt(&xts_iv(unit_index), buf),
             Inner::Adiantum(c) => c.encrypt(buf, &adiantum_iv(unit_index)),
             Inner::Kernel(t) => kernel_op(t.with_op(|op| op.encrypt(&xts_iv(unit_index), buf))),
         }
@@ -253,6 +278,7 @@ impl ContentsCipher {
             Inner::XtsSoft { data, tweak } => {
                 xts::decrypt_soft(data, tweak, &xts_iv(unit_index), buf)
             }
+            Inner::XtsTi(c) => c.decrypt(&xts_iv(unit_index), buf),
             Inner::Adiantum(c) => c.decrypt(buf, &adiantum_iv(unit_index)),
             Inner::Kernel(t) => kernel_op(t.with_op(|op| op.decrypt(&xts_iv(unit_index), buf))),
         }
@@ -331,6 +357,7 @@ fn adiantum_iv(unit_index: u64) -> [u8; 32] {
     iv
 }
 
+pub mod aes_ti;
 pub mod keys;
 pub mod xts;
 
@@ -430,7 +457,13 @@ mod tests {
         }
         assert_eq!(
             CipherKind::ALL.map(CipherKind::name),
-            ["aes-256-xts", "aes-256-xts-soft", "adiantum", "kernel"]
+            [
+                "aes-256-xts",
+                "aes-256-xts-soft",
+                "aes-256-xts-ti",
+                "adiantum",
+                "kernel"
+            ]
         );
     }
 
@@ -447,21 +480,23 @@ mod tests {
     fn kind_properties() {
         use CipherKind::*;
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Adiantum, Kernel].map(|k| k.key_size()),
-            [64, 64, 32, 64]
+            [Aes256Xts, Aes256XtsSoft, Aes256XtsTi, Adiantum, Kernel].map(|k| k.key_size()),
+            [64, 64, 64, 32, 64]
         );
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Adiantum, Kernel].map(|k| k.iv_size()),
-            [16, 16, 32, 16]
+            [Aes256Xts, Aes256XtsSoft, Aes256XtsTi, Adiantum, Kernel].map(|k| k.iv_size()),
+            [16, 16, 16, 32, 16]
         );
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Adiantum, Kernel].map(|k| k.contents_mode()),
-            [1, 1, 9, 1]
+            [Aes256Xts, Aes256XtsSoft, Aes256XtsTi, Adiantum, Kernel].map(|k| k.contents_mode()),
+            [1, 1, 1, 9, 1]
         );
         assert!(Kernel.same_ciphertext_as(Aes256Xts));
         assert!(!Kernel.same_ciphertext_as(Adiantum));
         assert!(Aes256Xts.same_ciphertext_as(Aes256XtsSoft));
         assert!(Aes256XtsSoft.same_ciphertext_as(Aes256Xts));
+        assert!(Aes256XtsTi.same_ciphertext_as(Aes256Xts));
+        assert!(!Aes256XtsTi.same_ciphertext_as(Adiantum));
         assert!(Adiantum.same_ciphertext_as(Adiantum));
         assert!(!Adiantum.same_ciphertext_as(Aes256Xts));
         assert!(!Aes256XtsSoft.same_ciphertext_as(Adiantum));
@@ -898,6 +933,8 @@ mod tests {
         assert_eq!(c.backend(), want);
         let soft = ContentsCipher::new(CipherKind::Aes256XtsSoft, &[3u8; 64]).unwrap();
         assert_eq!(soft.backend(), "fixsliced software aes");
+        let ti = ContentsCipher::new(CipherKind::Aes256XtsTi, &[3u8; 64]).unwrap();
+        assert_eq!(ti.backend(), "kernel aes-fixed-time port");
         assert!(!xts::Aes256Xts::new_portable(&[3u8; 64]).uses_aesni());
     }
 

@@ -416,11 +416,14 @@ const RULES: &[Rule] = &[
         when: |c| {
             matches!(
                 c.s.pipeline.cipher,
-                CipherKind::Aes256Xts | CipherKind::Aes256XtsSoft | CipherKind::Kernel
+                CipherKind::Aes256Xts
+                    | CipherKind::Aes256XtsSoft
+                    | CipherKind::Aes256XtsTi
+                    | CipherKind::Kernel
             )
         },
         grey: Some(|_| {
-            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft and kernel read the same file"
+            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft, -ti and kernel read the same file"
                 .into()
         }),
         ..RULE

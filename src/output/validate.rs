@@ -33,14 +33,21 @@ pub fn like_for_like(base: &mut Settings, features: &Features) -> Vec<String> {
 
 /// The AES-256-XTS cipher of the model nearest the kernel's `xts(aes)`
 /// `driver`: its own AES instructions for a driver that uses them
-/// (`xts-aes-aesni`, `xts-aes-vaes-avx512`, arm64's `xts-aes-ce`), its
-/// constant-time software AES for the generic C one (`aes-generic`,
-/// `aes-fixed-time`); None for a driver it cannot place.
+/// (`xts-aes-aesni`, `xts-aes-vaes-avx512`, arm64's `xts-aes-ce`); for
+/// `aes-fixed-time` (`crypto/aes_ti.c` over `lib/crypto/aes.c`: byte-wise
+/// S-box, arithmetic MixColumns per round) the port of that very
+/// algorithm, `aes-256-xts-ti`, which pays what it pays; for
+/// `aes-generic` (`crypto/aes_generic.c`, a different algorithm: 4 KiB
+/// T-tables, one lookup per byte and round with MixColumns folded in) the
+/// constant-time software AES `aes-256-xts-soft`, the nearest the model
+/// has; None for a driver it cannot place.
 pub fn nearest_cipher(driver: &str) -> Option<&'static str> {
     let d = driver.to_ascii_lowercase();
     if d.contains("aesni") || d.contains("vaes") || d.contains("aes-ce") || d.contains("aes-neon") {
         Some("aes-256-xts")
-    } else if d.contains("aes-generic") || d.contains("aes-fixed-time") {
+    } else if d.contains("aes-fixed-time") {
+        Some("aes-256-xts-ti")
+    } else if d.contains("aes-generic") {
         Some("aes-256-xts-soft")
     } else {
         None
@@ -431,7 +438,7 @@ mod tests {
         let said = like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))"));
         assert_eq!(s.cache.device, CacheDevice::Target);
         assert!(!s.pipeline.verity);
-        assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Aes256XtsSoft);
+        assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Aes256XtsTi);
         assert_eq!(said.len(), 3, "{said:?}");
         assert!(said[0].starts_with("cache.device = target"), "{said:?}");
         // Again: nothing left to change.
@@ -441,6 +448,10 @@ mod tests {
         assert_eq!(
             nearest_cipher("xts(ecb(aes-generic))"),
             Some("aes-256-xts-soft")
+        );
+        assert_eq!(
+            nearest_cipher("xts(ecb(aes-fixed-time))"),
+            Some("aes-256-xts-ti")
         );
         assert_eq!(nearest_cipher("xts-aes-mystery"), None);
         // With AF_ALG, the kernel's own cipher.
