@@ -78,6 +78,29 @@ pub fn like_for_like_with(
             "the model's bios read the kernel file's own blocks on its device (FIEMAP, O_DIRECT)",
         );
     }
+    // One readahead window: the kernel's device's (a loop device's
+    // default is 2560 KiB) set to the model's, or the model's to the one
+    // asked of the kernel.
+    match base.kernel.read_ahead_kb {
+        None => {
+            let kb = (base.cache.read_ahead / 1024).to_string();
+            set(
+                base,
+                "kernel.read_ahead_kb",
+                &kb,
+                "the kernel's readahead window is the model's cache.read_ahead (put back after)",
+            );
+        }
+        Some(kb) if u64::from(kb) * 1024 != base.cache.read_ahead => {
+            set(
+                base,
+                "cache.read_ahead",
+                &format!("{kb}K"),
+                "the model's readahead window is the one asked of the kernel",
+            );
+        }
+        Some(_) => {}
+    }
     let aes = base.pipeline.decrypt && base.pipeline.cipher != crate::crypto::CipherKind::Adiantum;
     if aes && features.kernel_cipher_reason.is_none() {
         set(
@@ -439,8 +462,9 @@ mod tests {
         assert_eq!(s.cache.device, CacheDevice::Target);
         assert!(!s.pipeline.verity);
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Aes256XtsTi);
-        assert_eq!(said.len(), 3, "{said:?}");
+        assert_eq!(said.len(), 4, "{said:?}");
         assert!(said[0].starts_with("cache.device = target"), "{said:?}");
+        assert_eq!(s.kernel.read_ahead_kb, Some(128), "{said:?}");
         // Again: nothing left to change.
         assert!(like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))")).is_empty());
         assert_eq!(nearest_cipher("xts-aes-vaes-avx512"), Some("aes-256-xts"));
