@@ -356,6 +356,25 @@ fn shares_highpri_pools(ctx: &Ctx) -> bool {
         && ctx.plan.second == Some(Placement::Bound)
 }
 
+/// The queues whose workers run, each with the name prefix of its
+/// workers' threads: the kernel queue it models (the first queue is
+/// fscrypt's when decryption is on, otherwise fsverity's), or `kworker-hi`
+/// for the per-CPU high-priority pool both share, whose workers start once.
+fn worker_queues(ctx: &Ctx) -> impl Iterator<Item = (&Queues, &'static str)> {
+    let shared = shares_highpri_pools(ctx);
+    let first_name = if shared {
+        "kworker-hi"
+    } else if ctx.plan.decrypt {
+        "fscrypt"
+    } else {
+        "fsverity"
+    };
+    let second = if shared { None } else { ctx.second_q.as_ref() };
+    [(ctx.first_q.as_ref(), first_name), (second, "fsverity")]
+        .into_iter()
+        .filter_map(|(q, name)| Some((q?, name)))
+}
+
 /// The per-CPU pools' manager: a thread that creates the workers a pool
 /// asks for (`maybe_create_worker`) and, on eras with it, ticks every
 /// 4 ms (HZ=250) to mark CPU_INTENSIVE items (`wq_worker_tick`).
@@ -369,17 +388,8 @@ impl Manager {
     /// Starts the manager of `ctx`'s per-CPU pools (None without any).
     fn start(ctx: &Arc<Ctx>) -> std::io::Result<Option<Manager>> {
         let mut pools: Vec<(Arc<WorkQueue>, usize, &'static str)> = Vec::new();
-        let shared = shares_highpri_pools(ctx);
-        let first_name = if shared {
-            "kworker-hi"
-        } else if ctx.plan.decrypt {
-            "fscrypt"
-        } else {
-            "fsverity"
-        };
-        let second = if shared { &None } else { &ctx.second_q };
-        for (qs, prefix) in [(&ctx.first_q, first_name), (second, "fsverity")] {
-            if let Some(Queues::Bound { by_cpu, .. }) = qs {
+        for (qs, prefix) in worker_queues(ctx) {
+            if let Queues::Bound { by_cpu, .. } = qs {
                 for (cpu, q) in by_cpu.iter().enumerate() {
                     if let Some(q) = q {
                         pools.push((q.clone(), cpu, prefix));
@@ -593,20 +603,7 @@ fn spawn_workers(
     cpus: &[usize],
 ) -> std::io::Result<Vec<JoinHandle<()>>> {
     let mut workers = Vec::new();
-    // Named after the kernel queue they model: the first queue is
-    // fscrypt's when decryption is on, otherwise fsverity's.
-    let shared = shares_highpri_pools(ctx);
-    let first_name = if shared {
-        "kworker-hi"
-    } else if ctx.plan.decrypt {
-        "fscrypt"
-    } else {
-        "fsverity"
-    };
-    // A shared high-priority pool's workers are started once.
-    let second = if shared { &None } else { &ctx.second_q };
-    for (qs, prefix) in [(&ctx.first_q, first_name), (second, "fsverity")] {
-        let Some(qs) = qs else { continue };
+    for (qs, prefix) in worker_queues(ctx) {
         match qs {
             Queues::Bound { by_cpu, .. } => {
                 for (cpu, q) in by_cpu.iter().enumerate() {
