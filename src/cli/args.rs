@@ -168,6 +168,23 @@ pub enum Format {
     Json,
 }
 
+/// How an interleaved experiment runs (`compare`, `validate`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExperimentArgs {
+    /// Measured time per variant per round (100ms..=1d).
+    #[arg(long, default_value = "10s", value_parser = compare_duration)]
+    pub duration: Duration,
+    /// Rounds (each runs every variant once).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Time dropped after each switch (0s..=1h).
+    #[arg(long, default_value = "1s", value_parser = warmup_duration)]
+    pub warmup: Duration,
+    /// Length of a metrics interval, 10ms..=60s.
+    #[arg(long, default_value = "250ms", value_parser = interval_duration)]
+    pub interval: Duration,
+}
+
 /// Settings arguments shared by the commands that run a workload.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SettingsArgs {

@@ -17,10 +17,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod args;
 
 pub use crate::settings::parse_duration;
-pub use args::{Format, RemoteArgs, SettingsArgs, TuiArgs};
+pub use args::{ExperimentArgs, Format, RemoteArgs, SettingsArgs, TuiArgs};
 use args::{
     bench_duration, compare_duration, interval_duration, parse_fps, parse_size_px, parse_speed,
-    run_duration, tolerance_pct, warmup_duration,
+    run_duration, tolerance_pct,
 };
 
 /// readpath: explore the Linux read post-processing path (fscrypt decrypt +
@@ -93,18 +93,9 @@ pub enum Command {
         /// The setting to vary and its values, e.g. workers.mode=unbound,bound.
         #[arg(long, value_name = "KEY=V1,V2[,V3...]")]
         vary: Option<String>,
-        /// Measured time per variant per round (100ms..=1d).
-        #[arg(long, default_value = "10s", value_parser = compare_duration)]
-        duration: Duration,
-        /// Rounds (each runs every variant once).
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
-        rounds: u32,
-        /// Time dropped after each switch (0s..=1h).
-        #[arg(long, default_value = "1s", value_parser = warmup_duration)]
-        warmup: Duration,
-        /// Length of a metrics interval, 10ms..=60s.
-        #[arg(long, default_value = "250ms", value_parser = interval_duration)]
-        interval: Duration,
+        /// Rounds, their length, warm-up and interval.
+        #[command(flatten)]
+        experiment: ExperimentArgs,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
@@ -125,18 +116,10 @@ pub enum Command {
         /// device; verity off where the kernel lacks it).
         #[command(flatten)]
         settings: SettingsArgs,
-        /// Measured time per target per round (100ms..=1d).
-        #[arg(long, default_value = "5s", value_parser = compare_duration)]
-        duration: Duration,
-        /// Rounds (each runs the model and the kernel once).
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
-        rounds: u32,
-        /// Time dropped after each switch (0s..=1h).
-        #[arg(long, default_value = "1s", value_parser = warmup_duration)]
-        warmup: Duration,
-        /// Length of a metrics interval, 10ms..=60s.
-        #[arg(long, default_value = "250ms", value_parser = interval_duration)]
-        interval: Duration,
+        /// Rounds (each runs the model and the kernel once), their length,
+        /// warm-up and interval.
+        #[command(flatten)]
+        experiment: ExperimentArgs,
         /// A ratio model/kernel within 1 +- this/100 is "within" (1..=100).
         #[arg(long, default_value_t = 15.0, value_parser = tolerance_pct)]
         tolerance: f64,

@@ -69,6 +69,20 @@ fn engine_error(e: EngineError) -> anyhow::Error {
     }
 }
 
+/// The options of an interleaved experiment from its flags.
+fn experiment_options(
+    e: &crate::cli::ExperimentArgs,
+    data_dir: &Path,
+) -> crate::output::experiment::CompareOptions {
+    crate::output::experiment::CompareOptions {
+        rounds: e.rounds,
+        duration: e.duration,
+        warmup: e.warmup,
+        engine: EngineOptions::new(e.interval, data_dir.to_path_buf()),
+        stop: crate::sys::stop_requested,
+    }
+}
+
 /// A target and how to reach it (`--remote` and its options).
 type RemoteChoice = Option<(crate::remote::transport::Remote, RemoteArgs)>;
 
@@ -204,10 +218,7 @@ fn run_command(
         Command::Compare {
             settings,
             vary,
-            duration,
-            rounds,
-            warmup,
-            interval,
+            experiment,
             format,
             record,
             hosts,
@@ -220,32 +231,17 @@ fn run_command(
                 .as_deref()
                 .or(remote_args.remote.as_deref())
                 .map(|h| (h, remote_args.clone())),
-            crate::output::experiment::CompareOptions {
-                rounds,
-                duration,
-                warmup,
-                engine: EngineOptions::new(interval, data_dir.to_path_buf()),
-                stop: crate::sys::stop_requested,
-            },
+            experiment_options(&experiment, data_dir),
             format,
         ),
         Command::Validate {
             settings,
-            duration,
-            rounds,
-            warmup,
-            interval,
+            experiment,
             tolerance,
             format,
         } => validate::validate(
             &settings,
-            crate::output::experiment::CompareOptions {
-                rounds,
-                duration,
-                warmup,
-                engine: EngineOptions::new(interval, data_dir.to_path_buf()),
-                stop: crate::sys::stop_requested,
-            },
+            experiment_options(&experiment, data_dir),
             tolerance,
             format,
         ),
