@@ -161,3 +161,41 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
             .all(|m| !m.point.starts_with(data.path())),
     );
 }
+
+/// The kernel target's O_DIRECT reads bypass its page cache: no hit or
+/// miss is counted for them (they once counted every page a hit, as the
+/// tracepoint saw no page added).
+#[test]
+fn a_kernel_runs_direct_reads_count_no_page_hits() {
+    if let Some(why) = probe::missing() {
+        skip::skip(
+            "a_kernel_runs_direct_reads_count_no_page_hits",
+            &format!("needs {why}"),
+            skip::root(),
+        );
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["--data-dir", data.path().to_str().unwrap(), "run"])
+        .args([
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "workload.direct=true",
+        ])
+        .args([
+            "--set",
+            "workload.file_size=16M",
+            "--duration",
+            "1s",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["reads"].as_u64().unwrap() > 0, "{j}");
+    assert!(j.get("page_cache").is_none(), "{}", j["page_cache"]);
+}

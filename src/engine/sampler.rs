@@ -63,8 +63,10 @@ fn kernel_interval(
     // The kernel's page hits and misses of the pages the readers read:
     // every page added to the file's cache is a miss. Pages added ahead of
     // the reads (readahead past the interval's last read) count when
-    // pages are read: carried over, at most one file's worth.
-    if let Some(adds) = k.cache_adds {
+    // pages are read: carried over, at most one file's worth. O_DIRECT
+    // reads (`workload.direct`) bypass the cache: neither hits nor misses.
+    let buffered = !crate::sys::opened_direct(std::os::fd::AsRawFd::as_raw_fd(&**file));
+    if let Some(adds) = k.cache_adds.filter(|_| buffered) {
         let read = merged.counters.bytes.div_ceil(page);
         let added = adds + *carry;
         let misses = added.min(read);

@@ -397,7 +397,9 @@ impl PageCacheStats {
             misses: c.pc_misses,
             hit_pct: (looked > 0).then(|| c.pc_hits as f64 * 100.0 / looked as f64),
             bios: c.bios,
-            bio_bytes_mean: (c.bios > 0).then(|| c.bio_bytes as f64 / c.bios as f64),
+            // The kernel target counts its requests, not their bytes.
+            bio_bytes_mean: (c.bios > 0 && c.bio_bytes > 0)
+                .then(|| c.bio_bytes as f64 / c.bios as f64),
             readahead_async: c.readahead_async,
             readahead_deferred: c.ra_deferred,
             readahead_dropped: c.ra_dropped,

@@ -159,6 +159,14 @@ pub fn c_path(path: &Path) -> io::Result<std::ffi::CString> {
     })
 }
 
+/// True when `fd` was opened with `O_DIRECT` (its reads bypass the page
+/// cache); false when it was not or cannot be asked.
+pub fn opened_direct(fd: std::os::fd::RawFd) -> bool {
+    // SAFETY: fcntl on an open descriptor with no pointer arguments.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_DIRECT != 0
+}
+
 /// Sets or clears `O_NONBLOCK` on `fd`.
 pub fn set_nonblocking(fd: std::os::fd::RawFd, on: bool) -> io::Result<()> {
     // SAFETY: fcntl on an open descriptor with integer arguments.

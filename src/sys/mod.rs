@@ -70,8 +70,8 @@ pub use process::{process_cpu_time_ns, process_rss_bytes};
 /// Small descriptor calls: eventfds, the terminal's bytes, FIFOs,
 /// non-blocking mode, free space.
 pub use calls::{
-    EventFd, StdinRead, c_path, free_bytes, fs_block_size, lacks_algorithm, make_fifo, read_stdin,
-    set_nonblocking,
+    EventFd, StdinRead, c_path, free_bytes, fs_block_size, lacks_algorithm, make_fifo,
+    opened_direct, read_stdin, set_nonblocking,
 };
 
 /// Raw reads, writes and waits, and the libc constants the crate names
