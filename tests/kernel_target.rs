@@ -879,3 +879,71 @@ fn the_process_comes_back_to_its_cgroup_and_a_killed_runs_cgroup_is_removed() {
         "{out}"
     );
 }
+
+/// `kernel.autogroup` is turned for the model too (no kernel target
+/// needed), and put back after SIGTERM, and after SIGKILL by `readpath
+/// kernel restore`.
+#[test]
+fn autogroups_are_turned_for_a_model_run_and_put_back() {
+    const AUTOGROUP: &str = "/proc/sys/kernel/sched_autogroup_enabled";
+    let test = "autogroups_are_turned_for_a_model_run_and_put_back";
+    if !skip::root() {
+        skip::skip(test, "needs root (the sysctl)", false);
+        return;
+    }
+    if !Path::new(AUTOGROUP).exists() {
+        skip::skip(test, "needs CONFIG_SCHED_AUTOGROUP", false);
+        return;
+    }
+    let _g = lock();
+    let read = || {
+        std::fs::read_to_string(AUTOGROUP)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let before = read();
+    let to = if before == "1" { "0" } else { "1" };
+    for kill in [false, true] {
+        let data = tempfile::tempdir().unwrap();
+        let child = readpath(data.path())
+            .args([
+                "run",
+                "--set",
+                "workload.file_size=4M",
+                "--set",
+                &format!("kernel.autogroup={to}"),
+                "--set",
+                "load.hogs=1",
+                "--duration",
+                "60s",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("autogroups to be turned", Duration::from_secs(60), || {
+            read() == to
+        });
+        let sig = if kill { libc::SIGKILL } else { libc::SIGTERM };
+        // SAFETY: kill on a child's pid.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let o = child.wait_with_output().unwrap();
+        if kill {
+            assert_eq!(read(), to, "SIGKILL cannot put anything back");
+            let o = readpath(data.path())
+                .args(["kernel", "restore"])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                String::from_utf8_lossy(&o.stdout).contains("kernel.autogroup"),
+                "says what it put back: {}",
+                String::from_utf8_lossy(&o.stdout)
+            );
+        } else {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+        assert_eq!(read(), before, "put back (killed: {kill})");
+    }
+}

@@ -364,6 +364,9 @@ pub struct Engine {
     rx: Receiver<IntervalRecord>,
     /// The kernel target, while `workload.target = "kernel"` runs.
     kernel: Option<KernelRun>,
+    /// System knobs turned for both targets (`kernel.autogroup`), put back
+    /// when the engine stops (and by the next start after a crash).
+    knobs: Option<crate::kernel::knobs::SystemKnobs>,
 }
 
 /// Refuses settings whose memory (worked out by [`memory::MemoryNeed`])
@@ -467,6 +470,7 @@ impl Engine {
             sampler: Some(sampler),
             rx,
             kernel: None,
+            knobs: None,
         };
         if let Err(e) = engine.launch_with(resolution, progress) {
             engine.shutdown();
@@ -555,6 +559,13 @@ impl Engine {
         for n in r.notices() {
             sink.push(n);
         }
+        if self.set_autogroup(&eff)? {
+            // A thread's group is decided when it starts: the hogs start
+            // again in the new one (the workers and readers start below).
+            self.hogs
+                .set(0, eff.load.hog_nice, &sink)
+                .map_err(EngineError::Start)?;
+        }
         self.hogs
             .set(eff.load.hogs, eff.load.hog_nice, &sink)
             .map_err(EngineError::Start)?;
@@ -574,6 +585,32 @@ impl Engine {
         self.resolution = r;
         self.shared.running.store(true, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Turns the scheduler's autogroups as `eff` asks (`kernel.autogroup`;
+    /// unset: put back if this engine changed them). True when the value
+    /// in force changed.
+    fn set_autogroup(&mut self, eff: &Settings) -> Result<bool, EngineError> {
+        use crate::kernel::knobs::{AUTOGROUP, Knob, SystemKnobs};
+        let path = Path::new(AUTOGROUP);
+        let read = || {
+            std::fs::read_to_string(path)
+                .map(|v| v.trim().to_string())
+                .ok()
+        };
+        let before = read();
+        let r = match eff.kernel.autogroup {
+            Some(v) => self
+                .knobs
+                .get_or_insert_with(|| SystemKnobs::new(&self.opts.data_dir))
+                .set(&Knob::autogroup(), &v.to_string()),
+            None => match self.knobs.as_mut() {
+                Some(k) if k.original(path).is_some() => k.restore(path),
+                _ => return Ok(false),
+            },
+        };
+        r.map_err(|e| EngineError::Kernel(format!("kernel.autogroup: {e}")))?;
+        Ok(read() != before)
     }
 
     /// The page cache a page-cache pipeline of `eff` reads through: the
@@ -875,6 +912,7 @@ impl Engine {
         // After the sampler took the last trace: knobs back, instance
         // removed, key removed, image unmounted.
         self.leave_kernel();
+        self.knobs = None;
         totals
     }
 

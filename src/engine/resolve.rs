@@ -641,6 +641,21 @@ const RULES: &[Rule] = &[
         grey: Some(|c| c.f.kernel_cache_limit_reason.clone().unwrap_or_default()),
         ..RULE
     },
+    // The scheduler's autogroups are turned for both targets, as root on a
+    // kernel that has them; elsewhere left as they are, and said.
+    Rule {
+        keys: &["kernel.autogroup"],
+        when: |c| c.s.kernel.autogroup.is_some() && c.f.autogroup_reason.is_some(),
+        runs: Some(|e| e.kernel.autogroup = None),
+        notice: Some(|c| {
+            format!(
+                "the scheduler's autogroups are left as they are ({})",
+                c.f.autogroup_reason.as_deref().unwrap_or_default()
+            )
+        }),
+        grey: Some(|c| c.f.autogroup_reason.clone().unwrap_or_default()),
+        ..RULE
+    },
     Rule {
         keys: &["cache.size"],
         on: On::Kernel,
@@ -782,6 +797,7 @@ mod tests {
             kernel_cipher_reason: None,
             kernel_hash_reason: None,
             kernel_cache_limit_reason: None,
+            autogroup_reason: None,
         }
     }
 
@@ -881,6 +897,34 @@ mod tests {
             r.limit("workers.highpri"),
             Some("no CAP_SYS_NICE, RLIMIT_NICE 0")
         );
+    }
+
+    /// Autogroups are turned where they can be; elsewhere left alone, and
+    /// said, on either target.
+    #[test]
+    fn autogroups_are_left_alone_where_they_cannot_be_turned() {
+        for target in ["model", "kernel"] {
+            let s = with(&[
+                ("workload.target", target),
+                ("kernel.autogroup", "0"),
+                ("pipeline.verity", "false"),
+            ]);
+            let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+            assert_eq!(r.effective.kernel.autogroup, Some(0));
+            let f = Features {
+                autogroup_reason: Some("needs root".into()),
+                ..all()
+            };
+            let r = resolve(&s, &f, &DataFs::capable()).unwrap();
+            assert_eq!(r.effective.kernel.autogroup, None);
+            let n = r.notices();
+            assert!(
+                n.iter().any(|n| n.starts_with(
+                    "kernel.autogroup: the scheduler's autogroups are left as they are (needs root)"
+                )),
+                "{n:?}"
+            );
+        }
     }
 
     /// The kernel's page cache is held to cache.size where a memory

@@ -206,8 +206,16 @@ pub(super) fn state_pid(name: &str) -> Option<u32> {
         .filter(|&p| p > 0)
 }
 
-/// True when `path` is `/sys/` followed by plain names only (no `..`).
+/// The one knob readpath turns outside `/sys/`: the scheduler's
+/// autogroups (`kernel.autogroup`), named exactly.
+pub const AUTOGROUP: &str = crate::sys::AUTOGROUP_SYSCTL;
+
+/// True when `path` is `/sys/` followed by plain names only (no `..`), or
+/// is exactly [`AUTOGROUP`].
 pub(super) fn sys_path_ok(path: &Path) -> bool {
+    if path == Path::new(AUTOGROUP) {
+        return true;
+    }
     let mut c = path.components();
     c.next() == Some(Component::RootDir) && c.next() == Some(Component::Normal("sys".as_ref())) && {
         let rest: Vec<Component> = c.collect();
@@ -221,12 +229,16 @@ pub(super) fn value_ok(v: &str) -> bool {
     v.len() <= MAX_VALUE && !v.chars().any(char::is_control)
 }
 
-/// `path` (a `/sys/...` path) under `root`; refuses any other path.
+/// `path` (a `/sys/...` path, or [`AUTOGROUP`]) under `root`; refuses any
+/// other path.
 pub(super) fn full_path(root: &Path, path: &Path) -> io::Result<PathBuf> {
     if !sys_path_ok(path) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("refusing knob {}: not a file under /sys/", path.display()),
+            format!(
+                "refusing knob {}: not a file under /sys/ (nor {AUTOGROUP})",
+                path.display()
+            ),
         ));
     }
     Ok(root.join(path.strip_prefix("/").unwrap_or(path)))

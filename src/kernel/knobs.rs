@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use crate::sys::trust;
 
+pub use super::journal::AUTOGROUP;
 use super::journal::{
     MAX_VALUE, Saved, clip, described, full_path, held, os_text, read_state, read_sysfs,
     restore_gone, state_pid, sys_path_ok, value_ok, write_state, write_sysfs,
@@ -60,6 +61,9 @@ pub const KEY_AFFINITY_SCOPE: &str = "kernel.affinity_scope";
 
 /// The setting key of [`UNBOUND_CPUMASK`].
 pub const KEY_UNBOUND_CPUS: &str = "kernel.unbound_cpus";
+
+/// The setting key of [`AUTOGROUP`].
+pub const KEY_AUTOGROUP: &str = "kernel.autogroup";
 
 /// The setting key of a block device's `queue/read_ahead_kb`.
 pub const KEY_READ_AHEAD_KB: &str = "kernel.read_ahead_kb";
@@ -101,6 +105,14 @@ impl Knob {
         Knob {
             key: KEY_UNBOUND_CPUS,
             path: PathBuf::from(UNBOUND_CPUMASK),
+        }
+    }
+
+    /// `kernel.autogroup`: [`AUTOGROUP`].
+    pub fn autogroup() -> Knob {
+        Knob {
+            key: KEY_AUTOGROUP,
+            path: PathBuf::from(AUTOGROUP),
         }
     }
 
@@ -532,7 +544,8 @@ pub fn restore_left(state_dir: &Path) -> io::Result<Vec<(String, PathBuf, String
 
 /// Whether `s` is a knob readpath knows, with a value that knob takes, on
 /// the machine whose sysfs is under `root`: the affinity scope (one of
-/// [`AFFINITY_SCOPES`]), the unbound cpumask (a CPU mask naming at least
+/// [`AFFINITY_SCOPES`]), the scheduler's autogroups (0 or 1), the unbound
+/// cpumask (a CPU mask naming at least
 /// one CPU), or the `read_ahead_kb` (0..=2^20) or `rq_affinity` (0, 1, 2)
 /// of the queue directory of a block device present now. The reason when
 /// not.
@@ -544,7 +557,7 @@ pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(),
     };
     let path = Path::new(&s.path);
     if !sys_path_ok(path) {
-        return Err("not a file under /sys/".into());
+        return Err(format!("not a file under /sys/ (nor {AUTOGROUP})"));
     }
     if !value_ok(&s.value) || !value_ok(&s.key) {
         return Err(format!("control characters or over {MAX_VALUE} bytes"));
@@ -554,6 +567,8 @@ pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(),
             KEY_AFFINITY_SCOPE,
             AFFINITY_SCOPES.contains(&s.value.as_str()),
         )
+    } else if s.path == AUTOGROUP {
+        (KEY_AUTOGROUP, matches!(s.value.as_str(), "0" | "1"))
     } else if s.path == UNBOUND_CPUMASK {
         (
             KEY_UNBOUND_CPUS,
@@ -816,6 +831,67 @@ mod tests {
         assert_eq!(f.get(UNBOUND_CPUMASK), "ff,ffffffff");
         assert!(!gone.exists());
         assert_eq!(restore_left_with_root(&f.state(), &f.root()).unwrap(), []);
+    }
+
+    #[test]
+    fn autogroup_is_the_one_knob_outside_sys_and_a_crash_puts_it_back() {
+        let f = Fake::new();
+        f.put(AUTOGROUP, "1\n");
+        f.put("/proc/sys/kernel/sched_child_runs_first", "0\n");
+        let mut k = f.knobs();
+        k.set(&Knob::autogroup(), "0").unwrap();
+        assert_eq!(f.get(AUTOGROUP), "0");
+        // A neighbour in /proc/sys is still refused.
+        let near = Knob {
+            key: KEY_AUTOGROUP,
+            path: PathBuf::from("/proc/sys/kernel/sched_child_runs_first"),
+        };
+        assert_eq!(
+            k.set(&near, "1").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(f.get("/proc/sys/kernel/sched_child_runs_first"), "0\n");
+        std::mem::forget(k);
+        let gone = f.state().join("knobs-999999997.json");
+        fs::rename(f.own_state(), &gone).unwrap();
+        let back = restore_left_with_root(&f.state(), &f.root()).unwrap();
+        assert_eq!(
+            back,
+            vec![(
+                KEY_AUTOGROUP.to_string(),
+                PathBuf::from(AUTOGROUP),
+                "1".to_string()
+            )]
+        );
+        assert_eq!(f.get(AUTOGROUP), "1");
+        // A forged state file with another value, key or neighbour is
+        // refused and writes nothing.
+        f.put(AUTOGROUP, "0");
+        f.gone_state(
+            999999996,
+            &[
+                (KEY_AUTOGROUP, AUTOGROUP, "2"),
+                ("kernel.affinity_scope", AUTOGROUP, "1"),
+                (
+                    KEY_AUTOGROUP,
+                    "/proc/sys/kernel/sched_child_runs_first",
+                    "1",
+                ),
+                (
+                    KEY_AUTOGROUP,
+                    "/proc/sys/kernel/../kernel/sched_autogroup_enabled",
+                    "1",
+                ),
+            ],
+        );
+        let msg = restore_left_with_root(&f.state(), &f.root())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("does not take"), "{msg}");
+        assert!(msg.contains("its key is"), "{msg}");
+        assert!(msg.contains("not a file under /sys/"), "{msg}");
+        assert_eq!(f.get(AUTOGROUP), "0");
+        assert_eq!(f.get("/proc/sys/kernel/sched_child_runs_first"), "0\n");
     }
 
     #[test]

@@ -101,6 +101,17 @@ pub fn like_for_like_with(
         }
         Some(_) => {}
     }
+    // One scheduling group for every thread, as the kernel's kworkers
+    // have: with autogroups the model's workers share readpath's group
+    // with its hogs and readers, the kernel's kworkers do not.
+    if base.kernel.autogroup.is_none() && features.autogroup_reason.is_none() {
+        set(
+            base,
+            "kernel.autogroup",
+            "0",
+            "the model's workers compete with the hogs and readers thread by thread, as the kernel's kworkers (in the root group) do, not inside readpath's autogroup (put back after)",
+        );
+    }
     let aes = base.pipeline.decrypt && base.pipeline.cipher != crate::crypto::CipherKind::Adiantum;
     if aes && features.kernel_cipher_reason.is_none() {
         set(
@@ -462,9 +473,10 @@ mod tests {
         assert_eq!(s.cache.device, CacheDevice::Target);
         assert!(!s.pipeline.verity);
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Aes256XtsTi);
-        assert_eq!(said.len(), 4, "{said:?}");
+        assert_eq!(said.len(), 5, "{said:?}");
         assert!(said[0].starts_with("cache.device = target"), "{said:?}");
         assert_eq!(s.kernel.read_ahead_kb, Some(128), "{said:?}");
+        assert_eq!(s.kernel.autogroup, Some(0), "{said:?}");
         // Again: nothing left to change.
         assert!(like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))")).is_empty());
         assert_eq!(nearest_cipher("xts-aes-vaes-avx512"), Some("aes-256-xts"));
@@ -486,6 +498,14 @@ mod tests {
         };
         like_for_like_with(&mut s, &f, Some("xts-aes-vaes-avx512"));
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Kernel);
+        // Where autogroups cannot be turned, they are left alone.
+        let mut s = Settings::default();
+        let f = Features {
+            autogroup_reason: Some("no CONFIG_SCHED_AUTOGROUP".into()),
+            ..f
+        };
+        like_for_like_with(&mut s, &f, None);
+        assert_eq!(s.kernel.autogroup, None);
         // Where the kernel target cannot run, the device stays.
         let mut s = Settings::default();
         let f = Features {

@@ -243,6 +243,9 @@ pub struct Kernel {
     /// model's `completion = irq` follows too; None = not changed on the
     /// kernel target, 1 (the kernel's default) in the model.
     pub rq_affinity: Option<u8>,
+    /// The scheduler's autogroups (`/proc/sys/kernel/sched_autogroup_enabled`,
+    /// 0 or 1; global), for both targets; None = not changed.
+    pub autogroup: Option<u8>,
     /// Follow the kernel's post-read queues and block requests through
     /// their tracepoints (off: what tracing costs can be measured).
     pub trace: bool,
@@ -260,6 +263,7 @@ impl Default for Kernel {
             unbound_cpus: Vec::new(),
             read_ahead_kb: None,
             rq_affinity: None,
+            autogroup: None,
             trace: true,
             limit_cache: true,
         }
@@ -685,6 +689,7 @@ mod tests {
                 .contains("default (the device's value; 1 in the model), 0, 1 or 2")
         );
         assert!(err_set("kernel.read_ahead_kb", "99999999999").contains("0..=131072"));
+        assert!(err_set("kernel.autogroup", "2").contains("default (not changed), 0 or 1"));
         assert!(err_set("kernel.unbound_cpus", "[]").contains("nowhere to run"));
         assert!(err_set("kernel.affinity_scope", "pod").contains("allowed default, cpu"));
         let mut s = Settings::default();
@@ -838,6 +843,7 @@ mod tests {
         ("kernel.unbound_cpus", "\"0-1\"", "0-1", "0-1"),
         ("kernel.read_ahead_kb", "512", "512", "512"),
         ("kernel.rq_affinity", "2", "2", "2"),
+        ("kernel.autogroup", "0", "0", "0"),
         ("kernel.limit_cache", "false", "false", "false"),
         ("kernel.trace", "false", "false", "false"),
     ];

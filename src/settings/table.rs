@@ -511,6 +511,11 @@ pub static KEYS: &[Setting] = &[
         note: "0 = complete where the interrupt landed, 1 = on the submitting CPU across LLCs or (6.11+) capacities, 2 = always on the submitting CPU",
         help: "where a request's completion runs (the block device's queue/rq_affinity; the model's completion = irq follows it too)",
     }),
+    setting!(kernel.autogroup, Kind::Int { lo: 0, hi: 1 }, {
+        unset: NOT_CHANGED,
+        note: "1 = each session's tasks share one scheduling group (hogs and the model's workers compete as one group against everything else, the kernel's kworkers among them); 0 = every task competes on its own",
+        help: "the scheduler's autogroups (/proc/sys/kernel/sched_autogroup_enabled; global), set for both targets: threads started after the change follow it",
+    }),
     setting!(kernel.limit_cache, Kind::Bool, {
         help: "run readpath in a memory cgroup of its own that holds the kernel's page cache of the file to cache.size (false: the kernel caches the whole file, as without a cgroup)",
         scope: Scope::Kernel,

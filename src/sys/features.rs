@@ -48,6 +48,11 @@ pub struct Features {
     /// ([`super::cgroup::probe`]).
     #[serde(default)]
     pub kernel_cache_limit_reason: Option<String>,
+    /// Why the scheduler's autogroups cannot be turned here
+    /// (`kernel.autogroup`: not root, or no `CONFIG_SCHED_AUTOGROUP`), if
+    /// they cannot.
+    #[serde(default)]
+    pub autogroup_reason: Option<String>,
 }
 
 /// `kernel.io_uring_disabled`, or `None` if the sysctl does not exist (kernels
@@ -147,12 +152,31 @@ pub fn probe_features() -> Features {
         kernel_cipher_reason: probe("skcipher", "xts(aes)").err(),
         kernel_hash_reason: probe("hash", "sha256").err(),
         kernel_cache_limit_reason: super::cgroup::probe().err(),
+        autogroup_reason: autogroup_reason(),
     }
 }
 
 /// Whether the running kernel's ext4 has fs-verity (`/sys/fs/ext4/features/verity`).
 pub fn ext4_has_verity() -> bool {
     Path::new("/sys/fs/ext4/features/verity").exists()
+}
+
+/// The scheduler's autogroups switch (`kernel.autogroup`).
+pub const AUTOGROUP_SYSCTL: &str = "/proc/sys/kernel/sched_autogroup_enabled";
+
+/// Why `kernel.autogroup` cannot be turned here: the sysctl needs root and
+/// a kernel built with `CONFIG_SCHED_AUTOGROUP`.
+fn autogroup_reason() -> Option<String> {
+    if !Path::new(AUTOGROUP_SYSCTL).exists() {
+        Some(format!(
+            "this kernel has no autogroups ({} is missing: CONFIG_SCHED_AUTOGROUP is not set)",
+            AUTOGROUP_SYSCTL
+        ))
+    } else if super::trust::euid() != 0 {
+        Some("turning the scheduler's autogroups needs root".to_string())
+    } else {
+        None
+    }
 }
 
 /// Why the kernel target cannot run here: its key ioctls, tracefs and loop

@@ -131,7 +131,7 @@ pub use fs::{
 
 /// What the machine and kernel offer, probed once, and the description
 /// recorded with every result.
-pub use features::{Features, ext4_has_verity, probe_features};
+pub use features::{AUTOGROUP_SYSCTL, Features, ext4_has_verity, probe_features};
 pub use machine::{
     MachineInfo, fs_type_name, kernel_version, machine_info, nearest_existing_ancestor,
 };
