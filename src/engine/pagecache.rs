@@ -202,6 +202,9 @@ pub struct PageCache {
     resident: AtomicUsize,
     /// Of those, tree pages.
     tree_resident: AtomicUsize,
+    /// Of those, data pages not used since they were read in (readahead
+    /// the stream has not reached yet).
+    unused_resident: AtomicUsize,
     alloc: Mutex<Alloc>,
     seq: AtomicU64,
     bios: Box<[Bio]>,
@@ -272,6 +275,7 @@ impl PageCache {
             capacity,
             resident: AtomicUsize::new(0),
             tree_resident: AtomicUsize::new(0),
+            unused_resident: AtomicUsize::new(0),
             alloc: Mutex::new(Alloc {
                 free: (0..nframes as u32).rev().collect(),
                 hand: 0,
@@ -374,6 +378,9 @@ impl PageCache {
     fn touch(&self, f: usize) -> bool {
         let first =
             !self.used[f].load(Ordering::Relaxed) && !self.used[f].swap(true, Ordering::Relaxed);
+        if first && (self.frame_page[f].load(Ordering::Relaxed) as usize) < self.data_pages {
+            self.unused_resident.fetch_sub(1, Ordering::Relaxed);
+        }
         if !self.referenced[f].load(Ordering::Relaxed) {
             self.referenced[f].store(true, Ordering::Relaxed);
         } else if !self.active[f].load(Ordering::Relaxed)
@@ -522,7 +529,7 @@ impl PageCache {
         while n < out.len() {
             let f = match a.free.pop() {
                 Some(f) => f,
-                None => match self.evict_one(&mut a, false) {
+                None => match self.evict_one(&mut a, false, true, false) {
                     Some(f) => f,
                     None => break,
                 },
@@ -539,28 +546,33 @@ impl PageCache {
     }
 
     /// CLOCK: the first frame after the hand holding an unpinned uptodate
-    /// page not referenced since the hand last passed (with `used_only`, a
-    /// data page used since it was read in: readahead the stream has not
-    /// reached yet is left, and so are tree pages, see
-    /// [`Self::data_resident`]). None: every frame is pinned, in flight (or
-    /// left).
-    fn evict_one(&self, a: &mut Alloc, used_only: bool) -> Option<u32> {
+    /// page not referenced since the hand last passed. With `data`, only a
+    /// data page (tree pages are left, see [`Self::data_resident`]), and
+    /// only one used since it was read in unless `unused` (readahead the
+    /// stream has not reached yet is left). Active pages are passed over
+    /// while they are at most half of what is held, unless `demote`.
+    /// None: every frame is pinned, in flight (or left).
+    fn evict_one(&self, a: &mut Alloc, data: bool, unused: bool, demote: bool) -> Option<u32> {
         let n = self.frames();
         for _ in 0..2 * n {
             let f = a.hand;
-            a.hand = (a.hand + 1) % n;
+            a.hand += 1;
+            if a.hand == n {
+                a.hand = 0;
+            }
             let p = self.frame_page[f].load(Ordering::Relaxed);
             if p == NO_PAGE
                 || self.refs[f].load(Ordering::SeqCst) != 0
-                || (used_only
-                    && (!self.used[f].load(Ordering::Relaxed) || p as usize >= self.data_pages))
+                || (data
+                    && (p as usize >= self.data_pages
+                        || (!unused && !self.used[f].load(Ordering::Relaxed))))
             {
                 continue;
             }
             if self.active[f].load(Ordering::Relaxed) {
                 // Active frames are passed over while they are at most half
                 // of what is resident; beyond that the hand demotes them.
-                if self.active_count.load(Ordering::Relaxed) * 2 > self.resident() {
+                if demote || self.active_count.load(Ordering::Relaxed) * 2 > self.resident() {
                     self.deactivate(f);
                     self.referenced[f].store(false, Ordering::Relaxed);
                 }
@@ -609,26 +621,53 @@ impl PageCache {
         self.resident.fetch_sub(1, Ordering::Relaxed);
         if p as usize >= self.data_pages {
             self.tree_resident.fetch_sub(1, Ordering::Relaxed);
+        } else if !self.used[f].load(Ordering::Relaxed) {
+            self.unused_resident.fetch_sub(1, Ordering::Relaxed);
         }
         self.deactivate(f);
         true
     }
 
-    /// Evicts until at most `capacity` pages are resident (what is pinned
-    /// stays, and so does readahead not used yet: the kernel's readahead
-    /// pages wait on the LRU for the stream that asked for them, and the
-    /// reserve frames have room for them). Called when a bio's pages are
-    /// released. With `cache.size = 0` a page goes at the first release
-    /// after its first use, so a stream still reads at the speed of its
-    /// bios and nothing is ever a hit twice.
+    /// Data pages not used since they were read in (readahead the stream
+    /// has not reached yet).
+    pub fn unused_resident(&self) -> usize {
+        // A wrapped count (a race between eviction and a first use) reads
+        // as "all of them" for the moment, never as more.
+        self.unused_resident
+            .load(Ordering::Relaxed)
+            .min(self.data_resident())
+    }
+
+    /// Evicts data pages until at most `capacity` are held (what is
+    /// pinned stays). Used pages go first; readahead the stream has not
+    /// reached yet waits for it (the kernel's readahead pages wait on the
+    /// LRU for the stream that asked for them) as far as the reserve frames,
+    /// sized for the reads in flight, hold it: beyond that it goes like any
+    /// page, in the hand's order, as unreferenced readahead folios leave
+    /// the kernel's inactive list (random reads leave readahead no stream
+    /// reaches). Called when a bio's pages are released. With `cache.size
+    /// = 0` a page goes at the first release after its first use, so a
+    /// stream still reads at the speed of its bios and nothing is ever a
+    /// hit twice.
     pub fn shrink(&self) {
         if self.data_resident() <= self.capacity {
             return;
         }
+        let reserve = self.frames().saturating_sub(self.capacity);
         let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mut demote = false;
         while self.data_resident() > self.capacity {
-            match self.evict_one(&mut a, true) {
+            let unused = self.unused_resident();
+            let any = unused > reserve;
+            if !any && self.data_resident() == unused {
+                // Only readahead not reached yet, within the reserve.
+                break;
+            }
+            match self.evict_one(&mut a, true, any, demote) {
                 Some(f) => a.free.push(f),
+                // Every used page active: demote (the kernel deactivates
+                // when the inactive list runs low), once.
+                None if !demote => demote = true,
                 None => break,
             }
         }
@@ -654,6 +693,9 @@ impl PageCache {
             if ok {
                 self.frame_page[f as usize].store(p, Ordering::Relaxed);
                 self.resident.fetch_add(1, Ordering::Relaxed);
+                if (p as usize) < self.data_pages {
+                    self.unused_resident.fetch_add(1, Ordering::Relaxed);
+                }
                 slot.store(
                     encode(Page::Uptodate { frame: f }, marked),
                     Ordering::SeqCst,
@@ -754,6 +796,8 @@ impl PageCache {
                 self.resident.fetch_add(1, Ordering::Relaxed);
                 if p as usize >= self.data_pages {
                     self.tree_resident.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.unused_resident.fetch_add(1, Ordering::Relaxed);
                 }
                 slot.store(encode(Page::Uptodate { frame: f }, false), Ordering::SeqCst);
             } else {
