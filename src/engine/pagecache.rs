@@ -1258,6 +1258,33 @@ mod tests {
     }
 
     #[test]
+    fn readahead_no_stream_reaches_goes_once_it_outgrows_the_reserve() {
+        // Capacity 4, reserve 8: random reads leave readahead behind that
+        // no stream reaches; it may wait in the reserve, not beyond.
+        let c = cache(64, 4);
+        let mut buf = vec![0u8; PAGE];
+        for p in 0..20 {
+            fill(&c, p, 1);
+        }
+        assert_eq!(c.unused_resident(), 8);
+        assert_eq!(c.data_resident(), 8);
+        // Used pages go first while the readahead fits the reserve.
+        for p in 20..30 {
+            fill(&c, p, 2);
+            c.lookup_copy(p, &mut buf);
+        }
+        assert!(c.data_resident() <= 8 + 1, "{}", c.data_resident());
+        assert!(c.unused_resident() <= 8);
+        // A used page read again stays a hit within the capacity.
+        fill(&c, 40, 3);
+        c.lookup_copy(40, &mut buf);
+        assert!(matches!(
+            c.lookup_copy(40, &mut buf),
+            Lookup::Hit { first: false, .. }
+        ));
+    }
+
+    #[test]
     fn a_page_used_twice_outlives_a_stream_of_pages_used_once() {
         // Capacity 4: page 0 is hit twice (activated), then a stream of 40
         // pages each hit once passes through; page 0 stays, as a hash page
