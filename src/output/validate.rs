@@ -153,6 +153,12 @@ pub fn like_for_like_with(
     said
 }
 
+/// Metrics whose small values are judged by their difference, not their
+/// ratio: (metric, the difference within which two medians are equal,
+/// unit). A page hit % of 0.0 against 0.006 is the same cold stream, not a
+/// ratio of 0.
+const FLOORS: &[(&str, f64, &str)] = &[("page_hit_pct", 1.0, "points")];
+
 /// One metric, model beside kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
@@ -232,6 +238,18 @@ impl ValidateReport {
                 )
             } else if kernel.median == 0.0 && model.median == 0.0 {
                 (Some(1.0), "within", None)
+            } else if let Some(&(_, floor, unit)) =
+                FLOORS.iter().find(|(name, ..)| *name == metric.name)
+                && (model.median - kernel.median).abs() <= floor
+            {
+                (
+                    (kernel.median != 0.0).then(|| model.median / kernel.median),
+                    "within",
+                    Some(format!(
+                        "{:.2} {unit} apart: within the {floor} {unit} either can resolve",
+                        (model.median - kernel.median).abs()
+                    )),
+                )
             } else if kernel.median == 0.0 {
                 (None, "outside", Some("the kernel's is 0".to_string()))
             } else {
@@ -457,6 +475,23 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("IOPS 1.30x"), "{text}");
+        // Page hit % is judged by points: 0.0 against 0.006 is equal,
+        // 22.4 against 14.5 is not.
+        let hit = METRICS
+            .iter()
+            .position(|m| m.name == "page_hit_pct")
+            .unwrap();
+        for (m, k, want) in [
+            (0.0, 0.006, "within"),
+            (22.4, 14.5, "outside"),
+            (50.0, 50.9, "within"),
+        ] {
+            let mut c = r.compare.clone();
+            c.variants[0].metrics[hit].1 = spread(m);
+            c.variants[1].metrics[hit].1 = spread(k);
+            let v = ValidateReport::of(c, vec![], 15.0);
+            assert_eq!(v.rows[hit].verdict, want, "{m} vs {k}: {:?}", v.rows[hit]);
+        }
     }
 
     #[test]
