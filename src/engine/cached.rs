@@ -57,18 +57,6 @@ struct AppRead {
     issue_ns: u64,
     /// Pages copied so far.
     done: u32,
-    /// Pages counted as a hit or a miss so far.
-    looked: u32,
-    /// Of those, hits (the rest missed); added to the counters when the
-    /// read ends, so a read abandoned at a stop counts nothing. A hit is a
-    /// page the cache held, uptodate and already used once since the
-    /// device read it, when this read first looked for it. Misses: the
-    /// pages of this read that the bio it waited for brought in (the whole
-    /// bio is one miss per page, not one miss and then hits), and the
-    /// first use of a page readahead brought ahead of the stream: the
-    /// device read it for this access, as the kernel's own count (pages
-    /// added to the cache) has it.
-    hits: u32,
     /// The bio (sequence, cut as pages store it) this read waits for; 0: none.
     wait_seq: u64,
     /// Failed: 1 verification, 2 I/O.
@@ -332,15 +320,8 @@ impl Reader<'_> {
             let r = self.reads[i];
             let p = first + r.done as u64;
             let req = u64::from(n - r.done);
-            let count = r.looked <= r.done;
-            if count {
-                self.reads[i].looked = r.done + 1;
-            }
             match self.pc.lookup(p) {
-                Lookup::Hit { marked, first } => {
-                    if count && !first {
-                        self.reads[i].hits += 1;
-                    }
+                Lookup::Hit { marked, .. } => {
                     if marked {
                         self.async_ra(p, req);
                     }
@@ -355,14 +336,6 @@ impl Reader<'_> {
                         self.pc.add_waiter(bio, self.index);
                         if self.pc.page(p).0 == page {
                             self.reads[i].wait_seq = seq;
-                            // This read's pages that bio brings are misses.
-                            let b = self.pc.bio(bio);
-                            let end = b.first_page.load(Ordering::Relaxed)
-                                + u64::from(b.npages.load(Ordering::Relaxed));
-                            if seq_key(b.seq.load(Ordering::Relaxed)) == seq {
-                                let upto = end.saturating_sub(first).min(u64::from(n)) as u32;
-                                self.reads[i].looked = self.reads[i].looked.max(upto);
-                            }
                             return Step::Waiting;
                         }
                     }
@@ -443,8 +416,6 @@ impl Reader<'_> {
         let r = self.reads[i];
         self.reads[i].active = false;
         self.progressed = true;
-        h.rec.counters.pc_hits += u64::from(r.hits);
-        h.rec.counters.pc_misses += u64::from(r.looked - r.hits);
         match r.failed {
             0 => {
                 h.rec.counters.reads += 1;

@@ -24,6 +24,21 @@ fn is_setting_change(label: &str) -> bool {
         .is_some_and(|(key, rest)| key.contains('.') && !key.contains(' ') && rest.contains(" -> "))
 }
 
+/// Page hits and misses of one interval's `read` pages, counted the same
+/// way on both targets: each page `added` to the file's cache (read from
+/// the device: the model's bios' pages, the kernel's
+/// `mm_filemap_add_to_page_cache` events) is a miss of a page read, the
+/// other pages read are hits. Pages added ahead of the reads (readahead
+/// past the interval's last read) count when pages are read: carried
+/// over, at most one file's worth. Readahead never read stays a miss for
+/// later reads, as the kernel's count has it. Returns (hits, misses).
+fn page_hits(read: u64, added: u64, carry: &mut u64, file_pages: u64) -> (u64, u64) {
+    let added = added + *carry;
+    let misses = added.min(read);
+    *carry = (added - misses).min(file_pages);
+    (read - misses, misses)
+}
+
 /// Takes the kernel target's trace of one interval into the interval's
 /// recorder (device latency from the block tracepoints in place of the
 /// reader's, queue latency of every post-read queue, fscrypt's and
@@ -60,20 +75,17 @@ fn kernel_interval(
         };
     };
     let k = tracer.take_interval();
-    // The kernel's page hits and misses of the pages the readers read:
-    // every page added to the file's cache is a miss. Pages added ahead of
-    // the reads (readahead past the interval's last read) count when
-    // pages are read: carried over, at most one file's worth. O_DIRECT
-    // reads (`workload.direct`) bypass the cache: neither hits nor misses.
+    // The kernel's page hits and misses of the pages the readers read
+    // (`page_hits`): its pages added to the file's cache are its
+    // `mm_filemap_add_to_page_cache` events. O_DIRECT reads
+    // (`workload.direct`) bypass the cache: neither hits nor misses.
     let buffered = !crate::sys::opened_direct(std::os::fd::AsRawFd::as_raw_fd(&**file));
     if let Some(adds) = k.cache_adds.filter(|_| buffered) {
         let read = merged.counters.bytes.div_ceil(page);
-        let added = adds + *carry;
-        let misses = added.min(read);
         let file_pages = file.metadata().map_or(0, |m| m.len().div_ceil(page));
-        *carry = (added - misses).min(file_pages);
+        let (hits, misses) = page_hits(read, adds, carry, file_pages);
         merged.counters.pc_misses += misses;
-        merged.counters.pc_hits += read - misses;
+        merged.counters.pc_hits += hits;
     } else {
         *carry = 0;
     }
@@ -181,9 +193,9 @@ struct Sampler {
     /// The kworkers the kernel's tracepoints named, with the interval they
     /// last ran a post-read item.
     kworkers: HashMap<i32, (SchedState, u64)>,
-    /// Pages added to the kernel target's cache not yet matched by pages
-    /// read (its misses counted when they are read).
-    kernel_carry: u64,
+    /// Pages added to the file's cache (either target's) not yet matched
+    /// by pages read (their misses counted when pages are read).
+    page_carry: u64,
     /// Workers' and irq threads' scheduler counters, by TID.
     sched: HashMap<i32, SchedState>,
     stat: Option<crate::sys::ProcStatReader>,
@@ -257,7 +269,7 @@ impl Sampler {
             phase: Phase::new(0.0, Vec::new()),
             merged: Recorder::new(),
             kworkers: HashMap::new(),
-            kernel_carry: 0,
+            page_carry: 0,
             sched: HashMap::new(),
             stat,
             prev_cpu,
@@ -302,7 +314,7 @@ impl Sampler {
         let kernel_rec = kernel.map(|k| {
             kernel_interval(
                 &k,
-                &mut self.kernel_carry,
+                &mut self.page_carry,
                 &mut self.merged,
                 &mut ws,
                 &mut self.kworkers,
@@ -310,6 +322,29 @@ impl Sampler {
                 &mut self.totals,
             )
         });
+        if kernel_rec.is_none() {
+            // The model's page cache, counted as the kernel's is.
+            let pc = self
+                .shared
+                .pcache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if let Some(pc) = pc {
+                let page = pagecache::PAGE as u64;
+                let c = &mut self.merged.counters;
+                let (hits, misses) = page_hits(
+                    c.bytes.div_ceil(page),
+                    c.bio_bytes / page,
+                    &mut self.page_carry,
+                    pc.file_pages() as u64,
+                );
+                c.pc_hits += hits;
+                c.pc_misses += misses;
+            } else {
+                self.page_carry = 0;
+            }
+        }
         self.run_delay_total += ws.run_delay_us;
         self.totals.workers.add(&ws);
         self.totals.irq.add(&irq);
@@ -508,6 +543,20 @@ fn pool_records(shared: &Shared) -> Vec<crate::metrics::PoolRecord> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pages_added_are_the_misses_of_pages_read_carried_until_read() {
+        let mut carry = 0;
+        // Readahead brought 12 pages for 10 read: 10 misses, 2 carried.
+        assert_eq!(super::page_hits(10, 12, &mut carry, 100), (0, 10));
+        assert_eq!(carry, 2);
+        // The next 10 reads: the 2 carried are misses, 8 hits.
+        assert_eq!(super::page_hits(10, 0, &mut carry, 100), (8, 2));
+        assert_eq!(carry, 0);
+        // Never more carried than one file's pages.
+        super::page_hits(0, 500, &mut carry, 100);
+        assert_eq!(carry, 100);
+    }
+
     #[test]
     fn only_setting_changes_start_a_phase() {
         assert!(super::is_setting_change("workers.mode: unbound -> bound"));
