@@ -446,7 +446,7 @@ fn manage(
             }
             while let Some(i) = q.needs_worker() {
                 let name = format!("{prefix}-cpu{cpu}.{i}");
-                match spawn_worker(ctx.clone(), q.clone(), i, Some(vec![*cpu]), name) {
+                match spawn_worker(ctx.clone(), q.clone(), i, Some(vec![*cpu]), None, name) {
                     Ok(h) => created.lock().unwrap_or_else(|e| e.into_inner()).push(h),
                     Err(e) => {
                         q.worker_failed();
@@ -619,6 +619,7 @@ fn spawn_workers(
                             q.clone(),
                             i,
                             Some(vec![cpu]),
+                            None,
                             name,
                         )?);
                     }
@@ -634,8 +635,21 @@ fn spawn_workers(
                         } else {
                             format!("{prefix}-u{k}.{i}")
                         };
+                        // A pod's worker starts on the pod; unless strict
+                        // (`workers.affinity_strict`), it may then run on
+                        // any of the queue's CPUs, as the kernel's
+                        // non-strict pods let the scheduler move it.
                         let pin = (!single).then(|| pod.cpus.clone());
-                        workers.push(spawn_worker(ctx.clone(), pod.q.clone(), i, pin, name)?);
+                        let widen = (!single && !ctx.settings.workers.affinity_strict)
+                            .then(|| cpus.to_vec());
+                        workers.push(spawn_worker(
+                            ctx.clone(),
+                            pod.q.clone(),
+                            i,
+                            pin,
+                            widen,
+                            name,
+                        )?);
                     }
                 }
             }
@@ -650,12 +664,14 @@ impl Drop for Pipeline {
     }
 }
 
-/// Starts worker `index` of `q`, pinned to `cpus` when given.
+/// Starts worker `index` of `q`, pinned to `cpus` when given, then (once
+/// it runs there) allowed `widen` when given.
 fn spawn_worker(
     ctx: Arc<Ctx>,
     q: Arc<WorkQueue>,
     index: usize,
     cpus: Option<Vec<usize>>,
+    widen: Option<Vec<usize>>,
     name: String,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
@@ -667,6 +683,14 @@ fn spawn_worker(
                 ctx.notices.push(format!(
                     "{name}: could not pin to CPUs {}: {e}",
                     format_cpu_list(&cpus)
+                ));
+            }
+            if let Some(all) = widen
+                && let Err(e) = crate::sys::pin_current_thread(&all)
+            {
+                ctx.notices.push(format!(
+                    "{name}: could not allow CPUs {}: {e}",
+                    format_cpu_list(&all)
                 ));
             }
             let nice = if ctx.settings.workers.highpri { -20 } else { 0 };

@@ -539,7 +539,7 @@ const RULES: &[Rule] = &[
     // after it (later on the command line, anywhere in the same file) wins
     // (`settings::Workers::apply_era`). Nothing here re-applies the era.
     Rule {
-        keys: &["workers.affinity_scope"],
+        keys: &["workers.affinity_scope", "workers.affinity_strict"],
         on: On::Model,
         when: |c| !super::era::Era::of(c.s.workers.kernel_era).has_affinity_scopes(),
         grey: Some(|c| {

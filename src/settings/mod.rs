@@ -135,6 +135,10 @@ pub struct Workers {
     pub max_active: u32,
     /// The pods unbound queues run work in.
     pub affinity_scope: AffinityScope,
+    /// Unbound workers stay on their pod's CPUs (the kernel's per-queue
+    /// `affinity_strict`); false (the kernel's default): they start there
+    /// and the scheduler may move them to any CPU the queue may use.
+    pub affinity_strict: bool,
     /// The kernel whose workqueues and fs-verity the model follows; setting
     /// it also sets `mode`, `verify_mode` and `highpri` to that kernel's
     /// queue flags ([`Workers::apply_era`]).
@@ -149,6 +153,7 @@ impl Default for Workers {
             highpri: true,
             max_active: 0,
             affinity_scope: AffinityScope::Cache,
+            affinity_strict: false,
             kernel_era: KernelEra::V6_18,
         }
     }
@@ -831,6 +836,7 @@ mod tests {
         ("workers.highpri", "false", "false", "false"),
         ("workers.max_active", "8", "8", "8"),
         ("workers.affinity_scope", "\"system\"", "system", "system"),
+        ("workers.affinity_strict", "true", "true", "true"),
         ("cache.size", "\"16M\"", "16M", "16M"),
         ("cache.read_ahead", "\"512K\"", "512K", "512K"),
         ("cache.device", "\"memory\"", "memory", "memory"),
@@ -941,7 +947,7 @@ mod tests {
         );
         assert_eq!(
             err_set("workers.zzz", "1"),
-            "unknown setting \"workers.zzz\": valid keys in [workers] are kernel_era, mode, verify_mode, highpri, max_active, affinity_scope"
+            "unknown setting \"workers.zzz\": valid keys in [workers] are kernel_era, mode, verify_mode, highpri, max_active, affinity_scope, affinity_strict"
         );
         assert_eq!(
             err_set("queue_dept", "4"),

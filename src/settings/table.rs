@@ -447,6 +447,10 @@ pub static KEYS: &[Setting] = &[
         bind: Some(Bind { step: Step::Cycle('a'), rank: 5, footer: None,
             help: "unbound pods: {values} (affinity scope)" }),
     }),
+    setting!(workers.affinity_strict, Kind::Bool, {
+        help: "unbound workers stay on their pod's CPUs (the kernel's affinity_strict); false, the kernel's default since 6.6: a worker starts on its pod, the scheduler may move it to any CPU the queue may use (an idle one first)",
+        scope: Scope::Model(KERNEL_QUEUES),
+    }),
     setting!(cache.size, Kind::Size { lo: 0, hi: 1 << 40 }, {
         unset: Some(("auto", "a quarter of workload.file_size")),
         note: "0 = every read misses",
