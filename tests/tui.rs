@@ -758,3 +758,15 @@ fn a_lost_remote_workload_says_so_and_keeps_its_charts() {
         "{header}"
     );
 }
+
+/// A quiet setting (`workers.affinity_strict`) is in the settings panel
+/// only once it differs from its default.
+#[test]
+fn a_quiet_setting_shows_once_changed() {
+    let mut a = app(false);
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(!screen.contains("affinity_stri"), "{screen}");
+    a.settings.workers.affinity_strict = true;
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(screen.contains("affinity_stri"), "{screen}");
+}

@@ -128,6 +128,9 @@ pub struct Setting {
     pub apply: Apply,
     /// Which targets it applies to.
     pub scope: Scope,
+    /// A rarely changed refinement: the explorer's settings panel shows it
+    /// only when it differs from its default.
+    pub quiet: bool,
     get: fn(&Settings) -> Val,
     put: fn(&mut Settings, Val),
     /// What setting the key also does to the others (`workers.kernel_era`
@@ -287,6 +290,7 @@ const BLANK: Setting = Setting {
     bind: None,
     apply: Apply::Live,
     scope: Scope::Both,
+    quiet: false,
     get: |_| Val::Unset,
     put: |_, _| {},
     then: |_| {},
@@ -450,6 +454,7 @@ pub static KEYS: &[Setting] = &[
     setting!(workers.affinity_strict, Kind::Bool, {
         help: "unbound workers stay on their pod's CPUs (the kernel's affinity_strict); false, the kernel's default since 6.6: a worker starts on its pod, the scheduler may move it to any CPU the queue may use (an idle one first)",
         scope: Scope::Model(KERNEL_QUEUES),
+        quiet: true,
     }),
     setting!(cache.size, Kind::Size { lo: 0, hi: 1 << 40 }, {
         unset: Some(("auto", "a quarter of workload.file_size")),
@@ -519,6 +524,7 @@ pub static KEYS: &[Setting] = &[
         unset: NOT_CHANGED,
         note: "1 = each session's tasks share one scheduling group (hogs and the model's workers compete as one group against everything else, the kernel's kworkers among them); 0 = every task competes on its own",
         help: "the scheduler's autogroups (/proc/sys/kernel/sched_autogroup_enabled; global), set for both targets: threads started after the change follow it",
+        quiet: true,
     }),
     setting!(kernel.limit_cache, Kind::Bool, {
         help: "run readpath in a memory cgroup of its own that holds the kernel's page cache of the file to cache.size (false: the kernel caches the whole file, as without a cgroup)",

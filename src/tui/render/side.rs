@@ -173,7 +173,7 @@ pub(crate) fn side_split(
 /// also without the model's queue and cache knobs while the kernel is the
 /// target), or (`keyed_only`) just the ones a key changes, without section
 /// headers or reasons. The `[kernel]` knobs show only when the kernel is
-/// the target.
+/// the target, a quiet setting only when it is not at its default.
 pub(crate) fn setting_keyed(
     app: &App,
     th: &Theme,
@@ -184,7 +184,12 @@ pub(crate) fn setting_keyed(
     let mut lines = Vec::new();
     let mut section = "";
     let kernel = app.settings.workload.target == crate::settings::Target::Kernel;
+    let defaults = crate::settings::Settings::default();
     for k in KEYS {
+        // A rarely changed refinement shows once it is changed.
+        if k.quiet && app.settings.get(k.key) == defaults.get(k.key) {
+            continue;
+        }
         let Some((sec, name)) = k.key.split_once('.') else {
             continue;
         };
