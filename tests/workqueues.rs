@@ -80,6 +80,11 @@ fn unbound_workers_run_in_the_pods_of_the_affinity_scope() {
         // Every page a bio read was decrypted and verified.
         assert_eq!(c.decrypted_units, c.bio_bytes / 4096, "{scope}");
         assert_eq!(c.verified_blocks, c.bio_bytes / 4096, "{scope}");
+        assert!(c.items_run > 0, "{scope}: {c:?}");
+        if scope == "cpu" && strict {
+            // A pinned pod's worker runs on the CPU that queued the item.
+            assert_eq!(c.items_moved, 0, "{c:?}");
+        }
         if scope == "cpu" {
             // One worker per pod (max_active = CPUs, one CPU per pod).
             let mut want: Vec<(String, Vec<usize>)> = cpus

@@ -518,6 +518,7 @@ impl Reader<'_> {
             issue_ns: lb.submit_ns,
             enqueue_ns: 0,
             queued_ns: 0,
+            queued_cpu: 0,
             needs_decrypt: self.ctx.plan.decrypt,
             bio: g,
         };

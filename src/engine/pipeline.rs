@@ -818,6 +818,7 @@ mod tests {
             issue_ns: 0,
             enqueue_ns: 0,
             queued_ns: 0,
+            queued_cpu: 0,
             needs_decrypt: false,
             bio: super::super::queue::NO_BIO,
         };

@@ -70,6 +70,8 @@ pub struct WorkItem {
     /// The page-cache bio this item is (its global slot), or [`NO_BIO`]
     /// for a read whose buffer is `buf` (direct reads).
     pub bio: u32,
+    /// The CPU that queued it last (set by [`Queues::push`]).
+    pub queued_cpu: u32,
 }
 
 /// [`WorkItem::bio`] of an item that is not a page-cache bio.
@@ -797,7 +799,8 @@ impl Queues {
     }
 
     #[inline]
-    pub fn push(&self, item: WorkItem, cpu: usize) {
+    pub fn push(&self, mut item: WorkItem, cpu: usize) {
+        item.queued_cpu = cpu as u32;
         match self {
             Queues::Bound { by_cpu, first } => by_cpu
                 .get(cpu)
@@ -833,6 +836,7 @@ mod tests {
             issue_ns: 0,
             enqueue_ns: 0,
             queued_ns: 0,
+            queued_cpu: 0,
             needs_decrypt: false,
             bio: NO_BIO,
         }

@@ -369,6 +369,7 @@ fn completed(
         issue_ns,
         enqueue_ns: 0,
         queued_ns: 0,
+        queued_cpu: 0,
         needs_decrypt: ctx.plan.decrypt,
         bio: super::queue::NO_BIO,
     }

@@ -103,6 +103,8 @@ fn kernel_interval(
             Stage::Decrypt
         };
         merged.add_samples(stage, &q.exec_ns, false);
+        merged.counters.items_run += q.items;
+        merged.counters.items_moved += q.moved.min(q.items);
         queues.push(KernelQueueRecord {
             queue: name.to_string(),
             items: q.items,

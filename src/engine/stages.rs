@@ -458,6 +458,8 @@ impl Ctx {
     pub fn work(&self, rec: &mut Recorder, mut item: WorkItem, q: Option<&WorkQueue>) {
         let start = stamp();
         item.queued_ns += start.saturating_sub(item.enqueue_ns);
+        rec.counters.items_run += 1;
+        rec.counters.items_moved += u64::from(crate::sys::current_cpu() as u32 != item.queued_cpu);
         if item.bio == super::queue::TREE_JOB {
             // Tree pages a verify worker read, decrypted here on fscrypt's
             // queue while it sleeps (see tree.rs).

@@ -311,6 +311,7 @@ impl TreeReader<'_> {
                         issue_ns: now,
                         enqueue_ns: now,
                         queued_ns: 0,
+                        queued_cpu: 0,
                         needs_decrypt: true,
                         bio: TREE_JOB,
                     },

@@ -145,6 +145,11 @@ pub struct Counters {
     /// Work items queued (`completion = irq`) from the CPU whose interrupt
     /// completed their bio, by `sched_getcpu` at queueing.
     pub queued_on_irq_cpu: u64,
+    /// Work items a worker started (every queue).
+    pub items_run: u64,
+    /// Of those, run on another CPU than the one that queued them, by
+    /// `sched_getcpu` (the kernel target's: its workqueue tracepoints).
+    pub items_moved: u64,
 }
 
 impl Counters {
@@ -175,6 +180,8 @@ impl Counters {
         self.irq_ipis += o.irq_ipis;
         self.queued_on_submitter += o.queued_on_submitter;
         self.queued_on_irq_cpu += o.queued_on_irq_cpu;
+        self.items_run += o.items_run;
+        self.items_moved += o.items_moved;
     }
 }
 

@@ -45,6 +45,10 @@ pub struct WindowStats {
     /// execution (decryption's, else verification's), us; NaN with none.
     #[serde(default)]
     pub exec_p50_us: Option<f64>,
+    /// Post-read work items run on another CPU than queued, %; None with
+    /// no item.
+    #[serde(default)]
+    pub moved_pct: Option<f64>,
 }
 
 impl WindowStats {
@@ -55,11 +59,14 @@ impl WindowStats {
         let mut st = WindowStats::default();
         let (mut bytes, mut run_delay, mut first) = (0u64, 0.0, true);
         let (mut hits, mut misses, mut bios) = (0u64, 0u64, 0u64);
+        let mut items = crate::metrics::Counters::default();
         let mut exec = Vec::new();
         for r in records.into_iter().filter(|r| !r.paused) {
             hits += r.page_cache.hits;
             misses += r.page_cache.misses;
             bios += r.counters.bios;
+            items.items_run += r.counters.items_run;
+            items.items_moved += r.counters.items_moved;
             exec.push(r.exec_p50_us());
             if first {
                 st.from_s = r.t_s - r.interval_s;
@@ -94,6 +101,7 @@ impl WindowStats {
         st.bios_per_s = bios as f64 / st.secs;
         let exec = median(exec);
         st.exec_p50_us = exec.is_finite().then_some(exec);
+        st.moved_pct = super::table::moved_pct(&items);
         Some(st)
     }
 }

@@ -216,9 +216,30 @@ pub const EXEC_P50: Metric = Metric {
     window: |s| s.exec_p50_us.unwrap_or(f64::NAN),
 };
 
+/// Post-read work items run on another CPU than the one that queued them,
+/// % (the model's by `sched_getcpu`, the kernel's from its workqueue
+/// tracepoints). Lower is better: a moved item paid a wakeup on another
+/// CPU (an idle one's, in a VM a halted vCPU's) and a cold cache.
+pub const MOVED: Metric = Metric {
+    name: "moved_pct",
+    label: "moved %",
+    short: "moved",
+    narrow: "moved",
+    unit: Unit::Pct,
+    better: Better::Lower,
+    explorer: false,
+    interval: |r| moved_pct(&r.counters).unwrap_or(f64::NAN),
+    window: |s| s.moved_pct.unwrap_or(f64::NAN),
+};
+
+/// Items run on another CPU than queued, % of the items run; None with none.
+pub fn moved_pct(c: &crate::metrics::Counters) -> Option<f64> {
+    (c.items_run > 0).then(|| c.items_moved as f64 * 100.0 / c.items_run as f64)
+}
+
 /// Every metric, in the order screens and tables list them.
-pub static METRICS: [Metric; 10] = [
-    THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, EXEC_P50, RUN_DELAY, PAGE_HIT, BIOS,
+pub static METRICS: [Metric; 11] = [
+    THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, EXEC_P50, RUN_DELAY, MOVED, PAGE_HIT, BIOS,
 ];
 
 /// The metric named `name` (its JSON key).
@@ -337,6 +358,7 @@ mod tests {
             ("queue_p99_us", "us", Better::Lower),
             ("exec_p50_us", "us", Better::Lower),
             ("run_delay_ms_per_s", "ms/s", Better::Lower),
+            ("moved_pct", "%", Better::Lower),
             ("page_hit_pct", "%", Better::Higher),
             ("bios_per_s", "bios/s", Better::Higher),
         ];
@@ -355,6 +377,22 @@ mod tests {
         assert!(named("p99_us").improves(100.0, 90.0));
         assert!(named("iops").improves(100.0, 110.0));
         assert!(!named("run_delay_ms_per_s").improves(1.0, 2.0));
+    }
+
+    #[test]
+    fn moved_is_the_share_of_items_run_elsewhere_than_queued() {
+        let mut r = IntervalRecord {
+            interval_s: 0.25,
+            reads: 1,
+            ..Default::default()
+        };
+        let m = named("moved_pct");
+        assert!((m.interval)(&r).is_nan(), "no item: not measured");
+        r.counters.items_run = 8;
+        r.counters.items_moved = 2;
+        assert_eq!((m.interval)(&r), 25.0);
+        let w = WindowStats::of([&r, &r]).unwrap();
+        assert_eq!((m.window)(&w), 25.0);
     }
 
     #[test]

@@ -131,6 +131,7 @@ impl WindowAcc {
             // Not kept by the sliding window (the explorer does not show
             // it): `WindowStats::of` has it.
             exec_p50_us: None,
+            moved_pct: None,
         })
     }
 }

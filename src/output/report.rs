@@ -79,6 +79,11 @@ pub struct RunSummary {
     pub hashes: Option<u64>,
     /// Hash-cache hit rate, % (None without verification).
     pub hash_cache_hit_pct: Option<f64>,
+    /// Post-read work items run on another CPU than the one that queued
+    /// them, % (None with no queued item; the kernel target's per queue
+    /// under `kernel`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_pct: Option<f64>,
     /// The kernel read path the run modelled.
     #[serde(default)]
     pub read_path: String,
@@ -353,6 +358,7 @@ impl RunSummary {
             verified_blocks: model.then_some(c.verified_blocks),
             hashes: model.then_some(c.hashes),
             hash_cache_hit_pct: hit_pct(c),
+            moved_pct: crate::metrics::table::moved_pct(c),
             read_path: crate::engine::ReadPath::of(effective)
                 .describe()
                 .to_string(),
@@ -506,6 +512,11 @@ impl RunSummary {
                 self.workers.involuntary_switches,
                 self.workers.migrations
             );
+            if self.kernel.is_none()
+                && let Some(m) = self.moved_pct
+            {
+                let _ = writeln!(o, "  work items: {m:.0}% ran on another CPU than queued");
+            }
         }
         if let Some(irq) = &self.irq {
             let _ = writeln!(

@@ -471,7 +471,7 @@ mod tests {
         assert_eq!(r.outside, METRICS.len() - 2);
         let text = r.to_text();
         assert!(
-            text.contains("1 of 9 measured metrics within 15%"),
+            text.contains("1 of 10 measured metrics within 15%"),
             "{text}"
         );
         assert!(text.contains("IOPS 1.30x"), "{text}");
