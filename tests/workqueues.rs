@@ -38,7 +38,8 @@ fn threads_named(prefix: &str) -> Vec<(String, Vec<usize>)> {
 }
 
 /// An unbound queue's workers run in the pods of `workers.affinity_scope`:
-/// one pod per CPU with `cpu` (each worker pinned to its pod's CPU with
+/// one pod per CPU with `cpu`, each with the node's max_active workers
+/// (each pinned to its pod's CPU with
 /// `workers.affinity_strict`; by default, as the kernel's non-strict pods,
 /// started there and then allowed every CPU), one pod of every CPU with
 /// `system` (unpinned), and every block is still decrypted and verified.
@@ -86,13 +87,14 @@ fn unbound_workers_run_in_the_pods_of_the_affinity_scope() {
             assert_eq!(c.items_moved, 0, "{c:?}");
         }
         if scope == "cpu" {
-            // One worker per pod (max_active = CPUs, one CPU per pod).
+            // max_active (= CPUs) workers per pod: the node's max_active,
+            // which any one pod may use all of.
             let mut want: Vec<(String, Vec<usize>)> = cpus
                 .iter()
                 .enumerate()
-                .map(|(k, &c)| {
+                .flat_map(|(k, &c)| {
                     let mask = if strict { vec![c] } else { cpus.clone() };
-                    (format!("fscrypt-u{k}.0"), mask)
+                    (0..cpus.len()).map(move |i| (format!("fscrypt-u{k}.{i}"), mask.clone()))
                 })
                 .collect();
             want.sort();

@@ -24,7 +24,7 @@ use crate::sys::{CpuTopo, pods_by};
 
 use super::era::{CPU_INTENSIVE_THRESH_NS, Era};
 use super::irq::Irqs;
-use super::queue::{Pod, Queues, WorkQueue};
+use super::queue::{NodeLimit, Pod, Queues, WorkQueue};
 use super::reader;
 use super::stages::{Ctx, Placement, Plan};
 use super::tree::TreePages;
@@ -64,6 +64,7 @@ fn build_queues(
     cpus: &[usize],
     pods: &[(Vec<usize>, usize)],
     pool: usize,
+    node_max: usize,
 ) -> Option<Queues> {
     match p {
         Placement::Inline => None,
@@ -76,14 +77,24 @@ fn build_queues(
             let first = by_cpu[cpus[0]].clone().expect("queue for first CPU");
             Some(Queues::Bound { by_cpu, first })
         }
-        Placement::Unbound => Some(Queues::unbound(
-            pods.iter()
+        Placement::Unbound => {
+            let pods: Vec<Pod> = pods
+                .iter()
                 .map(|(cpus, workers)| Pod {
                     q: Arc::new(WorkQueue::new(capacity, *workers)),
                     cpus: cpus.clone(),
                 })
-                .collect(),
-        )),
+                .collect();
+            // Several pods share the node's max_active.
+            if pods.len() > 1 {
+                let workers = pods.iter().map(|p| p.q.worker_count()).sum();
+                let limit = Arc::new(NodeLimit::new(node_max, workers));
+                for p in &pods {
+                    p.q.set_node_limit(limit.clone());
+                }
+            }
+            Some(Queues::unbound(pods))
+        }
     }
 }
 
@@ -117,20 +128,22 @@ pub fn pods_of_scope(scope: AffinityScope, topo: &[CpuTopo]) -> Vec<Vec<usize>> 
     }
 }
 
-/// Workers of each pod: the pod's share of `max_active` by its CPUs
-/// (rounded up, at least 1), so the default (`max_active` = the CPUs) gives
-/// one per CPU. The kernel's limit is per NUMA node and shared by the
-/// node's pods; this splits it per pod instead.
+/// Workers of each pod. The kernel's `max_active` of an unbound queue is
+/// per NUMA node and shared by the node's pods (`wq_node_nr_active`,
+/// v6.9+): any one pod may run up to all of it while the others are idle.
+/// So each pod has `max_active` workers and a [`NodeLimit`] holds the
+/// pods together to `max_active` items at once; with more than
+/// [`MAX_UNBOUND_WORKERS`] in all, each pod gets an equal share of those
+/// (at least 1).
 pub fn pod_workers(pods: &[Vec<usize>], max_active: usize) -> Vec<usize> {
-    let total: usize = pods.iter().map(Vec::len).sum::<usize>().max(1);
-    pods.iter()
-        .map(|p| {
-            (max_active * p.len())
-                .div_ceil(total)
-                .clamp(1, max_active.max(1))
-        })
-        .collect()
+    let n = pods.len().max(1);
+    let per = max_active.max(1).min((MAX_UNBOUND_WORKERS / n).max(1));
+    vec![per; pods.len()]
 }
+
+/// The most worker threads an unbound queue starts over all its pods (the
+/// kernel makes its on demand; readpath starts them with the pipeline).
+pub const MAX_UNBOUND_WORKERS: usize = 256;
 
 /// The header's "pods cache 0-3|4-7" for `s`, when one of its queues is
 /// unbound.
@@ -461,7 +474,7 @@ fn manage(
     }
 }
 
-/// The unbound queues' pods: each pod's CPUs and its share of `max_active` workers.
+/// The unbound queues' pods: each pod's CPUs and its workers (see [`pod_workers`]).
 fn pods_for(settings: &Settings, cpus: &[usize]) -> Vec<(Vec<usize>, usize)> {
     let max_active = settings.effective_max_active(cpus.len());
     let pod_cpus = unbound_pods(settings, cpus);
@@ -482,7 +495,8 @@ pub fn queues_for(
     pods: &[(Vec<usize>, usize)],
 ) -> (Option<Queues>, Option<Queues>) {
     let pool = pool_workers(settings).max(capacity + 2);
-    let first_q = build_queues(plan.first, capacity, cpus, pods, pool);
+    let node_max = settings.effective_max_active(cpus.len());
+    let first_q = build_queues(plan.first, capacity, cpus, pods, pool, node_max);
     let second_q = match (&first_q, plan.second) {
         (Some(Queues::Bound { by_cpu, first }), Some(Placement::Bound))
             if settings.workers.highpri =>
@@ -494,7 +508,7 @@ pub fn queues_for(
         }
         _ => plan
             .second
-            .and_then(|p| build_queues(p, capacity, cpus, pods, pool)),
+            .and_then(|p| build_queues(p, capacity, cpus, pods, pool, node_max)),
     };
     (first_q, second_q)
 }
@@ -786,17 +800,19 @@ mod tests {
     }
 
     #[test]
-    fn max_active_is_shared_by_the_pods() {
+    fn max_active_is_the_nodes_and_any_pod_may_use_it_all() {
         let llcs = vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]];
-        // The default (max_active = CPUs): one worker per CPU of each pod.
-        assert_eq!(pod_workers(&llcs, 8), vec![4, 4]);
-        assert_eq!(pod_workers(&llcs, 2), vec![1, 1]);
-        // Rounded up, never 0, never above max_active.
-        assert_eq!(pod_workers(&llcs, 1), vec![1, 1]);
-        assert_eq!(pod_workers(&llcs, 3), vec![2, 2]);
+        // Each pod may run up to max_active items (the node limit holds
+        // them together).
+        assert_eq!(pod_workers(&llcs, 8), vec![8, 8]);
+        assert_eq!(pod_workers(&llcs, 2), vec![2, 2]);
+        assert_eq!(pod_workers(&llcs, 0), vec![1, 1]);
         let single: Vec<Vec<usize>> = (0..4).map(|c| vec![c]).collect();
-        assert_eq!(pod_workers(&single, 4), vec![1; 4]);
+        assert_eq!(pod_workers(&single, 4), vec![4; 4]);
         assert_eq!(pod_workers(&[vec![0, 1]], 16), vec![16]);
+        // At most MAX_UNBOUND_WORKERS threads in all.
+        let many: Vec<Vec<usize>> = (0..64).map(|c| vec![c]).collect();
+        assert_eq!(pod_workers(&many, 64), vec![4; 64]);
     }
 
     #[test]

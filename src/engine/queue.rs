@@ -85,6 +85,91 @@ pub const TREE_JOB: u32 = u32::MAX - 1;
 // allocation alive until every item has returned.
 unsafe impl Send for WorkItem {}
 
+/// The kernel's per-node `max_active` of an unbound workqueue
+/// (`wq_node_nr_active`, v6.9+): the items its pods run at once, together.
+/// A worker holding an item waits here for room, as the kernel keeps an
+/// item inactive on its pod's pwq until the node has room
+/// (`node_activate_pending_pwq`); the wait counts as the item's queue
+/// wait. One atomic add each way per item; a waiter parks and the next
+/// release wakes it.
+#[derive(Debug)]
+pub struct NodeLimit {
+    active: AtomicUsize,
+    max: usize,
+    /// Workers waiting for room, each with its thread's waiting flag (an
+    /// entry whose flag is down is stale: that worker got room itself).
+    waiters: ArrayQueue<(Thread, Arc<AtomicBool>)>,
+}
+
+thread_local! {
+    /// This thread's "waiting for room" flag (made once per thread).
+    static WAITING: Arc<AtomicBool> = Arc::new(AtomicBool::new(false));
+}
+
+impl NodeLimit {
+    /// A limit of `max` items at once, for at most `workers` waiting.
+    pub fn new(max: usize, workers: usize) -> NodeLimit {
+        NodeLimit {
+            active: AtomicUsize::new(0),
+            max: max.max(1),
+            // Room for every worker plus the stale entries each may leave.
+            waiters: ArrayQueue::new(2 * workers.max(1)),
+        }
+    }
+
+    fn try_acquire(&self) -> bool {
+        let mut a = self.active.load(Ordering::SeqCst);
+        while a < self.max {
+            match self
+                .active
+                .compare_exchange(a, a + 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(now) => a = now,
+            }
+        }
+        false
+    }
+
+    /// Takes room for one item, parking until there is.
+    pub fn acquire(&self) {
+        if self.try_acquire() {
+            return;
+        }
+        let flag = WAITING.with(Arc::clone);
+        loop {
+            // Announce, then look again: a release between the two finds
+            // this thread and unparks it (the token makes park return).
+            if !flag.swap(true, Ordering::SeqCst) {
+                let _ = self.waiters.push((std::thread::current(), flag.clone()));
+            }
+            if self.try_acquire() {
+                flag.store(false, Ordering::SeqCst);
+                return;
+            }
+            // Woken by a release; the timeout only guards an entry the
+            // full list could not take (never expected).
+            std::thread::park_timeout(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Gives room back and wakes one waiter.
+    pub fn release(&self) {
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        while let Some((t, waiting)) = self.waiters.pop() {
+            if waiting.swap(false, Ordering::SeqCst) {
+                t.unpark();
+                return;
+            }
+        }
+    }
+
+    /// Items running now.
+    pub fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+}
+
 /// [`WorkerWake::state`]: awake.
 const AWAKE: u8 = 0;
 /// Asleep (or about to park).
@@ -129,6 +214,9 @@ thread_local! {
 
 /// A bounded queue and the workers that serve it.
 pub struct WorkQueue {
+    /// The node's limit on items run at once, shared with the other pods
+    /// of an unbound queue (none for one pod or a per-CPU pool).
+    limit: OnceLock<Arc<NodeLimit>>,
     q: ArrayQueue<WorkItem>,
     idle: AtomicUsize,
     workers: Vec<WorkerWake>,
@@ -180,6 +268,7 @@ impl WorkQueue {
     /// (an unbound pool's).
     pub fn new(capacity: usize, workers: usize) -> Self {
         WorkQueue {
+            limit: OnceLock::new(),
             q: ArrayQueue::new(capacity.max(1)),
             idle: AtomicUsize::new(0),
             workers: (0..workers).map(|_| WorkerWake::default()).collect(),
@@ -461,7 +550,7 @@ impl WorkQueue {
             tick(state);
             if running && let Some(item) = self.pop() {
                 self.item_start(index);
-                work(state, item);
+                self.run_limited(state, item, &mut work);
                 self.item_end(index);
                 running = self.keep_working();
                 continue;
@@ -473,13 +562,38 @@ impl WorkQueue {
             running = true;
             if let Some(item) = item {
                 self.item_start(index);
-                work(state, item);
+                self.run_limited(state, item, &mut work);
                 self.item_end(index);
                 running = self.keep_working();
             }
         }
         if running {
             self.run_end();
+        }
+    }
+
+    /// Shares `limit` (the node's `max_active`) with the other pods of its
+    /// unbound queue.
+    pub fn set_node_limit(&self, limit: Arc<NodeLimit>) {
+        let _ = self.limit.set(limit);
+    }
+
+    /// Runs `item` once the node has room for it (a read of tree pages
+    /// does not wait: its verifier holds a slot of its own queue).
+    #[inline]
+    fn run_limited<S>(
+        &self,
+        state: &mut S,
+        item: WorkItem,
+        work: &mut impl FnMut(&mut S, WorkItem),
+    ) {
+        match self.limit.get() {
+            Some(l) if item.bio != TREE_JOB => {
+                l.acquire();
+                work(state, item);
+                l.release();
+            }
+            _ => work(state, item),
         }
     }
 
@@ -824,6 +938,36 @@ impl Queues {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_limit_holds_the_pods_to_max_active_and_loses_no_waiter() {
+        let l = Arc::new(NodeLimit::new(2, 8));
+        let now = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicUsize::new(0));
+        let hs: Vec<_> = (0..8)
+            .map(|_| {
+                let (l, now, peak, done) = (l.clone(), now.clone(), peak.clone(), done.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..2000 {
+                        l.acquire();
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(n, Ordering::SeqCst);
+                        std::hint::spin_loop();
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        l.release();
+                        done.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(done.load(Ordering::SeqCst), 16_000);
+        assert!(peak.load(Ordering::SeqCst) <= 2, "{peak:?}");
+        assert_eq!(l.active(), 0);
+    }
     use std::sync::Arc;
 
     fn item(slot: u32) -> WorkItem {
