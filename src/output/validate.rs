@@ -156,8 +156,11 @@ pub fn like_for_like_with(
 /// Metrics whose small values are judged by their difference, not their
 /// ratio: (metric, the difference within which two medians are equal,
 /// unit). A page hit % of 0.0 against 0.006 is the same cold stream, not a
-/// ratio of 0.
-const FLOORS: &[(&str, f64, &str)] = &[("page_hit_pct", 1.0, "points")];
+/// ratio of 0; 0.0% of items moved against 0.2% the same placement.
+const FLOORS: &[(&str, f64, &str)] = &[
+    ("page_hit_pct", 1.0, "points"),
+    ("moved_pct", 1.0, "points"),
+];
 
 /// One metric, model beside kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
