@@ -153,6 +153,12 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Items run on another CPU than queued, % of the items run; None with
+    /// none (the `moved %` metric).
+    pub fn moved_pct(&self) -> Option<f64> {
+        (self.items_run > 0).then(|| self.items_moved as f64 * 100.0 / self.items_run as f64)
+    }
+
     /// Adds `o` into `self`.
     pub fn add(&mut self, o: &Counters) {
         self.reads += o.reads;

@@ -101,7 +101,7 @@ impl WindowStats {
         st.bios_per_s = bios as f64 / st.secs;
         let exec = median(exec);
         st.exec_p50_us = exec.is_finite().then_some(exec);
-        st.moved_pct = super::table::moved_pct(&items);
+        st.moved_pct = items.moved_pct();
         Some(st)
     }
 }

@@ -228,14 +228,9 @@ pub const MOVED: Metric = Metric {
     unit: Unit::Pct,
     better: Better::Lower,
     explorer: false,
-    interval: |r| moved_pct(&r.counters).unwrap_or(f64::NAN),
+    interval: |r| r.counters.moved_pct().unwrap_or(f64::NAN),
     window: |s| s.moved_pct.unwrap_or(f64::NAN),
 };
-
-/// Items run on another CPU than queued, % of the items run; None with none.
-pub fn moved_pct(c: &crate::metrics::Counters) -> Option<f64> {
-    (c.items_run > 0).then(|| c.items_moved as f64 * 100.0 / c.items_run as f64)
-}
 
 /// Every metric, in the order screens and tables list them.
 pub static METRICS: [Metric; 11] = [

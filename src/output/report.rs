@@ -358,7 +358,7 @@ impl RunSummary {
             verified_blocks: model.then_some(c.verified_blocks),
             hashes: model.then_some(c.hashes),
             hash_cache_hit_pct: hit_pct(c),
-            moved_pct: crate::metrics::table::moved_pct(c),
+            moved_pct: c.moved_pct(),
             read_path: crate::engine::ReadPath::of(effective)
                 .describe()
                 .to_string(),
