@@ -85,12 +85,25 @@ fn build_queues(
                     cpus: cpus.clone(),
                 })
                 .collect();
-            // Several pods share the node's max_active.
+            // Several pods share their NUMA node's max_active.
             if pods.len() > 1 {
-                let workers = pods.iter().map(|p| p.q.worker_count()).sum();
-                let limit = Arc::new(NodeLimit::new(node_max, workers));
-                for p in &pods {
-                    p.q.set_node_limit(limit.clone());
+                let topo = crate::sys::cpu_topology(cpus);
+                let node_of = |c: usize| topo.iter().find(|t| t.cpu == c).map_or(0, |t| t.node);
+                let total: usize = pods.iter().map(|p| p.cpus.len()).sum();
+                let mut nodes: std::collections::BTreeMap<usize, (usize, Vec<usize>)> =
+                    std::collections::BTreeMap::new();
+                for (i, p) in pods.iter().enumerate() {
+                    let e = nodes.entry(node_of(p.cpus[0])).or_default();
+                    e.0 += p.cpus.len();
+                    e.1.push(i);
+                }
+                for (node_cpus, members) in nodes.into_values() {
+                    let workers = members.iter().map(|&i| pods[i].q.worker_count()).sum();
+                    let max = node_max_active(node_max, node_cpus, total);
+                    let limit = Arc::new(NodeLimit::new(max, workers));
+                    for i in members {
+                        pods[i].q.set_node_limit(limit.clone());
+                    }
                 }
             }
             Some(Queues::unbound(pods))
@@ -139,6 +152,18 @@ pub fn pod_workers(pods: &[Vec<usize>], max_active: usize) -> Vec<usize> {
     let n = pods.len().max(1);
     let per = max_active.max(1).min((MAX_UNBOUND_WORKERS / n).max(1));
     vec![per; pods.len()]
+}
+
+/// The items an unbound queue of `max_active` runs at once on a NUMA node
+/// with `node_cpus` of its `total_cpus` CPUs (`wq_update_node_max_active`):
+/// the node's share, rounded up, at least `min_active` (`max_active` up to
+/// `WQ_DFL_MIN_ACTIVE` = 8), at most `max_active`.
+pub fn node_max_active(max_active: usize, node_cpus: usize, total_cpus: usize) -> usize {
+    let max_active = max_active.max(1);
+    let min_active = max_active.min(8);
+    (max_active * node_cpus)
+        .div_ceil(total_cpus.max(1))
+        .clamp(min_active, max_active)
 }
 
 /// The most worker threads an unbound queue starts over all its pods (the
@@ -797,6 +822,19 @@ mod tests {
         assert_eq!(p(AffinityScope::Cache), llcs);
         assert_eq!(p(AffinityScope::Numa), llcs);
         assert_eq!(p(AffinityScope::System), vec![(0..8).collect::<Vec<_>>()]);
+    }
+
+    #[test]
+    fn each_node_runs_its_share_of_max_active_at_least_min_active() {
+        // One node: all of it.
+        assert_eq!(node_max_active(2, 2, 2), 2);
+        assert_eq!(node_max_active(16, 16, 16), 16);
+        // Two nodes of 16 CPUs each, max_active 32: 16 each.
+        assert_eq!(node_max_active(32, 16, 32), 16);
+        // A small node still gets min_active (8, or max_active below it).
+        assert_eq!(node_max_active(32, 2, 32), 8);
+        assert_eq!(node_max_active(4, 1, 32), 4);
+        assert_eq!(node_max_active(0, 1, 1), 1);
     }
 
     #[test]
