@@ -321,7 +321,7 @@ impl Reader<'_> {
             let p = first + r.done as u64;
             let req = u64::from(n - r.done);
             match self.pc.lookup(p) {
-                Lookup::Hit { marked, .. } => {
+                Lookup::Hit { marked } => {
                     if marked {
                         self.async_ra(p, req);
                     }

@@ -165,16 +165,11 @@ struct Alloc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
     /// Uptodate (copied by the caller); `marked`: the page carried
-    /// `PG_readahead` (cleared now); `first`: the first use of the page
-    /// since the device read it in (readahead brought it ahead of the
-    /// stream): a page the device had to read for this access, counted a
-    /// miss as the kernel's own accounting counts it (a page added to the
-    /// cache), not a hit.
+    /// `PG_readahead` (cleared now). Whether it is a hit is counted apart,
+    /// as on the kernel (pages added to the cache are the misses).
     Hit {
         /// The readahead mark was on it.
         marked: bool,
-        /// First use since it was read in.
-        first: bool,
     },
     /// Not readable now.
     Miss(Page, bool),
@@ -372,10 +367,10 @@ impl PageCache {
     /// folio to the active LRU list), which protects it from the CLOCK
     /// hand while the active frames are at most half of the cache
     /// (`inactive_is_low`). Tree pages, used by every verification under
-    /// them, stay cached through a stream of data pages read once.
-    /// Returns true on the page's first use since it was read in.
+    /// them, stay cached through a stream of data pages read once. A data
+    /// page's first use since it was read in leaves the unused readahead.
     #[inline]
-    fn touch(&self, f: usize) -> bool {
+    fn touch(&self, f: usize) {
         let first =
             !self.used[f].load(Ordering::Relaxed) && !self.used[f].swap(true, Ordering::Relaxed);
         if first && (self.frame_page[f].load(Ordering::Relaxed) as usize) < self.data_pages {
@@ -388,7 +383,6 @@ impl PageCache {
         {
             self.active_count.fetch_add(1, Ordering::Relaxed);
         }
-        first
     }
 
     /// Clears frame `f`'s active mark (evicted, reused, or demoted).
@@ -427,15 +421,12 @@ impl PageCache {
             match page {
                 Page::Uptodate { frame } => {
                     let f = frame as usize;
-                    let first = self.touch(f);
+                    self.touch(f);
                     let had_mark = marked
                         && self.pages[p as usize]
                             .compare_exchange(w, w & !MARK, Ordering::SeqCst, Ordering::Relaxed)
                             .is_ok();
-                    return Lookup::Hit {
-                        marked: had_mark,
-                        first,
-                    };
+                    return Lookup::Hit { marked: had_mark };
                 }
                 Page::Evicting => std::hint::spin_loop(),
                 _ => return Lookup::Miss(page, marked),
@@ -470,16 +461,13 @@ impl PageCache {
             // SAFETY: the frame is pinned and holds page p uptodate: no bio
             // writes it and eviction skips it while refs > 0.
             dst.copy_from_slice(unsafe { self.frame_mut(frame) });
-            let first = self.touch(f);
+            self.touch(f);
             self.refs[f].fetch_sub(1, Ordering::SeqCst);
             let had_mark = now & MARK != 0
                 && self.pages[p as usize]
                     .compare_exchange(now, now & !MARK, Ordering::SeqCst, Ordering::Relaxed)
                     .is_ok();
-            return Lookup::Hit {
-                marked: had_mark,
-                first,
-            };
+            return Lookup::Hit { marked: had_mark };
         }
     }
 
@@ -1233,15 +1221,15 @@ mod tests {
             Lookup::Miss(Page::Absent, false)
         );
         fill(&c, 3, 0xaa);
-        let hit = |first| Lookup::Hit {
-            marked: false,
-            first,
-        };
-        assert_eq!(c.lookup_copy(3, &mut buf), hit(true), "first use: a miss");
+        let hit = Lookup::Hit { marked: false };
+        assert_eq!(c.unused_resident(), 1, "read in, not used yet");
+        assert_eq!(c.lookup_copy(3, &mut buf), hit);
+        assert_eq!(c.unused_resident(), 0, "its first use");
         assert!(buf.iter().all(|&b| b == 0xaa));
         fill(&c, 4, 0xbb);
-        assert_eq!(c.lookup_copy(4, &mut buf), hit(true));
-        assert_eq!(c.lookup_copy(3, &mut buf), hit(false), "used before: a hit");
+        assert_eq!(c.lookup_copy(4, &mut buf), hit);
+        assert_eq!(c.lookup_copy(3, &mut buf), hit);
+        assert_eq!(c.unused_resident(), 0, "a second use is no first");
         fill(&c, 5, 0xcc);
         assert_eq!(c.resident(), 2, "capacity 2");
         // Page 3 was hit again after page 4 came in: CLOCK keeps it over
@@ -1275,13 +1263,10 @@ mod tests {
         }
         assert!(c.data_resident() <= 8 + 1, "{}", c.data_resident());
         assert!(c.unused_resident() <= 8);
-        // A used page read again stays a hit within the capacity.
+        // A used page read again stays held within the capacity.
         fill(&c, 40, 3);
         c.lookup_copy(40, &mut buf);
-        assert!(matches!(
-            c.lookup_copy(40, &mut buf),
-            Lookup::Hit { first: false, .. }
-        ));
+        assert!(matches!(c.lookup_copy(40, &mut buf), Lookup::Hit { .. }));
     }
 
     #[test]
@@ -1321,10 +1306,9 @@ mod tests {
         let mut buf = vec![0u8; PAGE];
         fill(&c, 1, 1);
         assert_eq!(c.resident(), 1, "readahead waits for its stream");
-        assert!(matches!(
-            c.lookup_copy(1, &mut buf),
-            Lookup::Hit { first: true, .. }
-        ));
+        assert_eq!(c.unused_resident(), 1);
+        assert!(matches!(c.lookup_copy(1, &mut buf), Lookup::Hit { .. }));
+        assert_eq!(c.unused_resident(), 0, "its first use");
         fill(&c, 2, 2);
         assert_eq!(c.page(1).0, Page::Absent, "used, then gone");
         assert_eq!(c.resident(), 1);
