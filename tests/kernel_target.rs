@@ -885,7 +885,7 @@ fn the_process_comes_back_to_its_cgroup_and_a_killed_runs_cgroup_is_removed() {
 /// kernel restore`.
 #[test]
 fn autogroups_are_turned_for_a_model_run_and_put_back() {
-    const AUTOGROUP: &str = "/proc/sys/kernel/sched_autogroup_enabled";
+    const AUTOGROUP: &str = readpath::sys::AUTOGROUP_SYSCTL;
     let test = "autogroups_are_turned_for_a_model_run_and_put_back";
     if !skip::root() {
         skip::skip(test, "needs root (the sysctl)", false);

@@ -591,8 +591,8 @@ impl Engine {
     /// unset: put back if this engine changed them). True when the value
     /// in force changed.
     fn set_autogroup(&mut self, eff: &Settings) -> Result<bool, EngineError> {
-        use crate::kernel::knobs::{AUTOGROUP, Knob, SystemKnobs};
-        let path = Path::new(AUTOGROUP);
+        use crate::kernel::knobs::{Knob, SystemKnobs};
+        let path = Path::new(crate::sys::AUTOGROUP_SYSCTL);
         let read = || {
             std::fs::read_to_string(path)
                 .map(|v| v.trim().to_string())

@@ -5,7 +5,8 @@
 //! what a gone process left. Apart from `knobs.rs` (what the knobs are and
 //! how they are set) because this is the part whose every line guards
 //! against a crash or a forged file; it knows no knob by name (the caller
-//! passes `known_knob`).
+//! passes `known_knob`) except the one path outside `/sys/` it may write,
+//! [`AUTOGROUP_SYSCTL`].
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -14,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sys::trust;
+use crate::sys::{AUTOGROUP_SYSCTL, trust};
 
 /// The longest value saved or restored (a sysfs file holds one page).
 pub(super) const MAX_VALUE: usize = 4096;
@@ -206,14 +207,11 @@ pub(super) fn state_pid(name: &str) -> Option<u32> {
         .filter(|&p| p > 0)
 }
 
-/// The one knob readpath turns outside `/sys/`: the scheduler's
-/// autogroups (`kernel.autogroup`), named exactly.
-pub const AUTOGROUP: &str = crate::sys::AUTOGROUP_SYSCTL;
-
 /// True when `path` is `/sys/` followed by plain names only (no `..`), or
-/// is exactly [`AUTOGROUP`].
+/// is exactly [`AUTOGROUP_SYSCTL`], the one knob readpath turns outside
+/// `/sys/` (`kernel.autogroup`).
 pub(super) fn sys_path_ok(path: &Path) -> bool {
-    if path == Path::new(AUTOGROUP) {
+    if path == Path::new(AUTOGROUP_SYSCTL) {
         return true;
     }
     let mut c = path.components();
@@ -229,14 +227,14 @@ pub(super) fn value_ok(v: &str) -> bool {
     v.len() <= MAX_VALUE && !v.chars().any(char::is_control)
 }
 
-/// `path` (a `/sys/...` path, or [`AUTOGROUP`]) under `root`; refuses any
+/// `path` (a `/sys/...` path, or [`AUTOGROUP_SYSCTL`]) under `root`; refuses any
 /// other path.
 pub(super) fn full_path(root: &Path, path: &Path) -> io::Result<PathBuf> {
     if !sys_path_ok(path) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "refusing knob {}: not a file under /sys/ (nor {AUTOGROUP})",
+                "refusing knob {}: not a file under /sys/ (nor {AUTOGROUP_SYSCTL})",
                 path.display()
             ),
         ));

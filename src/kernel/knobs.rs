@@ -40,11 +40,11 @@ use std::time::Duration;
 
 use crate::sys::trust;
 
-pub use super::journal::AUTOGROUP;
 use super::journal::{
     MAX_VALUE, Saved, clip, described, full_path, held, os_text, read_state, read_sysfs,
     restore_gone, state_pid, sys_path_ok, value_ok, write_state, write_sysfs,
 };
+use crate::sys::AUTOGROUP_SYSCTL;
 /// CPU masks as sysfs writes them are parsed in `sys` (pure text, next to
 /// the CPU lists); named here as before.
 pub use crate::sys::{MAX_CPUS, cpu_mask_hex, parse_cpu_mask_hex};
@@ -62,7 +62,7 @@ pub const KEY_AFFINITY_SCOPE: &str = "kernel.affinity_scope";
 /// The setting key of [`UNBOUND_CPUMASK`].
 pub const KEY_UNBOUND_CPUS: &str = "kernel.unbound_cpus";
 
-/// The setting key of [`AUTOGROUP`].
+/// The setting key of [`AUTOGROUP_SYSCTL`].
 pub const KEY_AUTOGROUP: &str = "kernel.autogroup";
 
 /// The setting key of a block device's `queue/read_ahead_kb`.
@@ -108,11 +108,11 @@ impl Knob {
         }
     }
 
-    /// `kernel.autogroup`: [`AUTOGROUP`].
+    /// `kernel.autogroup`: [`AUTOGROUP_SYSCTL`].
     pub fn autogroup() -> Knob {
         Knob {
             key: KEY_AUTOGROUP,
-            path: PathBuf::from(AUTOGROUP),
+            path: PathBuf::from(AUTOGROUP_SYSCTL),
         }
     }
 
@@ -557,7 +557,7 @@ pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(),
     };
     let path = Path::new(&s.path);
     if !sys_path_ok(path) {
-        return Err(format!("not a file under /sys/ (nor {AUTOGROUP})"));
+        return Err(format!("not a file under /sys/ (nor {AUTOGROUP_SYSCTL})"));
     }
     if !value_ok(&s.value) || !value_ok(&s.key) {
         return Err(format!("control characters or over {MAX_VALUE} bytes"));
@@ -567,7 +567,7 @@ pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(),
             KEY_AFFINITY_SCOPE,
             AFFINITY_SCOPES.contains(&s.value.as_str()),
         )
-    } else if s.path == AUTOGROUP {
+    } else if s.path == AUTOGROUP_SYSCTL {
         (KEY_AUTOGROUP, matches!(s.value.as_str(), "0" | "1"))
     } else if s.path == UNBOUND_CPUMASK {
         (
@@ -836,11 +836,11 @@ mod tests {
     #[test]
     fn autogroup_is_the_one_knob_outside_sys_and_a_crash_puts_it_back() {
         let f = Fake::new();
-        f.put(AUTOGROUP, "1\n");
+        f.put(AUTOGROUP_SYSCTL, "1\n");
         f.put("/proc/sys/kernel/sched_child_runs_first", "0\n");
         let mut k = f.knobs();
         k.set(&Knob::autogroup(), "0").unwrap();
-        assert_eq!(f.get(AUTOGROUP), "0");
+        assert_eq!(f.get(AUTOGROUP_SYSCTL), "0");
         // A neighbour in /proc/sys is still refused.
         let near = Knob {
             key: KEY_AUTOGROUP,
@@ -859,19 +859,19 @@ mod tests {
             back,
             vec![(
                 KEY_AUTOGROUP.to_string(),
-                PathBuf::from(AUTOGROUP),
+                PathBuf::from(AUTOGROUP_SYSCTL),
                 "1".to_string()
             )]
         );
-        assert_eq!(f.get(AUTOGROUP), "1");
+        assert_eq!(f.get(AUTOGROUP_SYSCTL), "1");
         // A forged state file with another value, key or neighbour is
         // refused and writes nothing.
-        f.put(AUTOGROUP, "0");
+        f.put(AUTOGROUP_SYSCTL, "0");
         f.gone_state(
             999999996,
             &[
-                (KEY_AUTOGROUP, AUTOGROUP, "2"),
-                ("kernel.affinity_scope", AUTOGROUP, "1"),
+                (KEY_AUTOGROUP, AUTOGROUP_SYSCTL, "2"),
+                ("kernel.affinity_scope", AUTOGROUP_SYSCTL, "1"),
                 (
                     KEY_AUTOGROUP,
                     "/proc/sys/kernel/sched_child_runs_first",
@@ -890,7 +890,7 @@ mod tests {
         assert!(msg.contains("does not take"), "{msg}");
         assert!(msg.contains("its key is"), "{msg}");
         assert!(msg.contains("not a file under /sys/"), "{msg}");
-        assert_eq!(f.get(AUTOGROUP), "0");
+        assert_eq!(f.get(AUTOGROUP_SYSCTL), "0");
         assert_eq!(f.get("/proc/sys/kernel/sched_child_runs_first"), "0\n");
     }
 
