@@ -421,39 +421,17 @@ fn refuse(s: &State, file_pid: u32) -> Option<String> {
 /// notes what was refused (set aside) or could not be done.
 pub(super) fn restore_gone(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
     let mut done = Vec::new();
-    let Ok(rd) = fs::read_dir(dir) else {
-        return done;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = pid_of_state(&e.file_name().to_string_lossy()) else {
-            continue;
-        };
-        if trust::live_owner(dir, pid).is_some() {
-            continue;
-        }
-        let text = match trust::read_state_text(&e.path(), 4096) {
-            Ok(Some(t)) => t,
-            Ok(None) => continue,
-            Err(err) => {
-                problems.push(super::refused(&e.path(), &err.to_string()));
-                continue;
-            }
-        };
+    let named = |name: &str| pid_of_state(name).map(|pid| (pid, ()));
+    for (path, (pid, ()), text) in super::gone_states(dir, named, problems) {
         let s = match serde_json::from_str::<State>(&text) {
             Ok(s) => s,
             Err(err) => {
-                problems.push(super::refused(
-                    &e.path(),
-                    &format!("{}: {err}", e.path().display()),
-                ));
+                problems.push(super::refused(&path, &format!("{}: {err}", path.display())));
                 continue;
             }
         };
         if let Some(why) = refuse(&s, pid) {
-            problems.push(super::refused(
-                &e.path(),
-                &format!("{}: {why}", e.path().display()),
-            ));
+            problems.push(super::refused(&path, &format!("{}: {why}", path.display())));
             continue;
         }
         // Its process is gone: the cgroup is empty unless a child of it
@@ -464,7 +442,7 @@ pub(super) fn restore_gone(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBu
                 if existed {
                     done.push(s.dir.clone());
                 }
-                let _ = trust::remove_state(&e.path());
+                let _ = trust::remove_state(&path);
             }
             Err(err) => problems.push(err.to_string()),
         }

@@ -369,38 +369,20 @@ pub(crate) fn record_state_as(data_dir: &Path, path: &Path, kind: &str) -> io::R
 /// state files in `dir`); returns them, and what was refused.
 fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
     let mut done = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return done;
+    // A tracer's instance, or its page-cache counter's.
+    let named = |name: &str| {
+        [("trace-", ""), ("tracecache-", "-cache")]
+            .iter()
+            .find_map(|(prefix, suffix)| {
+                let pid = name
+                    .strip_prefix(prefix)?
+                    .strip_suffix(".state")?
+                    .parse::<u32>()
+                    .ok()?;
+                Some((pid, *suffix))
+            })
     };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        // A tracer's instance, or its page-cache counter's.
-        let Some((pid, suffix)) =
-            [("trace-", ""), ("tracecache-", "-cache")]
-                .iter()
-                .find_map(|(prefix, suffix)| {
-                    let pid = name
-                        .strip_prefix(prefix)?
-                        .strip_suffix(".state")?
-                        .parse::<u32>()
-                        .ok()?;
-                    Some((pid, *suffix))
-                })
-        else {
-            continue;
-        };
-        // A live process (this one included) still owns its instance.
-        if trust::live_owner(dir, pid).is_some() {
-            continue;
-        }
-        let text = match trust::read_state_text(&e.path(), 4096) {
-            Ok(Some(t)) => t,
-            Ok(None) => continue,
-            Err(err) => {
-                problems.push(refused(&e.path(), &err.to_string()));
-                continue;
-            }
-        };
+    for (path, (pid, suffix), text) in gone_states(dir, named, problems) {
         let inst = PathBuf::from(text.trim_end_matches('\n'));
         // Only what readpath made: the instance named readpath-PID.
         let want = Path::new(trace::TRACEFS)
@@ -408,7 +390,7 @@ fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
             .join(format!("readpath-{pid}{suffix}"));
         if inst != want {
             problems.push(refused(
-                &e.path(),
+                &path,
                 &format!(
                     "names {}, not readpath's instance {}",
                     crate::sys::printable(&inst.display().to_string(), false),
@@ -438,9 +420,39 @@ fn restore_traces(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
                 }
             }
         }
-        let _ = trust::remove_state(&e.path());
+        let _ = trust::remove_state(&path);
     }
     done
+}
+
+/// The state files in `dir` of processes now gone: each one whose name
+/// `named` recognises (giving its PID and what else the name says), whose
+/// PID no live readpath holds (this one included), with its text read
+/// under the trust rule. A file that fails the rule is set aside and said
+/// in `problems`.
+fn gone_states<T>(
+    dir: &Path,
+    named: impl Fn(&str) -> Option<(u32, T)>,
+    problems: &mut Vec<String>,
+) -> Vec<(PathBuf, (u32, T), String)> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some((pid, what)) = named(&e.file_name().to_string_lossy()) else {
+            continue;
+        };
+        if trust::live_owner(dir, pid).is_some() {
+            continue;
+        }
+        match trust::read_state_text(&e.path(), 4096) {
+            Ok(Some(t)) => out.push((e.path(), (pid, what), t)),
+            Ok(None) => {}
+            Err(err) => problems.push(refused(&e.path(), &err.to_string())),
+        }
+    }
+    out
 }
 
 /// A refused state file set aside, in words.

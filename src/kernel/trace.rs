@@ -653,6 +653,21 @@ impl CacheCounter {
     }
 }
 
+/// Removes a tracefs instance this process made (tracefs may refuse for a
+/// moment while its last reader lets go: tried for up to 1 s), then its
+/// state file once the instance is gone.
+fn remove_instance(dir: &Path, state: &Path) {
+    for _ in 0..50 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if !dir.exists() {
+        let _ = std::fs::remove_file(state);
+    }
+}
+
 impl Drop for CacheCounter {
     fn drop(&mut self) {
         let _ = write(&self.dir.join("tracing_on"), "0");
@@ -664,15 +679,7 @@ impl Drop for CacheCounter {
                 .join("enable"),
             "0",
         );
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        if !self.dir.exists() {
-            let _ = std::fs::remove_file(&self.state);
-        }
+        remove_instance(&self.dir, &self.state);
     }
 }
 
@@ -906,15 +913,7 @@ impl Tracer {
         if let Some(h) = self.thread.take() {
             let _ = h.join();
         }
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        if !self.dir.exists() {
-            let _ = std::fs::remove_file(&self.state);
-        }
+        remove_instance(&self.dir, &self.state);
         // A tracefs that another readpath mounted and could not unmount
         // while this one used it: whoever ends last puts it back.
         if let Some(dir) = self.state.parent() {
