@@ -40,6 +40,20 @@ pub(super) fn tolerance_pct(s: &str) -> std::result::Result<f64, String> {
     }
 }
 
+/// `validate --pair`: two targets, each `model` or `kernel` (`model,kernel`,
+/// `kernel,kernel` for the kernel against itself, `model,model`).
+pub(super) fn target_pair(s: &str) -> std::result::Result<[String; 2], String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    match parts.as_slice() {
+        [a, b] if [a, b].iter().all(|t| matches!(**t, "model" | "kernel")) => {
+            Ok([a.to_string(), b.to_string()])
+        }
+        _ => Err(format!(
+            "{s:?}: allowed two targets, each model or kernel: model,kernel (the default), kernel,kernel (the kernel against itself) or model,model"
+        )),
+    }
+}
+
 /// `bench crypto --seconds`: 10 ms to 1 hour per measurement.
 pub(super) fn bench_duration(s: &str) -> std::result::Result<Duration, String> {
     parse_duration_in(s, Duration::from_millis(10), Duration::from_secs(3600))

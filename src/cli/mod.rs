@@ -20,7 +20,7 @@ pub use crate::settings::parse_duration;
 pub use args::{ExperimentArgs, Format, RemoteArgs, SettingsArgs, TuiArgs};
 use args::{
     bench_duration, compare_duration, interval_duration, parse_fps, parse_size_px, parse_speed,
-    run_duration, tolerance_pct,
+    run_duration, target_pair, tolerance_pct,
 };
 
 /// readpath: explore the Linux read post-processing path (fscrypt decrypt +
@@ -123,6 +123,12 @@ pub enum Command {
         /// A ratio model/kernel within 1 +- this/100 is "within" (1..=100).
         #[arg(long, default_value_t = 15.0, value_parser = tolerance_pct)]
         tolerance: f64,
+        /// The two targets held against each other: `kernel,kernel` runs
+        /// the kernel against itself (an A/A run, on the same adjusted
+        /// settings), which says how far this machine's own noise moves
+        /// each figure, so what a verdict at --tolerance can resolve here.
+        #[arg(long, default_value = "model,kernel", value_parser = target_pair, value_name = "A,B")]
+        pair: [String; 2],
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,

@@ -238,11 +238,13 @@ fn run_command(
             settings,
             experiment,
             tolerance,
+            pair,
             format,
         } => validate::validate(
             &settings,
             experiment_options(&experiment, data_dir),
             tolerance,
+            &pair,
             format,
         ),
         Command::Presets { action } => presets::presets(action),

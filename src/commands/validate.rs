@@ -20,16 +20,23 @@ pub(super) fn validate(
     args: &SettingsArgs,
     opts: CompareOptions,
     tolerance_pct: f64,
+    pair: &[String; 2],
     format: Format,
 ) -> Result<()> {
     let cpus = crate::sys::online_cpus().len();
     let (mut settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
     let features = crate::sys::probe_features();
-    if let Some(why) = &features.kernel_target_reason {
+    if let Some(why) = &features.kernel_target_reason
+        && pair.iter().any(|t| t == "kernel")
+    {
         anyhow::bail!("validate runs the kernel target, which cannot run here: {why}");
     }
     let adjustments = like_for_like(&mut settings, &features);
-    let cmp = Compare::parse_vary("workload.target=model,kernel", &settings).map_err(BadInput)?;
+    let cmp = Compare::parse_vary(
+        &format!("workload.target={},{}", pair[0], pair[1]),
+        &settings,
+    )
+    .map_err(BadInput)?;
     check_variants(&settings, &cmp, cpus, true)?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut progress = |round: u32, i: usize| {

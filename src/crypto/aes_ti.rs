@@ -29,18 +29,22 @@
 //!   again.
 //!
 //! What the port does not pay: `aesti_encrypt`/`aesti_decrypt`'s
-//! `local_irq_save`/`restore` around each block, the indirect call per
-//! block of the `ecb` template, the `skcipher_walk` of the three passes
-//! (user space can do none of those), and the kernel's return thunk: under
-//! the SRSO "Safe RET" mitigation every kernel `ret` mispredicts, ~13,800
-//! of them per 4 KiB unit with `inv_mix_columns` out of line, which
-//! doubles the kernel's cost on such a machine (docs/kernel.md). Source read: `lib/crypto/aes.c` at
+//! `local_irq_save`/`restore` around each block and the `skcipher_walk` of
+//! the three passes (user space can do neither). What it pays where the
+//! running kernel does ([`kernel_return_thunk`]): the SRSO "Safe RET"
+//! return thunk, under which every kernel `ret` mispredicts, 55 a block on
+//! decryption (52 calls of an out-of-line `inv_mix_columns`, `aes_decrypt`,
+//! `aesti_decrypt`, the retpoline of the ECB walk's indirect call), about
+//! 14,000 a 4 KiB unit, which doubles the cost on such a machine: the port
+//! makes the same calls and returns through the same thunk (docs/kernel.md).
+//! Source read: `lib/crypto/aes.c` at
 //! raspberrypi/linux 8bea97cf (the 6.12+ text, the same algorithm as 6.18;
 //! torvalds/linux's stored copy, 1f2d69a3, is the later table-based rewrite
 //! that is not in 6.18), `crypto/xts.c` of 5.x-6.x.
 //!
-//! Everything here is a pure function over byte slices; no allocation, no
-//! unsafe.
+//! Everything here is a pure function over byte slices, with no
+//! allocation; the only assembly is the thunk and the function that
+//! returns through it (x86-64 only).
 
 /// The AES S-box (FIPS-197 figure 7), cache-line aligned as the kernel's.
 #[repr(align(64))]
@@ -182,32 +186,81 @@ pub fn kernel_return_thunk() -> bool {
     })
 }
 
-/// One return as a kernel built with the SRSO "Safe RET" thunk returns:
-/// a call whose callee drops its own return address and returns to the
-/// caller's (`srso_safe_ret`: `lea 8(%rsp), %rsp; ret`), so the return
-/// stack buffer predicts the wrong target, every time. Below the red zone;
-/// the stack is as it was after.
-#[inline(always)]
-fn thunked_return() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: rsp moves below the red zone first; the pushed address and
-    // the call's are both popped before rsp is put back; no register but
-    // the declared scratch one is written.
-    unsafe {
-        std::arch::asm!(
-            "sub rsp, 128",
-            "lea {t}, [rip + 4f]",
-            "push {t}",
-            "call 3f",
-            "3:",
-            "lea rsp, [rsp + 8]",
-            "ret",
-            "4:",
-            "add rsp, 128",
-            t = out(reg) _,
-        );
-    }
+/// The SRSO "Safe RET" return thunk (`srso_return_thunk` /
+/// `srso_safe_ret`, arch/x86/lib/retpoline.S): every kernel function
+/// returns by jumping here. The call pushes an entry on the return stack
+/// buffer that the `ret` then does not take: it drops that call's address
+/// and returns to the function's caller, so the prediction is wrong, every
+/// time.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+extern "C" fn srso_return_thunk() {
+    std::arch::naked_asm!("call 2f", "int3", "2:", "lea rsp, [rsp + 8]", "ret", "int3",)
 }
+
+/// A function that returns at once, through [`srso_return_thunk`]: a
+/// kernel function's return where no work is left to model (`aes_decrypt`,
+/// `aesti_decrypt`, and the retpoline of the ECB walk's indirect call).
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+extern "C" fn thunked_return() {
+    std::arch::naked_asm!("jmp {t}", t = sym srso_return_thunk)
+}
+
+/// [`inv_mix_columns`] as a kernel built with the return thunk runs it: one
+/// call, the same arithmetic (gcc -O2's code for the C), and its return
+/// through [`srso_return_thunk`]. One real call and one thunked return per
+/// column, as in the kernel, and nothing else: an extra call after a
+/// normal return cost 25 us more a 4 KiB unit than a C build with the
+/// kernel's thunks (128 against 102 us).
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+extern "C" fn inv_mix_columns_thunked(x: u32) -> u32 {
+    std::arch::naked_asm!(
+        "mov edx, edi",
+        "mov ecx, edi",
+        "mov eax, edi",
+        "shr edx, 7",
+        "shr ecx, 6",
+        "and edx, 0x01010101",
+        "and ecx, 0x01010101",
+        "imul edx, edx, 0x36",
+        "lea ecx, [rcx + rcx * 2]",
+        "lea ecx, [rcx + rcx * 8]",
+        "xor edx, ecx",
+        "lea ecx, [rdi * 4]",
+        "and ecx, 0xfcfcfcfc",
+        "xor edx, ecx",
+        "xor eax, edx",
+        "rol edx, 16",
+        "xor eax, edx",
+        "lea edx, [rax + rax]",
+        "mov ecx, eax",
+        "rol ecx, 16",
+        "and edx, 0xfefefefe",
+        "xor edx, ecx",
+        "mov ecx, eax",
+        "shr ecx, 7",
+        "and ecx, 0x01010101",
+        "lea ecx, [rcx + rcx * 2]",
+        "lea ecx, [rcx + rcx * 8]",
+        "xor edx, ecx",
+        "xor eax, edx",
+        "ror eax, 8",
+        "xor eax, edx",
+        "jmp {t}",
+        t = sym srso_return_thunk,
+    )
+}
+
+/// Elsewhere there is no such thunk to model.
+#[cfg(not(target_arch = "x86_64"))]
+fn inv_mix_columns_thunked(x: u32) -> u32 {
+    inv_mix_columns(x)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn thunked_return() {}
 
 /// An expanded AES key: the kernel's `struct crypto_aes_ctx`.
 #[derive(Clone)]
@@ -323,6 +376,16 @@ impl AesTi {
     /// `aes_decrypt`: one 16-byte block, `input` to `out`.
     #[inline]
     pub fn decrypt_block(&self, out: &mut [u8; 16], input: &[u8; 16]) {
+        if self.thunk {
+            self.decrypt_block_as::<true>(out, input);
+        } else {
+            self.decrypt_block_as::<false>(out, input);
+        }
+    }
+
+    /// [`Self::decrypt_block`], paying the kernel's return thunk or not.
+    #[inline]
+    fn decrypt_block_as<const THUNK: bool>(&self, out: &mut [u8; 16], input: &[u8; 16]) {
         let inv = table(&AES_INV_SBOX);
         let kd = &self.key_dec;
         let rounds = 6 + self.key_length / 4;
@@ -339,22 +402,22 @@ impl AesTi {
         let mut st1 = [0u32; 4];
         let mut rkp = 4;
         let mut round = 0;
-        let ret = || {
-            if self.thunk {
-                thunked_return();
+        let imc = |x| {
+            if THUNK {
+                inv_mix_columns_thunked(x)
+            } else {
+                inv_mix_columns(x)
             }
         };
         loop {
             for c in 0..4 {
-                st1[c] = inv_mix_columns(inv_subshift(inv, &st0, c)) ^ kd[rkp + c];
-                ret();
+                st1[c] = imc(inv_subshift(inv, &st0, c)) ^ kd[rkp + c];
             }
             if round == rounds - 2 {
                 break;
             }
             for c in 0..4 {
-                st0[c] = inv_mix_columns(inv_subshift(inv, &st1, c)) ^ kd[rkp + 4 + c];
-                ret();
+                st0[c] = imc(inv_subshift(inv, &st1, c)) ^ kd[rkp + 4 + c];
             }
             round += 2;
             rkp += 8;
@@ -365,8 +428,10 @@ impl AesTi {
         }
         // aes_decrypt's and aesti_decrypt's returns, and the ECB walk's
         // indirect call (a retpoline).
-        for _ in 0..3 {
-            ret();
+        if THUNK {
+            for _ in 0..3 {
+                thunked_return();
+            }
         }
     }
 }

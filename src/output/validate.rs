@@ -185,6 +185,11 @@ pub struct Row {
 /// What `validate` found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ValidateReport {
+    /// What the two sides are: `model` and `kernel`, or one target run
+    /// twice (`kernel 1st`, `kernel 2nd`: an A/A run). A row's `model` is
+    /// the first side, its `kernel` the second.
+    #[serde(default = "model_and_kernel")]
+    pub sides: [String; 2],
     /// The tolerance, % (a ratio within 1 +- tolerance/100 is `within`).
     pub tolerance_pct: f64,
     /// The settings made like for like, one sentence each.
@@ -199,11 +204,30 @@ pub struct ValidateReport {
     pub compare: CompareReport,
 }
 
+fn model_and_kernel() -> [String; 2] {
+    ["model".into(), "kernel".into()]
+}
+
 impl ValidateReport {
+    /// Whether this is one target held against itself (an A/A run).
+    pub fn is_aa(&self) -> bool {
+        self.compare.variants.len() == 2
+            && self.compare.variants[0].value == self.compare.variants[1].value
+    }
+
     /// The verdicts over a `compare` of `workload.target = model, kernel`.
     pub fn of(compare: CompareReport, adjustments: Vec<String>, tolerance_pct: f64) -> Self {
-        let pos = |v: &str| compare.variants.iter().position(|x| x.value == v);
-        let (m, k) = (pos("model"), pos("kernel"));
+        // The first variant against the second: model and kernel, or one
+        // target against itself (`--pair kernel,kernel`).
+        let value = |j: usize| compare.variants.get(j).map(|v| v.value.clone());
+        let (m, k) = (value(0).map(|_| 0), value(1).map(|_| 1));
+        let sides = match (value(0), value(1)) {
+            (Some(a), Some(b)) if a == b => [format!("{a} 1st"), format!("{b} 2nd")],
+            (a, b) => [
+                a.unwrap_or_else(|| "model".into()),
+                b.unwrap_or_else(|| "kernel".into()),
+            ],
+        };
         let mut rows = Vec::new();
         for (i, metric) in METRICS.iter().enumerate() {
             let get = |j: Option<usize>| {
@@ -231,13 +255,13 @@ impl ValidateReport {
                 (
                     None,
                     "unmeasured",
-                    Some("the kernel target does not measure it here".to_string()),
+                    Some(format!("the {} does not measure it here", sides[1])),
                 )
             } else if !measured(&model) {
                 (
                     None,
                     "unmeasured",
-                    Some("the model did not measure it".to_string()),
+                    Some(format!("the {} did not measure it", sides[0])),
                 )
             } else if kernel.median == 0.0 && model.median == 0.0 {
                 (Some(1.0), "within", None)
@@ -254,7 +278,7 @@ impl ValidateReport {
                     )),
                 )
             } else if kernel.median == 0.0 {
-                (None, "outside", Some("the kernel's is 0".to_string()))
+                (None, "outside", Some(format!("the {}'s is 0", sides[1])))
             } else {
                 let r = model.median / kernel.median;
                 let ok = (r - 1.0).abs() <= tolerance_pct / 100.0 + 1e-12;
@@ -272,6 +296,7 @@ impl ValidateReport {
         }
         let count = |v: &str| rows.iter().filter(|r| r.verdict == v).count();
         ValidateReport {
+            sides,
             tolerance_pct,
             adjustments,
             within: count("within"),
@@ -285,7 +310,16 @@ impl ValidateReport {
     pub fn to_text(&self) -> String {
         let c = &self.compare;
         let mut out = format!(
-            "readpath validate: the model against the running kernel | {} round(s) x {:.0}s each, interleaved, {:.1}s warm-up | within {:.0}%{}\n",
+            "readpath validate: {} | {} round(s) x {:.0}s each, interleaved, {:.1}s warm-up | within {:.0}%{}\n",
+            match (self.is_aa(), self.sides[0].starts_with("kernel")) {
+                (false, _) => "the model against the running kernel".to_string(),
+                (true, true) =>
+                    "the running kernel against itself (A/A: the spread this machine's noise gives)"
+                        .to_string(),
+                (true, false) =>
+                    "the model against itself (A/A: the spread this machine's noise gives)"
+                        .to_string(),
+            },
             c.rounds,
             c.duration_s,
             c.warmup_s,
@@ -323,9 +357,9 @@ impl ValidateReport {
         };
         let mut lines = vec![[
             if one { "median" } else { "median (min-max)" }.to_string(),
-            "model".to_string(),
-            "kernel".to_string(),
-            "model/kernel".to_string(),
+            self.sides[0].clone(),
+            self.sides[1].clone(),
+            format!("{}/{}", self.sides[0], self.sides[1]),
             "verdict".to_string(),
         ]];
         for (r, m) in self.rows.iter().zip(METRICS.iter()) {
@@ -495,6 +529,21 @@ mod tests {
             let v = ValidateReport::of(c, vec![], 15.0);
             assert_eq!(v.rows[hit].verdict, want, "{m} vs {k}: {:?}", v.rows[hit]);
         }
+        // One target against itself (`--pair kernel,kernel`): the first
+        // run against the second, named so, with the same verdicts.
+        let mut aa = r.compare.clone();
+        aa.variants[0].value = "kernel".into();
+        let v = ValidateReport::of(aa, vec![], 15.0);
+        assert!(v.is_aa());
+        assert_eq!(
+            v.sides,
+            ["kernel 1st".to_string(), "kernel 2nd".to_string()]
+        );
+        assert_eq!(v.rows[1].ratio, r.rows[1].ratio);
+        let text = v.to_text();
+        assert!(text.contains("the running kernel against itself"), "{text}");
+        assert!(text.contains("kernel 1st/kernel 2nd"), "{text}");
+        assert!(!r.is_aa() && r.to_text().contains("model/kernel"));
     }
 
     #[test]
