@@ -56,7 +56,8 @@ for n in names:
         if r["verdict"] == "unmeasured":
             cells.append("-")
         elif r["ratio"] is None:
-            cells.append("n/a*")
+            # Both near 0: judged by points, not by a ratio.
+            cells.append("n/a" + ("" if r["verdict"] == "within" else "*"))
         else:
             cells.append(f"{r['ratio']:.2f}" + ("" if r["verdict"] == "within" else "*"))
     judged = v["within"] + v["outside"]

@@ -437,15 +437,28 @@ impl CryptoReport {
                 .map_or(", openssl not found".to_string(), |v| format!(", vs {v}")),
         );
         out.push_str(&format!(
-            "{:<18}{:>12}{:>12}{:>8}  {}\n",
-            "", "readpath", "openssl", "ratio", "implementation"
+            "{:<18}{:>12}{:>11}{:>12}{:>8}  {}\n",
+            "", "readpath", "per unit", "openssl", "ratio", "implementation"
         ));
         let gb = |v: f64| format!("{:.2} GB/s", v / 1e9);
+        // The time one 4096-byte unit takes: what a work item pays, and
+        // the figure to hold against a kernel trace's execution time.
+        let per_unit = |v: f64| {
+            let us = 4096.0 / v * 1e6;
+            if !us.is_finite() {
+                "-".to_string()
+            } else if us < 10.0 {
+                format!("{us:.2} us")
+            } else {
+                format!("{us:.0} us")
+            }
+        };
         for r in &self.results {
             out.push_str(&format!(
-                "{:<18}{:>12}{:>12}{:>8}  {}\n",
+                "{:<18}{:>12}{:>11}{:>12}{:>8}  {}\n",
                 r.name,
                 gb(r.bytes_per_s),
+                per_unit(r.bytes_per_s),
                 r.openssl_bytes_per_s.map_or("-".into(), gb),
                 r.ratio.map_or("-".into(), |x| format!("{x:.2}x")),
                 r.implementation
@@ -538,6 +551,26 @@ mod tests {
                 .to_text()
                 .contains("AF_ALG: not measured: no AF_ALG")
         );
+        // Each primitive's time per 4096-byte unit beside its throughput:
+        // 38.1 MB/s is 107 us a unit, 7 GB/s 0.59 us.
+        let units = CryptoReport {
+            results: [("aes-256-xts-ti", 38.1e6), ("aes-256-xts", 7.0e9)]
+                .into_iter()
+                .map(|(name, b)| CryptoResult {
+                    name: name.into(),
+                    bytes_per_s: b,
+                    openssl_bytes_per_s: None,
+                    ratio: None,
+                    implementation: "x".into(),
+                })
+                .collect(),
+            afalg: Vec::new(),
+            afalg_missing: None,
+            ..missing
+        }
+        .to_text();
+        assert!(units.contains("aes-256-xts-ti      0.04 GB/s     108 us"), "{units}");
+        assert!(units.contains("aes-256-xts          7.00 GB/s    0.59 us"), "{units}");
         // A report from an older readpath (no AF_ALG fields) still reads.
         let json = r#"{"results":[],"seconds":1.0,"rounds":1,"cpu":0,"openssl":null}"#;
         let old: CryptoReport = serde_json::from_str(json).unwrap();
