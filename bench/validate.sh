@@ -10,7 +10,9 @@
 # Prints one markdown table: per configuration and metric the ratio
 # model/kernel, `*` where it is outside the tolerance, and how many of the
 # measured metrics are within it. Needs root (the kernel target).
-# Usage: bench/validate.sh [rounds=2] [seconds=3] [--set k=v ...]
+# Usage: bench/validate.sh [rounds=2] [seconds=3] [--set k=v ...] [--pair kernel,kernel]
+# (extra arguments go to every validate; --pair kernel,kernel holds the
+# kernel against itself: the A/A matrix, what 15% can resolve here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-2}; SECS=${2:-3}; shift $(( $# >= 2 ? 2 : $# ))

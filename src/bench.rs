@@ -569,8 +569,14 @@ mod tests {
             ..missing
         }
         .to_text();
-        assert!(units.contains("aes-256-xts-ti       0.04 GB/s     108 us"), "{units}");
-        assert!(units.contains("aes-256-xts          7.00 GB/s    0.59 us"), "{units}");
+        assert!(
+            units.contains("aes-256-xts-ti       0.04 GB/s     108 us"),
+            "{units}"
+        );
+        assert!(
+            units.contains("aes-256-xts          7.00 GB/s    0.59 us"),
+            "{units}"
+        );
         // A report from an older readpath (no AF_ALG fields) still reads.
         let json = r#"{"results":[],"seconds":1.0,"rounds":1,"cpu":0,"openssl":null}"#;
         let old: CryptoReport = serde_json::from_str(json).unwrap();

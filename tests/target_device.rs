@@ -155,6 +155,40 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
     );
     // Throughput, IOPS and latency are measured on both sides.
     assert!(judged >= 5, "{rows:?}");
+    assert_eq!(j["sides"], serde_json::json!(["model", "kernel"]));
+    // The kernel against itself (an A/A run): two kernel runs, named so,
+    // every figure the kernel measures judged.
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["--data-dir", data.path().to_str().unwrap(), "validate"])
+        .args(["--rounds", "1", "--duration", "1s", "--warmup", "200ms"])
+        .args(["--pair", "kernel,kernel"])
+        .args([
+            "--set",
+            "workload.file_size=16M",
+            "--set",
+            "cache.cold_start=true",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let aa: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(aa["sides"], serde_json::json!(["kernel 1st", "kernel 2nd"]));
+    let values: Vec<&str> = aa["compare"]["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["kernel", "kernel"]);
+    let iops = aa["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "iops")
+        .unwrap();
+    assert!(iops["ratio"].is_f64(), "{iops}");
     assert!(
         readpath::sys::trust::mounts()
             .iter()
