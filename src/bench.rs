@@ -477,7 +477,7 @@ impl CryptoReport {
                     us(r.software_ns),
                     us(r.afalg_ns),
                     format!("{:.2}x", r.ratio),
-                    format!("+{:.0} ns", r.overhead_per_call_ns),
+                    format!("{:+.0} ns", r.overhead_per_call_ns),
                     r.implementation
                 ));
             }

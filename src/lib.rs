@@ -20,6 +20,7 @@ pub mod engine;
 pub mod files;
 pub mod invocation;
 pub mod kernel;
+pub mod lab;
 pub mod metrics;
 pub mod output;
 pub mod remote;

@@ -79,8 +79,12 @@ const LAYERS: &[(&[&str], &str)] = &[
         "what commands and the remote agent share: loading settings, the bad-input error, stopping a workload",
     ),
     (
+        &["lab"],
+        "the kernel lab: lab kernels, the guest's initramfs and disk, QEMU",
+    ),
+    (
         &["remote"],
-        "running the engine on another machine over ssh",
+        "running the engine on another machine over ssh, adb or a lab guest",
     ),
     (&["tui"], "the explorer"),
     (

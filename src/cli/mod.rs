@@ -204,6 +204,13 @@ pub enum Command {
         #[command(subcommand)]
         what: BenchWhat,
     },
+    /// The kernel lab: real kernels under QEMU, reached with `--remote
+    /// vm:KERNEL` (list them, fetch one).
+    Lab {
+        /// What to do.
+        #[command(subcommand)]
+        action: LabAction,
+    },
     /// List, show or check presets.
     Presets {
         /// What to do.
@@ -297,6 +304,30 @@ pub enum BenchWhat {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+    },
+}
+
+/// `readpath lab ...`.
+#[derive(Debug, Subcommand)]
+pub enum LabAction {
+    /// The lab's kernels (in the data dir) and those `lab fetch` can get.
+    Kernels,
+    /// Get a kernel into the lab: `debian-6.1` is Debian 12's cloud
+    /// kernel package (the newest on the configured mirror), downloaded
+    /// with apt-get and unpacked, not installed.
+    Fetch {
+        /// The kernel's name (`debian-6.1`).
+        name: String,
+    },
+    /// Boot a lab guest, run `readpath ARGS...` in it (its data dir on the
+    /// lab disk), print what it printed and exit with its status; the
+    /// guest's console (kernel messages, stderr) is in the lab dir.
+    Run {
+        /// The guest: vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg].
+        guest: String,
+        /// readpath's arguments there (after `--`), e.g. `-- kernel check`.
+        #[arg(last = true, required = true)]
+        args: Vec<String>,
     },
 }
 

@@ -35,6 +35,7 @@ mod demo;
 mod digest;
 mod explore;
 mod kernel;
+mod lab;
 mod outputs;
 mod plot;
 mod prepare;
@@ -103,6 +104,7 @@ pub fn main_with_args(cli: Cli) -> Result<()> {
 /// be ignored, `--remote` where it does not apply), then run.
 fn dispatch(cli: Cli) -> Result<()> {
     let data_dir = cli.data_dir.clone().unwrap_or_else(default_data_dir);
+    crate::lab::set_data_dir(&data_dir);
     check_placement(&cli)?;
     let remote = remote_choice(&cli)?;
     // From here a stop signal sets a flag every wait of readpath polls (a
@@ -248,6 +250,7 @@ fn run_command(
             format,
         ),
         Command::Presets { action } => presets::presets(action),
+        Command::Lab { action } => lab::lab(data_dir, action),
         Command::Plot {
             file,
             out,

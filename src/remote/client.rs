@@ -442,6 +442,25 @@ impl RemoteWorkload {
                 super::transport::sh_quote(&format!("--data-dir={d}"))
             ));
         }
+        // A lab guest's kernel target reads from its lab disk (virtio,
+        // ext4 with encryption and verity) itself, not from a loop image
+        // on it: `kernel.dir` is that disk unless the user named another.
+        let mut spec = spec;
+        if matches!(remote, Remote::Vm(_))
+            && spec
+                .settings
+                .as_ref()
+                .is_none_or(|s| s.kernel.dir.is_empty())
+            && !spec
+                .set
+                .iter()
+                .any(|kv| kv.trim_start().starts_with("kernel.dir"))
+        {
+            spec.set.insert(
+                0,
+                format!("kernel.dir={}", crate::lab::vm::GUEST_KERNEL_DIR),
+            );
+        }
         let restart = Restart {
             line,
             interval: spec.interval,
@@ -706,8 +725,13 @@ impl RemoteWorkload {
     /// were delivered.
     pub fn finish(mut self) -> Finished {
         let _ = self.send(Command::Stop);
-        // Closing stdin also stops an agent that missed the stop.
-        self.stdin = None;
+        // Closing stdin also stops an agent that missed the stop. Not for
+        // a lab guest: there it hangs up the virtio port, and the agent's
+        // summary would block; the guest powers off once the agent ends,
+        // and QEMU is killed below if it does not.
+        if !matches!(self.remote, Remote::Vm(_)) {
+            self.stdin = None;
+        }
         if let Some(r) = self.reader.take() {
             let start = Instant::now();
             while !r.is_finished() && start.elapsed() < REPLY_TIMEOUT {

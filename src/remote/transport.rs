@@ -66,6 +66,9 @@ pub enum Remote {
         /// The device, if more than one is attached.
         serial: Option<String>,
     },
+    /// `vm:KERNEL[:...]`: a lab kernel booted under QEMU here
+    /// ([`crate::lab`]), readpath inside, the agent on a virtio serial port.
+    Vm(crate::lab::VmRemote),
 }
 
 /// Why a setup step failed, and whether the user's input is to blame
@@ -255,7 +258,7 @@ impl Remote {
     pub fn parse(spec: &str) -> Result<Remote, String> {
         let bad = |why: &str| {
             format!(
-                "--remote {:?}: {why}; allowed: ssh:[user@]host[:port] or adb:[serial]",
+                "--remote {:?}: {why}; allowed: ssh:[user@]host[:port], adb:[serial] or vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg]",
                 printable(spec, false)
             )
         };
@@ -325,6 +328,11 @@ impl Remote {
                 port,
             });
         }
+        if let Some(rest) = spec.strip_prefix("vm:") {
+            return crate::lab::VmRemote::parse(rest)
+                .map(Remote::Vm)
+                .map_err(|e| bad(&e));
+        }
         if let Some(serial) = spec.strip_prefix("adb:") {
             if !serial.is_empty() && !word_ok(serial, &[':']) {
                 return Err(bad("the serial has characters a device serial cannot have"));
@@ -357,6 +365,7 @@ impl Remote {
             }
             Remote::Adb { serial: Some(s) } => format!("adb:{s}"),
             Remote::Adb { serial: None } => "adb:".into(),
+            Remote::Vm(v) => v.label(),
         }
     }
 
@@ -365,6 +374,7 @@ impl Remote {
         match self {
             Remote::Ssh { .. } => ".cache/readpath-agent",
             Remote::Adb { .. } => "/data/local/tmp/readpath",
+            Remote::Vm(_) => "/bin",
         }
     }
 
@@ -374,6 +384,7 @@ impl Remote {
         match self {
             Remote::Ssh { .. } => None,
             Remote::Adb { .. } => Some(format!("{dir}/data")),
+            Remote::Vm(_) => Some(crate::lab::vm::GUEST_DATA_DIR.to_string()),
         }
     }
 
@@ -392,9 +403,9 @@ impl Remote {
                 Some(rest) => format!(".{rest}"),
                 None => value.to_string(),
             }),
-            Remote::Adb { .. } if value.starts_with('/') => Ok(value.to_string()),
-            Remote::Adb { .. } => Err(format!(
-                "{flag} {:?} is not a usable path on adb: it is not absolute (e.g. /data/local/tmp/readpath); {PATH_RULE}",
+            Remote::Adb { .. } | Remote::Vm(_) if value.starts_with('/') => Ok(value.to_string()),
+            Remote::Adb { .. } | Remote::Vm(_) => Err(format!(
+                "{flag} {:?} is not a usable path on adb or vm: it is not absolute (e.g. /data/local/tmp/readpath); {PATH_RULE}",
                 printable(value, false)
             )),
         }
@@ -428,7 +439,7 @@ impl Remote {
                 ..
             } => format!("{u}@{host}"),
             Remote::Ssh { host, .. } => host.clone(),
-            Remote::Adb { .. } => String::new(),
+            Remote::Adb { .. } | Remote::Vm(_) => String::new(),
         }
     }
 
@@ -447,7 +458,7 @@ impl Remote {
                     None => format!("{host}:{path}"),
                 }
             }
-            Remote::Adb { .. } => path.to_string(),
+            Remote::Adb { .. } | Remote::Vm(_) => path.to_string(),
         }
     }
 
@@ -471,6 +482,13 @@ impl Remote {
                 let mut c = Remote::adb(serial)?;
                 c.arg("shell").arg(remote);
                 Ok(c)
+            }
+            // The guest's /init runs the line (from the kernel's command
+            // line) and powers off: the command boots it.
+            Remote::Vm(v) => {
+                let spec = crate::lab::spec_for(v).map_err(|e| format!("{}: {e}", v.label()))?;
+                crate::lab::vm::prepare(&crate::lab::data_dir(), &spec, Some(remote), &mut |_| {})
+                    .map_err(|e| format!("{}: {e}", v.label()))
             }
         }
     }
@@ -499,8 +517,11 @@ impl Remote {
             return Err(interrupted(&place, step, sig));
         }
         let program = printable(&c.get_program().to_string_lossy(), false);
+        // A lab guest's port hangs up when QEMU's stdin ends, and what the
+        // guest writes then blocks: its stdin stays open until it exits.
+        let vm = matches!(self, Remote::Vm(_));
         let mut child = c
-            .stdin(stdin)
+            .stdin(if vm { Stdio::piped() } else { stdin })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -526,6 +547,7 @@ impl Remote {
             ),
         ]
         .map(|(pipe, into, cap)| pipe.map(|p| std::thread::spawn(move || drain(p, into, cap))));
+        let held_stdin = child.stdin.take();
         let start = Instant::now();
         let status = loop {
             match child.try_wait() {
@@ -553,6 +575,17 @@ impl Remote {
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
+        };
+        drop(held_stdin);
+        // The guest's command's status, not QEMU's (0 after any poweroff).
+        let status = match self {
+            Remote::Vm(v) => {
+                use std::os::unix::process::ExitStatusExt;
+                let code =
+                    crate::lab::vm::guest_status(&crate::lab::data_dir(), &v.kernel).unwrap_or(255);
+                ExitStatus::from_raw((code & 0xff) << 8)
+            }
+            _ => status,
         };
         // Its output, once read to the end; a process it left behind
         // holding a pipe (an ssh connection master) is not waited for long.
@@ -618,6 +651,10 @@ impl Remote {
             })
         };
         match self {
+            Remote::Vm(_) => Err(SetupError::new(
+                SetupFailure::Failed,
+                format!("{place}: a lab guest gets readpath in its initramfs, not by a copy"),
+            )),
             Remote::Adb { serial } => {
                 let mut c = Remote::adb(serial).map_err(|e| {
                     SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
@@ -804,6 +841,9 @@ pub fn local_binary(arch: &str) -> Result<PathBuf, String> {
 /// place: a damaged copy is removed and never run.
 pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, String), SetupError> {
     let place = remote.label();
+    if let Remote::Vm(v) = remote {
+        return prepare_vm(v, &place);
+    }
     let bad = |m: String| SetupError::new(SetupFailure::BadInput, format!("{place}: {m}"));
     let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
     let t = Timeouts::from_env().map_err(bad)?;
@@ -886,6 +926,34 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
                 Some(v) if unhashed => format!("; it had {v}, which could not be hashed there"),
                 Some(v) => format!("; it had {v}"),
                 None => String::new(),
+            }
+        ),
+    ))
+}
+
+/// A lab guest made ready: its kernel found, its initramfs (with this
+/// readpath) and disk made or reused; what was done, for the user.
+fn prepare_vm(v: &crate::lab::VmRemote, place: &str) -> Result<(String, String), SetupError> {
+    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
+    let spec = crate::lab::spec_for(v).map_err(|e| failed(e.to_string()))?;
+    let mut made = Vec::new();
+    crate::lab::vm::prepare(&crate::lab::data_dir(), &spec, None, &mut |m| {
+        made.push(m.to_string())
+    })
+    .map_err(|e| failed(e.to_string()))?;
+    Ok((
+        "/bin/readpath".into(),
+        format!(
+            "{place}: Linux {} ({}) under QEMU ({}), {} vCPUs, {} MiB{}",
+            spec.kernel.info.release,
+            spec.kernel.info.source,
+            spec.accel.name(),
+            spec.cpus,
+            spec.memory_mib,
+            if made.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", made.join("; "))
             }
         ),
     ))

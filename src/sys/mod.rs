@@ -114,7 +114,8 @@ pub use procfs::{
 /// Processes and memory: liveness, tools, write access, stale files, what
 /// memory is left.
 pub use process::{
-    can_write, memory_available_bytes, process_alive, remove_stale_temps, tool_on_path,
+    can_write, die_with_parent, memory_available_bytes, process_alive, remove_stale_temps,
+    tool_on_path,
 };
 
 /// Signals: stop, resize, suspend and continue, as flags to poll.

@@ -129,3 +129,26 @@ pub(super) fn cgroup_memory_left() -> Option<u64> {
         .ok()?;
     Some(max.saturating_sub(cur))
 }
+
+/// Makes the child `cmd` starts die with this process: `SIGKILL` from the
+/// kernel the moment readpath ends, however it ends (a crash or SIGKILL
+/// included), so a virtual machine it started is never left running
+/// (`prctl(PR_SET_PDEATHSIG)` in the child before it execs; if readpath
+/// ended before that, the child exits at once).
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: between fork and exec only async-signal-safe calls are made
+    // (prctl, getppid, _exit), and nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,369 @@
+//! The lab's kernels: where each lives in the data dir, what it is, and
+//! how one arrives (`readpath lab fetch`: Debian's own kernel package,
+//! through the system's package tool, unpacked without installing it).
+//!
+//! A kernel is a directory `lab/kernels/NAME/` holding `vmlinuz`, its
+//! modules (`modules/`, the package's `lib/modules/VERSION`, where it has
+//! any) and `kernel.toml` saying what it is. Nothing is installed on the
+//! machine and nothing outside the data dir is written; a fetch is
+//! unpacked into a fresh directory of its own and only renamed into place
+//! once whole, so an interrupted fetch never leaves half a kernel under a
+//! kernel's name.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys::trust;
+
+/// What a lab kernel is (`kernel.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelInfo {
+    /// Its name in the lab (`debian-6.1`).
+    pub name: String,
+    /// Its release, as `uname -r` will say it (`6.1.0-57-cloud-amd64`).
+    pub release: String,
+    /// Where it came from, in words (`Debian package
+    /// linux-image-6.1.0-57-cloud-amd64-unsigned 6.1.192-3`).
+    pub source: String,
+    /// The upstream version where known (`6.1.192`).
+    #[serde(default)]
+    pub version: String,
+}
+
+/// A kernel in the lab, ready to boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kernel {
+    /// What it is.
+    pub info: KernelInfo,
+    /// Its directory.
+    pub dir: PathBuf,
+}
+
+impl Kernel {
+    /// The bzImage.
+    pub fn image(&self) -> PathBuf {
+        self.dir.join("vmlinuz")
+    }
+
+    /// Its modules' tree (`lib/modules/RELEASE`), where it has one.
+    pub fn modules(&self) -> Option<PathBuf> {
+        let m = self.dir.join("modules");
+        m.is_dir().then_some(m)
+    }
+}
+
+/// Kernels `lab fetch` knows how to get: (name, what it is).
+pub const FETCHABLE: &[(&str, &str)] = &[(
+    "debian-6.1",
+    "Debian 12's cloud kernel (linux-image-6.1.0-N-cloud-amd64-unsigned, the newest the configured mirror has): fs-verity, fscrypt, io_uring, ftrace, schedstats, cgroup v2, AF_ALG as modules; all three seed changes in",
+)];
+
+/// The lab's directory in data dir `data`.
+pub fn lab_dir(data: &Path) -> PathBuf {
+    data.join("lab")
+}
+
+fn kernels_dir(data: &Path) -> PathBuf {
+    lab_dir(data).join("kernels")
+}
+
+/// A lab kernel's name: 1-64 of `[A-Za-z0-9._-]`, not starting with `.`
+/// or `-`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['.', '-'])
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "lab kernel {:?}: allowed 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'",
+            crate::sys::printable(name, false)
+        ))
+    }
+}
+
+/// The kernels in the lab, by name.
+pub fn list(data: &Path) -> io::Result<Vec<Kernel>> {
+    let dir = kernels_dir(data);
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    trust::check_dir(&dir)?;
+    for e in entries {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if check_name(&name).is_err() || !e.file_type()?.is_dir() {
+            continue;
+        }
+        if let Ok(k) = open(data, &name) {
+            out.push(k);
+        }
+    }
+    out.sort_by(|a, b| a.info.name.cmp(&b.info.name));
+    Ok(out)
+}
+
+/// Lab kernel `name`: its directory checked (the user's or root's,
+/// writable by no one else), its `kernel.toml` read as a state file, its
+/// image a regular file of the user's.
+pub fn open(data: &Path, name: &str) -> io::Result<Kernel> {
+    check_name(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let dir = kernels_dir(data).join(name);
+    if !dir.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "no lab kernel {name:?} in {} (`readpath lab kernels` lists them; `readpath lab fetch debian-6.1` gets one)",
+                lab_dir(data).display()
+            ),
+        ));
+    }
+    trust::check_dir(&dir)?;
+    let text =
+        trust::read_state_text(&dir.join("kernel.toml"), trust::STATE_CAP)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no kernel.toml", dir.display()),
+            )
+        })?;
+    let info: KernelInfo = toml::from_str(&text).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", dir.join("kernel.toml").display()),
+        )
+    })?;
+    trust::open_own_file(&dir.join("vmlinuz"), 0)?;
+    Ok(Kernel { info, dir })
+}
+
+/// The newest package of `prefix` + N + `suffix` that `apt-cache search`
+/// lists: (package, N).
+fn newest_package(list: &str, prefix: &str, suffix: &str) -> Option<(String, u32)> {
+    list.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|p| {
+            let n = p.strip_prefix(prefix)?.strip_suffix(suffix)?;
+            Some((p.to_string(), n.parse::<u32>().ok()?))
+        })
+        .max_by_key(|(_, n)| *n)
+}
+
+fn run(cmd: &mut Command, what: &str) -> io::Result<String> {
+    let o = cmd.output().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("{what}: {:?}: {e}", cmd.get_program().to_string_lossy()),
+        )
+    })?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        Err(io::Error::other(format!(
+            "{what} failed ({}): {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        )))
+    }
+}
+
+/// Fetches kernel `name` (one of [`FETCHABLE`]) into the lab: Debian's
+/// package with `apt-get download` (from the mirror the system is
+/// configured with), unpacked with `dpkg-deb -x` into a fresh directory,
+/// the image and modules moved to their places, `kernel.toml` written,
+/// then renamed into place (an older one of the same name is replaced
+/// only then). `say` hears each step.
+pub fn fetch(data: &Path, name: &str, say: &mut dyn FnMut(&str)) -> io::Result<Kernel> {
+    if !FETCHABLE.iter().any(|(n, _)| *n == name) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "lab fetch {name:?}: allowed {}",
+                FETCHABLE
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    let (prefix, suffix) = ("linux-image-6.1.0-", "-cloud-amd64-unsigned");
+    say("looking for the newest linux-image-6.1.0-N-cloud-amd64-unsigned (apt-cache search)");
+    let list = run(
+        Command::new("apt-cache").args([
+            "search",
+            "--names-only",
+            "^linux-image-6.1.0-[0-9]+-cloud-amd64-unsigned$",
+        ]),
+        "apt-cache search",
+    )
+    .map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("{e} (Debian's apt is needed to fetch {name})"),
+        )
+    })?;
+    let (package, n) = newest_package(&list, prefix, suffix).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "apt-cache lists no linux-image-6.1.0-N-cloud-amd64-unsigned (run `apt-get update`, or add Debian 12's main component)",
+        )
+    })?;
+    let kernels = kernels_dir(data);
+    trust::ensure_dir(&kernels)?;
+    let work = kernels.join(format!(".fetch-{}-{}", std::process::id(), random_suffix()));
+    trust::ensure_dir(&work)?;
+    let result = (|| -> io::Result<()> {
+        say(&format!("downloading {package} (apt-get download)"));
+        run(
+            Command::new("apt-get")
+                .arg("download")
+                .arg(&package)
+                .current_dir(&work),
+            "apt-get download",
+        )?;
+        let deb = std::fs::read_dir(&work)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "deb"))
+            .ok_or_else(|| io::Error::other("apt-get download left no .deb"))?;
+        let pkg_version = run(
+            Command::new("dpkg-deb")
+                .args(["-f"])
+                .arg(&deb)
+                .arg("Version"),
+            "dpkg-deb -f",
+        )?
+        .trim()
+        .to_string();
+        say(&format!("unpacking {} (dpkg-deb -x)", deb.display()));
+        let root = work.join("root");
+        run(
+            Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root),
+            "dpkg-deb -x",
+        )?;
+        let release = format!("6.1.0-{n}-cloud-amd64");
+        let into = work.join("kernel");
+        trust::ensure_dir(&into)?;
+        std::fs::rename(
+            root.join(format!("boot/vmlinuz-{release}")),
+            into.join("vmlinuz"),
+        )?;
+        std::fs::rename(
+            root.join(format!("lib/modules/{release}")),
+            into.join("modules"),
+        )?;
+        let _ = std::fs::rename(
+            root.join(format!("boot/config-{release}")),
+            into.join("config"),
+        );
+        let info = KernelInfo {
+            name: name.to_string(),
+            release,
+            source: format!("Debian package {package} {pkg_version}"),
+            version: pkg_version
+                .split('-')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        };
+        trust::write_state(
+            &into.join("kernel.toml"),
+            toml::to_string(&info).map_err(io::Error::other)?.as_bytes(),
+        )?;
+        let dest = kernels.join(name);
+        if dest.exists() {
+            let old = kernels.join(format!(".old-{name}-{}", random_suffix()));
+            std::fs::rename(&dest, &old)?;
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        std::fs::rename(&into, &dest)?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result?;
+    open(data, name)
+}
+
+fn random_suffix() -> String {
+    format!(
+        "{:08x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_package_is_chosen_by_its_number_not_its_text() {
+        let list = "linux-image-6.1.0-9-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud\n\
+                    linux-image-6.1.0-57-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud\n\
+                    linux-image-6.1.0-100-cloud-amd64-unsigned-dbg - debug\n\
+                    linux-image-6.1.0-56-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud\n";
+        assert_eq!(
+            newest_package(list, "linux-image-6.1.0-", "-cloud-amd64-unsigned"),
+            Some(("linux-image-6.1.0-57-cloud-amd64-unsigned".into(), 57))
+        );
+        assert_eq!(newest_package("", "a", "b"), None);
+    }
+
+    #[test]
+    fn kernel_names_are_checked() {
+        for ok in ["debian-6.1", "6.1-revert-fsverity-2023", "a"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "../x", "-x", ".x", "a/b", "a b", &"x".repeat(65)] {
+            let e = check_name(bad).unwrap_err();
+            assert!(e.contains("allowed"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_kernel_is_listed_and_opened_and_a_forged_one_is_refused() {
+        let data = tempfile::tempdir().unwrap();
+        assert!(list(data.path()).unwrap().is_empty());
+        let dir = kernels_dir(data.path()).join("k1");
+        trust::ensure_dir(&dir).unwrap();
+        std::fs::write(dir.join("vmlinuz"), b"bzImage").unwrap();
+        let info = KernelInfo {
+            name: "k1".into(),
+            release: "6.1.0-1".into(),
+            source: "test".into(),
+            version: "6.1.1".into(),
+        };
+        trust::write_state(
+            &dir.join("kernel.toml"),
+            toml::to_string(&info).unwrap().as_bytes(),
+        )
+        .unwrap();
+        let k = open(data.path(), "k1").unwrap();
+        assert_eq!(k.info, info);
+        assert_eq!(k.image(), dir.join("vmlinuz"));
+        assert!(k.modules().is_none());
+        assert_eq!(list(data.path()).unwrap(), vec![k]);
+        // A link in place of the image is refused, not followed.
+        std::fs::remove_file(dir.join("vmlinuz")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("vmlinuz")).unwrap();
+        let e = open(data.path(), "k1").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(
+            open(data.path(), "nope")
+                .unwrap_err()
+                .to_string()
+                .contains("lab fetch")
+        );
+    }
+}

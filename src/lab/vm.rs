@@ -1,0 +1,457 @@
+//! A lab guest: one of the lab's kernels booted under QEMU with readpath
+//! inside, reached through the agent protocol on a virtio serial port (the
+//! QEMU process's stdin and stdout), as ssh reaches a server.
+//!
+//! What a boot needs is made here and kept in the lab directory, keyed by
+//! what it is made of, so the second boot reuses it:
+//! - the initramfs ([`super::initramfs`]): busybox-static, the kernel's
+//!   modules in dependency order, a stripped readpath (the static musl
+//!   build where there is one, else this binary with its shared libraries
+//!   beside it) and `/init`;
+//! - the lab disk (`disk.img`, sparse, 1 GiB): ext4 made with `-O
+//!   encrypt,verity -b 4096`, owned by root inside, mounted at `/lab` in
+//!   the guest, where readpath keeps its data dir (`/lab/data`) and the
+//!   kernel target its image.
+//!
+//! QEMU runs as a child that dies with readpath (`PR_SET_PDEATHSIG`),
+//! whatever ends readpath, and the guest powers itself off when the agent
+//! ends. The guest's serial console (the kernel's messages and the
+//! agent's stderr) goes to `lab/console.log`. KVM is used where `/dev/kvm`
+//! opens and `lab.accel` allows it; elsewhere, and on this project's
+//! machines (a nested guest stops after the kernel's decompressor), TCG.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use super::initramfs::{Cpio, GUEST_MODULES, Modules, OPTIONAL_MODULES, init_script};
+use super::kernels::{Kernel, lab_dir};
+use crate::sys::trust;
+
+/// How a guest is accelerated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accel {
+    /// KVM: near-native speed, where nested virtualisation works.
+    Kvm,
+    /// QEMU's TCG: emulated; every absolute time is slower by the factor
+    /// `bench crypto` measures inside and out.
+    Tcg,
+}
+
+impl Accel {
+    /// `kvm` or `tcg`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// A guest to boot.
+#[derive(Debug, Clone)]
+pub struct VmSpec {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Virtual CPUs (1..=64).
+    pub cpus: u32,
+    /// Memory, MiB (256..=65536).
+    pub memory_mib: u32,
+    /// The lab disk's host cache mode (`none`, `writeback`, ...).
+    pub disk_cache: String,
+    /// The accelerator.
+    pub accel: Accel,
+}
+
+/// The lab disk's size: room for a 256 MiB dataset and the kernel
+/// target's image.
+pub const DISK_BYTES: u64 = 1 << 30;
+
+/// Where the guest's readpath keeps its data (on the lab disk).
+pub const GUEST_DATA_DIR: &str = "/lab/data";
+
+/// The kernel target's directory in the guest (`kernel.dir`): on the lab
+/// disk itself, so the kernel reads through ext4 on virtio-blk, not a loop
+/// device.
+pub const GUEST_KERNEL_DIR: &str = "/lab/kernel";
+
+/// Whether ELF file `bytes` asks for a program interpreter (`PT_INTERP`):
+/// a dynamically linked program. None where it is no 64-bit ELF.
+pub fn elf_interp(bytes: &[u8]) -> Option<Option<String>> {
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 {
+        return None;
+    }
+    let u64_at = |o: usize| u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?).into();
+    let u16_at = |o: usize| -> Option<u16> {
+        Some(u16::from_le_bytes(bytes.get(o..o + 2)?.try_into().ok()?))
+    };
+    let phoff: Option<u64> = u64_at(0x20);
+    let phoff = phoff? as usize;
+    let phentsize = u16_at(0x36)? as usize;
+    let phnum = u16_at(0x38)? as usize;
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        let p_type = u32::from_le_bytes(bytes.get(ph..ph + 4)?.try_into().ok()?);
+        if p_type == 3 {
+            let off: u64 = u64_at(ph + 8)?;
+            let size: u64 = u64_at(ph + 32)?;
+            let s = bytes.get(off as usize..(off + size) as usize)?;
+            let s = s.split(|&b| b == 0).next().unwrap_or_default();
+            return Some(Some(String::from_utf8_lossy(s).into_owned()));
+        }
+    }
+    Some(None)
+}
+
+/// The shared libraries `ldd` says `bin` loads: absolute paths.
+fn shared_libraries(bin: &Path) -> io::Result<Vec<PathBuf>> {
+    let o = Command::new("ldd").arg(bin).output()?;
+    if !o.status.success() {
+        return Err(io::Error::other(format!(
+            "ldd {}: {}",
+            bin.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or
+            // "/lib64/ld-linux-x86-64.so.2 (0x...)".
+            let l = l.trim();
+            let path = l
+                .split("=>")
+                .nth(1)
+                .unwrap_or(l)
+                .split_whitespace()
+                .next()?;
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect())
+}
+
+/// The readpath a lab guest runs (this machine's architecture):
+/// `READPATH_AGENT_BINARY`, else the static musl build beside this one's
+/// target dir (`target/x86_64-unknown-linux-musl/release/readpath`: no
+/// libraries to carry), else this binary (its libraries go with it).
+fn local_binary_for_guest() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("READPATH_AGENT_BINARY") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("READPATH_AGENT_BINARY={}: not a file", p.display()))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
+    let triple = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    // target/{release,debug}/readpath, or target/debug/deps/TEST for a
+    // test; a musl build older than this binary is another version of the
+    // code, not this one's static twin.
+    for up in exe.ancestors().skip(1).take(3) {
+        let musl = up.join(&triple).join("release").join("readpath");
+        if musl.is_file() && mtime(&musl) >= mtime(&exe) {
+            return Ok(musl);
+        }
+    }
+    Ok(exe)
+}
+
+fn guest_binary() -> io::Result<PathBuf> {
+    local_binary_for_guest().map_err(io::Error::other)
+}
+
+/// `bin`'s bytes without debug information (`strip -o`), or as they are
+/// where strip is missing.
+fn stripped(bin: &Path, tmp: &Path) -> io::Result<Vec<u8>> {
+    let out = tmp.join("readpath.stripped");
+    let ok = Command::new("strip")
+        .arg("-o")
+        .arg(&out)
+        .arg(bin)
+        .status()
+        .is_ok_and(|s| s.success());
+    let bytes = std::fs::read(if ok { &out } else { bin })?;
+    let _ = std::fs::remove_file(&out);
+    Ok(bytes)
+}
+
+/// The busybox-static binary: `/bin/busybox` or `/usr/bin/busybox` when it
+/// is statically linked (Debian's busybox-static package), else an error
+/// saying what to install.
+fn busybox() -> io::Result<Vec<u8>> {
+    for p in ["/bin/busybox", "/usr/bin/busybox"] {
+        if let Ok(b) = std::fs::read(p)
+            && elf_interp(&b) == Some(None)
+        {
+            return Ok(b);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        "no statically linked busybox (/bin/busybox): install Debian's busybox-static",
+    ))
+}
+
+/// Builds (or reuses) the initramfs for `kernel`: returns its path and
+/// whether it was built now. Keyed by the SHA-256 of everything in it.
+pub fn initramfs(
+    lab: &Path,
+    kernel: &Kernel,
+    say: &mut dyn FnMut(&str),
+) -> io::Result<(PathBuf, bool)> {
+    let tmp = lab.join(format!(".initramfs-{}", std::process::id()));
+    trust::ensure_dir(&tmp)?;
+    let result = build_initramfs(lab, kernel, &tmp, say);
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
+}
+
+fn build_initramfs(
+    lab: &Path,
+    kernel: &Kernel,
+    tmp: &Path,
+    say: &mut dyn FnMut(&str),
+) -> io::Result<(PathBuf, bool)> {
+    let bin = guest_binary()?;
+    let bin_bytes = stripped(&bin, tmp)?;
+    let mut c = Cpio::new();
+    for d in [
+        "bin", "sbin", "dev", "proc", "sys", "tmp", "run", "lab", "lib", "lib64", "usr", "etc",
+        "mnt",
+    ] {
+        c.dir(d);
+    }
+    c.char_dev("dev/console", 0o600, 5, 1);
+    c.char_dev("dev/null", 0o666, 1, 3);
+    c.file("bin/busybox", 0o755, &busybox()?);
+    c.file("bin/readpath", 0o755, &bin_bytes);
+    // A dynamically linked readpath takes its libraries along, at the
+    // paths its loader and it name.
+    if elf_interp(&bin_bytes).flatten().is_some() {
+        let mut made = std::collections::HashSet::new();
+        for lib in shared_libraries(&bin)? {
+            let rel = lib.to_string_lossy().trim_start_matches('/').to_string();
+            let mut parent = PathBuf::new();
+            for comp in Path::new(&rel)
+                .parent()
+                .into_iter()
+                .flat_map(|p| p.components())
+            {
+                parent.push(comp);
+                let p = parent.to_string_lossy().to_string();
+                if made.insert(p.clone()) && !["lib", "lib64", "usr"].contains(&p.as_str()) {
+                    c.dir(&p);
+                }
+            }
+            c.file(&rel, 0o755, &std::fs::read(&lib)?);
+        }
+    }
+    let mut loaded = Vec::new();
+    if let Some(mods) = kernel.modules() {
+        let tree = Modules::read(&mods)?;
+        let mut read = |p: &Path| std::fs::read(p);
+        let mut wanted = Vec::new();
+        for m in GUEST_MODULES {
+            let one = tree.load_order(&[m], &mut read);
+            match one {
+                Ok(_) => wanted.push(*m),
+                Err(e) if OPTIONAL_MODULES.contains(m) => say(&format!("left out: {e}")),
+                Err(e) => return Err(io::Error::other(format!("{}: {e}", kernel.info.name))),
+            }
+        }
+        let order = tree
+            .load_order(&wanted, &mut read)
+            .map_err(io::Error::other)?;
+        c.dir("lib/modules");
+        for (name, path) in order {
+            let inside = format!("lib/modules/{name}.ko");
+            c.file(&inside, 0o644, &std::fs::read(&path)?);
+            loaded.push(format!("/{inside}"));
+        }
+    }
+    let init = init_script(
+        &loaded,
+        &format!("exec /bin/readpath agent --data-dir={GUEST_DATA_DIR}"),
+    );
+    c.file("init", 0o755, init.as_bytes());
+    let archive = c.finish();
+    let key = hex::encode(&Sha256::digest(&archive)[..8]);
+    let path = lab.join(format!("initramfs-{}-{key}.cpio", kernel.info.name));
+    if trust::open_own_file(&path, 0).is_ok() {
+        return Ok((path, false));
+    }
+    say(&format!(
+        "initramfs for {}: {} MiB ({} modules, readpath from {})",
+        kernel.info.name,
+        archive.len() >> 20,
+        loaded.len(),
+        bin.display()
+    ));
+    let part = tmp.join("initramfs.cpio");
+    let mut f = trust::create_new(&part, 0o600)?;
+    io::Write::write_all(&mut f, &archive)?;
+    f.sync_all()?;
+    std::fs::rename(&part, &path)?;
+    Ok((path, true))
+}
+
+/// Makes (or reuses) kernel `name`'s lab disk: `lab/disk-NAME.img`,
+/// sparse, ext4 with encryption and verity, its root directory owned by
+/// root (the guest's readpath runs as root and trusts only root's
+/// directories). One per kernel, so that guests of two kernels run at
+/// once; QEMU's own image lock refuses a second guest of the same one.
+pub fn disk(lab: &Path, name: &str) -> io::Result<PathBuf> {
+    let path = lab.join(format!("disk-{name}.img"));
+    if trust::open_own_file(&path, 0).is_ok() {
+        return Ok(path);
+    }
+    let part = lab.join(format!(".disk-{}.img", std::process::id()));
+    let _ = std::fs::remove_file(&part);
+    let f = trust::create_new(&part, 0o600)?;
+    f.set_len(DISK_BYTES)?;
+    drop(f);
+    let o = Command::new("mkfs.ext4")
+        .args([
+            "-q",
+            "-F",
+            "-b",
+            "4096",
+            "-O",
+            "encrypt,verity",
+            "-E",
+            "root_owner=0:0",
+            "-L",
+            "readpath-lab",
+        ])
+        .arg(&part)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("mkfs.ext4: {e} (Debian's e2fsprogs)")))?;
+    if !o.status.success() {
+        let _ = std::fs::remove_file(&part);
+        return Err(io::Error::other(format!(
+            "mkfs.ext4 {}: {}",
+            part.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    std::fs::rename(&part, &path)?;
+    Ok(path)
+}
+
+/// The QEMU command that boots `spec` with `initrd` and `disk` to run
+/// shell line `line` (the agent where None) with its stdin and stdout on a
+/// virtio serial port on QEMU's stdin and stdout, the serial console into
+/// `console`, no display, no network, no reboot.
+pub fn qemu_command(
+    spec: &VmSpec,
+    initrd: &Path,
+    disk: &Path,
+    console: &Path,
+    line: Option<&str>,
+) -> Command {
+    let mut c = Command::new("qemu-system-x86_64");
+    c.args([
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+    ])
+    .args(["-monitor", "none"]);
+    match spec.accel {
+        Accel::Kvm => c.args(["-accel", "kvm", "-cpu", "host"]),
+        Accel::Tcg => c.args(["-accel", "tcg,thread=multi", "-cpu", "max"]),
+    };
+    c.arg("-smp")
+        .arg(spec.cpus.to_string())
+        .arg("-m")
+        .arg(spec.memory_mib.to_string())
+        .arg("-kernel")
+        .arg(spec.kernel.image())
+        .arg("-initrd")
+        .arg(initrd)
+        .arg("-append")
+        .arg(match line {
+            Some(l) => format!(
+                "console=ttyS0 panic=-1 loglevel=4 {}",
+                super::initramfs::cmdline_arg(l)
+            ),
+            None => "console=ttyS0 panic=-1 loglevel=4".to_string(),
+        })
+        .arg("-serial")
+        .arg(format!("file:{}", console.display()))
+        .arg("-drive")
+        .arg(format!(
+            "file={},format=raw,if=virtio,cache={}",
+            disk.display(),
+            spec.disk_cache
+        ))
+        .args(["-device", "virtio-serial-pci"])
+        .args(["-chardev", "stdio,id=agent,signal=off"])
+        .args([
+            "-device",
+            "virtserialport,chardev=agent,name=readpath.agent",
+        ]);
+    crate::sys::die_with_parent(&mut c);
+    c
+}
+
+/// Where guest `name`'s serial console goes: the kernel's messages, what
+/// `/init` says, and the stderr of what it runs.
+pub fn console_log(data: &Path, name: &str) -> PathBuf {
+    lab_dir(data).join(format!("console-{name}.log"))
+}
+
+/// The exit status of the line the last guest of kernel `name` ran, as
+/// its `/init` wrote it on the console (`readpath-lab: ended (N)`); None
+/// where it never got there (killed, or it did not boot).
+pub fn guest_status(data: &Path, name: &str) -> Option<i32> {
+    let text = std::fs::read_to_string(console_log(data, name)).ok()?;
+    // What the line wrote on stderr may have left its line open (a
+    // progress meter): the mark is looked for anywhere in a line.
+    const MARK: &str = "readpath-lab: ended (";
+    text.lines()
+        .rev()
+        .find_map(|l| l.rfind(MARK).map(|i| &l[i + MARK.len()..]))
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Everything a boot needs, made or reused, and the command that runs
+/// `line` there ([`qemu_command`]): `say` hears what is made.
+pub fn prepare(
+    data: &Path,
+    spec: &VmSpec,
+    line: Option<&str>,
+    say: &mut dyn FnMut(&str),
+) -> io::Result<Command> {
+    let lab = lab_dir(data);
+    trust::ensure_dir(&lab)?;
+    let (initrd, _) = initramfs(&lab, &spec.kernel, say)?;
+    let disk = disk(&lab, &spec.kernel.info.name)?;
+    let console = console_log(data, &spec.kernel.info.name);
+    let _ = trust::remove_state(&console);
+    trust::create_new(&console, 0o600)?;
+    Ok(qemu_command(spec, &initrd, &disk, &console, line))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_static_and_a_dynamic_program_are_told_apart() {
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        // The test binary is linked as this project links: dynamically,
+        // with glibc's loader.
+        let interp = elf_interp(&me)
+            .expect("an ELF file")
+            .expect("an interpreter");
+        assert!(interp.contains("ld-linux"), "{interp}");
+        assert_eq!(elf_interp(b"#!/bin/sh\n"), None);
+    }
+}

@@ -1,0 +1,131 @@
+//! The kernel lab end to end: Debian's 6.1 kernel (fs-verity, fscrypt,
+//! AF_ALG) fetched into a fresh data dir, booted under QEMU with readpath
+//! inside, and the guest's kernel as the oracle: its fscrypt ciphertext
+//! and its FS_IOC_MEASURE_VERITY digest equal readpath's (`kernel check`
+//! there), and a kernel-target run there reads through its own fscrypt and
+//! fs-verity, reached through the agent protocol like any target.
+//!
+//! Needs qemu-system-x86_64, a static busybox, apt-get with a Debian 12
+//! mirror, and mkfs.ext4; `.ci/run` installs them, so under CI their
+//! absence fails the test.
+
+#[path = "common/skip.rs"]
+mod skip;
+
+use std::process::Command;
+
+fn readpath(data: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_readpath"));
+    c.arg("--data-dir").arg(data);
+    c
+}
+
+/// What is missing for the lab here, if anything.
+fn missing() -> Option<String> {
+    let static_busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().any(|p| {
+        std::fs::read(p)
+            .ok()
+            .and_then(|b| readpath::lab::vm::elf_interp(&b))
+            == Some(None)
+    });
+    for (ok, what) in [
+        (
+            readpath::sys::tool_on_path("qemu-system-x86_64"),
+            "qemu-system-x86_64 (Debian's qemu-system-x86)",
+        ),
+        (static_busybox, "a static busybox (Debian's busybox-static)"),
+        (readpath::sys::tool_on_path("apt-get"), "apt-get"),
+        (readpath::sys::tool_on_path("mkfs.ext4"), "mkfs.ext4"),
+    ] {
+        if !ok {
+            return Some(what.to_string());
+        }
+    }
+    None
+}
+
+#[test]
+fn a_lab_guest_runs_the_kernels_own_fscrypt_and_fs_verity() {
+    let test = "a_lab_guest_runs_the_kernels_own_fscrypt_and_fs_verity";
+    if let Some(what) = missing() {
+        skip::skip(test, &format!("needs {what}"), true);
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let o = readpath(data.path())
+        .args(["lab", "fetch", "debian-6.1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() {
+        // No mirror to fetch from is a machine without the package.
+        skip::skip(test, &format!("lab fetch debian-6.1 failed: {err}"), true);
+        return;
+    }
+    let o = readpath(data.path())
+        .args(["lab", "kernels"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        listed.contains("debian-6.1") && listed.contains("Linux 6.1.0-"),
+        "{listed}"
+    );
+
+    // The kernel as the oracle: its ciphertext and its fs-verity digest.
+    let o = readpath(data.path())
+        .args(["lab", "run", "vm:debian-6.1", "--"])
+        .args(["kernel", "check", "--dir", "/lab/kernel", "--size", "1M"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("256 of 256 data units equal to readpath's") && out.contains(": MATCH"),
+        "{out}"
+    );
+    let verity = out
+        .lines()
+        .find(|l| l.contains("fs-verity digest (FS_IOC_MEASURE_VERITY"))
+        .unwrap_or_else(|| panic!("no fs-verity line: {out}"));
+    assert!(verity.ends_with("MATCH"), "{verity}");
+
+    // A kernel-target run in the guest, through the agent protocol.
+    let o = readpath(data.path())
+        .args(["run", "--remote", "vm:debian-6.1", "--duration", "2s"])
+        .args([
+            "--set",
+            "workload.file_size=16M",
+            "--set",
+            "workload.target=kernel",
+        ])
+        .args(["--set", "kernel.limit_cache=false", "--format", "json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        j["read_path"],
+        "the running kernel's read path (its own fscrypt and fs-verity)"
+    );
+    assert!(j["reads"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(j["io_errors"].as_u64(), Some(0), "{j}");
+    let machine = j["machine"].to_string();
+    assert!(machine.contains("6.1.0-"), "{machine}");
+    assert!(
+        err.contains("under QEMU") && err.contains("vm:debian-6.1"),
+        "{err}"
+    );
+    // Nothing of the guest is left: QEMU ended with the run.
+    let qemu_left = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| {
+            String::from_utf8_lossy(&c).contains(&data.path().display().to_string())
+                && String::from_utf8_lossy(&c).contains("qemu-system")
+        });
+    assert!(!qemu_left, "a QEMU of this test is still running");
+}
