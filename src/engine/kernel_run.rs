@@ -198,22 +198,20 @@ impl Engine {
             ),
             floor: crate::kernel::cgroup::floor(readers, readahead),
         };
-        let mut entered = false;
-        if !eff.kernel.limit_cache {
-            if k.cgroup.take().is_some() {
-                *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            }
-        } else if let Some(cg) = &k.cgroup {
-            cg.set_cache(cache, room);
-        } else {
-            let place = crate::sys::cgroup::probe()
-                .map_err(|why| EngineError::Kernel(format!("kernel.limit_cache: {why}")))?;
-            let cg = crate::kernel::cgroup::CacheCgroup::enter(&data_dir, &place, cache, room)
-                .map_err(|e| kerr("kernel.limit_cache: a memory cgroup for the page cache", e))?;
-            k.cgroup = Some(Arc::new(cg));
-            entered = true;
-        }
+        // The tracefs instance that counts the file's misses is made
+        // first: made inside the cgroup, its files' dentries and inodes
+        // (about 4 MiB of slab) are charged to it, and under cgroup v2,
+        // which charges kernel memory, a limit of a few MiB then has the
+        // kernel's OOM killer end readpath (seen on Debian's 6.1 in the
+        // lab). Where the cgroup exists already, it gets room for that
+        // first, and its limit is set again once the instance is made.
         let f = File::open(path).map_err(|e| kerr("opening the kernel target's file", e))?;
+        if let Some(cg) = &k.cgroup
+            && eff.kernel.limit_cache
+        {
+            let _ = cg.make_room(crate::kernel::cgroup::TRACE_ROOM);
+        }
+        let mut miss_note = None;
         if let Some(t) = &k.traced {
             use std::os::unix::fs::MetadataExt;
             let m = f
@@ -224,10 +222,29 @@ impl Engine {
                 t.tracer
                     .follow_file(&data_dir, crate::sys::dev_numbers(m.dev()), m.ino(), pages)
             {
-                self.sink().push(format!(
+                miss_note = Some(format!(
                     "page hit %: the kernel's misses are not counted: {e}"
                 ));
             }
+        }
+        let mut entered = false;
+        if !eff.kernel.limit_cache {
+            if k.cgroup.take().is_some() {
+                *self.shared.kernel.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
+        } else if let Some(cg) = &k.cgroup {
+            cg.set_cache(cache, room);
+            let _ = cg.adjust(0);
+        } else {
+            let place = crate::sys::cgroup::probe()
+                .map_err(|why| EngineError::Kernel(format!("kernel.limit_cache: {why}")))?;
+            let cg = crate::kernel::cgroup::CacheCgroup::enter(&data_dir, &place, cache, room)
+                .map_err(|e| kerr("kernel.limit_cache: a memory cgroup for the page cache", e))?;
+            k.cgroup = Some(Arc::new(cg));
+            entered = true;
+        }
+        if let Some(n) = miss_note {
+            self.sink().push(n);
         }
         let k = self.kernel.as_ref().expect("opened above");
         if let Some(cg) = &k.cgroup

@@ -52,6 +52,11 @@ use crate::sys::{oflag, trust};
 /// this much in practice. Measured: see docs/kernel.md.
 pub const MARGIN: u64 = 4 << 20;
 
+/// Room a cgroup that exists already is given before readpath makes a
+/// tracefs instance inside it (the instance's dentries and inodes are
+/// charged to it under cgroup v2; about 4 MiB measured on Linux 6.1).
+pub const TRACE_ROOM: u64 = 16 << 20;
+
 /// The room beyond `cache.size` and the measured other charge for
 /// `readers` readers with `in_flight` reads of `block` bytes each: the
 /// pages being copied to the readers (locked while their read is in
@@ -301,6 +306,20 @@ impl CacheCgroup {
             self.last_limit.load(std::sync::atomic::Ordering::Relaxed),
             charged,
         ))
+    }
+
+    /// Raises the limit by `bytes` now, before readpath charges the
+    /// cgroup with kernel memory of its own (a tracefs instance); the next
+    /// [`Self::adjust`] sets it from what is charged then.
+    pub fn make_room(&self, bytes: u64) -> io::Result<()> {
+        let limit = self
+            .last_limit
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_add(bytes);
+        self.limit.write_at(limit.to_string().as_bytes(), 0)?;
+        self.last_limit
+            .store(limit, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// What a crash leaves, for tests: the cgroup and its state stay, the

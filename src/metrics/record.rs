@@ -320,7 +320,7 @@ pub struct KernelRecord {
     pub lost: u64,
     /// The file's pages in the kernel's page cache at the end (`mincore`).
     pub cached_bytes: u64,
-    /// The limit of readpath's memory cgroup at the end (`memory.max`;
+    /// The limit of readpath's memory cgroup at the end (`memory.high` on cgroup v2;
     /// 0: the kernel's cache is not limited, `kernel.limit_cache`).
     pub cache_limit_bytes: u64,
     /// What that cgroup was charged at the end (`memory.current`: the

@@ -14,7 +14,15 @@ use super::trust;
 /// Which cgroup hierarchy holds the memory controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Hierarchy {
-    /// cgroup v2 (`memory.max`, `memory.current`).
+    /// cgroup v2 (`memory.high`, `memory.current`). The limit is
+    /// `memory.high`, not `memory.max`: above it the kernel reclaims (the
+    /// page cache, as nothing else can go without swap) and throttles,
+    /// where above `memory.max` its OOM killer ends readpath. v2 charges
+    /// readpath's own memory allocated after the move (anonymous memory,
+    /// kernel memory such as a tracefs instance's inodes) to the same
+    /// cgroup, and a burst of it within one interval, before the limit is
+    /// set again, got readpath killed under `memory.max` (4.7 MB of anon
+    /// against a limit of 4740 kB, Linux 6.1 in the lab).
     V2,
     /// cgroup v1's memory hierarchy (`memory.limit_in_bytes`,
     /// `memory.usage_in_bytes`).
@@ -25,7 +33,7 @@ impl Hierarchy {
     /// The file of the cgroup's limit.
     pub fn limit_file(self) -> &'static str {
         match self {
-            Hierarchy::V2 => "memory.max",
+            Hierarchy::V2 => "memory.high",
             Hierarchy::V1 => "memory.limit_in_bytes",
         }
     }
