@@ -84,6 +84,11 @@ impl VmRemote {
     pub fn label(&self) -> String {
         format!("vm:{}", self.kernel)
     }
+
+    /// The accelerator the guest gets: `kvm` where asked for, else `tcg`.
+    pub fn accel_name(&self) -> &'static str {
+        self.accel.unwrap_or(Accel::Tcg).name()
+    }
 }
 
 static DATA_DIR: OnceLock<PathBuf> = OnceLock::new();

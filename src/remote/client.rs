@@ -709,9 +709,16 @@ impl RemoteWorkload {
         Ok(())
     }
 
-    /// Where it runs, for messages: `ssh:pixel (pixel)`.
+    /// Where it runs, for messages: `ssh:pixel (pixel)`; a lab guest by
+    /// its kernel's release and accelerator (`vm:debian-6.1 (6.1.0-57,
+    /// tcg)`): under TCG every time there is emulated.
     pub fn place_name(&self) -> String {
         let label = self.remote.label();
+        if let Remote::Vm(v) = &self.remote {
+            let release = &self.header.machine.kernel;
+            let short: String = release.split('-').take(2).collect::<Vec<_>>().join("-");
+            return format!("{label} ({short}, {})", v.accel_name());
+        }
         let host = &self.header.machine.hostname;
         if host.is_empty() {
             label
