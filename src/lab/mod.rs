@@ -117,17 +117,97 @@ pub fn kvm_openable() -> bool {
 }
 
 /// The guest `remote` asks for: its kernel opened, its accelerator chosen
-/// (`accel=` where given; else TCG: a KVM probe is not made yet, so KVM
-/// is used only when asked for).
-pub fn spec_for(remote: &VmRemote) -> std::io::Result<vm::VmSpec> {
-    let kernel = kernels::open(&data_dir(), &remote.kernel)?;
+/// (`accel=` where given, else [`probe_accel`]). `say` hears a probe.
+pub fn spec_for(remote: &VmRemote, say: &mut dyn FnMut(&str)) -> std::io::Result<vm::VmSpec> {
+    let data = data_dir();
+    let kernel = kernels::open(&data, &remote.kernel)?;
+    let accel = match remote.accel {
+        Some(a) => a,
+        None => probe_accel(&data, &kernel, say),
+    };
     Ok(vm::VmSpec {
         kernel,
         cpus: remote.cpus,
         memory_mib: remote.memory_mib,
         disk_cache: remote.disk_cache.clone(),
-        accel: remote.accel.unwrap_or(Accel::Tcg),
+        accel,
     })
+}
+
+/// How long a KVM probe boot may take to reach `/init`'s line: a guest
+/// under KVM gets there in about a second; one that hangs (nested
+/// virtualisation that does not work) never does.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// KVM or TCG for `kernel` here: TCG where `/dev/kvm` does not open; else
+/// the answer of a probe boot under KVM (one vCPU, a line that prints a
+/// word and ends), made once and kept in `lab/accel-NAME` (keyed by the
+/// kernel's release), because `/dev/kvm` can open while guests hang (a
+/// nested guest stops right after the kernel's decompressor on this
+/// project's machines).
+pub fn probe_accel(data: &Path, kernel: &kernels::Kernel, say: &mut dyn FnMut(&str)) -> Accel {
+    if !kvm_openable() {
+        return Accel::Tcg;
+    }
+    let lab = kernels::lab_dir(data);
+    let file = lab.join(format!("accel-{}", kernel.info.name));
+    let key = format!("{} ", kernel.info.release);
+    if let Ok(Some(t)) = crate::sys::trust::read_state_text(&file, 256)
+        && let Some(a) = t.trim().strip_prefix(&key)
+    {
+        match a {
+            "kvm" => return Accel::Kvm,
+            "tcg" => return Accel::Tcg,
+            _ => {}
+        }
+    }
+    say(&format!(
+        "vm:{}: /dev/kvm opens; a probe boot under KVM says whether guests run there (up to {} s, once)",
+        kernel.info.name,
+        PROBE_TIMEOUT.as_secs()
+    ));
+    let works = probe_boot(data, kernel).unwrap_or(false);
+    let accel = if works { Accel::Kvm } else { Accel::Tcg };
+    let _ = crate::sys::trust::write_state(&file, format!("{key}{}\n", accel.name()).as_bytes());
+    say(&format!(
+        "vm:{}: KVM {}: {}",
+        kernel.info.name,
+        if works { "works" } else { "guests do not boot" },
+        accel.name()
+    ));
+    accel
+}
+
+/// Boots `kernel` under KVM to print one word; whether it came in time.
+fn probe_boot(data: &Path, kernel: &kernels::Kernel) -> std::io::Result<bool> {
+    use std::io::BufRead;
+    const WORD: &str = "readpath-lab-kvm-probe";
+    let spec = vm::VmSpec {
+        kernel: kernel.clone(),
+        cpus: 1,
+        memory_mib: 512,
+        disk_cache: "none".into(),
+        accel: Accel::Kvm,
+    };
+    let mut cmd = vm::prepare(data, &spec, Some(&format!("echo {WORD}")), &mut |_| {})?;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let out = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let seen = std::io::BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains(WORD));
+        let _ = tx.send(seen);
+    });
+    let seen = rx.recv_timeout(PROBE_TIMEOUT).unwrap_or(false);
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(seen)
 }
 
 #[cfg(test)]

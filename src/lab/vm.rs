@@ -296,6 +296,22 @@ fn build_initramfs(
     io::Write::write_all(&mut f, &archive)?;
     f.sync_all()?;
     std::fs::rename(&part, &path)?;
+    // Older archives of this kernel (another readpath build, other
+    // modules) are not booted again: removed, so the lab does not grow
+    // by one with every build.
+    let prefix = format!("initramfs-{}-", kernel.info.name);
+    if let Ok(entries) = std::fs::read_dir(lab) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix)
+                && name.ends_with(".cpio")
+                && e.path() != path
+                && e.file_type().is_ok_and(|t| t.is_file())
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     Ok((path, true))
 }
 

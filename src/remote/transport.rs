@@ -486,7 +486,10 @@ impl Remote {
             // The guest's /init runs the line (from the kernel's command
             // line) and powers off: the command boots it.
             Remote::Vm(v) => {
-                let spec = crate::lab::spec_for(v).map_err(|e| format!("{}: {e}", v.label()))?;
+                let spec = crate::lab::spec_for(v, &mut |m| {
+                    crate::invocation::say(&format!("readpath: {m}"))
+                })
+                .map_err(|e| format!("{}: {e}", v.label()))?;
                 crate::lab::vm::prepare(&crate::lab::data_dir(), &spec, Some(remote), &mut |_| {})
                     .map_err(|e| format!("{}: {e}", v.label()))
             }
@@ -935,8 +938,11 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
 /// readpath) and disk made or reused; what was done, for the user.
 fn prepare_vm(v: &crate::lab::VmRemote, place: &str) -> Result<(String, String), SetupError> {
     let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
-    let spec = crate::lab::spec_for(v).map_err(|e| failed(e.to_string()))?;
     let mut made = Vec::new();
+    let spec = crate::lab::spec_for(v, &mut |m| {
+        crate::invocation::say(&format!("readpath: {m}"))
+    })
+    .map_err(|e| failed(e.to_string()))?;
     crate::lab::vm::prepare(&crate::lab::data_dir(), &spec, None, &mut |m| {
         made.push(m.to_string())
     })
