@@ -446,6 +446,17 @@ pub fn prepare(
     say: &mut dyn FnMut(&str),
 ) -> io::Result<Command> {
     let lab = lab_dir(data);
+    // QEMU splits `-drive` and `-serial` values at commas: a path holding
+    // one would be read as more options.
+    if lab.to_string_lossy().contains(',') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: the lab's path holds a ',', which QEMU's options would split; choose a data dir (--data-dir) without one",
+                crate::sys::printable(&lab.display().to_string(), false)
+            ),
+        ));
+    }
     trust::ensure_dir(&lab)?;
     let (initrd, _) = initramfs(&lab, &spec.kernel, say)?;
     let disk = disk(&lab, &spec.kernel.info.name)?;
@@ -458,6 +469,30 @@ pub fn prepare(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lab_path_with_a_comma_is_refused_before_anything_is_made() {
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path().join("a,format=qcow2");
+        let spec = VmSpec {
+            kernel: Kernel {
+                info: super::super::kernels::KernelInfo {
+                    name: "k".into(),
+                    release: "6.1.0-1".into(),
+                    source: "test".into(),
+                    version: String::new(),
+                },
+                dir: data.join("lab/kernels/k"),
+            },
+            cpus: 1,
+            memory_mib: 256,
+            disk_cache: "none".into(),
+            accel: Accel::Tcg,
+        };
+        let e = prepare(&data, &spec, None, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("holds a ','"), "{e}");
+        assert!(!data.exists(), "nothing made");
+    }
 
     #[test]
     fn a_static_and_a_dynamic_program_are_told_apart() {
