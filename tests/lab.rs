@@ -27,6 +27,27 @@ fn readpath(data: &std::path::Path) -> Command {
     c
 }
 
+/// `readpath run` of `seconds` in a TCG guest of Debian's 6.1 with
+/// `sets` (`key=value`): its JSON summary and its stderr.
+fn guest_run(data: &std::path::Path, seconds: &str, sets: &[&str]) -> (serde_json::Value, String) {
+    let mut c = readpath(data);
+    c.args([
+        "run",
+        "--remote",
+        "vm:debian-6.1:accel=tcg",
+        "--duration",
+        seconds,
+    ]);
+    c.args(["--set", "workload.file_size=16M", "--format", "json"]);
+    for kv in sets {
+        c.args(["--set", kv]);
+    }
+    let o = c.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    (serde_json::from_slice(&o.stdout).unwrap(), err)
+}
+
 /// What is missing for the lab here, if anything.
 fn missing() -> Option<String> {
     let static_busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().any(|p| {
@@ -99,26 +120,7 @@ fn a_lab_guest_runs_the_kernels_own_fscrypt_and_fs_verity() {
     assert!(verity.ends_with("MATCH"), "{verity}");
 
     // A kernel-target run in the guest, through the agent protocol.
-    let o = readpath(data.path())
-        .args([
-            "run",
-            "--remote",
-            "vm:debian-6.1:accel=tcg",
-            "--duration",
-            "2s",
-        ])
-        .args([
-            "--set",
-            "workload.file_size=16M",
-            "--set",
-            "workload.target=kernel",
-        ])
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (j, err) = guest_run(data.path(), "2s", &["workload.target=kernel"]);
     assert_eq!(
         j["read_path"],
         "the running kernel's read path (its own fscrypt and fs-verity)"
@@ -149,26 +151,11 @@ fn a_lab_guest_runs_the_kernels_own_fscrypt_and_fs_verity() {
     // (`pipeline.cipher = kernel`, `hash = kernel`): every block it
     // decrypted that way verified against the dataset's Merkle tree, so
     // the kernel's xts(aes) gave readpath's plaintext bit for bit.
-    let o = readpath(data.path())
-        .args([
-            "run",
-            "--remote",
-            "vm:debian-6.1:accel=tcg",
-            "--duration",
-            "1s",
-        ])
-        .args([
-            "--set",
-            "workload.file_size=16M",
-            "--set",
-            "pipeline.cipher=kernel",
-        ])
-        .args(["--set", "pipeline.hash=kernel", "--format", "json"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (j, _) = guest_run(
+        data.path(),
+        "1s",
+        &["pipeline.cipher=kernel", "pipeline.hash=kernel"],
+    );
     assert_eq!(
         j["effective_settings"]["pipeline"]["cipher"], "kernel",
         "{}",

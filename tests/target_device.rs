@@ -91,6 +91,27 @@ fn the_model_reads_and_verifies_the_kernel_files_own_blocks() {
     );
 }
 
+/// `readpath validate` of one round of 1 s on a 16M file, cold, with
+/// `extra` arguments: its JSON.
+fn validate_json(data: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["--data-dir", data.to_str().unwrap(), "validate"])
+        .args(["--rounds", "1", "--duration", "1s", "--warmup", "200ms"])
+        .args([
+            "--set",
+            "workload.file_size=16M",
+            "--set",
+            "cache.cold_start=true",
+        ])
+        .args(extra)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// `readpath validate` on a small configuration: both targets ran, every
 /// measured metric has a ratio and a verdict computed from the two
 /// medians, the adjustments are named, and nothing is left mounted.
@@ -105,21 +126,7 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
         return;
     }
     let data = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
-        .args(["--data-dir", data.path().to_str().unwrap(), "validate"])
-        .args(["--rounds", "1", "--duration", "1s", "--warmup", "200ms"])
-        .args([
-            "--set",
-            "workload.file_size=16M",
-            "--set",
-            "cache.cold_start=true",
-        ])
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j = validate_json(data.path(), &[]);
     let adjusted = j["adjustments"].to_string();
     assert!(adjusted.contains("cache.device = target"), "{adjusted}");
     let variants: Vec<&str> = j["compare"]["variants"]
@@ -158,22 +165,7 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
     assert_eq!(j["sides"], serde_json::json!(["model", "kernel"]));
     // The kernel against itself (an A/A run): two kernel runs, named so,
     // every figure the kernel measures judged.
-    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
-        .args(["--data-dir", data.path().to_str().unwrap(), "validate"])
-        .args(["--rounds", "1", "--duration", "1s", "--warmup", "200ms"])
-        .args(["--pair", "kernel,kernel"])
-        .args([
-            "--set",
-            "workload.file_size=16M",
-            "--set",
-            "cache.cold_start=true",
-        ])
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
-    let aa: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let aa = validate_json(data.path(), &["--pair", "kernel,kernel"]);
     assert_eq!(aa["sides"], serde_json::json!(["kernel 1st", "kernel 2nd"]));
     let values: Vec<&str> = aa["compare"]["variants"]
         .as_array()

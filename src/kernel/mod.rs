@@ -327,7 +327,9 @@ fn unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("unmounting {}: {e}", mnt.display())))
 }
 
-fn run(cmd: &mut std::process::Command) -> io::Result<()> {
+/// Runs a tool to its end: its stdout, or an error naming the program
+/// (it could not start) or the command and its stderr (it failed).
+pub fn run_tool(cmd: &mut std::process::Command) -> io::Result<String> {
     let o = cmd.output().map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -335,7 +337,7 @@ fn run(cmd: &mut std::process::Command) -> io::Result<()> {
         )
     })?;
     if o.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
     } else {
         Err(io::Error::other(format!(
             "{:?} failed: {}",
@@ -771,9 +773,12 @@ impl ScratchFs {
         } else {
             "encrypt"
         };
-        run(std::process::Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-b", "4096", "-O", features])
-            .arg(image))
+        run_tool(
+            std::process::Command::new("mkfs.ext4")
+                .args(["-q", "-F", "-b", "4096", "-O", features])
+                .arg(image),
+        )
+        .map(|_| ())
         .map_err(|e| {
             io::Error::new(
                 e.kind(),

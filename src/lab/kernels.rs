@@ -158,22 +158,9 @@ fn newest_package(list: &str, prefix: &str, suffix: &str) -> Option<(String, u32
         .max_by_key(|(_, n)| *n)
 }
 
+/// [`crate::kernel::run_tool`], its error led by `what`.
 fn run(cmd: &mut Command, what: &str) -> io::Result<String> {
-    let o = cmd.output().map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("{what}: {:?}: {e}", cmd.get_program().to_string_lossy()),
-        )
-    })?;
-    if o.status.success() {
-        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-    } else {
-        Err(io::Error::other(format!(
-            "{what} failed ({}): {}",
-            o.status,
-            String::from_utf8_lossy(&o.stderr).trim()
-        )))
-    }
+    crate::kernel::run_tool(cmd).map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))
 }
 
 /// Fetches kernel `name` (one of [`FETCHABLE`]) into the lab: Debian's

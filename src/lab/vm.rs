@@ -132,18 +132,24 @@ fn shared_libraries(bin: &Path) -> io::Result<Vec<PathBuf>> {
         .collect())
 }
 
+/// The binary `READPATH_AGENT_BINARY` names for a target or a guest,
+/// where it is set: the file, or why it cannot be used.
+pub fn agent_binary_override() -> Option<Result<PathBuf, String>> {
+    let p = PathBuf::from(std::env::var_os("READPATH_AGENT_BINARY")?);
+    Some(if p.is_file() {
+        Ok(p)
+    } else {
+        Err(format!("READPATH_AGENT_BINARY={}: not a file", p.display()))
+    })
+}
+
 /// The readpath a lab guest runs (this machine's architecture):
 /// `READPATH_AGENT_BINARY`, else the static musl build beside this one's
 /// target dir (`target/x86_64-unknown-linux-musl/release/readpath`: no
 /// libraries to carry), else this binary (its libraries go with it).
 fn local_binary_for_guest() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("READPATH_AGENT_BINARY") {
-        let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(format!("READPATH_AGENT_BINARY={}: not a file", p.display()))
-        };
+    if let Some(chosen) = agent_binary_override() {
+        return chosen;
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
     let triple = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
@@ -330,29 +336,18 @@ pub fn disk(lab: &Path, name: &str) -> io::Result<PathBuf> {
     let f = trust::create_new(&part, 0o600)?;
     f.set_len(DISK_BYTES)?;
     drop(f);
-    let o = Command::new("mkfs.ext4")
-        .args([
-            "-q",
-            "-F",
-            "-b",
-            "4096",
-            "-O",
-            "encrypt,verity",
-            "-E",
-            "root_owner=0:0",
-            "-L",
-            "readpath-lab",
-        ])
-        .arg(&part)
-        .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("mkfs.ext4: {e} (Debian's e2fsprogs)")))?;
-    if !o.status.success() {
+    let made = crate::kernel::run_tool(
+        Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", "4096", "-O", "encrypt,verity"])
+            .args(["-E", "root_owner=0:0", "-L", "readpath-lab"])
+            .arg(&part),
+    );
+    if let Err(e) = made {
         let _ = std::fs::remove_file(&part);
-        return Err(io::Error::other(format!(
-            "mkfs.ext4 {}: {}",
-            part.display(),
-            String::from_utf8_lossy(&o.stderr).trim()
-        )));
+        return Err(io::Error::new(
+            e.kind(),
+            format!("{e} (mkfs.ext4 is in Debian's e2fsprogs)"),
+        ));
     }
     std::fs::rename(&part, &path)?;
     Ok(path)

@@ -810,13 +810,8 @@ pub fn older(a: &str, b: &str) -> bool {
 /// that architecture beside this one's target dir
 /// (`target/aarch64-unknown-linux-musl/release/readpath`).
 pub fn local_binary(arch: &str) -> Result<PathBuf, String> {
-    if let Ok(p) = std::env::var("READPATH_AGENT_BINARY") {
-        let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(format!("READPATH_AGENT_BINARY={}: not a file", p.display()))
-        };
+    if let Some(chosen) = crate::lab::vm::agent_binary_override() {
+        return chosen;
     }
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
     if arch == std::env::consts::ARCH {
