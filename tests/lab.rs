@@ -3,7 +3,8 @@
 //! inside, and the guest's kernel as the oracle: its fscrypt ciphertext
 //! and its FS_IOC_MEASURE_VERITY digest equal readpath's (`kernel check`
 //! there), and a kernel-target run there reads through its own fscrypt and
-//! fs-verity, its page cache held by a cgroup v2 memory limit, reached
+//! fs-verity (both queues traced), its page cache held by a cgroup v2
+//! memory limit, reached
 //! through the agent protocol like any target; and the model there pays
 //! the kernel's own xts(aes) and sha256 through AF_ALG, every block
 //! verified.
@@ -141,6 +142,12 @@ fn a_lab_guest_runs_the_kernels_own_fscrypt_and_fs_verity() {
         "{held} bytes of the file cached: {j}"
     );
     assert!(j["page_cache"]["misses"].as_u64().unwrap() > 0, "{j}");
+    // The guest kernel's own post-read queues were traced: fscrypt's
+    // (unbound) and fs-verity's (bound since the 2023 change) ran items.
+    let wq = &j["kernel"]["workqueues"];
+    for q in ["fscrypt_read_queue", "fsverity_read_queue"] {
+        assert!(wq[q]["items"].as_u64().unwrap_or(0) > 0, "{q}: {wq}");
+    }
     let machine = j["machine"].to_string();
     assert!(machine.contains("6.1.0-"), "{machine}");
     assert!(

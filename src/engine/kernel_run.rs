@@ -76,9 +76,17 @@ impl Engine {
         if self.kernel.as_ref().is_none_or(|k| k.file.is_none()) {
             return;
         }
-        let scope = std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
-            .ok()
-            .map(|s| s.trim().to_string());
+        // A kernel before 6.5 has no affinity scopes (one unbound pool per
+        // node): said so, not taken for a run that read no kernel, which
+        // dropped the whole kernel summary, queue figures and all, on
+        // Debian's 6.1 in the lab.
+        let scope = Some(
+            std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| {
+                    "none (no workqueue affinity scopes before Linux 6.5)".to_string()
+                }),
+        );
         *self
             .shared
             .kernel_scope
