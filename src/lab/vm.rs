@@ -209,10 +209,27 @@ pub fn initramfs(
     kernel: &Kernel,
     say: &mut dyn FnMut(&str),
 ) -> io::Result<(PathBuf, bool)> {
+    // One archive a kernel per process: a start prepares the guest and
+    // then boots it (and a lost connection boots it again), and each would
+    // otherwise strip and hash the binary anew.
+    static MADE: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let made = |m: &Vec<(PathBuf, PathBuf)>| {
+        m.iter()
+            .find(|(k, a)| *k == kernel.dir && trust::open_own_file(a, 0).is_ok())
+            .map(|(_, a)| a.clone())
+    };
+    if let Some(a) = made(&MADE.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok((a, false));
+    }
     let tmp = lab.join(format!(".initramfs-{}", std::process::id()));
     trust::ensure_dir(&tmp)?;
     let result = build_initramfs(lab, kernel, &tmp, say);
     let _ = std::fs::remove_dir_all(&tmp);
+    if let Ok((a, _)) = &result {
+        MADE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((kernel.dir.clone(), a.clone()));
+    }
     result
 }
 
