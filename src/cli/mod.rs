@@ -319,6 +319,27 @@ pub enum LabAction {
         /// The kernel's name (`debian-6.1`).
         name: String,
     },
+    /// Build a lab kernel from source (default: Debian's linux-source-6.1,
+    /// downloaded with apt-get and unpacked in the data dir) with the lab's
+    /// configuration (assets/lab/lab.config over tinyconfig, everything
+    /// built in) and, with --revert, a seed patch reverted: the kernel
+    /// before the seed. Cached by source, revert, configuration and
+    /// compiler: a second build of the same kernel is instant.
+    Build {
+        /// The seed to revert: fsverity-2023, fscrypt-2018 or io_uring-2023.
+        #[arg(long, value_name = "SEED")]
+        revert: Option<String>,
+        /// A clean kernel tree to build instead of Debian's 6.1.
+        #[arg(long, value_name = "DIR")]
+        source: Option<PathBuf>,
+        /// The kernel's name in the lab (default: 6.1, or
+        /// 6.1-revert-SEED).
+        #[arg(long)]
+        name: Option<String>,
+        /// make's jobs (default: one per CPU; 1-1024).
+        #[arg(long, short = 'j', value_parser = clap::value_parser!(u16).range(1..=1024))]
+        jobs: Option<u16>,
+    },
     /// Boot a lab guest, run `readpath ARGS...` in it (its data dir on the
     /// lab disk), print what it printed and exit with its status; the
     /// guest's console (kernel messages, stderr) is in the lab dir.

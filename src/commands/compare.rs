@@ -45,8 +45,29 @@ pub(super) fn compare(
     } else {
         crate::settings::MAX_CPU_NUMBER + 1
     };
-    let (mut settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
-    let cmp = what_varies(vary, preset.as_ref(), &settings)?;
+    // Lab kernels, one with a seed reverted: the seed before and after.
+    let seed = match &hosts {
+        Some((h, _)) => seed_of(&opts.engine.data_dir, h)?,
+        None => None,
+    };
+    if let Some(s) = seed
+        && vary.is_some()
+    {
+        return Err(BadInput(format!(
+            "compare --hosts: kernels with and without seed {} run the kernel target and the model on each; --vary has no place here",
+            s.name
+        ))
+        .into());
+    }
+    let preset_name = args.preset.as_deref().or(seed.map(|s| s.preset));
+    let (mut settings, preset) = load_settings_for(preset_name, &args.set, cpus)?;
+    let cmp = match seed {
+        Some(_) => Compare {
+            key: "workload.target".into(),
+            values: vec!["kernel".into(), "model".into()],
+        },
+        None => what_varies(vary, preset.as_ref(), &settings)?,
+    };
     // Model against kernel: on like-for-like conditions, as `validate`.
     let like = if here
         && cmp.key == "workload.target"
@@ -57,6 +78,28 @@ pub(super) fn compare(
     } else {
         Vec::new()
     };
+    // Each host's settings: the seed's setting as that host's kernel has it.
+    let plans: Vec<Settings> = match (&hosts, seed) {
+        (Some((h, _)), Some(sd)) => h
+            .iter()
+            .map(|host| {
+                let mut s = settings.clone();
+                let value = if reverted(&opts.engine.data_dir, host.as_ref()).is_some() {
+                    sd.setting.1
+                } else {
+                    sd.setting.2
+                };
+                s.set(sd.setting.0, value)
+                    .map_err(|e| BadInput(e.to_string()))?;
+                Ok(s)
+            })
+            .collect::<Result<_>>()?,
+        (Some((h, _)), None) => vec![settings.clone(); h.len()],
+        _ => Vec::new(),
+    };
+    for p in &plans {
+        check_variants(p, &cmp, cpus, here)?;
+    }
     check_variants(&settings, &cmp, cpus, here)?;
     let total = cmp.values.len() as u32 * opts.rounds;
     let tty = std::io::stderr().is_terminal();
@@ -96,7 +139,21 @@ pub(super) fn compare(
                 "readpath: compare --hosts: the hosts run at the same time; each says when it is done",
             );
         }
-        let report = compare_hosts(&settings, &cmp, preset.map(|p| p.name), &hosts, &ra, &opts)?;
+        let mut report = compare_hosts(&plans, &cmp, preset.map(|p| p.name), &hosts, &ra, &opts)?;
+        if let Some(sd) = seed {
+            report.seed = Some(crate::output::experiment::SeedVerdict::of(
+                sd,
+                &report,
+                |h| {
+                    hosts
+                        .iter()
+                        .flatten()
+                        .find(|r| r.label() == h)
+                        .and_then(|r| reverted(&opts.engine.data_dir, Some(r)))
+                        .is_some()
+                },
+            ));
+        }
         emit(format, &report, || report.to_text())?;
         let failed = report.hosts.iter().any(|h| h.error.is_some());
         return if failed {
@@ -206,20 +263,18 @@ pub(super) fn check_variants(
 /// its variants; a host that fails or loses its connection is reported
 /// with why, beside the others' results.
 fn compare_hosts(
-    settings: &Settings,
+    plans: &[Settings],
     cmp: &Compare,
     preset: Option<String>,
     hosts: &[Option<Remote>],
     ra: &RemoteArgs,
     opts: &CompareOptions,
 ) -> Result<HostsReport> {
-    let first = cmp
-        .variants(settings)
-        .map_err(|e| BadInput(e.to_string()))?
-        .remove(0);
-    // Start the remote ones (each checks its target and copies readpath).
-    let mut started = Vec::new();
-    for h in hosts.iter().flatten() {
+    let spec_for = |settings: &Settings| -> Result<crate::remote::client::StartSpec> {
+        let first = cmp
+            .variants(settings)
+            .map_err(|e| BadInput(e.to_string()))?
+            .remove(0);
         let mut spec = remote_spec(
             &SettingsArgs {
                 preset: None,
@@ -229,27 +284,72 @@ fn compare_hosts(
             opts.engine.interval,
             ra,
         )?;
-        spec.settings = Some(first.clone());
-        let label = h.label();
-        started.push((label, start_remote(h.clone(), spec)?));
-    }
+        spec.settings = Some(first);
+        Ok(spec)
+    };
     let mut results: Vec<HostResult> = Vec::new();
-    std::thread::scope(|sc| -> Result<()> {
-        let mut threads = Vec::new();
-        for (label, w) in started {
-            let preset = preset.clone();
-            threads.push(sc.spawn(move || on_target(label, w, settings, cmp, preset, opts)));
-        }
-        if hosts.iter().any(Option::is_none) {
-            results.push(on_local(settings, cmp, preset.clone(), opts));
-        }
-        for t in threads {
-            if let Ok(r) = t.join() {
-                results.push(r);
+    // Lab guests share this machine's CPUs: at the same time each would
+    // take the other's, so they run one after the other, each booted just
+    // before its turn.
+    let guests = hosts.iter().flatten().any(|h| matches!(h, Remote::Vm(_)));
+    if guests {
+        say(
+            "readpath: compare --hosts: lab guests run one after the other (at the same time they would share this machine's CPUs)",
+        );
+        for (h, settings) in hosts.iter().zip(plans) {
+            if crate::sys::stop_requested() {
+                break;
+            }
+            match h {
+                Some(r) => {
+                    let label = r.label();
+                    let started = spec_for(settings).and_then(|spec| start_remote(r.clone(), spec));
+                    results.push(match started {
+                        Ok(w) => on_target(label, w, settings, cmp, preset.clone(), opts),
+                        Err(e) => HostResult {
+                            host: label,
+                            report: None,
+                            error: Some(crate::invocation::error_message(&e)),
+                        },
+                    });
+                }
+                None => results.push(on_local(settings, cmp, preset.clone(), opts)),
             }
         }
-        Ok(())
-    })?;
+    } else {
+        // Start the remote ones (each checks its target and copies readpath).
+        let mut started = Vec::new();
+        for (h, settings) in hosts.iter().zip(plans) {
+            if let Some(h) = h {
+                started.push((
+                    h.label(),
+                    start_remote(h.clone(), spec_for(settings)?)?,
+                    settings,
+                ));
+            }
+        }
+        let local = hosts
+            .iter()
+            .zip(plans)
+            .find(|(h, _)| h.is_none())
+            .map(|(_, s)| s);
+        std::thread::scope(|sc| -> Result<()> {
+            let mut threads = Vec::new();
+            for (label, w, settings) in started {
+                let preset = preset.clone();
+                threads.push(sc.spawn(move || on_target(label, w, settings, cmp, preset, opts)));
+            }
+            if let Some(settings) = local {
+                results.push(on_local(settings, cmp, preset.clone(), opts));
+            }
+            for t in threads {
+                if let Ok(r) = t.join() {
+                    results.push(r);
+                }
+            }
+            Ok(())
+        })?;
+    }
     // In the order given.
     let order = |h: &HostResult| {
         hosts
@@ -261,7 +361,59 @@ fn compare_hosts(
     Ok(HostsReport {
         version: crate::output::experiment::REPORT_VERSION,
         hosts: results,
+        seed: None,
     })
+}
+
+/// The seed reverted in lab guest `host`'s kernel, if it is one built
+/// with `lab build --revert`.
+fn reverted(data_dir: &Path, host: Option<&Remote>) -> Option<&'static crate::lab::build::Seed> {
+    let Some(Remote::Vm(v)) = host else {
+        return None;
+    };
+    let k = crate::lab::kernels::open(data_dir, &v.kernel).ok()?;
+    crate::lab::build::SEEDS
+        .iter()
+        .find(|s| s.name == k.info.reverted)
+}
+
+/// `--hosts` naming lab kernels of which some have a seed reverted: that
+/// seed (each host then runs the kernel target and the model, the model
+/// with the seed's setting as the host's kernel has it). Refused: two
+/// seeds, a local or remote host beside them, or no kernel with the seed.
+fn seed_of(
+    data_dir: &Path,
+    hosts: &[Option<Remote>],
+) -> Result<Option<&'static crate::lab::build::Seed>> {
+    let seeds: Vec<_> = hosts
+        .iter()
+        .filter_map(|h| reverted(data_dir, h.as_ref()))
+        .collect();
+    let Some(first) = seeds.first().copied() else {
+        return Ok(None);
+    };
+    if seeds.iter().any(|s| s.name != first.name) {
+        return Err(BadInput(format!(
+            "compare --hosts: the lab kernels have different seeds reverted ({}); compare one seed at a time",
+            seeds.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+        ))
+        .into());
+    }
+    if hosts.iter().any(|h| !matches!(h, Some(Remote::Vm(_)))) {
+        return Err(BadInput(format!(
+            "compare --hosts: seed {} is compared on lab kernels only (vm:KERNEL); a local or remote host has a different kernel, CPUs and disk",
+            first.name
+        ))
+        .into());
+    }
+    if seeds.len() == hosts.len() {
+        return Err(BadInput(format!(
+            "compare --hosts: every kernel has seed {} reverted; name one with it too (e.g. vm:6.1, from `readpath lab build`)",
+            first.name
+        ))
+        .into());
+    }
+    Ok(Some(first))
 }
 
 /// One target's part of `compare --hosts`, on a thread of its own: its

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use crate::cli::LabAction;
 use crate::invocation::{BadInput, say};
-use crate::lab::kernels;
+use crate::lab::{build, kernels};
 
 use super::outputs::print_text;
 
@@ -91,6 +91,44 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                 }
             }
         }
+        LabAction::Build {
+            revert,
+            source,
+            name,
+            jobs,
+        } => {
+            let revert = match revert {
+                Some(r) => Some(build::seed(&r).map_err(BadInput)?),
+                None => None,
+            };
+            let req = build::Request {
+                source,
+                revert,
+                name,
+                jobs: jobs.map_or(0, usize::from),
+            };
+            let mut bar = ProgressLine::new();
+            let built = build::build(data_dir, &req, &mut |p| bar.show(&p));
+            bar.finish();
+            let built = built?;
+            let k = &built.kernel;
+            print_text(&format!(
+                "{}: Linux {} ({}), key {}, {} in {}\nboot it: readpath lab run vm:{} -- kernel check --dir {}\n",
+                k.info.name,
+                k.info.release,
+                k.info.source,
+                built.key,
+                if built.cached {
+                    "from the cache".to_string()
+                } else {
+                    format!("built in {}", mmss(built.make_time))
+                },
+                k.dir.display(),
+                k.info.name,
+                crate::lab::vm::GUEST_KERNEL_DIR,
+            ))?;
+            Ok(())
+        }
         LabAction::Fetch { name } => {
             if !kernels::FETCHABLE.iter().any(|(n, _)| *n == name) {
                 return Err(BadInput(format!(
@@ -115,6 +153,78 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                 k.dir.display()
             ))?;
             Ok(())
+        }
+    }
+}
+
+fn mmss(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    format!("{}m{:02}s", s / 60, s % 60)
+}
+
+/// `lab build`'s progress on stderr: a bar on a terminal (make's lines
+/// against the last build's count, the time, the latest file), or a line
+/// at each tenth elsewhere (a log stays readable).
+struct ProgressLine {
+    bar: Option<indicatif::ProgressBar>,
+    tty: bool,
+    last_tenth: u64,
+}
+
+impl ProgressLine {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        Self {
+            bar: None,
+            tty: std::io::stderr().is_terminal(),
+            last_tenth: 0,
+        }
+    }
+
+    fn show(&mut self, p: &build::Progress) {
+        match p {
+            build::Progress::Step(s) => {
+                self.finish();
+                say(&format!("readpath: lab build: {s}"));
+            }
+            build::Progress::Make {
+                done,
+                total,
+                what,
+                elapsed,
+            } => {
+                if self.tty {
+                    let bar = self.bar.get_or_insert_with(|| {
+                        let b = indicatif::ProgressBar::new(*total);
+                        b.set_style(
+                            indicatif::ProgressStyle::with_template(
+                                "make [{bar:30}] {percent:>3}% {pos}/{len} lines {elapsed} {wide_msg}",
+                            )
+                            .expect("static template")
+                            .progress_chars("#>."),
+                        );
+                        b
+                    });
+                    bar.set_length(*total);
+                    bar.set_position(*done);
+                    bar.set_message(crate::sys::printable(what, false));
+                } else {
+                    let pct = (done * 100 / (*total).max(1)).min(100);
+                    if pct / 10 > self.last_tenth {
+                        self.last_tenth = pct / 10;
+                        say(&format!(
+                            "readpath: lab build: make {pct}% ({done}/{total} lines, {})",
+                            mmss(*elapsed)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
         }
     }
 }

@@ -260,6 +260,9 @@ pub fn init_script(modules: &[String], default_line: &str) -> String {
             "insmod {m} || echo \"readpath-lab: insmod {m} failed\"\n"
         ));
     }
+    // readpath's stderr reaches the console through a pipe (`| cat`): on
+    // the console itself, a terminal, it would draw progress bars into the
+    // console log.
     // The port is the virtio serial port QEMU names `readpath.agent` (a
     // character device, no tty: no echo, no line discipline), found by its
     // name in sysfs. A port opens once: stdin read-write, stdout its copy.
@@ -284,8 +287,8 @@ pub fn init_script(modules: &[String], default_line: &str) -> String {
     ));
     s.push_str(
         "echo \"readpath-lab: ready, port $port: $line\"\n\
-         sh -c \"$line\" <>\"$port\" >&0\n\
-         status=$?\n\
+         { sh -c \"$line\" <>\"$port\" >&0 2>&3 3>&-; echo $? >/readpath-status; } 3>&1 | cat\n\
+         status=$(cat /readpath-status 2>/dev/null || echo 255)\n\
          echo\n\
          echo \"readpath-lab: ended ($status)\"\n\
          cd /\n\

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::sys::trust;
 
 /// What a lab kernel is (`kernel.toml`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelInfo {
     /// Its name in the lab (`debian-6.1`).
     pub name: String,
@@ -31,6 +31,13 @@ pub struct KernelInfo {
     /// The upstream version where known (`6.1.192`).
     #[serde(default)]
     pub version: String,
+    /// The seed reverted in it (`fsverity-2023`), for a kernel `lab build`
+    /// made with `--revert`; empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reverted: String,
+    /// The key of the `lab build` that made it; empty for a fetched one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub build_key: String,
 }
 
 /// A kernel in the lab, ready to boot.
@@ -239,33 +246,62 @@ pub fn fetch(data: &Path, name: &str, say: &mut dyn FnMut(&str)) -> io::Result<K
             "dpkg-deb -x",
         )?;
         let release = format!("6.1.0-{n}-cloud-amd64");
-        let into = work.join("kernel");
-        trust::ensure_dir(&into)?;
-        std::fs::rename(
-            root.join(format!("boot/vmlinuz-{release}")),
-            into.join("vmlinuz"),
-        )?;
-        std::fs::rename(
-            root.join(format!("lib/modules/{release}")),
-            into.join("modules"),
-        )?;
-        let _ = std::fs::rename(
-            root.join(format!("boot/config-{release}")),
-            into.join("config"),
-        );
         let info = KernelInfo {
             name: name.to_string(),
-            release,
+            release: release.clone(),
             source: format!("Debian package {package} {pkg_version}"),
             version: pkg_version
                 .split('-')
                 .next()
                 .unwrap_or_default()
                 .to_string(),
+            reverted: String::new(),
+            build_key: String::new(),
         };
+        install(data, name, &info, &mut |into| {
+            std::fs::rename(
+                root.join(format!("boot/vmlinuz-{release}")),
+                into.join("vmlinuz"),
+            )?;
+            std::fs::rename(
+                root.join(format!("lib/modules/{release}")),
+                into.join("modules"),
+            )?;
+            let _ = std::fs::rename(
+                root.join(format!("boot/config-{release}")),
+                into.join("config"),
+            );
+            Ok(())
+        })?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result?;
+    open(data, name)
+}
+
+/// Installs kernel `name`: a fresh directory beside the kernels, filled
+/// by `fill` (the image, modules, config), `kernel.toml` written from
+/// `info`, then renamed into place; an older kernel of that name is
+/// replaced only then, so an interrupted install never leaves half a
+/// kernel under a kernel's name.
+pub fn install(
+    data: &Path,
+    name: &str,
+    info: &KernelInfo,
+    fill: &mut dyn FnMut(&Path) -> io::Result<()>,
+) -> io::Result<Kernel> {
+    check_name(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let kernels = kernels_dir(data);
+    trust::ensure_dir(&kernels)?;
+    let into = kernels.join(format!(".new-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&into);
+    trust::ensure_dir(&into)?;
+    let result = (|| -> io::Result<()> {
+        fill(&into)?;
         trust::write_state(
             &into.join("kernel.toml"),
-            toml::to_string(&info).map_err(io::Error::other)?.as_bytes(),
+            toml::to_string(info).map_err(io::Error::other)?.as_bytes(),
         )?;
         let dest = kernels.join(name);
         if dest.exists() {
@@ -273,10 +309,11 @@ pub fn fetch(data: &Path, name: &str, say: &mut dyn FnMut(&str)) -> io::Result<K
             std::fs::rename(&dest, &old)?;
             let _ = std::fs::remove_dir_all(&old);
         }
-        std::fs::rename(&into, &dest)?;
-        Ok(())
+        std::fs::rename(&into, &dest)
     })();
-    let _ = std::fs::remove_dir_all(&work);
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&into);
+    }
     result?;
     open(data, name)
 }
@@ -330,6 +367,8 @@ mod tests {
             release: "6.1.0-1".into(),
             source: "test".into(),
             version: "6.1.1".into(),
+            reverted: String::new(),
+            build_key: String::new(),
         };
         trust::write_state(
             &dir.join("kernel.toml"),

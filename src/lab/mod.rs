@@ -9,6 +9,7 @@
 //! [`initramfs`] makes the guest's first and only filesystem; [`vm`]
 //! boots a guest.
 
+pub mod build;
 pub mod initramfs;
 pub mod kernels;
 pub mod vm;

@@ -492,7 +492,7 @@ mod tests {
                     name: "k".into(),
                     release: "6.1.0-1".into(),
                     source: "test".into(),
-                    version: String::new(),
+                    ..Default::default()
                 },
                 dir: data.join("lab/kernels/k"),
             },

@@ -369,6 +369,186 @@ pub struct HostsReport {
     /// Each host (`local`, `ssh:phone`) and its experiment, or why it has
     /// none (refused, connection lost).
     pub hosts: Vec<HostResult>,
+    /// With lab kernels before and after a seed: its verdict, computed
+    /// from the hosts' results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<SeedVerdict>,
+}
+
+/// A seed before and after, on real kernels (lab guests) and in the model
+/// beside each: the change of each metric, and whether the published
+/// direction shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedVerdict {
+    /// The seed (`fsverity-2023`).
+    pub seed: String,
+    /// The published result, in words.
+    pub published: String,
+    /// The metric it is about.
+    pub metric: String,
+    /// The host whose kernel has the seed reverted (before).
+    pub before: String,
+    /// The host whose kernel has it (after).
+    pub after: String,
+    /// Per metric: (name, the kernel's before -> after, the model's).
+    pub rows: Vec<SeedRow>,
+    /// On the headline metric: the kernel's verdict, then the model's.
+    pub kernel: String,
+    /// The model's.
+    pub model: String,
+}
+
+/// One metric of a [`SeedVerdict`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedRow {
+    /// The metric's name.
+    pub metric: String,
+    /// The kernel's (before, after).
+    pub kernel: Option<(Spread, Spread)>,
+    /// The model's (before, after).
+    pub model: Option<(Spread, Spread)>,
+}
+
+impl SeedVerdict {
+    /// The verdict of `seed` from `report` (each host's variants: the
+    /// kernel target first, then the model); `is_before` says which hosts
+    /// run the kernel with the seed reverted.
+    pub fn of(
+        seed: &crate::lab::build::Seed,
+        report: &HostsReport,
+        is_before: impl Fn(&str) -> bool,
+    ) -> SeedVerdict {
+        let before = report.hosts.iter().find(|h| is_before(&h.host));
+        let after = report.hosts.iter().find(|h| !is_before(&h.host));
+        let spread = |h: Option<&HostResult>, variant: usize, metric: &str| {
+            let v = h?.report.as_ref()?.variants.get(variant)?;
+            let s = v.metrics.iter().find(|(n, _)| n == metric)?.1;
+            s.median.is_finite().then_some(s)
+        };
+        let pair = |variant: usize, metric: &str| {
+            Some((
+                spread(before, variant, metric)?,
+                spread(after, variant, metric)?,
+            ))
+        };
+        let mut names = vec![seed.metric];
+        for m in [
+            "throughput_mib_s",
+            "p50_us",
+            "p99_us",
+            "queue_p99_us",
+            "run_delay_ms_per_s",
+            "moved_pct",
+        ] {
+            if !names.contains(&m) {
+                names.push(m);
+            }
+        }
+        let rows: Vec<SeedRow> = names
+            .iter()
+            .map(|m| SeedRow {
+                metric: m.to_string(),
+                kernel: pair(0, m),
+                model: pair(1, m),
+            })
+            .filter(|r| r.kernel.is_some() || r.model.is_some())
+            .collect();
+        let verdict = |p: Option<(Spread, Spread)>| match p {
+            None => "not measured".to_string(),
+            Some((b, a)) => direction(&b, &a, seed.published_sign),
+        };
+        SeedVerdict {
+            seed: seed.name.into(),
+            published: seed.published.into(),
+            metric: seed.metric.into(),
+            before: before.map(|h| h.host.clone()).unwrap_or_default(),
+            after: after.map(|h| h.host.clone()).unwrap_or_default(),
+            kernel: verdict(pair(0, seed.metric)),
+            model: verdict(pair(1, seed.metric)),
+            rows,
+        }
+    }
+
+    /// The verdict as text: a table (before -> after and the change, on the
+    /// kernel and in the model) and a line each.
+    pub fn to_text(&self) -> String {
+        let change = |m: &crate::metrics::Metric, p: &Option<(Spread, Spread)>| match p {
+            Some((b, a)) => format!(
+                "{} -> {} ({})",
+                m.cell(b.median).trim(),
+                m.cell(a.median).trim(),
+                pct_change(b.median, a.median).map_or("-".into(), |c| format!("{c:+.0}%"))
+            ),
+            None => "-".into(),
+        };
+        let mut t = vec![[
+            String::new(),
+            "real kernel, before -> after".to_string(),
+            "model, before -> after".to_string(),
+        ]];
+        for r in &self.rows {
+            let Some(m) = crate::metrics::table::metric(&r.metric) else {
+                continue;
+            };
+            t.push([
+                m.label.to_string(),
+                change(m, &r.kernel),
+                change(m, &r.model),
+            ]);
+        }
+        let w: Vec<usize> = (0..3)
+            .map(|c| t.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        let mut out = format!(
+            "\nseed {}: before = {} (the seed reverted), after = {}\n",
+            self.seed, self.before, self.after
+        );
+        for r in &t {
+            out.push_str(&format!(
+                "{:<a$}  {:>b$}  {:>c$}\n",
+                r[0],
+                r[1],
+                r[2],
+                a = w[0],
+                b = w[1],
+                c = w[2]
+            ));
+        }
+        let label =
+            crate::metrics::table::metric(&self.metric).map_or(self.metric.as_str(), |m| m.label);
+        out.push_str(&format!(
+            "published: {}\nreal kernel, {label}: {}\nmodel, {label}: {}\n",
+            self.published, self.kernel, self.model
+        ));
+        out
+    }
+}
+
+/// after against before, in %.
+fn pct_change(before: f64, after: f64) -> Option<f64> {
+    (before.is_finite() && after.is_finite() && before != 0.0)
+        .then(|| (after / before - 1.0) * 100.0)
+}
+
+/// Whether before -> after goes the published way (`sign`: -1 lower, +1
+/// higher, 0 no change): the rounds' ranges must not overlap for a
+/// direction to count.
+pub fn direction(before: &Spread, after: &Spread, sign: i8) -> String {
+    let c = pct_change(before.median, after.median).unwrap_or(0.0);
+    if before.overlaps(after) {
+        return format!(
+            "{c:+.0}%, no clear change (the rounds' ranges overlap){}",
+            if sign == 0 { ": as published" } else { "" }
+        );
+    }
+    let went: i8 = if c > 0.0 { 1 } else { -1 };
+    if sign == 0 {
+        format!("{c:+.0}%, a change where the published result has none")
+    } else if went == sign {
+        format!("{c:+.0}%, the published direction reproduces")
+    } else {
+        format!("{c:+.0}%, opposite to the published direction")
+    }
 }
 
 /// One host of `compare --hosts`.
@@ -410,6 +590,10 @@ impl HostsReport {
         }
         if !done.is_empty() {
             write_hosts_table(&mut out, &done);
+        }
+        if let Some(v) = &self.seed {
+            out.push_str(&v.to_text());
+            out.push('\n');
         }
         self.write_machines(&mut out);
         out
@@ -826,6 +1010,40 @@ mod tests {
     }
 
     #[test]
+    fn a_seed_verdict_reads_the_kernel_and_the_model_on_each_kernel() {
+        let host = |name: &str, r| HostResult {
+            host: name.into(),
+            report: Some(r),
+            error: None,
+        };
+        let hosts = HostsReport {
+            version: REPORT_VERSION,
+            hosts: vec![
+                host(
+                    "vm:6.1",
+                    report(3, (150.0, 140.0, 160.0), (102.0, 96.0, 108.0)),
+                ),
+                host(
+                    "vm:6.1-revert-fscrypt-2018",
+                    report(3, (100.0, 90.0, 110.0), (100.0, 95.0, 105.0)),
+                ),
+            ],
+            seed: None,
+        };
+        let seed = crate::lab::build::seed("fscrypt-2018").unwrap();
+        let v = SeedVerdict::of(seed, &hosts, |h| h.contains("revert"));
+        assert_eq!(v.before, "vm:6.1-revert-fscrypt-2018");
+        assert_eq!(v.after, "vm:6.1");
+        assert_eq!(v.kernel, "+50%, the published direction reproduces");
+        assert_eq!(v.model, "+2%, no clear change (the rounds' ranges overlap)");
+        let t = v.to_text();
+        assert!(t.contains("real kernel, before -> after"), "{t}");
+        let mib = t.lines().find(|l| l.starts_with("MiB/s")).unwrap();
+        assert!(mib.contains("(+50%)") && mib.contains("(+2%)"), "{mib}");
+        assert!(t.contains("published: tar of encrypted directories"), "{t}");
+    }
+
+    #[test]
     fn the_table_has_a_change_column_marks_overlaps_and_drops_empty_rows() {
         let t = report(3, (100.0, 90.0, 110.0), (150.0, 140.0, 160.0)).to_text();
         let head = t.lines().find(|l| l.starts_with("median")).unwrap();
@@ -863,6 +1081,48 @@ mod tests {
         assert!(
             t.lines()
                 .any(|l| l.starts_with("median ") && !l.contains("min-max"))
+        );
+    }
+}
+
+#[cfg(test)]
+mod seed_tests {
+    use super::*;
+
+    fn spread(min: f64, median: f64, max: f64) -> Spread {
+        Spread {
+            median,
+            min,
+            max,
+            change_pct: None,
+        }
+    }
+
+    #[test]
+    fn a_direction_counts_only_where_the_rounds_ranges_part() {
+        let before = spread(90.0, 100.0, 110.0);
+        let lower = spread(40.0, 50.0, 60.0);
+        let higher = spread(140.0, 150.0, 160.0);
+        let near = spread(95.0, 104.0, 115.0);
+        assert_eq!(
+            direction(&before, &lower, -1),
+            "-50%, the published direction reproduces"
+        );
+        assert_eq!(
+            direction(&before, &higher, -1),
+            "+50%, opposite to the published direction"
+        );
+        assert_eq!(
+            direction(&before, &near, -1),
+            "+4%, no clear change (the rounds' ranges overlap)"
+        );
+        assert_eq!(
+            direction(&before, &near, 0),
+            "+4%, no clear change (the rounds' ranges overlap): as published"
+        );
+        assert_eq!(
+            direction(&before, &higher, 0),
+            "+50%, a change where the published result has none"
         );
     }
 }
