@@ -340,6 +340,24 @@ pub enum LabAction {
         #[arg(long, short = 'j', value_parser = clap::value_parser!(u16).range(1..=1024))]
         jobs: Option<u16>,
     },
+    /// How much slower a lab guest is than this machine: `bench crypto` and
+    /// a cold 4 KiB O_DIRECT read (the io_uring-qd1-iowait preset's p50)
+    /// here and in the guest, side by side; the ratios are kept in the lab
+    /// and shown wherever the guest's times are (under TCG every guest
+    /// time is emulated).
+    Bench {
+        /// The guest: vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg].
+        guest: String,
+        /// CPU seconds per crypto measurement (10ms..=1h).
+        #[arg(long, default_value = "500ms", value_parser = bench_duration)]
+        seconds: Duration,
+        /// Crypto rounds (median taken), 1-50.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+        rounds: u32,
+        /// How long each cold read runs (e.g. 3s; 10ms..=1h).
+        #[arg(long, default_value = "3s", value_parser = bench_duration)]
+        read: Duration,
+    },
     /// Boot a lab guest, run `readpath ARGS...` in it (its data dir on the
     /// lab disk), print what it printed and exit with its status; the
     /// guest's console (kernel messages, stderr) is in the lab dir.

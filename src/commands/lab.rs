@@ -129,6 +129,12 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
             ))?;
             Ok(())
         }
+        LabAction::Bench {
+            guest,
+            seconds,
+            rounds,
+            read,
+        } => bench(data_dir, &guest, seconds, rounds, read),
         LabAction::Fetch { name } => {
             if !kernels::FETCHABLE.iter().any(|(n, _)| *n == name) {
                 return Err(BadInput(format!(
@@ -227,4 +233,98 @@ impl ProgressLine {
             b.finish_and_clear();
         }
     }
+}
+
+/// `readpath lab bench GUEST`: each figure measured here, then in the
+/// guest by its own readpath (this binary, run as a child, so each side is
+/// exactly what `bench crypto` and `run` would print), and the ratios kept
+/// in the lab ([`crate::lab::Slowdown`]).
+fn bench(
+    data_dir: &Path,
+    guest: &str,
+    seconds: std::time::Duration,
+    rounds: u32,
+    read: std::time::Duration,
+) -> Result<()> {
+    let remote = crate::remote::transport::Remote::parse(guest).map_err(BadInput)?;
+    let crate::remote::transport::Remote::Vm(v) = &remote else {
+        return Err(BadInput(format!(
+            "lab bench {:?}: a lab guest is vm:KERNEL[:...]",
+            crate::sys::printable(guest, false)
+        ))
+        .into());
+    };
+    let exe = std::env::current_exe()?;
+    let child = |args: &[String]| -> Result<String> {
+        if crate::sys::stop_requested() {
+            anyhow::bail!("lab bench stopped");
+        }
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("--data-dir").arg(data_dir).args(args);
+        cmd.stderr(std::process::Stdio::inherit());
+        crate::sys::die_with_parent(&mut cmd);
+        let out = cmd.output()?;
+        if !out.status.success() {
+            anyhow::bail!("readpath {} failed ({})", args.join(" "), out.status);
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let crypto_args = |remote: Option<&str>| {
+        let mut a: Vec<String> = vec![
+            "bench".into(),
+            "crypto".into(),
+            "--seconds".into(),
+            format!("{}ms", seconds.as_millis()),
+            "--rounds".into(),
+            rounds.to_string(),
+            "--format".into(),
+            "json".into(),
+        ];
+        if let Some(r) = remote {
+            a.extend(["--remote".into(), r.into()]);
+        }
+        a
+    };
+    let read_args = |remote: Option<&str>| {
+        let mut a: Vec<String> = vec![
+            "run".into(),
+            "--preset".into(),
+            "io_uring-qd1-iowait".into(),
+            "--duration".into(),
+            format!("{}ms", read.as_millis()),
+            "--format".into(),
+            "json".into(),
+        ];
+        if let Some(r) = remote {
+            a.extend(["--remote".into(), r.into()]);
+        }
+        a
+    };
+    let p50 = |json: &str| -> Result<f64> {
+        let v: serde_json::Value = serde_json::from_str(json)?;
+        v["latency_us"]["p50"]
+            .as_f64()
+            .ok_or_else(|| anyhow::anyhow!("the run's report has no latency_us.p50"))
+    };
+    say("readpath: lab bench: here: bench crypto");
+    let host: crate::bench::CryptoReport = serde_json::from_str(&child(&crypto_args(None))?)?;
+    say("readpath: lab bench: here: a cold 4K O_DIRECT read (io_uring-qd1-iowait)");
+    let host_read = p50(&child(&read_args(None))?)?;
+    say(&format!("readpath: lab bench: {}: bench crypto", v.label()));
+    let vm: crate::bench::CryptoReport =
+        serde_json::from_str(&child(&crypto_args(Some(guest)))?)?;
+    say(&format!(
+        "readpath: lab bench: {}: a cold 4K O_DIRECT read",
+        v.label()
+    ));
+    let vm_read = p50(&child(&read_args(Some(guest)))?)?;
+    let slow = crate::lab::Slowdown::of(v, &host, &vm, host_read, vm_read);
+    let kept = slow.save(data_dir);
+    let mut out = slow.to_text();
+    match kept {
+        Ok(p) => out.push_str(&format!("kept in {} (shown beside the guest's times)\n", p.display())),
+        Err(e) => out.push_str(&format!("not kept: {e}\n")),
+    }
+    print_text(&out)?;
+    Ok(())
 }

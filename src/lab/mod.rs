@@ -12,11 +12,13 @@
 pub mod build;
 pub mod initramfs;
 pub mod kernels;
+pub mod slowdown;
 pub mod vm;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+pub use slowdown::Slowdown;
 use vm::Accel;
 
 /// `--remote vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg]`:

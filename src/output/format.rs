@@ -63,3 +63,44 @@ mod tests {
         );
     }
 }
+
+/// The time now in UTC, RFC 3339 to the second (`2026-12-05T06:40:00Z`):
+/// for results kept and read back later.
+pub fn utc_now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc_rfc3339(secs)
+}
+
+/// `secs` since the epoch as RFC 3339 UTC (the civil-from-days
+/// algorithm: proleptic Gregorian calendar).
+pub fn utc_rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod utc_tests {
+    #[test]
+    fn epoch_seconds_are_civil_utc_dates() {
+        assert_eq!(super::utc_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::utc_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(super::utc_rfc3339(1_796_452_800), "2026-12-05T06:40:00Z");
+    }
+}

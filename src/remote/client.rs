@@ -711,13 +711,22 @@ impl RemoteWorkload {
 
     /// Where it runs, for messages: `ssh:pixel (pixel)`; a lab guest by
     /// its kernel's release and accelerator (`vm:debian-6.1 (6.1.0-57,
-    /// tcg)`): under TCG every time there is emulated.
+    /// tcg: times emulated)`), with by how much where `lab bench`
+    /// measured it: under TCG every time there is emulated.
     pub fn place_name(&self) -> String {
         let label = self.remote.label();
         if let Remote::Vm(v) = &self.remote {
             let release = &self.header.machine.kernel;
             let short: String = release.split('-').take(2).collect::<Vec<_>>().join("-");
-            return format!("{label} ({short}, {})", v.accel_name());
+            if v.accel_name() != "tcg" {
+                return format!("{label} ({short}, {})", v.accel_name());
+            }
+            let by = crate::lab::Slowdown::load(&crate::lab::data_dir(), &v.kernel, "tcg")
+                .map_or_else(
+                    || format!("unmeasured: readpath lab bench {label}"),
+                    |s| s.short(),
+                );
+            return format!("{label} ({short}, tcg: times emulated, {by})");
         }
         let host = &self.header.machine.hostname;
         if host.is_empty() {
