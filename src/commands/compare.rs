@@ -293,29 +293,7 @@ fn compare_hosts(
     // before its turn.
     let guests = hosts.iter().flatten().any(|h| matches!(h, Remote::Vm(_)));
     if guests {
-        say(
-            "readpath: compare --hosts: lab guests run one after the other (at the same time they would share this machine's CPUs)",
-        );
-        for (h, settings) in hosts.iter().zip(plans) {
-            if crate::sys::stop_requested() {
-                break;
-            }
-            match h {
-                Some(r) => {
-                    let label = r.label();
-                    let started = spec_for(settings).and_then(|spec| start_remote(r.clone(), spec));
-                    results.push(match started {
-                        Ok(w) => on_target(label, w, settings, cmp, preset.clone(), opts),
-                        Err(e) => HostResult {
-                            host: label,
-                            report: None,
-                            error: Some(crate::invocation::error_message(&e)),
-                        },
-                    });
-                }
-                None => results.push(on_local(settings, cmp, preset.clone(), opts)),
-            }
-        }
+        results = rounds_in_turn(plans, cmp, &preset, hosts, &spec_for, opts);
     } else {
         // Start the remote ones (each checks its target and copies readpath).
         let mut started = Vec::new();
@@ -362,7 +340,86 @@ fn compare_hosts(
         version: crate::output::experiment::REPORT_VERSION,
         hosts: results,
         seed: None,
+        one_at_a_time: guests,
     })
+}
+
+/// `compare --hosts` with lab guests: they share this machine's CPUs, so
+/// one runs at a time, and round by round (A B A B ...: each round boots
+/// every guest afresh and runs one round of the experiment there), so a
+/// drift of this machine and the spread from boot to boot fall on every
+/// host alike; each host's rounds are then merged into one report.
+fn rounds_in_turn(
+    plans: &[Settings],
+    cmp: &Compare,
+    preset: &Option<String>,
+    hosts: &[Option<Remote>],
+    spec_for: &dyn Fn(&Settings) -> Result<crate::remote::client::StartSpec>,
+    opts: &CompareOptions,
+) -> Vec<HostResult> {
+    say(&format!(
+        "readpath: compare --hosts: lab guests run one at a time, round by round ({} rounds x {} hosts, each guest booted afresh per round): at the same time they would share this machine's CPUs",
+        opts.rounds,
+        hosts.len()
+    ));
+    let one = CompareOptions {
+        rounds: 1,
+        ..opts.clone()
+    };
+    let mut parts: Vec<Vec<crate::output::experiment::CompareReport>> =
+        vec![Vec::new(); hosts.len()];
+    let mut errors: Vec<Option<String>> = vec![None; hosts.len()];
+    'rounds: for round in 0..opts.rounds {
+        for (i, (h, settings)) in hosts.iter().zip(plans).enumerate() {
+            if crate::sys::stop_requested() {
+                break 'rounds;
+            }
+            if errors[i].is_some() {
+                continue;
+            }
+            let label = h.as_ref().map_or("local".to_string(), Remote::label);
+            say(&format!(
+                "readpath: round {}/{}: {label}",
+                round + 1,
+                opts.rounds
+            ));
+            let r = match h {
+                Some(r) => {
+                    // The guest's kernel target reads from its lab disk (as
+                    // a start there does), each variant's settings too.
+                    let mut settings = settings.clone();
+                    if matches!(r, Remote::Vm(_)) && settings.kernel.dir.is_empty() {
+                        settings.kernel.dir = crate::lab::vm::GUEST_KERNEL_DIR.into();
+                    }
+                    match spec_for(&settings).and_then(|spec| start_remote(r.clone(), spec)) {
+                        Ok(w) => on_target(label.clone(), w, &settings, cmp, preset.clone(), &one),
+                        Err(e) => HostResult {
+                            host: label.clone(),
+                            report: None,
+                            error: Some(crate::invocation::error_message(&e)),
+                        },
+                    }
+                }
+                None => on_local(settings, cmp, preset.clone(), &one),
+            };
+            if let Some(rep) = r.report {
+                parts[i].push(rep);
+            }
+            if let Some(e) = r.error {
+                errors[i] = Some(format!("round {}: {e}", round + 1));
+            }
+        }
+    }
+    hosts
+        .iter()
+        .zip(parts)
+        .zip(errors)
+        .map(|((h, p), error)| HostResult {
+            host: h.as_ref().map_or("local".to_string(), Remote::label),
+            report: crate::output::experiment::merge_rounds(cmp, p),
+            error,
+        })
+        .collect()
 }
 
 /// The seed reverted in lab guest `host`'s kernel, if it is one built

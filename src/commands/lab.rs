@@ -290,6 +290,10 @@ fn bench(
             "run".into(),
             "--preset".into(),
             "io_uring-qd1-iowait".into(),
+            // O_DIRECT reads miss whatever the size: a small file keeps
+            // the lab disk (1 GiB) from filling with datasets.
+            "--set".into(),
+            "workload.file_size=64M".into(),
             "--duration".into(),
             format!("{}ms", read.as_millis()),
             "--format".into(),
@@ -311,8 +315,7 @@ fn bench(
     say("readpath: lab bench: here: a cold 4K O_DIRECT read (io_uring-qd1-iowait)");
     let host_read = p50(&child(&read_args(None))?)?;
     say(&format!("readpath: lab bench: {}: bench crypto", v.label()));
-    let vm: crate::bench::CryptoReport =
-        serde_json::from_str(&child(&crypto_args(Some(guest)))?)?;
+    let vm: crate::bench::CryptoReport = serde_json::from_str(&child(&crypto_args(Some(guest)))?)?;
     say(&format!(
         "readpath: lab bench: {}: a cold 4K O_DIRECT read",
         v.label()
@@ -322,7 +325,10 @@ fn bench(
     let kept = slow.save(data_dir);
     let mut out = slow.to_text();
     match kept {
-        Ok(p) => out.push_str(&format!("kept in {} (shown beside the guest's times)\n", p.display())),
+        Ok(p) => out.push_str(&format!(
+            "kept in {} (shown beside the guest's times)\n",
+            p.display()
+        )),
         Err(e) => out.push_str(&format!("not kept: {e}\n")),
     }
     print_text(&out)?;

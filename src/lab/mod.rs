@@ -38,10 +38,14 @@ pub struct VmRemote {
     /// The accelerator; None: KVM where `/dev/kvm` opens and a probe boot
     /// works, else TCG.
     pub accel: Option<Accel>,
+    /// Whether the guest's CPU has the AES instructions (default yes;
+    /// `aes=off`: the kernel's `xts(aes)` falls back to its generic,
+    /// table-based AES, as on the CPUs of the 2018 fscrypt measurement).
+    pub aes: bool,
 }
 
 /// What `vm:` allows, for messages.
-pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg], KERNEL a lab kernel (`readpath lab kernels`)";
+pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off], KERNEL a lab kernel (`readpath lab kernels`)";
 
 impl VmRemote {
     /// Reads what follows `vm:`.
@@ -55,6 +59,7 @@ impl VmRemote {
             memory_mib: 2048,
             disk_cache: "none".into(),
             accel: None,
+            aes: true,
         };
         for p in parts {
             let (k, val) = p
@@ -77,15 +82,31 @@ impl VmRemote {
                 }
                 "accel" if val == "kvm" => v.accel = Some(Accel::Kvm),
                 "accel" if val == "tcg" => v.accel = Some(Accel::Tcg),
+                "aes" if val == "on" || val == "off" => v.aes = val == "on",
                 _ => return Err(format!("{k}={val:?}: allowed {VM_SPEC_RULE}")),
             }
         }
         Ok(v)
     }
 
-    /// The spec back, as the header shows it.
+    /// The spec back, as the header shows it: the kernel, and each
+    /// choice that is not the default (two guests of one kernel told
+    /// apart: `vm:6.1:cpus=4`).
     pub fn label(&self) -> String {
-        format!("vm:{}", self.kernel)
+        let mut l = format!("vm:{}", self.kernel);
+        if self.cpus != 2 {
+            l.push_str(&format!(":cpus={}", self.cpus));
+        }
+        if self.memory_mib != 2048 {
+            l.push_str(&format!(":mem={}", self.memory_mib));
+        }
+        if self.disk_cache != "none" {
+            l.push_str(&format!(":cache={}", self.disk_cache));
+        }
+        if !self.aes {
+            l.push_str(":aes=off");
+        }
+        l
     }
 
     /// The accelerator the guest gets: `kvm` where asked for, else `tcg`.
@@ -134,6 +155,7 @@ pub fn spec_for(remote: &VmRemote, say: &mut dyn FnMut(&str)) -> std::io::Result
         memory_mib: remote.memory_mib,
         disk_cache: remote.disk_cache.clone(),
         accel,
+        aes: remote.aes,
     })
 }
 
@@ -191,6 +213,7 @@ fn probe_boot(data: &Path, kernel: &kernels::Kernel) -> std::io::Result<bool> {
         memory_mib: 512,
         disk_cache: "none".into(),
         accel: Accel::Kvm,
+        aes: true,
     };
     let mut cmd = vm::prepare(data, &spec, Some(&format!("echo {WORD}")), &mut |_| {})?;
     let mut child = cmd
@@ -226,8 +249,14 @@ mod tests {
         );
         let v = VmRemote::parse("k:cpus=4:mem=4096:cache=writeback:accel=tcg").unwrap();
         assert_eq!((v.cpus, v.memory_mib, v.accel), (4, 4096, Some(Accel::Tcg)));
-        assert_eq!(v.label(), "vm:k");
+        assert_eq!(v.label(), "vm:k:cpus=4:mem=4096:cache=writeback");
+        assert!(v.aes);
+        let v = VmRemote::parse("k:aes=off:accel=tcg").unwrap();
+        assert!(!v.aes);
+        assert_eq!(v.label(), "vm:k:aes=off");
+        assert_eq!(VmRemote::parse("k:accel=tcg").unwrap().label(), "vm:k");
         for bad in [
+            "k:aes=no",
             "",
             "../k",
             "k:cpus=0",

@@ -40,6 +40,9 @@ impl Row {
 pub struct Slowdown {
     /// The guest (`vm:6.1`).
     pub guest: String,
+    /// Its kernel's name in the lab.
+    #[serde(default)]
+    pub kernel: String,
     /// Its accelerator (`tcg`, `kvm`).
     pub accel: String,
     /// Its vCPUs.
@@ -51,7 +54,12 @@ pub struct Slowdown {
 }
 
 /// The crypto figures compared: per 4 KiB unit on one core.
-const CRYPTO: &[&str] = &["aes-256-xts", "aes-256-xts-soft", "sha256", "fsverity-verify"];
+const CRYPTO: &[&str] = &[
+    "aes-256-xts",
+    "aes-256-xts-soft",
+    "sha256",
+    "fsverity-verify",
+];
 
 impl Slowdown {
     /// From both sides' `bench crypto` and the cold read's p50 (us).
@@ -87,6 +95,7 @@ impl Slowdown {
         });
         Slowdown {
             guest: vm.label(),
+            kernel: vm.kernel.clone(),
             accel: vm.accel_name().into(),
             cpus: vm.cpus,
             measured: crate::output::format::utc_now_rfc3339(),
@@ -101,8 +110,7 @@ impl Slowdown {
 
     /// Kept in the lab (a state file: the user's, written anew).
     pub fn save(&self, data: &Path) -> io::Result<PathBuf> {
-        let kernel = self.guest.trim_start_matches("vm:");
-        let p = Self::path(data, kernel, &self.accel);
+        let p = Self::path(data, &self.kernel, &self.accel);
         trust::ensure_dir(&super::kernels::lab_dir(data))?;
         trust::write_state(
             &p,
@@ -113,8 +121,8 @@ impl Slowdown {
 
     /// What the lab kept for `kernel` under `accel`, if it measured it.
     pub fn load(data: &Path, kernel: &str, accel: &str) -> Option<Slowdown> {
-        let text = trust::read_state_text(&Self::path(data, kernel, accel), trust::STATE_CAP)
-            .ok()??;
+        let text =
+            trust::read_state_text(&Self::path(data, kernel, accel), trust::STATE_CAP).ok()??;
         toml::from_str(&text).ok()
     }
 
@@ -197,14 +205,26 @@ mod tests {
     fn the_factors_are_per_unit_times_and_are_kept_and_read_back() {
         let vm = VmRemote::parse("6.1:accel=tcg").unwrap();
         // 4096 B at 4.096 GB/s: 1 us a unit here; 12 us in the guest.
-        let s = Slowdown::of(&vm, &report(4.096e9, 2.048e9), &report(0.341_333e9, 0.2048e9), 50.0, 105.0);
+        let s = Slowdown::of(
+            &vm,
+            &report(4.096e9, 2.048e9),
+            &report(0.341_333e9, 0.2048e9),
+            50.0,
+            105.0,
+        );
         assert_eq!(s.rows.len(), 3, "{s:?}");
         assert!((s.rows[0].host - 1.0).abs() < 1e-9);
         assert!((s.rows[0].factor() - 12.0).abs() < 0.01);
         assert!((s.rows[1].factor() - 10.0).abs() < 1e-9);
-        assert_eq!(s.short(), "aes-xts 12x, cold read 2.1x slower than the host");
+        assert_eq!(
+            s.short(),
+            "aes-xts 12x, cold read 2.1x slower than the host"
+        );
         let t = s.to_text();
-        assert!(t.contains("cold 4K read p50") && t.contains("emulated"), "{t}");
+        assert!(
+            t.contains("cold 4K read p50") && t.contains("emulated"),
+            "{t}"
+        );
         let data = tempfile::tempdir().unwrap();
         let p = s.save(data.path()).unwrap();
         assert!(p.ends_with("lab/slowdown-6.1-tcg.toml"), "{}", p.display());

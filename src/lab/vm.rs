@@ -63,6 +63,8 @@ pub struct VmSpec {
     pub disk_cache: String,
     /// The accelerator.
     pub accel: Accel,
+    /// The AES instructions (`aes=off`: without).
+    pub aes: bool,
 }
 
 /// The lab disk's size: room for a 256 MiB dataset and the kernel
@@ -391,8 +393,18 @@ pub fn qemu_command(
     ])
     .args(["-monitor", "none"]);
     match spec.accel {
-        Accel::Kvm => c.args(["-accel", "kvm", "-cpu", "host"]),
-        Accel::Tcg => c.args(["-accel", "tcg,thread=multi", "-cpu", "max"]),
+        Accel::Kvm => c.args([
+            "-accel",
+            "kvm",
+            "-cpu",
+            if spec.aes { "host" } else { "host,-aes" },
+        ]),
+        Accel::Tcg => c.args([
+            "-accel",
+            "tcg,thread=multi",
+            "-cpu",
+            if spec.aes { "max" } else { "max,-aes" },
+        ]),
     };
     c.arg("-smp")
         .arg(spec.cpus.to_string())
@@ -478,6 +490,65 @@ pub fn prepare(
     Ok(qemu_command(spec, &initrd, &disk, &console, line))
 }
 
+/// Lab guests left running with no readpath to answer to: QEMU
+/// processes of this user whose parent is gone (`PR_SET_PDEATHSIG` kills
+/// them with readpath; this is for where it could not, e.g. a guest
+/// started on a thread that ended first) and whose command line proves
+/// this lab made them (`-kernel` under `LAB/kernels/`, the agent's port
+/// `name=readpath.agent`). Returns (PID, its kernel image).
+pub fn orphans(data: &Path) -> Vec<(u32, String)> {
+    let Ok(kernels) = lab_dir(data).join("kernels").canonicalize() else {
+        return Vec::new();
+    };
+    let me = crate::sys::trust::euid();
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in procs.filter_map(Result::ok) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let dir = e.path();
+        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if let Some(image) = lab_guest_image(&args, &kernels) {
+            let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+            let field = |k: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<u32>().ok())
+            };
+            if field("Uid:") == Some(me) && field("PPid:") == Some(1) {
+                out.push((pid, image));
+            }
+        }
+    }
+    out
+}
+
+/// The kernel image of a lab guest's QEMU command line `args`, when it is
+/// one: a `qemu-system-*` program, `-kernel` under `kernels`, and the
+/// agent's port.
+pub fn lab_guest_image(args: &[String], kernels: &Path) -> Option<String> {
+    let prog = Path::new(args.first()?).file_name()?.to_str()?;
+    if !prog.starts_with("qemu-system-") {
+        return None;
+    }
+    let i = args.iter().position(|a| a == "-kernel")?;
+    let image = args.get(i + 1)?;
+    let under = Path::new(image).starts_with(kernels);
+    let port = args.iter().any(|a| a.contains("name=readpath.agent"));
+    (under && port).then(|| image.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,10 +571,46 @@ mod tests {
             memory_mib: 256,
             disk_cache: "none".into(),
             accel: Accel::Tcg,
+            aes: true,
         };
         let e = prepare(&data, &spec, None, &mut |_| {}).unwrap_err();
         assert!(e.to_string().contains("holds a ','"), "{e}");
         assert!(!data.exists(), "nothing made");
+    }
+
+    #[test]
+    fn only_a_qemu_this_lab_started_is_a_lab_guest() {
+        let k = Path::new("/d/lab/kernels");
+        let args = |prog: &str, image: &str, port: &str| -> Vec<String> {
+            [prog, "-kernel", image, "-device", port]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let ours = args(
+            "/usr/bin/qemu-system-x86_64",
+            "/d/lab/kernels/6.1/vmlinuz",
+            "virtserialport,chardev=agent,name=readpath.agent",
+        );
+        assert_eq!(
+            lab_guest_image(&ours, k).as_deref(),
+            Some("/d/lab/kernels/6.1/vmlinuz")
+        );
+        for other in [
+            args(
+                "/usr/bin/bash",
+                "/d/lab/kernels/6.1/vmlinuz",
+                "name=readpath.agent",
+            ),
+            args("qemu-system-x86_64", "/boot/vmlinuz", "name=readpath.agent"),
+            args(
+                "qemu-system-x86_64",
+                "/d/lab/kernels/6.1/vmlinuz",
+                "virtserialport",
+            ),
+        ] {
+            assert_eq!(lab_guest_image(&other, k), None, "{other:?}");
+        }
     }
 
     #[test]

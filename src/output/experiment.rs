@@ -325,6 +325,42 @@ impl Tally {
 /// Each variant's result: each metric's spread over its rounds, and its
 /// change from the first variant's median (none where either side has no
 /// value).
+/// One report of several runs of the same experiment on one host, each
+/// of them one round (lab guests booted afresh each round, interleaved
+/// with the other hosts): their rounds together, every metric's spread
+/// and change taken over all of them. None for no report.
+pub fn merge_rounds(compare: &Compare, parts: Vec<CompareReport>) -> Option<CompareReport> {
+    let mut parts = parts.into_iter();
+    let mut first = parts.next()?;
+    let mut per_variant: Vec<Vec<WindowStats>> = first
+        .variants
+        .iter_mut()
+        .map(|v| std::mem::take(&mut v.rounds))
+        .collect();
+    let mut failed: Vec<u64> = first.variants.iter().map(|v| v.failed_reads).collect();
+    let mut rounds = first.rounds;
+    for p in parts {
+        rounds += p.rounds;
+        for (i, v) in p.variants.into_iter().enumerate() {
+            if let (Some(w), Some(f)) = (per_variant.get_mut(i), failed.get_mut(i)) {
+                w.extend(v.rounds);
+                *f += v.failed_reads;
+            }
+        }
+        for n in p.notices {
+            if !first.notices.contains(&n) {
+                first.notices.push(n);
+            }
+        }
+        if first.interrupted.is_none() {
+            first.interrupted = p.interrupted;
+        }
+    }
+    first.variants = variant_results(compare, per_variant, &failed);
+    first.rounds = rounds;
+    Some(first)
+}
+
 fn variant_results(
     compare: &Compare,
     per_variant: Vec<Vec<WindowStats>>,
@@ -373,6 +409,10 @@ pub struct HostsReport {
     /// from the hosts' results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<SeedVerdict>,
+    /// True when the hosts ran one after the other (lab guests, which
+    /// share this machine's CPUs), false when at the same time.
+    #[serde(default)]
+    pub one_at_a_time: bool,
 }
 
 /// A seed before and after, on real kernels (lab guests) and in the model
@@ -453,8 +493,17 @@ impl SeedVerdict {
             })
             .filter(|r| r.kernel.is_some() || r.model.is_some())
             .collect();
+        let rounds = [before, after]
+            .iter()
+            .filter_map(|h| h.and_then(|h| h.report.as_ref()).map(|r| r.rounds))
+            .min()
+            .unwrap_or(0);
         let verdict = |p: Option<(Spread, Spread)>| match p {
             None => "not measured".to_string(),
+            Some((b, a)) if rounds < 2 => format!(
+                "{}, one round: no spread to judge a direction by (use --rounds 3 or more)",
+                pct_change(b.median, a.median).map_or("-".into(), |c| format!("{c:+.0}%"))
+            ),
             Some((b, a)) => direction(&b, &a, seed.published_sign),
         };
         SeedVerdict {
@@ -577,7 +626,7 @@ impl HostsReport {
         let mut out = String::new();
         if let Some((_, r)) = done.first() {
             out.push_str(&format!(
-                "readpath compare --hosts: {} = {} | {} round(s) x {:.0}s per variant, interleaved on each host, hosts at the same time\n\n",
+                "readpath compare --hosts: {} = {} | {} round(s) x {:.0}s per variant, interleaved on each host, {}\n\n",
                 r.key,
                 r.variants
                     .iter()
@@ -585,7 +634,12 @@ impl HostsReport {
                     .collect::<Vec<_>>()
                     .join(" vs "),
                 r.rounds,
-                r.duration_s
+                r.duration_s,
+                if self.one_at_a_time {
+                    "lab guests one at a time, round by round, each booted afresh"
+                } else {
+                    "hosts at the same time"
+                }
             ));
         }
         if !done.is_empty() {
@@ -1010,6 +1064,47 @@ mod tests {
     }
 
     #[test]
+    fn rounds_run_apart_merge_into_one_report_over_all_of_them() {
+        let one = |a: f64, b: f64| {
+            let mut r = report(1, (a, a, a), (b, b, b));
+            for (v, t) in r.variants.iter_mut().zip([a, b]) {
+                v.rounds = vec![WindowStats {
+                    throughput_mib_s: t,
+                    ..Default::default()
+                }];
+                v.failed_reads = 1;
+            }
+            r.notices = vec![format!("n{a}"), "same".into()];
+            r
+        };
+        let cmp = Compare {
+            key: "workers.mode".into(),
+            values: vec!["bound".into(), "unbound".into()],
+        };
+        let m = merge_rounds(
+            &cmp,
+            vec![one(100.0, 150.0), one(120.0, 130.0), one(80.0, 170.0)],
+        )
+        .unwrap();
+        assert_eq!(m.rounds, 3);
+        let mib = |v: &VariantResult| {
+            v.metrics
+                .iter()
+                .find(|(n, _)| n == "throughput_mib_s")
+                .unwrap()
+                .1
+        };
+        let (a, b) = (mib(&m.variants[0]), mib(&m.variants[1]));
+        assert_eq!((a.min, a.median, a.max), (80.0, 100.0, 120.0));
+        assert_eq!((b.min, b.median, b.max), (130.0, 150.0, 170.0));
+        assert_eq!(b.change_pct, Some(50.0));
+        assert_eq!(m.variants[1].rounds.len(), 3);
+        assert_eq!(m.variants[0].failed_reads, 3);
+        assert_eq!(m.notices, vec!["n100", "same", "n120", "n80"]);
+        assert!(merge_rounds(&cmp, Vec::new()).is_none());
+    }
+
+    #[test]
     fn a_seed_verdict_reads_the_kernel_and_the_model_on_each_kernel() {
         let host = |name: &str, r| HostResult {
             host: name.into(),
@@ -1029,6 +1124,7 @@ mod tests {
                 ),
             ],
             seed: None,
+            one_at_a_time: true,
         };
         let seed = crate::lab::build::seed("fscrypt-2018").unwrap();
         let v = SeedVerdict::of(seed, &hosts, |h| h.contains("revert"));
