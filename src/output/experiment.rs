@@ -436,6 +436,11 @@ pub struct SeedVerdict {
     pub kernel: String,
     /// The model's.
     pub model: String,
+    /// What the hosts said of the seed's setting (a fallback: the model
+    /// could not run it as asked on that kernel, so its before and after
+    /// may be one setting, and its change the lab's noise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setting_notes: Vec<String>,
 }
 
 /// One metric of a [`SeedVerdict`].
@@ -515,6 +520,16 @@ impl SeedVerdict {
             kernel: verdict(pair(0, seed.metric)),
             model: verdict(pair(1, seed.metric)),
             rows,
+            setting_notes: [before, after]
+                .iter()
+                .filter_map(|h| h.and_then(|h| h.report.as_ref().map(|r| (h, r))))
+                .flat_map(|(h, r)| {
+                    r.notices
+                        .iter()
+                        .filter(|n| n.contains(seed.setting.0))
+                        .map(move |n| format!("{}: {n}", h.host))
+                })
+                .collect(),
         }
     }
 
@@ -569,6 +584,9 @@ impl SeedVerdict {
             "published: {}\nreal kernel, {label}: {}\nmodel, {label}: {}\n",
             self.published, self.kernel, self.model
         ));
+        for n in &self.setting_notes {
+            out.push_str(&format!("  the model's setting: {n}\n"));
+        }
         out
     }
 }
