@@ -509,3 +509,36 @@ fn text_from_files_cannot_drive_the_terminal() {
     assert!(out.contains("evil\u{fffd}]0;title\u{fffd}.bin"), "{out:?}");
     assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
 }
+
+/// `lab` refuses what it cannot take before it downloads, builds or boots
+/// anything: exit 2, the value and what is allowed named, nothing written.
+#[test]
+fn lab_bad_input_exits_2_naming_what_is_allowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["lab", "build", "--revert", "fsverity"],
+            &["fsverity", "fsverity-2023, fscrypt-2018, io_uring-2023"],
+        ),
+        (&["lab", "build", "-j", "0"], &["0", "1..=1024"]),
+        (&["lab", "bench", "ssh:box"], &["ssh:box", "vm:KERNEL"]),
+        (&["lab", "bench", "vm:6.1:aes=maybe"], &["aes", "on|off"]),
+        (&["lab", "fetch", "debian-99"], &["debian-99", "debian-6.1"]),
+        (
+            &["lab", "run", "vm:6.1:cpus=0", "--", "digest"],
+            &["cpus", "1..=64"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let o = readpath(args, tmp.path());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        for n in *needles {
+            assert!(err.contains(n), "{args:?}: {err:?} lacks {n:?}");
+        }
+        assert!(
+            tree_listing(tmp.path()).is_empty(),
+            "{args:?}: files were written"
+        );
+    }
+}

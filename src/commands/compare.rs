@@ -385,14 +385,8 @@ fn rounds_in_turn(
             ));
             let r = match h {
                 Some(r) => {
-                    // The guest's kernel target reads from its lab disk (as
-                    // a start there does), each variant's settings too.
-                    let mut settings = settings.clone();
-                    if matches!(r, Remote::Vm(_)) && settings.kernel.dir.is_empty() {
-                        settings.kernel.dir = crate::lab::vm::GUEST_KERNEL_DIR.into();
-                    }
-                    match spec_for(&settings).and_then(|spec| start_remote(r.clone(), spec)) {
-                        Ok(w) => on_target(label.clone(), w, &settings, cmp, preset.clone(), &one),
+                    match spec_for(settings).and_then(|spec| start_remote(r.clone(), spec)) {
+                        Ok(w) => on_target(label.clone(), w, settings, cmp, preset.clone(), &one),
                         Err(e) => HostResult {
                             host: label.clone(),
                             report: None,

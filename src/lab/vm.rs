@@ -8,7 +8,7 @@
 //!   modules in dependency order, a stripped readpath (the static musl
 //!   build where there is one, else this binary with its shared libraries
 //!   beside it) and `/init`;
-//! - the lab disk (`disk.img`, sparse, 1 GiB): ext4 made with `-O
+//! - the lab disk (`disk.img`, sparse, 4 GiB): ext4 made with `-O
 //!   encrypt,verity -b 4096`, owned by root inside, mounted at `/lab` in
 //!   the guest, where readpath keeps its data dir (`/lab/data`) and the
 //!   kernel target its image.
@@ -67,9 +67,11 @@ pub struct VmSpec {
     pub aes: bool,
 }
 
-/// The lab disk's size: room for a 256 MiB dataset and the kernel
-/// target's image.
-pub const DISK_BYTES: u64 = 1 << 30;
+/// The lab disk's size (sparse: it takes what is written): room for the
+/// default 256 MiB dataset (a dataset needs about three times its size:
+/// the data, its ciphertext and its Merkle tree), smaller ones a demo or
+/// a seed compare made, and the kernel target's copy.
+pub const DISK_BYTES: u64 = 4 << 30;
 
 /// Where the guest's readpath keeps its data (on the lab disk).
 pub const GUEST_DATA_DIR: &str = "/lab/data";
@@ -347,8 +349,13 @@ fn build_initramfs(
 /// once; QEMU's own image lock refuses a second guest of the same one.
 pub fn disk(lab: &Path, name: &str) -> io::Result<PathBuf> {
     let path = lab.join(format!("disk-{name}.img"));
-    if trust::open_own_file(&path, 0).is_ok() {
-        return Ok(path);
+    if let Ok(f) = trust::open_own_file(&path, 0) {
+        // A disk an older readpath made smaller holds only datasets it can
+        // make again: it is made anew at the size this one needs.
+        if f.metadata()?.len() >= DISK_BYTES {
+            return Ok(path);
+        }
+        trust::remove_state(&path)?;
     }
     let part = lab.join(format!(".disk-{}.img", std::process::id()));
     let _ = std::fs::remove_file(&part);

@@ -814,7 +814,13 @@ impl Workload for RemoteWorkload {
     fn records(&self) -> &Receiver<IntervalRecord> {
         &self.records
     }
-    fn apply(&mut self, new: Settings) -> Result<Vec<SettingChange>, EngineError> {
+    fn apply(&mut self, mut new: Settings) -> Result<Vec<SettingChange>, EngineError> {
+        // A lab guest's kernel target reads its lab disk: settings made
+        // here (a preset, a demo step, a compare variant) say nothing of
+        // it, and would otherwise move it back to a loop image.
+        if matches!(self.remote, Remote::Vm(_)) && new.kernel.dir.is_empty() {
+            new.kernel.dir = crate::lab::vm::GUEST_KERNEL_DIR.into();
+        }
         self.send(Command::Apply {
             settings: Box::new(new),
         })?;
