@@ -1,0 +1,163 @@
+//! A seed before and after on real kernels, end to end: `readpath lab
+//! build --revert fsverity-2023` builds Debian's linux-source-6.1 with the
+//! 2023 fs-verity change reverted (its read queue unbound again), `lab
+//! fetch debian-6.1` gets Debian's own kernel (the change in: bound), and
+//! `compare --hosts` runs the seed's preset on both under QEMU, the kernel
+//! target and the model on each, and computes the verdict. The kernels
+//! are the oracle of the revert: on the kernel built with it, the
+//! fs-verity queue's items run on other CPUs than the ones that queued
+//! them (unbound); on Debian's, never (bound).
+//!
+//! It builds a kernel (about 6 minutes on 2 cores, 1.5 GB of source), so
+//! outside CI it runs only when asked (`READPATH_LAB_BUILD=1`); under CI
+//! (`.ci/run` installs the compiler's tools, QEMU and busybox) it always
+//! runs, and a missing tool fails it.
+
+#[path = "common/skip.rs"]
+mod skip;
+
+use std::process::Command;
+
+fn readpath(data: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_readpath"));
+    c.arg("--data-dir").arg(data);
+    c
+}
+
+/// What is missing here for a lab build and a guest, if anything.
+fn missing() -> Option<String> {
+    let static_busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().any(|p| {
+        std::fs::read(p)
+            .ok()
+            .and_then(|b| readpath::lab::vm::elf_interp(&b))
+            == Some(None)
+    });
+    if let Err(e) = readpath::lab::build::check_tools() {
+        return Some(e.to_string());
+    }
+    for (ok, what) in [
+        (
+            readpath::sys::tool_on_path("qemu-system-x86_64"),
+            "qemu-system-x86_64 (Debian's qemu-system-x86)",
+        ),
+        (static_busybox, "a static busybox (Debian's busybox-static)"),
+        (readpath::sys::tool_on_path("apt-get"), "apt-get"),
+        (readpath::sys::tool_on_path("mkfs.ext4"), "mkfs.ext4"),
+    ] {
+        if !ok {
+            return Some(what.to_string());
+        }
+    }
+    None
+}
+
+#[test]
+fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
+    let test = "the_fs_verity_seed_runs_before_and_after_on_real_kernels";
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    if !ci && std::env::var("READPATH_LAB_BUILD").is_err() {
+        skip::skip(
+            test,
+            "builds a kernel (about 6 minutes on 2 cores): set READPATH_LAB_BUILD=1 to run it",
+            false,
+        );
+        return;
+    }
+    if let Some(what) = missing() {
+        skip::skip(test, &format!("needs {what}"), true);
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let o = readpath(data.path())
+        .args(["lab", "build", "--revert", "fsverity-2023"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.starts_with("6.1-revert-fsverity-2023: Linux 6.1.") && out.contains("built in"),
+        "{out}"
+    );
+    // The second build of the same kernel comes from the cache.
+    let o = readpath(data.path())
+        .args(["lab", "build", "--revert", "fsverity-2023"])
+        .output()
+        .unwrap();
+    let again = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && again.contains("from the cache"),
+        "{again}"
+    );
+    let o = readpath(data.path())
+        .args(["lab", "fetch", "debian-6.1"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let o = readpath(data.path())
+        .args([
+            "compare",
+            "--hosts",
+            "vm:debian-6.1:accel=tcg,vm:6.1-revert-fsverity-2023:accel=tcg",
+            "--rounds",
+            "2",
+            "--duration",
+            "2s",
+            "--set",
+            "workload.file_size=16M",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let seed = &j["seed"];
+    assert_eq!(seed["seed"], "fsverity-2023", "{j}");
+    assert_eq!(seed["before"], "vm:6.1-revert-fsverity-2023", "{seed}");
+    assert_eq!(seed["after"], "vm:debian-6.1", "{seed}");
+    for side in ["kernel", "model"] {
+        let v = seed[side].as_str().unwrap();
+        assert!(v.contains('%'), "{side}: {v}");
+    }
+    // Each host ran the kernel target, then the model, each round, and
+    // every block the model read verified.
+    for h in j["hosts"].as_array().unwrap() {
+        let r = &h["report"];
+        assert_eq!(r["rounds"], 2, "{h}");
+        let values: Vec<&str> = r["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["value"].as_str().unwrap())
+            .collect();
+        assert_eq!(values, ["kernel", "model"], "{h}");
+        for v in r["variants"].as_array().unwrap() {
+            assert_eq!(v["failed_reads"], 0, "{v}");
+        }
+    }
+    // The revert, seen by the kernels themselves: the unbound queue moved
+    // items to another CPU than the one that queued them, the bound one
+    // none.
+    let moved = seed["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "moved_pct")
+        .unwrap_or_else(|| panic!("no moved_pct row: {seed}"));
+    let (before, after) = (&moved["kernel"][0]["median"], &moved["kernel"][1]["median"]);
+    assert!(before.as_f64().unwrap() > 0.0, "{moved}");
+    assert_eq!(after.as_f64(), Some(0.0), "{moved}");
+    // Nothing is left running.
+    let qemu = Command::new("pgrep")
+        .args(["-f", &data.path().display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        qemu.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&qemu.stdout)
+    );
+}
