@@ -10,7 +10,7 @@
 //! once whole, so an interrupted fetch never leaves half a kernel under a
 //! kernel's name.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -280,6 +280,71 @@ pub fn fetch(data: &Path, name: &str, say: &mut dyn FnMut(&str)) -> io::Result<K
     open(data, name)
 }
 
+/// The release a bzImage names in its setup header (`kernel_version`: a
+/// pointer at 0x20E to a NUL-terminated string, 0x200 further), checked
+/// to be a bzImage first (`HdrS` at 0x202): its first word, e.g.
+/// `6.1.192`.
+pub fn bzimage_release(head: &[u8]) -> Result<String, String> {
+    if head.get(0x202..0x206) != Some(b"HdrS") {
+        return Err("not a bzImage (no \"HdrS\" setup header at 0x202)".into());
+    }
+    let at = head
+        .get(0x20E..0x210)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize + 0x200)
+        .ok_or("a bzImage header cut short")?;
+    let text = head
+        .get(at..)
+        .and_then(|t| t.split(|b| *b == 0).next())
+        .ok_or("its kernel_version points past the header")?;
+    let release = String::from_utf8_lossy(text)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    if release.is_empty() || release.len() > 64 {
+        return Err("its kernel_version string is empty or too long".into());
+    }
+    Ok(crate::sys::printable(&release, false))
+}
+
+/// The largest bzImage `--remote vm:PATH` takes.
+pub const IMAGE_CAP: u64 = 256 << 20;
+
+/// The bzImage at `path` as lab kernel `name` (`img-HASH`): read (a
+/// regular file of at most [`IMAGE_CAP`], with a bzImage's setup header),
+/// copied in and installed anew, its release from its header.
+pub fn import_image(data: &Path, name: &str, path: &Path) -> io::Result<Kernel> {
+    let shown = crate::sys::printable(&path.display().to_string(), false);
+    let bad =
+        |why: String| io::Error::new(io::ErrorKind::InvalidInput, format!("vm:{shown}: {why}"));
+    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    if meta.len() > IMAGE_CAP {
+        return Err(bad(format!(
+            "{} bytes; a bzImage is at most {IMAGE_CAP}",
+            meta.len()
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let release = bzimage_release(&bytes).map_err(bad)?;
+    let info = KernelInfo {
+        name: name.to_string(),
+        release: release.clone(),
+        source: format!("bzImage {shown}"),
+        version: release
+            .split(['-', '+'])
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+        ..Default::default()
+    };
+    install(data, name, &info, &mut |into| {
+        trust::create_new(&into.join("vmlinuz"), 0o644)?.write_all(&bytes)
+    })
+}
+
 /// Installs kernel `name`: a fresh directory beside the kernels, filled
 /// by `fill` (the image, modules, config), `kernel.toml` written from
 /// `info`, then renamed into place; an older kernel of that name is
@@ -342,6 +407,31 @@ mod tests {
             Some(("linux-image-6.1.0-57-cloud-amd64-unsigned".into(), 57))
         );
         assert_eq!(newest_package("", "a", "b"), None);
+    }
+
+    #[test]
+    fn a_bzimage_names_its_release_and_anything_else_is_refused() {
+        let mut head = vec![0u8; 0x400];
+        head[0x202..0x206].copy_from_slice(b"HdrS");
+        head[0x20E..0x210].copy_from_slice(&0x100u16.to_le_bytes());
+        head[0x300..0x300 + 40].copy_from_slice(b"6.1.192 (root@vm) #1 SMP Sat Dec  5\0\0\0\0\0");
+        assert_eq!(bzimage_release(&head).as_deref(), Ok("6.1.192"));
+        let data = tempfile::tempdir().unwrap();
+        let img = data.path().join("bzImage");
+        std::fs::write(&img, &head).unwrap();
+        let k = import_image(data.path(), "img-000000000000", &img).unwrap();
+        assert_eq!(k.info.release, "6.1.192");
+        assert_eq!(std::fs::read(k.image()).unwrap(), head);
+        assert!(
+            bzimage_release(&[0u8; 0x400])
+                .unwrap_err()
+                .contains("not a bzImage")
+        );
+        std::fs::write(&img, b"#!/bin/sh\n").unwrap();
+        let e = import_image(data.path(), "img-000000000000", &img).unwrap_err();
+        assert!(e.to_string().contains("not a bzImage"), "{e}");
+        let e = import_image(data.path(), "img-000000000000", data.path()).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
     #[test]

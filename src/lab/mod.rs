@@ -38,6 +38,10 @@ pub struct VmRemote {
     /// The accelerator; None: KVM where `/dev/kvm` opens and a probe boot
     /// works, else TCG.
     pub accel: Option<Accel>,
+    /// Where KERNEL was a path to a bzImage (it holds a `/`): that path;
+    /// the image is imported into the lab as kernel `img-HASH` (HASH from
+    /// the path) on each start, so a rebuilt image boots as it is now.
+    pub image: Option<PathBuf>,
     /// Whether the guest's CPU has the AES instructions (default yes;
     /// `aes=off`: the kernel's `xts(aes)` falls back to its generic,
     /// table-based AES, as on the CPUs of the 2018 fscrypt measurement).
@@ -45,16 +49,22 @@ pub struct VmRemote {
 }
 
 /// What `vm:` allows, for messages.
-pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off], KERNEL a lab kernel (`readpath lab kernels`)";
+pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off], KERNEL a lab kernel (`readpath lab kernels`) or a path to a bzImage (holding a /)";
 
 impl VmRemote {
     /// Reads what follows `vm:`.
     pub fn parse(rest: &str) -> Result<VmRemote, String> {
         let mut parts = rest.split(':');
         let kernel = parts.next().unwrap_or_default();
-        kernels::check_name(kernel)?;
+        let (kernel, image) = if kernel.contains('/') {
+            (image_name(kernel), Some(PathBuf::from(kernel)))
+        } else {
+            kernels::check_name(kernel)?;
+            (kernel.to_string(), None)
+        };
         let mut v = VmRemote {
-            kernel: kernel.to_string(),
+            kernel,
+            image,
             cpus: 2,
             memory_mib: 2048,
             disk_cache: "none".into(),
@@ -93,7 +103,10 @@ impl VmRemote {
     /// choice that is not the default (two guests of one kernel told
     /// apart: `vm:6.1:cpus=4`).
     pub fn label(&self) -> String {
-        let mut l = format!("vm:{}", self.kernel);
+        let mut l = match &self.image {
+            Some(p) => format!("vm:{}", p.display()),
+            None => format!("vm:{}", self.kernel),
+        };
         if self.cpus != 2 {
             l.push_str(&format!(":cpus={}", self.cpus));
         }
@@ -116,6 +129,20 @@ impl VmRemote {
 }
 
 static DATA_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// The lab's name for the bzImage at `path`: `img-` and 12 hex digits of
+/// the SHA-256 of the path as given.
+pub fn image_name(path: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(path.as_bytes());
+    format!(
+        "img-{}",
+        h[..6]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    )
+}
 
 /// The data dir the lab keeps its kernels, initramfs and disk in: the one
 /// this run was given (set once at start), else the default.
@@ -144,7 +171,10 @@ pub fn kvm_openable() -> bool {
 /// (`accel=` where given, else [`probe_accel`]). `say` hears a probe.
 pub fn spec_for(remote: &VmRemote, say: &mut dyn FnMut(&str)) -> std::io::Result<vm::VmSpec> {
     let data = data_dir();
-    let kernel = kernels::open(&data, &remote.kernel)?;
+    let kernel = match &remote.image {
+        Some(path) => kernels::import_image(&data, &remote.kernel, path)?,
+        None => kernels::open(&data, &remote.kernel)?,
+    };
     let accel = match remote.accel {
         Some(a) => a,
         None => probe_accel(&data, &kernel, say),
@@ -255,10 +285,19 @@ mod tests {
         assert!(!v.aes);
         assert_eq!(v.label(), "vm:k:aes=off");
         assert_eq!(VmRemote::parse("k:accel=tcg").unwrap().label(), "vm:k");
+        let v = VmRemote::parse("/boot/vmlinuz-6.9:cpus=4").unwrap();
+        assert_eq!(v.image.as_deref(), Some(Path::new("/boot/vmlinuz-6.9")));
+        assert!(
+            v.kernel.starts_with("img-") && v.kernel.len() == 16,
+            "{}",
+            v.kernel
+        );
+        assert!(kernels::check_name(&v.kernel).is_ok());
+        assert_eq!(v.label(), "vm:/boot/vmlinuz-6.9:cpus=4");
         for bad in [
             "k:aes=no",
             "",
-            "../k",
+            "k:cpus=x",
             "k:cpus=0",
             "k:cpus=65",
             "k:mem=1",
