@@ -141,8 +141,15 @@ pub(super) fn compare(
         }
         let mut report = compare_hosts(&plans, &cmp, preset.map(|p| p.name), &hosts, &ra, &opts)?;
         if let Some(sd) = seed {
+            let facts = crate::output::experiment::SeedFacts {
+                name: sd.name,
+                published: sd.published,
+                metric: sd.metric,
+                published_sign: sd.published_sign,
+                setting: sd.setting.0,
+            };
             report.seed = Some(crate::output::experiment::SeedVerdict::of(
-                sd,
+                facts,
                 &report,
                 |h| {
                     hosts

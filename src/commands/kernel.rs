@@ -35,7 +35,18 @@ pub(super) fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
 
 /// `kernel restore`: what an interrupted check or trace left, put back.
 fn restore(data_dir: &Path) -> Result<()> {
-    let r = crate::kernel::restore_all(data_dir);
+    let mut r = crate::kernel::restore_all(data_dir);
+    // Lab guests whose readpath is gone (see `crate::lab::vm::orphans`).
+    for (pid, image) in crate::lab::vm::orphans(data_dir) {
+        if crate::sys::terminate(pid) {
+            r.done.push(format!(
+                "lab guest QEMU {pid} ({image}), left with no readpath: SIGTERM sent"
+            ));
+        } else {
+            r.problems
+                .push(format!("lab guest QEMU {pid} ({image}): could not end it"));
+        }
+    }
     if r.done.is_empty() && r.problems.is_empty() {
         println!("readpath kernel restore: nothing to put back");
     }

@@ -498,17 +498,6 @@ pub fn restore_all(data_dir: &Path) -> Restored {
     let done = restore_in(sd.as_deref(), kdir.as_deref(), &mut r.problems);
     r.done
         .extend(done.into_iter().map(|p| p.display().to_string()));
-    // Lab guests whose readpath is gone (see `crate::lab::vm::orphans`).
-    for (pid, image) in crate::lab::vm::orphans(data_dir) {
-        if crate::sys::terminate(pid) {
-            r.done.push(format!(
-                "lab guest QEMU {pid} ({image}), left with no readpath: SIGTERM sent"
-            ));
-        } else {
-            r.problems
-                .push(format!("lab guest QEMU {pid} ({image}): could not end it"));
-        }
-    }
     r
 }
 

@@ -756,7 +756,7 @@ fn polled(cmd: &mut Command, what: &str, line: &mut dyn FnMut(&str)) -> io::Resu
     let mut child = cmd
         .spawn()
         .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))?;
-    let pgid = child.id() as libc::pid_t;
+    let pgid = child.id();
     // Both streams go to one channel read here, so this thread can poll
     // for a stop signal between lines.
     let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -777,11 +777,8 @@ fn polled(cmd: &mut Command, what: &str, line: &mut dyn FnMut(&str)) -> io::Resu
     let mut tail: std::collections::VecDeque<String> = Default::default();
     loop {
         if crate::sys::stop_requested() {
-            // SAFETY: kill has no memory-safety preconditions; the group is
-            // the child's own (process_group(0)), the child not reaped yet.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
+            // The group is the child's own (process_group(0)), not reaped yet.
+            crate::sys::kill_group(pgid);
             let _ = child.wait();
             return Err(io::Error::new(
                 io::ErrorKind::Interrupted,

@@ -454,12 +454,29 @@ pub struct SeedRow {
     pub model: Option<(Spread, Spread)>,
 }
 
+/// What a [`SeedVerdict`] is judged by (the lab's seed table says it of
+/// each seed).
+#[derive(Debug, Clone, Copy)]
+pub struct SeedFacts<'a> {
+    /// The seed's name (`fsverity-2023`).
+    pub name: &'a str,
+    /// The published result, in words.
+    pub published: &'a str,
+    /// The metric it is about (a name in [`METRICS`]).
+    pub metric: &'a str,
+    /// The published direction on it, after against before: -1 lower,
+    /// +1 higher, 0 none.
+    pub published_sign: i8,
+    /// The model's setting that stands for the seed (`workers.mode`).
+    pub setting: &'a str,
+}
+
 impl SeedVerdict {
     /// The verdict of `seed` from `report` (each host's variants: the
     /// kernel target first, then the model); `is_before` says which hosts
     /// run the kernel with the seed reverted.
     pub fn of(
-        seed: &crate::lab::build::Seed,
+        seed: SeedFacts<'_>,
         report: &HostsReport,
         is_before: impl Fn(&str) -> bool,
     ) -> SeedVerdict {
@@ -526,7 +543,7 @@ impl SeedVerdict {
                 .flat_map(|(h, r)| {
                     r.notices
                         .iter()
-                        .filter(|n| n.contains(seed.setting.0))
+                        .filter(|n| n.contains(seed.setting))
                         .map(move |n| format!("{}: {n}", h.host))
                 })
                 .collect(),
@@ -1144,7 +1161,13 @@ mod tests {
             seed: None,
             one_at_a_time: true,
         };
-        let seed = crate::lab::build::seed("fscrypt-2018").unwrap();
+        let seed = SeedFacts {
+            name: "fscrypt-2018",
+            published: "tar of encrypted directories 25-35% faster with AES-NI off",
+            metric: "throughput_mib_s",
+            published_sign: 1,
+            setting: "workers.mode",
+        };
         let v = SeedVerdict::of(seed, &hosts, |h| h.contains("revert"));
         assert_eq!(v.before, "vm:6.1-revert-fscrypt-2018");
         assert_eq!(v.after, "vm:6.1");

@@ -120,8 +120,9 @@ pub use process::{
 
 /// Signals: stop, resize, suspend and continue, as flags to poll.
 pub use signals::{
-    SIGHUP, STOP_SIGNALS, install_stop_handlers, install_terminal_handlers, signal_name,
-    stop_requested, stop_self, stop_signal, take_continued, take_resized, take_suspend, terminate,
+    SIGHUP, STOP_SIGNALS, install_stop_handlers, install_terminal_handlers, kill_group,
+    signal_name, stop_requested, stop_self, stop_signal, take_continued, take_resized,
+    take_suspend, terminate,
 };
 
 /// The page cache: O_DIRECT, dropping, warming and residency of a file.

@@ -133,3 +133,15 @@ pub fn terminate(pid: u32) -> bool {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(pid, libc::SIGTERM) == 0 }
 }
+
+/// Sends SIGKILL to process group `pgid` (a child of ours that leads its
+/// own group, `process_group(0)`, not reaped yet, so the ID is not
+/// reused); false when it could not be sent.
+pub fn kill_group(pgid: u32) -> bool {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return false;
+    };
+    // SAFETY: kill has no memory-safety preconditions; a negative PID names
+    // the process group.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) == 0 }
+}
