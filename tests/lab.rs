@@ -17,6 +17,8 @@
 //! mirror, and mkfs.ext4; `.ci/run` installs them, so under CI their
 //! absence fails the test.
 
+#[path = "common/lab.rs"]
+mod lab;
 #[path = "common/skip.rs"]
 mod skip;
 
@@ -49,29 +51,7 @@ fn guest_run(data: &std::path::Path, seconds: &str, sets: &[&str]) -> (serde_jso
     (serde_json::from_slice(&o.stdout).unwrap(), err)
 }
 
-/// What is missing for the lab here, if anything.
-fn missing() -> Option<String> {
-    let static_busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().any(|p| {
-        std::fs::read(p)
-            .ok()
-            .and_then(|b| readpath::lab::vm::elf_interp(&b))
-            == Some(None)
-    });
-    for (ok, what) in [
-        (
-            readpath::sys::tool_on_path("qemu-system-x86_64"),
-            "qemu-system-x86_64 (Debian's qemu-system-x86)",
-        ),
-        (static_busybox, "a static busybox (Debian's busybox-static)"),
-        (readpath::sys::tool_on_path("apt-get"), "apt-get"),
-        (readpath::sys::tool_on_path("mkfs.ext4"), "mkfs.ext4"),
-    ] {
-        if !ok {
-            return Some(what.to_string());
-        }
-    }
-    None
-}
+use lab::missing;
 
 #[test]
 fn a_lab_guest_runs_the_kernels_own_fscrypt_and_fs_verity() {

@@ -13,6 +13,8 @@
 //! (`.ci/run` installs the compiler's tools, QEMU and busybox) it always
 //! runs, and a missing tool fails it.
 
+#[path = "common/lab.rs"]
+mod lab;
 #[path = "common/skip.rs"]
 mod skip;
 
@@ -26,29 +28,10 @@ fn readpath(data: &std::path::Path) -> Command {
 
 /// What is missing here for a lab build and a guest, if anything.
 fn missing() -> Option<String> {
-    let static_busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().any(|p| {
-        std::fs::read(p)
-            .ok()
-            .and_then(|b| readpath::lab::vm::elf_interp(&b))
-            == Some(None)
-    });
     if let Err(e) = readpath::lab::build::check_tools() {
         return Some(e.to_string());
     }
-    for (ok, what) in [
-        (
-            readpath::sys::tool_on_path("qemu-system-x86_64"),
-            "qemu-system-x86_64 (Debian's qemu-system-x86)",
-        ),
-        (static_busybox, "a static busybox (Debian's busybox-static)"),
-        (readpath::sys::tool_on_path("apt-get"), "apt-get"),
-        (readpath::sys::tool_on_path("mkfs.ext4"), "mkfs.ext4"),
-    ] {
-        if !ok {
-            return Some(what.to_string());
-        }
-    }
-    None
+    lab::missing()
 }
 
 #[test]

@@ -16,14 +16,15 @@
 //! identity, the revert, the fragment and the compiler, so a second build
 //! of the same kernel is instant.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
 use super::kernels::{self, Kernel, KernelInfo};
+use super::process;
 use crate::sys::trust;
 
 /// The lab's kernel configuration fragment, merged over `tinyconfig`.
@@ -240,10 +241,7 @@ fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// [`crate::kernel::run_tool`], its error led by `what`.
-fn run(cmd: &mut Command, what: &str) -> io::Result<String> {
-    crate::kernel::run_tool(cmd).map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))
-}
+use kernels::run;
 
 /// Debian's `linux-source-6.1`, unpacked in the data dir (once per
 /// package version): (its tree, what it is).
@@ -295,21 +293,9 @@ fn debian_source(data: &Path, say: &mut dyn FnMut(Progress)) -> io::Result<(Path
         say(Progress::Step(format!(
             "downloading {package} {version} (apt-get download, about 140 MB)"
         )));
-        polled(
-            Command::new("apt-get")
-                .arg("download")
-                .arg(format!("{package}={version}"))
-                .current_dir(&work),
-            "apt-get download",
-            &mut |_| {},
-        )?;
-        let deb = std::fs::read_dir(&work)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .ok_or_else(|| io::Error::other("apt-get download left no .deb"))?;
+        let deb = kernels::apt_download(&work, &format!("{package}={version}"))?;
         let root = work.join("root");
-        polled(
+        process::polled(
             Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root),
             "dpkg-deb -x",
             &mut |_| {},
@@ -320,7 +306,7 @@ fn debian_source(data: &Path, say: &mut dyn FnMut(Progress)) -> io::Result<(Path
             "unpacking {} (about 1.5 GB)",
             tarball.display()
         )));
-        polled(
+        process::polled(
             Command::new("tar")
                 .arg("-xJf")
                 .arg(&tarball)
@@ -458,7 +444,7 @@ pub fn missing_options(config: &str) -> Vec<String> {
 fn reverted_tree(source: &Path, seed: &Seed, into: &Path) -> io::Result<()> {
     let text = std::fs::read_to_string(source.join(seed.file))?;
     let new = revert(&text, seed).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    let linked = polled(
+    let linked = process::polled(
         Command::new("cp").arg("-al").arg(source).arg(into),
         "cp -al",
         &mut |_| {},
@@ -468,7 +454,7 @@ fn reverted_tree(source: &Path, seed: &Seed, into: &Path) -> io::Result<()> {
             return Err(e);
         }
         let _ = std::fs::remove_dir_all(into);
-        polled(
+        process::polled(
             Command::new("cp").arg("-a").arg(source).arg(into),
             "cp -a",
             &mut |_| {},
@@ -658,7 +644,7 @@ fn configure(tree: &Path, out: &Path, say: &mut dyn FnMut(Progress)) -> io::Resu
         "make tinyconfig, then the lab's fragment (assets/lab/lab.config)".into(),
     ));
     let o = format!("O={}", out.display());
-    polled(
+    process::polled(
         Command::new("make")
             .arg("-C")
             .arg(tree)
@@ -669,7 +655,7 @@ fn configure(tree: &Path, out: &Path, say: &mut dyn FnMut(Progress)) -> io::Resu
     )?;
     let fragment = out.join("lab.config");
     trust::create_new(&fragment, 0o644)?.write_all(FRAGMENT.as_bytes())?;
-    polled(
+    process::polled(
         Command::new(tree.join("scripts/kconfig/merge_config.sh"))
             .arg("-m")
             .arg("-O")
@@ -680,7 +666,7 @@ fn configure(tree: &Path, out: &Path, say: &mut dyn FnMut(Progress)) -> io::Resu
         "merge_config.sh",
         &mut |_| {},
     )?;
-    polled(
+    process::polled(
         Command::new("make")
             .arg("-C")
             .arg(tree)
@@ -712,7 +698,7 @@ fn make(
     let started = Instant::now();
     let mut done = 0u64;
     let mut last_say = Instant::now() - Duration::from_secs(1);
-    polled(
+    process::polled(
         Command::new("make")
             .arg("-C")
             .arg(tree)
@@ -741,79 +727,6 @@ fn make(
         elapsed: took,
     });
     Ok((done, took))
-}
-
-/// Runs `cmd` in its own process group (killed whole on a stop signal
-/// within 100 ms, and with readpath however it ends), each line of its
-/// output given to `line`; a failure quotes its last lines.
-fn polled(cmd: &mut Command, what: &str, line: &mut dyn FnMut(&str)) -> io::Result<()> {
-    use std::os::unix::process::CommandExt;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    crate::sys::die_with_parent(cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))?;
-    let pgid = child.id();
-    // Both streams go to one channel read here, so this thread can poll
-    // for a stop signal between lines.
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let mut readers = Vec::new();
-    let streams: [Option<Box<dyn io::Read + Send>>; 2] = [
-        child.stdout.take().map(|o| Box::new(o) as _),
-        child.stderr.take().map(|e| Box::new(e) as _),
-    ];
-    for s in streams.into_iter().flatten() {
-        let tx = tx.clone();
-        readers.push(std::thread::spawn(move || {
-            for l in io::BufReader::new(s).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        }));
-    }
-    drop(tx);
-    let mut tail: std::collections::VecDeque<String> = Default::default();
-    loop {
-        if crate::sys::stop_requested() {
-            // The group is the child's own (process_group(0)), not reaped yet.
-            crate::sys::kill_group(pgid);
-            let _ = child.wait();
-            return Err(io::Error::new(
-                io::ErrorKind::Interrupted,
-                format!(
-                    "lab build stopped by {} ({what} killed)",
-                    crate::sys::signal_name(crate::sys::stop_signal())
-                ),
-            ));
-        }
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(l) => {
-                line(&l);
-                if tail.len() == 20 {
-                    tail.pop_front();
-                }
-                tail.push_back(l);
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    for r in readers {
-        let _ = r.join();
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        return Err(io::Error::other(format!(
-            "{what} failed ({status}); its last lines:\n{}",
-            tail.iter()
-                .map(|l| crate::sys::printable(l, false))
-                .collect::<Vec<_>>()
-                .join("\n")
-        )));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
+use super::process;
 use crate::sys::trust;
 
 /// What a lab kernel is (`kernel.toml`).
@@ -165,8 +166,27 @@ fn newest_package(list: &str, prefix: &str, suffix: &str) -> Option<(String, u32
         .max_by_key(|(_, n)| *n)
 }
 
+/// Downloads Debian package `spec` (`NAME` or `NAME=VERSION`) into
+/// directory `work` with `apt-get download` (from the mirror the system is
+/// configured with; a stop signal ends it within 100 ms): the `.deb`.
+pub(super) fn apt_download(work: &Path, spec: &str) -> io::Result<PathBuf> {
+    process::polled(
+        Command::new("apt-get")
+            .arg("download")
+            .arg(spec)
+            .current_dir(work),
+        "apt-get download",
+        &mut |_| {},
+    )?;
+    std::fs::read_dir(work)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .ok_or_else(|| io::Error::other("apt-get download left no .deb"))
+}
+
 /// [`crate::kernel::run_tool`], its error led by `what`.
-fn run(cmd: &mut Command, what: &str) -> io::Result<String> {
+pub(super) fn run(cmd: &mut Command, what: &str) -> io::Result<String> {
     crate::kernel::run_tool(cmd).map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))
 }
 
@@ -218,18 +238,7 @@ pub fn fetch(data: &Path, name: &str, say: &mut dyn FnMut(&str)) -> io::Result<K
     trust::ensure_dir(&work)?;
     let result = (|| -> io::Result<()> {
         say(&format!("downloading {package} (apt-get download)"));
-        run(
-            Command::new("apt-get")
-                .arg("download")
-                .arg(&package)
-                .current_dir(&work),
-            "apt-get download",
-        )?;
-        let deb = std::fs::read_dir(&work)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .ok_or_else(|| io::Error::other("apt-get download left no .deb"))?;
+        let deb = apt_download(&work, &package)?;
         let pkg_version = run(
             Command::new("dpkg-deb")
                 .args(["-f"])

@@ -12,6 +12,7 @@
 pub mod build;
 pub mod initramfs;
 pub mod kernels;
+pub mod process;
 pub mod slowdown;
 pub mod vm;
 

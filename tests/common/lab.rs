@@ -1,0 +1,27 @@
+//! What the lab's end-to-end tests need of this machine: QEMU, a static
+//! busybox, apt-get with a Debian mirror and mkfs.ext4 (`.ci/run`
+//! installs them).
+
+/// What is missing for a lab guest here, if anything.
+pub fn missing() -> Option<String> {
+    let static_busybox = ["/bin/busybox", "/usr/bin/busybox"].iter().any(|p| {
+        std::fs::read(p)
+            .ok()
+            .and_then(|b| readpath::lab::vm::elf_interp(&b))
+            == Some(None)
+    });
+    for (ok, what) in [
+        (
+            readpath::sys::tool_on_path("qemu-system-x86_64"),
+            "qemu-system-x86_64 (Debian's qemu-system-x86)",
+        ),
+        (static_busybox, "a static busybox (Debian's busybox-static)"),
+        (readpath::sys::tool_on_path("apt-get"), "apt-get"),
+        (readpath::sys::tool_on_path("mkfs.ext4"), "mkfs.ext4"),
+    ] {
+        if !ok {
+            return Some(what.to_string());
+        }
+    }
+    None
+}
