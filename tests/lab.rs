@@ -22,13 +22,7 @@ mod lab;
 #[path = "common/skip.rs"]
 mod skip;
 
-use std::process::Command;
-
-fn readpath(data: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_readpath"));
-    c.arg("--data-dir").arg(data);
-    c
-}
+use lab::{ok, readpath};
 
 /// `readpath run` of `seconds` in a TCG guest of Debian's 6.1 with
 /// `sets` (`key=value`): its JSON summary and its stderr.
@@ -82,14 +76,21 @@ fn a_lab_guest_runs_the_kernels_own_fscrypt_and_fs_verity() {
     );
 
     // The kernel as the oracle: its ciphertext and its fs-verity digest.
-    let o = readpath(data.path())
-        .args(["lab", "run", "vm:debian-6.1:accel=tcg", "--"])
-        .args(["kernel", "check", "--dir", "/lab/kernel", "--size", "1M"])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{out}\n{err}");
+    let out = ok(
+        data.path(),
+        &[
+            "lab",
+            "run",
+            "vm:debian-6.1:accel=tcg",
+            "--",
+            "kernel",
+            "check",
+            "--dir",
+            "/lab/kernel",
+            "--size",
+            "1M",
+        ],
+    );
     assert!(
         out.contains("256 of 256 data units equal to readpath's") && out.contains(": MATCH"),
         "{out}"

@@ -20,11 +20,7 @@ mod skip;
 
 use std::process::Command;
 
-fn readpath(data: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_readpath"));
-    c.arg("--data-dir").arg(data);
-    c
-}
+use lab::ok;
 
 /// What is missing here for a lab build and a guest, if anything.
 fn missing() -> Option<String> {
@@ -51,35 +47,19 @@ fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
         return;
     }
     let data = tempfile::tempdir().unwrap();
-    let o = readpath(data.path())
-        .args(["lab", "build", "--revert", "fsverity-2023"])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{out}\n{err}");
+    let out = ok(data.path(), &["lab", "build", "--revert", "fsverity-2023"]);
     assert!(
         out.starts_with("6.1-revert-fsverity-2023: Linux 6.1.") && out.contains("built in"),
         "{out}"
     );
     // The second build of the same kernel comes from the cache.
-    let o = readpath(data.path())
-        .args(["lab", "build", "--revert", "fsverity-2023"])
-        .output()
-        .unwrap();
-    let again = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && again.contains("from the cache"),
-        "{again}"
-    );
-    let o = readpath(data.path())
-        .args(["lab", "fetch", "debian-6.1"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let again = ok(data.path(), &["lab", "build", "--revert", "fsverity-2023"]);
+    assert!(again.contains("from the cache"), "{again}");
+    ok(data.path(), &["lab", "fetch", "debian-6.1"]);
 
-    let o = readpath(data.path())
-        .args([
+    let out = ok(
+        data.path(),
+        &[
             "compare",
             "--hosts",
             "vm:debian-6.1:accel=tcg,vm:6.1-revert-fsverity-2023:accel=tcg",
@@ -91,12 +71,9 @@ fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
             "workload.file_size=16M",
             "--format",
             "json",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        ],
+    );
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     let seed = &j["seed"];
     assert_eq!(seed["seed"], "fsverity-2023", "{j}");
     assert_eq!(seed["before"], "vm:6.1-revert-fsverity-2023", "{seed}");

@@ -46,8 +46,16 @@ pub(super) fn compare(
         crate::settings::MAX_CPU_NUMBER + 1
     };
     // Lab kernels, one with a seed reverted: the seed before and after.
+    // Each host's reverted seed, read once from its kernel.toml.
+    let reverts: Vec<Option<&'static crate::lab::build::Seed>> = match &hosts {
+        Some((h, _)) => h
+            .iter()
+            .map(|host| reverted(&opts.engine.data_dir, host.as_ref()))
+            .collect(),
+        None => Vec::new(),
+    };
     let seed = match &hosts {
-        Some((h, _)) => seed_of(&opts.engine.data_dir, h)?,
+        Some((h, _)) => seed_of(h, &reverts)?,
         None => None,
     };
     if let Some(s) = seed
@@ -80,11 +88,11 @@ pub(super) fn compare(
     };
     // Each host's settings: the seed's setting as that host's kernel has it.
     let plans: Vec<Settings> = match (&hosts, seed) {
-        (Some((h, _)), Some(sd)) => h
+        (Some(_), Some(sd)) => reverts
             .iter()
-            .map(|host| {
+            .map(|r| {
                 let mut s = settings.clone();
-                let value = if reverted(&opts.engine.data_dir, host.as_ref()).is_some() {
+                let value = if r.is_some() {
                     sd.setting.1
                 } else {
                     sd.setting.2
@@ -97,10 +105,9 @@ pub(super) fn compare(
         (Some((h, _)), None) => vec![settings.clone(); h.len()],
         _ => Vec::new(),
     };
-    for p in &plans {
+    for p in plans.iter().chain(plans.is_empty().then_some(&settings)) {
         check_variants(p, &cmp, cpus, here)?;
     }
-    check_variants(&settings, &cmp, cpus, here)?;
     let total = cmp.values.len() as u32 * opts.rounds;
     let tty = std::io::stderr().is_terminal();
     let mut progress = |round: u32, i: usize| {
@@ -134,31 +141,24 @@ pub(super) fn compare(
         prepare_dataset(&opts.engine.data_dir, &settings)?;
     }
     if let Some((hosts, ra)) = hosts {
-        if tty {
+        // Lab guests say how they run themselves (one at a time).
+        if tty && !hosts.iter().flatten().any(|h| matches!(h, Remote::Vm(_))) {
             say(
                 "readpath: compare --hosts: the hosts run at the same time; each says when it is done",
             );
         }
         let mut report = compare_hosts(&plans, &cmp, preset.map(|p| p.name), &hosts, &ra, &opts)?;
         if let Some(sd) = seed {
-            let facts = crate::output::experiment::SeedFacts {
-                name: sd.name,
-                published: sd.published,
-                metric: sd.metric,
-                published_sign: sd.published_sign,
-                setting: sd.setting.0,
-            };
+            let before: Vec<String> = hosts
+                .iter()
+                .zip(&reverts)
+                .filter(|(_, r)| r.is_some())
+                .filter_map(|(h, _)| h.as_ref().map(Remote::label))
+                .collect();
             report.seed = Some(crate::output::experiment::SeedVerdict::of(
-                facts,
+                sd.facts(),
                 &report,
-                |h| {
-                    hosts
-                        .iter()
-                        .flatten()
-                        .find(|r| r.label() == h)
-                        .and_then(|r| reverted(&opts.engine.data_dir, Some(r)))
-                        .is_some()
-                },
+                |h| before.iter().any(|b| b == h),
             ));
         }
         emit(format, &report, || report.to_text())?;
@@ -435,18 +435,16 @@ fn reverted(data_dir: &Path, host: Option<&Remote>) -> Option<&'static crate::la
         .find(|s| s.name == k.info.reverted)
 }
 
-/// `--hosts` naming lab kernels of which some have a seed reverted: that
+/// `--hosts` naming lab kernels of which some have a seed reverted
+/// (`reverts`, one per host): that
 /// seed (each host then runs the kernel target and the model, the model
 /// with the seed's setting as the host's kernel has it). Refused: two
 /// seeds, a local or remote host beside them, or no kernel with the seed.
 fn seed_of(
-    data_dir: &Path,
     hosts: &[Option<Remote>],
+    reverts: &[Option<&'static crate::lab::build::Seed>],
 ) -> Result<Option<&'static crate::lab::build::Seed>> {
-    let seeds: Vec<_> = hosts
-        .iter()
-        .filter_map(|h| reverted(data_dir, h.as_ref()))
-        .collect();
+    let seeds: Vec<_> = reverts.iter().flatten().copied().collect();
     let Some(first) = seeds.first().copied() else {
         return Ok(None);
     };

@@ -111,6 +111,19 @@ pub const SEEDS: &[Seed] = &[
     },
 ];
 
+impl Seed {
+    /// What the seed's verdict is judged by.
+    pub fn facts(&self) -> crate::output::experiment::SeedFacts<'static> {
+        crate::output::experiment::SeedFacts {
+            name: self.name,
+            published: self.published,
+            metric: self.metric,
+            published_sign: self.published_sign,
+            setting: self.setting.0,
+        }
+    }
+}
+
 /// Seed `name`, or an error naming those allowed.
 pub fn seed(name: &str) -> Result<&'static Seed, String> {
     SEEDS.iter().find(|s| s.name == name).ok_or_else(|| {

@@ -25,3 +25,22 @@ pub fn missing() -> Option<String> {
     }
     None
 }
+
+/// readpath with data dir `data`.
+#[allow(dead_code)]
+pub fn readpath(data: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_readpath"));
+    c.arg("--data-dir").arg(data);
+    c
+}
+
+/// readpath with data dir `data` and `args`, which must succeed: its
+/// stdout (a failure shows stdout and stderr).
+#[allow(dead_code)]
+pub fn ok(data: &std::path::Path, args: &[&str]) -> String {
+    let o = readpath(data).args(args).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "readpath {args:?}: {out}\n{err}");
+    out
+}
