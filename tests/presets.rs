@@ -183,7 +183,7 @@ fn save_then_load_round_trips_and_user_presets_shadow_shipped_ones() {
     let mut s = Settings::default();
     s.workers.mode = WorkerMode::Bound;
     s.workload.queue_depth = 8;
-    s.load.hogs = 2;
+    s.load.hogs = Some(2);
     let p = Preset {
         version: 1,
         name: "mine".into(),
@@ -200,9 +200,9 @@ fn save_then_load_round_trips_and_user_presets_shadow_shipped_ones() {
     assert_eq!(back, p);
     // Replacing keeps one file and no temporary ones.
     let mut p2 = p.clone();
-    p2.settings.load.hogs = 0;
+    p2.settings.load.hogs = Some(0);
     preset::save_atomic(&p2, &path).unwrap();
-    assert_eq!(preset::load_file(&path).unwrap().settings.load.hogs, 0);
+    assert_eq!(preset::load_file(&path).unwrap().settings.load.hogs, Some(0));
     let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name())

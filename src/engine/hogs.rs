@@ -9,12 +9,13 @@ use std::thread::JoinHandle;
 
 use super::NoticeSink;
 
-/// The running hogs, and the count and nice they were started with.
+/// The running hogs, and the count, nice and CPUs they were started with.
 pub(super) struct Hogs {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     count: u32,
     nice: i32,
+    cpus: Vec<usize>,
 }
 
 impl Hogs {
@@ -24,30 +25,43 @@ impl Hogs {
             threads: Vec::new(),
             count: 0,
             nice: 0,
+            cpus: Vec::new(),
         }
     }
 
+    /// `count` hogs at `nice`, each allowed the CPUs the run may use
+    /// (`cpus`, `workload.cpus`; the scheduler spreads them).
     pub(super) fn set(
         &mut self,
         count: u32,
         nice: i32,
+        cpus: &[usize],
         notices: &NoticeSink,
     ) -> std::io::Result<()> {
-        if count == self.count && (nice == self.nice || count == 0) {
+        if count == self.count && ((nice == self.nice && cpus == self.cpus) || count == 0) {
             return Ok(());
         }
         self.stop_all();
         self.stop = Arc::new(AtomicBool::new(false));
         self.count = count;
         self.nice = nice;
+        self.cpus = cpus.to_vec();
         let denied = Arc::new(AtomicBool::new(false));
         for i in 0..count {
             let stop = self.stop.clone();
             let notices = notices.clone();
             let denied = denied.clone();
+            let cpus = self.cpus.clone();
             let h = std::thread::Builder::new()
                 .name(format!("hog-{i}"))
                 .spawn(move || {
+                    if !cpus.is_empty()
+                        && let Err(e) = crate::sys::pin_current_thread(&cpus)
+                    {
+                        notices.push(format!(
+                            "load.hogs: hog-{i} could not keep to its CPUs: {e}"
+                        ));
+                    }
                     if let Err(e) = crate::sys::set_current_thread_nice(nice)
                         && !denied.swap(true, Ordering::SeqCst)
                     {

@@ -298,7 +298,16 @@ fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
         ),
         (
             Knob::unbound_cpus(),
-            (!kn.unbound_cpus.is_empty()).then(|| cpu_mask_hex(&kn.unbound_cpus)),
+            // `workload.cpus` keeps the kernel's unbound workqueues (its
+            // loop worker, fscrypt's queue, unbound fs-verity) to the run's
+            // CPUs too, unless the knob is set itself.
+            if !kn.unbound_cpus.is_empty() {
+                Some(cpu_mask_hex(&kn.unbound_cpus))
+            } else if eff.cpus_restricted() {
+                Some(cpu_mask_hex(&eff.run_cpus(&crate::sys::online_cpus())))
+            } else {
+                None
+            },
         ),
     ];
     // A device knob left at `default` is put back if it was changed; a

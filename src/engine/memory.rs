@@ -234,7 +234,9 @@ impl MemoryNeed {
 /// runs); true when the available memory cannot be read.
 pub fn check_fits(s: &Settings) -> Result<(), String> {
     match crate::sys::memory_available_bytes() {
-        Some(available) => MemoryNeed::of(s, crate::sys::online_cpus().len()).check(s, available),
+        Some(available) => {
+            MemoryNeed::of(s, s.run_cpus(&crate::sys::online_cpus()).len()).check(s, available)
+        }
         None => Ok(()),
     }
 }

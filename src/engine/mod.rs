@@ -376,7 +376,7 @@ fn check_memory(eff: &Settings, freed: u64) -> Result<(), EngineError> {
     let Some(available) = crate::sys::memory_available_bytes() else {
         return Ok(());
     };
-    memory::MemoryNeed::of(eff, crate::sys::online_cpus().len())
+    memory::MemoryNeed::of(eff, eff.run_cpus(&crate::sys::online_cpus()).len())
         .check(eff, available.saturating_add(freed))
         .map_err(EngineError::Memory)
 }
@@ -559,15 +559,21 @@ impl Engine {
         for n in r.notices() {
             sink.push(n);
         }
+        let run_cpus = eff.run_cpus(&crate::sys::online_cpus());
         if self.set_autogroup(&eff)? {
             // A thread's group is decided when it starts: the hogs start
             // again in the new one (the workers and readers start below).
             self.hogs
-                .set(0, eff.load.hog_nice, &sink)
+                .set(0, eff.load.hog_nice, &run_cpus, &sink)
                 .map_err(EngineError::Start)?;
         }
         self.hogs
-            .set(eff.load.hogs, eff.load.hog_nice, &sink)
+            .set(
+                eff.hog_count(run_cpus.len()),
+                eff.load.hog_nice,
+                &run_cpus,
+                &sink,
+            )
             .map_err(EngineError::Start)?;
         let p = Pipeline::start(
             eff.clone(),
@@ -726,7 +732,10 @@ impl Engine {
         if changes.is_empty() {
             return Ok(changes);
         }
-        let running = memory::MemoryNeed::of(self.effective(), crate::sys::online_cpus().len());
+        let running = memory::MemoryNeed::of(
+            self.effective(),
+            self.effective().run_cpus(&crate::sys::online_cpus()).len(),
+        );
         let freed = if self.paused {
             0
         } else {

@@ -179,7 +179,7 @@ pub fn pods_label(s: &Settings) -> Option<String> {
         .flatten()
         .any(|p| p == Placement::Unbound);
     unbound.then(|| {
-        let pods = unbound_pods(s, &crate::sys::online_cpus());
+        let pods = unbound_pods(s, &s.run_cpus(&crate::sys::online_cpus()));
         let list: Vec<String> = pods.iter().map(|p| format_cpu_list(p)).collect();
         if Era::of(s.workers.kernel_era).has_affinity_scopes() {
             format!("pods {} {}", s.workers.affinity_scope, list.join("|"))
@@ -204,7 +204,8 @@ impl Pipeline {
     ) -> std::io::Result<Pipeline> {
         let (pcache, plain) = pcache.unzip();
         let plan = Plan::of(&settings);
-        let cpus = crate::sys::online_cpus();
+        // Everything the pipeline starts runs on these (`workload.cpus`).
+        let cpus = settings.run_cpus(&crate::sys::online_cpus());
         let readers = settings.workload.readers as usize;
         let per_reader = reader::buffers_per_reader(&settings);
         let bios_per_reader = reader::bios_per_reader(&settings);
@@ -665,8 +666,11 @@ fn spawn_workers(
                 }
             }
             Queues::Unbound { pods, .. } => {
-                // One pod of every CPU: unpinned, as before pods.
-                let single = pods.len() == 1 && pods[0].cpus.len() == cpus.len();
+                // One pod of every CPU: unpinned, as before pods (unless
+                // `workload.cpus` keeps the run to some of them).
+                let single = pods.len() == 1
+                    && pods[0].cpus.len() == cpus.len()
+                    && !ctx.settings.cpus_restricted();
                 for (k, (pod, (_, n))) in pods.iter().zip(ctx_pods).enumerate() {
                     for i in 0..*n {
                         let name = if pods.len() == 1 {
@@ -771,6 +775,14 @@ fn spawn_reader(ctx: Arc<Ctx>, index: usize) -> std::io::Result<JoinHandle<()>> 
                 if let Err(e) = crate::sys::pin_current_thread(&[cpu]) {
                     ctx.notices
                         .push(format!("reader-{index}: could not pin to CPU {cpu}: {e}"));
+                }
+            } else if ctx.settings.cpus_restricted() {
+                let run = ctx.settings.run_cpus(&crate::sys::online_cpus());
+                if let Err(e) = crate::sys::pin_current_thread(&run) {
+                    ctx.notices.push(format!(
+                        "reader-{index}: could not keep to CPUs {}: {e}",
+                        format_cpu_list(&run)
+                    ));
                 }
             }
             let _ = crate::sys::set_current_thread_nice(0);

@@ -451,11 +451,25 @@ impl RunSummary {
         if let Some(d) = &self.device_irqs {
             let _ = writeln!(o, "  device: {}", d.describe());
         }
-        if e.load.hogs > 0 {
+        let run_cpus = e.run_cpus(&crate::sys::online_cpus());
+        let hogs = e.hog_count(run_cpus.len());
+        if hogs > 0 {
             let _ = writeln!(
                 o,
-                "  load: {} hogs at nice {}",
-                e.load.hogs, e.load.hog_nice
+                "  load: {hogs} hogs at nice {}{}",
+                e.load.hog_nice,
+                if e.load.hogs.is_none() {
+                    " (one per CPU the run may use)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if e.cpus_restricted() {
+            let _ = writeln!(
+                o,
+                "  CPUs: {} (workload.cpus)",
+                crate::settings::format_cpu_list(&run_cpus)
             );
         }
         let _ = writeln!(

@@ -68,6 +68,85 @@ pub struct Workload {
     pub file_size: u64,
     /// Bytes of one sequential run of `pattern = "bursts"`.
     pub burst: u64,
+    /// The CPUs the whole run may use: readers, workers, interrupt
+    /// threads and hogs together ([`Settings::run_cpus`]).
+    #[serde(with = "cpu_set_serde")]
+    pub cpus: CpuSet,
+}
+
+/// `workload.cpus`: every CPU readpath may use, the first N of them, or a
+/// list.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CpuSet {
+    /// Every CPU the process may use (`"all"`).
+    #[default]
+    All,
+    /// The first N of them (`4`).
+    First(usize),
+    /// These (`"0-3,6"`, `[2]`), among those the process may use.
+    List(Vec<usize>),
+}
+
+mod cpu_set_serde {
+    use super::CpuSet;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Wire {
+        Count(usize),
+        List(Vec<usize>),
+        Word(String),
+    }
+
+    pub fn serialize<S: Serializer>(v: &CpuSet, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            CpuSet::All => Wire::Word("all".into()),
+            CpuSet::First(n) => Wire::Count(*n),
+            CpuSet::List(l) => Wire::List(l.clone()),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CpuSet, D::Error> {
+        match Wire::deserialize(d)? {
+            Wire::Count(n) => Ok(CpuSet::First(n)),
+            Wire::List(l) => Ok(CpuSet::List(l)),
+            Wire::Word(w) if w == "all" => Ok(CpuSet::All),
+            Wire::Word(w) => Err(serde::de::Error::custom(format!(
+                "workload.cpus = {w:?}: allowed \"all\", a count or a CPU list"
+            ))),
+        }
+    }
+}
+
+mod hogs_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Wire {
+        Count(u32),
+        Word(String),
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(n) => Wire::Count(*n),
+            None => Wire::Word("all".into()),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        match Wire::deserialize(d)? {
+            Wire::Count(n) => Ok(Some(n)),
+            Wire::Word(w) if w == "all" => Ok(None),
+            Wire::Word(w) => Err(serde::de::Error::custom(format!(
+                "load.hogs = {w:?}: allowed \"all\" or a count"
+            ))),
+        }
+    }
 }
 
 impl Default for Workload {
@@ -88,6 +167,7 @@ impl Default for Workload {
             completion: Completion::Thread,
             file_size: 256 << 20,
             burst: 1 << 20,
+            cpus: CpuSet::All,
         }
     }
 }
@@ -218,13 +298,24 @@ impl Default for Cache {
 }
 
 /// `[load]`: competing background load (none by default).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Load {
-    /// CPU-bound background threads.
-    pub hogs: u32,
+    /// CPU-bound background threads; None = one per CPU the run may use
+    /// (`"all"`, [`Settings::hog_count`]).
+    #[serde(with = "hogs_serde")]
+    pub hogs: Option<u32>,
     /// Nice value of the hog threads.
     pub hog_nice: i32,
+}
+
+impl Default for Load {
+    fn default() -> Self {
+        Load {
+            hogs: Some(0),
+            hog_nice: 0,
+        }
+    }
 }
 
 /// `[kernel]`: the real kernel with `workload.target = "kernel"`: where
@@ -614,7 +705,85 @@ impl Settings {
                 });
             }
         }
+        let cpus_value = || {
+            self.value_of("workload.cpus")
+                .map(|v| v.written())
+                .unwrap_or_default()
+        };
+        let cpus_allowed = || {
+            key_info("workload.cpus")
+                .map(Setting::allowed)
+                .unwrap_or_default()
+        };
+        match &w.cpus {
+            CpuSet::All => {}
+            CpuSet::First(n) if *n > cpu_count => {
+                return Err(SettingsError::Invalid {
+                    key: "workload.cpus".into(),
+                    value: cpus_value(),
+                    reason: format!("{n} CPUs is more than readpath may use: {machine}"),
+                    allowed: cpus_allowed(),
+                });
+            }
+            CpuSet::First(_) => {}
+            CpuSet::List(l) => {
+                if let Some(&cpu) = l.iter().find(|&&c| c >= cpu_count) {
+                    return Err(SettingsError::Invalid {
+                        key: "workload.cpus".into(),
+                        value: cpus_value(),
+                        reason: format!("CPU {cpu} is out of range; {machine}"),
+                        allowed: cpus_allowed(),
+                    });
+                }
+            }
+        }
+        // What the run may use, on a machine of CPUs 0..cpu_count.
+        let run = self.run_cpus(&(0..cpu_count).collect::<Vec<_>>());
+        for key in ["workload.reader_cpus", "workload.irq_cpus"] {
+            let list = match key {
+                "workload.reader_cpus" => &w.reader_cpus,
+                _ => &w.irq_cpus,
+            };
+            if let Some(&cpu) = list.iter().find(|c| !run.contains(c)) {
+                return Err(SettingsError::Invalid {
+                    key: key.to_string(),
+                    value: self.value_of(key).map(|v| v.written()).unwrap_or_default(),
+                    reason: format!(
+                        "CPU {cpu} is not one the run may use (workload.cpus = {}: CPUs {})",
+                        cpus_value(),
+                        format_cpu_list(&run)
+                    ),
+                    allowed: format!("CPUs among {}", format_cpu_list(&run)),
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// The CPUs the run may use, sorted: those of `allowed` (the CPUs the
+    /// process may use, [`crate::sys::online_cpus`]) that `workload.cpus`
+    /// names, all of them, or the first N.
+    pub fn run_cpus(&self, allowed: &[usize]) -> Vec<usize> {
+        let mut all = allowed.to_vec();
+        all.sort_unstable();
+        match &self.workload.cpus {
+            CpuSet::All => all,
+            CpuSet::First(n) => all.into_iter().take(*n).collect(),
+            CpuSet::List(l) => all.into_iter().filter(|c| l.contains(c)).collect(),
+        }
+    }
+
+    /// Whether `workload.cpus` restricts the run at all.
+    pub fn cpus_restricted(&self) -> bool {
+        self.workload.cpus != CpuSet::All
+    }
+
+    /// The hogs to start when the run may use `run_cpus` CPUs:
+    /// `load.hogs`, or one per CPU when it is `"all"`.
+    pub fn hog_count(&self, run_cpus: usize) -> u32 {
+        self.load
+            .hogs
+            .unwrap_or(u32::try_from(run_cpus).unwrap_or(u32::MAX).min(256))
     }
 
     /// The settings as a TOML document that [`Self::from_toml_str`] reads
@@ -741,7 +910,7 @@ mod tests {
         assert_eq!(s.workers.verify_mode, VerifyMode::Bound);
         assert!(s.workers.highpri);
         assert_eq!(s.workers.max_active, 0);
-        assert_eq!(s.load.hogs, 0);
+        assert_eq!(s.load.hogs, Some(0));
         assert_eq!(s.load.hog_nice, 0);
         assert_eq!(Settings::from_toml_str("", "empty.toml").unwrap(), s);
         s.validate(1).unwrap();
@@ -791,7 +960,14 @@ mod tests {
             format!("default (not changed), {}", AffinityScope::allowed_list())
         );
         assert_eq!(allowed("workload.queue_depth"), "1..=1024");
-        assert_eq!(allowed("load.hogs"), "0..=256");
+        assert_eq!(
+            allowed("load.hogs"),
+            "all (one per CPU the run may use) or 0..=256"
+        );
+        assert_eq!(
+            allowed("workload.cpus"),
+            "all (every CPU readpath may use) or a number 1..=8192 (the first N CPUs readpath may use) or a CPU list like \"0-3,6\" or [2]"
+        );
         assert_eq!(
             allowed("kernel.rq_affinity"),
             "default (the device's value; 1 in the model), 0, 1 or 2 (0 = complete where the interrupt landed, 1 = on the submitting CPU across LLCs or (6.11+) capacities, 2 = always on the submitting CPU)"
@@ -819,6 +995,7 @@ mod tests {
         ("workload.readers", "4", "4", "4"),
         ("workload.rate_iops", "50000", "50000", "50000"),
         ("workload.reader_cpus", "\"0-3,6\"", "0-3,6", "0-3,6"),
+        ("workload.cpus", "\"0-6\"", "0-6", "0-6"),
         ("workload.irq_cpus", "\"0\"", "0", "0"),
         ("workload.completion", "\"irq\"", "irq", "irq"),
         ("workload.file_size", "\"1G\"", "1G", "1G"),
@@ -853,6 +1030,62 @@ mod tests {
         ("kernel.limit_cache", "false", "false", "false"),
         ("kernel.trace", "false", "false", "false"),
     ];
+
+    #[test]
+    fn workload_cpus_count_list_and_all() {
+        let mut s = Settings::default();
+        assert_eq!(s.get("workload.cpus").unwrap(), "all");
+        assert_eq!(s.run_cpus(&[3, 1, 2, 0]), vec![0, 1, 2, 3]);
+        s.set("workload.cpus", "2").unwrap();
+        assert_eq!(s.workload.cpus, CpuSet::First(2));
+        assert_eq!(s.get("workload.cpus").unwrap(), "2");
+        assert_eq!(s.run_cpus(&[4, 5, 6]), vec![4, 5]);
+        s.set("workload.cpus", "1,3").unwrap();
+        assert_eq!(s.workload.cpus, CpuSet::List(vec![1, 3]));
+        assert_eq!(s.run_cpus(&[0, 1, 2]), vec![1]);
+        s.set("workload.cpus", "[2]").unwrap();
+        assert_eq!(s.workload.cpus, CpuSet::List(vec![2]));
+        s.set("workload.cpus", "all").unwrap();
+        assert_eq!(s.workload.cpus, CpuSet::All);
+        assert!(!s.cpus_restricted());
+        // Through a file, and back.
+        let t = Settings::from_toml_str("[workload]\ncpus = 4\n", "p.toml").unwrap();
+        assert_eq!(t.workload.cpus, CpuSet::First(4));
+        assert!(t.to_toml_string().contains("cpus = 4\n"));
+        let u = Settings::from_toml_str(&t.to_toml_string(), "q.toml").unwrap();
+        assert_eq!(u, t);
+        assert!(err_set("workload.cpus", "0").contains("out of range"));
+        assert!(err_set("workload.cpus", "[]").contains("nowhere to run"));
+        // More than the machine has, a CPU it lacks, readers outside.
+        s.set("workload.cpus", "4").unwrap();
+        let e = s.validate(2).unwrap_err().to_string();
+        assert!(e.starts_with("workload.cpus = 4 is invalid: 4 CPUs is more than readpath may use: this machine has 2 CPUs (0-1)"), "{e}");
+        s.set("workload.cpus", "1").unwrap();
+        s.set("workload.reader_cpus", "1").unwrap();
+        let e = s.validate(2).unwrap_err().to_string();
+        assert!(e.starts_with("workload.reader_cpus = [1] is invalid: CPU 1 is not one the run may use (workload.cpus = 1: CPUs 0)"), "{e}");
+        s.set("workload.reader_cpus", "0").unwrap();
+        s.validate(2).unwrap();
+    }
+
+    #[test]
+    fn hogs_all_is_one_per_run_cpu() {
+        let mut s = Settings::default();
+        assert_eq!(s.hog_count(8), 0);
+        s.set("load.hogs", "all").unwrap();
+        assert_eq!(s.load.hogs, None);
+        assert_eq!(s.get("load.hogs").unwrap(), "all");
+        assert_eq!(s.hog_count(8), 8);
+        let t = Settings::from_toml_str("[load]\nhogs = \"all\"\n", "p.toml").unwrap();
+        assert_eq!(t.load.hogs, None);
+        assert!(t.to_toml_string().contains("hogs = \"all\"\n"));
+        s.set("load.hogs", "3").unwrap();
+        assert_eq!(s.hog_count(8), 3);
+        // JSON (recordings) keeps the word too.
+        let j = serde_json::to_string(&t).unwrap();
+        assert!(j.contains("\"hogs\":\"all\""), "{j}");
+        assert_eq!(serde_json::from_str::<Settings>(&j).unwrap(), t);
+    }
 
     #[test]
     fn every_key_via_toml_and_set() {
@@ -987,7 +1220,7 @@ mod tests {
         );
         assert_eq!(
             err_toml("[workload.extra]\n"),
-            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are target, engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, irq_cpus, completion, file_size, burst"
+            "p.toml:1:11: unknown setting \"workload.extra\": valid keys in [workload] are target, engine, sleep, direct, pattern, block_size, queue_depth, submit_batch, readers, rate_iops, reader_cpus, cpus, irq_cpus, completion, file_size, burst"
         );
     }
 
@@ -1092,7 +1325,7 @@ mod tests {
         );
         assert_eq!(
             err_set("load.hogs", "-1"),
-            "load.hogs = -1 is out of range: allowed 0..=256"
+            "load.hogs = -1 is out of range: allowed all (one per CPU the run may use) or 0..=256"
         );
         assert_eq!(
             err_set("load.hog_nice", "20"),

@@ -41,6 +41,9 @@ pub enum Kind {
     Size { lo: u64, hi: u64 },
     /// A list of CPU numbers (`[0, 1]`, `"0-3,6"`).
     Cpus,
+    /// A count of CPUs (`4`: the first four) or a list of them (`"0-3,6"`,
+    /// `[2]`).
+    CpuSet,
     /// `""` or an absolute path (of what it names).
     Path { of: &'static str },
     /// A hex string of at most `max_bytes` bytes.
@@ -189,6 +192,24 @@ impl FieldValue for Vec<usize> {
                     _ => None,
                 })
                 .collect(),
+            _ => None,
+        }
+    }
+}
+
+impl FieldValue for super::CpuSet {
+    fn to_val(&self) -> Val {
+        match self {
+            super::CpuSet::All => Val::Unset,
+            super::CpuSet::First(n) => Val::Int(*n as i128),
+            super::CpuSet::List(l) => l.to_val(),
+        }
+    }
+    fn from_val(v: Val) -> Option<Self> {
+        match v {
+            Val::Unset => Some(super::CpuSet::All),
+            Val::Int(n) => usize::try_from(n).ok().map(super::CpuSet::First),
+            v @ Val::Array(_) => Vec::<usize>::from_val(v).map(super::CpuSet::List),
             _ => None,
         }
     }
@@ -361,6 +382,14 @@ pub static KEYS: &[Setting] = &[
         note: "no pinning",
         help: "CPUs the readers are pinned to, round-robin (and where completions land)",
     }),
+    setting!(workload.cpus, Kind::CpuSet, {
+        unset: Some(("all", "every CPU readpath may use")),
+        note: "the first N CPUs readpath may use",
+        unit: "CPUs",
+        help: "the CPUs the whole run may use: readers, workers (bound pools exist only there, unbound pods are cut to them), interrupt threads and hogs; on the kernel target readpath's threads and the kernel's unbound workqueues (kernel.unbound_cpus unless set)",
+        ladder: &["all", "1", "2", "4", "8", "16"],
+        apply: Apply::Rebuild,
+    }),
     setting!(workload.irq_cpus, Kind::Cpus, {
         note: "each submitting CPU takes its own interrupt, as on a multi-queue NVMe",
         help: "CPUs the device's completion interrupts land on with completion = irq, the submitting CPUs spread over them (one CPU: a phone's single UFS interrupt); kernel.rq_affinity may send the work back to the submitter",
@@ -479,9 +508,10 @@ pub static KEYS: &[Setting] = &[
         help: "drop the page cache (file and tree) whenever the workload starts or a setting is applied",
     }),
     setting!(load.hogs, Kind::Int { lo: 0, hi: 256 }, {
+        unset: Some(("all", "one per CPU the run may use")),
         unit: "threads",
-        help: "CPU-bound background threads competing with the workers",
-        ladder: &["0", "1", "2", "3", "4", "6", "8", "16", "32"],
+        help: "CPU-bound background threads competing with the workers, on the CPUs the run may use",
+        ladder: &["0", "1", "2", "3", "4", "6", "8", "16", "32", "all"],
         bind: Some(Bind { step: Step::Add { up: &['g'], down: &['G'] }, rank: 17,
             footer: Some("hogs"), help: "background CPU hogs +1 / -1" }),
     }),
@@ -580,6 +610,14 @@ impl Setting {
                 false,
             ),
             Kind::Cpus if self.unset.is_some() => ("a CPU list like \"0-3,6\"".to_string(), false),
+            Kind::CpuSet => (
+                format!(
+                    "a number 1..={} ({}) or a CPU list like \"0-3,6\" or [2]",
+                    MAX_CPU_NUMBER + 1,
+                    self.note
+                ),
+                false,
+            ),
             Kind::Cpus => (
                 format!(
                     "[] ({}), a list of CPU numbers like [0, 1], or a CPU list like \"0-3,6\"",
@@ -634,6 +672,7 @@ impl Setting {
             },
             Kind::Size { lo, hi } => self.check_size(v, lo, hi),
             Kind::Cpus => self.check_cpus(v),
+            Kind::CpuSet => self.check_cpu_set(v),
             Kind::Path { .. } => self.check_path(v),
             Kind::Hex { max_bytes } => self.check_hex(v, max_bytes),
         }
@@ -727,6 +766,54 @@ impl Setting {
         Ok(Val::Array(out))
     }
 
+    /// A count (`4`, `"4"`) or a non-empty CPU list (`"0-3"`, `[2]`).
+    fn check_cpu_set(&self, v: &Val) -> Result<Val, SettingsError> {
+        let count = match v {
+            Val::Int(n) => Some(*n),
+            Val::Str(t) if !t.trim().is_empty() && t.trim().bytes().all(|b| b.is_ascii_digit()) => {
+                Some(t.trim().parse::<i128>().unwrap_or(i128::MAX))
+            }
+            _ => None,
+        };
+        if let Some(n) = count {
+            return if (1..=MAX_CPU_NUMBER as i128 + 1).contains(&n) {
+                Ok(Val::Int(n))
+            } else {
+                Err(SettingsError::OutOfRange {
+                    key: self.key.to_string(),
+                    value: v.written(),
+                    allowed: self.allowed(),
+                })
+            };
+        }
+        // `--set workload.cpus=[2]` arrives as text.
+        let listed = match v {
+            Val::Str(t) if t.trim().starts_with('[') && t.trim().ends_with(']') => {
+                let t = t.trim();
+                Val::Str(t[1..t.len() - 1].to_string())
+            }
+            v => v.clone(),
+        };
+        if matches!(&listed, Val::Str(t) if t.trim().is_empty())
+            || matches!(&listed, Val::Array(a) if a.is_empty())
+        {
+            return Err(self.invalid(
+                v,
+                "an empty CPU list leaves the run nowhere to run; \"all\" is every CPU".into(),
+            ));
+        }
+        match self
+            .check_cpus(&listed)
+            .map_err(|_| self.invalid(v, "not a count or a CPU list".into()))?
+        {
+            Val::Array(a) if a.is_empty() => Err(self.invalid(
+                v,
+                "an empty CPU list leaves the run nowhere to run; \"all\" is every CPU".into(),
+            )),
+            ok => Ok(ok),
+        }
+    }
+
     fn check_path(&self, v: &Val) -> Result<Val, SettingsError> {
         let Val::Str(p) = v else {
             return Err(wrong_type(self.key, v, self.allowed()));
@@ -791,7 +878,7 @@ impl Setting {
             (_, Kind::Size { .. }, Val::Int(n)) => {
                 Val::Str(format_size(u64::try_from(n).unwrap_or(0)))
             }
-            (Some(_), Kind::Cpus, Val::Array(items)) => {
+            (Some(_), Kind::Cpus | Kind::CpuSet, Val::Array(items)) => {
                 let cpus: Vec<usize> = items
                     .iter()
                     .filter_map(|i| match i {

@@ -531,7 +531,7 @@ mod tests {
         mid.workload.queue_depth = 4;
         mid.workload.readers = 2;
         mid.workload.block_size = 8192;
-        mid.load.hogs = 1;
+        mid.load.hogs = Some(1);
         for b in bindings() {
             let changes = b.steps.iter().any(|s| matches!(s.does, Does::Change(_)));
             assert_eq!(changes, b.setting.is_some(), "{:?}", b.help);
