@@ -202,7 +202,10 @@ fn save_then_load_round_trips_and_user_presets_shadow_shipped_ones() {
     let mut p2 = p.clone();
     p2.settings.load.hogs = Some(0);
     preset::save_atomic(&p2, &path).unwrap();
-    assert_eq!(preset::load_file(&path).unwrap().settings.load.hogs, Some(0));
+    assert_eq!(
+        preset::load_file(&path).unwrap().settings.load.hogs,
+        Some(0)
+    );
     let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -108,6 +108,8 @@ pub(super) fn compare(
     for p in plans.iter().chain(plans.is_empty().then_some(&settings)) {
         check_variants(p, &cmp, cpus, here)?;
     }
+    // The preset's published result, when this is its own comparison.
+    let published = preset.as_ref().and_then(|p| published_for(p, &cmp));
     let total = cmp.values.len() as u32 * opts.rounds;
     let tty = std::io::stderr().is_terminal();
     let mut progress = |round: u32, i: usize| {
@@ -148,6 +150,13 @@ pub(super) fn compare(
             );
         }
         let mut report = compare_hosts(&plans, &cmp, preset.map(|p| p.name), &hosts, &ra, &opts)?;
+        if let Some(p) = &published {
+            for h in &mut report.hosts {
+                if let Some(r) = h.report.as_mut() {
+                    r.judge(p.clone());
+                }
+            }
+        }
         if let Some(sd) = seed {
             let before: Vec<String> = hosts
                 .iter()
@@ -180,6 +189,9 @@ pub(super) fn compare(
         record,
     )
     .map_err(engine_error)?;
+    if let Some(p) = published {
+        report.judge(p);
+    }
     for (i, a) in like.into_iter().enumerate() {
         report
             .notices
@@ -189,6 +201,18 @@ pub(super) fn compare(
         say_raw("\r\x1b[K");
     }
     emit(format, &report, || report.to_text())
+}
+
+/// The preset's published result when `cmp` is the preset's own
+/// comparison (its key, its first two values in its order).
+pub(super) fn published_for(
+    preset: &Preset,
+    cmp: &Compare,
+) -> Option<crate::scenario::preset::Published> {
+    let own = preset.compare.as_ref()?;
+    (own.key == cmp.key && cmp.values.len() >= 2 && own.values[..2] == cmp.values[..2])
+        .then(|| preset.published.clone())
+        .flatten()
 }
 
 /// `--hosts local,ssh:HOST,...`: each parsed (`None` is this machine),

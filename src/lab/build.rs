@@ -56,14 +56,6 @@ pub struct Seed {
     /// after the seed (the model beside each kernel runs the value that
     /// kernel has).
     pub setting: (&'static str, &'static str, &'static str),
-    /// The metric the published result is about, and the published
-    /// result in words.
-    pub metric: &'static str,
-    /// The published result.
-    pub published: &'static str,
-    /// The published change's direction on `metric`, after against
-    /// before: -1 lower, +1 higher, 0 none (within a few %).
-    pub published_sign: i8,
 }
 
 /// The three seeds, as reverts of Debian's 6.1 source (which carries all
@@ -79,9 +71,6 @@ pub const SEEDS: &[Seed] = &[
         what: "fsverity_read_queue unbound again (WQ_UNBOUND | WQ_HIGHPRI), as before 2023",
         preset: "fsverity-bound-vs-unbound",
         setting: ("workers.mode", "unbound", "bound"),
-        metric: "run_delay_ms_per_s",
-        published: "fs-verity workers' run_delay 553,800 us -> 18,962 us (-96%) during Android app start",
-        published_sign: -1,
     },
     Seed {
         name: "fscrypt-2018",
@@ -92,9 +81,6 @@ pub const SEEDS: &[Seed] = &[
         what: "fscrypt_read_queue bound again (WQ_HIGHPRI, max_active 0), as before 2018",
         preset: "fscrypt-slow-cipher",
         setting: ("workers.mode", "bound", "unbound"),
-        metric: "throughput_mib_s",
-        published: "tar of encrypted directories 25-35% faster with AES-NI off (within ~2% with it on)",
-        published_sign: 1,
     },
     Seed {
         name: "io_uring-2023",
@@ -105,20 +91,32 @@ pub const SEEDS: &[Seed] = &[
         what: "io_uring's CQ wait no longer marks the task in iowait, as before 2023",
         preset: "io_uring-qd1-iowait",
         setting: ("workload.sleep", "plain", "iowait"),
-        metric: "iops",
-        published: "t/io_uring QD1 reads 20-40% slower without iowait (cpuidle and cpufreq boost)",
-        published_sign: 1,
     },
 ];
 
 impl Seed {
+    /// The published result, from the seed's shipped preset, oriented
+    /// before (the seed reverted) -> after: the preset's `[compare]` runs
+    /// its first value, then its second.
+    pub fn published(&self) -> crate::scenario::preset::Published {
+        let p = crate::scenario::preset::shipped(self.preset)
+            .expect("every seed names a shipped preset (tested)");
+        let published = p
+            .published
+            .expect("every seed's preset states its published result (tested)");
+        let compare = p.compare.expect("a preset with [published] has [compare]");
+        if compare.values.first().map(String::as_str) == Some(self.setting.1) {
+            published
+        } else {
+            published.inverted()
+        }
+    }
+
     /// What the seed's verdict is judged by.
     pub fn facts(&self) -> crate::output::experiment::SeedFacts<'static> {
         crate::output::experiment::SeedFacts {
             name: self.name,
-            published: self.published,
-            metric: self.metric,
-            published_sign: self.published_sign,
+            published: self.published(),
             setting: self.setting.0,
         }
     }
@@ -780,6 +778,31 @@ mod tests {
                 .unwrap_err()
                 .contains("allowed fsverity-2023, fscrypt-2018, io_uring-2023")
         );
+    }
+
+    #[test]
+    fn every_seed_takes_its_published_result_from_its_preset() {
+        for sd in SEEDS {
+            let p = crate::scenario::preset::shipped(sd.preset).unwrap();
+            let c = p.compare.unwrap();
+            assert_eq!(c.key, sd.setting.0, "{}", sd.name);
+            let (b, a) = (sd.setting.1.to_string(), sd.setting.2.to_string());
+            assert!(
+                c.values[..2] == [b.clone(), a.clone()] || c.values[..2] == [a, b],
+                "{}: the seed's before/after are the preset's first two values",
+                sd.name
+            );
+            assert!(p.published.is_some(), "{}", sd.name);
+        }
+        // fs-verity: unbound -> bound, as the preset runs it.
+        assert_eq!(seed("fsverity-2023").unwrap().published().figure(), "-96%");
+        // io_uring: the preset runs iowait -> plain (-20..-40% IOPS); the
+        // seed reverted is plain, so before -> after is plain -> iowait.
+        assert_eq!(
+            seed("io_uring-2023").unwrap().published().figure(),
+            "+25..+67%"
+        );
+        assert_eq!(seed("fscrypt-2018").unwrap().published().sign(), 1);
     }
 
     #[test]

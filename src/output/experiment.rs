@@ -92,6 +92,12 @@ pub struct CompareReport {
     /// Set when a signal stopped the experiment early: what was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupted: Option<String>,
+    /// The published result of the preset's comparison, when this is it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<crate::scenario::preset::Published>,
+    /// This machine's verdict on it, computed from the first two variants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::output::verdict::Verdict>,
 }
 
 /// Collects records for `warmup` (dropped) then `duration` (kept), after
@@ -282,6 +288,8 @@ pub fn run_on(
         machine,
         features,
         interrupted,
+        published: None,
+        verdict: None,
     })
 }
 
@@ -455,18 +463,13 @@ pub struct SeedRow {
 }
 
 /// What a [`SeedVerdict`] is judged by (the lab's seed table says it of
-/// each seed).
-#[derive(Debug, Clone, Copy)]
+/// each seed, with its preset's published result).
+#[derive(Debug, Clone)]
 pub struct SeedFacts<'a> {
     /// The seed's name (`fsverity-2023`).
     pub name: &'a str,
-    /// The published result, in words.
-    pub published: &'a str,
-    /// The metric it is about (a name in [`METRICS`]).
-    pub metric: &'a str,
-    /// The published direction on it, after against before: -1 lower,
-    /// +1 higher, 0 none.
-    pub published_sign: i8,
+    /// The published result, oriented before (the seed reverted) -> after.
+    pub published: crate::scenario::preset::Published,
     /// The model's setting that stands for the seed (`workers.mode`).
     pub setting: &'a str,
 }
@@ -493,7 +496,8 @@ impl SeedVerdict {
                 spread(after, variant, metric)?,
             ))
         };
-        let mut names = vec![seed.metric];
+        let metric = seed.published.metric.as_str();
+        let mut names = vec![metric];
         for m in [
             "throughput_mib_s",
             "p50_us",
@@ -522,20 +526,21 @@ impl SeedVerdict {
             .unwrap_or(0);
         let verdict = |p: Option<(Spread, Spread)>| match p {
             None => "not measured".to_string(),
-            Some((b, a)) if rounds < 2 => format!(
-                "{}, one round: no spread to judge a direction by (use --rounds 3 or more)",
-                pct_change(b.median, a.median).map_or("-".into(), |c| format!("{c:+.0}%"))
-            ),
-            Some((b, a)) => direction(&b, &a, seed.published_sign),
+            Some((b, a)) => crate::output::verdict::against(&b, &a, rounds, &seed.published).text,
         };
         SeedVerdict {
             seed: seed.name.into(),
-            published: seed.published.into(),
-            metric: seed.metric.into(),
+            published: format!(
+                "{} ({}): {}",
+                seed.published.figure(),
+                seed.published.source,
+                seed.published.result
+            ),
+            metric: metric.into(),
             before: before.map(|h| h.host.clone()).unwrap_or_default(),
             after: after.map(|h| h.host.clone()).unwrap_or_default(),
-            kernel: verdict(pair(0, seed.metric)),
-            model: verdict(pair(1, seed.metric)),
+            kernel: verdict(pair(0, metric)),
+            model: verdict(pair(1, metric)),
             rows,
             setting_notes: [before, after]
                 .iter()
@@ -608,32 +613,7 @@ impl SeedVerdict {
     }
 }
 
-/// after against before, in %.
-fn pct_change(before: f64, after: f64) -> Option<f64> {
-    (before.is_finite() && after.is_finite() && before != 0.0)
-        .then(|| (after / before - 1.0) * 100.0)
-}
-
-/// Whether before -> after goes the published way (`sign`: -1 lower, +1
-/// higher, 0 no change): the rounds' ranges must not overlap for a
-/// direction to count.
-pub fn direction(before: &Spread, after: &Spread, sign: i8) -> String {
-    let c = pct_change(before.median, after.median).unwrap_or(0.0);
-    if before.overlaps(after) {
-        return format!(
-            "{c:+.0}%, no clear change (the rounds' ranges overlap){}",
-            if sign == 0 { ": as published" } else { "" }
-        );
-    }
-    let went: i8 = if c > 0.0 { 1 } else { -1 };
-    if sign == 0 {
-        format!("{c:+.0}%, a change where the published result has none")
-    } else if went == sign {
-        format!("{c:+.0}%, the published direction reproduces")
-    } else {
-        format!("{c:+.0}%, opposite to the published direction")
-    }
-}
+use crate::output::verdict::pct_change;
 
 /// One host of `compare --hosts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -839,12 +819,53 @@ impl CompareReport {
         })
     }
 
+    /// Judges the first two variants against `published` (the preset's
+    /// own comparison) and keeps both in the report.
+    pub fn judge(&mut self, published: crate::scenario::preset::Published) {
+        let spread = |i: usize| -> Option<Spread> {
+            let v = self.variants.get(i)?;
+            v.metrics
+                .iter()
+                .find(|(n, _)| *n == published.metric)
+                .map(|(_, s)| *s)
+        };
+        self.verdict = match (spread(0), spread(1)) {
+            (Some(a), Some(b)) => Some(crate::output::verdict::against(
+                &a,
+                &b,
+                self.rounds,
+                &published,
+            )),
+            _ => None,
+        };
+        self.published = Some(published);
+    }
+
+    /// The published result and this machine's verdict, two lines.
+    pub fn verdict_lines(&self) -> Option<String> {
+        let (p, v) = (self.published.as_ref()?, self.verdict.as_ref()?);
+        let label = crate::metrics::table::metric(&p.metric).map_or(p.metric.as_str(), |m| m.label);
+        let (a, b) = (&self.variants.first()?.value, &self.variants.get(1)?.value);
+        Some(format!(
+            "published ({}): {}: {} {}\nthis machine, {label} {a} -> {b}: {}\n",
+            p.source,
+            p.result,
+            label,
+            p.figure(),
+            v.text
+        ))
+    }
+
     /// The table, for a terminal.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         self.write_heading(&mut out);
         let (rows, overlapped) = self.rows();
         self.write_table(&mut out, &rows);
+        if let Some(v) = self.verdict_lines() {
+            out.push('\n');
+            out.push_str(&v);
+        }
         self.write_notes(&mut out, overlapped);
         out
     }
@@ -1163,21 +1184,30 @@ mod tests {
         };
         let seed = SeedFacts {
             name: "fscrypt-2018",
-            published: "tar of encrypted directories 25-35% faster with AES-NI off",
-            metric: "throughput_mib_s",
-            published_sign: 1,
+            published: crate::scenario::preset::Published {
+                source: "v4.17".into(),
+                metric: "throughput_mib_s".into(),
+                change: (25.0, 35.0),
+                result: "tar of encrypted directories 25-35% faster with AES-NI off".into(),
+            },
             setting: "workers.mode",
         };
         let v = SeedVerdict::of(seed, &hosts, |h| h.contains("revert"));
         assert_eq!(v.before, "vm:6.1-revert-fscrypt-2018");
         assert_eq!(v.after, "vm:6.1");
-        assert_eq!(v.kernel, "+50%, the published direction reproduces");
-        assert_eq!(v.model, "+2%, no clear change (the rounds' ranges overlap)");
+        assert_eq!(v.kernel, "reproduced: +50% (published +25..+35%)");
+        assert_eq!(
+            v.model,
+            "within noise: +2%, the ranges overlap (published +25..+35%)"
+        );
         let t = v.to_text();
         assert!(t.contains("real kernel, before -> after"), "{t}");
         let mib = t.lines().find(|l| l.starts_with("MiB/s")).unwrap();
         assert!(mib.contains("(+50%)") && mib.contains("(+2%)"), "{mib}");
-        assert!(t.contains("published: tar of encrypted directories"), "{t}");
+        assert!(
+            t.contains("published: +25..+35% (v4.17): tar of encrypted directories"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -1218,48 +1248,6 @@ mod tests {
         assert!(
             t.lines()
                 .any(|l| l.starts_with("median ") && !l.contains("min-max"))
-        );
-    }
-}
-
-#[cfg(test)]
-mod seed_tests {
-    use super::*;
-
-    fn spread(min: f64, median: f64, max: f64) -> Spread {
-        Spread {
-            median,
-            min,
-            max,
-            change_pct: None,
-        }
-    }
-
-    #[test]
-    fn a_direction_counts_only_where_the_rounds_ranges_part() {
-        let before = spread(90.0, 100.0, 110.0);
-        let lower = spread(40.0, 50.0, 60.0);
-        let higher = spread(140.0, 150.0, 160.0);
-        let near = spread(95.0, 104.0, 115.0);
-        assert_eq!(
-            direction(&before, &lower, -1),
-            "-50%, the published direction reproduces"
-        );
-        assert_eq!(
-            direction(&before, &higher, -1),
-            "+50%, opposite to the published direction"
-        );
-        assert_eq!(
-            direction(&before, &near, -1),
-            "+4%, no clear change (the rounds' ranges overlap)"
-        );
-        assert_eq!(
-            direction(&before, &near, 0),
-            "+4%, no clear change (the rounds' ranges overlap): as published"
-        );
-        assert_eq!(
-            direction(&before, &higher, 0),
-            "+50%, a change where the published result has none"
         );
     }
 }

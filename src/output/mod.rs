@@ -11,3 +11,4 @@ pub mod plot;
 pub mod recording;
 pub mod report;
 pub mod validate;
+pub mod verdict;

@@ -18,7 +18,7 @@ use crate::settings::{Settings, SettingsError, key_info, line_col};
 pub const PRESET_VERSION: i64 = 1;
 
 /// Top-level keys of a preset that are not settings sections.
-pub const RESERVED: &[&str] = &["version", "name", "description", "compare"];
+pub const RESERVED: &[&str] = &["version", "name", "description", "compare", "published"];
 
 /// The shipped presets, embedded: (name, TOML).
 pub const SHIPPED: &[(&str, &str)] = &[
@@ -115,6 +115,77 @@ pub struct Preset {
     pub settings: Settings,
     /// The setting `compare` varies by default.
     pub compare: Option<Compare>,
+    /// The published result the preset reproduces, if any (`[published]`).
+    pub published: Option<Published>,
+}
+
+/// A published result, as a preset states it (`[published]`): the change
+/// of one metric from the first value of the preset's `[compare]` to the
+/// second, as the source measured it. Every verdict readpath prints is
+/// computed against it ([`crate::metrics`]'s spreads, `output::verdict`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Published {
+    /// Where it was published (`f959325e6ac3 (v6.3)`).
+    pub source: String,
+    /// The metric it is about (a name in [`crate::metrics::METRICS`]).
+    pub metric: String,
+    /// The change, % (lowest, highest): `[-96, -96]`, `[25, 35]`, `[-2, 2]`.
+    pub change: (f64, f64),
+    /// What was measured, in words, with the source's own figures.
+    pub result: String,
+}
+
+/// The widest published change readpath takes, %.
+pub const MAX_PUBLISHED_CHANGE: f64 = 100_000.0;
+
+impl Published {
+    /// The published direction: -1 lower, +1 higher, 0 no change (a range
+    /// that spans 0).
+    pub fn sign(&self) -> i8 {
+        let (lo, hi) = self.change;
+        if lo > 0.0 {
+            1
+        } else if hi < 0.0 {
+            -1
+        } else {
+            0
+        }
+    }
+
+    /// The same result seen from the other side: the change from the
+    /// second value to the first (`-20..-40%` becomes `+25..+67%`).
+    pub fn inverted(&self) -> Published {
+        let inv = |x: f64| {
+            if x <= -100.0 {
+                MAX_PUBLISHED_CHANGE
+            } else {
+                (100.0 * 100.0 / (100.0 + x) - 100.0).min(MAX_PUBLISHED_CHANGE)
+            }
+        };
+        Published {
+            change: (inv(self.change.1), inv(self.change.0)),
+            ..self.clone()
+        }
+    }
+
+    /// The figure as a verdict quotes it: `-96%`, `+25..+35%`, `~0% (-2..+2%)`.
+    pub fn figure(&self) -> String {
+        let (lo, hi) = self.change;
+        let one = |v: f64| format!("{v:+.0}%");
+        if self.sign() == 0 {
+            format!("~0% ({lo:+.0}..{hi:+.0}%)")
+        } else if (lo - hi).abs() < 0.5 {
+            one(lo)
+        } else {
+            // Nearer zero first: "+25..+35%", "-20..-40%".
+            let (a, b) = if lo.abs() <= hi.abs() {
+                (lo, hi)
+            } else {
+                (hi, lo)
+            };
+            format!("{a:+.0}..{b:+.0}%")
+        }
+    }
 }
 
 /// Where a preset came from.
@@ -262,7 +333,9 @@ impl Preset {
             description: String::new(),
             settings,
             compare: None,
+            published: None,
         };
+        let mut published_at = None;
         let mut entries: Vec<_> = doc.get_ref().iter().collect();
         entries.sort_by_key(|(k, _)| k.span().start);
         for (k, v) in entries {
@@ -285,8 +358,23 @@ impl Preset {
                 "compare" => {
                     p.compare = Some(parse_compare(src, origin, v.get_ref(), span, &p.settings)?)
                 }
+                "published" => {
+                    published_at = Some(span.clone());
+                    p.published = Some(parse_published(src, origin, v.get_ref(), span)?);
+                }
                 _ => {}
             }
+        }
+        if let Some(span) = published_at
+            && p.compare.is_none()
+        {
+            return Err(field(
+                src,
+                origin,
+                span,
+                "published",
+                "a published change is from the first value of [compare] to the second: add a [compare] table".into(),
+            ));
         }
         Ok(p)
     }
@@ -309,8 +397,116 @@ impl Preset {
                 values.join(", ")
             ));
         }
+        if let Some(pb) = &self.published {
+            let n = |v: f64| toml::Value::Float(v).to_string();
+            out.push_str(&format!(
+                "\n[published]\nsource = {}\nmetric = {}\nchange = [{}, {}]\nresult = {}\n",
+                q(&pb.source),
+                q(&pb.metric),
+                n(pb.change.0),
+                n(pb.change.1),
+                q(&pb.result)
+            ));
+        }
         out
     }
+}
+
+fn parse_published(
+    src: &str,
+    origin: &str,
+    v: &DeValue<'_>,
+    span: std::ops::Range<usize>,
+) -> Result<Published, PresetError> {
+    let shape = "expected a table: [published] source = \"...\", metric = \"run_delay_ms_per_s\", change = [-96, -96] (%, from the first value of [compare] to the second), result = \"...\"";
+    let DeValue::Table(t) = v else {
+        return Err(field(src, origin, span, "published", shape.into()));
+    };
+    let mut out = Published {
+        source: String::new(),
+        metric: String::new(),
+        change: (f64::NAN, f64::NAN),
+        result: String::new(),
+    };
+    let number = |item: &DeValue<'_>| -> Option<f64> {
+        match item {
+            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
+                .ok()
+                .map(|n| n as f64),
+            DeValue::Float(f) => f.as_str().parse().ok(),
+            _ => None,
+        }
+    };
+    for (k, val) in t.iter() {
+        let key = k.get_ref().as_ref();
+        let at = |m: String| field(src, origin, val.span(), &format!("published.{key}"), m);
+        let text = || match val.get_ref() {
+            DeValue::String(s) => Ok(crate::sys::printable(s, true)),
+            _ => Err(at("expected a string".into())),
+        };
+        match key {
+            "source" => out.source = text()?,
+            "result" => out.result = text()?,
+            "metric" => {
+                let m = text()?;
+                if crate::metrics::table::metric(&m).is_none() {
+                    let names: Vec<&str> = crate::metrics::METRICS.iter().map(|m| m.name).collect();
+                    return Err(at(format!(
+                        "{m:?} is not a metric: allowed {}",
+                        names.join(", ")
+                    )));
+                }
+                out.metric = m;
+            }
+            "change" => {
+                let range = format!(
+                    "a change in % ({}..={}), or [lowest, highest]",
+                    -100, MAX_PUBLISHED_CHANGE
+                );
+                let (lo, hi) = match val.get_ref() {
+                    DeValue::Array(a) if a.len() == 2 => {
+                        match (number(a[0].get_ref()), number(a[1].get_ref())) {
+                            (Some(lo), Some(hi)) => (lo, hi),
+                            _ => return Err(at(format!("expected {range}"))),
+                        }
+                    }
+                    other => match number(other) {
+                        Some(x) => (x, x),
+                        None => return Err(at(format!("expected {range}"))),
+                    },
+                };
+                let ok = |x: f64| x.is_finite() && (-100.0..=MAX_PUBLISHED_CHANGE).contains(&x);
+                if !ok(lo) || !ok(hi) || lo > hi {
+                    return Err(at(format!(
+                        "[{lo}, {hi}] is out of range: allowed {range}, lowest first"
+                    )));
+                }
+                out.change = (lo, hi);
+            }
+            other => {
+                return Err(at(format!(
+                    "unknown key {other:?}: allowed source, metric, change, result"
+                )));
+            }
+        }
+    }
+    for (key, missing) in [
+        ("source", out.source.is_empty()),
+        ("metric", out.metric.is_empty()),
+        ("change", out.change.0.is_nan()),
+        ("result", out.result.is_empty()),
+    ] {
+        if missing {
+            return Err(field(
+                src,
+                origin,
+                span.clone(),
+                "published",
+                format!("{key} is missing; {shape}"),
+            ));
+        }
+    }
+    Ok(out)
 }
 
 fn check_version(
@@ -461,8 +657,15 @@ pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
     Preset::from_toml_str(&src, &path.display().to_string(), &stem)
 }
 
+/// The shipped preset `name` (never a user's of the same name), or None.
+pub fn shipped(name: &str) -> Option<Preset> {
+    let (n, src) = SHIPPED.iter().find(|(n, _)| *n == name)?;
+    Preset::from_toml_str(src, &format!("presets/{n}.toml"), n).ok()
+}
+
 /// Finds `NAME|FILE`: a path as given, else the user's directory, else the
 /// shipped set.
+
 pub fn resolve(spec: &str) -> Result<(Preset, Origin), PresetError> {
     if is_path(spec) {
         let p = PathBuf::from(spec);
@@ -585,6 +788,62 @@ mod tests {
         assert!(e.contains("at least two"), "{e}");
         let e = Compare::parse_vary("workload.queue_depth=1,0", &s).unwrap_err();
         assert!(e.contains("1..=1024"), "{e}");
+    }
+
+    #[test]
+    fn published_results_parse_and_refuse() {
+        let head = "version = 1\n[compare]\n\"workers.mode\" = [\"unbound\", \"bound\"]\n";
+        let ok = format!(
+            "{head}[published]\nsource = \"s\"\nmetric = \"p99_us\"\nchange = -96\nresult = \"r\"\n"
+        );
+        let p = Preset::from_toml_str(&ok, "p.toml", "p").unwrap();
+        let pb = p.published.clone().unwrap();
+        assert_eq!(pb.change, (-96.0, -96.0));
+        assert_eq!(pb.sign(), -1);
+        assert_eq!(
+            Preset::from_toml_str(&p.to_toml_string(), "q.toml", "q")
+                .unwrap()
+                .published,
+            p.published
+        );
+        let bad = |body: &str| {
+            Preset::from_toml_str(&format!("{head}[published]\n{body}"), "p.toml", "p")
+                .unwrap_err()
+                .to_string()
+        };
+        let e = bad("source = \"s\"\nmetric = \"latency\"\nchange = 1\nresult = \"r\"\n");
+        assert!(
+            e.starts_with("p.toml:6:10: published.metric: \"latency\" is not a metric: allowed"),
+            "{e}"
+        );
+        let e = bad("source = \"s\"\nmetric = \"iops\"\nchange = [35, 25]\nresult = \"r\"\n");
+        assert!(
+            e.contains("published.change: [35, 25] is out of range"),
+            "{e}"
+        );
+        let e = bad("source = \"s\"\nmetric = \"iops\"\nchange = -150\nresult = \"r\"\n");
+        assert!(e.contains("out of range"), "{e}");
+        let e = bad("source = \"s\"\nmetric = \"iops\"\nresult = \"r\"\n");
+        assert!(e.contains("change is missing"), "{e}");
+        let e = bad("source = \"s\"\nmetric = \"iops\"\nchange = 1\nresult = \"r\"\nwhen = 1\n");
+        assert!(e.contains("unknown key \"when\""), "{e}");
+        // A published change needs the comparison it is about.
+        let e = Preset::from_toml_str(
+            "version = 1\n[published]\nsource = \"s\"\nmetric = \"iops\"\nchange = 1\nresult = \"r\"\n",
+            "p.toml",
+            "p",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("add a [compare] table"), "{e}");
+        // Seen from the other side.
+        let io = Published {
+            change: (-40.0, -20.0),
+            ..pb
+        };
+        let inv = io.inverted();
+        assert_eq!(inv.figure(), "+25..+67%");
+        assert!((inv.inverted().change.0 - -40.0).abs() < 1e-9);
     }
 
     #[test]

@@ -671,6 +671,7 @@ fn save(app: &mut App, name: &str) {
         description: description.clone(),
         settings: app.settings.clone(),
         compare: None,
+        published: None,
     };
     match preset::user_path(name).and_then(|path| preset::save_atomic(&p, &path).map(|()| path)) {
         Ok(path) => {

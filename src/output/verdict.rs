@@ -1,0 +1,201 @@
+//! The one verdict readpath gives on a change against a published result:
+//! "reproduced: -68% (published -96%)", "not reproduced: +39%, ranges
+//! apart (published -96%)", "within noise: +3% (published -96%)". Every
+//! place that states a result against a seed (`compare`, `sweep`, the lab's
+//! seed verdict, the explorer's demo line, the slides) calls [`judge`], so
+//! the rule that decides what counts as a change is written once: two
+//! spreads (min-max over rounds) that overlap are noise; apart, the sign
+//! of the change against the published sign decides.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::Spread;
+use crate::scenario::preset::Published;
+
+/// What a change says of a published result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The published direction (or, published as no change, no clear
+    /// change).
+    Reproduced,
+    /// Ranges apart, the other way (or a change where none was published).
+    NotReproduced,
+    /// Ranges apart, with no published result to judge it against.
+    Apart,
+    /// The ranges overlap: no direction can be claimed.
+    Noise,
+    /// One round: no range to judge by.
+    NoSpread,
+    /// One side has no value.
+    NotMeasured,
+}
+
+impl Kind {
+    /// Whether the change's ranges are apart (a direction is shown).
+    pub fn is_significant(self) -> bool {
+        matches!(self, Kind::Reproduced | Kind::NotReproduced | Kind::Apart)
+    }
+}
+
+/// A computed verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Its kind.
+    pub kind: Kind,
+    /// After against before, % (None where not measured).
+    pub change_pct: Option<f64>,
+    /// True when the two ranges overlap.
+    pub overlap: bool,
+    /// The published figure it was judged against (`-96%`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<String>,
+    /// The verdict in words.
+    pub text: String,
+}
+
+/// After against before, %.
+pub fn pct_change(before: f64, after: f64) -> Option<f64> {
+    (before.is_finite() && after.is_finite() && before != 0.0)
+        .then(|| (after / before - 1.0) * 100.0)
+}
+
+/// The verdict on `before` -> `after` (spreads over `rounds` rounds each),
+/// against `published` when given (its `sign`: -1 lower, +1 higher, 0 no
+/// change; `figure` as quoted).
+pub fn judge(
+    before: &Spread,
+    after: &Spread,
+    rounds: u32,
+    published: Option<(&str, i8)>,
+) -> Verdict {
+    let change = pct_change(before.median, after.median);
+    let pub_note = published.map_or(String::new(), |(f, _)| format!(" (published {f})"));
+    let c = |v: f64| format!("{v:+.0}%");
+    let Some(ch) = change else {
+        return Verdict {
+            kind: Kind::NotMeasured,
+            change_pct: None,
+            overlap: false,
+            published: published.map(|(f, _)| f.to_string()),
+            text: format!("not measured{pub_note}"),
+        };
+    };
+    let overlap = before.overlaps(after);
+    let (kind, text) = if rounds < 2 {
+        (
+            Kind::NoSpread,
+            format!(
+                "{}, one round: no spread to judge by (use --rounds 3 or more){pub_note}",
+                c(ch)
+            ),
+        )
+    } else {
+        match (overlap, published.map(|(_, s)| s)) {
+            (true, Some(0)) => (
+                Kind::Reproduced,
+                format!("reproduced: no clear change, {}{pub_note}", c(ch)),
+            ),
+            (true, _) => (
+                Kind::Noise,
+                format!("within noise: {}, the ranges overlap{pub_note}", c(ch)),
+            ),
+            (false, None) => (Kind::Apart, format!("{}, ranges apart", c(ch))),
+            (false, Some(sign)) => {
+                let went: i8 = if ch > 0.0 { 1 } else { -1 };
+                if sign != 0 && went == sign {
+                    (Kind::Reproduced, format!("reproduced: {}{pub_note}", c(ch)))
+                } else {
+                    (
+                        Kind::NotReproduced,
+                        format!("not reproduced: {}, ranges apart{pub_note}", c(ch)),
+                    )
+                }
+            }
+        }
+    };
+    Verdict {
+        kind,
+        change_pct: Some(ch),
+        overlap,
+        published: published.map(|(f, _)| f.to_string()),
+        text,
+    }
+}
+
+/// [`judge`] against a preset's [`Published`] result, `before` and `after`
+/// being the first and second values of its `[compare]`.
+pub fn against(before: &Spread, after: &Spread, rounds: u32, published: &Published) -> Verdict {
+    judge(
+        before,
+        after,
+        rounds,
+        Some((&published.figure(), published.sign())),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(median: f64, min: f64, max: f64) -> Spread {
+        Spread {
+            median,
+            min,
+            max,
+            change_pct: None,
+        }
+    }
+
+    fn published(lo: f64, hi: f64) -> Published {
+        Published {
+            source: "x".into(),
+            metric: "iops".into(),
+            change: (lo, hi),
+            result: "y".into(),
+        }
+    }
+
+    #[test]
+    fn each_verdict_in_words() {
+        let fall = published(-96.0, -96.0);
+        let v = against(&s(100.0, 90.0, 110.0), &s(32.0, 30.0, 35.0), 3, &fall);
+        assert_eq!(v.kind, Kind::Reproduced);
+        assert_eq!(v.text, "reproduced: -68% (published -96%)");
+        let v = against(&s(100.0, 90.0, 110.0), &s(139.0, 130.0, 150.0), 3, &fall);
+        assert_eq!(v.kind, Kind::NotReproduced);
+        assert_eq!(
+            v.text,
+            "not reproduced: +39%, ranges apart (published -96%)"
+        );
+        let v = against(&s(100.0, 90.0, 110.0), &s(103.0, 95.0, 112.0), 3, &fall);
+        assert_eq!(v.kind, Kind::Noise);
+        assert_eq!(
+            v.text,
+            "within noise: +3%, the ranges overlap (published -96%)"
+        );
+        let v = against(&s(100.0, 100.0, 100.0), &s(50.0, 50.0, 50.0), 1, &fall);
+        assert_eq!(v.kind, Kind::NoSpread);
+        assert!(v.text.starts_with("-50%, one round"), "{}", v.text);
+        let flat = published(-2.0, 2.0);
+        assert_eq!(flat.figure(), "~0% (-2..+2%)");
+        let v = against(&s(100.0, 90.0, 110.0), &s(101.0, 95.0, 112.0), 3, &flat);
+        assert_eq!(v.kind, Kind::Reproduced);
+        assert_eq!(
+            v.text,
+            "reproduced: no clear change, +1% (published ~0% (-2..+2%))"
+        );
+        let v = against(&s(100.0, 90.0, 110.0), &s(150.0, 140.0, 160.0), 3, &flat);
+        assert_eq!(v.kind, Kind::NotReproduced);
+        let up = published(25.0, 35.0);
+        assert_eq!(up.figure(), "+25..+35%");
+        assert_eq!(published(-40.0, -20.0).figure(), "-20..-40%");
+        let v = against(&s(100.0, 95.0, 105.0), &s(130.0, 125.0, 140.0), 3, &up);
+        assert_eq!(v.text, "reproduced: +30% (published +25..+35%)");
+        let v = against(&s(f64::NAN, f64::NAN, f64::NAN), &s(1.0, 1.0, 1.0), 3, &up);
+        assert_eq!(v.kind, Kind::NotMeasured);
+        // No published figure: only the change and its significance.
+        let v = judge(&s(100.0, 90.0, 110.0), &s(139.0, 130.0, 150.0), 3, None);
+        assert_eq!(v.text, "+39%, ranges apart");
+    }
+}
