@@ -193,6 +193,7 @@ fn save_then_load_round_trips_and_user_presets_shadow_shipped_ones() {
             key: "workload.queue_depth".into(),
             values: vec!["1".into(), "32".into()],
         }),
+        published: None,
     };
     let path = tmp.path().join("readpath/presets/mine.toml");
     preset::save_atomic(&p, &path).unwrap();

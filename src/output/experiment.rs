@@ -1116,6 +1116,8 @@ mod tests {
             machine: Default::default(),
             features: Default::default(),
             interrupted: None,
+            published: None,
+            verdict: None,
         }
     }
 

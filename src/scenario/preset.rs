@@ -665,7 +665,6 @@ pub fn shipped(name: &str) -> Option<Preset> {
 
 /// Finds `NAME|FILE`: a path as given, else the user's directory, else the
 /// shipped set.
-
 pub fn resolve(spec: &str) -> Result<(Preset, Origin), PresetError> {
     if is_path(spec) {
         let p = PathBuf::from(spec);
