@@ -108,6 +108,36 @@ pub enum Command {
         #[arg(long, value_name = "local,ssh:HOST,adb:SERIAL")]
         hosts: Option<String>,
     },
+    /// A preset's A/B at every point of a grid of one or two other
+    /// settings (interleaved rounds, as compare): the change of one metric
+    /// per point, its significance and the published sign, as a grid.
+    Sweep {
+        /// Settings (the preset's [compare] is the default --vary).
+        #[command(flatten)]
+        settings: SettingsArgs,
+        /// The A/B at each point, e.g. workers.mode=unbound,bound.
+        #[arg(long, value_name = "KEY=A,B")]
+        vary: Option<String>,
+        /// An axis of the grid, e.g. workload.cpus=1,2,4 (once or twice;
+        /// values holding a comma are separated by `;`).
+        #[arg(long, value_name = "KEY=V1,V2,...", required = true)]
+        across: Vec<String>,
+        /// The metric each cell shows (a name of `readpath compare
+        /// --format json`'s metrics); default: the preset's published
+        /// metric, else run_delay_ms_per_s.
+        #[arg(long)]
+        metric: Option<String>,
+        /// Rounds, their length, warm-up and interval.
+        #[command(flatten)]
+        experiment: ExperimentArgs,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Also write the report as JSON to FILE (for `readpath plot` and
+        /// the explorer: `readpath replay FILE`).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Hold the model against the running kernel: both run the same
     /// workload, interleaved, on like-for-like conditions; per metric the
     /// two medians, the ratio model/kernel and a verdict (root).

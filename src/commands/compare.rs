@@ -244,7 +244,7 @@ fn parse_hosts(list: &str, record: Option<&Path>) -> Result<Vec<Option<Remote>>>
 
 /// The setting varied and its values: `--vary`, else the preset's
 /// `[compare]` table.
-fn what_varies(
+pub(super) fn what_varies(
     vary: Option<&str>,
     preset: Option<&Preset>,
     settings: &Settings,

@@ -42,6 +42,7 @@ mod prepare;
 mod presets;
 mod replay;
 mod run;
+mod sweep;
 mod target;
 mod validate;
 
@@ -235,6 +236,23 @@ fn run_command(
                 .map(|h| (h, remote_args.clone())),
             experiment_options(&experiment, data_dir),
             format,
+        ),
+        Command::Sweep {
+            settings,
+            vary,
+            across,
+            metric,
+            experiment,
+            format,
+            out,
+        } => sweep::sweep(
+            &settings,
+            vary.as_deref(),
+            &across,
+            metric.as_deref(),
+            experiment_options(&experiment, data_dir),
+            format,
+            out.as_deref(),
         ),
         Command::Validate {
             settings,

@@ -46,6 +46,35 @@ fn draw(
             .into());
         }
     }
+    // A sweep report (a regular JSON file): its heat map.
+    if let Some(sweep) = sweep_report(file)? {
+        if format == PlotFormat::Csv {
+            return Err(BadInput(format!(
+                "{}: a sweep report: plot draws it as a heat map (SVG or PNG); its numbers are in the JSON",
+                file.display()
+            ))
+            .into());
+        }
+        let svg = crate::output::heatmap::svg(&sweep, size.0, size.1)
+            .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
+        let bytes = if out.extension().is_some_and(|e| e == "png") {
+            crate::output::plot::rasterize(svg.as_bytes(), size.0, size.1)
+                .with_context(|| format!("--out {}", out.display()))?
+        } else {
+            svg.into_bytes()
+        };
+        target.write_all(&bytes).map_err(output_error)?;
+        if out != Path::new("-") {
+            print_text(&format!(
+                "readpath plot: wrote {} (sweep heat map, {}x{}, {} bytes)\n",
+                out.display(),
+                size.0,
+                size.1,
+                bytes.len()
+            ))?;
+        }
+        return Ok(());
+    }
     let rec = crate::output::recording::read(file).map_err(recording_error)?;
     let bytes = match format {
         PlotFormat::Csv => crate::output::plot::csv(&rec).into_bytes(),
@@ -86,4 +115,31 @@ fn draw(
         ))?;
     }
     Ok(())
+}
+
+/// The most bytes of a sweep report read.
+const MAX_SWEEP_BYTES: u64 = 32 << 20;
+
+/// `file` as a sweep report when it is a regular file whose JSON says
+/// `"kind": "sweep"`; None for anything else (a recording, a FIFO).
+pub(super) fn sweep_report(file: &Path) -> Result<Option<crate::output::sweep::SweepReport>> {
+    let regular = std::fs::metadata(file).is_ok_and(|m| m.is_file());
+    if !regular {
+        return Ok(None);
+    }
+    // A recording's first line is its header; a sweep report one object.
+    let mut head = [0u8; 4096];
+    let n = {
+        use std::io::Read as _;
+        let mut f = std::fs::File::open(file).with_context(|| format!("{}", file.display()))?;
+        f.read(&mut head).unwrap_or(0)
+    };
+    let head = String::from_utf8_lossy(&head[..n]);
+    if !head.contains("\"kind\": \"sweep\"") && !head.contains("\"kind\":\"sweep\"") {
+        return Ok(None);
+    }
+    let text = crate::files::read_capped(file, MAX_SWEEP_BYTES).map_err(BadInput)?;
+    crate::output::sweep::parse(&text)
+        .map(Some)
+        .map_err(|e| BadInput(format!("{}: {e}", file.display())).into())
 }

@@ -102,7 +102,7 @@ pub struct CompareReport {
 
 /// Collects records for `warmup` (dropped) then `duration` (kept), after
 /// dropping any record that straddles the switch.
-fn measure(
+pub(super) fn measure(
     engine: &dyn Workload,
     warmup: Duration,
     duration: Duration,
@@ -213,11 +213,7 @@ pub fn run_on(
     let stop = &opts.stop;
     let variants = compare.variants(base)?;
     let effective = engine.effective().clone();
-    let mut tally = Tally {
-        per_variant: vec![Vec::new(); variants.len()],
-        failed: vec![0u64; variants.len()],
-        notices: Vec::new(),
-    };
+    let mut tally = Tally::new(variants.len());
     let mut interrupted = None;
     let runs = opts.rounds as usize * variants.len();
     'rounds: for round in 0..opts.rounds {
@@ -295,7 +291,7 @@ pub fn run_on(
 
 /// Why an experiment ended early on a stop signal, `when` (`after 2 of 6
 /// runs`).
-fn stopped(when: &str) -> String {
+pub(super) fn stopped(when: &str) -> String {
     format!(
         "stopped by {} {when}: the medians are over the rounds that completed",
         crate::sys::signal_name(crate::sys::stop_signal())
@@ -303,18 +299,27 @@ fn stopped(when: &str) -> String {
 }
 
 /// What the runs of an experiment measured so far.
-struct Tally {
+pub(super) struct Tally {
     /// Each variant's windows, one per completed run.
-    per_variant: Vec<Vec<WindowStats>>,
+    pub(super) per_variant: Vec<Vec<WindowStats>>,
     /// Each variant's failed reads (verity or I/O).
-    failed: Vec<u64>,
+    pub(super) failed: Vec<u64>,
     /// The notices raised, each once.
-    notices: Vec<String>,
+    pub(super) notices: Vec<String>,
 }
 
 impl Tally {
+    /// Nothing measured yet, for `variants` variants.
+    pub(super) fn new(variants: usize) -> Tally {
+        Tally {
+            per_variant: vec![Vec::new(); variants],
+            failed: vec![0; variants],
+            notices: Vec::new(),
+        }
+    }
+
     /// Counts a completed run of variant `i`: its records and notices.
-    fn add(&mut self, i: usize, recs: &[IntervalRecord], n: Vec<String>) {
+    pub(super) fn add(&mut self, i: usize, recs: &[IntervalRecord], n: Vec<String>) {
         for t in n {
             if !self.notices.contains(&t) {
                 self.notices.push(t);
@@ -369,7 +374,7 @@ pub fn merge_rounds(compare: &Compare, parts: Vec<CompareReport>) -> Option<Comp
     Some(first)
 }
 
-fn variant_results(
+pub(super) fn variant_results(
     compare: &Compare,
     per_variant: Vec<Vec<WindowStats>>,
     failed: &[u64],
@@ -873,7 +878,6 @@ impl CompareReport {
     /// The lines over the table: the experiment, the machine, its idle and
     /// frequency policy, and the first variant's plan.
     fn write_heading(&self, out: &mut String) {
-        let m = &self.machine;
         out.push_str(&format!(
             "readpath compare: {} = {} | {} round(s) x {:.0}s per variant, interleaved, {:.1}s warm-up{}\n",
             self.key,
@@ -892,26 +896,7 @@ impl CompareReport {
         if let Some(why) = &self.interrupted {
             out.push_str(&format!("INTERRUPTED: {why}\n"));
         }
-        out.push_str(&format!(
-            "machine: Linux {}, {} ({} CPUs), AES instructions {}, SHA instructions {}, data dir on {}, high priority {}\n",
-            m.kernel,
-            m.cpu_model,
-            m.cpus,
-            yes(self.features.aes_instructions),
-            yes(self.features.sha_instructions),
-            m.data_dir_fs,
-            if self.features.highpri { "granted" } else { "refused (nice 0)" },
-        ));
-        let consumers = m.iowait_consumers();
-        out.push_str(&format!(
-            "idle and frequency: {}; iowait read by: {}\n",
-            m.idle_and_freq(),
-            if consumers.is_empty() {
-                "nothing (iowait vs plain can change accounting only, not speed)".to_string()
-            } else {
-                consumers.join(", ")
-            }
-        ));
+        out.push_str(&machine_lines(&self.machine, &self.features));
         out.push_str(&format!(
             "plan of the first variant: {}\n\n",
             crate::engine::stages::Plan::label(&self.effective_settings)
@@ -1062,6 +1047,33 @@ mod ordered_map {
         }
         d.deserialize_map(V)
     }
+}
+
+/// The machine, its crypto instructions, its idle and frequency policy
+/// and who reads iowait: two lines under a report's title.
+pub(super) fn machine_lines(m: &MachineInfo, features: &Features) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+            "machine: Linux {}, {} ({} CPUs), AES instructions {}, SHA instructions {}, data dir on {}, high priority {}\n",
+            m.kernel,
+            m.cpu_model,
+            m.cpus,
+            yes(features.aes_instructions),
+            yes(features.sha_instructions),
+            m.data_dir_fs,
+            if features.highpri { "granted" } else { "refused (nice 0)" },
+        ));
+    let consumers = m.iowait_consumers();
+    out.push_str(&format!(
+        "idle and frequency: {}; iowait read by: {}\n",
+        m.idle_and_freq(),
+        if consumers.is_empty() {
+            "nothing (iowait vs plain can change accounting only, not speed)".to_string()
+        } else {
+            consumers.join(", ")
+        }
+    ));
+    out
 }
 
 fn yes(b: bool) -> &'static str {

@@ -7,8 +7,10 @@
 
 pub mod experiment;
 pub mod format;
+pub mod heatmap;
 pub mod plot;
 pub mod recording;
 pub mod report;
+pub mod sweep;
 pub mod validate;
 pub mod verdict;

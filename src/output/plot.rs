@@ -249,7 +249,7 @@ fn fmt_tick(v: f64) -> String {
 /// A text's width in pixels as drawn by a viewer, estimated (plotters
 /// writes `font-size` as the style's size / 1.24; an average sans-serif
 /// character is under 0.6 em wide).
-fn text_w(chars: usize, size: u32) -> i32 {
+pub(super) fn text_w(chars: usize, size: u32) -> i32 {
     (chars as f64 * 0.6 * f64::from(size) / 1.24).ceil() as i32
 }
 
@@ -325,7 +325,7 @@ fn place_labels(
 
 /// Breaks `text` at spaces into lines of at most `max` characters (a
 /// longer word is cut).
-fn wrap(text: &str, max: usize) -> Vec<String> {
+pub(super) fn wrap(text: &str, max: usize) -> Vec<String> {
     let max = max.max(8);
     let mut lines = Vec::new();
     let mut line = String::new();

@@ -1,0 +1,722 @@
+//! `readpath sweep`: a preset's A/B (`compare`) at every point of a grid of
+//! one or two other settings (`--across workload.cpus=1,2 --across
+//! load.hogs=0,1,2`), so the answer to a seed is a map, not one number: on
+//! which machines, under which load and at which cipher speed it has the
+//! published sign, and where it flips.
+//!
+//! Every run is interleaved as `compare`'s are, and wider: each round runs
+//! every point's A and B before the next round starts (round 1: point 1 A
+//! B, point 2 A B, ...; round 2 again), so a drift of the machine falls on
+//! every cell alike; after each switch `warmup` of records is dropped.
+//! Each cell is the change of one metric from A to B with the verdict of
+//! [`crate::output::verdict`] (ranges apart or not, the published sign).
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::workload::Workload;
+use crate::engine::{Engine, EngineError};
+use crate::metrics::{METRICS, Metric, Spread};
+use crate::output::experiment::{
+    CompareOptions, Tally, VariantResult, machine_lines, measure, stopped, variant_results,
+};
+use crate::output::verdict::{self, Kind, Verdict};
+use crate::scenario::preset::{Compare, Published};
+use crate::settings::Settings;
+use crate::sys::{Features, MachineInfo};
+
+/// Version of the sweep report's JSON.
+pub const SWEEP_VERSION: u32 = 1;
+
+/// The most points a sweep runs (each is two runs per round).
+pub const MAX_POINTS: usize = 64;
+
+/// One axis of the grid: a setting and its values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Axis {
+    /// `section.key`.
+    pub key: String,
+    /// Its values, as `--set` takes them.
+    pub values: Vec<String>,
+}
+
+impl Axis {
+    /// Parses `KEY=V1,V2,...` (`--across`); a value holding a comma (a CPU
+    /// list) is written with `;` between the values instead
+    /// (`workload.cpus=0-1;2-3`).
+    pub fn parse(spec: &str) -> Result<Axis, String> {
+        let (key, values) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("--across {spec:?}: expected KEY=V1,V2[,V3...]"))?;
+        let key = key.trim();
+        let sep = if values.contains(';') { ';' } else { ',' };
+        let values: Vec<String> = values.split(sep).map(|v| v.trim().to_string()).collect();
+        if values.is_empty() || values.iter().any(String::is_empty) {
+            return Err(format!(
+                "--across {spec:?}: give one or more values, comma-separated (e.g. {key}=1,2,4)"
+            ));
+        }
+        let mut probe = Settings::default();
+        for v in &values {
+            probe.set(key, v).map_err(|e| format!("--across: {e}"))?;
+        }
+        Ok(Axis {
+            key: key.to_string(),
+            values,
+        })
+    }
+}
+
+/// The grid's points, first axis slowest: each a list of (key, value).
+pub fn points(axes: &[Axis]) -> Vec<Vec<(String, String)>> {
+    let mut out: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for a in axes {
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                a.values.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push((a.key.clone(), v.clone()));
+                    q
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// `base` at point `at`.
+pub fn at_point(base: &Settings, at: &[(String, String)]) -> Result<Settings, String> {
+    let mut s = base.clone();
+    for (k, v) in at {
+        s.set(k, v).map_err(|e| e.to_string())?;
+    }
+    Ok(s)
+}
+
+/// One point of the grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Where: (key, value) per axis.
+    pub at: Vec<(String, String)>,
+    /// A and B (and any further values of the compared setting) there.
+    pub variants: Vec<VariantResult>,
+    /// The verdict on the chosen metric, A -> B.
+    pub verdict: Verdict,
+    /// Notices raised at this point (a fallback, a refused privilege).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
+}
+
+/// A whole sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    /// Always "sweep" (what `plot` and `replay` tell it by).
+    pub kind: String,
+    /// [`SWEEP_VERSION`].
+    pub version: u32,
+    /// The preset's name, if one was used.
+    pub preset: Option<String>,
+    /// The compared setting and its values (A, B).
+    pub compare: Compare,
+    /// The grid's axes (one or two).
+    pub across: Vec<Axis>,
+    /// The metric each cell shows (a name in [`METRICS`]).
+    pub metric: String,
+    /// Rounds run.
+    pub rounds: u32,
+    /// Measured seconds per run.
+    pub duration_s: f64,
+    /// Dropped seconds after each switch.
+    pub warmup_s: f64,
+    /// Wall time of the whole sweep, s.
+    pub elapsed_s: f64,
+    /// The settings every point starts from.
+    pub settings: Settings,
+    /// The points, first axis slowest.
+    pub points: Vec<SweepPoint>,
+    /// The published result the preset reproduces, when the comparison is
+    /// its own and the metric its.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<Published>,
+    /// Notices raised at every point.
+    pub notices: Vec<String>,
+    /// The machine.
+    pub machine: MachineInfo,
+    /// Kernel and CPU features.
+    pub features: Features,
+    /// Set when a signal stopped the sweep early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
+}
+
+/// What to sweep.
+pub struct SweepPlan<'a> {
+    /// The settings every point starts from.
+    pub base: &'a Settings,
+    /// A against B.
+    pub compare: &'a Compare,
+    /// The grid.
+    pub across: &'a [Axis],
+    /// The metric each cell shows.
+    pub metric: &'static Metric,
+    /// The preset's name.
+    pub preset: Option<String>,
+    /// The published result, when it applies.
+    pub published: Option<Published>,
+}
+
+/// Runs the sweep; `progress` hears (round, point, variant) before each
+/// run.
+pub fn run(
+    plan: &SweepPlan<'_>,
+    opts: &CompareOptions,
+    progress: &mut dyn FnMut(u32, usize, usize),
+    dataset_progress: crate::dataset::Progress<'_>,
+) -> Result<SweepReport, EngineError> {
+    let grid = points(plan.across);
+    let mut runs: Vec<Vec<Settings>> = Vec::new();
+    for at in &grid {
+        let s = at_point(plan.base, at).map_err(EngineError::Output)?;
+        runs.push(plan.compare.variants(&s)?);
+    }
+    let started = Instant::now();
+    let mut engine = Engine::start(runs[0][0].clone(), opts.engine.clone(), dataset_progress)?;
+    let out = run_on(&mut engine, plan, &grid, &runs, opts, progress);
+    let _ = engine.stop_with_records();
+    let mut report = out?;
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn run_on(
+    engine: &mut dyn Workload,
+    plan: &SweepPlan<'_>,
+    grid: &[Vec<(String, String)>],
+    runs: &[Vec<Settings>],
+    opts: &CompareOptions,
+    progress: &mut dyn FnMut(u32, usize, usize),
+) -> Result<SweepReport, EngineError> {
+    let stop = &opts.stop;
+    let nv = plan.compare.values.len();
+    let mut tallies: Vec<Tally> = (0..grid.len()).map(|_| Tally::new(nv)).collect();
+    let mut interrupted = None;
+    let total = opts.rounds as usize * grid.len() * nv;
+    let mut recording = None;
+    'rounds: for round in 0..opts.rounds {
+        for (p, variants) in runs.iter().enumerate() {
+            for (i, v) in variants.iter().enumerate() {
+                let done = (round as usize * grid.len() + p) * nv + i;
+                if stop() {
+                    interrupted = Some(stopped(&format!("after {done} of {total} runs")));
+                    break 'rounds;
+                }
+                progress(round, p, i);
+                engine.apply(v.clone())?;
+                let (recs, n) = measure(engine, opts.warmup, opts.duration, &mut recording, stop);
+                if stop() {
+                    interrupted = Some(stopped(&format!("during run {} of {total}", done + 1)));
+                    break 'rounds;
+                }
+                tallies[p].add(i, &recs, n);
+            }
+        }
+    }
+    let metric = plan.metric;
+    let rounds_done = |t: &Tally| t.per_variant.iter().map(Vec::len).min().unwrap_or(0) as u32;
+    let published = plan.published.clone().filter(|p| p.metric == metric.name);
+    let mut all_notices: Option<Vec<String>> = None;
+    let points: Vec<SweepPoint> = grid
+        .iter()
+        .zip(tallies)
+        .map(|(at, t)| {
+            let rounds = rounds_done(&t);
+            let variants = variant_results(plan.compare, t.per_variant, &t.failed);
+            let verdict = cell_verdict(&variants, metric, rounds, published.as_ref());
+            all_notices = Some(match all_notices.take() {
+                None => t.notices.clone(),
+                Some(common) => common
+                    .into_iter()
+                    .filter(|n| t.notices.contains(n))
+                    .collect(),
+            });
+            SweepPoint {
+                at: at.clone(),
+                variants,
+                verdict,
+                notices: t.notices,
+            }
+        })
+        .collect();
+    // A notice every point raised is said once, for the sweep.
+    let common = all_notices.unwrap_or_default();
+    let points = points
+        .into_iter()
+        .map(|mut p| {
+            p.notices.retain(|n| !common.contains(n));
+            p
+        })
+        .collect();
+    Ok(SweepReport {
+        kind: "sweep".into(),
+        version: SWEEP_VERSION,
+        preset: plan.preset.clone(),
+        compare: plan.compare.clone(),
+        across: plan.across.to_vec(),
+        metric: metric.name.into(),
+        rounds: opts.rounds,
+        duration_s: opts.duration.as_secs_f64(),
+        warmup_s: opts.warmup.as_secs_f64(),
+        elapsed_s: 0.0,
+        settings: plan.base.clone(),
+        points,
+        published,
+        notices: common,
+        machine: engine.machine(),
+        features: engine.features().clone(),
+        interrupted,
+    })
+}
+
+/// The verdict on `metric` from the first variant to the second.
+fn cell_verdict(
+    variants: &[VariantResult],
+    metric: &Metric,
+    rounds: u32,
+    published: Option<&Published>,
+) -> Verdict {
+    let spread = |i: usize| -> Option<Spread> {
+        variants
+            .get(i)?
+            .metrics
+            .iter()
+            .find(|(n, _)| n == metric.name)
+            .map(|(_, s)| *s)
+    };
+    let nan = Spread::of(std::iter::empty());
+    let (a, b) = (spread(0).unwrap_or(nan), spread(1).unwrap_or(nan));
+    match published {
+        Some(p) => verdict::against(&a, &b, rounds, p),
+        None => verdict::judge(&a, &b, rounds, None),
+    }
+}
+
+/// A cell of the grid as text: `-68% ✓` (ranges apart, the published
+/// sign), `+39% ✗` (apart, the other way), `~+3%` (ranges overlap), `+5%`
+/// (apart, nothing published, or one round), `-` (not measured).
+pub fn cell_text(v: &Verdict) -> String {
+    let Some(c) = v.change_pct else {
+        return "-".into();
+    };
+    match v.kind {
+        Kind::Reproduced if v.overlap => format!("~{c:+.0}% ✓"),
+        Kind::Reproduced => format!("{c:+.0}% ✓"),
+        Kind::NotReproduced => format!("{c:+.0}% ✗"),
+        Kind::Noise => format!("~{c:+.0}%"),
+        Kind::Apart | Kind::NoSpread => format!("{c:+.0}%"),
+        Kind::NotMeasured => "-".into(),
+    }
+}
+
+impl SweepReport {
+    /// The metric's entry in the table.
+    pub fn metric(&self) -> Option<&'static Metric> {
+        crate::metrics::table::metric(&self.metric)
+    }
+
+    /// The grid's rows and columns: (row labels, column labels, cells by
+    /// row then column). One axis: one column.
+    pub fn grid(&self) -> (Vec<String>, Vec<String>, Vec<Vec<&SweepPoint>>) {
+        let label = |a: &Axis, v: &str| format!("{}={v}", short_key(&a.key));
+        let rows: Vec<String> = self.across[0]
+            .values
+            .iter()
+            .map(|v| label(&self.across[0], v))
+            .collect();
+        let cols: Vec<String> = match self.across.get(1) {
+            Some(b) => b.values.iter().map(|v| label(b, v)).collect(),
+            None => vec![String::new()],
+        };
+        let ncols = cols.len();
+        let cells = self
+            .points
+            .chunks(ncols)
+            .map(|c| c.iter().collect())
+            .collect();
+        (rows, cols, cells)
+    }
+
+    /// Where the answer has the published sign, where it flips, where it is
+    /// noise: one sentence each, computed from the cells.
+    pub fn summary(&self) -> Vec<String> {
+        let name = |p: &SweepPoint| {
+            p.at.iter()
+                .map(|(k, v)| format!("{}={v}", short_key(k)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let of = |k: &[Kind]| -> Vec<String> {
+            self.points
+                .iter()
+                .filter(|p| k.contains(&p.verdict.kind))
+                .map(name)
+                .collect()
+        };
+        let n = self.points.len();
+        let mut out = Vec::new();
+        let say = |what: &str, list: Vec<String>, out: &mut Vec<String>| {
+            if !list.is_empty() {
+                out.push(format!(
+                    "{what} at {} of {n}: {}",
+                    list.len(),
+                    list.join(", ")
+                ));
+            }
+        };
+        if self.published.is_some() {
+            say("the published sign", of(&[Kind::Reproduced]), &mut out);
+            say(
+                "the opposite sign (ranges apart)",
+                of(&[Kind::NotReproduced]),
+                &mut out,
+            );
+        } else {
+            say("a change (ranges apart)", of(&[Kind::Apart]), &mut out);
+        }
+        say("within noise", of(&[Kind::Noise]), &mut out);
+        say("one round, not judged", of(&[Kind::NoSpread]), &mut out);
+        say("not measured", of(&[Kind::NotMeasured]), &mut out);
+        out
+    }
+
+    /// The grid and its details, for a terminal.
+    pub fn to_text(&self) -> String {
+        let m = self.metric();
+        let label = m.map_or(self.metric.as_str(), |m| m.label);
+        let (a, b) = (
+            self.compare.values.first().map_or("", String::as_str),
+            self.compare.values.get(1).map_or("", String::as_str),
+        );
+        let mut out = format!(
+            "readpath sweep: {} = {a} -> {b} at {} points ({}) | {} round(s) x {:.0}s per run, interleaved, {:.1}s warm-up | {:.0}s in all{}\n",
+            self.compare.key,
+            self.points.len(),
+            self.across
+                .iter()
+                .map(|x| format!("{} = {}", x.key, x.values.join(", ")))
+                .collect::<Vec<_>>()
+                .join(" x "),
+            self.rounds,
+            self.duration_s,
+            self.warmup_s,
+            self.elapsed_s,
+            self.preset
+                .as_ref()
+                .map_or(String::new(), |p| format!(" | preset {p}")),
+        );
+        if let Some(why) = &self.interrupted {
+            out.push_str(&format!("INTERRUPTED: {why}\n"));
+        }
+        out.push_str(&machine_lines(&self.machine, &self.features));
+        if let Some(p) = &self.published {
+            out.push_str(&format!(
+                "published ({}): {}: {label} {}\n",
+                p.source,
+                p.result,
+                p.figure()
+            ));
+        }
+        out.push_str(&format!("\nchange of {label}, {a} -> {b}:\n"));
+        let (rows, cols, cells) = self.grid();
+        let texts: Vec<Vec<String>> = cells
+            .iter()
+            .map(|r| r.iter().map(|p| cell_text(&p.verdict)).collect())
+            .collect();
+        let w0 = rows.iter().map(|r| r.chars().count()).max().unwrap_or(0);
+        let wc: Vec<usize> = (0..cols.len())
+            .map(|c| {
+                texts
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .map(|t| t.chars().count())
+                    .chain(std::iter::once(cols[c].chars().count()))
+                    .max()
+                    .unwrap_or(4)
+                    + 3
+            })
+            .collect();
+        if self.across.len() > 1 {
+            let mut line = format!("{:w0$}", "");
+            for (c, w) in cols.iter().zip(&wc) {
+                line.push_str(&format!("{c:>w$}"));
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        for (r, row) in rows.iter().zip(&texts) {
+            let mut line = format!("{r:<w0$}");
+            for (t, w) in row.iter().zip(&wc) {
+                line.push_str(&format!("{t:>w$}"));
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out.push_str(if self.published.is_some() {
+            "✓ the published sign, ✗ the opposite (ranges apart); ~ the rounds' ranges (min-max) overlap: no direction.\n"
+        } else {
+            "~ the rounds' ranges (min-max) overlap: no direction.\n"
+        });
+        for l in self.summary() {
+            out.push_str(&format!("  {l}\n"));
+        }
+        out.push_str(&format!(
+            "\neach point, {label} median (min-max) {a} -> {b}:\n"
+        ));
+        for p in &self.points {
+            let spread = |i: usize| {
+                p.variants
+                    .get(i)
+                    .and_then(|v| v.metrics.iter().find(|(n, _)| *n == self.metric))
+                    .map(|(_, s)| *s)
+            };
+            let cell = |s: Option<Spread>| match (s, m) {
+                (Some(s), Some(m)) if s.median.is_finite() => format!(
+                    "{} ({}-{})",
+                    m.cell(s.median).trim(),
+                    m.cell(s.min).trim(),
+                    m.cell(s.max).trim()
+                ),
+                _ => "-".into(),
+            };
+            let at: Vec<String> = p.at.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push_str(&format!(
+                "  {}: {} -> {}: {}\n",
+                at.join(" "),
+                cell(spread(0)),
+                cell(spread(1)),
+                p.verdict.text
+            ));
+            for n in &p.notices {
+                out.push_str(&format!("    notice: {n}\n"));
+            }
+        }
+        for n in &self.notices {
+            out.push_str(&format!("notice: {n}\n"));
+        }
+        out
+    }
+}
+
+/// `workload.cpus` -> `cpus`: the name without its section, unless two
+/// sections share it.
+fn short_key(key: &str) -> &str {
+    let name = key.split_once('.').map_or(key, |(_, n)| n);
+    let shared = crate::settings::KEYS
+        .iter()
+        .filter(|k| k.key.split_once('.').is_some_and(|(_, n)| n == name))
+        .count()
+        > 1;
+    if shared { key } else { name }
+}
+
+/// The metric named `name`, or an error naming those allowed.
+pub fn metric_named(name: &str) -> Result<&'static Metric, String> {
+    crate::metrics::table::metric(name).ok_or_else(|| {
+        format!(
+            "--metric {:?}: allowed {}",
+            crate::sys::printable(name, false),
+            METRICS
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// Parses a sweep report (JSON), checking its kind and version.
+pub fn parse(text: &str) -> Result<SweepReport, String> {
+    #[derive(Deserialize)]
+    struct Head {
+        kind: Option<String>,
+        version: Option<u32>,
+    }
+    let head: Head = serde_json::from_str(text).map_err(|e| format!("not a sweep report: {e}"))?;
+    if head.kind.as_deref() != Some("sweep") {
+        return Err("not a sweep report (no \"kind\": \"sweep\")".into());
+    }
+    if let Some(v) = head.version
+        && v > SWEEP_VERSION
+    {
+        return Err(crate::files::newer_version(
+            "sweep report",
+            v,
+            SWEEP_VERSION,
+        ));
+    }
+    let r: SweepReport =
+        serde_json::from_str(text).map_err(|e| format!("a broken sweep report: {e}"))?;
+    let cells: usize = r.across.iter().map(|a| a.values.len()).product();
+    if r.across.is_empty() || r.across.len() > 2 || cells != r.points.len() {
+        return Err(format!(
+            "a broken sweep report: {} axes and {} points for a grid of {cells}",
+            r.across.len(),
+            r.points.len()
+        ));
+    }
+    Ok(r)
+}
+
+/// How long a sweep of `points` points will take, roughly: each round
+/// runs A and B at every point, `duration + warmup` each, plus the switch.
+pub fn estimate(points: usize, variants: usize, opts: &CompareOptions) -> Duration {
+    let per = opts.duration + opts.warmup + opts.engine.interval * 2;
+    per * (points * variants) as u32 * opts.rounds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_parse_and_make_a_grid_first_axis_slowest() {
+        let a = Axis::parse("workload.cpus=1,2").unwrap();
+        assert_eq!(a.values, ["1", "2"]);
+        let b = Axis::parse("load.hogs=0,all").unwrap();
+        let g = points(&[a, b]);
+        assert_eq!(g.len(), 4);
+        assert_eq!(
+            g[1],
+            [
+                ("workload.cpus".to_string(), "1".to_string()),
+                ("load.hogs".to_string(), "all".to_string())
+            ]
+        );
+        // Lists with commas: `;` between values.
+        let c = Axis::parse("workload.cpus=0-1;0,1").unwrap();
+        assert_eq!(c.values, ["0-1", "0,1"]);
+        let e = Axis::parse("load.hogs=1,x").unwrap_err();
+        assert!(e.starts_with("--across: load.hogs"), "{e}");
+        assert!(Axis::parse("load.hogs").is_err());
+        assert!(Axis::parse("load.hogs=1,,2").is_err());
+        assert!(Axis::parse("load.hgs=1").unwrap_err().contains("load.hogs"));
+        assert_eq!(short_key("workload.cpus"), "cpus");
+        assert_eq!(short_key("load.hogs"), "hogs");
+    }
+
+    fn spread(median: f64, min: f64, max: f64) -> Spread {
+        Spread {
+            median,
+            min,
+            max,
+            change_pct: None,
+        }
+    }
+
+    fn point(at: &[(&str, &str)], a: Spread, b: Spread, p: Option<&Published>) -> SweepPoint {
+        let variant = |v: &str, s: Spread| VariantResult {
+            value: v.into(),
+            metrics: vec![("run_delay_ms_per_s".into(), s)],
+            rounds: Vec::new(),
+            failed_reads: 0,
+        };
+        let variants = vec![variant("unbound", a), variant("bound", b)];
+        let verdict = cell_verdict(&variants, &crate::metrics::table::RUN_DELAY, 3, p);
+        SweepPoint {
+            at: at
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            variants,
+            verdict,
+            notices: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_grid_marks_sign_flips_and_noise_and_round_trips() {
+        let published = Published {
+            source: "f959325e6ac3".into(),
+            metric: "run_delay_ms_per_s".into(),
+            change: (-96.0, -96.0),
+            result: "553,800 us -> 18,962 us".into(),
+        };
+        let p = Some(&published);
+        let r = SweepReport {
+            kind: "sweep".into(),
+            version: SWEEP_VERSION,
+            preset: Some("fsverity-bound-vs-unbound".into()),
+            compare: Compare {
+                key: "workers.mode".into(),
+                values: vec!["unbound".into(), "bound".into()],
+            },
+            across: vec![
+                Axis::parse("workload.cpus=1,2").unwrap(),
+                Axis::parse("load.hogs=0,2").unwrap(),
+            ],
+            metric: "run_delay_ms_per_s".into(),
+            rounds: 3,
+            duration_s: 3.0,
+            warmup_s: 1.0,
+            elapsed_s: 100.0,
+            settings: Settings::default(),
+            points: vec![
+                point(
+                    &[("workload.cpus", "1"), ("load.hogs", "0")],
+                    spread(100.0, 90.0, 110.0),
+                    spread(32.0, 30.0, 35.0),
+                    p,
+                ),
+                point(
+                    &[("workload.cpus", "1"), ("load.hogs", "2")],
+                    spread(100.0, 90.0, 110.0),
+                    spread(172.0, 160.0, 180.0),
+                    p,
+                ),
+                point(
+                    &[("workload.cpus", "2"), ("load.hogs", "0")],
+                    spread(100.0, 90.0, 110.0),
+                    spread(103.0, 95.0, 112.0),
+                    p,
+                ),
+                point(
+                    &[("workload.cpus", "2"), ("load.hogs", "2")],
+                    spread(f64::NAN, f64::NAN, f64::NAN),
+                    spread(1.0, 1.0, 1.0),
+                    p,
+                ),
+            ],
+            published: Some(published.clone()),
+            notices: Vec::new(),
+            machine: Default::default(),
+            features: Default::default(),
+            interrupted: None,
+        };
+        let t = r.to_text();
+        let row1 = t.lines().find(|l| l.starts_with("cpus=1")).unwrap();
+        assert!(row1.contains("-68% ✓") && row1.contains("+72% ✗"), "{t}");
+        let row2 = t.lines().find(|l| l.starts_with("cpus=2")).unwrap();
+        assert!(
+            row2.contains("~+3%") && row2.trim_end().ends_with('-'),
+            "{t}"
+        );
+        assert!(
+            t.contains("the published sign at 1 of 4: cpus=1 hogs=0"),
+            "{t}"
+        );
+        assert!(
+            t.contains("the opposite sign (ranges apart) at 1 of 4: cpus=1 hogs=2"),
+            "{t}"
+        );
+        assert!(t.contains("within noise at 1 of 4: cpus=2 hogs=0"), "{t}");
+        let j = serde_json::to_string(&r).unwrap();
+        assert_eq!(parse(&j).unwrap(), r);
+        assert!(parse("{\"kind\":\"compare\"}").is_err());
+        assert!(
+            parse("{\"kind\":\"sweep\",\"version\":99}")
+                .unwrap_err()
+                .contains("newer")
+        );
+    }
+}
