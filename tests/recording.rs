@@ -703,3 +703,78 @@ fn shipped_demo_recordings_replay() {
         "at least three demo recordings in assets/, found {n}"
     );
 }
+
+/// Every direction a shipped demo's caption claims about its run (the
+/// published result apart) must show in that demo's own recording: the
+/// windows after the caption against the baseline, ranges apart, the
+/// claimed way. And every demo whose preset states a published result
+/// ends with the computed verdict line.
+#[test]
+fn shipped_demo_captions_claim_only_what_their_recordings_show() {
+    use readpath::output::verdict::Kind;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("demo-") && name.ends_with(".jsonl")) {
+            continue;
+        }
+        n += 1;
+        let rec = recording::read(&p).unwrap_or_else(|e| panic!("{e}"));
+        // Each caption, and when the next one (or the end) comes.
+        let mut captions: Vec<(f64, String)> = rec
+            .records
+            .iter()
+            .flat_map(|r| &r.events)
+            .filter_map(|e| {
+                e.label
+                    .strip_prefix("caption: ")
+                    .map(|c| (e.t_s, c.to_string()))
+            })
+            .collect();
+        let end = rec.records.last().map_or(0.0, |r| r.t_s);
+        captions.push((end, String::new()));
+        let mut d = ReplayDriver::new(rec, 1.0);
+        let mut app = d.fresh_app();
+        for w in captions.windows(2) {
+            let (claims, until) = (readpath::scenario::demo::claims(&w[0].1), w[1].0);
+            if claims.is_empty() {
+                continue;
+            }
+            d.seek(&mut app, until - 0.01);
+            for c in claims {
+                let Some(metric) = c.metric.and_then(readpath::metrics::table::metric) else {
+                    panic!("{name}: {:?} claims a direction of no metric", c.clause);
+                };
+                let v = app.verdict_on(metric, None).unwrap_or_else(|| {
+                    panic!(
+                        "{name}: {:?}: no baseline and windows to show it by",
+                        c.clause
+                    )
+                });
+                let went = v
+                    .verdict
+                    .change_pct
+                    .map_or(0, |x| if x > 0.0 { 1 } else { -1 });
+                assert!(
+                    v.verdict.kind.is_significant() && (c.sign == 0 || went == c.sign),
+                    "{name}: the caption {:?} claims {} {}, the recording shows {}",
+                    w[0].1,
+                    metric.label,
+                    if c.sign < 0 { "lower" } else { "higher" },
+                    v.verdict.text
+                );
+            }
+        }
+        d.seek(&mut app, end);
+        if app.published.is_some() {
+            let (kind, line) = app
+                .demo_verdict()
+                .unwrap_or_else(|| panic!("{name}: no verdict line at the end"));
+            assert!(kind != Kind::NotMeasured, "{name}: {line}");
+            assert!(line.starts_with("this run, "), "{name}: {line}");
+        }
+    }
+    assert!(n >= 5, "the five demo recordings in assets/, found {n}");
+}

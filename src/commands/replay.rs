@@ -20,6 +20,19 @@ pub(super) fn replay(
     present: bool,
     mouse: bool,
 ) -> Result<()> {
+    // A finished sweep: its grid, to walk with the arrows.
+    if let Some(sweep) = super::plot::sweep_report(file)? {
+        if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+            return Err(BadInput(
+                "replay needs a terminal (stdin and stdout are not both one)".into(),
+            )
+            .into());
+        }
+        let th = crate::tui::theme::Theme::named(theme);
+        let _ = (speed, fps, ascii, present, mouse);
+        crate::tui::sweep_view::show(&sweep, &th).context("drawing the sweep")?;
+        return Ok(());
+    }
     let rec = crate::output::recording::read(file).map_err(recording_error)?;
     if rec.records.is_empty() {
         return Err(BadInput(format!(

@@ -123,15 +123,37 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 /// the median's change from the first variant's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
-    /// Median of the samples.
+    /// Median of the samples (NaN with none: `null` in JSON).
+    #[serde(with = "nan_as_null")]
     pub median: f64,
     /// Lowest sample.
+    #[serde(with = "nan_as_null")]
     pub min: f64,
     /// Highest sample.
+    #[serde(with = "nan_as_null")]
     pub max: f64,
     /// Change of the median relative to a reference's, % (None for the
     /// reference itself, or when the reference is 0 or missing).
     pub change_pct: Option<f64>,
+}
+
+/// A figure that may be missing (NaN) as JSON: `null`, read back as NaN
+/// (JSON has no NaN; serde_json writes it as `null` and cannot read that
+/// into an f64).
+mod nan_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else {
+            s.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
 }
 
 impl Spread {

@@ -134,6 +134,90 @@ pub fn against(before: &Spread, after: &Spread, rounds: u32, published: &Publish
     )
 }
 
+/// A before/after within one run (a demo's baseline and what followed):
+/// the metric's value per window of `chunk_s` seconds after `settle_s`
+/// seconds of each side, its medians and the verdict over those windows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowVerdict {
+    /// The verdict (its `rounds` are the windows of the shorter side).
+    pub verdict: Verdict,
+    /// Median of the windows before.
+    pub before: f64,
+    /// Median of the windows after.
+    pub after: f64,
+    /// Windows on the shorter side.
+    pub windows: usize,
+}
+
+/// The metric's value in each whole window of `chunk_s` seconds of
+/// `records`, after the first `settle_s` seconds are dropped (a pipeline
+/// settling after a switch); paused intervals and intervals without reads
+/// are left out.
+pub fn window_values(
+    records: &[&crate::metrics::IntervalRecord],
+    metric: &crate::metrics::Metric,
+    chunk_s: f64,
+    settle_s: f64,
+) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut skipped = 0.0;
+    let mut chunk: Vec<&crate::metrics::IntervalRecord> = Vec::new();
+    let mut secs = 0.0;
+    for r in records {
+        if skipped < settle_s - 1e-9 {
+            skipped += r.interval_s;
+            continue;
+        }
+        if r.paused || r.reads == 0 {
+            continue;
+        }
+        chunk.push(r);
+        secs += r.interval_s;
+        if secs >= chunk_s - 1e-9 {
+            if let Some(w) = crate::metrics::WindowStats::of(chunk.iter().copied()) {
+                let v = (metric.window)(&w);
+                if v.is_finite() {
+                    out.push(v);
+                }
+            }
+            chunk.clear();
+            secs = 0.0;
+        }
+    }
+    out
+}
+
+/// The verdict on `before` -> `after` (two stretches of one run, one after
+/// the other: not interleaved) over windows of `chunk_s` seconds; None
+/// until each side has two windows.
+pub fn of_windows(
+    before: &[&crate::metrics::IntervalRecord],
+    after: &[&crate::metrics::IntervalRecord],
+    metric: &crate::metrics::Metric,
+    published: Option<&Published>,
+    chunk_s: f64,
+    settle_s: f64,
+) -> Option<WindowVerdict> {
+    let b = window_values(before, metric, chunk_s, settle_s);
+    let a = window_values(after, metric, chunk_s, settle_s);
+    let windows = b.len().min(a.len());
+    if windows < 2 {
+        return None;
+    }
+    let (sb, sa) = (Spread::of(b), Spread::of(a));
+    let published = published.filter(|p| p.metric == metric.name);
+    let verdict = match published {
+        Some(p) => against(&sb, &sa, windows as u32, p),
+        None => judge(&sb, &sa, windows as u32, None),
+    };
+    Some(WindowVerdict {
+        verdict,
+        before: sb.median,
+        after: sa.median,
+        windows,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -406,6 +406,158 @@ pub fn resolve(spec: &str, cpus: usize) -> Result<Demo, String> {
     }
 }
 
+/// A direction a caption claims: "Watch run_delay fall" or "queue p99
+/// -57%" outside a clause about the published result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The metric it is about (a name in [`crate::metrics::METRICS`]), if
+    /// the clause names one.
+    pub metric: Option<&'static str>,
+    /// The claimed direction: -1 lower, +1 higher, 0 unsaid (a figure
+    /// without a sign).
+    pub sign: i8,
+    /// The clause, as written.
+    pub clause: String,
+}
+
+/// The directions `caption` claims about this run: clauses (split at ". "
+/// and "; ") with a direction word (fall, rise, drop, lower, faster...) or
+/// a percentage, except those about the published result (naming
+/// "published"). Every such claim must be shown by the run it captions
+/// (tests hold each shipped demo's recording to it).
+pub fn claims(caption: &str) -> Vec<Claim> {
+    const DOWN: &[&str] = &[
+        "fall",
+        "falls",
+        "drop",
+        "drops",
+        "lower",
+        "decrease",
+        "decreases",
+        "shrinks",
+    ];
+    const UP: &[&str] = &[
+        "rise",
+        "rises",
+        "grow",
+        "grows",
+        "higher",
+        "increase",
+        "increases",
+    ];
+    let metrics: [(&str, &str); 7] = [
+        ("run_delay", "run_delay_ms_per_s"),
+        ("queue p99", "queue_p99_us"),
+        ("p99", "p99_us"),
+        ("throughput", "throughput_mib_s"),
+        ("iops", "iops"),
+        ("p50", "p50_us"),
+        ("latency", "p50_us"),
+    ];
+    let mut out = Vec::new();
+    for clause in caption.split(". ").flat_map(|c| c.split("; ")) {
+        let lc = clause.to_lowercase();
+        if lc.contains("published") {
+            continue;
+        }
+        let words: Vec<String> = lc
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '%' || c == '+' || c == '-'))
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect();
+        // The claim's word (or figure), and the metric named nearest
+        // before it (else the first after it).
+        let mut found: Option<(i8, &str)> = None;
+        for w in &words {
+            let s = if DOWN.contains(&w.as_str()) {
+                Some(-1)
+            } else if UP.contains(&w.as_str()) {
+                Some(1)
+            } else if ["faster", "better", "slower", "worse"].contains(&w.as_str()) {
+                Some(2)
+            } else if w.ends_with('%') && w.chars().any(|c| c.is_ascii_digit()) {
+                Some(if w.starts_with('-') {
+                    -1
+                } else if w.starts_with('+') {
+                    1
+                } else {
+                    0
+                })
+            } else {
+                None
+            };
+            if let Some(s) = s {
+                found = Some((s, w.as_str()));
+                break;
+            }
+        }
+        let Some((raw, word)) = found else { continue };
+        let at = lc.find(word).unwrap_or(0);
+        let mentions = |w: &str| -> Vec<usize> {
+            lc.match_indices(w)
+                .map(|(i, _)| i)
+                .filter(|&i| !(w == "p99" && lc[..i].ends_with("queue ")))
+                .collect()
+        };
+        // Every metric named before it in the clause (else the first one
+        // after it).
+        let mut named: Vec<(usize, &'static str)> = metrics
+            .iter()
+            .filter_map(|(w, m)| {
+                mentions(w)
+                    .into_iter()
+                    .filter(|&i| i < at)
+                    .max()
+                    .map(|i| (i, *m))
+            })
+            .collect();
+        if named.is_empty() {
+            named.extend(
+                metrics
+                    .iter()
+                    .filter_map(|(w, m)| {
+                        mentions(w).into_iter().find(|&i| i >= at).map(|i| (i, *m))
+                    })
+                    .min_by_key(|(i, _)| *i),
+            );
+        }
+        named.sort_unstable();
+        let targets: Vec<Option<&'static str>> = if named.is_empty() {
+            vec![None]
+        } else {
+            named.into_iter().map(|(_, m)| Some(m)).collect()
+        };
+        for metric in targets {
+            let lower_better = metric
+                .and_then(crate::metrics::table::metric)
+                .is_some_and(|m| m.better == crate::metrics::table::Better::Lower);
+            let sign = match (raw, word) {
+                (2, "faster" | "better") => {
+                    if lower_better {
+                        -1
+                    } else {
+                        1
+                    }
+                }
+                (2, _) => {
+                    if lower_better {
+                        1
+                    } else {
+                        -1
+                    }
+                }
+                (s, _) => s,
+            };
+            out.push(Claim {
+                metric,
+                sign,
+                clause: clause.trim().to_string(),
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +614,43 @@ mod tests {
                         "{name}: {c:?} mentions {word}, not among its headline numbers"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn captions_claim_directions_only_where_a_run_can_show_them() {
+        // The captions of the last round claimed what the screen did not
+        // show: each is found.
+        let c = claims(
+            "BOUND (v6.3, f959325e6ac3): the work stays on the CPU that completed the bio. Watch run_delay and queue p99 fall (Android: -96%).",
+        );
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert_eq!((c[0].metric, c[0].sign), (Some("run_delay_ms_per_s"), -1));
+        assert_eq!((c[1].metric, c[1].sign), (Some("queue_p99_us"), -1));
+        let c = claims(
+            "A 2-vCPU VM showed queue p99 -57% (878 -> 378 us), run_delay within noise: bound pools wake more workers. n ends; q twice quits.",
+        );
+        assert_eq!((c[0].metric, c[0].sign), (Some("queue_p99_us"), -1));
+        let c = claims("UNBOUND: any idle CPU decrypts. Watch throughput rise.");
+        assert_eq!((c[0].metric, c[0].sign), (Some("throughput_mib_s"), 1));
+        // A published figure is not a claim about this run.
+        assert!(claims("Watch run_delay; published on Android: run_delay -96%.").is_empty());
+        assert!(
+            claims("Watch IOPS; published: QD1 20-40% slower where cpuidle boosts.").is_empty()
+        );
+        // Slower IOPS is lower IOPS; slower latency is higher latency.
+        assert_eq!(claims("IOPS get slower")[0].sign, -1);
+        assert_eq!(claims("latency gets slower")[0].sign, 1);
+        // The shipped demos claim nothing of their own.
+        for (name, _) in SHIPPED {
+            let d = resolve(name, 2).unwrap();
+            for cap in d.steps.iter().filter_map(|s| s.caption.as_deref()) {
+                assert!(
+                    claims(cap).is_empty(),
+                    "{name}: {cap:?} claims {:?}",
+                    claims(cap)
+                );
             }
         }
     }

@@ -657,6 +657,13 @@ pub fn load_file(path: &Path) -> Result<Preset, PresetError> {
     Preset::from_toml_str(&src, &path.display().to_string(), &stem)
 }
 
+/// The comparison of preset `name` (a user's or a shipped one) and the
+/// published result it reproduces, when it states one.
+pub fn published_of(name: &str) -> Option<(Compare, Published)> {
+    let (p, _) = resolve(name).ok()?;
+    Some((p.compare?, p.published?))
+}
+
 /// The shipped preset `name` (never a user's of the same name), or None.
 pub fn shipped(name: &str) -> Option<Preset> {
     let (n, src) = SHIPPED.iter().find(|(n, _)| *n == name)?;

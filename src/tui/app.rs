@@ -52,7 +52,14 @@ pub struct Baseline {
     pub settings: Settings,
     /// Each metric's spread over the window's intervals (its noise).
     pub spread: WindowSpread,
+    /// The window's records (a demo's verdict is computed over them).
+    pub records: Vec<IntervalRecord>,
 }
+
+/// Seconds of each window a demo's verdict takes one sample from.
+pub const VERDICT_WINDOW_S: f64 = 2.0;
+/// Seconds dropped after a change before a demo's verdict counts.
+pub const VERDICT_SETTLE_S: f64 = 1.0;
 
 /// The explorer's own cost, shown in the header.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -258,6 +265,12 @@ pub struct App {
     /// Why a remote workload's records stopped (the connection was lost):
     /// the charts stay, the header says so.
     pub lost: Option<String>,
+    /// The preset's comparison and the published result it reproduces
+    /// (set with the preset): what a demo's verdict line is judged by.
+    pub published: Option<(
+        crate::scenario::preset::Compare,
+        crate::scenario::preset::Published,
+    )>,
     /// Presentation mode's big numbers (a demo's; empty: the defaults).
     pub headline: Vec<crate::scenario::demo::Headline>,
     /// While a demo runs within its length (s), the charts span the whole
@@ -322,6 +335,7 @@ impl App {
             replay: None,
             present: false,
             caption: None,
+            published: None,
             place: None,
             lost: None,
             headline: Vec::new(),
@@ -575,15 +589,83 @@ impl App {
         };
         let buckets = self.now_buckets.clone();
         let spread = WindowSpread::of(self.now_records());
+        let records = self.now_records().cloned().collect();
         self.baseline = Some(Baseline {
             stats,
             buckets,
             label: self.plan.clone(),
             settings: self.settings.clone(),
             spread,
+            records,
         });
         self.ab_other = None;
         true
+    }
+
+    /// The verdict of the change since the baseline on the preset's
+    /// published metric, computed over this run's own windows (the
+    /// baseline's, and the current settings' since they were set): the
+    /// verdict's kind and its line, or a line saying it is measuring. None
+    /// without a baseline, a published result, or a change of its setting.
+    pub fn demo_verdict(&self) -> Option<(crate::output::verdict::Kind, String)> {
+        let (cmp, pb) = self.published.as_ref()?;
+        let b = self.baseline.as_ref()?;
+        let (from, to) = (b.settings.get(&cmp.key)?, self.settings.get(&cmp.key)?);
+        if from == to {
+            return None;
+        }
+        let published = if [&from, &to] == [&cmp.values[0], &cmp.values[1]] {
+            Some(pb.clone())
+        } else if [&to, &from] == [&cmp.values[0], &cmp.values[1]] {
+            Some(pb.inverted())
+        } else {
+            None
+        };
+        let metric = crate::metrics::table::metric(&pb.metric)?;
+        let Some(v) = self.verdict_on(metric, published.as_ref()) else {
+            let secs: f64 = self.now_records().map(|r| r.interval_s).sum();
+            return Some((
+                crate::output::verdict::Kind::NotMeasured,
+                format!(
+                    "this run: measuring {} {from} -> {to} ({secs:.0} s so far; a verdict needs two {VERDICT_WINDOW_S:.0} s windows each side)",
+                    metric.label
+                ),
+            ));
+        };
+        let cell = |x: f64| metric.cell(x).trim().to_string();
+        Some((
+            v.verdict.kind,
+            format!(
+                "this run, {} {from} -> {to}: {} -> {}, {} [{} x {VERDICT_WINDOW_S:.0} s windows each side, one after the other]",
+                metric.label,
+                cell(v.before),
+                cell(v.after),
+                v.verdict.text,
+                v.windows
+            ),
+        ))
+    }
+
+    /// `metric` since the baseline, over this run's own windows (the
+    /// baseline's, and those since the last change), judged against
+    /// `published` when given; None without a baseline or until each
+    /// side holds two windows.
+    pub fn verdict_on(
+        &self,
+        metric: &crate::metrics::Metric,
+        published: Option<&crate::scenario::preset::Published>,
+    ) -> Option<crate::output::verdict::WindowVerdict> {
+        let b = self.baseline.as_ref()?;
+        let before: Vec<&IntervalRecord> = b.records.iter().collect();
+        let after: Vec<&IntervalRecord> = self.now_records().collect();
+        crate::output::verdict::of_windows(
+            &before,
+            &after,
+            metric,
+            published,
+            VERDICT_WINDOW_S,
+            VERDICT_SETTLE_S,
+        )
     }
 
     /// A/B (`B`): the settings to run next, flipping between the

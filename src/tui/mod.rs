@@ -29,6 +29,7 @@ pub mod overlay;
 pub mod policy;
 pub mod render;
 pub mod replay;
+pub mod sweep_view;
 pub mod text;
 pub mod theme;
 
@@ -264,6 +265,7 @@ pub fn run(
     if let Some((name, description)) = &opts.preset {
         app.log_line(0.0, format!("preset {name}: {description}"), false);
         app.preset = opts.preset.clone();
+        app.published = crate::scenario::preset::published_of(name);
     }
     let driver = EngineDriver { engine, recording };
     match script {
@@ -493,6 +495,7 @@ fn overlay_done(app: &mut App, engine: &mut dyn Workload, what: OverlayAction) {
             apply(app, engine, *settings);
             if !matches!(app.overlay, Overlay::Error(_)) {
                 engine.mark_event(&format!("preset {name}"));
+                app.published = crate::scenario::preset::published_of(&name);
                 app.preset = Some((name, description));
             }
         }

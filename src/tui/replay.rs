@@ -66,6 +66,7 @@ impl ReplayDriver {
         }
         if let Some(p) = &h.preset {
             app.preset = Some((p.clone(), String::new()));
+            app.published = crate::scenario::preset::published_of(p);
         }
         app
     }

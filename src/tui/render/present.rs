@@ -217,7 +217,10 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     // A demo's caption: a band of its own, up to three wrapped lines,
     // under the headline numbers; nothing covers it.
     let caption_lines = caption_lines(app, area.width);
-    let band_h = caption_lines.as_ref().map_or(0, |l| l.len() as u16 + 2);
+    let verdict = app.demo_verdict();
+    let band_h = caption_lines
+        .as_ref()
+        .map_or(0, |l| l.len() as u16 + 2 + u16::from(verdict.is_some()));
     let mut rows = vec![Constraint::Length(1), Constraint::Length(big_h)];
     if band_h > 0 {
         rows.push(Constraint::Length(band_h));
@@ -227,7 +230,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     let parts = Layout::vertical(rows).split(area);
     let chart_at = if band_h > 0 { 3 } else { 2 };
     if let Some(lines) = &caption_lines {
-        render_caption(app, lines, th, parts[2], buf);
+        render_caption(app, lines, verdict.as_ref(), th, parts[2], buf);
     }
     render_header(app, th, parts[0], buf);
     render_headlines(app, th, parts[1], buf);
@@ -260,11 +263,18 @@ fn caption_lines(app: &App, width: u16) -> Option<Vec<String>> {
 }
 
 /// The caption band, titled with the demo's progress.
-fn render_caption(app: &App, lines: &[String], th: &Theme, area: Rect, buf: &mut Buffer) {
+fn render_caption(
+    app: &App,
+    lines: &[String],
+    verdict: Option<&(crate::output::verdict::Kind, String)>,
+    th: &Theme,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let title = app
         .demo_progress()
         .map_or(" demo ".to_string(), |p| format!(" {p} "));
-    let text: Vec<Line> = lines
+    let mut text: Vec<Line> = lines
         .iter()
         .map(|l| {
             Line::from(Span::styled(
@@ -273,6 +283,21 @@ fn render_caption(app: &App, lines: &[String], th: &Theme, area: Rect, buf: &mut
             ))
         })
         .collect();
+    // Under the caption, this run's verdict, computed (never the caption's
+    // claim): green where the published sign shows, red where the
+    // opposite does, plain where the windows' ranges overlap.
+    if let Some((kind, line)) = verdict {
+        use crate::output::verdict::Kind;
+        let color = match kind {
+            Kind::Reproduced => th.good,
+            Kind::NotReproduced => th.bad,
+            _ => th.text,
+        };
+        text.push(Line::from(Span::styled(
+            crate::tui::text::ellipsize(line, area.width.saturating_sub(4) as usize),
+            Style::default().fg(color).add_modifier(Modifier::BOLD),
+        )));
+    }
     Paragraph::new(text)
         .block(super::look::panel(&title, th))
         .render(area, buf);
