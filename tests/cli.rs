@@ -542,3 +542,263 @@ fn lab_bad_input_exits_2_naming_what_is_allowed() {
         );
     }
 }
+
+#[test]
+fn sweep_checks_every_point_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = readpath_cpus();
+    let too_many = format!("workload.cpus={}", n + 1);
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec!["--preset", "fsverity-bound-vs-unbound"],
+            vec!["--across"],
+        ),
+        (
+            vec![
+                "--preset",
+                "fsverity-bound-vs-unbound",
+                "--across",
+                "load.hogs=1,x",
+            ],
+            vec!["--across: load.hogs", "\"x\""],
+        ),
+        (
+            vec![
+                "--preset",
+                "fsverity-bound-vs-unbound",
+                "--across",
+                "workers.mode=bound",
+            ],
+            vec!["the setting the sweep compares"],
+        ),
+        (
+            vec![
+                "--preset",
+                "fsverity-bound-vs-unbound",
+                "--across",
+                "load.hogs=1",
+                "--across",
+                "load.hogs=2",
+            ],
+            vec!["named twice"],
+        ),
+        (
+            vec![
+                "--preset",
+                "fsverity-bound-vs-unbound",
+                "--across",
+                "load.hogs=1",
+                "--across",
+                "workload.readers=1",
+                "--across",
+                "workload.queue_depth=1",
+            ],
+            vec!["one or two axes"],
+        ),
+        (
+            vec![
+                "--preset",
+                "io_uring-qd1-iowait",
+                "--across",
+                "load.hogs=0,1",
+            ],
+            vec!["workload.sleep has 3 values", "exactly two"],
+        ),
+        (
+            vec![
+                "--preset",
+                "fsverity-bound-vs-unbound",
+                "--across",
+                "load.hogs=0,1",
+                "--metric",
+                "speed",
+            ],
+            vec!["--metric \"speed\"", "run_delay_ms_per_s"],
+        ),
+        (
+            vec![
+                "--preset",
+                "fsverity-bound-vs-unbound",
+                "--across",
+                &too_many,
+            ],
+            vec!["at workload.cpus=", "more than readpath may use"],
+        ),
+        (
+            vec![
+                "--preset",
+                "fsverity-bound-vs-unbound",
+                "--across",
+                "load.hogs=0,1,2,3,4,5,6,7,8",
+                "--across",
+                "workload.readers=1,2,3,4,5,6,7,8",
+            ],
+            vec!["72 points", "at most 64"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let mut full = vec!["sweep", "--duration", "1s"];
+        full.extend_from_slice(&args);
+        let o = readpath(&full, tmp.path());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {err:?} lacks {n:?}");
+        }
+        assert!(
+            tree_listing(tmp.path()).is_empty(),
+            "{args:?}: files were written"
+        );
+    }
+}
+
+/// The CPUs readpath may use here.
+fn readpath_cpus() -> usize {
+    readpath::sys::online_cpus().len()
+}
+
+/// A short sweep end to end: every point ran A and B and counted reads,
+/// each cell has a verdict against the preset's published figure, the
+/// report reads back, and `plot` draws its heat map.
+#[test]
+fn a_sweep_runs_every_point_and_plots_a_heat_map() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("sweep.json");
+    let o = readpath(
+        &[
+            "sweep",
+            "--preset",
+            "fsverity-bound-vs-unbound",
+            "--set",
+            "workload.file_size=16M",
+            "--across",
+            "load.hogs=0,all",
+            "--rounds",
+            "2",
+            "--duration",
+            "500ms",
+            "--warmup",
+            "250ms",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{}{text}", stderr(&o));
+    assert!(
+        text.contains("change of run_delay ms/s, unbound -> bound"),
+        "{text}"
+    );
+    assert!(text.contains("hogs=all"), "{text}");
+    let r = readpath::output::sweep::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(r.points.len(), 2);
+    for p in &r.points {
+        assert_eq!(p.variants.len(), 2);
+        for v in &p.variants {
+            assert_eq!(v.rounds.len(), 2, "{:?}", p.at);
+            assert!(v.rounds.iter().all(|w| w.reads > 0), "{:?}", p.at);
+            assert_eq!(v.failed_reads, 0);
+        }
+        assert_eq!(p.verdict.published.as_deref(), Some("-96%"));
+    }
+    let png = tmp.path().join("map.svg");
+    let o = readpath(
+        &[
+            "plot",
+            out.to_str().unwrap(),
+            "--out",
+            png.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&png).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("hogs"), "{svg}");
+}
+
+/// `workload.cpus = 1` and `load.hogs = "all"`: every thread the run
+/// starts (readers, both queues' workers, interrupt threads, hogs) is
+/// allowed exactly the first CPU readpath may use, and there is one hog;
+/// read from /proc while the run is under way.
+#[test]
+fn workload_cpus_holds_every_thread_of_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = readpath::sys::online_cpus()[0];
+    let child = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .arg("--data-dir")
+        .arg(tmp.path())
+        .args([
+            "run",
+            "--duration",
+            "4s",
+            "--set",
+            "workload.file_size=16M",
+            "--set",
+            "workload.cpus=1",
+            "--set",
+            "load.hogs=all",
+            "--set",
+            "workload.readers=2",
+            "--set",
+            "workload.completion=irq",
+            "--set",
+            "workers.mode=unbound",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the workload's threads, then read each one's affinity.
+    let tasks = std::path::PathBuf::from(format!("/proc/{}/task", child.id()));
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for _ in 0..60 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        seen.clear();
+        for t in std::fs::read_dir(&tasks).into_iter().flatten().flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            let allowed = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            seen.push((comm.trim().to_string(), allowed));
+        }
+        if seen.iter().any(|(c, _)| c.starts_with("hog-"))
+            && seen.iter().any(|(c, _)| c.starts_with("reader-"))
+        {
+            break;
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let work: Vec<&(String, String)> = seen
+        .iter()
+        .filter(|(c, _)| {
+            ["reader-", "hog-", "fscrypt", "fsverity", "irq"]
+                .iter()
+                .any(|p| c.starts_with(p))
+        })
+        .collect();
+    assert!(
+        work.iter().any(|(c, _)| c.starts_with("reader-")),
+        "no reader seen: {seen:?}"
+    );
+    for (comm, allowed) in &work {
+        assert_eq!(
+            allowed,
+            &first.to_string(),
+            "{comm} may run on {allowed}: {seen:?}"
+        );
+    }
+    let hogs = work.iter().filter(|(c, _)| c.starts_with("hog-")).count();
+    assert_eq!(hogs, 1, "one hog per CPU of the run: {seen:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("CPUs: {first} (workload.cpus)"))
+            && text.contains("1 hogs at nice 0 (one per CPU the run may use)"),
+        "{text}"
+    );
+}

@@ -815,3 +815,41 @@ fn io_pages_is_the_data_devices_max_sectors_kb_over_4() {
         }
     }
 }
+
+/// The interval handoff does not wake idle workers: a worker parked with
+/// nothing to do published what it recorded before it parked, so the
+/// sampler collects it where it sleeps. Before, every worker was woken at
+/// every interval (20 times a second here), and each wake on a busy CPU
+/// was run_delay the workload never caused. At 40 reads a second, the
+/// workers' voluntary switches follow the items, not the intervals.
+#[test]
+fn idle_workers_are_not_woken_by_the_interval_handoff() {
+    let s = settings(&[
+        "workload.rate_iops=40",
+        "workers.mode=bound",
+        "workers.verify_mode=bound",
+    ]);
+    let (totals, records, _) = run_for(s, Duration::from_secs(3));
+    let sched = records
+        .iter()
+        .fold(readpath::metrics::WorkerSched::default(), |mut a, r| {
+            a.add(&r.workers);
+            a
+        });
+    let reads = totals.rec.counters.reads;
+    let intervals = records.len() as u64;
+    assert!(
+        reads > 0 && sched.threads > 0,
+        "{reads} reads, {} workers",
+        sched.threads
+    );
+    // Two items a read at most (decrypt, verify), a wake each; the
+    // handoff alone would add threads x intervals.
+    let handoff = u64::from(sched.threads) * intervals;
+    assert!(
+        sched.voluntary_switches < 2 * reads + handoff / 4,
+        "{} voluntary switches of {} workers over {intervals} intervals for {reads} reads: the handoff wakes idle workers",
+        sched.voluntary_switches,
+        sched.threads
+    );
+}

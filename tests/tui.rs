@@ -770,3 +770,33 @@ fn a_quiet_setting_shows_once_changed() {
     let screen = text(&draw(&a, &look(), 160, 48));
     assert!(screen.contains("affinity_stri"), "{screen}");
 }
+
+/// A finished sweep (`readpath replay SWEEP.json`) at the sizes a user
+/// has: the grid whole, every verdict coloured, the selected point in
+/// words, nothing cut mid-value.
+#[test]
+fn sweep_view_at_80x24_120x40_160x48() {
+    use readpath::tui::sweep_view::{Cursor, render};
+    let r = readpath::tui::fixture::sweep();
+    for (w, h) in [(80u16, 24u16), (120, 40), (160, 48)] {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        let th = Theme::named(ThemeName::Dark);
+        t.draw(|f| render(&r, Cursor { row: 1, col: 1 }, &th, f.area(), f.buffer_mut()))
+            .unwrap();
+        let screen = text(t.backend().buffer());
+        for want in [
+            "-98% ✓",
+            "+55% ✗",
+            "~-5%",
+            "workload.cpus = 2, load.hogs = 1",
+            "not reproduced: +55%, ranges apart (published -96%)",
+            "the opposite sign (ranges apart) at 1 of 6: cpus=2/hogs=1",
+        ] {
+            assert!(
+                screen.contains(want),
+                "{w}x{h}: {want:?} missing:\n{screen}"
+            );
+        }
+        insta::assert_snapshot!(format!("sweep_{w}x{h}"), screen);
+    }
+}

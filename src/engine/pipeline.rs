@@ -751,6 +751,7 @@ fn spawn_worker(
                 &ctx.stop_workers,
                 &mut h,
                 |h| h.tick(),
+                |h, parking| if parking { h.idle() } else { h.awake() },
                 |h, item| ctx.work(&mut h.rec, item, Some(&q)),
             );
             if let Ok(c) =

@@ -536,6 +536,7 @@ impl WorkQueue {
         stop: &AtomicBool,
         state: &mut S,
         tick: impl Fn(&mut S),
+        idle: impl Fn(&mut S, bool),
         mut work: impl FnMut(&mut S, WorkItem),
     ) {
         CURRENT.with(|c| c.set((self as *const _ as usize, index)));
@@ -558,7 +559,11 @@ impl WorkQueue {
             if stop.load(Ordering::SeqCst) {
                 break;
             }
+            // Published before it may park, so the sampler need not wake
+            // it; marked awake again before it records anything.
+            idle(state, true);
             let item = self.sleep_from(index, running);
+            idle(state, false);
             running = true;
             if let Some(item) = item {
                 self.item_start(index);
@@ -1026,7 +1031,7 @@ mod tests {
                 let (q, stop, work) = (q.clone(), stop.clone(), work.clone());
                 std::thread::spawn(move || {
                     q.register_worker(i);
-                    q.serve(i, &stop, &mut (), |_| {}, |_, it| work(i, it))
+                    q.serve(i, &stop, &mut (), |_| {}, |_, _| {}, |_, it| work(i, it))
                 })
             })
             .collect()
@@ -1168,6 +1173,7 @@ mod tests {
                         &stop,
                         &mut (),
                         |_| {},
+                        |_, _| {},
                         |_, it| {
                             work(&q, it);
                             done.lock().unwrap().push(it.slot);

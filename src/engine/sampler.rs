@@ -392,11 +392,15 @@ impl Sampler {
         let reg = self.shared.registry.clone();
         let epoch = reg.bump_epoch();
         let slots = reg.slots();
-        for s in &slots {
+        // A thread parked idle published everything before it parked:
+        // it is not woken (the workload would not have woken it).
+        let done =
+            |s: &crate::metrics::ThreadSlot| !s.is_alive() || s.is_parked() || s.has_seen(epoch);
+        for s in slots.iter().filter(|s| !done(s)) {
             s.unpark();
         }
         let deadline = now_ns() + (self.interval_ns / 4).min(50_000_000);
-        while now_ns() < deadline && !slots.iter().all(|s| !s.is_alive() || s.has_seen(epoch)) {
+        while now_ns() < deadline && !slots.iter().all(|s| done(s)) {
             std::thread::sleep(Duration::from_micros(200));
         }
         // Threads already dead now have published everything: collect them
@@ -405,6 +409,8 @@ impl Sampler {
         self.merged.reset();
         for s in &slots {
             s.collect(&mut self.merged);
+            // A thread parked idle: what it recorded before it parked.
+            s.collect_live(&mut self.merged);
         }
         // Workers' scheduler counters, and the irq threads' apart.
         let mut ws = WorkerSched::default();

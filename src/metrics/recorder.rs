@@ -294,6 +294,13 @@ pub struct ThreadSlot {
     mailbox: Mutex<Mailbox>,
     seen_epoch: AtomicU64,
     alive: AtomicBool,
+    /// The thread's live recorder: locked by the thread while it runs (a
+    /// [`LiveRecorder`]), let go while it is parked idle
+    /// ([`ThreadHandle::idle`]), when the sampler takes its data without
+    /// waking it.
+    live: Arc<parking_lot::Mutex<Recorder>>,
+    /// Parked idle, its live recorder let go.
+    parked: AtomicBool,
     final_sched: Mutex<Option<crate::sys::ThreadCounters>>,
 }
 
@@ -324,6 +331,30 @@ impl ThreadSlot {
         self.seen_epoch.load(Ordering::Acquire) >= epoch
     }
 
+    /// True while the thread is parked idle with its live recorder let
+    /// go: the handoff takes its data with [`Self::collect_live`], and
+    /// waking it would be the sampler's doing, not the workload's (a wake
+    /// on a busy CPU is run_delay; a managed pool's last idle worker
+    /// leaving makes the manager start another).
+    pub fn is_parked(&self) -> bool {
+        self.parked.load(Ordering::Acquire)
+    }
+
+    /// Moves the live recorder's data into `into` if the thread let it go
+    /// (parked idle); false, touching nothing, while the thread holds it.
+    pub fn collect_live(&self, into: &mut Recorder) -> bool {
+        match self.live.try_lock() {
+            Some(mut live) => {
+                if !live.is_empty() {
+                    into.merge(&live);
+                    live.reset();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Moves any published data into `into` (sampler side).
     pub fn collect(&self, into: &mut Recorder) {
         let mut mb = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
@@ -348,6 +379,8 @@ impl Registry {
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("readpath").to_string();
         let epoch = self.epoch.load(Ordering::Acquire);
+        let live = Arc::new(parking_lot::Mutex::new(Recorder::new()));
+        let held = live.lock_arc();
         let slot = Arc::new(ThreadSlot {
             name,
             role,
@@ -359,6 +392,8 @@ impl Registry {
             }),
             seen_epoch: AtomicU64::new(epoch),
             alive: AtomicBool::new(true),
+            live,
+            parked: AtomicBool::new(false),
             final_sched: Mutex::new(None),
         });
         self.slots
@@ -369,7 +404,7 @@ impl Registry {
             registry: self.clone(),
             slot,
             epoch,
-            rec: Recorder::new(),
+            rec: LiveRecorder(Some(held)),
         }
     }
 
@@ -398,13 +433,35 @@ impl Registry {
     }
 }
 
+/// A thread's live recorder, held (locked) while the thread runs: a
+/// [`Recorder`] to write into. Let go only while the thread is parked
+/// idle, when nothing records.
+pub struct LiveRecorder(Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, Recorder>>);
+
+impl std::ops::Deref for LiveRecorder {
+    type Target = Recorder;
+    fn deref(&self) -> &Recorder {
+        self.0
+            .as_deref()
+            .expect("a thread records only while it holds its recorder")
+    }
+}
+
+impl std::ops::DerefMut for LiveRecorder {
+    fn deref_mut(&mut self) -> &mut Recorder {
+        self.0
+            .as_deref_mut()
+            .expect("a thread records only while it holds its recorder")
+    }
+}
+
 /// A thread's side of the handoff: its live recorder plus its mailbox.
 pub struct ThreadHandle {
     registry: Arc<Registry>,
     slot: Arc<ThreadSlot>,
     epoch: u64,
     /// The live recorder the thread writes into.
-    pub rec: Recorder,
+    pub rec: LiveRecorder,
 }
 
 impl ThreadHandle {
@@ -425,12 +482,34 @@ impl ThreadHandle {
                 mb.rec.merge(&self.rec);
                 self.rec.reset();
             } else {
-                std::mem::swap(&mut mb.rec, &mut self.rec);
+                std::mem::swap(&mut mb.rec, &mut *self.rec);
                 mb.pending = true;
             }
         }
         self.epoch = epoch;
         self.slot.seen_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// About to park with nothing to do: lets its live recorder go, so
+    /// the sampler's handoff takes its data where it sleeps instead of
+    /// waking it (one uncontended unlock per idle transition).
+    #[inline]
+    pub fn idle(&mut self) {
+        if self.rec.0.is_some() {
+            self.slot.parked.store(true, Ordering::Release);
+            self.rec.0 = None;
+        }
+    }
+
+    /// Woken (work, a stop, or a spurious wake): holds its recorder again
+    /// (waiting, at most, for a sampler merging it) before it records;
+    /// what it records goes out at its next safe point.
+    #[inline]
+    pub fn awake(&mut self) {
+        if self.rec.0.is_none() {
+            self.rec.0 = Some(self.slot.live.lock_arc());
+            self.slot.parked.store(false, Ordering::Release);
+        }
     }
 
     /// The thread's slot (tid, name).
@@ -442,6 +521,7 @@ impl ThreadHandle {
 impl Drop for ThreadHandle {
     fn drop(&mut self) {
         // Publish everything recorded so far, then mark the slot dead.
+        self.awake();
         let e = self.registry.epoch.load(Ordering::Acquire);
         self.publish(e);
         self.slot.alive.store(false, Ordering::Release);

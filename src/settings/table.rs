@@ -389,6 +389,7 @@ pub static KEYS: &[Setting] = &[
         help: "the CPUs the whole run may use: readers, workers (bound pools exist only there, unbound pods are cut to them), interrupt threads and hogs; on the kernel target readpath's threads and the kernel's unbound workqueues (kernel.unbound_cpus unless set)",
         ladder: &["all", "1", "2", "4", "8", "16"],
         apply: Apply::Rebuild,
+        quiet: true,
     }),
     setting!(workload.irq_cpus, Kind::Cpus, {
         note: "each submitting CPU takes its own interrupt, as on a multi-queue NVMe",

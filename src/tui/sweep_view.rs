@@ -75,35 +75,52 @@ pub fn render(r: &SweepReport, at: Cursor, th: &Theme, area: Rect, buf: &mut Buf
     ])
     .split(area);
     // What it is.
-    let what = format!(
-        "{}{metric}: {} {a} -> {b}",
-        r.preset
-            .as_ref()
-            .map_or(String::new(), |p| format!("{p} · ")),
-        r.compare.key
+    // Two header lines of whole fields: a field that does not fit is
+    // left out, never cut.
+    let fit = |fields: Vec<String>, width: usize| -> String {
+        let mut out = String::new();
+        for f in fields {
+            let add = if out.is_empty() { f.clone() } else { format!(" · {f}") };
+            if out.chars().count() + add.chars().count() <= width {
+                out.push_str(&add);
+            }
+        }
+        out
+    };
+    let w = area.width as usize;
+    let first = fit(
+        vec![
+            format!("{metric}: {} {a} -> {b}", r.compare.key),
+            r.published
+                .as_ref()
+                .map_or(String::new(), |p| format!("published {}", p.figure())),
+        ]
+        .into_iter()
+        .filter(|f| !f.is_empty())
+        .collect(),
+        w.saturating_sub(15),
+    );
+    let second = fit(
+        [
+            r.preset.as_ref().map(|p| format!("preset {p}")),
+            Some(format!("{} points", r.points.len())),
+            Some(format!(
+                "{} round(s) x {:.0} s, interleaved",
+                r.rounds, r.duration_s
+            )),
+            Some(format!("{} ({} CPUs)", r.machine.cpu_model, r.machine.cpus)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        w,
     );
     Paragraph::new(vec![
         Line::from(vec![
             Span::styled("readpath sweep ", th.title()),
-            Span::styled(
-                crate::tui::text::ellipsize(&what, (area.width as usize).saturating_sub(15)),
-                th.text(),
-            ),
+            Span::styled(first, th.text()),
         ]),
-        Line::from(Span::styled(
-            format!(
-                "{} points · {} round(s) x {:.0} s, interleaved · {} ({} CPUs){}",
-                r.points.len(),
-                r.rounds,
-                r.duration_s,
-                r.machine.cpu_model,
-                r.machine.cpus,
-                r.published
-                    .as_ref()
-                    .map_or(String::new(), |p| format!(" · published {}", p.figure()))
-            ),
-            th.dim(),
-        )),
+        Line::from(Span::styled(second, th.dim())),
     ])
     .render(parts[0], buf);
     // The grid: row labels, then a column per value of the second axis.
