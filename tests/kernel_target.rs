@@ -947,3 +947,80 @@ fn autogroups_are_turned_for_a_model_run_and_put_back() {
         assert_eq!(read(), before, "put back (killed: {kill})");
     }
 }
+
+/// `workload.cpus = 1` on the kernel target: the kernel's unbound
+/// workqueues (its loop worker, fscrypt's queue) are held to the run's one
+/// CPU through the unbound cpumask while it runs, readpath's own threads
+/// are held there by their affinity, and the mask comes back after.
+#[test]
+fn workload_cpus_holds_the_kernels_unbound_queues_and_puts_the_mask_back() {
+    if skip("workload_cpus_holds_the_kernels_unbound_queues_and_puts_the_mask_back") {
+        return;
+    }
+    const MASK: &str = "/sys/devices/virtual/workqueue/cpumask";
+    if readpath::sys::online_cpus().len() < 2 || !Path::new(MASK).exists() {
+        skip::skip(
+            "workload_cpus_holds_the_kernels_unbound_queues_and_puts_the_mask_back",
+            "needs 2 CPUs and the unbound cpumask",
+            false,
+        );
+        return;
+    }
+    let _g = lock();
+    let data = tempfile::tempdir().unwrap();
+    let mask = || std::fs::read_to_string(MASK).unwrap().trim().to_string();
+    let before = mask();
+    let first = readpath::sys::online_cpus()[0];
+    let want = readpath::sys::cpu_mask_hex(&[first]);
+    let child = readpath(data.path())
+        .args([
+            "run",
+            "--set",
+            "workload.target=kernel",
+            "--set",
+            "workload.file_size=8M",
+            "--set",
+            "workload.cpus=1",
+            "--set",
+            "load.hogs=all",
+            "--duration",
+            "60s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the unbound cpumask to be turned",
+        Duration::from_secs(60),
+        || mask() == want,
+    );
+    // readpath's own threads: readers and the hog on that CPU too.
+    let tasks = PathBuf::from(format!("/proc/{}/task", child.id()));
+    wait_until("the readers", Duration::from_secs(20), || {
+        std::fs::read_dir(&tasks).unwrap().flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .unwrap_or_default()
+                .starts_with("reader-")
+        })
+    });
+    for t in std::fs::read_dir(&tasks).unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !(comm.starts_with("reader-") || comm.starts_with("hog-")) {
+            continue;
+        }
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        assert_eq!(allowed, first.to_string(), "{}", comm.trim());
+    }
+    // SAFETY: kill on a child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(mask(), before, "the unbound cpumask is put back");
+}

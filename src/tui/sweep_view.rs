@@ -80,7 +80,11 @@ pub fn render(r: &SweepReport, at: Cursor, th: &Theme, area: Rect, buf: &mut Buf
     let fit = |fields: Vec<String>, width: usize| -> String {
         let mut out = String::new();
         for f in fields {
-            let add = if out.is_empty() { f.clone() } else { format!(" · {f}") };
+            let add = if out.is_empty() {
+                f.clone()
+            } else {
+                format!(" · {f}")
+            };
             if out.chars().count() + add.chars().count() <= width {
                 out.push_str(&add);
             }
