@@ -7,6 +7,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "common/tasks.rs"]
+mod tasks;
+
 fn readpath(args: &[&str], data_dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_readpath"))
         .arg("--data-dir")
@@ -750,22 +753,10 @@ fn workload_cpus_holds_every_thread_of_the_run() {
         .spawn()
         .unwrap();
     // Wait for the workload's threads, then read each one's affinity.
-    let tasks = std::path::PathBuf::from(format!("/proc/{}/task", child.id()));
     let mut seen: Vec<(String, String)> = Vec::new();
     for _ in 0..60 {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        seen.clear();
-        for t in std::fs::read_dir(&tasks).into_iter().flatten().flatten() {
-            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-            let allowed = status
-                .lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .unwrap_or("")
-                .trim()
-                .to_string();
-            seen.push((comm.trim().to_string(), allowed));
-        }
+        seen = tasks::affinities(child.id());
         if seen.iter().any(|(c, _)| c.starts_with("hog-"))
             && seen.iter().any(|(c, _)| c.starts_with("reader-"))
         {

@@ -30,6 +30,8 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 
 #[path = "common/kernel.rs"]
 mod probe;
+#[path = "common/tasks.rs"]
+mod tasks;
 
 /// Why this machine cannot run the kernel target, if it cannot.
 fn missing() -> Option<String> {
@@ -996,27 +998,15 @@ fn workload_cpus_holds_the_kernels_unbound_queues_and_puts_the_mask_back() {
         || mask() == want,
     );
     // readpath's own threads: readers and the hog on that CPU too.
-    let tasks = PathBuf::from(format!("/proc/{}/task", child.id()));
     wait_until("the readers", Duration::from_secs(20), || {
-        std::fs::read_dir(&tasks).unwrap().flatten().any(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .unwrap_or_default()
-                .starts_with("reader-")
-        })
+        tasks::affinities(child.id())
+            .iter()
+            .any(|(c, _)| c.starts_with("reader-"))
     });
-    for t in std::fs::read_dir(&tasks).unwrap().flatten() {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if !(comm.starts_with("reader-") || comm.starts_with("hog-")) {
-            continue;
+    for (comm, allowed) in tasks::affinities(child.id()) {
+        if comm.starts_with("reader-") || comm.starts_with("hog-") {
+            assert_eq!(allowed, first.to_string(), "{comm}");
         }
-        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-        let allowed = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        assert_eq!(allowed, first.to_string(), "{}", comm.trim());
     }
     // SAFETY: kill on a child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

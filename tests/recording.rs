@@ -769,7 +769,7 @@ fn shipped_demo_captions_claim_only_what_their_recordings_show() {
         }
         d.seek(&mut app, end);
         if app.published.is_some() {
-            let (kind, line) = app
+            let (kind, line, _) = app
                 .demo_verdict()
                 .unwrap_or_else(|| panic!("{name}: no verdict line at the end"));
             assert!(kind != Kind::NotMeasured, "{name}: {line}");

@@ -46,72 +46,71 @@ fn draw(
             .into());
         }
     }
-    // A sweep report (a regular JSON file): its heat map.
-    if let Some(sweep) = sweep_report(file)? {
-        if format == PlotFormat::Csv {
-            return Err(BadInput(format!(
-                "{}: a sweep report: plot draws it as a heat map (SVG or PNG); its numbers are in the JSON",
-                file.display()
-            ))
-            .into());
-        }
-        let svg = crate::output::heatmap::svg(&sweep, size.0, size.1)
-            .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
-        let bytes = if out.extension().is_some_and(|e| e == "png") {
-            crate::output::plot::rasterize(svg.as_bytes(), size.0, size.1)
-                .with_context(|| format!("--out {}", out.display()))?
-        } else {
-            svg.into_bytes()
-        };
-        target.write_all(&bytes).map_err(output_error)?;
-        if out != Path::new("-") {
-            print_text(&format!(
-                "readpath plot: wrote {} (sweep heat map, {}x{}, {} bytes)\n",
-                out.display(),
-                size.0,
-                size.1,
-                bytes.len()
-            ))?;
-        }
-        return Ok(());
+    // What is drawn: a sweep report's heat map, or a recording's charts
+    // (or its series as CSV); then written and said alike.
+    let sweep = sweep_report(file)?;
+    if sweep.is_some() && format == PlotFormat::Csv {
+        return Err(BadInput(format!(
+            "{}: a sweep report: plot draws it as a heat map (SVG or PNG); its numbers are in the JSON",
+            file.display()
+        ))
+        .into());
     }
-    let rec = crate::output::recording::read(file).map_err(recording_error)?;
-    let bytes = match format {
-        PlotFormat::Csv => crate::output::plot::csv(&rec).into_bytes(),
-        PlotFormat::Svg => {
-            let svg = crate::output::plot::svg(&rec, size.0, size.1, metrics, captions)
-                .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
-            let png = out.extension().is_some_and(|e| e == "png");
-            if png {
-                // Drawn as SVG, rasterised by librsvg (text stays sharp).
-                crate::output::plot::rasterize(svg.as_bytes(), size.0, size.1)
-                    .with_context(|| format!("--out {}", out.display()))?
-            } else {
-                svg.into_bytes()
+    let png = out.extension().is_some_and(|e| e == "png");
+    let (svg, from) = match &sweep {
+        Some(r) => (
+            crate::output::heatmap::svg(r, size.0, size.1),
+            "sweep heat map".to_string(),
+        ),
+        None => {
+            let rec = crate::output::recording::read(file).map_err(recording_error)?;
+            match format {
+                PlotFormat::Csv => {
+                    let csv = crate::output::plot::csv(&rec);
+                    return write_out(&target, out, csv.into_bytes(), "CSV".into());
+                }
+                PlotFormat::Svg => (
+                    crate::output::plot::svg(&rec, size.0, size.1, metrics, captions),
+                    format!("from {} intervals", rec.records.len()),
+                ),
             }
         }
     };
-    // A FIFO waits for its reader here (said on stderr; a stop signal ends
-    // the wait); stdout and a FIFO are written through poll.
+    let svg = svg.map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
+    let (bytes, kind) = if png {
+        // Drawn as SVG, rasterised by librsvg (text stays sharp).
+        (
+            crate::output::plot::rasterize(svg.as_bytes(), size.0, size.1)
+                .with_context(|| format!("--out {}", out.display()))?,
+            "PNG",
+        )
+    } else {
+        (svg.into_bytes(), "SVG")
+    };
+    write_out(
+        &target,
+        out,
+        bytes,
+        format!("{kind} {}x{}, {from}", size.0, size.1),
+    )
+}
+
+/// Writes `bytes` to the checked output and says what it wrote (`what`),
+/// nothing when the output is stdout. A FIFO waits for its reader here
+/// (said on stderr; a stop signal ends the wait); stdout and a FIFO are
+/// written through poll.
+fn write_out(
+    target: &crate::files::OutputPath,
+    out: &Path,
+    bytes: Vec<u8>,
+    what: String,
+) -> Result<()> {
     target.write_all(&bytes).map_err(output_error)?;
-    // Says what it wrote (nothing when the output is stdout).
     if out != Path::new("-") {
         print_text(&format!(
-            "readpath plot: wrote {} ({}, {} bytes{})\n",
+            "readpath plot: wrote {} ({what}, {} bytes)\n",
             out.display(),
-            match format {
-                PlotFormat::Csv => "CSV".to_string(),
-                PlotFormat::Svg if out.extension().is_some_and(|e| e == "png") => {
-                    format!("PNG {}x{}", size.0, size.1)
-                }
-                PlotFormat::Svg => format!("SVG {}x{}", size.0, size.1),
-            },
-            bytes.len(),
-            if format == PlotFormat::Svg {
-                format!(", from {} intervals", rec.records.len())
-            } else {
-                String::new()
-            }
+            bytes.len()
         ))?;
     }
     Ok(())

@@ -605,9 +605,10 @@ impl App {
     /// The verdict of the change since the baseline on the preset's
     /// published metric, computed over this run's own windows (the
     /// baseline's, and the current settings' since they were set): the
-    /// verdict's kind and its line, or a line saying it is measuring. None
-    /// without a baseline, a published result, or a change of its setting.
-    pub fn demo_verdict(&self) -> Option<(crate::output::verdict::Kind, String)> {
+    /// verdict's kind, its line and how it was taken (the windows), or a
+    /// line saying it is measuring. None without a baseline, a published
+    /// result, or a change of its setting.
+    pub fn demo_verdict(&self) -> Option<(crate::output::verdict::Kind, String, String)> {
         let (cmp, pb) = self.published.as_ref()?;
         let b = self.baseline.as_ref()?;
         let (from, to) = (b.settings.get(&cmp.key)?, self.settings.get(&cmp.key)?);
@@ -627,20 +628,24 @@ impl App {
             return Some((
                 crate::output::verdict::Kind::NotMeasured,
                 format!(
-                    "this run: measuring {} {from} -> {to} ({secs:.0} s so far; a verdict needs two {VERDICT_WINDOW_S:.0} s windows each side)",
+                    "this run: measuring {} {from} -> {to}, {secs:.0} s so far",
                     metric.label
                 ),
+                format!("(a verdict needs two {VERDICT_WINDOW_S:.0} s windows each side)"),
             ));
         };
         let cell = |x: f64| metric.cell(x).trim().to_string();
         Some((
             v.verdict.kind,
             format!(
-                "this run, {} {from} -> {to}: {} -> {}, {} [{} x {VERDICT_WINDOW_S:.0} s windows each side, one after the other]",
+                "this run, {} {from} -> {to}: {} -> {}, {}",
                 metric.label,
                 cell(v.before),
                 cell(v.after),
                 v.verdict.text,
+            ),
+            format!(
+                "[{} x {VERDICT_WINDOW_S:.0} s windows each side, one after the other]",
                 v.windows
             ),
         ))

@@ -57,14 +57,17 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     )));
     lines.push(settings_line(base, app, th));
     // The preset's published result against this run: computed.
-    if let Some((kind, line)) = app.demo_verdict() {
+    if let Some((kind, line, how)) = app.demo_verdict() {
         use crate::output::verdict::Kind;
         let style = match kind {
             Kind::Reproduced => Style::default().fg(th.good),
             Kind::NotReproduced => Style::default().fg(th.bad),
             _ => th.text(),
         };
-        lines.push(Line::from(Span::styled(line, style)));
+        lines.push(Line::from(vec![
+            Span::styled(line, style),
+            Span::styled(format!(" {how}"), th.dim()),
+        ]));
     }
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })

@@ -217,10 +217,22 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     // A demo's caption: a band of its own, up to three wrapped lines,
     // under the headline numbers; nothing covers it.
     let caption_lines = caption_lines(app, area.width);
-    let verdict = app.demo_verdict();
-    let band_h = caption_lines
-        .as_ref()
-        .map_or(0, |l| l.len() as u16 + 2 + u16::from(verdict.is_some()));
+    // This run's verdict under the caption, wrapped whole (never cut), the
+    // note of how it was taken added where it fits.
+    let verdict = app.demo_verdict().map(|(kind, line, how)| {
+        let w = area.width.saturating_sub(4) as usize;
+        let mut lines = crate::tui::text::wrap_words(&line, w, w);
+        if let Some(last) = lines.last_mut()
+            && last.chars().count() + 1 + how.chars().count() <= w
+        {
+            last.push(' ');
+            last.push_str(&how);
+        }
+        (kind, lines)
+    });
+    let band_h = caption_lines.as_ref().map_or(0, |l| {
+        l.len() as u16 + 2 + verdict.as_ref().map_or(0, |(_, v)| v.len() as u16)
+    });
     let mut rows = vec![Constraint::Length(1), Constraint::Length(big_h)];
     if band_h > 0 {
         rows.push(Constraint::Length(band_h));
@@ -266,7 +278,7 @@ fn caption_lines(app: &App, width: u16) -> Option<Vec<String>> {
 fn render_caption(
     app: &App,
     lines: &[String],
-    verdict: Option<&(crate::output::verdict::Kind, String)>,
+    verdict: Option<&(crate::output::verdict::Kind, Vec<String>)>,
     th: &Theme,
     area: Rect,
     buf: &mut Buffer,
@@ -286,17 +298,19 @@ fn render_caption(
     // Under the caption, this run's verdict, computed (never the caption's
     // claim): green where the published sign shows, red where the
     // opposite does, plain where the windows' ranges overlap.
-    if let Some((kind, line)) = verdict {
+    if let Some((kind, vlines)) = verdict {
         use crate::output::verdict::Kind;
         let color = match kind {
             Kind::Reproduced => th.good,
             Kind::NotReproduced => th.bad,
             _ => th.text,
         };
-        text.push(Line::from(Span::styled(
-            crate::tui::text::ellipsize(line, area.width.saturating_sub(4) as usize),
-            Style::default().fg(color).add_modifier(Modifier::BOLD),
-        )));
+        for l in vlines {
+            text.push(Line::from(Span::styled(
+                l.clone(),
+                Style::default().fg(color).add_modifier(Modifier::BOLD),
+            )));
+        }
     }
     Paragraph::new(text)
         .block(super::look::panel(&title, th))
