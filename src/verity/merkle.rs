@@ -1532,7 +1532,11 @@ mod tests {
                 let data = random_data(len, (bs * 100 + k) as u64);
                 let path = dir.path().join(format!("f-{bs}-{len}"));
                 std::fs::write(&path, &data).unwrap();
-                for salt in salts {
+                // Every salt on the small files; the 3-level ones (up to 64
+                // MiB, hashed unoptimised in a test build) with the longest
+                // salt only: the salt's padding is covered by the others.
+                let big = len > 4 << 20;
+                for salt in salts.iter().copied().filter(|s| !big || s.len() == 32) {
                     let p = params(bs, salt);
                     let t = MerkleTree::build(p.clone(), &data);
                     let want = fsverity_digest(&path, bs, salt);
@@ -1550,7 +1554,10 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 3 * 10 * 4 + 4);
+        // 3 block sizes x 10 sizes x 4 salts, plus 1024's extra size, less
+        // the 3 salts left out at each size over 4 MiB (the two 3-level
+        // sizes of 2048 and of 4096).
+        assert_eq!(checked, 3 * 10 * 4 + 4 - 4 * 3);
     }
 
     /// 3-level tree with 1024-byte blocks: 32*32 + 5 full blocks and a short one.
