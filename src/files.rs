@@ -603,6 +603,13 @@ impl OutputFile {
     }
 }
 
+impl OutputFile {
+    /// The path as the user gave it (`-` for standard output).
+    pub fn given(&self) -> &Path {
+        &self.given
+    }
+}
+
 impl Write for OutputFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.out.write(buf)

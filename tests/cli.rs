@@ -752,10 +752,12 @@ fn workload_cpus_holds_every_thread_of_the_run() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the workload's threads, then read each one's affinity.
+    // Wait for the workload's threads (after the dataset is made: seconds
+    // on a busy machine), then read each one's affinity.
+    let mut child = child;
     let mut seen: Vec<(String, String)> = Vec::new();
-    for _ in 0..60 {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    while child.try_wait().unwrap().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
         seen = tasks::affinities(child.id());
         if seen.iter().any(|(c, _)| c.starts_with("hog-"))
             && seen.iter().any(|(c, _)| c.starts_with("reader-"))

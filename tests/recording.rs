@@ -113,20 +113,124 @@ fn a_recording_round_trips_and_leaves_no_temporary_file() {
     assert_eq!(names, ["talk.jsonl"]);
 }
 
+/// A recording is gzip unless its name ends in `.jsonl`; both hold the
+/// histograms in HdrHistogram's encoding and read back to the same records
+/// (the version-1 pairs read too: the shipped demo recordings); a damaged
+/// gzip stream is refused by line.
+#[test]
+fn a_recording_is_compressed_unless_named_jsonl_and_reads_back_either_way() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = fixture_recording();
+    let (gz, plain) = (tmp.path().join("talk.rec"), tmp.path().join("talk.jsonl"));
+    write(&gz, &rec);
+    write(&plain, &rec);
+    let (gz_bytes, plain_bytes) = (std::fs::read(&gz).unwrap(), std::fs::read(&plain).unwrap());
+    assert_eq!(&gz_bytes[..2], [0x1f, 0x8b], "gzip magic");
+    let text = String::from_utf8(plain_bytes.clone()).unwrap();
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .contains("\"latency_hist\":\"HISTF"),
+        "{text:.400}"
+    );
+    assert!(
+        gz_bytes.len() * 3 < plain_bytes.len(),
+        "{} vs {}",
+        gz_bytes.len(),
+        plain_bytes.len()
+    );
+    assert_eq!(recording::read(&gz).unwrap(), rec);
+    assert_eq!(recording::read(&plain).unwrap(), rec);
+    // Cut short: the line it breaks on is named.
+    let cut = tmp.path().join("cut.rec");
+    std::fs::write(&cut, &gz_bytes[..gz_bytes.len() / 2]).unwrap();
+    let e = recording::read(&cut).unwrap_err();
+    assert!(e.is_bad_input(), "{e}");
+    let e = e.to_string();
+    assert!(e.contains("cut.rec:") && e.contains("damaged gzip"), "{e}");
+}
+
+/// `plot --format hlog`: an HdrHistogram interval log the library's own
+/// reader parses, one untagged (latency) and one `queue_wait` histogram per
+/// interval, each decoding to exactly the recording's buckets.
+#[test]
+fn plot_writes_an_interval_log_the_hdrhistogram_reader_reads() {
+    use hdrhistogram::serialization::Deserializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = fixture_recording();
+    let path = tmp.path().join("talk.rec");
+    write(&path, &rec);
+    let hlog = tmp.path().join("talk.hlog");
+    let out = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["plot", "--format", "hlog", "--out"])
+        .arg(&hlog)
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read(&hlog).unwrap();
+    let mut start = None;
+    let mut hists = Vec::new();
+    for e in IntervalLogIterator::new(&text) {
+        match e.unwrap() {
+            LogEntry::StartTime(t) => start = Some(t),
+            LogEntry::Interval(i) => hists.push((
+                i.tag().map(|t| t.as_str().to_string()),
+                i.start_timestamp().as_secs_f64(),
+                i.encoded_histogram().to_string(),
+            )),
+            _ => {}
+        }
+    }
+    assert_eq!(start.unwrap().as_secs(), rec.header.started_unix_s);
+    assert_eq!(hists.len(), 2 * rec.records.len());
+    for (r, pair) in rec.records.iter().zip(hists.chunks(2)) {
+        for ((tag, from, b64), (want_tag, want)) in pair
+            .iter()
+            .zip([(None, &r.latency_hist), (Some("queue_wait"), &r.queue_hist)])
+        {
+            assert_eq!(tag.as_deref(), want_tag);
+            assert!(
+                (from - (r.t_s - r.interval_s)).abs() < 0.001,
+                "{from} vs {}",
+                r.t_s
+            );
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap();
+            let h: hdrhistogram::Histogram<u64> =
+                Deserializer::new().deserialize(&mut &bytes[..]).unwrap();
+            let got: Vec<(u64, u64)> = h
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect();
+            assert_eq!(&got, &want.0);
+        }
+    }
+}
+
 #[test]
 fn newer_or_foreign_files_are_refused_clearly() {
     let tmp = tempfile::tempdir().unwrap();
     let newer = tmp.path().join("newer.jsonl");
     std::fs::write(
         &newer,
-        "{\"format\":\"readpath-recording\",\"version\":2,\"something\":\"new\"}\n",
+        "{\"format\":\"readpath-recording\",\"version\":3,\"something\":\"new\"}\n",
     )
     .unwrap();
     let e = recording::read(&newer).unwrap_err();
-    assert!(matches!(e, RecordingError::Newer { found: 2, .. }), "{e}");
+    assert!(matches!(e, RecordingError::Newer { found: 3, .. }), "{e}");
     let msg = e.to_string();
     assert!(
-        msg.contains("version 2") && msg.contains("upgrade readpath"),
+        msg.contains("version 3") && msg.contains("upgrade readpath"),
         "{msg}"
     );
     let foreign = tmp.path().join("foreign.jsonl");

@@ -286,6 +286,9 @@ pub enum PlotFormat {
     Svg,
     /// One row per interval.
     Csv,
+    /// The latency histograms as an HdrHistogram interval log (`.hlog`),
+    /// for HistogramLogAnalyzer and the HdrHistogram libraries.
+    Hlog,
 }
 
 /// `readpath kernel ...`.

@@ -1,6 +1,7 @@
 //! `readpath plot`: a recording charted for slides (SVG, or PNG through
-//! librsvg) or its series exported (CSV), the output checked before the
-//! recording is read.
+//! librsvg) or its series exported (CSV, or its latency histograms as an
+//! HdrHistogram interval log), the output checked before the recording is
+//! read.
 
 use std::path::Path;
 
@@ -49,7 +50,7 @@ fn draw(
     // What is drawn: a sweep report's heat map, or a recording's charts
     // (or its series as CSV); then written and said alike.
     let sweep = sweep_report(file)?;
-    if sweep.is_some() && format == PlotFormat::Csv {
+    if sweep.is_some() && format != PlotFormat::Svg {
         return Err(BadInput(format!(
             "{}: a sweep report: plot draws it as a heat map (SVG or PNG); its numbers are in the JSON",
             file.display()
@@ -68,6 +69,14 @@ fn draw(
                 PlotFormat::Csv => {
                     let csv = crate::output::plot::csv(&rec);
                     return write_out(&target, out, csv.into_bytes(), "CSV".into());
+                }
+                PlotFormat::Hlog => {
+                    let log = crate::output::recording::interval_log(&rec);
+                    let what = format!(
+                        "HdrHistogram interval log, {} intervals x 2 histograms",
+                        rec.records.len()
+                    );
+                    return write_out(&target, out, log.into_bytes(), what);
                 }
                 PlotFormat::Svg => (
                     crate::output::plot::svg(&rec, size.0, size.1, metrics, captions),

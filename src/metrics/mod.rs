@@ -13,7 +13,8 @@
 
 //!
 //! The module is split along its seams: [`recorder`] (the hot path and the
-//! handoff), [`record`] (the record schema), [`check`] (checks of records
+//! handoff), [`record`] (the record schema), [`hdr`] (histograms in
+//! HdrHistogram's compressed encoding), [`check`] (checks of records
 //! read from outside), [`stats`] (window statistics, spread, median),
 //! [`window`] (the explorer's running window), [`table`] (the one list of
 //! metrics every screen and report reads) and [`format`] (how numbers are
@@ -21,6 +22,7 @@
 
 pub mod check;
 pub mod format;
+pub mod hdr;
 pub mod record;
 pub mod recorder;
 pub mod stats;

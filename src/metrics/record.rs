@@ -121,14 +121,44 @@ impl LatencyBuckets {
     }
 }
 
-/// A latency histogram's non-empty buckets as `[value_ns, count]` pairs,
+/// A latency histogram's non-empty buckets as `(value_ns, count)` pairs,
 /// each value the highest equivalent of its hdrhistogram bucket. It keeps the
 /// record's full 3-significant-digit resolution in a few hundred pairs, so a
 /// consumer can merge any window of intervals (the TUI's baseline and "now")
 /// into exact percentiles, where [`LatencyBuckets`] would give +-9%.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
+///
+/// Written as HdrHistogram's compressed encoding (a `HISTF...` string, see
+/// [`super::hdr`]); read from that or from the `[[value_ns, count], ...]`
+/// pairs recordings of format version 1 hold.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SparseHist(pub Vec<(u64, u64)>);
+
+impl Serialize for SparseHist {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::hdr::encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for SparseHist {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Encoded(String),
+            Pairs(Vec<(u64, u64)>),
+        }
+        match Either::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "a histogram must be an HdrHistogram string (HISTF...) or [[value_ns, count], ...]",
+            )
+        })? {
+            Either::Encoded(text) => super::hdr::decode(&text)
+                .map(SparseHist)
+                .map_err(serde::de::Error::custom),
+            Either::Pairs(p) => Ok(SparseHist(p)),
+        }
+    }
+}
 
 impl SparseHist {
     /// The non-empty buckets of a ns histogram.

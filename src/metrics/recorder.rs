@@ -552,8 +552,15 @@ mod tests {
             Percentiles::of(&merged),
             Percentiles::of(both.hist(Stage::EndToEnd))
         );
-        let json = serde_json::to_string(&SparseHist::of(a.hist(Stage::EndToEnd))).unwrap();
-        assert!(json.starts_with("[["), "{json}");
+        // Written in HdrHistogram's encoding, read back to the same buckets;
+        // the version-1 pairs still read.
+        let s = SparseHist::of(a.hist(Stage::EndToEnd));
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.starts_with("\"HISTF"), "{json}");
+        assert_eq!(serde_json::from_str::<SparseHist>(&json).unwrap(), s);
+        let pairs = serde_json::to_string(&s.0).unwrap();
+        assert!(pairs.starts_with("[["), "{pairs}");
+        assert_eq!(serde_json::from_str::<SparseHist>(&pairs).unwrap(), s);
     }
 
     #[test]

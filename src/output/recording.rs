@@ -4,11 +4,16 @@
 //! misbehaves on stage.
 //!
 //! Line 1 is a [`Header`] (format name and version, what ran, on what
-//! machine); every further line is `{"interval": IntervalRecord}`. The file
-//! is written under a temporary name and renamed into place when the run
-//! ends, so a recording is never seen half-written ([`crate::files`]).
-//! Reading one trusts nothing: lines and record counts are capped and every
-//! number is range-checked, so a damaged or hostile file is refused by line.
+//! machine); every further line is `{"interval": IntervalRecord}`, its
+//! latency histograms in HdrHistogram's compressed encoding (format
+//! version 2; version 1 wrote them as value/count pairs and still reads).
+//! The lines are gzip-compressed unless the file name ends in `.jsonl` or
+//! the recording goes to standard output ([`compressed`]); reading looks at
+//! the bytes, not the name. The file is written under a temporary name and
+//! renamed into place when the run ends, so a recording is never seen
+//! half-written ([`crate::files`]). Reading one trusts nothing: lines and
+//! record counts are capped and every number is range-checked, so a
+//! damaged or hostile file is refused by line.
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -21,8 +26,9 @@ use crate::sys::{Features, MachineInfo};
 
 /// The `format` field of every recording.
 pub const FORMAT: &str = "readpath-recording";
-/// The recording format this readpath writes and reads.
-pub const VERSION: u32 = 1;
+/// The recording format this readpath writes (it reads every version up
+/// to it): 2 writes histograms in HdrHistogram's compressed encoding.
+pub const VERSION: u32 = 2;
 
 /// The first line of a recording.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,7 +153,36 @@ impl RecordingError {
 /// [`crate::files`]). Dropped unfinished (an error on the way), it leaves
 /// what was at the path before.
 pub struct Writer {
-    out: crate::files::OutputFile,
+    out: Sink,
+}
+
+/// Where a recording's lines go: straight to the output, or through gzip.
+enum Sink {
+    Plain(crate::files::OutputFile),
+    Gzip(flate2::write::GzEncoder<crate::files::OutputFile>),
+}
+
+impl Sink {
+    fn file(&self) -> &crate::files::OutputFile {
+        match self {
+            Sink::Plain(f) => f,
+            Sink::Gzip(g) => g.get_ref(),
+        }
+    }
+
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Sink::Plain(f) => f,
+            Sink::Gzip(g) => g,
+        }
+    }
+}
+
+/// Whether a recording written to `given` is gzip-compressed: always, but
+/// for standard output and a name ending in `.jsonl` (plain JSON lines,
+/// for `jq` and `grep`).
+pub fn compressed(given: &Path) -> bool {
+    given != Path::new("-") && !given.to_string_lossy().ends_with(".jsonl")
 }
 
 impl Writer {
@@ -162,16 +197,25 @@ impl Writer {
     /// Writes the header to `out`, an output opened before the workload
     /// started (the header says what runs, so it comes once it does).
     pub fn start(out: crate::files::OutputFile, header: &Header) -> Result<Writer, RecordingError> {
+        let out = if compressed(out.given()) {
+            Sink::Gzip(flate2::write::GzEncoder::new(
+                out,
+                flate2::Compression::default(),
+            ))
+        } else {
+            Sink::Plain(out)
+        };
         let mut w = Writer { out };
         w.line(header)?;
         Ok(w)
     }
 
     fn line<T: Serialize>(&mut self, v: &T) -> Result<(), RecordingError> {
-        let r = serde_json::to_writer(&mut self.out, v)
+        let out = self.out.writer();
+        let r = serde_json::to_writer(&mut *out, v)
             .map_err(std::io::Error::from)
-            .and_then(|()| self.out.write_all(b"\n"));
-        r.map_err(|e| self.out.error(e).into())
+            .and_then(|()| out.write_all(b"\n"));
+        r.map_err(|e| self.out.file().error(e).into())
     }
 
     /// Appends one interval.
@@ -185,7 +229,19 @@ impl Writer {
 
     /// Flushes, syncs and renames the file into place.
     pub fn finish(self) -> Result<PathBuf, RecordingError> {
-        Ok(self.out.finish()?)
+        let file = match self.out {
+            Sink::Plain(f) => f,
+            Sink::Gzip(g) => {
+                // finish() writes gzip's trailer; on an error the output is
+                // dropped unfinished (its temporary file removed).
+                let mut g = g;
+                if let Err(e) = g.try_finish() {
+                    return Err(g.get_ref().error(e).into());
+                }
+                g.finish().expect("finished above")
+            }
+        };
+        Ok(file.finish()?)
     }
 }
 
@@ -257,7 +313,20 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
         line,
         message,
     };
-    let mut r = std::io::BufReader::with_capacity(64 * 1024, f);
+    // gzip or plain, by the first two bytes (gzip's magic number).
+    let mut raw = std::io::BufReader::with_capacity(64 * 1024, f);
+    let gzip = raw
+        .fill_buf()
+        .map_err(|e| input(&e))?
+        .starts_with(&[0x1f, 0x8b]);
+    let mut r: Box<dyn BufRead> = if gzip {
+        Box::new(std::io::BufReader::with_capacity(
+            64 * 1024,
+            flate2::bufread::MultiGzDecoder::new(raw),
+        ))
+    } else {
+        Box::new(raw)
+    };
     let mut buf = Vec::new();
     let mut n = 0usize;
     // The next non-empty line as text, or None at the end.
@@ -267,6 +336,9 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
             match read_line_capped(&mut r, buf) {
                 Ok(false) => return Ok(None),
                 Ok(true) => {}
+                Err(Ok(e)) if gzip && !crate::files::is_stopped(&e) => {
+                    return Err(bad(n, format!("a damaged gzip stream ({e})")));
+                }
                 Err(Ok(e)) => return Err(input(&e)),
                 Err(Err(())) => {
                     return Err(bad(
@@ -431,4 +503,68 @@ pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// The recording's latency histograms as an HdrHistogram interval log
+/// (`.hlog`, log format 1.3: what HistogramLogAnalyzer, HistogramLogProcessor
+/// and every HdrHistogram library read): per interval, the end-to-end
+/// latency untagged and the queue wait tagged `queue_wait`, in ns, the
+/// maximum column in ms. Timestamps are seconds since the recording
+/// started (its `StartTime`).
+pub fn interval_log(rec: &Recording) -> String {
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+    let start = std::time::UNIX_EPOCH + std::time::Duration::from_secs(rec.header.started_unix_s);
+    let mut head = Vec::new();
+    let mut ser = V2DeflateSerializer::new();
+    IntervalLogWriterBuilder::new()
+        .add_comment(&format!(
+            "Written by readpath {} from a recording of `{}`{}: end-to-end read latency \
+             (untagged) and queue wait (Tag=queue_wait), ns",
+            env!("CARGO_PKG_VERSION"),
+            crate::output::format::printable(&rec.header.command, false),
+            rec.header
+                .preset
+                .as_deref()
+                .map(|p| format!(", preset {}", crate::output::format::printable(p, false)))
+                .unwrap_or_default(),
+        ))
+        .add_comment("[Histogram log format version 1.3]")
+        .with_start_time(start)
+        .with_max_value_divisor(1e6)
+        .begin_log_with(&mut head, &mut ser)
+        .expect("writing into memory cannot fail");
+    head.extend_from_slice(
+        b"\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
+    );
+    let mut body = Vec::new();
+    {
+        let mut w = IntervalLogWriterBuilder::new()
+            .with_max_value_divisor(1e6)
+            .begin_log_with(&mut body, &mut ser)
+            .expect("writing into memory cannot fail");
+        let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.0));
+        for r in &rec.records {
+            let from = secs(r.t_s - r.interval_s);
+            for (hist, tag) in [
+                (&r.latency_hist, None),
+                (&r.queue_hist, Tag::new("queue_wait")),
+            ] {
+                let mut h = crate::metrics::empty_hist();
+                hist.add_to(&mut h);
+                w.write_histogram(&h, from, secs(r.interval_s), tag)
+                    .expect("writing into memory cannot fail");
+            }
+        }
+    }
+    // The lines the library wrote after our own are this file's: the
+    // MaxValueDivisor comment is repeated by the second writer.
+    let mut out = String::from_utf8(head).expect("ASCII");
+    let body = String::from_utf8(body).expect("ASCII");
+    out.extend(
+        body.lines()
+            .filter(|l| !l.starts_with("#[MaxValueDivisor"))
+            .map(|l| format!("{l}\n")),
+    );
+    out
 }
