@@ -7,8 +7,10 @@
 //! for the missing pages of the window; a page in flight is waited for (a
 //! second reader of it causes no second bio); reaching the page marked
 //! `PG_readahead` starts the next window asynchronously. A bio is one real
-//! read of the ciphertext (`readv` into the cache's frames: O_DIRECT, or
-//! buffered with `cache.device = "memory"`); when it completes the reader
+//! read of the ciphertext (an O_DIRECT `readv` into the cache's frames), or
+//! with `cache.device = "memory"` no read at all (a no-op completion; its
+//! first stage decrypts the pages from the mapped file into the frames, as
+//! a device's DMA costs no CPU); when it completes the reader
 //! hands it, as one work item, to the decrypt queue, which hands it on to
 //! the verify queue (or verifies it in the same item), and the worker that
 //! finishes it makes its pages uptodate and wakes every reader waiting on
@@ -480,6 +482,8 @@ impl Reader<'_> {
         let first = bio.first_page.load(Ordering::Relaxed);
         let len = lb.npages as usize * PAGE;
         h.rec.record(Stage::Device, t.saturating_sub(lb.submit_ns));
+        let memory = self.ctx.file.mem.is_some();
+        let res = if memory && res >= 0 { len as i64 } else { res };
         if res != len as i64 {
             if !self.src.io_error_noticed {
                 self.src.io_error_noticed = true;
@@ -503,7 +507,12 @@ impl Reader<'_> {
         if bio.readahead_async.load(Ordering::Relaxed) {
             h.rec.counters.readahead_async += 1;
         }
+        let mut unfilled = memory;
         if self.ctx.settings.pipeline.corrupt_every > 0 {
+            if unfilled {
+                self.ctx.fill_bio(g);
+                unfilled = false;
+            }
             let f = bio.frames[0].load(Ordering::Relaxed);
             // SAFETY: the frame is this bio's, its read complete, not yet
             // handed to a worker.
@@ -521,6 +530,7 @@ impl Reader<'_> {
             queued_cpu: 0,
             needs_decrypt: self.ctx.plan.decrypt,
             bio: g,
+            unfilled,
         };
         self.ctx.dispatch(&mut h.rec, item)
     }
@@ -675,10 +685,16 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
                 u.owner.at_workers += 1;
                 continue;
             }
-            let sqe = opcode::Readv::new(fd, iov, n)
-                .offset(ctx.file.device_offset(first * PAGE as u64))
-                .build()
-                .user_data(BIO_TAG | u64::from(k));
+            // The memory device: no read (the post-read work fills the
+            // pages from the mapping); a no-op completes it on the ring.
+            let sqe = if ctx.file.mem.is_some() {
+                opcode::Nop::new().build()
+            } else {
+                opcode::Readv::new(fd, iov, n)
+                    .offset(ctx.file.device_offset(first * PAGE as u64))
+                    .build()
+            }
+            .user_data(BIO_TAG | u64::from(k));
             // SAFETY: the iovecs and the frames they point to belong to this
             // bio until its completion is reaped (the iovecs live in
             // `r.bios`, which outlives `u`; the frames in the cache).
@@ -800,14 +816,19 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
             let g = r.bios.base + k;
             let first = r.pc.bio(g).first_page.load(Ordering::Relaxed);
             let iov = r.bios.iov[k as usize * MAX_BIO_PAGES..].as_ptr();
-            // SAFETY: the iovecs point at this bio's frames, `n` of them.
-            let res = unsafe {
-                crate::sys::preadv_raw(
-                    fd,
-                    iov,
-                    n as usize,
-                    ctx.file.device_offset(first * PAGE as u64),
-                )
+            // The memory device reads nothing (see `bio_read`).
+            let res = if ctx.file.mem.is_some() {
+                (n as usize * PAGE) as isize
+            } else {
+                // SAFETY: the iovecs point at this bio's frames, `n` of them.
+                unsafe {
+                    crate::sys::preadv_raw(
+                        fd,
+                        iov,
+                        n as usize,
+                        ctx.file.device_offset(first * PAGE as u64),
+                    )
+                }
             };
             let res = if res < 0 {
                 -i64::from(

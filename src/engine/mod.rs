@@ -140,6 +140,11 @@ pub struct OpenFile {
     /// With `cache.device = "target"`: `file` is the block device under
     /// the kernel target's file, and this maps the file's offsets onto it.
     pub map: Option<Arc<device::DeviceMap>>,
+    /// With `cache.device = "memory"`: the file mapped whole. A bio is then
+    /// no copy at all: its pages are filled by the post-read work from the
+    /// mapping, decrypted straight into them ([`OpenFile::device_bytes`]),
+    /// as a device's DMA fills a page with no CPU.
+    pub mem: Option<Arc<crate::sys::Mapping>>,
 }
 
 impl OpenFile {
@@ -160,7 +165,16 @@ impl OpenFile {
             path: path.to_path_buf(),
             direct,
             map: None,
+            mem: None,
         })
+    }
+
+    /// The bytes a bio of `len` bytes at file offset `off` reads from the
+    /// memory device (`cache.device = "memory"`), None for a real device.
+    #[inline]
+    pub fn device_bytes(&self, off: u64, len: usize) -> Option<&[u8]> {
+        let m = self.mem.as_ref()?;
+        m.bytes().get(off as usize..off as usize + len)
     }
 
     /// The device offset a bio at file offset `off` reads (the same
@@ -537,10 +551,20 @@ impl Engine {
             ReadPath::PageCache => eff.cache.device != crate::settings::CacheDevice::Memory,
             _ => eff.workload.direct,
         };
-        let file = match target_dev {
+        let mut file = match target_dev {
             Some(f) => f,
             None => OpenFile::open(&path, direct)?,
         };
+        if r.path == ReadPath::PageCache && eff.cache.device == crate::settings::CacheDevice::Memory
+        {
+            let m = crate::sys::Mapping::read_only(&file.file).map_err(|e| {
+                EngineError::Start(std::io::Error::new(
+                    e.kind(),
+                    format!("mapping the ciphertext the memory device reads: {e}"),
+                ))
+            })?;
+            file.mem = Some(Arc::new(m));
+        }
         if r.path == ReadPath::Kernel
             && let Some(k) = self.kernel.as_mut()
         {

@@ -598,6 +598,7 @@ fn open_tree(
             path,
             direct: file.direct,
             map: None,
+            mem: None,
         },
         cipher.clone(),
         tree_first_unit(dataset.file_size()),
@@ -888,6 +889,7 @@ mod tests {
             queued_cpu: 0,
             needs_decrypt: false,
             bio: super::super::queue::NO_BIO,
+            unfilled: false,
         };
         q.push(item, 3);
         q.push(item, 1);

@@ -70,6 +70,9 @@ pub struct WorkItem {
     /// The page-cache bio this item is (its global slot), or [`NO_BIO`]
     /// for a read whose buffer is `buf` (direct reads).
     pub bio: u32,
+    /// A memory-device bio whose pages are not yet filled: its first
+    /// stage fills them from the mapping (decrypting into them).
+    pub unfilled: bool,
     /// The CPU that queued it last (set by [`Queues::push`]).
     pub queued_cpu: u32,
 }
@@ -988,6 +991,7 @@ mod tests {
             queued_cpu: 0,
             needs_decrypt: false,
             bio: NO_BIO,
+            unfilled: false,
         }
     }
 

@@ -372,6 +372,7 @@ fn completed(
         queued_cpu: 0,
         needs_decrypt: ctx.plan.decrypt,
         bio: super::queue::NO_BIO,
+        unfilled: false,
     }
 }
 

@@ -13,7 +13,7 @@ use crate::metrics::{Recorder, Registry, Stage, stamp};
 use crate::settings::{Settings, VerifyMode, WorkerMode};
 use crate::verity::merkle::{HashBlocks, MerkleTree, VerifiedCache, VerifyError};
 
-use super::pagecache::PageCache;
+use super::pagecache::{PAGE, PageCache};
 use super::queue::{NO_BIO, Queues, ReturnQueue, WorkItem, WorkQueue};
 use super::tree::TreePages;
 use super::{NoticeSink, OpenFile};
@@ -274,6 +274,25 @@ impl Ctx {
         true
     }
 
+    /// Fills the pages of memory-device bio `bio` (global slot) from the
+    /// mapping, as its read would have: for a bio that must be changed
+    /// before its post-read work (an injected corruption).
+    pub fn fill_bio(&self, bio: u32) {
+        let pc = self.pcache.as_ref().expect("a page-cache pipeline");
+        let b = pc.bio(bio);
+        let first = b.first_page.load(Ordering::Relaxed);
+        for i in 0..b.npages.load(Ordering::Relaxed) as usize {
+            let at = (first + i as u64) * PAGE as u64;
+            let src = self
+                .file
+                .device_bytes(at, PAGE)
+                .expect("a memory-device bio within the file");
+            // SAFETY: the bio is in flight and held by its completing thread:
+            // nothing else reads or writes its frames.
+            unsafe { pc.frame_mut(b.frames[i].load(Ordering::Relaxed)) }.copy_from_slice(src);
+        }
+    }
+
     /// The post-read work of one page-cache bio, as `bio_post_read_processing`
     /// does it: decrypt every page of the bio (one work item), then verify
     /// every block of it (the same item, or one more on the verify queue),
@@ -296,12 +315,33 @@ impl Ctx {
         // context holds: nothing else reads or writes them until end_bio.
         let frame = |i: usize| unsafe { pc.frame_mut(b.frames[i].load(Ordering::Relaxed)) };
         let mut t = start_ns;
+        // A memory-device bio's pages are filled here, by its first stage:
+        // decrypted straight from the mapping, or copied when nothing
+        // decrypts (the DMA of a real device costs no CPU; this costs the
+        // copy only where there is no decryption to do it in).
+        let src = |i: usize| {
+            let at = (first + i as u64) * PAGE as u64;
+            self.file
+                .device_bytes(at, PAGE)
+                .expect("a memory-device bio within the file")
+        };
+        if item.unfilled && !(item.needs_decrypt && self.cipher.is_some()) {
+            for i in 0..n {
+                frame(i).copy_from_slice(src(i));
+            }
+            item.unfilled = false;
+        }
         if item.needs_decrypt {
             if let Some(c) = &self.cipher {
                 for i in 0..n {
                     let unit = (first + i as u64) * (VERITY_BLOCK_SIZE / DATA_UNIT_SIZE) as u64;
-                    c.decrypt_units(unit, DATA_UNIT_SIZE, frame(i));
+                    if item.unfilled {
+                        c.decrypt_units_from(unit, DATA_UNIT_SIZE, src(i), frame(i));
+                    } else {
+                        c.decrypt_units(unit, DATA_UNIT_SIZE, frame(i));
+                    }
                 }
+                item.unfilled = false;
                 t = Self::decrypted(rec, t, n * VERITY_BLOCK_SIZE / DATA_UNIT_SIZE);
             }
             if self.hand_to_verify(item, t) {

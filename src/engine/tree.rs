@@ -314,6 +314,7 @@ impl TreeReader<'_> {
                         queued_cpu: 0,
                         needs_decrypt: true,
                         bio: TREE_JOB,
+                        unfilled: false,
                     },
                     crate::sys::current_cpu(),
                 );
@@ -433,6 +434,7 @@ mod tests {
                 path,
                 direct: false,
                 map: None,
+                mem: None,
             },
             cipher,
             tree_first_unit(SIZE),

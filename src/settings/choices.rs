@@ -129,8 +129,11 @@ crate::named_enum! {
     CacheDevice {
         /// The real device: every bio is an O_DIRECT read of the ciphertext file.
         Disk => "disk",
-        /// A device with almost no latency: bios are buffered reads of the
-        /// ciphertext file, served from the kernel's own cache of it.
+        /// A device with almost no latency and, like a device's DMA, no
+        /// CPU cost: a bio reads nothing; its post-read work decrypts its
+        /// pages straight from a mapping of the ciphertext file (held in
+        /// the kernel's own cache of it), or copies them where nothing
+        /// decrypts.
         Memory => "memory",
         /// The kernel target's device: every bio is an O_DIRECT read of the
         /// blocks the kernel target's file occupies (FIEMAP) on its block

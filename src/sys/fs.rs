@@ -77,6 +77,64 @@ pub fn warm_page_cache(file: &File) -> io::Result<u64> {
     }
 }
 
+/// A read-only shared mapping of a whole file (the memory device's
+/// ciphertext: a bio "reads" its pages where the kernel's page cache holds
+/// them, with no copy). Unmapped when dropped.
+pub struct Mapping {
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and lives until drop; sharing `&[u8]`
+// views of it between threads is as safe as sharing any immutable bytes.
+unsafe impl Send for Mapping {}
+// SAFETY: as above: no interior mutability through a `&Mapping`.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `file` (open for reading) whole, read-only, shared, with every
+    /// page faulted in now (`MAP_POPULATE`: no page fault while it is read).
+    pub fn read_only(file: &File) -> io::Result<Mapping> {
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file too large to map"))?;
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "an empty file"));
+        }
+        // SAFETY: a fresh read-only shared mapping of an open fd at a
+        // kernel-chosen address; it aliases no Rust memory.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { addr, len })
+    }
+
+    /// The file's bytes. A file truncated under the mapping makes a read
+    /// past its new end fault (SIGBUS): readpath maps only the dataset
+    /// files it made, which nothing else writes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `addr..addr+len` is mapped readable until drop.
+        unsafe { std::slice::from_raw_parts(self.addr.cast(), self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `read_only`; the
+        // borrow checker ends every `bytes()` view before this.
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
+}
+
 /// How much of a file is in the page cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Residency {

@@ -127,7 +127,7 @@ pub use signals::{
 
 /// The page cache: O_DIRECT, dropping, warming and residency of a file.
 pub use fs::{
-    Residency, fadvise_dontneed, page_cache_residency, page_size, supports_o_direct,
+    Mapping, Residency, fadvise_dontneed, page_cache_residency, page_size, supports_o_direct,
     warm_page_cache,
 };
 

@@ -52,15 +52,39 @@ impl Keys {
 
     pub(super) fn encrypt(&self, iv: &[u8; 16], buf: &mut [u8]) {
         check_len(buf.len());
+        let p = buf.as_mut_ptr().cast();
         // SAFETY: a `Keys` exists only where AES-NI is present; the
-        // kernel reads and writes `buf.len() / 16` blocks of `buf`.
-        unsafe { xts_encrypt(self, iv, buf) }
+        // kernel reads and writes `buf.len() / 16` blocks of `buf`, in place.
+        unsafe { xts_encrypt(self, iv, p, p, buf.len() / 16) }
     }
 
     pub(super) fn decrypt(&self, iv: &[u8; 16], buf: &mut [u8]) {
         check_len(buf.len());
+        let p = buf.as_mut_ptr().cast();
         // SAFETY: as in `encrypt`.
-        unsafe { xts_decrypt(self, iv, buf) }
+        unsafe { xts_decrypt(self, iv, p, p, buf.len() / 16) }
+    }
+
+    /// Decrypts `src` into `dst` (same length): out of place, at the
+    /// speed of in place.
+    pub(super) fn decrypt_from(&self, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) {
+        check_len(src.len());
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "XTS: source and destination lengths differ"
+        );
+        // SAFETY: as in `encrypt`; `src` and `dst` are a shared and a
+        // mutable borrow, so they do not overlap.
+        unsafe {
+            xts_decrypt(
+                self,
+                iv,
+                src.as_ptr().cast(),
+                dst.as_mut_ptr().cast(),
+                src.len() / 16,
+            )
+        }
     }
 
     /// Encrypts one block with Key1 (tests compare the schedule
@@ -234,12 +258,12 @@ unsafe fn halves(v: __m128i) -> (u64, u64) {
 // one XOR with U_j, and the last round runs with key K_14 ^ K_0 and
 // XORs U_j after it, which gives `... ^ K_14 ^ T_j`.
 
-/// Loads block `$j` (at byte `$off`) and whitens it with U_j.
+/// Loads block `$j` (at byte `$off` of the source) and whitens it with U_j.
 #[rustfmt::skip]
 macro_rules! load_whiten {
     ($j:literal, $off:literal) => {
         concat!(
-            "movdqu {b", $j, "}, xmmword ptr [{p} + ", $off, "]\n",
+            "movdqu {b", $j, "}, xmmword ptr [{src} + ", $off, "]\n",
             "pxor {b", $j, "}, xmmword ptr [{cur} + ", $off, "]\n",
         )
     };
@@ -288,7 +312,8 @@ macro_rules! double_store {
     };
 }
 
-/// Last round of block `$j` with K_14 ^ K_0, then ^ U_j, and the store.
+/// Last round of block `$j` with K_14 ^ K_0, then ^ U_j, and the store
+/// (to the destination, which may be the source).
 #[rustfmt::skip]
 macro_rules! last_store {
     ($last:literal, $j:literal, $off:literal) => {
@@ -300,11 +325,12 @@ macro_rules! last_store {
     };
 }
 
-/// One iteration over the eight blocks at `$p`; the doublings that
-/// make the next iteration's tweaks are interleaved with rounds 1..=8.
+/// One iteration over the eight blocks at `$src`, written to `$p`; the
+/// doublings that make the next iteration's tweaks are interleaved with
+/// rounds 1..=8.
 #[rustfmt::skip]
 macro_rules! xts8 {
-    ($op:literal, $last:literal, $p:expr, $rk:expr, $cur:expr, $nxt:expr,
+    ($op:literal, $last:literal, $src:expr, $p:expr, $rk:expr, $cur:expr, $nxt:expr,
      $lo:expr, $hi:expr, $klo:expr, $khi:expr, $klast:expr) => {
         core::arch::asm!(
             load_whiten!(0, 0), load_whiten!(1, 16),
@@ -325,6 +351,7 @@ macro_rules! xts8 {
             last_store!($last, 2, 32), last_store!($last, 3, 48),
             last_store!($last, 4, 64), last_store!($last, 5, 80),
             last_store!($last, 6, 96), last_store!($last, 7, 112),
+            src = in(reg) $src,
             p = in(reg) $p,
             rk = in(reg) $rk.as_ptr(),
             cur = in(reg) $cur,
@@ -354,24 +381,30 @@ macro_rules! xts8 {
 
 macro_rules! xts_kernel {
     ($name:ident, $keys:ident, $op:literal, $lastop:literal, $round:ident, $last:ident) => {
-        /// XTS over `buf` (a whole number of blocks) with the
+        /// XTS over the `n` blocks at `src`, written to `dst` (the same
+        /// blocks, or `n` others that do not overlap them), with the
         /// `$keys` schedule of Key1; T_0 = E_K2(iv).
         ///
         /// # Safety
         ///
         /// The CPU must have AES-NI (the caller holds `keys`, which exists only
-        /// once it was detected); `buf` is a whole number of 16-byte blocks.
+        /// once it was detected); `src` is readable and `dst` writable for
+        /// `n` 16-byte blocks, and they are equal or do not overlap.
         #[target_feature(enable = "aes")]
-        unsafe fn $name(keys: &Keys, iv: &[u8; 16], buf: &mut [u8]) {
+        unsafe fn $name(
+            keys: &Keys,
+            iv: &[u8; 16],
+            src: *const __m128i,
+            p: *mut __m128i,
+            n: usize,
+        ) {
             // SAFETY: the caller runs on a CPU with AES-NI; every
-            // load and store is at a block index below
-            // `buf.len() / 16`, inside `buf`.
+            // load and store is at a block index below `n`, inside
+            // `src` and `dst`.
             unsafe {
                 let rk = &keys.$keys;
                 let mask = _mm_set_epi32(0, 1, 0, 0x87);
                 let mut t = encrypt_one(&keys.tweak, _mm_loadu_si128(iv.as_ptr().cast()));
-                let n = buf.len() / 16;
-                let p: *mut __m128i = buf.as_mut_ptr().cast();
                 let mut i = 0;
                 if n >= PAR {
                     let k0 = rk[0];
@@ -397,6 +430,7 @@ macro_rules! xts_kernel {
                         xts8!(
                             $op,
                             $lastop,
+                            src.add(i),
                             p.add(i),
                             rk,
                             cur,
@@ -417,7 +451,7 @@ macro_rules! xts_kernel {
                     t = _mm_xor_si128(*cur, k0);
                 }
                 while i < n {
-                    let mut b = _mm_xor_si128(_mm_loadu_si128(p.add(i)), t);
+                    let mut b = _mm_xor_si128(_mm_loadu_si128(src.add(i)), t);
                     b = _mm_xor_si128(b, rk[0]);
                     for k in &rk[1..RK - 1] {
                         b = $round(b, *k);

@@ -260,6 +260,22 @@ impl Aes256Xts {
             Imp::Crate(data, tweak) => decrypt(data, tweak, iv, buf),
         }
     }
+
+    /// XTS-decrypts `src` into `dst` (the same length): with AES-NI in one
+    /// pass, reading `src` and writing `dst`; otherwise a copy, then in place.
+    ///
+    /// # Panics
+    /// If the lengths differ or are not a multiple of 16.
+    pub fn decrypt_from(&self, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) {
+        match &self.imp {
+            #[cfg(target_arch = "x86_64")]
+            Imp::AesNi(keys) => keys.decrypt_from(iv, src, dst),
+            Imp::Crate(data, tweak) => {
+                dst.copy_from_slice(src);
+                decrypt(data, tweak, iv, dst)
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
