@@ -80,13 +80,18 @@ pub struct CacheGeometry {
     pub tree_pages: usize,
     /// Uptodate pages it may hold (`cache.size`).
     pub capacity: usize,
-    /// Frames for pages in flight: every bio slot at its largest.
+    /// Frames for pages in flight (every bio slot at its largest) and for
+    /// the fs-verity tree's pages.
     pub reserve: usize,
     /// Bio slots (readers x per reader).
     pub bios: usize,
     /// Readers.
     pub readers: usize,
 }
+
+/// Most fs-verity tree pages held apart from `cache.size` (64 MiB: the
+/// whole tree of an 8 GiB file).
+pub const MAX_TREE_HOLD: usize = 16 * 1024;
 
 impl CacheGeometry {
     /// The geometry for settings `s`.
@@ -106,10 +111,17 @@ impl CacheGeometry {
                 .cache_bytes()
                 .min(s.workload.file_size.saturating_add(tree * page))
                 / page) as usize,
-            // Every bio slot at its largest, and room for tree reads.
+            // Every bio slot at its largest, room for tree reads, and the
+            // tree's pages themselves (up to 64 MiB of them): hash pages are
+            // read by every verification, so the kernel's LRU keeps them
+            // active while a stream's data pages pass through once; here
+            // they are held apart from `cache.size`, which bounds the data
+            // (with `cache.size = 0` a stream no longer evicts its own
+            // tree and reads it again and again).
             reserve: bios
                 .saturating_mul(largest)
-                .saturating_add(crate::engine::tree::MAX_TREE_RA * 4),
+                .saturating_add(crate::engine::tree::MAX_TREE_RA * 4)
+                .saturating_add((tree as usize).min(MAX_TREE_HOLD)),
             bios,
             readers,
         }
@@ -275,6 +287,21 @@ mod tests {
         // on the verifying queue) are most of the rest.
         assert!(need.total() < 192 << 20, "{need:?}");
         need.check(&s, 512 << 20).unwrap();
+    }
+
+    #[test]
+    fn the_tree_has_frames_of_its_own_beside_cache_size() {
+        // cache.size = 0: the frames still hold every bio at its largest,
+        // the tree reads' readahead and the whole 517-page tree of a
+        // 256 MiB file; a 1 TiB file's tree is held up to 64 MiB.
+        let mut s = Settings::default();
+        s.set("cache.size", "0").unwrap();
+        let g = CacheGeometry::of(&s);
+        assert_eq!(g.capacity, 0);
+        let inflight = g.bios * 32 + crate::engine::tree::MAX_TREE_RA * 4;
+        assert_eq!(g.reserve, inflight + 517);
+        s.set("workload.file_size", "1T").unwrap();
+        assert_eq!(CacheGeometry::of(&s).reserve, inflight + MAX_TREE_HOLD);
     }
 
     #[test]

@@ -30,6 +30,7 @@
 //! path (taking frames, evicting) takes the allocator's lock, as the
 //! kernel's LRU lock is taken there and not on a hit.
 
+use crossbeam_utils::CachePadded;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -190,18 +191,21 @@ pub struct PageCache {
     /// then the page is readahead the stream has not reached, and
     /// shrinking to the capacity leaves it (see [`Self::shrink`]).
     used: Box<[AtomicBool]>,
-    active_count: AtomicUsize,
+    // The counts, the allocator and the bio sequence are shared by every
+    // reader and worker: each on a cache line of its own, so that moving
+    // one does not take the others' lines from the CPUs reading them.
+    active_count: CachePadded<AtomicUsize>,
     /// Pages of the file's data; the tree's pages follow.
     data_pages: usize,
     capacity: usize,
-    resident: AtomicUsize,
+    resident: CachePadded<AtomicUsize>,
     /// Of those, tree pages.
-    tree_resident: AtomicUsize,
+    tree_resident: CachePadded<AtomicUsize>,
     /// Of those, data pages not used since they were read in (readahead
     /// the stream has not reached yet).
-    unused_resident: AtomicUsize,
-    alloc: Mutex<Alloc>,
-    seq: AtomicU64,
+    unused_resident: CachePadded<AtomicUsize>,
+    alloc: CachePadded<Mutex<Alloc>>,
+    seq: CachePadded<AtomicU64>,
     bios: Box<[Bio]>,
     readers: usize,
 }
@@ -265,17 +269,17 @@ impl PageCache {
             checked: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
             active: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
             used: (0..nframes).map(|_| AtomicBool::new(false)).collect(),
-            active_count: AtomicUsize::new(0),
+            active_count: CachePadded::new(AtomicUsize::new(0)),
             data_pages: file_pages,
             capacity,
-            resident: AtomicUsize::new(0),
-            tree_resident: AtomicUsize::new(0),
-            unused_resident: AtomicUsize::new(0),
-            alloc: Mutex::new(Alloc {
+            resident: CachePadded::new(AtomicUsize::new(0)),
+            tree_resident: CachePadded::new(AtomicUsize::new(0)),
+            unused_resident: CachePadded::new(AtomicUsize::new(0)),
+            alloc: CachePadded::new(Mutex::new(Alloc {
                 free: (0..nframes as u32).rev().collect(),
                 hand: 0,
-            }),
-            seq: AtomicU64::new(1),
+            })),
+            seq: CachePadded::new(AtomicU64::new(1)),
             bios: (0..bios)
                 .map(|_| Bio {
                     first_page: AtomicU64::new(0),
@@ -509,15 +513,20 @@ impl PageCache {
     }
 
     /// Takes up to `out.len()` free frames for a bio, evicting (CLOCK) when
-    /// none is free; each comes pinned once (the bio's pin, released by
-    /// [`Self::release`]). Returns how many it took.
+    /// none is free, a data page before a tree page (hash pages are what
+    /// every verification reads: the kernel's LRU keeps them active); each
+    /// comes pinned once (the bio's pin, released by [`Self::release`]).
+    /// Returns how many it took.
     pub fn take_frames(&self, out: &mut [u32]) -> usize {
         let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
         while n < out.len() {
             let f = match a.free.pop() {
                 Some(f) => f,
-                None => match self.evict_one(&mut a, false, true, false) {
+                None => match self
+                    .evict_one(&mut a, true, true, false)
+                    .or_else(|| self.evict_one(&mut a, false, true, false))
+                {
                     Some(f) => f,
                     None => break,
                 },
@@ -672,6 +681,13 @@ impl PageCache {
         let n = b.npages.load(Ordering::Relaxed) as usize;
         let seq = b.seq.load(Ordering::Relaxed);
         let mark = b.mark_page.load(Ordering::Relaxed);
+        // The shared counts move once per bio, not per page: every worker
+        // of every CPU ends bios, and these are two cache lines they share.
+        if ok {
+            let data = (self.data_pages as u64).saturating_sub(first).min(n as u64) as usize;
+            self.resident.fetch_add(n, Ordering::Relaxed);
+            self.unused_resident.fetch_add(data, Ordering::Relaxed);
+        }
         for i in 0..n {
             let p = first + i as u64;
             let f = b.frames[i].load(Ordering::Relaxed);
@@ -680,10 +696,6 @@ impl PageCache {
             let marked = p == mark && slot.load(Ordering::SeqCst) & MARK != 0;
             if ok {
                 self.frame_page[f as usize].store(p, Ordering::Relaxed);
-                self.resident.fetch_add(1, Ordering::Relaxed);
-                if (p as usize) < self.data_pages {
-                    self.unused_resident.fetch_add(1, Ordering::Relaxed);
-                }
                 slot.store(
                     encode(Page::Uptodate { frame: f }, marked),
                     Ordering::SeqCst,
@@ -1313,6 +1325,31 @@ mod tests {
         assert_eq!(c.page(1).0, Page::Absent, "used, then gone");
         assert_eq!(c.resident(), 1);
         assert!(matches!(c.page(2).0, Page::Uptodate { .. }));
+    }
+
+    #[test]
+    fn a_frame_for_a_bio_comes_from_a_data_page_before_a_tree_page() {
+        // 16 data pages, 4 tree pages (16..20), capacity 0, 8 frames: the
+        // tree's 4 pages and 4 pages of readahead fill them; the next bio
+        // takes a data page's frame, not a hash page's (which every
+        // verification reads). Before, the hand took the first frame it
+        // met, a tree page, and a stream read its tree again and again.
+        let c = PageCache::with_tree(16, 4, 0, 8, 4, 2);
+        for p in 16..20 {
+            fill(&c, p, 9);
+        }
+        for p in 0..4 {
+            fill(&c, p, 1);
+        }
+        fill(&c, 4, 2);
+        for p in 16..20 {
+            assert!(
+                matches!(c.page(p).0, Page::Uptodate { .. }),
+                "tree page {p} went"
+            );
+        }
+        assert!(matches!(c.page(4).0, Page::Uptodate { .. }));
+        assert_eq!((0..4).filter(|&p| c.page(p).0 == Page::Absent).count(), 1);
     }
 
     #[test]
