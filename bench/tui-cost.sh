@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the live explorer costs the workload it shows: the same workload run
 # headless (`readpath run`) and in the TUI (`readpath tui`, drawing in a real
-# 160x48 pseudo-terminal: a private tmux server), interleaved (headless, tui,
+# 220x48 pseudo-terminal, wide enough for the header to show the UI
+# thread's figures: a private tmux server), interleaved (headless, tui,
 # headless, tui...), same settings, same dataset. Prints per round and as
 # medians: MiB/s, process CPU, CPU ms per MiB read, and the UI thread's own
 # CPU and time per frame as the TUI's header shows them (sampled ~3s before
@@ -62,7 +63,7 @@ if not (m and c):
     sys.exit(f"tui-cost: no summary in the {kind} output of round {rnd}:\n{text[-3000:]}")
 ui_cpu = ui_ms = "nan"
 if len(sys.argv) > 4:
-    u = re.search(r"ui ([\d.]+)% cpu ([\d.]+)ms/frame", open(sys.argv[4], errors="replace").read())
+    u = re.search(r"ui ([\d.]+)% (?:cpu )?([\d.]+)ms", open(sys.argv[4], errors="replace").read())
     if u:
         ui_cpu, ui_ms = u.groups()
 print("\t".join([kind, rnd, m.group(1), m.group(2), m.group(3), c.group(1), ui_cpu, ui_ms]))
@@ -85,7 +86,7 @@ for r in $(seq 1 "$ROUNDS"); do
 
   # tui, in a real pty
   S=r$r
-  T new-session -d -s "$S" -x 160 -y 48 -c "$PWD" bash -c "$PANE_CMD"
+  T new-session -d -s "$S" -x 220 -y 48 -c "$PWD" bash -c "$PANE_CMD"
   PANE_PID=$(T display-message -p -t "$S" '#{pane_pid}')
   t0=$SECONDS; : >"$TMP/header.txt"; done_=
   while :; do
