@@ -172,6 +172,21 @@ fn verify_queue_modes_and_ciphers_process_every_block() {
         let s = settings(&over);
         let (t, _, eff) = run_for(s, Duration::from_millis(250));
         assert_complete(&case.join(" "), &t, &eff);
+        // Items on an unbound queue count as such, on a bound one not:
+        // decryption and verification on unbound queues, all of them; on
+        // per-CPU queues, none.
+        let c = &t.rec.counters;
+        match *case {
+            ["workers.mode=unbound", "workers.verify_mode=unbound"] => {
+                assert!(c.items_run > 0, "{c:?}");
+                assert_eq!(c.items_unbound, c.items_run, "{case:?}: {c:?}");
+            }
+            ["workers.mode=bound", "workers.verify_mode=same"] => {
+                assert!(c.items_run > 0, "{c:?}");
+                assert_eq!(c.items_unbound, 0, "{case:?}: {c:?}");
+            }
+            _ => {}
+        }
     }
 }
 

@@ -136,6 +136,9 @@ fn a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind() {
     assert!(q["queue_us"]["p50"].as_f64().unwrap() > 0.0, "{q}");
     assert!(q["queue_us"]["p99"].as_f64().unwrap() >= q["queue_us"]["p50"].as_f64().unwrap());
     assert!(q["exec_us"]["p50"].as_f64().unwrap() > 0.0, "{q}");
+    // fscrypt's queue is WQ_UNBOUND: the kernel queued every item to an
+    // unbound pool (its tracepoint's cpu=-1), and says so.
+    assert_eq!(q["unbound_pct"].as_f64(), Some(100.0), "{q}");
     assert_eq!(j["kernel"]["affinity_scope"], before.as_str());
     assert!(!j["kernel"]["aes_driver"].as_str().unwrap().is_empty());
     // The reads' device latency is the block layer's (the loop device).

@@ -289,6 +289,11 @@ impl WorkQueue {
         }
     }
 
+    /// An unbound pool's queue (not a per-CPU, concurrency-managed one).
+    pub fn unbound(&self) -> bool {
+        !self.managed
+    }
+
     /// A per-CPU queue: a concurrency-managed pool of `workers` workers.
     pub fn per_cpu(capacity: usize, workers: usize) -> Self {
         WorkQueue {

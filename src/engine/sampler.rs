@@ -105,6 +105,7 @@ fn kernel_interval(
         merged.add_samples(stage, &q.exec_ns, false);
         merged.counters.items_run += q.items;
         merged.counters.items_moved += q.moved.min(q.items);
+        merged.counters.items_unbound += q.unbound.min(q.items);
         queues.push(KernelQueueRecord {
             queue: name.to_string(),
             items: q.items,
@@ -120,6 +121,7 @@ fn kernel_interval(
             Some(t) => {
                 t.items += q.items;
                 t.moved += q.moved;
+                t.unbound += q.unbound;
                 let _ = t.queue_ns.add(&q.queue_ns);
                 let _ = t.exec_ns.add(&q.exec_ns);
             }

@@ -500,6 +500,7 @@ impl Ctx {
         item.queued_ns += start.saturating_sub(item.enqueue_ns);
         rec.counters.items_run += 1;
         rec.counters.items_moved += u64::from(crate::sys::current_cpu() as u32 != item.queued_cpu);
+        rec.counters.items_unbound += u64::from(q.is_some_and(|q| q.unbound()));
         if item.bio == super::queue::TREE_JOB {
             // Tree pages a verify worker read, decrypted here on fscrypt's
             // queue while it sleeps (see tree.rs).

@@ -133,6 +133,10 @@ pub struct QueueTrace {
     pub exec_ns: Histogram<u64>,
     /// Items that ran on another CPU than the one that queued them.
     pub moved: u64,
+    /// Items queued to an unbound pool (the tracepoint's `cpu=` is the
+    /// pool's CPU: 4294967295, -1, for an unbound pool): the kernel's own
+    /// word on whether the queue is bound.
+    pub unbound: u64,
 }
 
 impl QueueTrace {
@@ -142,6 +146,7 @@ impl QueueTrace {
             queue_ns: histogram(),
             exec_ns: histogram(),
             moved: 0,
+            unbound: 0,
         }
     }
 
@@ -150,6 +155,7 @@ impl QueueTrace {
         self.queue_ns.saturating_record(r.wait_ns.max(1));
         self.exec_ns.saturating_record(exec_ns.max(1));
         self.moved += u64::from(r.moved);
+        self.unbound += u64::from(r.unbound);
     }
 }
 
@@ -205,6 +211,9 @@ pub enum Event<'a> {
         work: u64,
         /// The workqueue's name.
         queue: &'a str,
+        /// Queued to an unbound pool (`cpu=4294967295`, the pool's CPU
+        /// being -1); false for a per-CPU pool or a line without `cpu=`.
+        unbound: bool,
     },
     /// `workqueue_execute_start`.
     Start {
@@ -286,6 +295,7 @@ pub fn parse_line(line: &str) -> Option<Event<'_>> {
                 t_ns,
                 work: parse_hex(field("struct")?)?,
                 queue: field("workqueue")?,
+                unbound: field("cpu").is_some_and(|c| c == "4294967295" || c == "-1"),
             })
         }
         "workqueue_execute_start" | "workqueue_execute_end" => {
@@ -405,6 +415,7 @@ struct Queued {
     t_ns: u64,
     cpu: u32,
     queue: &'static str,
+    unbound: bool,
 }
 
 /// A running item, by work pointer.
@@ -415,6 +426,7 @@ struct Running {
     wait_ns: u64,
     moved: bool,
     queue: &'static str,
+    unbound: bool,
 }
 
 /// The name in [`POST_READ_QUEUES`] equal to `q`.
@@ -460,10 +472,19 @@ impl Aggregator {
                 t_ns,
                 work,
                 queue,
+                unbound,
             } => {
                 if let Some(queue) = intern(queue) {
                     self.interval.lost += make_room(&mut self.queued, |q| q.t_ns, t_ns);
-                    self.queued.insert(work, Queued { t_ns, cpu, queue });
+                    self.queued.insert(
+                        work,
+                        Queued {
+                            t_ns,
+                            cpu,
+                            queue,
+                            unbound,
+                        },
+                    );
                 }
             }
             Event::Start {
@@ -481,6 +502,7 @@ impl Aggregator {
                             wait_ns: t_ns.saturating_sub(q.t_ns),
                             moved: q.cpu != cpu,
                             queue: q.queue,
+                            unbound: q.unbound,
                         },
                     );
                     *self.interval.kworkers.entry(pid).or_insert(0) += 1;
@@ -970,7 +992,8 @@ mod tests {
                 cpu: 1,
                 t_ns: 100_000_010_000,
                 work: 0xaabb_ccdd,
-                queue: "fscrypt_read_queue"
+                queue: "fscrypt_read_queue",
+                unbound: true,
             })
         );
         assert_eq!(
@@ -987,11 +1010,13 @@ mod tests {
         let mut a = Aggregator::default();
         feed(&mut a, &lines);
         let f = &a.queues["fscrypt_read_queue"];
-        assert_eq!((f.items, f.moved), (1, 1));
+        // fscrypt's queue is unbound (the pool's cpu=-1), fsverity's bound
+        // (cpu=1): the kernel says which pool each item went to.
+        assert_eq!((f.items, f.moved, f.unbound), (1, 1, 1));
         assert!((49_900..=50_100).contains(&f.queue_ns.value_at_quantile(0.5)));
         assert!((99_900..=100_100).contains(&f.exec_ns.value_at_quantile(0.5)));
         let v = &a.queues["fsverity_read_queue"];
-        assert_eq!((v.items, v.moved), (1, 0));
+        assert_eq!((v.items, v.moved, v.unbound), (1, 0, 0));
         assert!((999_000..=1_001_000).contains(&v.queue_ns.value_at_quantile(0.5)));
         assert_eq!(parse_ts("1.5"), Some(1_500_000_000));
         assert_eq!(parse_ts("1.x"), None);
@@ -1162,6 +1187,7 @@ mod tests {
                 t_ns: sec + i,
                 work: i,
                 queue: "fscrypt_read_queue",
+                unbound: true,
             });
         }
         assert_eq!(a.in_flight().0, MAX_IN_FLIGHT);
@@ -1171,6 +1197,7 @@ mod tests {
                 t_ns: 21 * sec + i,
                 work: (1 << 40) + i,
                 queue: "fscrypt_read_queue",
+                unbound: true,
             });
             assert!(a.in_flight().0 <= MAX_IN_FLIGHT);
         }

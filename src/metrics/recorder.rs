@@ -150,6 +150,10 @@ pub struct Counters {
     /// Of those, run on another CPU than the one that queued them, by
     /// `sched_getcpu` (the kernel target's: its workqueue tracepoints).
     pub items_moved: u64,
+    /// Of those, queued to an unbound pool (the model's: an unbound
+    /// queue; the kernel target's: the pool `workqueue_queue_work` names).
+    #[serde(default)]
+    pub items_unbound: u64,
 }
 
 impl Counters {
@@ -157,6 +161,14 @@ impl Counters {
     /// none (the `moved %` metric).
     pub fn moved_pct(&self) -> Option<f64> {
         (self.items_run > 0).then(|| self.items_moved as f64 * 100.0 / self.items_run as f64)
+    }
+
+    /// Items queued to an unbound pool, % of the items run; None with none
+    /// (the `unbound %` metric).
+    pub fn unbound_pct(&self) -> Option<f64> {
+        (self.items_run > 0).then(|| {
+            (self.items_unbound.min(self.items_run)) as f64 * 100.0 / self.items_run as f64
+        })
     }
 
     /// Adds `o` into `self`.
@@ -188,6 +200,7 @@ impl Counters {
         self.queued_on_irq_cpu += o.queued_on_irq_cpu;
         self.items_run += o.items_run;
         self.items_moved += o.items_moved;
+        self.items_unbound += o.items_unbound;
     }
 }
 

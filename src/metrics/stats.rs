@@ -49,6 +49,9 @@ pub struct WindowStats {
     /// no item.
     #[serde(default)]
     pub moved_pct: Option<f64>,
+    /// Post-read work items queued to an unbound pool, %; None with no item.
+    #[serde(default)]
+    pub unbound_pct: Option<f64>,
 }
 
 impl WindowStats {
@@ -67,6 +70,7 @@ impl WindowStats {
             bios += r.counters.bios;
             items.items_run += r.counters.items_run;
             items.items_moved += r.counters.items_moved;
+            items.items_unbound += r.counters.items_unbound;
             exec.push(r.exec_p50_us());
             if first {
                 st.from_s = r.t_s - r.interval_s;
@@ -102,6 +106,7 @@ impl WindowStats {
         let exec = median(exec);
         st.exec_p50_us = exec.is_finite().then_some(exec);
         st.moved_pct = items.moved_pct();
+        st.unbound_pct = items.unbound_pct();
         Some(st)
     }
 }

@@ -55,6 +55,8 @@ pub enum Better {
     Higher,
     /// Less is better (latencies, run_delay).
     Lower,
+    /// Neither: a fact, not a score (the share of items on unbound pools).
+    Neither,
 }
 
 /// One metric.
@@ -232,9 +234,26 @@ pub const MOVED: Metric = Metric {
     window: |s| s.moved_pct.unwrap_or(f64::NAN),
 };
 
+/// Post-read work items queued to an unbound pool, % (the model's by its
+/// queue, the kernel's by the pool its `workqueue_queue_work` tracepoint
+/// names: cpu=-1 for an unbound pool). 100 on an unbound queue, 0 on a
+/// bound one: what a seed's revert changed, said by the kernel itself.
+pub const UNBOUND: Metric = Metric {
+    name: "unbound_pct",
+    label: "unbound %",
+    short: "unbound",
+    narrow: "unbnd",
+    unit: Unit::Pct,
+    better: Better::Neither,
+    explorer: false,
+    interval: |r| r.counters.unbound_pct().unwrap_or(f64::NAN),
+    window: |s| s.unbound_pct.unwrap_or(f64::NAN),
+};
+
 /// Every metric, in the order screens and tables list them.
-pub static METRICS: [Metric; 11] = [
-    THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, EXEC_P50, RUN_DELAY, MOVED, PAGE_HIT, BIOS,
+pub static METRICS: [Metric; 12] = [
+    THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, EXEC_P50, RUN_DELAY, MOVED, UNBOUND, PAGE_HIT,
+    BIOS,
 ];
 
 /// The metric named `name` (its JSON key).
@@ -263,6 +282,7 @@ impl Metric {
         match self.better {
             Better::Higher => change_pct > 0.0,
             Better::Lower => change_pct < 0.0,
+            Better::Neither => false,
         }
     }
 
@@ -354,6 +374,7 @@ mod tests {
             ("exec_p50_us", "us", Better::Lower),
             ("run_delay_ms_per_s", "ms/s", Better::Lower),
             ("moved_pct", "%", Better::Lower),
+            ("unbound_pct", "%", Better::Neither),
             ("page_hit_pct", "%", Better::Higher),
             ("bios_per_s", "bios/s", Better::Higher),
         ];

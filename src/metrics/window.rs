@@ -132,6 +132,7 @@ impl WindowAcc {
             // it): `WindowStats::of` has it.
             exec_p50_us: None,
             moved_pct: None,
+            unbound_pct: None,
         })
     }
 }

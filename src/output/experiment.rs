@@ -510,6 +510,7 @@ impl SeedVerdict {
             "queue_p99_us",
             "run_delay_ms_per_s",
             "moved_pct",
+            "unbound_pct",
         ] {
             if !names.contains(&m) {
                 names.push(m);

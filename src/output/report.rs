@@ -281,6 +281,10 @@ pub struct KernelQueueSummary {
     pub exec_us: Percentiles,
     /// Share of items run on another CPU than the one that queued them, %.
     pub moved_pct: f64,
+    /// Share of items the kernel queued to an unbound pool, % (its
+    /// `workqueue_queue_work` names the pool: cpu=-1 for an unbound one).
+    #[serde(default)]
+    pub unbound_pct: f64,
 }
 
 impl KernelSummary {
@@ -300,6 +304,11 @@ impl KernelSummary {
                             exec_us: Percentiles::of(&q.exec_ns),
                             moved_pct: if q.items > 0 {
                                 q.moved as f64 * 100.0 / q.items as f64
+                            } else {
+                                0.0
+                            },
+                            unbound_pct: if q.items > 0 {
+                                q.unbound.min(q.items) as f64 * 100.0 / q.items as f64
                             } else {
                                 0.0
                             },
@@ -615,8 +624,13 @@ impl RunSummary {
             for (name, q) in &k.workqueues {
                 let _ = writeln!(
                     o,
-                    "  {name}: {} items; queue (usec) p50={} p99={} p99.9={} max={}; exec (usec) p50={} p99={}; ran on another CPU than queued: {:.0}%",
+                    "  {name}: {} items ({}); queue (usec) p50={} p99={} p99.9={} max={}; exec (usec) p50={} p99={}; ran on another CPU than queued: {:.0}%",
                     q.items,
+                    match q.unbound_pct {
+                        p if p >= 99.95 => "unbound pool".to_string(),
+                        p if p <= 0.05 => "per-CPU pools".to_string(),
+                        p => format!("{p:.0}% on unbound pools"),
+                    },
                     fio_us(q.queue_us.p50),
                     fio_us(q.queue_us.p99),
                     fio_us(q.queue_us.p999),

@@ -156,10 +156,12 @@ pub fn like_for_like_with(
 /// Metrics whose small values are judged by their difference, not their
 /// ratio: (metric, the difference within which two medians are equal,
 /// unit). A page hit % of 0.0 against 0.006 is the same cold stream, not a
-/// ratio of 0; 0.0% of items moved against 0.2% the same placement.
+/// ratio of 0; 0.0% of items moved against 0.2% the same placement (and
+/// of items on unbound pools the same queue).
 const FLOORS: &[(&str, f64, &str)] = &[
     ("page_hit_pct", 1.0, "points"),
     ("moved_pct", 1.0, "points"),
+    ("unbound_pct", 1.0, "points"),
 ];
 
 /// One metric, model beside kernel.
@@ -508,7 +510,7 @@ mod tests {
         assert_eq!(r.outside, METRICS.len() - 2);
         let text = r.to_text();
         assert!(
-            text.contains("1 of 10 measured metrics within 15%"),
+            text.contains("1 of 11 measured metrics within 15%"),
             "{text}"
         );
         assert!(text.contains("IOPS 1.30x"), "{text}");
