@@ -74,22 +74,16 @@ for r in range(1, rounds + 1):
           f"hits {j['page_cache']['hit_pct']:.1f}%")
 print(f"  median {st.median(miss):.3f}x of readpath's own crypto limit (target >= 0.85)")
 print("\ndevice path (cache.device=disk, 1 reader, QD32 128K) vs fio (O_DIRECT, QD32 128K, io_uring, same ciphertext):")
-dev = []
-for r in range(1, rounds + 1):
-    f = json.load(open(f"{tmp}/fio-{r}.json"))["jobs"][0]["read"]["bw_bytes"]
-    j = J(f"dev-{r}")
-    dev.append(bps(j) / f)
-    print(f"  round {r}: fio {f/1e9:.3f} GB/s, readpath {bps(j)/1e9:.3f} GB/s decrypted+verified = {bps(j)/f:.3f}x, "
-          f"device p50 {j['stages_us']['device']['p50']:.0f} us, cpu {j['process_cpu_pct']:.0f}%, hits {j['page_cache']['hit_pct']:.1f}%")
-print(f"  median {st.median(dev):.3f}x of fio (target >= 0.90)")
-lo = []
-for r in range(1, rounds + 1):
-    f = json.load(open(f"{tmp}/fio-{r}.json"))["jobs"][0]["read"]["bw_bytes"]
-    j = J(f"devlo-{r}")
-    lo.append(bps(j) / f)
-    print(f"  round {r}, workers.highpri=false: readpath {bps(j)/1e9:.3f} GB/s = {bps(j)/f:.3f}x, device p50 "
-          f"{j['stages_us']['device']['p50']:.0f} us, cpu {j['process_cpu_pct']:.0f}%")
-print(f"  median with workers.highpri=false {st.median(lo):.3f}x of fio")
+for name, what in (("dev", ""), ("devlo", ", workers.highpri=false")):
+    ratios = []
+    for r in range(1, rounds + 1):
+        f = json.load(open(f"{tmp}/fio-{r}.json"))["jobs"][0]["read"]["bw_bytes"]
+        j = J(f"{name}-{r}")
+        ratios.append(bps(j) / f)
+        print(f"  round {r}{what}: fio {f/1e9:.3f} GB/s, readpath {bps(j)/1e9:.3f} GB/s decrypted+verified = "
+              f"{bps(j)/f:.3f}x, device p50 {j['stages_us']['device']['p50']:.0f} us, "
+              f"cpu {j['process_cpu_pct']:.0f}%, hits {j['page_cache']['hit_pct']:.1f}%")
+    print(f"  median{what}: {st.median(ratios):.3f}x of fio (target >= 0.90)")
 print("\ncache.size=0 vs auto, one sequential 128K stream:")
 for d in ("disk", "memory"):
     rs = []
