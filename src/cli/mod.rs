@@ -203,10 +203,10 @@ pub enum Command {
     Plot {
         /// A file written with --record.
         file: PathBuf,
-        /// Where to write: an .svg or .png file, or (with --format csv) a .csv file ("-": stdout).
+        /// Where to write: an .svg or .png file, or (with --format csv or hlog) a .csv or .hlog file ("-": stdout).
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
-        /// svg (charts) or csv (the series).
+        /// svg (charts), csv (the series) or hlog (the latency histograms as an HdrHistogram interval log).
         #[arg(long, value_enum, default_value_t = PlotFormat::Svg)]
         format: PlotFormat,
         /// Image size in pixels, WIDTHxHEIGHT.
