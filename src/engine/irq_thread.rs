@@ -94,16 +94,10 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
         while let Some(q) = line.q.pop() {
             let r = q.req;
             let i = free.pop().expect("a request slot per bio slot");
-            // The memory device reads nothing: a no-op completes the bio
-            // and its first stage fills the pages (see `Ctx::process_bio`).
-            let sqe = if ctx.file.mem.is_some() {
-                opcode::Nop::new().build()
-            } else {
-                opcode::Readv::new(fd, r.iov, r.npages)
-                    .offset(ctx.file.device_offset(r.offset))
-                    .build()
-            }
-            .user_data(u64::from(i));
+            let sqe = opcode::Readv::new(fd, r.iov, r.npages)
+                .offset(ctx.file.device_offset(r.offset))
+                .build()
+                .user_data(u64::from(i));
             // SAFETY: the iovecs and frames are this bio's until its slot
             // goes back to the reader, which happens only after its
             // completion is reaped below.
@@ -159,14 +153,10 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             h.rec.record(Stage::Device, t.saturating_sub(r.submit_ns));
             let len = r.npages as usize * PAGE;
             let ret = &ctx.returns[r.reader as usize];
-            let memory = ctx.file.mem.is_some();
-            let res = match cqe.result() {
-                r if memory && r >= 0 => len as i32,
-                r => r,
-            };
-            if res != len as i32 {
+            if cqe.result() != len as i32 {
                 if !io_error_noticed {
                     io_error_noticed = true;
+                    let res = cqe.result();
                     let why = if res < 0 {
                         std::io::Error::from_raw_os_error(-res).to_string()
                     } else {
@@ -187,12 +177,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             if bio.readahead_async.load(Ordering::Relaxed) {
                 h.rec.counters.readahead_async += 1;
             }
-            let mut unfilled = memory;
             if ctx.settings.pipeline.corrupt_every > 0 {
-                if unfilled {
-                    ctx.fill_bio(r.bio);
-                    unfilled = false;
-                }
                 let f = bio.frames[0].load(Ordering::Relaxed);
                 // SAFETY: the frame is this bio's, its read complete, not
                 // yet handed to a worker.
@@ -210,7 +195,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
                 queued_cpu: 0,
                 needs_decrypt: ctx.plan.decrypt,
                 bio: r.bio,
-                unfilled,
+                unfilled: false,
             };
             match irqs.ipi_line(submitter) {
                 // rq_affinity: the kernel's IPI to the submitting CPU,

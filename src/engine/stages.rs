@@ -274,22 +274,26 @@ impl Ctx {
         true
     }
 
+    /// Page `p` of the file as the memory device holds it (its mapping).
+    fn device_page(&self, p: u64) -> &[u8] {
+        self.file
+            .device_bytes(p * PAGE as u64, PAGE)
+            .expect("a memory-device bio within the file")
+    }
+
     /// Fills the pages of memory-device bio `bio` (global slot) from the
-    /// mapping, as its read would have: for a bio that must be changed
-    /// before its post-read work (an injected corruption).
+    /// mapping, as its read would have: where nothing decrypts them into
+    /// place, or where a bio must be changed before its post-read work (an
+    /// injected corruption). Its holder only (in flight, not yet ended).
     pub fn fill_bio(&self, bio: u32) {
         let pc = self.pcache.as_ref().expect("a page-cache pipeline");
         let b = pc.bio(bio);
         let first = b.first_page.load(Ordering::Relaxed);
         for i in 0..b.npages.load(Ordering::Relaxed) as usize {
-            let at = (first + i as u64) * PAGE as u64;
-            let src = self
-                .file
-                .device_bytes(at, PAGE)
-                .expect("a memory-device bio within the file");
-            // SAFETY: the bio is in flight and held by its completing thread:
-            // nothing else reads or writes its frames.
-            unsafe { pc.frame_mut(b.frames[i].load(Ordering::Relaxed)) }.copy_from_slice(src);
+            // SAFETY: the bio is in flight and held by the caller: nothing
+            // else reads or writes its frames.
+            unsafe { pc.frame_mut(b.frames[i].load(Ordering::Relaxed)) }
+                .copy_from_slice(self.device_page(first + i as u64));
         }
     }
 
@@ -319,16 +323,8 @@ impl Ctx {
         // decrypted straight from the mapping, or copied when nothing
         // decrypts (the DMA of a real device costs no CPU; this costs the
         // copy only where there is no decryption to do it in).
-        let src = |i: usize| {
-            let at = (first + i as u64) * PAGE as u64;
-            self.file
-                .device_bytes(at, PAGE)
-                .expect("a memory-device bio within the file")
-        };
         if item.unfilled && !(item.needs_decrypt && self.cipher.is_some()) {
-            for i in 0..n {
-                frame(i).copy_from_slice(src(i));
-            }
+            self.fill_bio(item.bio);
             item.unfilled = false;
         }
         if item.needs_decrypt {
@@ -336,7 +332,8 @@ impl Ctx {
                 for i in 0..n {
                     let unit = (first + i as u64) * (VERITY_BLOCK_SIZE / DATA_UNIT_SIZE) as u64;
                     if item.unfilled {
-                        c.decrypt_units_from(unit, DATA_UNIT_SIZE, src(i), frame(i));
+                        let src = self.device_page(first + i as u64);
+                        c.decrypt_units_from(unit, DATA_UNIT_SIZE, src, frame(i));
                     } else {
                         c.decrypt_units(unit, DATA_UNIT_SIZE, frame(i));
                     }
