@@ -753,28 +753,32 @@ fn workload_cpus_holds_every_thread_of_the_run() {
         .spawn()
         .unwrap();
     // Wait for the workload's threads (after the dataset is made: seconds
-    // on a busy machine), then read each one's affinity.
+    // on a busy machine) and for each to have set its affinity (a thread
+    // pins itself just after it starts), reading each one's affinity; the
+    // last reading before the run ends is what is checked.
     let mut child = child;
     let mut seen: Vec<(String, String)> = Vec::new();
+    let is_work = |c: &str| {
+        ["reader-", "hog-", "fscrypt", "fsverity", "irq"]
+            .iter()
+            .any(|p| c.starts_with(p))
+    };
     while child.try_wait().unwrap().is_none() {
         std::thread::sleep(std::time::Duration::from_millis(50));
         seen = tasks::affinities(child.id());
         if seen.iter().any(|(c, _)| c.starts_with("hog-"))
             && seen.iter().any(|(c, _)| c.starts_with("reader-"))
+            && seen
+                .iter()
+                .filter(|(c, _)| is_work(c))
+                .all(|(_, a)| *a == first.to_string())
         {
             break;
         }
     }
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let work: Vec<&(String, String)> = seen
-        .iter()
-        .filter(|(c, _)| {
-            ["reader-", "hog-", "fscrypt", "fsverity", "irq"]
-                .iter()
-                .any(|p| c.starts_with(p))
-        })
-        .collect();
+    let work: Vec<&(String, String)> = seen.iter().filter(|(c, _)| is_work(c)).collect();
     assert!(
         work.iter().any(|(c, _)| c.starts_with("reader-")),
         "no reader seen: {seen:?}"
