@@ -28,7 +28,8 @@ pub const UNIT: usize = 4096;
 pub struct CryptoResult {
     /// `aes-256-xts`, `aes-256-xts-soft`, `aes-256-xts-ti`, `adiantum`, `sha256`, `sha256-2x`
     /// (two blocks at once; only where the CPU has the SHA extensions),
-    /// `fsverity-verify`.
+    /// `fsverity-verify`, `kernel-copy` (the page-cache readers' copy, not
+    /// crypto: `pread` of 128 KiB from a memfd).
     pub name: String,
     /// Median over rounds, bytes per CPU-second.
     pub bytes_per_s: f64,
@@ -175,6 +176,13 @@ pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> Cryp
     // compare with the already verified leaf entry.
     progress("fsverity-verify");
     results.push(against(verify_row(seconds, rounds), sha_openssl));
+    // The application's copy of a page-cache read, as the model's readers
+    // make it (a `pread` of the cache's memfd), not crypto but in every
+    // miss: `bench/paths.sh` counts it in a second limit.
+    progress("kernel-copy");
+    if let Some(r) = copy_row(seconds, rounds) {
+        results.push(r);
+    }
     progress("af_alg");
     let (afalg, afalg_missing) = afalg_rows(seconds, rounds);
     let _ = crate::sys::unpin_current_thread();
@@ -368,6 +376,38 @@ fn sha256x2_row(x2: &Sha256x2, seconds: f64, rounds: u32, buf: &[u8]) -> CryptoR
     )
 }
 
+/// The page-cache readers' copy: `pread` of 128 KiB (one read of the
+/// max-throughput preset) from a 16 MiB memfd of written pages (a cache's
+/// frames) into one buffer, going round the memfd. None: no memfd here.
+fn copy_row(seconds: f64, rounds: u32) -> Option<CryptoResult> {
+    const READ: usize = 128 * 1024;
+    const SIZE: usize = 16 << 20;
+    let mem = crate::sys::SharedMem::new("readpath-bench-copy", SIZE).ok()?;
+    // SAFETY: `SIZE` bytes mapped read-write, this function's own.
+    unsafe { std::ptr::write_bytes(mem.ptr(), 0x5a, SIZE) };
+    let mut buf = vec![0u8; READ];
+    let per = (READ / UNIT) as u64;
+    let ours: Vec<f64> = (0..rounds)
+        .map(|_| {
+            // One call copies `per` units: count it on every per-th op.
+            measure(seconds, |i| {
+                if i % per == 0 {
+                    let at = (i / per * READ as u64) % SIZE as u64;
+                    // SAFETY: `buf` is `READ` writable bytes.
+                    let n = unsafe { crate::sys::pread_raw(mem.fd(), buf.as_mut_ptr(), READ, at) };
+                    std::hint::black_box((n, &buf));
+                }
+            })
+        })
+        .collect();
+    Some(result(
+        "kernel-copy",
+        ours,
+        Vec::new(),
+        "pread 128K of a memfd".into(),
+    ))
+}
+
 /// The whole per-block check on the cache-hit path over a 4 MiB tree, in pairs as the pipeline verifies.
 fn verify_row(seconds: f64, rounds: u32) -> CryptoResult {
     let data: Vec<u8> = (0..(4usize << 20)).map(|i| (i * 131 % 251) as u8).collect();
@@ -486,7 +526,7 @@ impl CryptoReport {
             out.push_str(&format!("\nAF_ALG: not measured: {why}\n"));
         }
         out.push_str(
-            "\nsha256-2x: two blocks hashed together, interleaved (fs-verity does this since Linux 6.18), against openssl's one-stream sha256.\nfsverity-verify: cached block checks in pairs, as the pipeline does them (hash the blocks, compare with their verified leaves), against openssl sha256.\n",
+            "\nsha256-2x: two blocks hashed together, interleaved (fs-verity does this since Linux 6.18), against openssl's one-stream sha256.\nfsverity-verify: cached block checks in pairs, as the pipeline does them (hash the blocks, compare with their verified leaves), against openssl sha256.\nkernel-copy: not crypto: the page-cache readers' copy to the application (a 128 KiB pread of the cache's memfd), which every miss also makes.\n",
         );
         out
     }

@@ -312,6 +312,8 @@ fn bench_crypto_reports_every_primitive_next_to_openssl() {
         want.push("sha256-2x");
     }
     want.push("fsverity-verify");
+    // The page-cache readers' copy (a memfd `pread`), for bench/paths.sh.
+    want.push("kernel-copy");
     assert_eq!(names, want);
     for r in results {
         assert!(r["bytes_per_s"].as_f64().unwrap() > 1e6, "{r}");

@@ -570,3 +570,47 @@ fn the_memory_device_fills_every_page_it_reads() {
         }
     }
 }
+
+/// Every read hands the application the dataset's plaintext: the bytes the
+/// model decrypted and verified into its frames, copied by the kernel out
+/// of the frames' memfd at the right frames and offsets, however the pages
+/// came in (the memory device or the disk, io_uring or sync readers, a
+/// cache too small to keep a read's pages, hits and misses, several
+/// readers on the same pages). Every read is compared, none differs.
+#[test]
+fn every_read_gets_the_plaintext_the_model_decrypted() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    let _g = serial();
+    for engine in ["uring", "sync"] {
+        for device in ["memory", "disk"] {
+            for (size, pattern) in [("0", "random"), ("1M", "sequential"), ("auto", "random")] {
+                let s = settings(
+                    "16M",
+                    &[
+                        &format!("workload.pattern={pattern}"),
+                        "workload.block_size=64K",
+                        "workload.readers=2",
+                        &format!("cache.size={size}"),
+                        &format!("cache.device={device}"),
+                        &format!("workload.engine={engine}"),
+                    ],
+                );
+                let check = Arc::new(readpath::engine::CopyCheck::default());
+                let mut opts =
+                    EngineOptions::new(Duration::from_millis(100), shared_16m().to_path_buf());
+                opts.check_copies = Some(check.clone());
+                let mut quiet = |_: u64, _: u64| {};
+                let engine_ = Engine::start(s, opts, &mut quiet).unwrap();
+                std::thread::sleep(Duration::from_millis(500));
+                let t = engine_.stop();
+                let c = &t.rec.counters;
+                let what = format!("{engine}/{device}/cache.size={size}/{pattern}");
+                assert!(c.reads > 20 && c.bios > 0, "{what}: {c:?}");
+                assert_eq!(c.io_errors + c.verity_failures, 0, "{what}: {c:?}");
+                assert_eq!(check.reads.load(Ordering::Relaxed), c.reads, "{what}");
+                assert_eq!(check.wrong.load(Ordering::Relaxed), 0, "{what}");
+            }
+        }
+    }
+}

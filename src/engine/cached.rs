@@ -15,9 +15,10 @@
 //! the verify queue (or verifies it in the same item), and the worker that
 //! finishes it makes its pages uptodate and wakes every reader waiting on
 //! one (`folio_end_read`). Once all of a read's pages are uptodate, the
-//! copy to the application's buffer is a real read of the plaintext through
-//! the kernel's own page cache, so it costs what the kernel's copy costs
-//! (see [`Reader::copy`]). The reader's wait is an io_uring wait with the
+//! copy to the application's buffer is the kernel's copy out of the frames
+//! the model decrypted and verified (a `pread` of the cache's memfd), so
+//! it costs what the kernel's copy costs and the application gets the
+//! model's bytes (see [`Reader::copy`]). The reader's wait is an io_uring wait with the
 //! eventfd read pending, so it sleeps as iowait (or not, with
 //! `sleep = "plain"`), as `folio_wait_locked` does. Synchronous readers
 //! read each bio with a blocking `preadv` and then wait (parked) for its
@@ -48,8 +49,6 @@ const PENDING_RA: usize = 16;
 
 /// user_data bit of a bio read (the rest: the reader's bio slot).
 const BIO_TAG: u64 = 1 << 62;
-/// user_data bit of an application read's copy (the rest: its slot).
-const COPY_TAG: u64 = 1 << 61;
 
 /// One application read in flight.
 #[derive(Clone, Copy, Default)]
@@ -63,9 +62,36 @@ struct AppRead {
     wait_seq: u64,
     /// Failed: 1 verification, 2 I/O.
     failed: u8,
-    /// Every page is uptodate and the copy to the application's buffer
-    /// is in the kernel (io_uring).
-    copying: bool,
+    /// Its pages' frames are pinned for the copy (see [`Reader::copy`]).
+    pinned: bool,
+}
+
+/// What starting a read's copy came to.
+#[derive(PartialEq, Eq)]
+enum Copy {
+    /// Copied (or failed): the read finishes.
+    Done,
+    /// A page was evicted since its lookup: the read looks it up again.
+    Again,
+}
+
+/// The runs of consecutive frames in `frames` (a read's pages in order):
+/// (index of the run's first page, its first frame, pages), one `pread`
+/// of the frames' memfd each.
+fn frame_runs(frames: &[u32]) -> impl Iterator<Item = (usize, u32, usize)> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let &f = frames.get(at)?;
+        let start = at;
+        at += 1;
+        while frames
+            .get(at)
+            .is_some_and(|&g| u64::from(g) == u64::from(f) + (at - start) as u64)
+        {
+            at += 1;
+        }
+        Some((start, f, at - start))
+    })
 }
 
 /// What progressing a read came to.
@@ -133,14 +159,11 @@ struct Reader<'c> {
     src: Source,
     /// Bios built and not yet handed to the device.
     to_submit: Vec<u32>,
-    /// The file whose kernel page cache the application's copy is read
-    /// from (the plaintext, buffered): see [`Reader::copy`].
-    plain_fd: i32,
-    /// io_uring: the copy is a read on the ring (slots in `to_copy`);
-    /// sync: a `pread` at once.
-    copy_on_ring: bool,
-    /// Reads whose copy is to be submitted (io_uring).
-    to_copy: Vec<u32>,
+    /// The cache's frames as a file (a memfd): the application's copy is
+    /// a read of it, see [`Reader::copy`].
+    frames_fd: i32,
+    /// The frames each read pins for its copy (`pages_per_read` a read).
+    pins: Vec<u32>,
     frames_tmp: Vec<u32>,
     /// Local bios whose post-read work ended, not yet released (see
     /// [`Reader::settle`]).
@@ -158,6 +181,16 @@ struct Reader<'c> {
     /// recorder each pass.
     ra_deferred: u64,
     ra_dropped: u64,
+}
+
+/// However the reader's loop ends (its ring has drained by then: it drops
+/// first), no read keeps its frames pinned in a cache that outlives it.
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        for i in 0..self.reads.len() {
+            self.unpin_read(i);
+        }
+    }
 }
 
 impl Reader<'_> {
@@ -391,27 +424,73 @@ impl Reader<'_> {
 
     /// The copy of read `i`'s pages into the application's buffer, which
     /// the kernel makes on a buffered read once its pages are uptodate
-    /// (`filemap_read` -> `copy_folio_to_iter`). It is a real read of the
-    /// plaintext through the kernel's own page cache, so a hit costs what
-    /// the kernel's hit costs (the syscall or ring entry, the lookup, the
-    /// copy) and not only a memcpy: the model decides hit or miss, the
-    /// kernel does the copy. Sync: done here (true). io_uring: queued for
-    /// the ring (false), finished when it completes.
-    fn copy(&mut self, owner: &Owner<'_>, i: usize) -> bool {
-        if self.copy_on_ring {
-            self.reads[i].copying = true;
-            self.to_copy.push(i as u32);
-            return false;
+    /// (`filemap_read` -> `copy_folio_to_iter`): from the frames the model
+    /// just decrypted and verified, by the kernel, as a read of the frames'
+    /// memfd (one per run of consecutive frames), so it costs what the
+    /// kernel's copy costs (the syscall or ring entry, the lookup of the
+    /// memfd's pages, `copy_to_user`) and the application gets the bytes
+    /// the model produced. The frames are pinned for the copy (as
+    /// `filemap_get_pages` holds its folios' references), so no bio takes
+    /// them meanwhile; a page evicted since its lookup sends the read back
+    /// to look it up again. Both engines copy with `pread`: io_uring would
+    /// hand a read of a memfd to its io-wq threads (shmem reads do not
+    /// take `IOCB_NOWAIT`), a thread hop per copy that the kernel's
+    /// buffered read of a cached page does not take.
+    fn copy(&mut self, owner: &Owner<'_>, i: usize) -> Copy {
+        let n = self.pages_per_read as usize;
+        let first = self.reads[i].offset / PAGE as u64;
+        let pins = &mut self.pins[i * n..(i + 1) * n];
+        for k in 0..n {
+            match self.pc.pin_looked_up(first + k as u64) {
+                Some(f) => pins[k] = f,
+                None => {
+                    for &f in &pins[..k] {
+                        self.pc.unpin(f);
+                    }
+                    self.reads[i].done = k as u32;
+                    return Copy::Again;
+                }
+            }
         }
+        self.reads[i].pinned = true;
         let buf = owner.slot(i);
-        // SAFETY: `buf` is slot i's `block` bytes, this reader's own.
-        let n = unsafe {
-            crate::sys::pread_raw(self.plain_fd, buf.cast(), self.block, self.reads[i].offset)
-        };
-        if n != self.block as isize {
-            self.reads[i].failed = 2;
+        let mut ok = true;
+        for (at, f, len) in frame_runs(&self.pins[i * n..(i + 1) * n]) {
+            // SAFETY: `buf` is slot i's `block` bytes, this reader's own,
+            // and `at + len` pages lie inside it.
+            let got = unsafe {
+                crate::sys::pread_raw(
+                    self.frames_fd,
+                    buf.add(at * PAGE),
+                    len * PAGE,
+                    u64::from(f) * PAGE as u64,
+                )
+            };
+            ok &= got == (len * PAGE) as isize;
         }
-        true
+        self.unpin_read(i);
+        if !ok {
+            self.reads[i].failed = 2;
+        } else if let Some((c, plain)) = &self.ctx.copy_check {
+            let at = self.reads[i].offset as usize;
+            // SAFETY: slot i's `block` bytes, just written by the copy.
+            let got = unsafe { std::slice::from_raw_parts(buf, self.block) };
+            c.reads.fetch_add(1, Ordering::Relaxed);
+            if plain.bytes().get(at..at + self.block) != Some(got) {
+                c.wrong.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Copy::Done
+    }
+
+    /// Drops read `i`'s pins of its frames (its copy ended).
+    fn unpin_read(&mut self, i: usize) {
+        let n = self.pages_per_read as usize;
+        if std::mem::take(&mut self.reads[i].pinned) {
+            for &f in &self.pins[i * n..(i + 1) * n] {
+                self.pc.unpin(f);
+            }
+        }
     }
 
     fn finish(&mut self, h: &mut ThreadHandle, i: usize) {
@@ -455,14 +534,14 @@ impl Reader<'_> {
                 {
                     break;
                 }
-                if self.reads[i].copying {
-                    break;
-                }
                 match self.step(i) {
                     Step::Done => {
                         budget -= 1;
-                        if self.reads[i].failed == 0 && !self.copy(owner, i) {
-                            break; // the copy is on the ring
+                        if self.reads[i].failed == 0 {
+                            match self.copy(owner, i) {
+                                Copy::Done => {}
+                                Copy::Again => continue,
+                            }
                         }
                         self.finish(h, i);
                     }
@@ -606,9 +685,8 @@ pub fn run(
         ra: Readahead::new(s.cache.read_ahead),
         src: Source::new(s, index),
         to_submit: Vec::with_capacity(nbios),
-        plain_fd: ctx.plain.as_ref().map_or(-1, |f| f.as_raw_fd()),
-        copy_on_ring: engine == EngineKind::Uring,
-        to_copy: Vec::with_capacity(depth),
+        frames_fd: pc.frames_fd(),
+        pins: vec![0; depth * block / PAGE],
         frames_tmp: Vec::with_capacity(MAX_BIO_PAGES),
         ended: Vec::with_capacity(nbios),
         progressed: false,
@@ -634,7 +712,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
     let s = &ctx.settings;
     let index = r.index;
     let poll = s.workload.sleep == SleepMode::Poll;
-    let entries = ((r.bios.slots.len() + r.reads.len() + 1) as u32).next_power_of_two();
+    let entries = ((r.bios.slots.len() + 1) as u32).next_power_of_two();
     // Dropped before `r.bios` (declared in the caller): every read in the
     // kernel completes and every item comes back before the bios are failed
     // and released.
@@ -657,7 +735,7 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
     };
     loop {
         let stopping = r.turn(&mut u.owner, h);
-        if stopping && u.owner.in_device == 0 && u.owner.at_workers == 0 && r.to_copy.is_empty() {
+        if stopping && u.owner.in_device == 0 && u.owner.at_workers == 0 {
             break;
         }
         let due = r.pass(&u.owner, h, stopping);
@@ -699,22 +777,6 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
             // bio until its completion is reaped (the iovecs live in
             // `r.bios`, which outlives `u`; the frames in the cache).
             unsafe { u.ring.submission().push(&sqe) }.expect("SQ sized for every bio");
-            u.owner.in_device += 1;
-        }
-        for i in r.to_copy.drain(..) {
-            let rd = r.reads[i as usize];
-            let sqe = opcode::Read::new(
-                types::Fd(r.plain_fd),
-                u.owner.slot(i as usize),
-                r.block as u32,
-            )
-            .offset(rd.offset)
-            .build()
-            .user_data(COPY_TAG | u64::from(i));
-            // SAFETY: slot i's buffer is this reader's own and not touched
-            // until this read's completion is reaped; `u.owner` frees the
-            // buffers only after `u` reaped every read counted in_device.
-            unsafe { u.ring.submission().push(&sqe) }.expect("SQ sized for every bio and copy");
             u.owner.in_device += 1;
         }
         if r.progressed && u.owner.in_device == 0 {
@@ -769,15 +831,6 @@ fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::i
                 break;
             };
             u.owner.in_device -= 1;
-            if ud & COPY_TAG != 0 {
-                let i = (ud & !COPY_TAG) as usize;
-                r.reads[i].copying = false;
-                if res != r.block as i32 {
-                    r.reads[i].failed = 2;
-                }
-                r.finish(h, i);
-                continue;
-            }
             let k = (ud & !BIO_TAG) as u32;
             if r.bio_read(h, k, i64::from(res), stamp()) {
                 r.bio_done(k);
@@ -860,4 +913,22 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_runs;
+
+    #[test]
+    fn a_reads_frames_split_into_runs_of_consecutive_frames() {
+        let runs = |f: &[u32]| frame_runs(f).collect::<Vec<_>>();
+        assert_eq!(runs(&[]), vec![]);
+        assert_eq!(runs(&[7]), vec![(0, 7, 1)]);
+        assert_eq!(runs(&[4, 5, 6, 7]), vec![(0, 4, 4)]);
+        assert_eq!(
+            runs(&[4, 5, 9, 10, 11, 3, 2, 2]),
+            vec![(0, 4, 2), (2, 9, 3), (5, 3, 1), (6, 2, 1), (7, 2, 1)]
+        );
+        assert_eq!(runs(&[u32::MAX - 1, u32::MAX]), vec![(0, u32::MAX - 1, 2)]);
+    }
 }

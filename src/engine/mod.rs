@@ -35,7 +35,7 @@ pub mod workload;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -270,6 +270,20 @@ pub struct EngineOptions {
     pub data_dir: PathBuf,
     /// Failures to inject (tests of the error paths); none by default.
     pub faults: Faults,
+    /// Page-cache readers compare every read's bytes with the dataset's
+    /// plaintext and count here (tests); none by default.
+    pub check_copies: Option<Arc<CopyCheck>>,
+}
+
+/// What page-cache readers handed the application, checked against the
+/// dataset's plaintext (a test's proof that a read gets the bytes the model
+/// decrypted and verified, from the right frames, at the right offsets).
+#[derive(Debug, Default)]
+pub struct CopyCheck {
+    /// Reads whose bytes were compared.
+    pub reads: AtomicU64,
+    /// Of those, reads whose bytes differ from the plaintext.
+    pub wrong: AtomicU64,
 }
 
 impl EngineOptions {
@@ -279,6 +293,7 @@ impl EngineOptions {
             interval,
             data_dir,
             faults: Faults::default(),
+            check_copies: None,
         }
     }
 }
@@ -522,7 +537,10 @@ impl Engine {
             self.leave_kernel();
             self.dataset.path(variant)
         };
-        let pcache = (r.path == ReadPath::PageCache).then(|| self.page_cache_for(&eff));
+        let pcache = match r.path {
+            ReadPath::PageCache => Some(self.page_cache_for(&eff)?),
+            _ => None,
+        };
         // A cold start: nothing cached when this configuration begins.
         if eff.cache.cold_start
             && let Some(pc) = &pcache
@@ -531,22 +549,19 @@ impl Engine {
             self.mark("drop cache (cold start)");
         }
         *self.shared.pcache.lock().unwrap_or_else(|e| e.into_inner()) = pcache.clone();
-        // Page-cache readers copy through the kernel's cache of the
-        // plaintext; asked to be read in now, so a hit is not a real read.
-        let plain = match &pcache {
-            Some(_) => {
-                let f = File::open(self.dataset.path(Variant::Plain)).map_err(|e| {
-                    EngineError::Start(std::io::Error::new(
-                        e.kind(),
-                        format!("opening the plaintext the page-cache readers copy from: {e}"),
-                    ))
-                })?;
-                self.warm_plain(&f);
-                Some(Arc::new(f))
+        let copy_check = match (&self.opts.check_copies, &pcache) {
+            (Some(c), Some(_)) => {
+                let plain = self.dataset.path(Variant::Plain);
+                let m = File::open(&plain)
+                    .and_then(|f| crate::sys::Mapping::read_only(&f))
+                    .map_err(|source| EngineError::Open {
+                        path: plain,
+                        source,
+                    })?;
+                Some((c.clone(), Arc::new(m)))
             }
-            None => None,
+            _ => None,
         };
-        let pcache = pcache.zip(plain);
         let direct = match r.path {
             ReadPath::PageCache => eff.cache.device != crate::settings::CacheDevice::Memory,
             _ => eff.workload.direct,
@@ -608,6 +623,7 @@ impl Engine {
             sink,
             self.opts.faults,
             pcache,
+            copy_check,
         )
         .map_err(EngineError::Start)?;
         *self.shared.pools.lock().unwrap_or_else(|e| e.into_inner()) = p.pools();
@@ -646,7 +662,7 @@ impl Engine {
     /// The page cache a page-cache pipeline of `eff` reads through: the
     /// current one when its geometry fits, else a new one holding what fits
     /// of the current one's pages. No pipeline runs while this is called.
-    fn page_cache_for(&mut self, eff: &Settings) -> Arc<pagecache::PageCache> {
+    fn page_cache_for(&mut self, eff: &Settings) -> Result<Arc<pagecache::PageCache>, EngineError> {
         let g = memory::CacheGeometry::of(eff);
         if let Some(pc) = &self.pcache
             && pc.file_pages() == g.file_pages
@@ -656,43 +672,28 @@ impl Engine {
             && pc.bio_slots() == g.bios
             && pc.readers() == g.readers
         {
-            return pc.clone();
+            return Ok(pc.clone());
         }
-        let pc = Arc::new(pagecache::PageCache::with_tree(
+        let pc = pagecache::PageCache::with_tree(
             g.file_pages,
             g.tree_pages,
             g.capacity,
             g.reserve,
             g.bios,
             g.readers,
-        ));
+        )
+        .map_err(|e| {
+            EngineError::Start(std::io::Error::new(
+                e.kind(),
+                format!("creating the page cache's frames (a memfd): {e}"),
+            ))
+        })?;
+        let pc = Arc::new(pc);
         if let Some(old) = self.pcache.take() {
             pc.migrate_from(&old);
         }
         self.pcache = Some(pc.clone());
-        pc
-    }
-
-    /// Makes sure the plaintext the readers copy from is in the kernel's
-    /// page cache, so the copy of a hit costs what a kernel hit costs and
-    /// never reads the device: read through when it is not all resident and
-    /// fits in half the available memory, else a notice says it may not be.
-    fn warm_plain(&self, f: &File) {
-        let Ok(r) = crate::sys::page_cache_residency(f) else {
-            return;
-        };
-        if r.resident_pages >= r.total_pages {
-            return;
-        }
-        let bytes = r.total_pages * crate::sys::page_size() as u64;
-        let room = crate::sys::memory_available_bytes().unwrap_or(0) / 2;
-        if bytes <= room && crate::sys::warm_page_cache(f).is_ok() {
-            return;
-        }
-        self.sink().push(format!(
-            "page cache: {} of {} pages of the plaintext the readers copy from are in the kernel's cache; a copy that finds its page cold reads the device",
-            r.resident_pages, r.total_pages
-        ));
+        Ok(pc)
     }
 
     /// Drops every page of the model's page cache (the `x` key; `echo 1 >

@@ -21,10 +21,10 @@
 //! unchecked, so an evicted hash page is verified again when read again.
 //!
 //! Concurrency: a lookup takes no lock: one load of the page's state word
-//! (and its referenced bit and readahead mark). The readers copy through
-//! the kernel (see `cached.rs`), so a hit reads no frame. A frame is pinned
-//! (a reference count) by the bio that reads into it until the bio's owner
-//! releases it; eviction marks the state `Evicting` first and checks the
+//! (and its referenced bit and readahead mark). The frames are a memfd,
+//! and a read's copy is the kernel's `pread` of it (see `cached.rs`). A
+//! frame is pinned (a reference count) by the bio that reads into it until
+//! the bio's owner releases it, and by a read for its copy; eviction marks the state `Evicting` first and checks the
 //! pin count after, so a pinned frame is never taken (both sequentially
 //! consistent; the tests' `lookup_copy` pins the same way). Only the miss
 //! path (taking frames, evicting) takes the allocator's lock, as the
@@ -118,26 +118,7 @@ pub fn seq_key(seq: u64) -> u64 {
 }
 
 /// Page-aligned frame memory, never moved while the cache lives.
-struct FrameMem {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-// SAFETY: the memory is plain bytes; who may touch which frame is the
-// cache's protocol (a frame is written only by the one bio that holds it
-// in flight, read only by pinned readers of an uptodate page).
-unsafe impl Send for FrameMem {}
-// SAFETY: as for Send.
-unsafe impl Sync for FrameMem {}
-
-impl Drop for FrameMem {
-    fn drop(&mut self) {
-        if self.layout.size() > 0 {
-            // SAFETY: allocated with this layout in `PageCache::new`.
-            unsafe { std::alloc::dealloc(self.ptr, self.layout) };
-        }
-    }
-}
+struct FrameMem(crate::sys::SharedMem);
 
 /// One bio's slot: which pages it reads into which frames, and who waits.
 pub struct Bio {
@@ -235,7 +216,7 @@ impl PageCache {
         reserve: usize,
         bios: usize,
         readers: usize,
-    ) -> PageCache {
+    ) -> std::io::Result<PageCache> {
         Self::with_tree(file_pages, 0, capacity, reserve, bios, readers)
     }
 
@@ -248,20 +229,14 @@ impl PageCache {
         reserve: usize,
         bios: usize,
         readers: usize,
-    ) -> PageCache {
+    ) -> std::io::Result<PageCache> {
         let nframes = frames_for(capacity, reserve);
         assert!(nframes < u32::MAX as usize && bios <= MAX_BIOS);
-        let layout =
-            std::alloc::Layout::from_size_align(nframes * PAGE, PAGE).expect("frame layout");
-        // SAFETY: the layout has a non-zero size (nframes >= 1).
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
+        let mem = crate::sys::SharedMem::new("readpath-page-cache", nframes * PAGE)?;
         let atomics64 = |n: usize, v: u64| (0..n).map(|_| AtomicU64::new(v)).collect::<Box<[_]>>();
         let words = readers.div_ceil(64).max(1);
-        PageCache {
-            mem: FrameMem { ptr, layout },
+        Ok(PageCache {
+            mem: FrameMem(mem),
             pages: atomics64(file_pages + tree_pages, encode(Page::Absent, false)),
             frame_page: atomics64(nframes, NO_PAGE),
             refs: (0..nframes).map(|_| AtomicU32::new(0)).collect(),
@@ -292,7 +267,7 @@ impl PageCache {
                 })
                 .collect(),
             readers,
-        }
+        })
     }
 
     /// Pages of the file's data.
@@ -411,7 +386,14 @@ impl PageCache {
         debug_assert!((f as usize) < self.frames());
         // SAFETY: f < frames, so the range is inside the allocation; the
         // caller's contract makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.add(f as usize * PAGE), PAGE) }
+        unsafe { std::slice::from_raw_parts_mut(self.mem.0.ptr().add(f as usize * PAGE), PAGE) }
+    }
+
+    /// The file the frames are (a memfd): frame `f` is its bytes
+    /// `f * PAGE..`, so a read of it at that offset is the kernel's copy out
+    /// of the frame (the caller pins the frame for the read).
+    pub fn frames_fd(&self) -> std::os::fd::RawFd {
+        self.mem.0.fd()
     }
 
     /// Looks page `p` up without a lock: an uptodate page is a hit (its
@@ -440,7 +422,7 @@ impl PageCache {
 
     /// A hit copies page `p` into `dst` (one page) without a lock; any
     /// other state is returned as it is. A page found `Evicting` or
-    /// changing under the pin is read again. (The readers copy through the
+    /// changing under the pin is read again. (The readers copy with the
     /// kernel instead, see `cached.rs`; this is the model's own copy, which
     /// the tests use to check what a frame holds.)
     #[cfg(test)]
@@ -744,6 +726,19 @@ impl PageCache {
     /// referenced, as a lookup does) and returns it; the caller reads it and
     /// calls [`Self::unpin`]. None: not uptodate now.
     pub fn pin_uptodate(&self, p: u64) -> Option<u32> {
+        let f = self.pin(p)?;
+        self.touch(f as usize);
+        Some(f)
+    }
+
+    /// [`Self::pin_uptodate`] of a page its caller has already looked up
+    /// (the lookup marked it referenced; a second mark would count as a
+    /// second use): the application's copy after its lookups.
+    pub fn pin_looked_up(&self, p: u64) -> Option<u32> {
+        self.pin(p)
+    }
+
+    fn pin(&self, p: u64) -> Option<u32> {
         loop {
             let w = self.pages[p as usize].load(Ordering::SeqCst);
             let page = decode(w).0;
@@ -760,7 +755,6 @@ impl PageCache {
                 self.refs[f].fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
-            self.touch(f);
             return Some(frame);
         }
     }
@@ -1204,7 +1198,7 @@ mod tests {
     }
 
     fn cache(file_pages: usize, cap: usize) -> PageCache {
-        PageCache::new(file_pages, cap, 8, 4, 2)
+        PageCache::new(file_pages, cap, 8, 4, 2).expect("a memfd")
     }
 
     /// Fills page p through a bio of one page, as a reader and a worker do.
@@ -1334,7 +1328,7 @@ mod tests {
         // takes a data page's frame, not a hash page's (which every
         // verification reads). Before, the hand took the first frame it
         // met, a tree page, and a stream read its tree again and again.
-        let c = PageCache::with_tree(16, 4, 0, 8, 4, 2);
+        let c = PageCache::with_tree(16, 4, 0, 8, 4, 2).expect("a memfd");
         for p in 16..20 {
             fill(&c, p, 9);
         }

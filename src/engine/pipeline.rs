@@ -200,9 +200,9 @@ impl Pipeline {
         registry: Arc<Registry>,
         notices: NoticeSink,
         faults: super::Faults,
-        pcache: Option<(Arc<super::pagecache::PageCache>, Arc<std::fs::File>)>,
+        pcache: Option<Arc<super::pagecache::PageCache>>,
+        copy_check: Option<(Arc<super::CopyCheck>, Arc<crate::sys::Mapping>)>,
     ) -> std::io::Result<Pipeline> {
-        let (pcache, plain) = pcache.unzip();
         let plan = Plan::of(&settings);
         // Everything the pipeline starts runs on these (`workload.cpus`).
         let cpus = settings.run_cpus(&crate::sys::online_cpus());
@@ -283,9 +283,9 @@ impl Pipeline {
             buffers_alive: (0..readers).map(|_| AtomicBool::new(false)).collect(),
             touched_freed: std::sync::atomic::AtomicU64::new(0),
             faults,
+            copy_check,
             pcache,
             bios_per_reader,
-            plain,
             irqs,
             irq_noticed: AtomicBool::new(false),
             tree,

@@ -177,14 +177,14 @@ pub struct Ctx {
     pub touched_freed: std::sync::atomic::AtomicU64,
     /// Failures injected by tests.
     pub faults: super::Faults,
+    /// Page-cache readers check each read's bytes against this plaintext
+    /// (`EngineOptions::check_copies`, tests).
+    pub copy_check: Option<(Arc<super::CopyCheck>, Arc<crate::sys::Mapping>)>,
     /// The page cache reads go through (None: direct reads, each its own
     /// bio: raw O_DIRECT or blk-crypto).
     pub pcache: Option<Arc<PageCache>>,
     /// Bio slots of each reader in [`Self::pcache`].
     pub bios_per_reader: usize,
-    /// The plaintext, read buffered: page-cache readers copy through the
-    /// kernel's own cache of it (the kernel's hit path).
-    pub plain: Option<Arc<std::fs::File>>,
     /// The irq threads' inboxes (`workload.completion = irq`).
     pub irqs: Option<super::irq::Irqs>,
     /// The irq threads' SCHED_FIFO refusal was reported.

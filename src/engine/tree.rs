@@ -421,7 +421,7 @@ mod tests {
     }
 
     fn tree(s: &Setup, variant: Variant, capacity: usize) -> TreePages {
-        let pc = Arc::new(PageCache::with_tree(1024, 9, capacity, 8, 1, 1));
+        let pc = Arc::new(PageCache::with_tree(1024, 9, capacity, 8, 1, 1).expect("a memfd"));
         let path = s.ds.tree_path(variant);
         let cipher = match variant {
             Variant::Cipher(k) => Some(Arc::new(s.ds.cipher(k))),

@@ -135,6 +135,92 @@ impl Drop for Mapping {
     }
 }
 
+/// Memory backed by a file of its own (`memfd_create`), mapped read-write
+/// and shared: the model's page-cache frames. Because the frames are a
+/// file, the application's copy out of them can be the kernel's own copy
+/// (`pread` of the memfd at the frame's offset, `copy_page_to_iter` from
+/// the page the model just decrypted and verified), as the kernel copies
+/// a buffered read's folio, rather than a user-space memcpy.
+pub struct SharedMem {
+    fd: std::os::fd::OwnedFd,
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the bytes are plain memory owned by this value until drop; who
+// may touch which part is the owner's protocol (the page cache's pins).
+unsafe impl Send for SharedMem {}
+// SAFETY: as for Send.
+unsafe impl Sync for SharedMem {}
+
+impl SharedMem {
+    /// `len` bytes (rounded up to pages) of zeroes, named `name` in
+    /// /proc/PID/fd (close-on-exec; the kernel allocates a page when it is
+    /// first written, as for anonymous memory).
+    pub fn new(name: &str, len: usize) -> io::Result<SharedMem> {
+        let len = len.max(1).div_ceil(page_size()) * page_size();
+        let cname = std::ffi::CString::new(name)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the name"))?;
+        // SAFETY: a valid C string; the flags ask for a new fd only.
+        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh fd this call owns.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        let size = libc::off_t::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too large"))?;
+        // SAFETY: an fd this value owns.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh shared mapping of the memfd at a kernel-chosen
+        // address; it aliases no Rust memory.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SharedMem { fd, addr, len })
+    }
+
+    /// The first byte (`len()` bytes mapped read-write until drop).
+    pub fn ptr(&self) -> *mut u8 {
+        self.addr.cast()
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false (at least a page is mapped).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The memfd: byte `n` of the file is byte `n` of the mapping.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for SharedMem {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`; the owner ends
+        // every use of `ptr()` before dropping.
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
+}
+
 /// How much of a file is in the page cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Residency {

@@ -127,8 +127,8 @@ pub use signals::{
 
 /// The page cache: O_DIRECT, dropping, warming and residency of a file.
 pub use fs::{
-    Mapping, Residency, fadvise_dontneed, page_cache_residency, page_size, supports_o_direct,
-    warm_page_cache,
+    Mapping, Residency, SharedMem, fadvise_dontneed, page_cache_residency, page_size,
+    supports_o_direct, warm_page_cache,
 };
 
 /// What the machine and kernel offer, probed once, and the description
