@@ -83,7 +83,9 @@ fn a_wide_footer_lists_every_footer_key() {
         "{footer}"
     );
     assert!(
-        footer.contains("  gG hogs  b baseline  p presets  s save  ␣ pause  r reset  zZ zoom "),
+        footer.contains(
+            "  gG hogs  b baseline  A A/B  p presets  s save  ␣ pause  r reset  zZ zoom "
+        ),
         "{footer}"
     );
     assert!(footer.ends_with("  ? help  q quit"), "{footer}");
@@ -111,7 +113,13 @@ fn baseline_panel_compares_baseline_with_now() {
     // "now" starts after the change marker: only bound intervals.
     assert!(n.from_s >= 30.0, "{n:?}");
     let screen = text(&draw(&a, &look(), 160, 48));
-    assert!(screen.contains("-97%"), "run_delay change:\n{screen}");
+    // 36 -> 1.2 ms/s: the 2 s windows' ranges are apart, so it is a
+    // result, not marked as noise.
+    assert!(
+        screen.contains(" -97%") && !screen.contains("~-97%"),
+        "run_delay change:\n{screen}"
+    );
+    assert!(screen.contains("2 s windows: base "), "{screen}");
     insta::assert_snapshot!("baseline_160x48", screen);
     // At 80x24 the panel takes the scheduler chart's place.
     let small = text(&draw(&a, &look(), 80, 24));
@@ -799,4 +807,38 @@ fn sweep_view_at_80x24_120x40_160x48() {
         }
         insta::assert_snapshot!(format!("sweep_{w}x{h}"), screen);
     }
+}
+
+/// The live A/B (`A`) in the baseline panel: each side's median over its
+/// turns, the change judged over the rounds (compare's rule), the round
+/// and the turn's clock, the throughput's verdict in words; at every size.
+#[test]
+fn live_ab_panel_shows_rounds_and_verdicts() {
+    let mut a = app(true);
+    a.start_ab().unwrap();
+    let base = a.baseline.as_ref().unwrap().windows.clone();
+    let now = a.now_windows.clone();
+    assert!(
+        base.len() >= 3 && now.len() >= 3,
+        "{} {}",
+        base.len(),
+        now.len()
+    );
+    let ab = a.ab.as_mut().unwrap();
+    ab.turns = [base[..3].to_vec(), now[..3].to_vec()];
+    let t = a.elapsed_s;
+    a.ab.as_mut().unwrap().since_s = t - 2.0;
+    let screen = text(&draw(&a, &look(), 160, 48));
+    for want in [
+        "live A/B · round 4 · on now 2/5 s",
+        " -97%",
+        "base 31.2-31.2, now 31.2-31.2;",
+        "1.5 s of each turn dropped · A stops",
+    ] {
+        assert!(screen.contains(want), "{want:?}:\n{screen}");
+    }
+    assert!(!screen.contains("~-97%"), "{screen}");
+    insta::assert_snapshot!("ab_160x48", screen);
+    insta::assert_snapshot!("ab_120x40", text(&draw(&a, &look(), 120, 40)));
+    insta::assert_snapshot!("ab_80x24", text(&draw(&a, &look(), 80, 24)));
 }

@@ -32,4 +32,4 @@ pub mod window;
 pub use record::*;
 pub use recorder::*;
 pub use stats::*;
-pub use table::{Better, METRICS, Metric, Unit, WindowSpread};
+pub use table::{Better, METRICS, Metric, Unit};

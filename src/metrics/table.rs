@@ -15,7 +15,7 @@
 
 use super::format::{fmt_count, fmt_ms, fmt_rate, fmt_us};
 use super::record::IntervalRecord;
-use super::stats::{Spread, WindowStats};
+use super::stats::WindowStats;
 
 /// What a metric counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,42 +322,6 @@ impl Metric {
     }
 }
 
-/// Each metric of [`METRICS`]' spread over a window's intervals (paused
-/// and idle ones left out): what the explorer's baseline panel and
-/// presentation mode judge a change against.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct WindowSpread {
-    /// Intervals (not paused, with reads) in the window.
-    pub intervals: usize,
-    /// One per metric of [`METRICS`], in its order.
-    pub metrics: Vec<Spread>,
-}
-
-impl WindowSpread {
-    /// The spread of the intervals `recs`.
-    pub fn of<'a>(recs: impl Iterator<Item = &'a IntervalRecord>) -> WindowSpread {
-        let recs: Vec<&IntervalRecord> = recs.filter(|r| !r.paused && r.reads > 0).collect();
-        WindowSpread {
-            intervals: recs.len(),
-            metrics: METRICS
-                .iter()
-                .map(|m| Spread::of(recs.iter().map(|r| (m.interval)(r))))
-                .collect(),
-        }
-    }
-
-    /// True when `value` of metric `m` lies within this window's range
-    /// of intervals.
-    pub fn holds(&self, m: &Metric, value: f64) -> bool {
-        self.get(m).is_some_and(|s| s.holds(value))
-    }
-
-    /// Metric `m`'s spread.
-    pub fn get(&self, m: &Metric) -> Option<&Spread> {
-        self.metrics.get(m.index())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,29 +404,5 @@ mod tests {
         assert_eq!(named("throughput_mib_s").cell(152.94), "152.9");
         assert_eq!(named("p50_us").cell(63.44), "63.4");
         assert_eq!(named("bios_per_s").cell(f64::NAN), "-");
-    }
-
-    #[test]
-    fn a_window_spread_has_one_spread_per_metric() {
-        let recs: Vec<IntervalRecord> = (1..=4)
-            .map(|i| {
-                let mut r = IntervalRecord {
-                    interval_s: 0.5,
-                    reads: 10,
-                    throughput_mib_s: f64::from(i),
-                    ..Default::default()
-                };
-                r.workers.run_delay_us = 1_000.0 * f64::from(i);
-                r
-            })
-            .collect();
-        let s = WindowSpread::of(recs.iter());
-        assert_eq!(s.intervals, 4);
-        assert_eq!(s.metrics.len(), METRICS.len());
-        let tp = named("throughput_mib_s");
-        assert!(s.holds(tp, 2.5) && !s.holds(tp, 4.5));
-        let rd = named("run_delay_ms_per_s");
-        let r = s.get(rd).unwrap();
-        assert_eq!((r.min, r.max), (2.0, 8.0));
     }
 }

@@ -149,16 +149,15 @@ pub struct WindowVerdict {
     pub windows: usize,
 }
 
-/// The metric's value in each whole window of `chunk_s` seconds of
+/// The measurements of each whole window of `chunk_s` seconds of
 /// `records`, after the first `settle_s` seconds are dropped (a pipeline
 /// settling after a switch); paused intervals and intervals without reads
 /// are left out.
-pub fn window_values(
+pub fn window_stats(
     records: &[&crate::metrics::IntervalRecord],
-    metric: &crate::metrics::Metric,
     chunk_s: f64,
     settle_s: f64,
-) -> Vec<f64> {
+) -> Vec<crate::metrics::WindowStats> {
     let mut out = Vec::new();
     let mut skipped = 0.0;
     let mut chunk: Vec<&crate::metrics::IntervalRecord> = Vec::new();
@@ -174,17 +173,30 @@ pub fn window_values(
         chunk.push(r);
         secs += r.interval_s;
         if secs >= chunk_s - 1e-9 {
-            if let Some(w) = crate::metrics::WindowStats::of(chunk.iter().copied()) {
-                let v = (metric.window)(&w);
-                if v.is_finite() {
-                    out.push(v);
-                }
-            }
+            out.extend(crate::metrics::WindowStats::of(chunk.iter().copied()));
             chunk.clear();
             secs = 0.0;
         }
     }
     out
+}
+
+/// The metric's value in each window of [`window_stats`] (where it has one).
+pub fn window_values(
+    records: &[&crate::metrics::IntervalRecord],
+    metric: &crate::metrics::Metric,
+    chunk_s: f64,
+    settle_s: f64,
+) -> Vec<f64> {
+    values(&window_stats(records, chunk_s, settle_s), metric)
+}
+
+fn values(windows: &[crate::metrics::WindowStats], metric: &crate::metrics::Metric) -> Vec<f64> {
+    windows
+        .iter()
+        .map(metric.window)
+        .filter(|v| v.is_finite())
+        .collect()
 }
 
 /// The verdict on `before` -> `after` (two stretches of one run, one after
@@ -198,8 +210,23 @@ pub fn of_windows(
     chunk_s: f64,
     settle_s: f64,
 ) -> Option<WindowVerdict> {
-    let b = window_values(before, metric, chunk_s, settle_s);
-    let a = window_values(after, metric, chunk_s, settle_s);
+    judge_windows(
+        &window_stats(before, chunk_s, settle_s),
+        &window_stats(after, chunk_s, settle_s),
+        metric,
+        published,
+    )
+}
+
+/// [`of_windows`] over windows already measured ([`window_stats`]).
+pub fn judge_windows(
+    before: &[crate::metrics::WindowStats],
+    after: &[crate::metrics::WindowStats],
+    metric: &crate::metrics::Metric,
+    published: Option<&Published>,
+) -> Option<WindowVerdict> {
+    let b = values(before, metric);
+    let a = values(after, metric);
     let windows = b.len().min(a.len());
     if windows < 2 {
         return None;

@@ -18,6 +18,11 @@
 //! set = { "workers.mode" = "bound" }     # or preset = "NAME"
 //! drop_cache = true                       # cold again: every page misses
 //! caption = "bound: work stays on the CPU that completed the bio"
+//! wait = "20s"
+//!
+//! [[step]]
+//! ab = true                               # the live A/B (the `A` key)
+//! caption = "interleaved rounds: baseline and bound take 5 s turns"
 //! wait = "key"
 //! ```
 
@@ -180,6 +185,8 @@ struct RawStep {
     baseline: bool,
     #[serde(default)]
     drop_cache: bool,
+    #[serde(default)]
+    ab: bool,
     caption: Option<String>,
     wait: Option<String>,
 }
@@ -204,6 +211,10 @@ pub struct Step {
     pub baseline: bool,
     /// Drop the page cache (after the settings), marked on the charts.
     pub drop_cache: bool,
+    /// Start the live A/B (after the settings) between the baseline's
+    /// settings and this step's, as the `A` key does; the next step's
+    /// change of settings ends it.
+    pub ab: bool,
     /// Shown until the next caption.
     pub caption: Option<String>,
     /// When to go on.
@@ -319,8 +330,12 @@ fn steps_of(
     cpus: usize,
 ) -> Result<Vec<Step>, String> {
     let mut current = start.clone();
+    let mut baseline: Option<Settings> = None;
     let mut steps = Vec::new();
     for (i, s) in raw_steps.iter().enumerate() {
+        if s.baseline {
+            baseline = Some(current.clone());
+        }
         let mut settings = None;
         if let Some(p) = &s.preset {
             current = preset_settings(p, Some(i), origin)?;
@@ -341,11 +356,18 @@ fn steps_of(
             .map_err(|e| e.to_string())
             .and_then(|()| crate::engine::memory::check_fits(&current))
             .map_err(|e| format!("{origin}: step {}: {e}", i + 1))?;
+        if s.ab && baseline.as_ref().is_none_or(|b| *b == current) {
+            return Err(format!(
+                "{origin}: step {}: ab = true needs a baseline marked at this step or before (baseline = true) and settings that differ from it",
+                i + 1
+            ));
+        }
         steps.push(Step {
             settings,
             preset: s.preset.clone(),
             baseline: s.baseline,
             drop_cache: s.drop_cache,
+            ab: s.ab,
             caption: s.caption.as_deref().map(|c| crate::sys::printable(c, true)),
             wait: wait_of(s.wait.as_deref(), origin, i)?,
         });
@@ -713,5 +735,28 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("step 1: wait"), "{e}");
+    }
+
+    /// `ab = true` needs a baseline marked at that step or before and
+    /// settings that differ from it; it is then carried to the step.
+    #[test]
+    fn an_ab_step_needs_a_baseline_and_a_difference() {
+        let ok = Demo::from_toml_str(
+            "version = 1\nname = \"x\"\n[[step]]\nwait = \"1s\"\n[[step]]\nbaseline = true\nset = { \"workers.mode\" = \"bound\" }\nab = true\n",
+            "d.toml",
+            2,
+        )
+        .unwrap();
+        assert!(ok.steps[1].ab && !ok.steps[0].ab);
+        for script in [
+            "version = 1\nname = \"x\"\n[[step]]\nset = { \"workers.mode\" = \"bound\" }\nab = true\n",
+            "version = 1\nname = \"x\"\n[[step]]\nbaseline = true\nab = true\n",
+        ] {
+            let e = Demo::from_toml_str(script, "d.toml", 2).unwrap_err();
+            assert!(
+                e.contains("d.toml: step 1: ab = true needs a baseline"),
+                "{e}"
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use crate::metrics::window::WindowAcc;
-use crate::metrics::{Event, IntervalRecord, Notice, WindowSpread, WindowStats};
+use crate::metrics::{Event, IntervalRecord, Notice, WindowStats};
 use crate::settings::Settings;
 use crate::sys::Features;
 
@@ -50,10 +50,12 @@ pub struct Baseline {
     pub label: String,
     /// The settings (as requested) when it was marked: what `B` flips to.
     pub settings: Settings,
-    /// Each metric's spread over the window's intervals (its noise).
-    pub spread: WindowSpread,
     /// The window's records (a demo's verdict is computed over them).
     pub records: Vec<IntervalRecord>,
+    /// Its measurements per [`VERDICT_WINDOW_S`] window after
+    /// [`VERDICT_SETTLE_S`] (what the panel's and the demo's verdicts
+    /// compare), measured once when it is marked.
+    pub windows: Vec<WindowStats>,
 }
 
 /// Seconds of each window a demo's verdict takes one sample from.
@@ -226,6 +228,9 @@ pub struct App {
     pub now: Option<WindowStats>,
     /// Latency distribution of the "now" window.
     pub now_buckets: Vec<u64>,
+    /// The "now" window's measurements per [`VERDICT_WINDOW_S`] window
+    /// after [`VERDICT_SETTLE_S`], kept current with [`Self::now`].
+    pub now_windows: Vec<WindowStats>,
     /// Running sums of the "now" window: the records of `history` from
     /// sequence number `acc_from_seq` on.
     acc: WindowAcc,
@@ -249,6 +254,8 @@ pub struct App {
     pub quit_armed: bool,
     /// The settings `B` flips back to from the baseline's.
     pub ab_other: Option<Settings>,
+    /// The live A/B (`A`), while it runs.
+    pub ab: Option<super::ab::AbRun>,
     /// A demo's progress: the step shown (1-based), the steps in all, and
     /// when the next step is due (app time, s; None: on `n`).
     pub demo_step: Option<(usize, usize, Option<f64>)>,
@@ -317,11 +324,13 @@ impl App {
             marker_seq: 0,
             log: VecDeque::new(),
             baseline: None,
+            ab: None,
             quit_armed: false,
             ab_other: None,
             demo_step: None,
             now: None,
             now_buckets: Vec::new(),
+            now_windows: Vec::new(),
             acc: WindowAcc::default(),
             acc_from_seq: 0,
             window_s: DEFAULT_WINDOW_S,
@@ -419,6 +428,13 @@ impl App {
         let to = self.history.iter().rev().find(|r| !r.paused).map(|r| r.t_s);
         self.now = from.zip(to).and_then(|(from, to)| self.acc.stats(from, to));
         self.now_buckets = self.acc.buckets.clone();
+        self.now_windows = self.windows_of_now();
+    }
+
+    /// The "now" window's measurements per verdict window.
+    fn windows_of_now(&self) -> Vec<WindowStats> {
+        let now: Vec<&IntervalRecord> = self.now_records().collect();
+        crate::output::verdict::window_stats(&now, VERDICT_WINDOW_S, VERDICT_SETTLE_S)
     }
 
     fn add_events(&mut self, events: &[Event]) {
@@ -562,9 +578,10 @@ impl App {
         self.history.iter().filter(move |r| r.t_s > t0)
     }
 
-    /// The "now" window: since the latest marker after the baseline (so it
-    /// holds only the current settings), within the visible window. Skips
-    /// the interval the change fell in.
+    /// The "now" window: since the latest marker (a change, or the
+    /// baseline's mark: right after `b` "now" starts empty rather than
+    /// holding the baseline's own intervals), within the visible window.
+    /// Skips the interval the marker fell in.
     pub fn now_records(&self) -> impl Iterator<Item = &IntervalRecord> {
         let t0 = self.now_t0();
         self.history
@@ -575,7 +592,7 @@ impl App {
     /// Where the "now" window starts.
     fn now_t0(&self) -> f64 {
         let t0 = self.window_start();
-        match self.markers.iter().rev().find(|m| m.label != "baseline") {
+        match self.markers.last() {
             Some(m) => t0.max(m.t_s),
             None => t0,
         }
@@ -588,15 +605,15 @@ impl App {
             return false;
         };
         let buckets = self.now_buckets.clone();
-        let spread = WindowSpread::of(self.now_records());
         let records = self.now_records().cloned().collect();
+        let windows = self.now_windows.clone();
         self.baseline = Some(Baseline {
             stats,
             buckets,
             label: self.plan.clone(),
             settings: self.settings.clone(),
-            spread,
             records,
+            windows,
         });
         self.ab_other = None;
         true
@@ -661,16 +678,7 @@ impl App {
         published: Option<&crate::scenario::preset::Published>,
     ) -> Option<crate::output::verdict::WindowVerdict> {
         let b = self.baseline.as_ref()?;
-        let before: Vec<&IntervalRecord> = b.records.iter().collect();
-        let after: Vec<&IntervalRecord> = self.now_records().collect();
-        crate::output::verdict::of_windows(
-            &before,
-            &after,
-            metric,
-            published,
-            VERDICT_WINDOW_S,
-            VERDICT_SETTLE_S,
-        )
+        crate::output::verdict::judge_windows(&b.windows, &self.now_windows, metric, published)
     }
 
     /// A/B (`B`): the settings to run next, flipping between the
@@ -687,6 +695,25 @@ impl App {
                 "the settings are the baseline's: change one, then B flips between the two".into()
             })
         }
+    }
+
+    /// Starts the live A/B (`A`) between the baseline's settings and the
+    /// current ones, on the current ones; or why not.
+    pub fn start_ab(&mut self) -> Result<(), String> {
+        let Some(b) = &self.baseline else {
+            return Err(
+                "no baseline yet: mark one with b, change a setting, then A runs the A/B".into(),
+            );
+        };
+        if self.settings == b.settings {
+            return Err("the settings are the baseline's: change one, then A runs the A/B".into());
+        }
+        self.ab = Some(super::ab::AbRun::new(
+            b.settings.clone(),
+            self.settings.clone(),
+            self.elapsed_s,
+        ));
+        Ok(())
     }
 
     /// Clears the charts; the baseline stays.

@@ -56,6 +56,12 @@ impl<'a> DemoDriver<'a> {
         if step.drop_cache {
             let _ = self.inner.engine.drop_cache();
         }
+        if step.ab {
+            match app.start_ab() {
+                Ok(()) => self.inner.engine.mark_event("A/B start"),
+                Err(why) => app.flash(why),
+            }
+        }
         if let Some(c) = &step.caption {
             self.inner.engine.mark_event(&format!("caption: {c}"));
             app.caption = Some(c.clone());

@@ -92,7 +92,7 @@ pub const RECIPES: &[(&str, &str)] = &[
     (
         "verify only",
         "d (decryption off), then w: bound vs unbound verification alone; b first to \
-         compare, B flips back and forth.",
+         compare, B flips back and forth, A takes interleaved rounds for a verdict.",
     ),
     (
         "slow cipher",

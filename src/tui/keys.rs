@@ -176,6 +176,9 @@ pub enum Action {
     MarkBaseline,
     /// A/B: run the baseline's settings, or back to the ones before.
     FlipBaseline,
+    /// The live A/B: alternate the baseline's settings and the current
+    /// ones in timed turns and judge the rounds; or stop it.
+    ToggleAb,
     /// Clear the charts (the baseline is kept).
     ResetCharts,
     /// Drop every page of the page cache (`echo 1 > drop_caches`).
@@ -389,6 +392,12 @@ pub const ACTIONS: &[Binding] = &[
         setting: None,
         footer: Footer::None,
         help: "A/B: flip between the baseline's settings and the current ones (back and forth)",
+    },
+    Binding {
+        steps: &[act(&[Char('A')], Action::ToggleAb)],
+        setting: None,
+        footer: Footer::IfRoom("A/B"),
+        help: "live A/B: baseline and current settings take 5 s turns (1.5 s settle dropped), interleaved rounds as compare runs them, a verdict per metric that firms up; A again stops",
     },
     Binding {
         steps: &[act(&[Char('p')], Action::OpenPicker)],

@@ -18,6 +18,7 @@
 //! finishes the recording and prints nothing; no write to the lost terminal
 //! may panic.
 
+pub mod ab;
 pub mod app;
 pub mod demo;
 pub mod fixture;
@@ -213,6 +214,9 @@ impl Driver for EngineDriver<'_> {
             }
             app.push(rec);
             any = true;
+        }
+        if any {
+            ab_tick(app, self.engine);
         }
         let place = self.engine.place();
         if place != app.place {
@@ -557,10 +561,70 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
             Ok(s) => apply(app, engine, s),
             Err(why) => app.flash(why),
         },
+        Action::ToggleAb => toggle_ab(app, engine),
         Action::Refuse(why) => app.flash(why),
         Action::Apply(s) => apply(app, engine, *s),
         Action::OpenPicker => open_picker(app),
         Action::StartSave => start_save(app),
+    }
+}
+
+/// `A`: starts the live A/B between the baseline's settings and the
+/// current ones, or stops it (back on the current ones), or says why not.
+fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
+    if let Some(ab) = app.ab.take() {
+        let back = ab.sides[1].clone();
+        if app.settings != back {
+            apply(app, engine, back);
+        }
+        app.flash(format!(
+            "A/B stopped after {} rounds: back on your settings",
+            ab.rounds()
+        ));
+        return;
+    }
+    match app.start_ab() {
+        Ok(()) => {
+            engine.mark_event("A/B start");
+            app.flash(format!(
+                "A/B: baseline and now take turns of {:.0} s ({:.1} s settle each); A stops",
+                ab::TURN_S,
+                ab::SETTLE_S
+            ));
+        }
+        Err(why) => app.flash(why),
+    }
+}
+
+/// The live A/B's clock, each time records come in: when a turn is over,
+/// switches to the other side's settings; when the settings were changed
+/// by anything else (a key, a preset), stops.
+fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
+    let Some(ab) = app.ab.as_mut() else {
+        return;
+    };
+    if app.settings != ab.sides[ab.on] {
+        let rounds = ab.rounds();
+        app.ab = None;
+        app.flash(format!(
+            "A/B stopped after {rounds} rounds: the settings were changed"
+        ));
+        return;
+    }
+    if app.paused {
+        return;
+    }
+    let Some(next) = ab.due(app.elapsed_s, app.history.iter()) else {
+        return;
+    };
+    apply(app, engine, next);
+    let t = app.elapsed_s;
+    if let Some(ab) = app.ab.as_mut() {
+        if app.settings == ab.sides[1 - ab.on] {
+            ab.switched(t);
+        } else {
+            app.ab = None; // the switch was refused: the error says why
+        }
     }
 }
 

@@ -205,7 +205,8 @@ impl Driver for ReplayDriver {
             | Action::Refuse(_)
             | Action::OpenPicker
             | Action::StartSave
-            | Action::FlipBaseline => app.flash(REPLAY_REFUSAL),
+            | Action::FlipBaseline
+            | Action::ToggleAb => app.flash(REPLAY_REFUSAL),
             Action::None => {}
         }
     }

@@ -1,9 +1,11 @@
 //! The baseline-vs-now panel: each metric for the baseline and the window since
-//! the last change, and the change in percent, green when better. "now" is
-//! compared only once it holds a few seconds ("collecting..." until then);
-//! a change inside either window's spread of intervals is marked `~` and
-//! greyed: it is not a result; each window's length and interval count
-//! are shown.
+//! the last change (or mark), and the change in percent, green when better.
+//! "now" is compared only once it holds a few seconds ("collecting..."
+//! until then). Whether a change is a result is decided by the one verdict
+//! rule (`output::verdict`) over 2 s windows after a 1 s settle: the two
+//! sides' ranges of window values apart, or not (`~`, greyed); the windows
+//! it used are counted on screen (`2 s windows: base 14, now 7; ~ overlap`). While the live A/B runs (`A`), the panel
+//! shows its interleaved rounds instead (see `tui::ab`).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -12,8 +14,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::look::*;
-use crate::metrics::{METRICS, WindowSpread, WindowStats};
-use crate::tui::app::{App, Baseline};
+use crate::metrics::{METRICS, WindowStats};
+use crate::output::verdict::{Kind, judge_windows};
+use crate::tui::ab::{AbRun, SETTLE_S, SIDES, TURN_S};
+use crate::tui::app::{App, Baseline, VERDICT_WINDOW_S};
 use crate::tui::theme::Theme;
 
 /// Seconds the "now" window needs before it is compared with the
@@ -26,6 +30,10 @@ pub fn change_pct(a: f64, b: f64) -> Option<f64> {
 }
 
 pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    if let Some(ab) = &app.ab {
+        render_ab(ab, app.elapsed_s, th, area, buf);
+        return;
+    }
     let block = panel("baseline vs now", th);
     let inner = block.inner(area);
     block.render(area, buf);
@@ -35,22 +43,22 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     };
     // Until "now" holds enough intervals it is not a figure to compare.
     let now = app.now;
-    let now_spread = WindowSpread::of(app.now_records());
     let collecting = now.as_ref().is_none_or(|n| n.secs < MIN_NOW_S);
     // Columns narrow where the panel is (120x40): never wrapped under a row.
     let narrow = inner.width < 38;
-    let (mut lines, noisy) = metric_rows(base, now.as_ref(), &now_spread, collecting, narrow, th);
+    let (mut lines, noisy) =
+        metric_rows(base, now.as_ref(), &app.now_windows, collecting, narrow, th);
     let now_s = now.as_ref().map_or(0.0, |n| n.secs);
+    let (bw, nw) = (base.windows.len(), app.now_windows.len());
     lines.push(Line::from(Span::styled(
         if collecting {
             format!("collecting… now {now_s:.1} s of {MIN_NOW_S:.0} s")
+        } else if bw < 2 || nw < 2 {
+            format!("{VERDICT_WINDOW_S:.0} s windows: base {bw}, now {nw}; a verdict needs 2 each")
         } else {
             format!(
-                "baseline {:.0} s ({} int.), now {now_s:.0} s ({} int.){}",
-                base.stats.secs,
-                base.spread.intervals,
-                now_spread.intervals,
-                if noisy { "; ~ inside the spread" } else { "" }
+                "{VERDICT_WINDOW_S:.0} s windows: base {bw}, now {nw}; {}",
+                if noisy { "~ overlap" } else { "apart" }
             )
         },
         th.dim(),
@@ -88,11 +96,12 @@ fn no_baseline(th: &Theme, inner: Rect, buf: &mut Buffer) {
     .render(inner, buf);
 }
 
-/// The header and one row per explorer metric (baseline, now, change); and whether a change is inside the noise.
+/// The header and one row per explorer metric (baseline, now, change); and
+/// whether a change is inside the noise (its windows' ranges overlap).
 fn metric_rows(
     base: &Baseline,
     now: Option<&WindowStats>,
-    now_spread: &WindowSpread,
+    now_windows: &[WindowStats],
     collecting: bool,
     narrow: bool,
     th: &Theme,
@@ -116,17 +125,21 @@ fn metric_rows(
         let n = now.filter(|_| !collecting).map(m.window);
         let (chg, color) = match n.and_then(|n| change_pct(b, n)) {
             Some(c) => {
-                // Inside the noise: the new value within the baseline's
-                // intervals, or the baseline's within the new ones'.
-                let inside = base.spread.holds(m, n.unwrap_or(b)) || now_spread.holds(m, b);
+                // The verdict over the windows; none yet (under two windows
+                // a side): shown grey, unmarked.
+                let kind =
+                    judge_windows(&base.windows, now_windows, m, None).map(|v| v.verdict.kind);
+                let inside = kind.is_some_and(|k| !k.is_significant());
                 noisy |= inside;
-                let better = m.better_by(c);
-                let color = if inside || c.abs() < 2.0 {
-                    th.dim
-                } else if better {
-                    th.good
-                } else {
-                    th.bad
+                let color = match kind {
+                    Some(k) if k.is_significant() && c.abs() >= 2.0 => {
+                        if m.better_by(c) {
+                            th.good
+                        } else {
+                            th.bad
+                        }
+                    }
+                    _ => th.dim,
                 };
                 (format!("{}{c:+.0}%", if inside { "~" } else { "" }), color)
             }
@@ -151,6 +164,105 @@ fn metric_rows(
         ]));
     }
     (lines, noisy)
+}
+
+/// The live A/B: per metric each side's median over its turns, the
+/// change, and the verdict over the rounds (compare's rule); then where
+/// the clock is and the throughput's verdict in words.
+fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
+    let rounds = ab.rounds();
+    // The clock in the title: it stays when the rows fill the panel.
+    let title = format!(
+        "live A/B · round {} · on {} {:.0}/{TURN_S:.0} s",
+        rounds + 1,
+        SIDES[ab.on],
+        ab.into_turn(t_s).min(TURN_S),
+    );
+    let block = panel(&title, th);
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let narrow = inner.width < 38;
+    let (nw, cw) = if narrow { (8, 7) } else { (11, 9) };
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "{:<nw$}{:>cw$}{:>cw$}{:>cw$}",
+            "",
+            if narrow { "base" } else { "baseline" },
+            "now",
+            "change"
+        ),
+        th.dim(),
+    ))];
+    let rows = ab.rows();
+    for r in &rows {
+        let m = r.metric;
+        let cell = |x: f64| {
+            if x.is_finite() {
+                m.show(x)
+            } else {
+                "…".into()
+            }
+        };
+        let (chg, color) = match &r.verdict {
+            Some(v) => match v.change_pct {
+                Some(c) if v.kind.is_significant() => (
+                    format!("{c:+.0}%"),
+                    if c.abs() < 2.0 {
+                        th.dim
+                    } else if m.better_by(c) {
+                        th.good
+                    } else {
+                        th.bad
+                    },
+                ),
+                Some(c) => (format!("~{c:+.0}%"), th.dim),
+                None => ("-".into(), th.dim),
+            },
+            None => ("…".into(), th.dim),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("{:<nw$}", if narrow { m.narrow } else { m.short }),
+                th.text(),
+            ),
+            Span::styled(
+                format!("{:>cw$}", cell(r.spreads[0].median)),
+                Style::default().fg(th.baseline),
+            ),
+            Span::styled(format!("{:>cw$}", cell(r.spreads[1].median)), th.text()),
+            Span::styled(format!("{chg:>cw$}"), Style::default().fg(color)),
+        ]));
+    }
+    if let Some(r) = rows.first()
+        && let Some(v) = &r.verdict
+    {
+        let style = match v.kind {
+            Kind::Apart => th.text(),
+            _ => th.dim(),
+        };
+        let m = r.metric;
+        let range = |sp: &crate::metrics::Spread| {
+            format!("{}-{}", m.show(sp.min).trim(), m.show(sp.max).trim())
+        };
+        lines.push(Line::from(Span::styled(
+            format!(
+                "{}: {}; base {}, now {}; {rounds} round{}",
+                m.short,
+                v.text,
+                range(&r.spreads[0]),
+                range(&r.spreads[1]),
+                if rounds == 1 { "" } else { "s" }
+            ),
+            style,
+        )));
+        lines.push(Line::from(Span::styled(
+            format!("{SETTLE_S:.1} s of each turn dropped · A stops"),
+            th.dim(),
+        )));
+    }
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(inner, buf);
 }
 
 /// What differs from the baseline: one key is a comparison of it; more are named, since the change is then theirs together.

@@ -180,8 +180,9 @@ pub fn headlines(app: &App) -> Vec<Headline> {
     out
 }
 
-/// The change of `h` from the baseline to now, %, and whether the now
-/// value lies inside the baseline's interval spread (noise).
+/// The change of `h` from the baseline to now, %, and whether it is not
+/// (yet) a result: the baseline panel's verdict over 2 s windows finds
+/// the ranges overlapping, or has under two windows a side.
 fn change_of(app: &App, h: Headline) -> Option<(f64, bool)> {
     let b = app.baseline.as_ref()?;
     let n = app.now?;
@@ -189,7 +190,10 @@ fn change_of(app: &App, h: Headline) -> Option<(f64, bool)> {
     if !(a.is_finite() && v.is_finite()) || a <= 0.0 {
         return None;
     }
-    Some(((v - a) / a * 100.0, b.spread.holds(h.metric(), v)))
+    let quiet =
+        crate::output::verdict::judge_windows(&b.windows, &app.now_windows, h.metric(), None)
+            .is_none_or(|w| !w.verdict.kind.is_significant());
+    Some(((v - a) / a * 100.0, quiet))
 }
 
 /// Green when better, red when worse, grey inside the noise.

@@ -1,0 +1,252 @@
+//! The live A/B (`A`): a verdict you can act on while exploring.
+//!
+//! Two stretches of one run, one after the other, differ in everything that
+//! drifts with time (the page cache filling, another tenant, thermal state),
+//! so the passive baseline panel can only say how far apart they look.
+//! `compare` answers properly by interleaving rounds of the two settings;
+//! this does the same inside the explorer: it alternates the workload
+//! between the baseline's settings and the current ones every
+//! [`TURN_S`] seconds, drops the first [`SETTLE_S`] seconds after each
+//! switch (the pipeline settling), and takes one value per metric from the
+//! rest of each turn. A round is one turn of each side; the verdict per
+//! metric is [`crate::output::verdict::judge`] over the rounds, the very
+//! rule `compare` uses (the two sides' min-max over rounds apart, or not),
+//! so it firms up as rounds accumulate.
+
+use crate::metrics::{IntervalRecord, METRICS, Metric, Spread, WindowStats};
+use crate::output::verdict::{Verdict, judge};
+use crate::settings::Settings;
+
+/// Seconds each side runs per turn.
+pub const TURN_S: f64 = 5.0;
+/// Seconds dropped after each switch before a turn counts.
+pub const SETTLE_S: f64 = 1.5;
+/// Seconds a turn must hold after its settle time to give a value (a
+/// turn cut short by a stop or a pause gives none).
+pub const MIN_SAMPLE_S: f64 = 2.0;
+
+/// Side 0 runs the baseline's settings, side 1 the ones set when `A` was
+/// pressed.
+pub const SIDES: [&str; 2] = ["baseline", "now"];
+
+/// A live A/B in progress.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AbRun {
+    /// The settings of each side (0: the baseline's, 1: the current ones).
+    pub sides: [Settings; 2],
+    /// The side running now.
+    pub on: usize,
+    /// When the side running now was switched to (seconds of the run).
+    pub since_s: f64,
+    /// Each side's turns so far, one window of measurements each.
+    pub turns: [Vec<WindowStats>; 2],
+}
+
+/// One metric's A/B so far.
+#[derive(Debug, Clone)]
+pub struct AbRow {
+    /// The metric.
+    pub metric: &'static Metric,
+    /// Its value over each side's turns.
+    pub spreads: [Spread; 2],
+    /// The verdict, once each side has a turn.
+    pub verdict: Option<Verdict>,
+}
+
+impl AbRun {
+    /// An A/B between `baseline` and `current`, starting on the current
+    /// settings at `t_s` (the baseline's run next).
+    pub fn new(baseline: Settings, current: Settings, t_s: f64) -> AbRun {
+        AbRun {
+            sides: [baseline, current],
+            on: 1,
+            since_s: t_s,
+            turns: [Vec::new(), Vec::new()],
+        }
+    }
+
+    /// Complete rounds (one turn of each side).
+    pub fn rounds(&self) -> usize {
+        self.turns[0].len().min(self.turns[1].len())
+    }
+
+    /// Seconds into the current turn at `t_s`.
+    pub fn into_turn(&self, t_s: f64) -> f64 {
+        (t_s - self.since_s).max(0.0)
+    }
+
+    /// At `t_s`, with the run's `history`: when the turn is over, takes its
+    /// value (the intervals after its settle time) and returns the settings
+    /// of the other side to switch to, the caller applying them and calling
+    /// [`Self::switched`]. None: the turn goes on.
+    pub fn due<'a>(
+        &mut self,
+        t_s: f64,
+        history: impl Iterator<Item = &'a IntervalRecord> + Clone,
+    ) -> Option<Settings> {
+        if self.into_turn(t_s) < TURN_S {
+            return None;
+        }
+        if let Some(w) = turn_window(history, self.since_s + SETTLE_S, t_s) {
+            self.turns[self.on].push(w);
+        }
+        Some(self.sides[1 - self.on].clone())
+    }
+
+    /// The switch asked for by [`Self::due`] was made at `t_s`.
+    pub fn switched(&mut self, t_s: f64) {
+        self.on = 1 - self.on;
+        self.since_s = t_s;
+    }
+
+    /// Every explorer metric's A/B so far.
+    pub fn rows(&self) -> Vec<AbRow> {
+        let rounds = self.rounds() as u32;
+        METRICS
+            .iter()
+            .filter(|m| m.explorer)
+            .map(|m| {
+                let spreads = [0, 1].map(|s| Spread::of(self.turns[s].iter().map(m.window)));
+                let verdict = (self.turns[0].len().min(self.turns[1].len()) > 0)
+                    .then(|| judge(&spreads[0], &spreads[1], rounds, None));
+                AbRow {
+                    metric: m,
+                    spreads,
+                    verdict,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The measurements of the intervals of `history` that lie within
+/// `from_s..to_s` (paused intervals and intervals without reads left
+/// out); None when they hold under [`MIN_SAMPLE_S`].
+fn turn_window<'a>(
+    history: impl Iterator<Item = &'a IntervalRecord> + Clone,
+    from_s: f64,
+    to_s: f64,
+) -> Option<WindowStats> {
+    let inside = || {
+        history.clone().filter(move |r| {
+            r.t_s - r.interval_s >= from_s - 1e-9 && r.t_s <= to_s + 1e-9 && !r.paused
+        })
+    };
+    let secs: f64 = inside().map(|r| r.interval_s).sum();
+    if secs < MIN_SAMPLE_S - 1e-9 {
+        return None;
+    }
+    WindowStats::of(inside())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::verdict::Kind;
+
+    /// Intervals of 250 ms from `from_s` to `to_s` reading `mib` MiB/s.
+    fn records(from_s: f64, to_s: f64, mib: f64) -> Vec<IntervalRecord> {
+        let mut out = Vec::new();
+        let mut t = from_s;
+        while t + 0.25 <= to_s + 1e-9 {
+            t += 0.25;
+            out.push(IntervalRecord {
+                t_s: t,
+                interval_s: 0.25,
+                reads: (mib * 0.25 * 256.0) as u64,
+                bytes: (mib * 0.25 * 1048576.0) as u64,
+                throughput_mib_s: mib,
+                ..IntervalRecord::default()
+            });
+        }
+        out
+    }
+
+    fn settings(mode: &str) -> Settings {
+        let mut s = Settings::default();
+        s.set("workers.mode", mode).unwrap();
+        s
+    }
+
+    /// Turns alternate every TURN_S; each gives one value from the
+    /// intervals after its settle time (the switch's own dip is left out);
+    /// the verdict is compare's rule over the rounds.
+    #[test]
+    fn turns_alternate_drop_the_settle_time_and_judge_rounds_as_compare_does() {
+        let mut ab = AbRun::new(settings("unbound"), settings("bound"), 10.0);
+        let mut history = Vec::new();
+        let mut t = 10.0;
+        // The current side (1) reads 100 MiB/s, the baseline 70, each with
+        // a settle-time dip to 5 MiB/s that must not count.
+        for turn in 0..6 {
+            let side = ab.on;
+            let mib = if side == 1 {
+                100.0 + turn as f64
+            } else {
+                70.0 - turn as f64
+            };
+            history.extend(records(t, t + 1.0, 5.0));
+            history.extend(records(t + 1.0, t + TURN_S, mib));
+            assert!(
+                ab.due(t + TURN_S - 0.5, history.iter()).is_none(),
+                "mid-turn"
+            );
+            let next = ab
+                .due(t + TURN_S, history.iter())
+                .expect("the turn is over");
+            assert_eq!(next, ab.sides[1 - side]);
+            t += TURN_S;
+            ab.switched(t);
+            assert_eq!(ab.on, 1 - side);
+        }
+        assert_eq!(ab.rounds(), 3);
+        assert_eq!(ab.turns[1].len(), 3);
+        let row = ab
+            .rows()
+            .into_iter()
+            .find(|r| r.metric.name == "throughput_mib_s")
+            .unwrap();
+        // Settle time dropped: the dip at 5 MiB/s is in no turn's value
+        // (1.5 s dropped, the 1 s dip inside it).
+        assert_eq!(row.spreads[1].min, 100.0);
+        assert_eq!(row.spreads[1].max, 104.0);
+        assert_eq!(row.spreads[0].max, 69.0);
+        let v = row.verdict.unwrap();
+        assert_eq!(v.kind, Kind::Apart);
+        assert!(v.text.starts_with("+52%"), "{}", v.text);
+    }
+
+    /// Overlapping sides are noise; no verdict before a round.
+    #[test]
+    fn overlapping_turns_are_noise_and_no_turn_no_verdict() {
+        let mut ab = AbRun::new(settings("unbound"), settings("bound"), 0.0);
+        assert!(ab.rows().iter().all(|r| r.verdict.is_none()));
+        let mut history = Vec::new();
+        let mut t = 0.0;
+        for (turn, mib) in [100.0, 98.0, 97.0, 101.0].into_iter().enumerate() {
+            history.extend(records(t, t + TURN_S, mib));
+            assert!(ab.due(t + TURN_S, history.iter()).is_some(), "turn {turn}");
+            t += TURN_S;
+            ab.switched(t);
+        }
+        let row = ab
+            .rows()
+            .into_iter()
+            .find(|r| r.metric.name == "throughput_mib_s")
+            .unwrap();
+        assert_eq!(row.verdict.unwrap().kind, Kind::Noise);
+    }
+
+    /// A turn cut short (paused most of it) gives no value: the round
+    /// waits for a full one.
+    #[test]
+    fn a_turn_without_enough_measured_time_gives_no_value() {
+        let mut ab = AbRun::new(settings("unbound"), settings("bound"), 0.0);
+        let mut history = records(0.0, TURN_S, 50.0);
+        for r in history.iter_mut().skip(8) {
+            r.paused = true;
+        }
+        assert!(ab.due(TURN_S, history.iter()).is_some());
+        assert!(ab.turns[1].is_empty());
+    }
+}
