@@ -233,10 +233,13 @@ fn save_then_load_round_trips_and_user_presets_shadow_shipped_ones() {
         out.contains("mine") && out.contains("max-throughput"),
         "{out}"
     );
-    // Descriptions wrap at spaces under their column: no line is wider
-    // than 120 columns and none ends inside a word but with an ellipsis.
+    // A header names the columns; descriptions wrap at spaces under
+    // their column: no line is wider than 120 columns and no claim is cut
+    // (no ellipsis anywhere).
+    assert!(out.starts_with("NAME "), "{out}");
     for l in out.lines() {
         assert!(l.chars().count() <= 120, "{l}");
+        assert!(!l.contains('…'), "{l}");
     }
 }
 

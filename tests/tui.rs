@@ -842,3 +842,17 @@ fn live_ab_panel_shows_rounds_and_verdicts() {
     insta::assert_snapshot!("ab_120x40", text(&draw(&a, &look(), 120, 40)));
     insta::assert_snapshot!("ab_80x24", text(&draw(&a, &look(), 80, 24)));
 }
+
+/// First contact: the footer names three keys to try, whole at 80x24,
+/// until a key is pressed.
+#[test]
+fn the_first_hint_names_three_keys_and_goes_on_a_key() {
+    let mut a = app(false);
+    a.show_hint();
+    let screen = text(&draw(&a, &look(), 80, 24));
+    let footer = screen.lines().last().unwrap();
+    assert!(footer.contains(readpath::tui::app::FIRST_HINT), "{footer}");
+    a.end_hint();
+    let screen = text(&draw(&a, &look(), 80, 24));
+    assert!(!screen.contains("try w"), "{screen}");
+}

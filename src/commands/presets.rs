@@ -25,6 +25,11 @@ pub(super) fn presets(action: PresetsAction) -> Result<()> {
 fn presets_into(action: PresetsAction, out: &mut Vec<u8>) -> Result<()> {
     match action {
         PresetsAction::List => {
+            writeln!(
+                out,
+                "{:<28} {:<9} {:<10} WHAT IT RUNS (`presets show NAME`: all of it)",
+                "NAME", "FROM", "READ PATH"
+            )?;
             for (name, origin, p) in preset::list() {
                 let (desc, path) = match &p {
                     Ok(p) => (
@@ -33,16 +38,11 @@ fn presets_into(action: PresetsAction, out: &mut Vec<u8>) -> Result<()> {
                     ),
                     Err(e) => (format!("INVALID: {e}"), ""),
                 };
-                // The first sentence, wrapped at spaces under its column
-                // (`presets show NAME` has the whole description).
+                // The first sentence whole, wrapped at spaces under its
+                // column: a claim is never cut (`presets show NAME` has
+                // the whole description).
                 let first = desc.split(". ").next().unwrap_or("").trim_end_matches('.');
-                // At most three lines; the third ends in an ellipsis if cut.
-                let mut lines = crate::tui::text::wrap_words(first, 70, 70);
-                if lines.len() > 3 {
-                    let rest = lines[2..].join(" ");
-                    lines.truncate(2);
-                    lines.push(crate::tui::text::ellipsize(&rest, 70));
-                }
+                let lines = crate::tui::text::wrap_words(first, 70, 70);
                 writeln!(
                     out,
                     "{name:<28} {:<9} {path:<10} {}",

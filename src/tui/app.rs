@@ -39,6 +39,9 @@ pub struct Marker {
 /// `? help  q quit`).
 const FLASH_WHOLE: usize = 62;
 
+/// The first-contact hint (a live explorer without a demo): three keys.
+pub const FIRST_HINT: &str = "try w: move the workers · b: baseline · ?: help (a key hides)";
+
 /// The baseline: a window's stats, frozen when `b` was pressed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Baseline {
@@ -540,6 +543,19 @@ impl App {
             self.log_line(self.elapsed_s, text.clone(), false);
         }
         self.flash = Some((text, self.elapsed_s + 4.0));
+    }
+
+    /// The first-contact hint: three keys to try, in the footer until the
+    /// first key (see [`Self::end_hint`]).
+    pub fn show_hint(&mut self) {
+        self.flash = Some((FIRST_HINT.to_string(), f64::INFINITY));
+    }
+
+    /// A key was pressed: the first-contact hint, if shown, goes.
+    pub fn end_hint(&mut self) {
+        if self.flash.as_ref().is_some_and(|(t, _)| t == FIRST_HINT) {
+            self.flash = None;
+        }
     }
 
     /// The current flash message, if still due.

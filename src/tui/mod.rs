@@ -275,6 +275,7 @@ pub fn run(
     match script {
         None => {
             let mut driver = driver;
+            app.show_hint();
             let ending = run_with(&mut driver, &mut app, opts)?;
             Ok((driver.recording, ending))
         }
@@ -510,6 +511,7 @@ fn overlay_done(app: &mut App, engine: &mut dyn Workload, what: OverlayAction) {
 
 /// Applies one key to the app and the engine.
 pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent) {
+    app.end_hint();
     if app.overlay != Overlay::None {
         let exists = |name: &str| preset::user_path(name).is_ok_and(|p| p.exists());
         let what = overlay::popup_key(app, key, &exists);
@@ -725,13 +727,29 @@ pub(crate) fn apply(app: &mut App, engine: &mut dyn Workload, s: crate::settings
     }
 }
 
+/// A saved preset's description: every setting that differs from the
+/// defaults (`key: default -> value`), and the preset it started from.
+pub fn saved_description(from: Option<&str>, s: &crate::settings::Settings) -> String {
+    let changed: Vec<String> = crate::settings::Settings::default()
+        .diff(s)
+        .iter()
+        .map(|c| format!("{} = {} (default {})", c.key, c.to, c.from))
+        .collect();
+    let what = if changed.is_empty() {
+        "the default settings".to_string()
+    } else {
+        changed.join("; ")
+    };
+    match from {
+        Some(p) => format!("Saved in the explorer from preset {p}: {what}."),
+        None => format!("Saved in the explorer: {what}."),
+    }
+}
+
 /// Saves the current settings as the user preset `name`, atomically; only
 /// ever called after the user typed the name (and said yes to replacing).
 fn save(app: &mut App, name: &str) {
-    let description = match &app.preset {
-        Some((from, _)) => format!("Saved in the explorer from preset {from}: {}.", app.plan),
-        None => format!("Saved in the explorer: {}.", app.plan),
-    };
+    let description = saved_description(app.preset.as_ref().map(|p| p.0.as_str()), &app.settings);
     let p = preset::Preset {
         version: preset::PRESET_VERSION,
         name: name.to_string(),
@@ -746,5 +764,38 @@ fn save(app: &mut App, name: &str) {
             app.flash(format!("saved {}", path.display()));
         }
         Err(e) => app.overlay = Overlay::Error(format!("not saved: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::saved_description;
+    use crate::settings::Settings;
+
+    /// A saved preset names every setting that differs from the defaults,
+    /// not only the plan (highpri and sleep changes included).
+    #[test]
+    fn a_saved_preset_describes_every_setting_changed_from_the_default() {
+        let mut s = Settings::default();
+        assert_eq!(
+            saved_description(None, &s),
+            "Saved in the explorer: the default settings."
+        );
+        s.set("workers.mode", "bound").unwrap();
+        s.set("workers.highpri", "false").unwrap();
+        s.set("workload.sleep", "plain").unwrap();
+        let d = saved_description(Some("max-throughput"), &s);
+        assert!(
+            d.starts_with("Saved in the explorer from preset max-throughput: "),
+            "{d}"
+        );
+        for want in [
+            "workers.mode = bound (default ",
+            "workers.highpri = false (default true)",
+            "workload.sleep = plain (default iowait)",
+        ] {
+            assert!(d.contains(want), "{want}: {d}");
+        }
+        assert_eq!(d.matches(" (default ").count(), 3, "{d}");
     }
 }

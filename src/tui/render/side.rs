@@ -47,13 +47,33 @@ pub(crate) fn render_side(
         .block(panel(&title, th))
         .render(top, buf);
     if log_h >= 3 {
-        // Wrapped by hand so the newest line shown always stays in view.
+        // Wrapped by hand so the newest line shown always stays in view;
+        // whole entries only, newest last (never the tail of one cut at
+        // the top). An entry longer than the panel shows its start and
+        // says where the rest is.
         let width = area.width.saturating_sub(2) as usize;
-        let mut rows: Vec<Line> = Vec::new();
-        for (_, (t, text, notice)) in app.log_shown() {
-            rows.extend(event_rows(*t, text, *notice, width, th));
-        }
         let n = (log_h - 2) as usize;
+        let entries: Vec<Vec<Line>> = app
+            .log_shown()
+            .map(|(_, (t, text, notice))| event_rows(*t, text, *notice, width, th))
+            .collect();
+        let mut start = entries.len();
+        let mut used = 0;
+        while start > 0 && used + entries[start - 1].len() <= n {
+            start -= 1;
+            used += entries[start].len();
+        }
+        let mut rows: Vec<Line> = match (start == entries.len(), entries.last()) {
+            (true, Some(newest)) => {
+                let mut head: Vec<Line> = newest[..n.saturating_sub(1)].to_vec();
+                head.push(Line::from(Span::styled(
+                    "  … whole in the summary (q)",
+                    th.dim(),
+                )));
+                head
+            }
+            _ => entries[start..].concat(),
+        };
         let skip = rows.len().saturating_sub(n);
         let recs: Vec<_> = app.now_records().filter(|r| !r.paused).collect();
         // The whole line where it fits the border, else the hit rate alone.
