@@ -89,6 +89,13 @@ fn a_wide_footer_lists_every_footer_key() {
         "{footer}"
     );
     assert!(footer.ends_with("  ? help  q quit"), "{footer}");
+    // Then the ways in, while room is left (260 columns).
+    let wider = text(&draw(&app(false), &look(), 260, 48));
+    let footer = wider.lines().last().unwrap();
+    assert!(
+        footer.contains("  zZ zoom  ↑↓ cursor  Enter pick  : set "),
+        "{footer}"
+    );
 }
 
 #[test]
@@ -229,7 +236,7 @@ fn preset_picker() {
     insta::assert_snapshot!("picker_160x48", screen);
     a.overlay = Overlay::ConfirmOverwrite("mine".into());
     let screen = text(&draw(&a, &look(), 80, 24));
-    assert!(screen.contains("replace it? (y/n)"), "{screen}");
+    assert!(screen.contains("replace it? (y/n; Esc"), "{screen}");
 }
 
 #[test]
@@ -508,7 +515,7 @@ fn help_scrolls_searches_and_matches_the_mode() {
     r.replay = Some("replay 1x".into());
     r.overlay = Overlay::help();
     let screen = text(&draw(&r, &look(), 160, 48));
-    assert!(screen.contains("seek 5 s back"), "{screen}");
+    assert!(screen.contains("seek 10 s back"), "{screen}");
     assert!(
         !screen.contains("fs-verity verification on/off"),
         "{screen}"
@@ -855,4 +862,20 @@ fn the_first_hint_names_three_keys_and_goes_on_a_key() {
     a.end_hint();
     let screen = text(&draw(&a, &look(), 80, 24));
     assert!(!screen.contains("try w"), "{screen}");
+}
+
+/// Keys in context: a replay's footer offers no key the replay refuses
+/// (settings, presets, save, A/B), and still its own.
+#[test]
+fn a_replays_footer_offers_only_what_a_replay_does() {
+    let mut a = app(false);
+    a.replay = Some("replay 1x".into());
+    let screen = text(&draw(&a, &look(), 220, 48));
+    let footer = screen.lines().last().unwrap();
+    for refused in [" w ", " p presets", " s save", " A A/B", " +- ", " gG "] {
+        assert!(!footer.contains(refused), "{refused:?}: {footer}");
+    }
+    for kept in [" b baseline", " zZ zoom", " ? help", " q quit"] {
+        assert!(footer.contains(kept), "{kept:?}: {footer}");
+    }
 }

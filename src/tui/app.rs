@@ -713,6 +713,14 @@ impl App {
         }
     }
 
+    /// Where the explorer runs, for which keys work here.
+    pub fn mode(&self) -> super::keys::Mode {
+        super::keys::Mode {
+            replay: self.replay.is_some(),
+            remote: self.place.is_some(),
+        }
+    }
+
     /// Starts the live A/B (`A`) between the baseline's settings and the
     /// current ones, on the current ones; or why not.
     pub fn start_ab(&mut self) -> Result<(), String> {

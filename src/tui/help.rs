@@ -8,6 +8,7 @@
 //! (the lines it takes, which bound the scrolling); drawing it is
 //! [`super::render`]'s.
 
+pub use super::keys::Mode;
 use super::keys::bindings;
 use super::text::wrap_words;
 
@@ -106,25 +107,29 @@ pub const RECIPES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The keys of a replay that live keys do not cover.
-const REPLAY_KEYS: &[(&str, &str)] = &[
-    ("<- ->", "seek 5 s back / forward"),
-    ("Home", "back to the start"),
-    ("space", "pause / resume the replay"),
-];
+/// The keys of a replay that live keys do not cover (space pauses the
+/// replay: the live pause's line is left out).
+fn replay_keys() -> Vec<(String, &'static str)> {
+    vec![
+        ("<- ->".into(), super::replay::SEEK_HELP),
+        ("Home".into(), "back to the start"),
+        ("space".into(), "pause / resume the replay"),
+    ]
+}
 
 /// The help's rows as (key, text): the keys (a replay's own, and only the
 /// live keys that work there), the knobs, the glossary and the recipes;
 /// only rows containing `find` (any case) when it is not empty.
-pub fn rows(replay: bool, find: &str) -> Vec<(String, &'static str)> {
+pub fn rows(mode: Mode, find: &str) -> Vec<(String, &'static str)> {
+    let replay = mode.replay;
     let mut out: Vec<(String, &'static str)> = Vec::new();
     if replay {
-        out.extend(REPLAY_KEYS.iter().map(|&(k, w)| (k.to_string(), w)));
+        out.extend(replay_keys());
     }
     out.extend(
         bindings()
             .iter()
-            .filter(|b| !replay || (b.setting.is_none() && !changes_settings(b)))
+            .filter(|b| b.works_in(mode) && !(replay && pauses(b)))
             .map(|b| (b.label(), b.help)),
     );
     if !replay {
@@ -157,23 +162,19 @@ pub fn rows(replay: bool, find: &str) -> Vec<(String, &'static str)> {
         .collect()
 }
 
-/// A binding that only opens a way to change settings (the chooser, the
-/// `:` prompt): a replay refuses it, so its help leaves it out.
-fn changes_settings(b: &super::keys::Binding) -> bool {
+/// The live pause's binding (a replay has its own line for space).
+fn pauses(b: &super::keys::Binding) -> bool {
     use super::keys::{Action, Does};
-    b.steps.iter().any(|s| {
-        matches!(
-            s.does,
-            Does::Act(Action::OpenChooser) | Does::Act(Action::OpenPrompt)
-        )
-    })
+    b.steps
+        .iter()
+        .any(|s| matches!(s.does, Does::Act(Action::TogglePause)))
 }
 
 /// How many lines the help takes `width` wide inside (the most it can
 /// scroll, with a screen's worth of slack, is this).
-pub fn line_count(replay: bool, find: &str, width: usize) -> usize {
+pub fn line_count(mode: Mode, find: &str, width: usize) -> usize {
     let text_w = width.saturating_sub(17).max(10);
-    rows(replay, find)
+    rows(mode, find)
         .iter()
         .map(|(k, w)| {
             if k.is_empty() {
@@ -183,4 +184,65 @@ pub fn line_count(replay: bool, find: &str, width: usize) -> usize {
             }
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys_of(mode: Mode) -> Vec<String> {
+        rows(mode, "")
+            .into_iter()
+            .take_while(|(k, _)| !k.is_empty())
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// Keys in context: a replay lists its own keys (the seek step as the
+    /// replay takes it) and none it refuses; `R` only for a remote
+    /// workload; live, every other key.
+    #[test]
+    fn the_help_lists_only_the_keys_that_work_in_the_mode() {
+        let live = keys_of(Mode::default());
+        let replay = keys_of(Mode {
+            replay: true,
+            remote: false,
+        });
+        let remote = keys_of(Mode {
+            replay: false,
+            remote: true,
+        });
+        for k in ["w", "p", "s", "x", "B", "A", ":", "Enter"] {
+            assert!(
+                live.iter().any(|l| l.split(' ').any(|p| p == k)),
+                "live {k}: {live:?}"
+            );
+            assert!(
+                !replay.iter().any(|l| l.split(' ').any(|p| p == k)),
+                "replay {k}: {replay:?}"
+            );
+        }
+        assert!(
+            !live.iter().any(|l| l == "R") && remote.iter().any(|l| l == "R"),
+            "{live:?}"
+        );
+        assert!(replay.iter().any(|l| l == "b") && replay.iter().any(|l| l == "?"));
+        // One line for space in a replay: the replay's own.
+        assert_eq!(replay.iter().filter(|l| l.as_str() == "space").count(), 1);
+        assert!(!replay.iter().any(|l| l == "␣"), "{replay:?}");
+        let seek = rows(
+            Mode {
+                replay: true,
+                remote: false,
+            },
+            "seek",
+        );
+        assert_eq!(seek.len(), 1);
+        assert!(
+            seek[0]
+                .1
+                .contains(&format!("{:.0} s", crate::tui::replay::SEEK_S)),
+            "{seek:?}"
+        );
+    }
 }

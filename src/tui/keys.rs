@@ -32,7 +32,7 @@
 //!   with any other key (Alt-q, Alt-+) does nothing, and never quits.
 //!
 //! Not in the table: the keys of the overlays (the preset picker's arrows
-//! and Enter, the name prompt's typing, "any key closes" the help, the
+//! and Enter, the name prompt's typing, Esc and `?` closing the help, the
 //! value chooser and the `:` prompt) and of replay (Left, Right, Home) and
 //! demos (`n`), which belong to their own screens; and the mouse. Ctrl-Z is
 //! in the table, but the terminal loop ([`super::run_with`]) does the
@@ -248,6 +248,9 @@ pub enum Footer {
     None,
     /// In the footer while there is room, in table order.
     IfRoom(&'static str),
+    /// In the footer after every [`Footer::IfRoom`] one, while there is
+    /// still room (the cursor, Enter, `:`: ways in rather than changes).
+    Last(&'static str),
     /// Always at the footer's right end, with the binding's first key only
     /// (`q quit`, not all of `q Esc ^C`).
     Always(&'static str),
@@ -266,7 +269,54 @@ pub struct Binding {
     pub help: &'static str,
 }
 
+/// Where the explorer runs, for which keys work there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Mode {
+    /// A recording replayed: nothing acts on a workload.
+    pub replay: bool,
+    /// The workload runs on another machine (`--remote`): `R` reconnects.
+    pub remote: bool,
+}
+
+impl Action {
+    /// Whether it acts on a running workload (its settings, its cache, its
+    /// connection, or the ways to change them): a replay refuses it.
+    pub fn needs_workload(&self) -> bool {
+        matches!(
+            self,
+            Action::Apply(_)
+                | Action::Refuse(_)
+                | Action::OpenPicker
+                | Action::StartSave
+                | Action::FlipBaseline
+                | Action::ToggleAb
+                | Action::DropCache
+                | Action::Reconnect
+                | Action::OpenChooser
+                | Action::OpenPrompt
+        )
+    }
+}
+
 impl Binding {
+    /// Whether its keys do something in `mode` (the footer and the help
+    /// list only those; a replay refuses the others with why, and `R`
+    /// says it is for a remote workload). A setting that does nothing on
+    /// the current read path or target is the caller's to leave out
+    /// (`App::inert`).
+    pub fn works_in(&self, mode: Mode) -> bool {
+        let needs = self.setting.is_some()
+            || self.steps.iter().any(|s| match &s.does {
+                Does::Act(a) => a.needs_workload(),
+                Does::Change(_) => true,
+            });
+        let reconnect = self
+            .steps
+            .iter()
+            .any(|s| matches!(s.does, Does::Act(Action::Reconnect)));
+        !(mode.replay && needs) && (!reconnect || mode.remote)
+    }
+
     /// The keys shown: each step's first key.
     pub fn shown(&self) -> impl Iterator<Item = Key> + '_ {
         self.steps.iter().filter_map(|s| s.keys.first().copied())
@@ -366,19 +416,19 @@ pub const ACTIONS: &[Binding] = &[
             act(&[Down], Action::CursorDown),
         ],
         setting: None,
-        footer: Footer::None,
+        footer: Footer::Last("cursor"),
         help: "move the settings panel's cursor (a click on a row selects it too)",
     },
     Binding {
         steps: &[act(&[Enter], Action::OpenChooser)],
         setting: None,
-        footer: Footer::None,
+        footer: Footer::Last("pick"),
         help: "the cursor's setting: pick a value (greyed ones say why not), applied as one change",
     },
     Binding {
         steps: &[act(&[Char(':')], Action::OpenPrompt)],
         setting: None,
-        footer: Footer::None,
+        footer: Footer::Last("set"),
         help: ":set section.key=value (or key=value): any setting, as one change; Tab completes, ↑ recalls",
     },
     Binding {
@@ -454,7 +504,7 @@ pub const ACTIONS: &[Binding] = &[
         steps: &[act(&[Char('?'), F(1)], Action::ToggleHelp)],
         setting: None,
         footer: Footer::Always("help"),
-        help: "this help (any key closes it)",
+        help: "this help (Esc or ? closes it; q quits)",
     },
     Binding {
         steps: &[

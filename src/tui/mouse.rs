@@ -102,10 +102,11 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
         MouseEventKind::ScrollDown => Some(false),
         _ => None,
     };
+    let mode = app.mode();
     match &mut app.overlay {
         Overlay::Help { scroll, find, .. } => {
             if let Some(up) = wheel {
-                let most = super::help::line_count(app.replay.is_some(), find, 76);
+                let most = super::help::line_count(mode, find, 76);
                 *scroll = if up {
                     scroll.saturating_sub(WHEEL_LINES as usize)
                 } else {
@@ -296,8 +297,8 @@ mod tests {
         }
         let oldest = layout::events_oldest(&a, l.events);
         assert_eq!(a.events_anchor, Some(oldest));
-        // There the panel shows the first line logged (its end, as it is
-        // longer than the panel).
+        // There the panel shows the first line logged (its start, as it
+        // is longer than the panel, and where the rest is).
         let th = crate::tui::theme::Theme::named(crate::tui::theme::ThemeName::Dark);
         let look = crate::tui::render::Look {
             theme: th,
@@ -308,7 +309,15 @@ mod tests {
         let top: String = (l.events.x..l.events.x + l.events.width)
             .map(|x| buf[(x, l.events.y + 1)].symbol().to_string())
             .collect();
-        assert!(top.contains("refused"), "{top}");
+        assert!(top.contains("0.0s workers.highpri"), "{top}");
+        let last: String = (l.events.x..l.events.x + l.events.width)
+            .map(|x| {
+                buf[(x, l.events.y + l.events.height - 2)]
+                    .symbol()
+                    .to_string()
+            })
+            .collect();
+        assert!(last.contains("… whole in the summary (q)"), "{last}");
         // Down to the newest follows again.
         for _ in 0..100 {
             mouse(&mut a, ev(MouseEventKind::ScrollDown, x, y), true);

@@ -20,6 +20,8 @@ use crate::output::recording::Recording;
 
 /// How far the arrow keys move, seconds of recording.
 pub const SEEK_S: f64 = 10.0;
+/// The help's line for the seek keys (a test holds it to [`SEEK_S`]).
+pub const SEEK_HELP: &str = "seek 10 s back / forward";
 
 /// Feeds a recording to the explorer.
 pub struct ReplayDriver {
@@ -201,12 +203,13 @@ impl Driver for ReplayDriver {
                     app.flash("baseline marked");
                 }
             }
+            a if a.needs_workload() => app.flash(REPLAY_REFUSAL),
             Action::Apply(_)
             | Action::Refuse(_)
             | Action::OpenPicker
             | Action::StartSave
             | Action::FlipBaseline
-            | Action::ToggleAb => app.flash(REPLAY_REFUSAL),
+            | Action::ToggleAb => unreachable!("needs_workload covers it"),
             Action::None => {}
         }
     }

@@ -104,10 +104,13 @@ fn picker_key(overlay: &mut Overlay, key: KeyEvent) -> OverlayAction {
                 None => OverlayAction::None,
             }
         }
-        _ => {
+        // Esc (or q, or p again) closes; any other key does nothing, so a
+        // stray key does not lose the list.
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('p') => {
             *overlay = Overlay::None;
             OverlayAction::None
         }
+        _ => OverlayAction::None,
     }
 }
 
@@ -217,7 +220,7 @@ fn help_key(overlay: &mut Overlay, key: KeyEvent) -> OverlayAction {
         return OverlayAction::None;
     }
     // At most the whole help at 80 columns: Up always comes back.
-    let most = crate::tui::help::line_count(false, find, 76);
+    let most = crate::tui::help::line_count(crate::tui::keys::Mode::default(), find, 76);
     match key.code {
         KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
         KeyCode::Down | KeyCode::Char('j') => *scroll = (*scroll + 1).min(most),
@@ -234,12 +237,14 @@ fn help_key(overlay: &mut Overlay, key: KeyEvent) -> OverlayAction {
             find.clear();
             *scroll = 0;
         }
-        // q still quits from the help; Esc, ? and other keys close it.
+        // q still quits from the help; Esc and ? close it; any other key
+        // does nothing (a stray key does not lose the place).
         KeyCode::Char('q') => {
             *overlay = Overlay::None;
             return OverlayAction::Quit;
         }
-        _ => *overlay = Overlay::None,
+        KeyCode::Esc | KeyCode::Char('?') => *overlay = Overlay::None,
+        _ => {}
     }
     OverlayAction::None
 }

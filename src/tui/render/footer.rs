@@ -54,26 +54,33 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         ]);
         line.render(area, buf);
     } else {
-        // The others, in table order, as many as fit.
+        // The others, in table order, as many as fit; then the ways in
+        // (cursor, Enter, `:`) while room is left.
         let budget = (area.width as usize).saturating_sub(tail_w);
         let mut spans = Vec::new();
         let mut used = 0;
-        for b in keys::bindings() {
-            let Footer::IfRoom(what) = b.footer else {
-                continue;
-            };
-            // A setting that does nothing here is not offered.
-            if b.setting.is_some_and(|k| app.inert(k)) {
-                continue;
+        let mode = app.mode();
+        for last in [false, true] {
+            for b in keys::bindings() {
+                let what = match b.footer {
+                    Footer::IfRoom(what) if !last => what,
+                    Footer::Last(what) if last => what,
+                    _ => continue,
+                };
+                // A key that does nothing here is not offered: a setting
+                // inert on this path or target, or one this mode refuses.
+                if b.setting.is_some_and(|k| app.inert(k)) || !b.works_in(mode) {
+                    continue;
+                }
+                let k = b.compact();
+                let n = k.chars().count() + what.chars().count() + 3;
+                if used + n > budget {
+                    break;
+                }
+                used += n;
+                spans.push(Span::styled(format!(" {k}"), th.title()));
+                spans.push(Span::styled(format!(" {what} "), th.dim()));
             }
-            let k = b.compact();
-            let n = k.chars().count() + what.chars().count() + 3;
-            if used + n > budget {
-                break;
-            }
-            used += n;
-            spans.push(Span::styled(format!(" {k}"), th.title()));
-            spans.push(Span::styled(format!(" {what} "), th.dim()));
         }
         Line::from(spans).render(area, buf);
     }

@@ -15,11 +15,11 @@ use crate::tui::theme::Theme;
 
 /// The help's lines for a popup `width` wide inside: each row's text
 /// wrapped at spaces beside its key column.
-pub fn lines(replay: bool, find: &str, width: usize, th: &Theme) -> Vec<Line<'static>> {
+pub fn lines(mode: help::Mode, find: &str, width: usize, th: &Theme) -> Vec<Line<'static>> {
     const KEY_W: usize = 15;
     let text_w = width.saturating_sub(KEY_W + 2).max(10);
     let mut out = Vec::new();
-    for (k, what) in help::rows(replay, find) {
+    for (k, what) in help::rows(mode, find) {
         if k.is_empty() {
             out.push(Line::from(""));
             continue;
@@ -40,7 +40,7 @@ pub fn render(
     area: Rect,
     buf: &mut Buffer,
     th: &Theme,
-    replay: bool,
+    mode: help::Mode,
     scroll: usize,
     find: &str,
     typing: bool,
@@ -53,7 +53,7 @@ pub fn render(
     );
     let inner_w = r.width.saturating_sub(2) as usize;
     let inner_h = r.height.saturating_sub(2) as usize;
-    let all = lines(replay, find, inner_w, th);
+    let all = lines(mode, find, inner_w, th);
     let top = scroll.min(all.len().saturating_sub(inner_h));
     let shown: Vec<Line> = all.iter().skip(top).take(inner_h).cloned().collect();
     let title = match (typing, find.is_empty()) {

@@ -95,15 +95,7 @@ fn render_overlay(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
             scroll,
             find,
             typing,
-        } => help::render(
-            area,
-            buf,
-            &look.theme,
-            app.replay.is_some(),
-            *scroll,
-            find,
-            *typing,
-        ),
+        } => help::render(area, buf, &look.theme, app.mode(), *scroll, find, *typing),
         Overlay::Error(text) => error_popup(text, area, buf, &look.theme),
         Overlay::Picker { items, selected } => picker(items, *selected, area, buf, &look.theme),
         Overlay::SaveName {
@@ -146,7 +138,7 @@ fn render_overlay(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         Overlay::ConfirmOverwrite(name) => prompt(
             " replace? ",
             vec![Line::from(Span::styled(
-                format!("a preset named {name:?} exists: replace it? (y/n)"),
+                format!("a preset named {name:?} exists: replace it? (y/n; Esc cancels)"),
                 Style::default().fg(look.theme.warn),
             ))],
             area,

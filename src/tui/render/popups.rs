@@ -16,7 +16,7 @@ pub(crate) fn error_popup(text: &str, area: Rect, buf: &mut Buffer, th: &Theme) 
     let r = popup(area, w, 5, buf);
     Paragraph::new(vec![
         Line::from(Span::styled(text.to_string(), Style::default().fg(th.bad))),
-        Line::from(Span::styled("press any key", th.dim())),
+        Line::from(Span::styled("Esc (or any key) closes", th.dim())),
     ])
     .wrap(Wrap { trim: true })
     .block(
@@ -55,10 +55,7 @@ pub(crate) fn picker(
     let w = area.width.saturating_sub(4).min(110);
     let h = (items.len() as u16 + 8).min(area.height.saturating_sub(2));
     let r = popup(area, w, h, buf);
-    let block = panel(
-        "presets: ↑↓ choose, Enter applies, any other key closes",
-        th,
-    );
+    let block = panel("presets: ↑↓ choose, Enter applies, Esc closes", th);
     let inner = block.inner(r);
     block.render(r, buf);
     let list_h = (items.len() as u16).min(inner.height.saturating_sub(3));
@@ -118,7 +115,7 @@ pub(crate) fn chooser(
 ) {
     let (r, list, first) = super::layout::chooser_geometry(area, items.len(), selected);
     Clear.render(r, buf);
-    let title = format!("{key}: ↑↓ Enter sets · Esc");
+    let title = format!("{key}: ↑↓ Enter sets · Esc closes");
     let block = panel(&title, th);
     let inner = block.inner(r);
     block.render(r, buf);
