@@ -368,11 +368,11 @@ fn the_stages_panel_shows_each_queues_running_and_blocked_workers() {
     }
     let screen = text(&draw(&a, &look(), 160, 48));
     assert!(
-        screen.contains("fscrypt  unb run 1/2 blk 0 max 0"),
+        screen.contains("fscrypt  unb  run 1/2  blk 0  max 0"),
         "{screen}"
     );
     assert!(
-        screen.contains("fsverity bnd run 2/8 blk 1 max 3"),
+        screen.contains("fsverity bnd  run 2/8  blk 1  max 3"),
         "{screen}"
     );
     // Over the "now" window (fixture records before these read none).
@@ -382,8 +382,8 @@ fn the_stages_panel_shows_each_queues_running_and_blocked_workers() {
     );
     // Narrow (120 columns): the short form, never cut.
     let screen = text(&draw(&a, &look(), 120, 40));
-    assert!(screen.contains("fsverity 2r 1b/8 ^3"), "{screen}");
-    assert!(screen.contains("fscrypt 1r 0b/2 ^0"), "{screen}");
+    assert!(screen.contains("fsverity  2r 1b/8  ^3"), "{screen}");
+    assert!(screen.contains("fscrypt  1r 0b/2  ^0"), "{screen}");
 }
 
 /// The kernel target: the settings panel shows `[kernel]` and greys the
@@ -396,7 +396,7 @@ fn kernel_target_screens() {
     for want in [
         "[kernel]",
         "affinity_scope cpu",
-        "fscrypt 172/s q99 1.1ms",
+        "fscrypt  172/s  q p99 1.1ms",
         "kernel, per item",
         "verity         true → false",
         "target         kernel",
@@ -780,10 +780,11 @@ fn a_lost_remote_workload_says_so_and_keeps_its_charts() {
 fn a_quiet_setting_shows_once_changed() {
     let mut a = app(false);
     let screen = text(&draw(&a, &look(), 160, 48));
-    assert!(!screen.contains("affinity_stri"), "{screen}");
+    assert!(!screen.contains(" strict "), "{screen}");
     a.settings.workers.affinity_strict = true;
     let screen = text(&draw(&a, &look(), 160, 48));
-    assert!(screen.contains("affinity_stri"), "{screen}");
+    // Its name outgrows the column: its short form, whole.
+    assert!(screen.contains("   strict         true"), "{screen}");
 }
 
 /// A finished sweep (`readpath replay SWEEP.json`) at the sizes a user
@@ -878,4 +879,91 @@ fn a_replays_footer_offers_only_what_a_replay_does() {
     for kept in [" b baseline", " zZ zoom", " ? help", " q quit"] {
         assert!(footer.contains(kept), "{kept:?}: {footer}");
     }
+}
+
+/// Tokens of a screen: runs of letters, digits and the punctuation inside
+/// values (`.` `%` `/` `-` `_` `:` `,`), braille, box drawing and block
+/// glyphs left out.
+fn tokens(screen: &str) -> Vec<String> {
+    let keep = |c: char| c.is_ascii_alphanumeric() || "._%/-:,µ".contains(c);
+    screen
+        .split(|c: char| !keep(c))
+        .map(|t| t.trim_matches(|c: char| ",:.".contains(c)).to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// No value or word is cut: every token on each screen at 80x24, 100x30,
+/// 120x40 and 160x48 is one the same screen shows whole on a very large
+/// terminal (where nothing needs cutting), a short form from the tables,
+/// a chart's axis label, or a piece of a word longer than any line.
+#[test]
+fn no_screen_cuts_a_value_or_a_word() {
+    use std::collections::BTreeSet;
+    let mut present = app(true);
+    present.present = true;
+    let mut replay = app(true);
+    replay.replay = Some("replay 2x".into());
+    let mut ab = app(true);
+    ab.start_ab().unwrap();
+    let (bw, nw) = (
+        ab.baseline.as_ref().unwrap().windows.clone(),
+        ab.now_windows.clone(),
+    );
+    ab.ab.as_mut().unwrap().turns = [bw, nw];
+    let mut hint = app(false);
+    hint.show_hint();
+    let screens: Vec<(&str, App)> = vec![
+        ("main", app(false)),
+        ("baseline", app(true)),
+        ("kernel", readpath::tui::fixture::kernel_app()),
+        ("present", present),
+        ("replay", replay),
+        ("ab", ab),
+        ("hint", hint),
+    ];
+    let mut bad = Vec::new();
+    for (name, a) in &screens {
+        let mut whole: BTreeSet<String> = BTreeSet::new();
+        for (w, h) in [(400u16, 120u16), (300, 100)] {
+            whole.extend(tokens(&text(&draw(a, &look(), w, h))));
+        }
+        // Short forms from the tables (never cut: chosen whole).
+        whole.extend(
+            readpath::tui::text::SHORT_NAMES
+                .iter()
+                .map(|(_, s)| s.to_string()),
+        );
+        whole.extend(
+            readpath::metrics::METRICS
+                .iter()
+                .flat_map(|m| tokens(m.narrow)),
+        );
+        // An entry longer than the events panel says where the rest is;
+        // presentation's change box is titled `vs base` or `change` where
+        // `vs baseline` does not fit (each chosen whole).
+        whole.extend(tokens("… whole in the summary (q) vs base change"));
+        for (w, h) in [(80u16, 24u16), (100, 30), (120, 40), (160, 48)] {
+            let screen = text(&draw(a, &look(), w, h));
+            for t in tokens(&screen) {
+                let axis = t.ends_with('s')
+                    && t.trim_start_matches('-')
+                        .trim_end_matches(['s', 'm', 'u', 'n'])
+                        .parse::<f64>()
+                        .is_ok()
+                    || t.parse::<f64>().is_ok();
+                // A word longer than a panel's line (a path in a notice)
+                // is broken where it must be.
+                let long_piece = whole
+                    .iter()
+                    .any(|w| w.chars().count() > 30 && w.contains(&t));
+                if !whole.contains(&t) && !axis && !long_piece {
+                    bad.push(format!("{name} {w}x{h}: {t:?}"));
+                }
+            }
+        }
+    }
+    bad.sort();
+    bad.dedup();
+    assert!(bad.is_empty(), "{} cut:\n{}", bad.len(), bad.join("\n"));
 }

@@ -51,6 +51,33 @@ pub const KNOBS: &[(&str, &str)] = &[
 /// More words for what the screens and settings say, beyond the knobs.
 pub const GLOSSARY: &[(&str, &str)] = &[
     (
+        "header",
+        "readpath ▶ running and the time; the plan (what runs now: decrypt where -> verify \
+         where) · the pods; can: what this kernel and CPU offer, not settings (io_uring, \
+         NO_IOWAIT = the plain sleep, AES / SHA instructions, highpri = may set nice -20), \
+         ✓ yes ✗ no; the idle governor, cpufreq and iowait✓/✗ = whether anything here reads \
+         iowait; ui = the explorer's own CPU and time per frame. Fields drop whole, least \
+         needed first, where the terminal is narrow.",
+    ),
+    (
+        "stages",
+        "the stages panel: per bio (page cache) or per read, hit = page-cache hits, bio/s; \
+         device / queue / decrypt / verify = mean time in each, bar = its share; \
+         `fsverity bnd  run 2/8  blk 1  max 3` = a pool (bnd bound, unb unbound): workers \
+         running / created (pre-created: a per-CPU pool starts its workers, as the kernel's \
+         manager keeps idle ones), blocked now (on a tree page), most blocked at once; \
+         narrow `2r 1b/8  ^3`; `tree 90 pg/s blocked 8 ms/s` (blk) = fs-verity tree pages \
+         read and time blocked on them; kernel target: `fscrypt_read_queue  172/s  q p99 1.1ms  moved 0%` \
+         = items per second, queue wait p99, share run on another CPU; CPU busy █ / \
+         iowait ▒ per CPU over the last second.",
+    ),
+    (
+        "axes",
+        "latency: log scale, us/ms; throughput: MiB/s left, IOPS right; scheduler: queue \
+         p99 left (us/ms), run_delay right in ms of waiting per second (ms/s); time: \
+         seconds or minutes before now.",
+    ),
+    (
         "hogs",
         "CPU-bound background threads (g / G), the load a phone or a busy server has: \
          they compete with the workers for CPU time, which is what makes run_delay grow.",

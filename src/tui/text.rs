@@ -59,6 +59,82 @@ pub fn ellipsize(text: &str, width: usize) -> String {
     format!("{cut}…")
 }
 
+/// `line` in at most `width` characters without cutting a field: fields
+/// are separated by ` · ` or by two or more spaces, and whole fields are
+/// kept from the left (the most important first) while they fit; the rest
+/// are dropped. A first field longer than `width` is shortened with an
+/// ellipsis (the caller gives a shorter form where that can happen).
+pub fn fit_fields(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        return line.to_string();
+    }
+    // (separator before, field), in order.
+    let mut parts: Vec<(&str, &str)> = Vec::new();
+    let mut rest = line;
+    let mut before = "";
+    loop {
+        let next = [" · ", "  "]
+            .iter()
+            .filter_map(|sep| rest.find(sep).map(|i| (i, *sep)))
+            .min_by_key(|(i, _)| *i);
+        match next {
+            Some((i, sep)) => {
+                parts.push((before, &rest[..i]));
+                let after = &rest[i..];
+                let field_at = after.len() - after[sep.len()..].trim_start_matches(' ').len();
+                before = &after[..field_at];
+                rest = &after[field_at..];
+            }
+            None => {
+                parts.push((before, rest));
+                break;
+            }
+        }
+    }
+    let mut out = String::new();
+    for (sep, field) in parts {
+        let sep = if out.is_empty() { "" } else { sep };
+        if out.chars().count() + sep.chars().count() + field.chars().count() > width {
+            break;
+        }
+        out.push_str(sep);
+        out.push_str(field);
+    }
+    if out.is_empty() {
+        return ellipsize(line, width);
+    }
+    out
+}
+
+/// Short names of settings whose names outgrow the settings panel's name
+/// column (10 or 14 characters): a name is shortened from this table, never
+/// cut, and `?` on the key's row shows the whole name.
+pub const SHORT_NAMES: &[(&str, &str)] = &[
+    ("affinity_scope", "scope"),
+    ("affinity_strict", "strict"),
+    ("corrupt_every", "corrupt"),
+    ("limit_cache", "limit_cch"),
+    ("queue_depth", "qdepth"),
+    ("read_ahead_kb", "ra_kb"),
+    ("reader_cpus", "rd_cpus"),
+    ("rq_affinity", "rq_aff"),
+    ("submit_batch", "batch"),
+    ("unbound_cpus", "ub_cpus"),
+    ("verify_mode", "vfy_mode"),
+];
+
+/// `name` in at most `width` characters: whole, or its short form from
+/// [`SHORT_NAMES`], or (a name the table lacks) cut with an ellipsis.
+pub fn fit_name(name: &str, width: usize) -> String {
+    if name.chars().count() <= width {
+        return name.to_string();
+    }
+    match SHORT_NAMES.iter().find(|(n, _)| *n == name) {
+        Some((_, short)) if short.chars().count() <= width => short.to_string(),
+        _ => ellipsize(name, width),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +164,33 @@ mod tests {
         );
         assert_eq!(ellipsize("abc", 0), "");
         assert_eq!(ellipsize("abcdef", 1), "…");
+    }
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_dropped_whole_from_the_right() {
+        let l = "per bio · hit 21% · 9.1K bio/s";
+        assert_eq!(fit_fields(l, 40), l);
+        assert_eq!(fit_fields(l, 29), "per bio · hit 21%");
+        assert_eq!(fit_fields(l, 17), "per bio · hit 21%");
+        assert_eq!(fit_fields(l, 16), "per bio");
+        assert_eq!(
+            fit_fields("fscrypt  172/s  q99 1.1ms", 22),
+            "fscrypt  172/s"
+        );
+        assert_eq!(fit_fields("a  b", 1), "a");
+        assert_eq!(fit_fields("abcdef  g", 4), "abc…");
+    }
+
+    #[test]
+    fn names_shorten_from_the_table_never_cut() {
+        assert_eq!(fit_name("queue_depth", 10), "qdepth");
+        assert_eq!(fit_name("queue_depth", 14), "queue_depth");
+        assert_eq!(fit_name("mode", 10), "mode");
+        assert!(SHORT_NAMES.iter().all(|(_, s)| s.chars().count() <= 10));
     }
 }

@@ -93,6 +93,7 @@ fn no_baseline(th: &Theme, inner: Rect, buf: &mut Buffer) {
         ]),
         Line::from(Span::styled("then change a setting and compare", th.dim())),
     ])
+    .wrap(Wrap { trim: false })
     .render(inner, buf);
 }
 

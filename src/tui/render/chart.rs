@@ -221,7 +221,10 @@ impl Widget for TimeChart<'_> {
         let block = Block::default()
             .borders(Borders::ALL)
             .border_style(self.theme.border())
-            .title(self.legend_title());
+            .title(fit_spans(
+                self.legend_title(),
+                area.width.saturating_sub(2) as usize,
+            ));
         let inner = block.inner(area);
         block.render(area, buf);
         let strip_h = u16::from(self.strip && inner.height >= 5);
@@ -247,6 +250,7 @@ impl Widget for TimeChart<'_> {
 impl TimeChart<'_> {
     /// The title, with each legend entry's line drawn as its series' own mark in ASCII.
     fn legend_title(&self) -> Line<'_> {
+        // (Whole legend items only: see [`fit_spans`].)
         let mut title = self.title.clone();
         if self.dots != Dots::Braille {
             for span in &mut title.spans {
@@ -533,6 +537,28 @@ pub fn fmt_secs(s: f64) -> String {
         (m, 0) => format!("{m}m"),
         (m, s) => format!("{m}m{s}s"),
     }
+}
+
+/// `line` with whole spans only, in at most `width` columns: a title's
+/// legend items (`━ run_delay 3.0 ms/s (right)`) are dropped from the
+/// right rather than cut; the first (the chart's name) is kept, with an
+/// ellipsis where even it does not fit.
+pub(crate) fn fit_spans(line: Line<'_>, width: usize) -> Line<'_> {
+    let mut used = 0;
+    let mut spans = Vec::new();
+    for (i, sp) in line.spans.into_iter().enumerate() {
+        let w = sp.content.chars().count();
+        if used + w > width {
+            if i == 0 {
+                let text = crate::tui::text::ellipsize(&sp.content, width);
+                spans.push(ratatui::text::Span::styled(text, sp.style));
+            }
+            break;
+        }
+        used += w;
+        spans.push(sp);
+    }
+    Line::from(spans)
 }
 
 #[cfg(test)]

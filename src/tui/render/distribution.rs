@@ -26,12 +26,16 @@ pub(crate) fn grouped(counts: &[u64], group: usize) -> Vec<(f64, u64)> {
 pub(crate) fn render_distribution(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let now = app.now_buckets.clone();
     let base = app.baseline.as_ref().map(|b| b.buckets.clone());
-    let title = if base.is_some() {
-        "distribution: now ━ baseline │"
+    let titles: &[&str] = if base.is_some() {
+        &["distribution: now ━ baseline │", "now ━ base │", "latency"]
     } else {
-        "latency distribution (now)"
+        &[
+            "latency distribution (now)",
+            "distribution (now)",
+            "latency",
+        ]
     };
-    let block = panel(title, th);
+    let block = panel_fit(titles, area.width, th);
     let inner = block.inner(area);
     block.render(area, buf);
     if inner.height < 2 || now.is_empty() && base.is_none() {

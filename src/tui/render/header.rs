@@ -12,14 +12,63 @@ use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
 pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    let left = Line::from(left_spans(app, th));
+    // The machine's one-line summary (idle, cpufreq, iowait read?) keeps
+    // its room before the capabilities and the pods; the UI's cost takes
+    // what is left.
+    // The plan comes first: the summary keeps room only where the plan
+    // (and everything before it) still fits beside it.
+    let fields = left_fields(app, th);
+    let width = area.width as usize;
+    let idle_w = app
+        .idle
+        .as_ref()
+        .map_or(0, |(text, _)| text.chars().count() + 10);
+    let essential: usize = fields
+        .iter()
+        .filter(|(p, _)| *p <= 3)
+        .flat_map(|(_, s)| s)
+        .map(|s| s.content.chars().count())
+        .sum();
+    let budget = if essential + idle_w <= width {
+        width - idle_w
+    } else {
+        width
+    };
+    let left = Line::from(fit(fields, budget));
     let used = left.width() as u16;
     left.render(area, buf);
     render_right(app, th, area, used, buf);
 }
 
-/// The left part: state and time, where it runs, failures, the machine's features, the plan.
-fn left_spans(app: &App, th: &Theme) -> Vec<Span<'static>> {
+/// Whole fields only, in at most `width` columns: the fields of lowest
+/// priority (highest number) are dropped first, never cut; what is left
+/// keeps its order.
+fn fit(mut fields: Vec<(u8, Vec<Span<'static>>)>, width: usize) -> Vec<Span<'static>> {
+    let w = |f: &[(u8, Vec<Span<'static>>)]| -> usize {
+        f.iter()
+            .flat_map(|(_, s)| s)
+            .map(|s| s.content.chars().count())
+            .sum()
+    };
+    while w(&fields) > width {
+        let Some(i) = fields
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| *p > 0)
+            .max_by_key(|(i, (p, _))| (*p, *i))
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        fields.remove(i);
+    }
+    fields.into_iter().flat_map(|(_, s)| s).collect()
+}
+
+/// The left part, as fields with their priority (0: always; higher ones
+/// go first when the width runs out): state and time, where it runs,
+/// failures, the plan, the machine's capabilities.
+fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
     let f = &app.features;
     let t = app.elapsed_s as u64;
     let what = app.replay.as_deref().unwrap_or("running");
@@ -38,27 +87,34 @@ fn left_spans(app: &App, th: &Theme) -> Vec<Span<'static>> {
             Style::default().fg(th.good).add_modifier(Modifier::BOLD),
         )
     };
-    let mut spans = vec![
-        Span::styled("readpath", th.title()),
-        state,
-        Span::styled(
-            format!("{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60),
-            th.text(),
-        ),
-        Span::styled(" │ ", th.dim()),
-    ];
+    let sep = || Span::styled(" │ ", th.dim());
+    let mut fields = vec![(
+        0,
+        vec![
+            Span::styled("readpath", th.title()),
+            state,
+            Span::styled(
+                format!("{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60),
+                th.text(),
+            ),
+        ],
+    )];
     // A remote workload: where, and loudly when its connection was lost
     // (the charts keep what arrived).
     if let Some(place) = &app.place {
-        spans.push(Span::styled(place.clone(), th.title()));
-        spans.push(Span::styled(" │ ", th.dim()));
+        fields.push((2, vec![sep(), Span::styled(place.clone(), th.title())]));
     }
     if let Some(why) = &app.lost {
-        spans.push(Span::styled(
-            format!("✗ connection lost: {why}"),
-            Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
+        fields.push((
+            1,
+            vec![
+                sep(),
+                Span::styled(
+                    format!("✗ connection lost: {why}"),
+                    Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
+                ),
+            ],
         ));
-        spans.push(Span::styled(" │ ", th.dim()));
     }
     // Failed reads are never counted as good data; say so loudly.
     for (n, what) in [
@@ -66,13 +122,32 @@ fn left_spans(app: &App, th: &Theme) -> Vec<Span<'static>> {
         (app.io_errors, "I/O errors"),
     ] {
         if n > 0 {
-            spans.push(Span::styled(
-                format!("✗ {n} {what}"),
-                Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
+            fields.push((
+                1,
+                vec![
+                    sep(),
+                    Span::styled(
+                        format!("✗ {n} {what}"),
+                        Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
+                    ),
+                ],
             ));
-            spans.push(Span::styled(" │ ", th.dim()));
         }
     }
+    // What runs now: the plan (and the pods).
+    fields.push((3, vec![sep(), Span::styled(app.plan.clone(), th.text())]));
+    if let Some(pods) = &app.pods {
+        fields.push((
+            5,
+            vec![
+                Span::styled(" · ", th.dim()),
+                Span::styled(pods.clone(), th.text()),
+            ],
+        ));
+    }
+    // What the kernel and CPU can do (not settings: after `can`, dim, so
+    // they do not read as state), one field.
+    let mut can = vec![sep(), Span::styled("can", th.dim())];
     for (name, ok) in [
         ("io_uring", f.io_uring),
         ("NO_IOWAIT", f.no_iowait),
@@ -80,17 +155,10 @@ fn left_spans(app: &App, th: &Theme) -> Vec<Span<'static>> {
         ("SHA", f.sha_instructions),
         ("highpri", f.highpri),
     ] {
-        spans.push(Span::styled(name, th.text()));
-        spans.push(mark(ok, th));
-        spans.push(Span::raw(" "));
+        can.extend([Span::raw(" "), Span::styled(name, th.dim()), mark(ok, th)]);
     }
-    spans.push(Span::styled("│ ", th.dim()));
-    spans.push(Span::styled(app.plan.clone(), th.text()));
-    if let Some(pods) = &app.pods {
-        spans.push(Span::styled(" · ", th.dim()));
-        spans.push(Span::styled(pods.clone(), th.text()));
-    }
-    spans
+    fields.push((4, can));
+    fields
 }
 
 /// Right-aligned where they do not cover the `used` columns of the plan: what could read iowait (where nothing does, sleep = iowait vs plain can change only accounting here, not speed), then the UI's own cost.

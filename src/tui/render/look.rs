@@ -42,6 +42,19 @@ pub(crate) fn mark(ok: bool, th: &Theme) -> Span<'static> {
     }
 }
 
+/// A panel titled by the first of `titles` (longest first) that fits
+/// `width` columns whole; the last where none does.
+pub(crate) fn panel_fit<'a>(titles: &[&'a str], width: u16, th: &Theme) -> Block<'a> {
+    let room = width.saturating_sub(4) as usize;
+    let t = titles
+        .iter()
+        .find(|t| t.chars().count() <= room)
+        .or(titles.last())
+        .copied()
+        .unwrap_or("");
+    panel(t, th)
+}
+
 pub(crate) fn panel<'a>(title: &'a str, th: &Theme) -> Block<'a> {
     Block::default()
         .borders(Borders::ALL)

@@ -239,7 +239,7 @@ pub(crate) fn setting_keyed(
             th.text()
         };
         let name_w = if wide { 14 } else { 10 };
-        let name = crate::tui::text::ellipsize(name, name_w);
+        let name = crate::tui::text::fit_name(name, name_w);
         let mut spans = vec![
             Span::styled(format!("{:>2} ", key.as_deref().unwrap_or("")), th.title()),
             Span::styled(format!("{name:<name_w$} "), style),

@@ -16,7 +16,15 @@ use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
 pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    let block = panel("stages (now) and CPUs (last 1s)", th);
+    let block = panel_fit(
+        &[
+            "stages (now) and CPUs (last 1s)",
+            "stages, CPUs (1s)",
+            "stages",
+        ],
+        area.width,
+        th,
+    );
     let inner = block.inner(area);
     block.render(area, buf);
     let recs: Vec<&IntervalRecord> = app.now_records().filter(|r| !r.paused).collect();
@@ -103,7 +111,7 @@ fn stage_bars(
             Some(c) => format!("per bio · {c}"),
             None => "mean per read".to_string(),
         };
-        let line: String = line.chars().take(inner.width as usize).collect();
+        let line = crate::tui::text::fit_fields(&line, inner.width as usize);
         buf.set_string(inner.x, y, line, th.dim());
         y += 1;
     }
@@ -161,18 +169,18 @@ fn pool_lines(
             .unwrap_or(0);
         let kind = if p.kind == "bound" { "bnd" } else { "unb" };
         let mut line = format!(
-            "{:<8} {kind} run {}/{} blk {} max {peak}",
+            "{:<8} {kind}  run {}/{}  blk {}  max {peak}",
             p.queue, p.running, p.workers, p.blocked
         );
         if line.chars().count() > inner.width as usize {
             // Narrow: running r, blocked b, of the pool's workers.
             line = format!(
-                "{} {}r {}b/{} ^{peak}",
+                "{}  {}r {}b/{}  ^{peak}",
                 p.queue, p.running, p.blocked, p.workers
             );
         }
         let style = if peak > 0 { th.text() } else { th.dim() };
-        let line: String = line.chars().take(inner.width as usize).collect();
+        let line = crate::tui::text::fit_fields(&line, inner.width as usize);
         buf.set_string(inner.x, y, line, style);
         y += 1;
     }
@@ -210,7 +218,11 @@ fn kernel_queue_lines(
             fmt_us(p99)
         );
         if line.chars().count() > inner.width as usize {
-            line = format!("{short} {:.0}/s q99 {}", items as f64 / secs, fmt_us(p99));
+            line = format!(
+                "{short}  {:.0}/s  q p99 {}",
+                items as f64 / secs,
+                fmt_us(p99)
+            );
         }
         y = put_line(buf, inner, y, &line, th);
     }
@@ -241,7 +253,7 @@ fn tree_line(
         );
         if line.chars().count() > inner.width as usize {
             line = format!(
-                "tree {:.0}/s blk {:.0}ms/s",
+                "tree {:.0}/s  blk {:.0}ms/s",
                 pages as f64 / secs,
                 blocked_ms / secs
             );
@@ -360,7 +372,8 @@ pub(crate) fn cache_line(recs: &[&IntervalRecord]) -> Option<String> {
 
 /// Writes `line` on row `y` of `inner`, cut to its width; returns the next row.
 fn put_line(buf: &mut Buffer, inner: Rect, y: u16, line: &str, th: &Theme) -> u16 {
-    let line: String = line.chars().take(inner.width as usize).collect();
+    // Whole fields only (separated by two spaces or ` · `), never a cut one.
+    let line = crate::tui::text::fit_fields(line, inner.width as usize);
     buf.set_string(inner.x, y, line, th.text());
     y + 1
 }
