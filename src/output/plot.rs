@@ -49,6 +49,9 @@ struct Panel {
     optional: bool,
     /// (name, colour, value per record).
     series: &'static [(&'static str, RGBColor, Getter)],
+    /// The metric of each series (its verdict on a change: see
+    /// [`phase_results`]).
+    metrics: &'static [&'static table::Metric],
 }
 
 const GREEN: RGBColor = RGBColor(0, 140, 60);
@@ -78,6 +81,7 @@ const PANELS: &[Panel] = &[
             ("p99", ORANGE, table::P99.interval),
             ("p99.9", RED_, table::P999.interval),
         ],
+        metrics: &[&table::P50, &table::P99, &table::P999],
     },
     Panel {
         metric: "throughput",
@@ -86,6 +90,7 @@ const PANELS: &[Panel] = &[
         log: false,
         optional: false,
         series: &[("throughput", BLUE_, table::THROUGHPUT.interval)],
+        metrics: &[&table::THROUGHPUT],
     },
     Panel {
         metric: "queue",
@@ -94,6 +99,7 @@ const PANELS: &[Panel] = &[
         log: false,
         optional: true,
         series: &[("queue wait p99", GREEN, table::QUEUE_P99.interval)],
+        metrics: &[&table::QUEUE_P99],
     },
     Panel {
         metric: "run_delay",
@@ -102,6 +108,7 @@ const PANELS: &[Panel] = &[
         log: false,
         optional: true,
         series: &[("run_delay", ORANGE, table::RUN_DELAY.interval)],
+        metrics: &[&table::RUN_DELAY],
     },
 ];
 
@@ -676,22 +683,55 @@ fn phase_medians(
 }
 
 /// What changed from the first phase to the last, one line per series
-/// with a value in both (`p99 1.0 ms -> 2.0 ms, +100%`); none without
-/// phases.
-fn phase_results(panel: &Panel, medians: &[Vec<(f64, f64, f64)>], lay: &Layout) -> Vec<String> {
+/// with a value in both (`p99 1.0 ms -> 2.0 ms, +100%`), marked as the
+/// explorer marks it by the one verdict rule (`output::verdict`, 2 s
+/// windows after a 1 s settle): `~` and `within noise` where the two
+/// phases' windows overlap, `too short to judge` under two windows a
+/// side; none without phases.
+fn phase_results(
+    panel: &Panel,
+    medians: &[Vec<(f64, f64, f64)>],
+    lay: &Layout,
+    records: &[&IntervalRecord],
+) -> Vec<String> {
     if lay.phases.is_empty() {
         return Vec::new();
     }
+    let phase = |from: f64, to: f64| -> Vec<&IntervalRecord> {
+        records
+            .iter()
+            .copied()
+            .filter(|r| r.t_s - r.interval_s >= from && r.t_s <= to)
+            .collect()
+    };
+    let first = phase(lay.t0, lay.phases[0].0);
+    let last = phase(lay.phases[lay.phases.len() - 1].0, lay.t1);
+    let wf = crate::output::verdict::window_stats(
+        &first,
+        crate::output::verdict::WINDOW_S,
+        crate::output::verdict::SETTLE_S,
+    );
+    let wl = crate::output::verdict::window_stats(
+        &last,
+        crate::output::verdict::WINDOW_S,
+        crate::output::verdict::SETTLE_S,
+    );
     panel
         .series
         .iter()
+        .zip(panel.metrics)
         .zip(medians)
-        .filter_map(|((sname, _, _), ms)| {
+        .filter_map(|(((sname, _, _), m), ms)| {
             let a = ms.iter().map(|m| m.2).find(|v| v.is_finite())?;
             let b = ms.iter().rev().map(|m| m.2).find(|v| v.is_finite())?;
             let pct = if a != 0.0 { (b - a) / a * 100.0 } else { 0.0 };
+            let (mark, note) = match crate::output::verdict::judge_windows(&wf, &wl, m, None) {
+                Some(v) if v.verdict.kind.is_significant() => ("", String::new()),
+                Some(_) => ("~", " (within noise)".to_string()),
+                None => ("", " (too short to judge)".to_string()),
+            };
             Some(format!(
-                "{sname} {} -> {}, {pct:+.0}%",
+                "{sname} {} -> {}, {mark}{pct:+.0}%{note}",
                 say(a, panel.unit),
                 say(b, panel.unit)
             ))
@@ -769,7 +809,7 @@ fn draw_panel(
     // Each series' median per settings phase, and what changed from
     // the first phase to the last, said on the chart.
     let phase_medians = phase_medians(series, lay, records);
-    let results = phase_results(panel, &phase_medians, lay);
+    let results = phase_results(panel, &phase_medians, lay, records);
     let values = finite_values(series, records);
     let max = values.iter().copied().fold(0.0, f64::max).max(1e-3);
     // Headroom over the data for the legend (top left) and the

@@ -149,6 +149,12 @@ pub struct WindowVerdict {
     pub windows: usize,
 }
 
+/// Seconds of each window a verdict within one run takes one sample from
+/// (the explorer's baseline panel, a demo's verdict, the slides).
+pub const WINDOW_S: f64 = 2.0;
+/// Seconds dropped after a change before a verdict within one run counts.
+pub const SETTLE_S: f64 = 1.0;
+
 /// The measurements of each whole window of `chunk_s` seconds of
 /// `records`, after the first `settle_s` seconds are dropped (a pipeline
 /// settling after a switch); paused intervals and intervals without reads

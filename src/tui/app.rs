@@ -61,10 +61,10 @@ pub struct Baseline {
     pub windows: Vec<WindowStats>,
 }
 
-/// Seconds of each window a demo's verdict takes one sample from.
-pub const VERDICT_WINDOW_S: f64 = 2.0;
-/// Seconds dropped after a change before a demo's verdict counts.
-pub const VERDICT_SETTLE_S: f64 = 1.0;
+/// Seconds of each window a verdict within the run takes one sample from.
+pub const VERDICT_WINDOW_S: f64 = crate::output::verdict::WINDOW_S;
+/// Seconds dropped after a change before a verdict within the run counts.
+pub const VERDICT_SETTLE_S: f64 = crate::output::verdict::SETTLE_S;
 
 /// The explorer's own cost, shown in the header.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -272,4 +272,21 @@ mod tests {
             "{seek:?}"
         );
     }
+
+    /// `?` then `/header`, `/stages`, `/blk`: every code on screen is
+    /// explained in the app.
+    #[test]
+    fn help_search_explains_the_header_and_the_stages_codes() {
+        for find in [
+            "header",
+            "stages",
+            "blk",
+            "can",
+            "q p99",
+            "axes",
+            "pre-created",
+        ] {
+            assert!(!rows(Mode::default(), find).is_empty(), "{find}");
+        }
+    }
 }
