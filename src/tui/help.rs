@@ -138,7 +138,7 @@ pub const RECIPES: &[(&str, &str)] = &[
 /// replay: the live pause's line is left out).
 fn replay_keys() -> Vec<(String, &'static str)> {
     vec![
-        ("<- ->".into(), super::replay::SEEK_HELP),
+        ("<- ->".into(), super::keys::SEEK_HELP),
         ("Home".into(), "back to the start"),
         ("space".into(), "pause / resume the replay"),
     ]
@@ -268,7 +268,7 @@ mod tests {
         assert!(
             seek[0]
                 .1
-                .contains(&format!("{:.0} s", crate::tui::replay::SEEK_S)),
+                .contains(&format!("{:.0} s", crate::tui::keys::SEEK_S)),
             "{seek:?}"
         );
     }

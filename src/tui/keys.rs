@@ -269,6 +269,12 @@ pub struct Binding {
     pub help: &'static str,
 }
 
+/// How far a replay's arrow keys move, seconds of recording.
+pub const SEEK_S: f64 = 10.0;
+/// The help's line for a replay's seek keys (a test holds it to
+/// [`SEEK_S`]).
+pub const SEEK_HELP: &str = "seek 10 s back / forward";
+
 /// Where the explorer runs, for which keys work there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Mode {

@@ -18,10 +18,7 @@ use super::overlay::{self, OverlayAction};
 use super::policy::action_for_key;
 use crate::output::recording::Recording;
 
-/// How far the arrow keys move, seconds of recording.
-pub const SEEK_S: f64 = 10.0;
-/// The help's line for the seek keys (a test holds it to [`SEEK_S`]).
-pub const SEEK_HELP: &str = "seek 10 s back / forward";
+pub use super::keys::{SEEK_HELP, SEEK_S};
 
 /// Feeds a recording to the explorer.
 pub struct ReplayDriver {
