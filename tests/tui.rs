@@ -163,19 +163,16 @@ fn a_change_marker_is_drawn_at_one_x_on_every_time_chart() {
             "{w}x{h}:\n{screen}"
         );
         // The charts are the right-hand column: the marker line is drawn
-        // in marker-coloured Braille cells, at one column on every chart
-        // (they share a right gutter, so their time axes line up).
+        // as a dashed line (`┆`, never Braille like the data), in the
+        // marker's colour, at one column on every chart (they share a
+        // right gutter, so their time axes line up).
         let marker = look().theme.marker;
         let mut cols = std::collections::BTreeSet::new();
         let mut rows = 0;
         for y in 0..h {
             for x in w / 3..w {
                 let c = &buf[(x, y)];
-                if c.fg == marker
-                    && c.symbol()
-                        .chars()
-                        .all(|ch| ('\u{2800}'..='\u{28ff}').contains(&ch))
-                {
+                if c.fg == marker && c.symbol() == "┆" {
                     cols.insert(x);
                     rows += 1;
                 }
@@ -942,7 +939,7 @@ fn no_screen_cuts_a_value_or_a_word() {
         // An entry longer than the events panel says where the rest is;
         // presentation's change box is titled `vs base` or `change` where
         // `vs baseline` does not fit (each chosen whole).
-        whole.extend(tokens("… whole in the summary (q) vs base change"));
+        whole.extend(tokens("… whole in the summary (q) vs base baseline change"));
         for (w, h) in [(80u16, 24u16), (100, 30), (120, 40), (160, 48)] {
             let screen = text(&draw(a, &look(), w, h));
             for t in tokens(&screen) {

@@ -336,10 +336,6 @@ impl TimeChart<'_> {
             .x_bounds([t0, t1])
             .y_bounds([lo, hi])
             .paint(|ctx| {
-                for m in markers {
-                    ctx.draw(&Segment::new(m.t_s, lo, m.t_s, hi, marker_color));
-                }
-                ctx.layer();
                 for (color, pts) in &lines {
                     if pts.len() == 1 {
                         let (x, y) = pts[0];
@@ -353,6 +349,27 @@ impl TimeChart<'_> {
                 // Labels right of their line, stacked so neighbours do not overlap.
             })
             .render(plot, buf);
+        // The change markers: a dashed line (`┆`, ASCII `|`) in the cells
+        // the data leaves empty, never braille like the data, so on a
+        // washed-out projector a marker cannot pass for a latency spike.
+        let dash = if self.dots == Dots::Braille {
+            "┆"
+        } else {
+            "|"
+        };
+        for m in markers {
+            if m.t_s < t0 || m.t_s > t1 {
+                continue;
+            }
+            let x = plot.x + col_of(t0, t1, plot.width, m.t_s);
+            for y in plot.y..plot.y + plot.height {
+                let cell = &mut buf[(x, y)];
+                if matches!(cell.symbol(), " " | "⠀") {
+                    cell.set_symbol(dash);
+                    cell.set_fg(marker_color);
+                }
+            }
+        }
         if self.dots != Dots::Braille {
             // Each series' dots as its own mark; change markers as `|`.
             for y in plot.y..plot.y + plot.height {
@@ -363,8 +380,6 @@ impl TimeChart<'_> {
                     }
                     if let Some(m) = ascii_mark(&self.series, cell.fg) {
                         cell.set_char(m);
-                    } else if cell.fg == marker_color {
-                        cell.set_char('|');
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! Presentation mode (`m`, or `--present`): for a talk, the headline numbers
 //! in digits readable from the back of the room (a 3x5 block font drawn
-//! here: no font crate needed), a high-contrast palette, less chrome, one or
+//! here, scaled to the largest its box allows, the unit beside it: no font
+//! crate needed), a high-contrast palette, less chrome, one or
 //! two charts, and a toast naming each change as it happens so the audience
 //! can follow. Laid out to fit 80x24 and 120x40 exactly.
 //!
@@ -77,11 +78,41 @@ pub fn big_width(text: &str) -> u16 {
     (text.chars().count() as u16 * 4).saturating_sub(1)
 }
 
-/// Draws `text` in 5-row block digits at (x, y).
-pub fn draw_big(buf: &mut Buffer, x: u16, y: u16, text: &str, style: Style) {
+/// Width in cells of `text` drawn big at `sx` cells per glyph column.
+pub fn scaled_width(text: &str, sx: u16) -> u16 {
+    big_width(text) * sx
+}
+
+/// The largest scale (columns, rows per glyph cell) at which `text`
+/// fits `w` x `h` cells: rows at most twice columns apart (a terminal
+/// cell is about twice as tall as wide, so (2, 1) looks square).
+pub fn scale_for(text: &str, w: u16, h: u16) -> Option<(u16, u16)> {
+    let base = big_width(text).max(1);
+    let sx_max = w / base;
+    let sy_max = h / 5;
+    if sx_max == 0 || sy_max == 0 {
+        return None;
+    }
+    // Keep the glyphs' shape: sx about 2 x sy.
+    let sy = sy_max.min(sx_max.div_ceil(2)).max(1);
+    let sx = sx_max.min(sy * 2).max(1);
+    Some((sx, sy))
+}
+
+/// Draws `text` in block digits at (x, y), each glyph cell `sx` x `sy`.
+fn draw_scaled(buf: &mut Buffer, x: u16, y: u16, text: &str, (sx, sy): (u16, u16), style: Style) {
     for (i, c) in text.chars().enumerate() {
         for (row, line) in glyph(c).iter().enumerate() {
-            buf.set_string(x + i as u16 * 4, y + row as u16, line, style);
+            for (col, ch) in line.chars().enumerate() {
+                if ch == ' ' {
+                    continue;
+                }
+                let cx = x + (i as u16 * 4 + col as u16) * sx;
+                let cy = y + row as u16 * sy;
+                for dy in 0..sy {
+                    buf.set_string(cx, cy + dy, "█".repeat(sx as usize), style);
+                }
+            }
         }
     }
 }
@@ -133,24 +164,34 @@ fn big_box(
         .title(Span::styled(title, th.title()));
     let inner = block.inner(area);
     block.render(area, buf);
-    let w = big_width(value);
-    if inner.height < 5 || w > inner.width {
-        Line::from(Span::styled(
-            value.to_string(),
-            Style::default().fg(color).add_modifier(Modifier::BOLD),
-        ))
-        .render(inner, buf);
+    let style = Style::default().fg(color).add_modifier(Modifier::BOLD);
+    // The unit beside the digits, at their foot, where it fits at the
+    // scale the digits take.
+    let unit_w = if unit.is_empty() || unit == "%" {
+        0
+    } else {
+        unit.chars().count() as u16 + 1
+    };
+    let scale = scale_for(value, inner.width.saturating_sub(unit_w), inner.height)
+        .map(|s| (s, unit_w))
+        .or_else(|| scale_for(value, inner.width, inner.height).map(|s| (s, 0)));
+    let Some(((sx, sy), uw)) = scale else {
+        Line::from(Span::styled(format!("{value} {unit}"), style)).render(inner, buf);
         return;
-    }
+    };
+    let w = scaled_width(value, sx) + uw;
+    let h = 5 * sy;
     let x = inner.x + (inner.width - w) / 2;
-    let y = inner.y + (inner.height - 5) / 2;
-    draw_big(
-        buf,
-        x,
-        y,
-        value,
-        Style::default().fg(color).add_modifier(Modifier::BOLD),
-    );
+    let y = inner.y + (inner.height - h) / 2;
+    draw_scaled(buf, x, y, value, (sx, sy), style);
+    if uw > 0 {
+        buf.set_string(
+            x + scaled_width(value, sx) + 1,
+            y + h - 1,
+            unit,
+            Style::default().fg(color),
+        );
+    }
 }
 
 /// The big numbers shown: the demo's (or the defaults), without those
@@ -242,8 +283,16 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         rows.push(Constraint::Length(band_h));
     }
     rows.extend(std::iter::repeat_n(Constraint::Fill(1), charts));
+    // The markers' legend: what each number on the charts was.
+    let legend = !app.markers.is_empty();
+    if legend {
+        rows.push(Constraint::Length(1));
+    }
     rows.push(Constraint::Length(1));
     let parts = Layout::vertical(rows).split(area);
+    if legend {
+        render_marker_legend(app, th, parts[parts.len() - 2], buf);
+    }
     let chart_at = if band_h > 0 { 3 } else { 2 };
     if let Some(lines) = &caption_lines {
         render_caption(app, lines, verdict.as_ref(), th, parts[2], buf);
@@ -256,6 +305,30 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         super::timecharts::sched_chart(app, look, parts[chart_at + 1], buf);
     }
     render_footer(app, th, parts[parts.len() - 1], buf);
+}
+
+/// The markers on the charts, each `[n] what changed`, the newest that
+/// fit whole (oldest of them first), so the numbers on a slide or a stage
+/// screen can be read without the events panel.
+fn render_marker_legend(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
+    let room = area.width.saturating_sub(2) as usize;
+    let mut items: Vec<String> = Vec::new();
+    let mut used = 0;
+    for m in app.markers.iter().rev() {
+        let item = format!("[{}] {}", m.n, m.label);
+        let w = item.chars().count() + if items.is_empty() { 0 } else { 3 };
+        if used + w > room {
+            break;
+        }
+        used += w;
+        items.push(item);
+    }
+    items.reverse();
+    Line::from(Span::styled(
+        format!(" {}", items.join(" · ")),
+        Style::default().fg(th.marker),
+    ))
+    .render(area, buf);
 }
 
 /// A demo caption wrapped to `width`, at most three lines (the third ellipsized).
@@ -408,28 +481,62 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             // The longest title that fits the box's border.
             let name = h.title().trim_end_matches("/s");
             let room = last.width.saturating_sub(4) as usize;
-            let title = [
+            // Titled by what changed since the baseline where one setting
+            // did (what the demo or the presenter did), else generic.
+            let did = app.baseline.as_ref().and_then(|b| {
+                let d = b.settings.diff(&app.settings);
+                (d.len() == 1).then(|| d[0].short_label())
+            });
+            let mut titles = Vec::new();
+            if let Some(did) = &did {
+                titles.push(format!("{name} after {did}"));
+            }
+            titles.extend([
                 format!("{name} vs baseline"),
                 format!("{name} vs base"),
                 format!("{name} change"),
                 format!("{} change", h.unit()),
-            ]
-            .into_iter()
-            .find(|t| t.chars().count() <= room)
-            .unwrap_or_else(|| "change".to_string());
+            ]);
+            let title = titles
+                .into_iter()
+                .find(|t| t.chars().count() <= room)
+                .unwrap_or_else(|| "change".to_string());
             let text = format!("{pct:+.0}%");
             let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
             big_box(&title, &text, "", color, th, last, buf);
-            if quiet && last.width > 14 {
+            // On the bottom border: what changed (where the title could
+            // not say it) and whether the change is within noise.
+            let room = last.width.saturating_sub(2) as usize;
+            let noise = if quiet { "within noise" } else { "" };
+            let mut foot: Vec<String> = Vec::new();
+            // Whether it is noise comes before what changed.
+            let did = did.as_ref().filter(|_| !title.contains(" after "));
+            match (did, quiet) {
+                (Some(did), true) => {
+                    foot.extend([format!(" {did} · {noise} "), format!(" {noise} ")])
+                }
+                (Some(did), false) => foot.push(format!(" {did} ")),
+                (None, true) => foot.push(format!(" {noise} ")),
+                (None, false) => {}
+            }
+            if let Some(f) = foot.into_iter().find(|f| f.chars().count() <= room) {
                 buf.set_string(
                     last.x + 1,
                     last.y + last.height.saturating_sub(1),
-                    " within noise ",
+                    f,
                     th.dim(),
                 );
             }
         }
-        None => big_box("vs baseline", "-", "press b", th.dim, th, last, buf),
+        // No baseline yet: in a demo a step marks it, live `b` does.
+        None => {
+            let hint = if app.demo_step.is_some() {
+                "a step marks it"
+            } else {
+                "press b"
+            };
+            big_box("vs baseline", "-", hint, th.dim, th, last, buf)
+        }
     }
 }
 
@@ -482,5 +589,19 @@ mod tests {
         assert_eq!(headline(553_800.0, "us"), ("554".into(), "ms".into()));
         assert_eq!(headline(13_325.0, "IOPS"), ("13K".into(), "IOPS".into()));
         assert_eq!(big_width("-96%"), 15);
+    }
+
+    /// The digits take the largest scale their box allows, keeping their
+    /// shape (columns at most twice rows), and none where they cannot fit.
+    #[test]
+    fn big_digits_scale_to_the_box() {
+        // 4 characters: 15 columns at scale 1.
+        assert_eq!(scale_for("2.99", 36, 7), Some((2, 1)));
+        assert_eq!(scale_for("2.99", 36, 12), Some((2, 1)));
+        assert_eq!(scale_for("2.99", 64, 12), Some((4, 2)));
+        assert_eq!(scale_for("2.99", 100, 12), Some((4, 2)));
+        assert_eq!(scale_for("2.99", 14, 12), None);
+        assert_eq!(scale_for("2.99", 40, 4), None);
+        assert_eq!(scaled_width("2.99", 2), 30);
     }
 }

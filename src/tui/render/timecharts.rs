@@ -65,8 +65,14 @@ pub(crate) fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer
     let s = th.series;
     let last = latest(app);
     let v = |f: fn(&IntervalRecord) -> f64| last.map_or("-".into(), |r| fmt_us(f(r)));
+    // In presentation mode the big boxes hold a window's figures: the
+    // legend says its values are the latest interval's.
     let title = legend(
-        "latency (log)",
+        if app.present {
+            "latency (log), latest interval:"
+        } else {
+            "latency (log)"
+        },
         vec![
             (format!("p50 {}", v(|r| r.latency_us.p50)), s[0]),
             (format!("p99 {}", v(|r| r.latency_us.p99)), s[1]),
@@ -125,7 +131,11 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
     let last = latest(app);
     let rd = crate::metrics::table::run_delay_ms_per_s;
     let title = legend(
-        "scheduler latency",
+        if app.present {
+            "scheduler, latest interval:"
+        } else {
+            "scheduler latency"
+        },
         vec![
             (
                 format!(
