@@ -594,10 +594,25 @@ impl RunSummary {
             );
         }
         for p in &self.pools {
+            // Say what the worker count is: a per-CPU pool's are its
+            // threads, most of them idle (each pool starts one and creates
+            // more on demand, as the kernel's manager does), not the
+            // concurrency; an unbound pool starts its max_active at once.
+            let how = if p.kind == "bound" {
+                format!(
+                    "{} worker threads in its per-CPU pools, {} created in the run (one a pool at the start, more when one blocks; idle ones wait, as the kernel's do)",
+                    p.workers, p.created
+                )
+            } else {
+                format!(
+                    "{} worker threads (all created at the start: its max_active)",
+                    p.workers
+                )
+            };
             let _ = writeln!(
                 o,
-                "  {} queue ({}): {} workers ({} created), at most {} blocked at once, {} items CPU_INTENSIVE",
-                p.queue, p.kind, p.workers, p.created, p.blocked_peak, p.cpu_intensive
+                "  {} queue ({}): {how}, at most {} blocked at once, {} items CPU_INTENSIVE",
+                p.queue, p.kind, p.blocked_peak, p.cpu_intensive
             );
         }
     }
