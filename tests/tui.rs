@@ -44,6 +44,12 @@ fn main_screen_160x48() {
 fn main_screen_80x24() {
     let screen = text(&draw(&app(false), &look(), 80, 24));
     assert!(screen.contains("latency"), "{screen}");
+    // Every axis carries its unit: where the ticks do not (throughput's
+    // MiB/s and IOPS, run_delay's ms/s), the bottom border says it.
+    assert!(
+        screen.contains("└ MiB/s ─") && screen.contains("─ IOPS ┘") && screen.contains("─ ms/s ┘"),
+        "{screen}"
+    );
     assert!(screen.contains("mode"), "{screen}");
     insta::assert_snapshot!("main_80x24", screen);
 }

@@ -73,6 +73,9 @@ pub struct TimeChart<'a> {
     pub fmt_left: Fmt,
     /// Right tick format (when a series is on the right).
     pub fmt_right: Fmt,
+    /// The axes' units where the tick labels do not carry one (`MiB/s`,
+    /// `IOPS`, `ms/s`), written on the bottom border under each axis.
+    pub units: (Option<&'static str>, Option<&'static str>),
     /// Change markers.
     pub markers: &'a [Marker],
     /// Draw the markers' numbers in a strip above the plot (the top chart
@@ -244,6 +247,25 @@ impl Widget for TimeChart<'_> {
         }
         self.draw_ticks(inner, plot, buf, (lo, hi, rmax));
         self.draw_time_axis(inner, plot, buf);
+        // Units on the bottom border, left under the left axis, right
+        // under the right one, where the border has room for both.
+        let y = area.y + area.height.saturating_sub(1);
+        let (l, r) = self.units;
+        let lw = l.map_or(0, |u| u.chars().count() as u16 + 2);
+        let rw = r.map_or(0, |u| u.chars().count() as u16 + 2);
+        if area.height >= 3 && lw + rw + 4 <= area.width {
+            if let Some(u) = l {
+                buf.set_string(area.x + 1, y, format!(" {u} "), self.theme.dim());
+            }
+            if let Some(u) = r.filter(|_| self.series.iter().any(|s| s.right)) {
+                buf.set_string(
+                    area.x + area.width - 1 - rw,
+                    y,
+                    format!(" {u} "),
+                    self.theme.dim(),
+                );
+            }
+        }
     }
 }
 

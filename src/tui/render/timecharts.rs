@@ -53,6 +53,7 @@ pub(crate) fn time_chart<'a>(
         scale,
         fmt_left,
         fmt_right,
+        units: (None, None),
         markers: &app.markers,
         strip: false,
         dots: look.dots(),
@@ -122,7 +123,11 @@ pub(crate) fn throughput_chart(app: &App, look: &Look, area: Rect, buf: &mut Buf
         series(app, "MiB/s", s[0], false, |r| Some(r.throughput_mib_s)),
         series(app, "IOPS", s[3], true, |r| Some(r.iops)),
     ];
-    time_chart(app, look, title, series, Scale::Linear, fmt_rate, fmt_count).render(area, buf);
+    TimeChart {
+        units: (Some("MiB/s"), Some("IOPS")),
+        ..time_chart(app, look, title, series, Scale::Linear, fmt_rate, fmt_count)
+    }
+    .render(area, buf);
 }
 
 pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
@@ -160,7 +165,12 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
         }),
         series(app, "run_delay", s[2], true, |r| Some(rd(r))),
     ];
-    time_chart(app, look, title, series, Scale::Linear, fmt_us, fmt_rate).render(area, buf);
+    // Queue wait's ticks carry their unit (us, ms); run_delay's do not.
+    TimeChart {
+        units: (None, Some("ms/s")),
+        ..time_chart(app, look, title, series, Scale::Linear, fmt_us, fmt_rate)
+    }
+    .render(area, buf);
 }
 
 /// The interval a chart shows at time `t_s`: the one (not paused) that
