@@ -970,3 +970,17 @@ fn no_screen_cuts_a_value_or_a_word() {
     bad.dedup();
     assert!(bad.is_empty(), "{} cut:\n{}", bad.len(), bad.join("\n"));
 }
+
+/// Before a baseline, presentation's change box keeps its title and says
+/// how a baseline comes (live: `press b`; in a demo, a step marks it).
+#[test]
+fn the_change_box_before_a_baseline_says_how_one_comes() {
+    let mut a = app(false);
+    a.present = true;
+    let screen = text(&draw(&a, &look(), 80, 24));
+    assert!(screen.contains("┌ vs baseline "), "{screen}");
+    assert!(screen.contains("└ press b ─"), "{screen}");
+    a.demo_step = Some((1, 3, Some(50.0)));
+    let screen = text(&draw(&a, &look(), 80, 24));
+    assert!(screen.contains("└ a step marks it ─"), "{screen}");
+}

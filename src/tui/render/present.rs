@@ -535,7 +535,16 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             } else {
                 "press b"
             };
-            big_box("vs baseline", "-", hint, th.dim, th, last, buf)
+            big_box("vs baseline", "-", "", th.dim, th, last, buf);
+            let f = format!(" {hint} ");
+            if f.chars().count() + 2 <= last.width as usize {
+                buf.set_string(
+                    last.x + 1,
+                    last.y + last.height.saturating_sub(1),
+                    f,
+                    th.dim(),
+                );
+            }
         }
     }
 }
