@@ -916,6 +916,8 @@ fn no_screen_cuts_a_value_or_a_word() {
     ab.ab.as_mut().unwrap().turns = [bw, nw];
     let mut hint = app(false);
     hint.show_hint();
+    let mut present_ab = ab.clone();
+    present_ab.present = true;
     let screens: Vec<(&str, App)> = vec![
         ("main", app(false)),
         ("baseline", app(true)),
@@ -923,6 +925,7 @@ fn no_screen_cuts_a_value_or_a_word() {
         ("present", present),
         ("replay", replay),
         ("ab", ab),
+        ("present_ab", present_ab),
         ("hint", hint),
     ];
     let mut bad = Vec::new();
@@ -983,4 +986,23 @@ fn the_change_box_before_a_baseline_says_how_one_comes() {
     a.demo_step = Some((1, 3, Some(50.0)));
     let screen = text(&draw(&a, &look(), 80, 24));
     assert!(screen.contains("└ a step marks it ─"), "{screen}");
+}
+
+/// In presentation mode the live A/B's verdict is the change box: the
+/// first number's change over the rounds, and whether the ranges are apart.
+#[test]
+fn presentation_shows_the_live_ab_in_the_change_box() {
+    let mut a = app(true);
+    a.present = true;
+    a.start_ab().unwrap();
+    let (bw, nw) = (
+        a.baseline.as_ref().unwrap().windows.clone(),
+        a.now_windows.clone(),
+    );
+    a.ab.as_mut().unwrap().turns = [bw[..3].to_vec(), nw[..3].to_vec()];
+    let screen = text(&draw(&a, &look(), 120, 40));
+    assert!(screen.contains("┌ throughput A/B, 3 rounds "), "{screen}");
+    assert!(screen.contains("└ within noise ─"), "{screen}");
+    // No demo verdict line while the A/B runs: its rounds are the verdict.
+    assert!(a.demo_verdict().is_none());
 }

@@ -642,6 +642,11 @@ impl App {
     /// line saying it is measuring. None without a baseline, a published
     /// result, or a change of its setting.
     pub fn demo_verdict(&self) -> Option<(crate::output::verdict::Kind, String, String)> {
+        // During the live A/B "now" restarts every turn: its rounds (the
+        // baseline panel, the change box) are the verdict then.
+        if self.ab.is_some() {
+            return None;
+        }
         let (cmp, pb) = self.published.as_ref()?;
         let b = self.baseline.as_ref()?;
         let (from, to) = (b.settings.get(&cmp.key)?, self.settings.get(&cmp.key)?);

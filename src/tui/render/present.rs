@@ -473,6 +473,49 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         }
     }
     let last = cols[cols.len() - 1];
+    // While the live A/B runs, the change box is its verdict on the first
+    // number, over the interleaved rounds (the baseline panel's table).
+    if let (Some(ab), Some(h)) = (&app.ab, metrics.first()) {
+        let row = ab
+            .rows()
+            .into_iter()
+            .find(|r| r.metric.name == h.metric().name);
+        let rounds = ab.rounds();
+        let name = h.title().trim_end_matches("/s");
+        let room = last.width.saturating_sub(4) as usize;
+        let title = [
+            format!("{name} A/B, {rounds} rounds"),
+            format!("{name} A/B"),
+            format!("A/B, {rounds} rounds"),
+            "A/B".to_string(),
+        ]
+        .into_iter()
+        .find(|t| t.chars().count() <= room)
+        .unwrap_or_else(|| "A/B".to_string());
+        match row.and_then(|r| r.verdict) {
+            Some(v) => {
+                let pct = v.change_pct.unwrap_or(0.0);
+                let quiet = !v.kind.is_significant();
+                let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
+                big_box(&title, &format!("{pct:+.0}%"), "", color, th, last, buf);
+                let f = if quiet {
+                    " within noise "
+                } else {
+                    " ranges apart "
+                };
+                if f.chars().count() + 2 <= last.width as usize {
+                    buf.set_string(
+                        last.x + 1,
+                        last.y + last.height.saturating_sub(1),
+                        f,
+                        th.dim(),
+                    );
+                }
+            }
+            None => big_box(&title, "-", "", th.dim, th, last, buf),
+        }
+        return;
+    }
     match metrics
         .first()
         .and_then(|h| change_of(app, *h).map(|c| (h, c)))
