@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::look::*;
-use crate::metrics::{METRICS, WindowStats};
+use crate::metrics::{METRICS, Metric, WindowStats};
 use crate::output::verdict::{Kind, judge_windows};
 use crate::tui::ab::{AbRun, SETTLE_S, SIDES, TURN_S};
 use crate::tui::app::{App, Baseline, VERDICT_WINDOW_S};
@@ -107,62 +107,26 @@ fn metric_rows(
     narrow: bool,
     th: &Theme,
 ) -> (Vec<Line<'static>>, bool) {
-    let (nw, cw) = if narrow { (8, 7) } else { (11, 9) };
-    let mut lines = vec![Line::from(Span::styled(
-        format!(
-            "{:<nw$}{:>cw$}{:>cw$}{:>cw$}",
-            "",
-            if narrow { "base" } else { "baseline" },
-            "now",
-            "change"
-        ),
-        th.dim(),
-    ))];
+    let mut lines = vec![table_header(narrow, th)];
     let mut noisy = false;
     // The table's metrics the explorer shows, each with its own getter,
     // format, direction and spread.
     for m in METRICS.iter().filter(|m| m.explorer) {
         let b = (m.window)(&base.stats);
         let n = now.filter(|_| !collecting).map(m.window);
-        let (chg, color) = match n.and_then(|n| change_pct(b, n)) {
-            Some(c) => {
-                // The verdict over the windows; none yet (under two windows
-                // a side): shown grey, unmarked.
-                let kind =
-                    judge_windows(&base.windows, now_windows, m, None).map(|v| v.verdict.kind);
-                let inside = kind.is_some_and(|k| !k.is_significant());
-                noisy |= inside;
-                let color = match kind {
-                    Some(k) if k.is_significant() && c.abs() >= 2.0 => {
-                        if m.better_by(c) {
-                            th.good
-                        } else {
-                            th.bad
-                        }
-                    }
-                    _ => th.dim,
-                };
-                (format!("{}{c:+.0}%", if inside { "~" } else { "" }), color)
-            }
-            None => ("-".into(), th.dim),
-        };
+        // The verdict over the windows; none yet (under two windows a
+        // side): shown grey, unmarked.
+        let change = n.and_then(|n| change_pct(b, n)).map(|c| {
+            let kind = judge_windows(&base.windows, now_windows, m, None).map(|v| v.verdict.kind);
+            noisy |= kind.is_some_and(|k| !k.is_significant());
+            (c, kind)
+        });
         let shown = match n {
             Some(n) => m.show(n),
             None if collecting => "…".into(),
             None => "-".into(),
         };
-        lines.push(Line::from(vec![
-            Span::styled(
-                format!("{:<nw$}", if narrow { m.narrow } else { m.short }),
-                th.text(),
-            ),
-            Span::styled(
-                format!("{:>cw$}", m.show(b)),
-                Style::default().fg(th.baseline),
-            ),
-            Span::styled(format!("{shown:>cw$}"), th.text()),
-            Span::styled(format!("{chg:>cw$}"), Style::default().fg(color)),
-        ]));
+        lines.push(table_row(m, m.show(b), shown, change, "-", narrow, th));
     }
     (lines, noisy)
 }
@@ -183,17 +147,7 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
     let inner = block.inner(area);
     block.render(area, buf);
     let narrow = inner.width < 38;
-    let (nw, cw) = if narrow { (8, 7) } else { (11, 9) };
-    let mut lines = vec![Line::from(Span::styled(
-        format!(
-            "{:<nw$}{:>cw$}{:>cw$}{:>cw$}",
-            "",
-            if narrow { "base" } else { "baseline" },
-            "now",
-            "change"
-        ),
-        th.dim(),
-    ))];
+    let mut lines = vec![table_header(narrow, th)];
     let rows = ab.rows();
     for r in &rows {
         let m = r.metric;
@@ -204,35 +158,20 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
                 "…".into()
             }
         };
-        let (chg, color) = match &r.verdict {
-            Some(v) => match v.change_pct {
-                Some(c) if v.kind.is_significant() => (
-                    format!("{c:+.0}%"),
-                    if c.abs() < 2.0 {
-                        th.dim
-                    } else if m.better_by(c) {
-                        th.good
-                    } else {
-                        th.bad
-                    },
-                ),
-                Some(c) => (format!("~{c:+.0}%"), th.dim),
-                None => ("-".into(), th.dim),
-            },
-            None => ("…".into(), th.dim),
-        };
-        lines.push(Line::from(vec![
-            Span::styled(
-                format!("{:<nw$}", if narrow { m.narrow } else { m.short }),
-                th.text(),
-            ),
-            Span::styled(
-                format!("{:>cw$}", cell(r.spreads[0].median)),
-                Style::default().fg(th.baseline),
-            ),
-            Span::styled(format!("{:>cw$}", cell(r.spreads[1].median)), th.text()),
-            Span::styled(format!("{chg:>cw$}"), Style::default().fg(color)),
-        ]));
+        let change = r
+            .verdict
+            .as_ref()
+            .and_then(|v| v.change_pct.map(|c| (c, Some(v.kind))));
+        let pending = if r.verdict.is_some() { "-" } else { "…" };
+        lines.push(table_row(
+            m,
+            cell(r.spreads[0].median),
+            cell(r.spreads[1].median),
+            change,
+            pending,
+            narrow,
+            th,
+        ));
     }
     if let Some(r) = rows.first()
         && let Some(v) = &r.verdict
@@ -264,6 +203,67 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })
         .render(inner, buf);
+}
+
+/// The comparison table's header (the passive panel's and the A/B's).
+fn table_header(narrow: bool, th: &Theme) -> Line<'static> {
+    let (nw, cw) = widths(narrow);
+    Line::from(Span::styled(
+        format!(
+            "{:<nw$}{:>cw$}{:>cw$}{:>cw$}",
+            "",
+            if narrow { "base" } else { "baseline" },
+            "now",
+            "change"
+        ),
+        th.dim(),
+    ))
+}
+
+/// Name and value columns, narrow where the panel is (120x40).
+fn widths(narrow: bool) -> (usize, usize) {
+    if narrow { (8, 7) } else { (11, 9) }
+}
+
+/// One metric's row: its name, the two values, and the change with its
+/// verdict's kind (None: no verdict yet, grey and unmarked); a change the
+/// verdict calls noise is grey with `~`, a result green when better and
+/// red when worse (grey under 2%). `pending` stands for a change not
+/// measured.
+fn table_row(
+    m: &Metric,
+    base: String,
+    now: String,
+    change: Option<(f64, Option<Kind>)>,
+    pending: &str,
+    narrow: bool,
+    th: &Theme,
+) -> Line<'static> {
+    let (nw, cw) = widths(narrow);
+    let (chg, color) = match change {
+        None => (pending.to_string(), th.dim),
+        Some((c, Some(k))) if k.is_significant() => (
+            format!("{c:+.0}%"),
+            if c.abs() < 2.0 {
+                th.dim
+            } else if m.better_by(c) {
+                th.good
+            } else {
+                th.bad
+            },
+        ),
+        Some((c, Some(_))) => (format!("~{c:+.0}%"), th.dim),
+        Some((c, None)) => (format!("{c:+.0}%"), th.dim),
+    };
+    Line::from(vec![
+        Span::styled(
+            format!("{:<nw$}", if narrow { m.narrow } else { m.short }),
+            th.text(),
+        ),
+        Span::styled(format!("{base:>cw$}"), Style::default().fg(th.baseline)),
+        Span::styled(format!("{now:>cw$}"), th.text()),
+        Span::styled(format!("{chg:>cw$}"), Style::default().fg(color)),
+    ])
 }
 
 /// What differs from the baseline: one key is a comparison of it; more are named, since the change is then theirs together.
