@@ -689,6 +689,27 @@ impl App {
         ))
     }
 
+    /// The change of `m` from the baseline to "now", %, and the verdict's
+    /// kind: once each side has two windows, the verdict's own change (its
+    /// medians of 2 s windows, the figure the demo's verdict line states),
+    /// so the panel, the presentation boxes and the verdict line agree;
+    /// before that the two windows' whole figures, with no kind. None
+    /// without a baseline, a "now", or a baseline value.
+    pub fn change_vs_baseline(
+        &self,
+        m: &crate::metrics::Metric,
+    ) -> Option<(f64, Option<crate::output::verdict::Kind>)> {
+        let b = self.baseline.as_ref()?;
+        if let Some(v) =
+            crate::output::verdict::judge_windows(&b.windows, &self.now_windows, m, None)
+            && let Some(c) = v.verdict.change_pct
+        {
+            return Some((c, Some(v.verdict.kind)));
+        }
+        let (a, n) = ((m.window)(&b.stats), (m.window)(&self.now?));
+        (a.is_finite() && n.is_finite() && a != 0.0).then(|| ((n - a) / a * 100.0, None))
+    }
+
     /// `metric` since the baseline, over this run's own windows (the
     /// baseline's, and those since the last change), judged against
     /// `published` when given; None without a baseline or until each
@@ -949,5 +970,22 @@ mod tests {
             }
             assert_eq!(app.now_buckets, fresh_buckets.counts, "{seq}");
         }
+    }
+
+    /// The change shown vs the baseline is the verdict's own once each
+    /// side has two windows (so the panel, the boxes and the verdict line
+    /// agree), and the whole windows' before that, with no verdict.
+    #[test]
+    fn the_change_vs_the_baseline_is_the_verdicts_once_it_has_windows() {
+        let mut a = crate::tui::fixture::app(true);
+        let rd = crate::metrics::table::metric("run_delay_ms_per_s").unwrap();
+        let (c, kind) = a.change_vs_baseline(rd).unwrap();
+        let v = a.verdict_on(rd, None).unwrap();
+        assert_eq!(Some(c), v.verdict.change_pct);
+        assert!(kind.unwrap().is_significant());
+        a.now_windows.clear();
+        let (c, kind) = a.change_vs_baseline(rd).unwrap();
+        assert!((c - (1.2 / 36.0 - 1.0) * 100.0).abs() < 0.5, "{c}");
+        assert_eq!(kind, None);
     }
 }

@@ -15,7 +15,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::look::*;
 use crate::metrics::{METRICS, Metric, WindowStats};
-use crate::output::verdict::{Kind, judge_windows};
+use crate::output::verdict::Kind;
 use crate::tui::ab::{AbRun, SETTLE_S, SIDES, TURN_S};
 use crate::tui::app::{App, Baseline, VERDICT_WINDOW_S};
 use crate::tui::theme::Theme;
@@ -46,8 +46,7 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     let collecting = now.as_ref().is_none_or(|n| n.secs < MIN_NOW_S);
     // Columns narrow where the panel is (120x40): never wrapped under a row.
     let narrow = inner.width < 38;
-    let (mut lines, noisy) =
-        metric_rows(base, now.as_ref(), &app.now_windows, collecting, narrow, th);
+    let (mut lines, noisy) = metric_rows(app, base, now.as_ref(), collecting, narrow, th);
     let now_s = now.as_ref().map_or(0.0, |n| n.secs);
     let (bw, nw) = (base.windows.len(), app.now_windows.len());
     lines.push(Line::from(Span::styled(
@@ -100,9 +99,9 @@ fn no_baseline(th: &Theme, inner: Rect, buf: &mut Buffer) {
 /// The header and one row per explorer metric (baseline, now, change); and
 /// whether a change is inside the noise (its windows' ranges overlap).
 fn metric_rows(
+    app: &App,
     base: &Baseline,
     now: Option<&WindowStats>,
-    now_windows: &[WindowStats],
     collecting: bool,
     narrow: bool,
     th: &Theme,
@@ -116,11 +115,8 @@ fn metric_rows(
         let n = now.filter(|_| !collecting).map(m.window);
         // The verdict over the windows; none yet (under two windows a
         // side): shown grey, unmarked.
-        let change = n.and_then(|n| change_pct(b, n)).map(|c| {
-            let kind = judge_windows(&base.windows, now_windows, m, None).map(|v| v.verdict.kind);
-            noisy |= kind.is_some_and(|k| !k.is_significant());
-            (c, kind)
-        });
+        let change = n.and(app.change_vs_baseline(m));
+        noisy |= change.is_some_and(|(_, k)| k.is_some_and(|k| !k.is_significant()));
         let shown = match n {
             Some(n) => m.show(n),
             None if collecting => "…".into(),

@@ -225,16 +225,8 @@ pub fn headlines(app: &App) -> Vec<Headline> {
 /// (yet) a result: the baseline panel's verdict over 2 s windows finds
 /// the ranges overlapping, or has under two windows a side.
 fn change_of(app: &App, h: Headline) -> Option<(f64, bool)> {
-    let b = app.baseline.as_ref()?;
-    let n = app.now?;
-    let (a, v) = (h.of(&b.stats), h.of(&n));
-    if !(a.is_finite() && v.is_finite()) || a <= 0.0 {
-        return None;
-    }
-    let quiet =
-        crate::output::verdict::judge_windows(&b.windows, &app.now_windows, h.metric(), None)
-            .is_none_or(|w| !w.verdict.kind.is_significant());
-    Some(((v - a) / a * 100.0, quiet))
+    app.change_vs_baseline(h.metric())
+        .map(|(c, kind)| (c, kind.is_none_or(|k| !k.is_significant())))
 }
 
 /// Green when better, red when worse, grey inside the noise.
