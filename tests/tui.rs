@@ -1006,3 +1006,20 @@ fn presentation_shows_the_live_ab_in_the_change_box() {
     // No demo verdict line while the A/B runs: its rounds are the verdict.
     assert!(a.demo_verdict().is_none());
 }
+
+/// The change shown vs the baseline is the verdict's own once each side
+/// has two windows (so the panel, the boxes and the verdict line agree),
+/// and the whole windows' before that, with no verdict.
+#[test]
+fn the_change_vs_the_baseline_is_the_verdicts_once_it_has_windows() {
+    let mut a = app(true);
+    let rd = readpath::metrics::table::metric("run_delay_ms_per_s").unwrap();
+    let (c, kind) = a.change_vs_baseline(rd).unwrap();
+    let v = a.verdict_on(rd, None).unwrap();
+    assert_eq!(Some(c), v.verdict.change_pct);
+    assert!(kind.unwrap().is_significant());
+    a.now_windows.clear();
+    let (c, kind) = a.change_vs_baseline(rd).unwrap();
+    assert!((c - (1.2 / 36.0 - 1.0) * 100.0).abs() < 0.5, "{c}");
+    assert_eq!(kind, None);
+}
