@@ -62,17 +62,6 @@ struct AppRead {
     wait_seq: u64,
     /// Failed: 1 verification, 2 I/O.
     failed: u8,
-    /// Its pages' frames are pinned for the copy (see [`Reader::copy`]).
-    pinned: bool,
-}
-
-/// What starting a read's copy came to.
-#[derive(PartialEq, Eq)]
-enum Copy {
-    /// Copied (or failed): the read finishes.
-    Done,
-    /// A page was evicted since its lookup: the read looks it up again.
-    Again,
 }
 
 /// The runs of consecutive frames in `frames` (a read's pages in order):
@@ -162,7 +151,8 @@ struct Reader<'c> {
     /// The cache's frames as a file (a memfd): the application's copy is
     /// a read of it, see [`Reader::copy`].
     frames_fd: i32,
-    /// The frames each read pins for its copy (`pages_per_read` a read).
+    /// The frames a read's copy pins (`pages_per_read`), only while
+    /// [`Reader::copy`] runs.
     pins: Vec<u32>,
     frames_tmp: Vec<u32>,
     /// Local bios whose post-read work ended, not yet released (see
@@ -181,16 +171,6 @@ struct Reader<'c> {
     /// recorder each pass.
     ra_deferred: u64,
     ra_dropped: u64,
-}
-
-/// However the reader's loop ends (its ring has drained by then: it drops
-/// first), no read keeps its frames pinned in a cache that outlives it.
-impl Drop for Reader<'_> {
-    fn drop(&mut self) {
-        for i in 0..self.reads.len() {
-            self.unpin_read(i);
-        }
-    }
 }
 
 impl Reader<'_> {
@@ -427,35 +407,33 @@ impl Reader<'_> {
     /// (`filemap_read` -> `copy_folio_to_iter`): from the frames the model
     /// just decrypted and verified, by the kernel, as a read of the frames'
     /// memfd (one per run of consecutive frames), so it costs what the
-    /// kernel's copy costs (the syscall or ring entry, the lookup of the
-    /// memfd's pages, `copy_to_user`) and the application gets the bytes
-    /// the model produced. The frames are pinned for the copy (as
-    /// `filemap_get_pages` holds its folios' references), so no bio takes
-    /// them meanwhile; a page evicted since its lookup sends the read back
-    /// to look it up again. Both engines copy with `pread`: io_uring would
+    /// kernel's copy costs (the syscall, the lookup of the memfd's pages,
+    /// `copy_to_user`) and the application gets the bytes the model
+    /// produced. The frames are pinned for the copy (as `filemap_get_pages`
+    /// holds its folios' references), so no bio takes them meanwhile, and
+    /// unpinned before it returns. False: a page was evicted since its
+    /// lookup, and the read goes back to look it up again (nothing copied,
+    /// nothing left pinned). Both engines copy with `pread`: io_uring would
     /// hand a read of a memfd to its io-wq threads (shmem reads do not
     /// take `IOCB_NOWAIT`), a thread hop per copy that the kernel's
     /// buffered read of a cached page does not take.
-    fn copy(&mut self, owner: &Owner<'_>, i: usize) -> Copy {
-        let n = self.pages_per_read as usize;
+    fn copy(&mut self, owner: &Owner<'_>, i: usize) -> bool {
         let first = self.reads[i].offset / PAGE as u64;
-        let pins = &mut self.pins[i * n..(i + 1) * n];
-        for k in 0..n {
+        for k in 0..self.pins.len() {
             match self.pc.pin_looked_up(first + k as u64) {
-                Some(f) => pins[k] = f,
+                Some(f) => self.pins[k] = f,
                 None => {
-                    for &f in &pins[..k] {
+                    for &f in &self.pins[..k] {
                         self.pc.unpin(f);
                     }
                     self.reads[i].done = k as u32;
-                    return Copy::Again;
+                    return false;
                 }
             }
         }
-        self.reads[i].pinned = true;
         let buf = owner.slot(i);
         let mut ok = true;
-        for (at, f, len) in frame_runs(&self.pins[i * n..(i + 1) * n]) {
+        for (at, f, len) in frame_runs(&self.pins) {
             // SAFETY: `buf` is slot i's `block` bytes, this reader's own,
             // and `at + len` pages lie inside it.
             let got = unsafe {
@@ -468,7 +446,9 @@ impl Reader<'_> {
             };
             ok &= got == (len * PAGE) as isize;
         }
-        self.unpin_read(i);
+        for &f in &self.pins {
+            self.pc.unpin(f);
+        }
         if !ok {
             self.reads[i].failed = 2;
         } else if let Some((c, plain)) = &self.ctx.copy_check {
@@ -480,17 +460,7 @@ impl Reader<'_> {
                 c.wrong.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Copy::Done
-    }
-
-    /// Drops read `i`'s pins of its frames (its copy ended).
-    fn unpin_read(&mut self, i: usize) {
-        let n = self.pages_per_read as usize;
-        if std::mem::take(&mut self.reads[i].pinned) {
-            for &f in &self.pins[i * n..(i + 1) * n] {
-                self.pc.unpin(f);
-            }
-        }
+        true
     }
 
     fn finish(&mut self, h: &mut ThreadHandle, i: usize) {
@@ -537,11 +507,8 @@ impl Reader<'_> {
                 match self.step(i) {
                     Step::Done => {
                         budget -= 1;
-                        if self.reads[i].failed == 0 {
-                            match self.copy(owner, i) {
-                                Copy::Done => {}
-                                Copy::Again => continue,
-                            }
+                        if self.reads[i].failed == 0 && !self.copy(owner, i) {
+                            continue; // a page went: looked up again
                         }
                         self.finish(h, i);
                     }
@@ -686,7 +653,7 @@ pub fn run(
         src: Source::new(s, index),
         to_submit: Vec::with_capacity(nbios),
         frames_fd: pc.frames_fd(),
-        pins: vec![0; depth * block / PAGE],
+        pins: vec![0; block / PAGE],
         frames_tmp: Vec::with_capacity(MAX_BIO_PAGES),
         ended: Vec::with_capacity(nbios),
         progressed: false,

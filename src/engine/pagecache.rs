@@ -24,7 +24,8 @@
 //! (and its referenced bit and readahead mark). The frames are a memfd,
 //! and a read's copy is the kernel's `pread` of it (see `cached.rs`). A
 //! frame is pinned (a reference count) by the bio that reads into it until
-//! the bio's owner releases it, and by a read for its copy; eviction marks the state `Evicting` first and checks the
+//! the bio's owner releases it, and by a read for its copy; eviction marks
+//! the state `Evicting` first and checks the
 //! pin count after, so a pinned frame is never taken (both sequentially
 //! consistent; the tests' `lookup_copy` pins the same way). Only the miss
 //! path (taking frames, evicting) takes the allocator's lock, as the
@@ -117,9 +118,6 @@ pub fn seq_key(seq: u64) -> u64 {
     seq & (PAYLOAD >> BIO_BITS)
 }
 
-/// Page-aligned frame memory, never moved while the cache lives.
-struct FrameMem(crate::sys::SharedMem);
-
 /// One bio's slot: which pages it reads into which frames, and who waits.
 pub struct Bio {
     /// First file page.
@@ -159,7 +157,9 @@ pub enum Lookup {
 
 /// The cache of one file's plaintext pages.
 pub struct PageCache {
-    mem: FrameMem,
+    /// The frames: page-aligned, never moved while the cache lives, a
+    /// memfd so that a read's copy can be the kernel's.
+    mem: crate::sys::SharedMem,
     pages: Box<[AtomicU64]>,
     frame_page: Box<[AtomicU64]>,
     refs: Box<[AtomicU32]>,
@@ -236,7 +236,7 @@ impl PageCache {
         let atomics64 = |n: usize, v: u64| (0..n).map(|_| AtomicU64::new(v)).collect::<Box<[_]>>();
         let words = readers.div_ceil(64).max(1);
         Ok(PageCache {
-            mem: FrameMem(mem),
+            mem,
             pages: atomics64(file_pages + tree_pages, encode(Page::Absent, false)),
             frame_page: atomics64(nframes, NO_PAGE),
             refs: (0..nframes).map(|_| AtomicU32::new(0)).collect(),
@@ -386,14 +386,14 @@ impl PageCache {
         debug_assert!((f as usize) < self.frames());
         // SAFETY: f < frames, so the range is inside the allocation; the
         // caller's contract makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.mem.0.ptr().add(f as usize * PAGE), PAGE) }
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr().add(f as usize * PAGE), PAGE) }
     }
 
     /// The file the frames are (a memfd): frame `f` is its bytes
     /// `f * PAGE..`, so a read of it at that offset is the kernel's copy out
     /// of the frame (the caller pins the frame for the read).
     pub fn frames_fd(&self) -> std::os::fd::RawFd {
-        self.mem.0.fd()
+        self.mem.fd()
     }
 
     /// Looks page `p` up without a lock: an uptodate page is a hit (its
