@@ -107,8 +107,7 @@ impl AbRun {
             .filter(|m| m.explorer)
             .map(|m| {
                 let spreads = [0, 1].map(|s| Spread::of(self.turns[s].iter().map(m.window)));
-                let verdict = (self.turns[0].len().min(self.turns[1].len()) > 0)
-                    .then(|| judge(&spreads[0], &spreads[1], rounds, None));
+                let verdict = (rounds > 0).then(|| judge(&spreads[0], &spreads[1], rounds, None));
                 AbRow {
                     metric: m,
                     spreads,

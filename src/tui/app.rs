@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 
 use crate::metrics::window::WindowAcc;
 use crate::metrics::{Event, IntervalRecord, Notice, WindowStats};
+use crate::output::verdict::{SETTLE_S, WINDOW_S};
 use crate::settings::Settings;
 use crate::sys::Features;
 
@@ -53,18 +54,11 @@ pub struct Baseline {
     pub label: String,
     /// The settings (as requested) when it was marked: what `B` flips to.
     pub settings: Settings,
-    /// The window's records (a demo's verdict is computed over them).
-    pub records: Vec<IntervalRecord>,
-    /// Its measurements per [`VERDICT_WINDOW_S`] window after
-    /// [`VERDICT_SETTLE_S`] (what the panel's and the demo's verdicts
+    /// Its measurements per [`WINDOW_S`] window after
+    /// [`SETTLE_S`] (what the panel's and the demo's verdicts
     /// compare), measured once when it is marked.
     pub windows: Vec<WindowStats>,
 }
-
-/// Seconds of each window a verdict within the run takes one sample from.
-pub const VERDICT_WINDOW_S: f64 = crate::output::verdict::WINDOW_S;
-/// Seconds dropped after a change before a verdict within the run counts.
-pub const VERDICT_SETTLE_S: f64 = crate::output::verdict::SETTLE_S;
 
 /// The explorer's own cost, shown in the header.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -231,8 +225,8 @@ pub struct App {
     pub now: Option<WindowStats>,
     /// Latency distribution of the "now" window.
     pub now_buckets: Vec<u64>,
-    /// The "now" window's measurements per [`VERDICT_WINDOW_S`] window
-    /// after [`VERDICT_SETTLE_S`], kept current with [`Self::now`].
+    /// The "now" window's measurements per [`WINDOW_S`] window
+    /// after [`SETTLE_S`], kept current with [`Self::now`].
     pub now_windows: Vec<WindowStats>,
     /// Running sums of the "now" window: the records of `history` from
     /// sequence number `acc_from_seq` on.
@@ -437,7 +431,7 @@ impl App {
     /// The "now" window's measurements per verdict window.
     fn windows_of_now(&self) -> Vec<WindowStats> {
         let now: Vec<&IntervalRecord> = self.now_records().collect();
-        crate::output::verdict::window_stats(&now, VERDICT_WINDOW_S, VERDICT_SETTLE_S)
+        crate::output::verdict::window_stats(&now, WINDOW_S, SETTLE_S)
     }
 
     fn add_events(&mut self, events: &[Event]) {
@@ -621,14 +615,12 @@ impl App {
             return false;
         };
         let buckets = self.now_buckets.clone();
-        let records = self.now_records().cloned().collect();
         let windows = self.now_windows.clone();
         self.baseline = Some(Baseline {
             stats,
             buckets,
             label: self.plan.clone(),
             settings: self.settings.clone(),
-            records,
             windows,
         });
         self.ab_other = None;
@@ -669,7 +661,7 @@ impl App {
                     "this run: measuring {} {from} -> {to}, {secs:.0} s so far",
                     metric.label
                 ),
-                format!("(a verdict needs two {VERDICT_WINDOW_S:.0} s windows each side)"),
+                format!("(a verdict needs two {WINDOW_S:.0} s windows each side)"),
             ));
         };
         let cell = |x: f64| metric.cell(x).trim().to_string();
@@ -683,7 +675,7 @@ impl App {
                 v.verdict.text,
             ),
             format!(
-                "[{} x {VERDICT_WINDOW_S:.0} s windows each side, one after the other]",
+                "[{} x {WINDOW_S:.0} s windows each side, one after the other]",
                 v.windows
             ),
         ))

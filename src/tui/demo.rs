@@ -57,10 +57,7 @@ impl<'a> DemoDriver<'a> {
             let _ = self.inner.engine.drop_cache();
         }
         if step.ab {
-            match app.start_ab() {
-                Ok(()) => self.inner.engine.mark_event("A/B start"),
-                Err(why) => app.flash(why),
-            }
+            super::begin_ab(app, self.inner.engine);
         }
         if let Some(c) = &step.caption {
             self.inner.engine.mark_event(&format!("caption: {c}"));

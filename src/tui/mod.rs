@@ -585,6 +585,12 @@ fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
         ));
         return;
     }
+    begin_ab(app, engine);
+}
+
+/// Starts the live A/B (the `A` key, a demo step's `ab = true`), marked on
+/// the charts, or says why not.
+pub(crate) fn begin_ab(app: &mut App, engine: &mut dyn Workload) {
     match app.start_ab() {
         Ok(()) => {
             engine.mark_event("A/B start");
@@ -728,7 +734,7 @@ pub(crate) fn apply(app: &mut App, engine: &mut dyn Workload, s: crate::settings
 }
 
 /// A saved preset's description: every setting that differs from the
-/// defaults (`key: default -> value`), and the preset it started from.
+/// defaults (`key = value (default d)`), and the preset it started from.
 pub fn saved_description(from: Option<&str>, s: &crate::settings::Settings) -> String {
     let changed: Vec<String> = crate::settings::Settings::default()
         .diff(s)

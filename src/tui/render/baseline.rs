@@ -16,8 +16,9 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::look::*;
 use crate::metrics::{METRICS, Metric, WindowStats};
 use crate::output::verdict::Kind;
+use crate::output::verdict::WINDOW_S;
 use crate::tui::ab::{AbRun, SETTLE_S, SIDES, TURN_S};
-use crate::tui::app::{App, Baseline, VERDICT_WINDOW_S};
+use crate::tui::app::{App, Baseline};
 use crate::tui::theme::Theme;
 
 /// Seconds the "now" window needs before it is compared with the
@@ -53,10 +54,10 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         if collecting {
             format!("collecting… now {now_s:.1} s of {MIN_NOW_S:.0} s")
         } else if bw < 2 || nw < 2 {
-            format!("{VERDICT_WINDOW_S:.0} s windows: base {bw}, now {nw}; a verdict needs 2 each")
+            format!("{WINDOW_S:.0} s windows: base {bw}, now {nw}; a verdict needs 2 each")
         } else {
             format!(
-                "{VERDICT_WINDOW_S:.0} s windows: base {bw}, now {nw}; {}",
+                "{WINDOW_S:.0} s windows: base {bw}, now {nw}; {}",
                 if noisy { "~ overlap" } else { "apart" }
             )
         },

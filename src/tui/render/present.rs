@@ -491,18 +491,11 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
                 big_box(&title, &format!("{pct:+.0}%"), "", color, th, last, buf);
                 let f = if quiet {
-                    " within noise "
+                    "within noise"
                 } else {
-                    " ranges apart "
+                    "ranges apart"
                 };
-                if f.chars().count() + 2 <= last.width as usize {
-                    buf.set_string(
-                        last.x + 1,
-                        last.y + last.height.saturating_sub(1),
-                        f,
-                        th.dim(),
-                    );
-                }
+                border_note(&[f.to_string()], last, th, buf);
             }
             None => big_box(&title, "-", "", th.dim, th, last, buf),
         }
@@ -541,27 +534,17 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             big_box(&title, &text, "", color, th, last, buf);
             // On the bottom border: what changed (where the title could
             // not say it) and whether the change is within noise.
-            let room = last.width.saturating_sub(2) as usize;
-            let noise = if quiet { "within noise" } else { "" };
+            let noise = "within noise";
             let mut foot: Vec<String> = Vec::new();
             // Whether it is noise comes before what changed.
             let did = did.as_ref().filter(|_| !title.contains(" after "));
             match (did, quiet) {
-                (Some(did), true) => {
-                    foot.extend([format!(" {did} · {noise} "), format!(" {noise} ")])
-                }
-                (Some(did), false) => foot.push(format!(" {did} ")),
-                (None, true) => foot.push(format!(" {noise} ")),
+                (Some(did), true) => foot.extend([format!("{did} · {noise}"), noise.to_string()]),
+                (Some(did), false) => foot.push(did.clone()),
+                (None, true) => foot.push(noise.to_string()),
                 (None, false) => {}
             }
-            if let Some(f) = foot.into_iter().find(|f| f.chars().count() <= room) {
-                buf.set_string(
-                    last.x + 1,
-                    last.y + last.height.saturating_sub(1),
-                    f,
-                    th.dim(),
-                );
-            }
+            border_note(&foot, last, th, buf);
         }
         // No baseline yet: in a demo a step marks it, live `b` does.
         None => {
@@ -571,16 +554,22 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 "press b"
             };
             big_box("vs baseline", "-", "", th.dim, th, last, buf);
-            let f = format!(" {hint} ");
-            if f.chars().count() + 2 <= last.width as usize {
-                buf.set_string(
-                    last.x + 1,
-                    last.y + last.height.saturating_sub(1),
-                    f,
-                    th.dim(),
-                );
-            }
+            border_note(&[hint.to_string()], last, th, buf);
         }
+    }
+}
+
+/// Writes the first of `notes` (most telling first) that fits whole on
+/// `area`'s bottom border, dim; none where none fits.
+fn border_note(notes: &[String], area: Rect, th: &Theme, buf: &mut Buffer) {
+    let room = area.width.saturating_sub(2) as usize;
+    if let Some(n) = notes.iter().find(|n| n.chars().count() + 2 <= room) {
+        buf.set_string(
+            area.x + 1,
+            area.y + area.height.saturating_sub(1),
+            format!(" {n} "),
+            th.dim(),
+        );
     }
 }
 
