@@ -29,6 +29,11 @@ pub const MIN_SAMPLE_S: f64 = 2.0;
 /// pressed.
 pub const SIDES: [&str; 2] = ["baseline", "now"];
 
+/// `1 round`, `3 rounds`.
+pub fn rounds_text(n: usize) -> String {
+    format!("{n} round{}", if n == 1 { "" } else { "s" })
+}
+
 /// A live A/B in progress.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AbRun {

@@ -580,8 +580,8 @@ fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
             apply(app, engine, back);
         }
         app.flash(format!(
-            "A/B stopped after {} rounds: back on your settings",
-            ab.rounds()
+            "A/B stopped after {}: back on your settings",
+            ab::rounds_text(ab.rounds())
         ));
         return;
     }
@@ -615,7 +615,8 @@ fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
         let rounds = ab.rounds();
         app.ab = None;
         app.flash(format!(
-            "A/B stopped after {rounds} rounds: the settings were changed"
+            "A/B stopped after {}: the settings were changed",
+            ab::rounds_text(rounds)
         ));
         return;
     }

@@ -134,13 +134,16 @@ fn metric_rows(
 fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
     let rounds = ab.rounds();
     // The clock in the title: it stays when the rows fill the panel.
-    let title = format!(
-        "live A/B · round {} · on {} {:.0}/{TURN_S:.0} s",
-        rounds + 1,
-        SIDES[ab.on],
-        ab.into_turn(t_s).min(TURN_S),
-    );
-    let block = panel(&title, th);
+    // The clock in the title, whole: the longest form that fits.
+    let (round, side, at) = (rounds + 1, SIDES[ab.on], ab.into_turn(t_s).min(TURN_S));
+    let titles = [
+        format!("live A/B · round {round} · on {side} {at:.0}/{TURN_S:.0} s"),
+        format!("A/B · round {round} · {side} {at:.0}/{TURN_S:.0} s"),
+        format!("A/B {round} · {side} {at:.0}/{TURN_S:.0}s"),
+        format!("A/B · round {round}"),
+    ];
+    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
+    let block = panel_fit(&titles, area.width, th);
     let inner = block.inner(area);
     block.render(area, buf);
     let narrow = inner.width < 38;
@@ -183,12 +186,12 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
         };
         lines.push(Line::from(Span::styled(
             format!(
-                "{}: {}; base {}, now {}; {rounds} round{}",
+                "{}: {}; base {}, now {}; {}",
                 m.short,
                 v.text,
                 range(&r.spreads[0]),
                 range(&r.spreads[1]),
-                if rounds == 1 { "" } else { "s" }
+                crate::tui::ab::rounds_text(rounds)
             ),
             style,
         )));
