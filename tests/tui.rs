@@ -899,12 +899,35 @@ fn tokens(screen: &str) -> Vec<String> {
         .collect()
 }
 
+/// The text of the box where `with` (a popup drawn) differs from
+/// `under` (the same screen without it), one line per row.
+fn popup_text(with: &Buffer, under: &Buffer) -> String {
+    let a = with.area;
+    let (mut x0, mut y0, mut x1, mut y1) = (u16::MAX, u16::MAX, 0, 0);
+    for y in 0..a.height {
+        for x in 0..a.width {
+            if with[(x, y)] != under[(x, y)] {
+                (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x), y1.max(y));
+            }
+        }
+    }
+    let mut out = String::new();
+    for y in y0..=y1.min(a.height.saturating_sub(1)) {
+        for x in x0..=x1 {
+            out.push_str(with[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// No value or word is cut: every token on each screen at 80x24, 100x30,
 /// 120x40 and 160x48 is one the same screen shows whole on a very large
 /// terminal (where nothing needs cutting), a short form from the tables,
 /// a chart's axis label, or a piece of a word longer than any line.
 #[test]
 fn no_screen_cuts_a_value_or_a_word() {
+    use readpath::tui::overlay::chooser::open_chooser;
     use std::collections::BTreeSet;
     let mut present = app(true);
     present.present = true;
@@ -921,7 +944,76 @@ fn no_screen_cuts_a_value_or_a_word() {
     hint.show_hint();
     let mut present_ab = ab.clone();
     present_ab.present = true;
-    let screens: Vec<(&str, App)> = vec![
+    // The popups and messages.
+    let with = |f: &dyn Fn(&mut App)| {
+        let mut a = app(true);
+        f(&mut a);
+        a
+    };
+    let help = with(&|a| a.overlay = Overlay::help());
+    let help_found = with(&|a| a.overlay = Overlay::help_on(Some("stages".into())));
+    let chooser = with(&|a| {
+        a.cursor = Some("workers.highpri");
+        a.overlay = open_chooser(a, "workers.highpri");
+    });
+    let chooser_scope = with(&|a| a.overlay = open_chooser(a, "workers.affinity_scope"));
+    let picker = with(&|a| {
+        let items = readpath::scenario::preset::SHIPPED
+            .iter()
+            .map(|(name, src)| {
+                let p = readpath::scenario::preset::Preset::from_toml_str(src, name, name).unwrap();
+                readpath::tui::app::PickItem {
+                    name: p.name,
+                    origin: "shipped",
+                    description: p.description,
+                    settings: Some(p.settings),
+                }
+            })
+            .collect();
+        a.overlay = Overlay::Picker { items, selected: 1 };
+    });
+    let prompt = with(&|a| {
+        use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+        use readpath::tui::overlay::prompt::{open_prompt, prompt_key};
+        a.overlay = open_prompt();
+        for c in "set workers.verify_mode=boundd".chars() {
+            prompt_key(a, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        }
+        prompt_key(a, KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    });
+    let save = with(&|a| {
+        a.overlay = Overlay::SaveName {
+            name: "default".into(),
+            selected: true,
+            refused: Some("' ' cannot be in a preset name: letters, digits, - _ . only".into()),
+        }
+    });
+    let confirm = with(&|a| a.overlay = Overlay::ConfirmOverwrite("mine".into()));
+    let error = with(&|a| {
+        a.overlay =
+            Overlay::Error("workload.queue_depth = 5000: not allowed; a number in 1..=4096".into())
+    });
+    let flash = with(&|a| {
+        a.flash(
+            "workload.engine: uring -> sync, workload.sleep: plain -> iowait, \
+             workers.mode: bound -> unbound (applied in 96 ms)",
+        )
+    });
+    let caption = with(&|a| {
+        a.caption = Some(
+            "Bound: each read's verification waits on the CPU that completed it, \
+             behind the hogs; watch run_delay climb on the scheduler chart"
+                .into(),
+        );
+        a.demo_step = Some((2, 5, Some(a.elapsed_s + 12.0)));
+    });
+    let readout = with(&|a| {
+        a.readout = Some(readpath::tui::app::Readout {
+            chart: readpath::tui::app::ChartKind::Latency,
+            t_s: 20.1,
+        })
+    });
+    let apps: Vec<(&str, App)> = vec![
         ("main", app(false)),
         ("baseline", app(true)),
         ("kernel", readpath::tui::fixture::kernel_app()),
@@ -930,12 +1022,62 @@ fn no_screen_cuts_a_value_or_a_word() {
         ("ab", ab),
         ("present_ab", present_ab),
         ("hint", hint),
+        ("help", help),
+        ("help_found", help_found),
+        ("chooser", chooser),
+        ("chooser_scope", chooser_scope),
+        ("picker", picker),
+        ("prompt", prompt),
+        ("save", save),
+        ("confirm", confirm),
+        ("error", error),
+        ("flash", flash),
+        ("caption", caption),
+        ("readout", readout),
     ];
+    let sweep = readpath::tui::fixture::sweep();
+    type Screen<'a> = Box<dyn Fn(u16, u16) -> String + 'a>;
+    // A popup's screen is its box only: what it covers of the screen
+    // under it is not cut, only hidden.
+    let mut screens: Vec<(&str, Screen)> = apps
+        .iter()
+        .map(|(name, a)| {
+            let f: Screen = Box::new(move |w, h| {
+                let with = draw(a, &look(), w, h);
+                if a.overlay == Overlay::None {
+                    return text(&with);
+                }
+                let mut under = a.clone();
+                under.overlay = Overlay::None;
+                popup_text(&with, &draw(&under, &look(), w, h))
+            });
+            (*name, f)
+        })
+        .collect();
+    screens.push((
+        "sweep",
+        Box::new(|w, h| {
+            use readpath::tui::sweep_view::{Cursor, render};
+            let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+            let th = Theme::named(ThemeName::Dark);
+            t.draw(|f| {
+                render(
+                    &sweep,
+                    Cursor { row: 1, col: 1 },
+                    &th,
+                    f.area(),
+                    f.buffer_mut(),
+                )
+            })
+            .unwrap();
+            text(t.backend().buffer())
+        }),
+    ));
     let mut bad = Vec::new();
-    for (name, a) in &screens {
+    for (name, draw_at) in &screens {
         let mut whole: BTreeSet<String> = BTreeSet::new();
         for (w, h) in [(400u16, 120u16), (300, 100)] {
-            whole.extend(tokens(&text(&draw(a, &look(), w, h))));
+            whole.extend(tokens(&draw_at(w, h)));
         }
         // Short forms from the tables (never cut: chosen whole).
         whole.extend(
@@ -950,10 +1092,13 @@ fn no_screen_cuts_a_value_or_a_word() {
         );
         // An entry longer than the events panel says where the rest is;
         // presentation's change box is titled `vs base` or `change` where
-        // `vs baseline` does not fit (each chosen whole).
-        whole.extend(tokens("… whole in the summary (q) vs base baseline change"));
+        // `vs baseline` does not fit (each chosen whole); a message says
+        // where it is whole.
+        whole.extend(tokens(
+            "… whole in the summary (q) vs base baseline change +1 more +2 more in events",
+        ));
         for (w, h) in [(80u16, 24u16), (100, 30), (120, 40), (160, 48)] {
-            let screen = text(&draw(a, &look(), w, h));
+            let screen = draw_at(w, h);
             for t in tokens(&screen) {
                 let axis = t.ends_with('s')
                     && t.trim_start_matches('-')
@@ -961,13 +1106,33 @@ fn no_screen_cuts_a_value_or_a_word() {
                         .parse::<f64>()
                         .is_ok()
                     || t.parse::<f64>().is_ok();
+                // The help's title: the lines shown (`1-26 of 190`).
+                let range = t
+                    .split_once('-')
+                    .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
                 // A word longer than a panel's line (a path in a notice)
                 // is broken where it must be.
                 let long_piece = whole
                     .iter()
                     .any(|w| w.chars().count() > 30 && w.contains(&t));
-                if !whole.contains(&t) && !axis && !long_piece {
+                if !whole.contains(&t) && !axis && !range && !long_piece {
                     bad.push(format!("{name} {w}x{h}: {t:?}"));
+                }
+            }
+            for line in screen.lines() {
+                let chars: Vec<char> = line.chars().collect();
+                for (i, pair) in chars.windows(2).enumerate() {
+                    // A title run into its box's corner was cut at a
+                    // space (every title ends in a space or a rule).
+                    let texty = |c: char| c.is_alphanumeric() || "%)]:.,".contains(c);
+                    if texty(pair[0]) && "┐┘╮╯".contains(pair[1]) {
+                        bad.push(format!("{name} {w}x{h}: title cut: {line:?}"));
+                    }
+                    // An ellipsis right after a word is a cut word or
+                    // value; one after a space stands for "the rest".
+                    if pair[1] == '…' && !pair[0].is_whitespace() && i + 1 < chars.len() {
+                        bad.push(format!("{name} {w}x{h}: ellipsis cut: {line:?}"));
+                    }
                 }
             }
         }
@@ -1025,4 +1190,229 @@ fn the_change_vs_the_baseline_is_the_verdicts_once_it_has_windows() {
     let (c, kind) = a.change_vs_baseline(rd).unwrap();
     assert!((c - (1.2 / 36.0 - 1.0) * 100.0).abs() < 0.5, "{c}");
     assert_eq!(kind, None);
+}
+
+/// Every shipped demo's captions fit presentation's caption band (three
+/// lines) whole at 80 columns, so none is ever shortened on stage.
+#[test]
+fn shipped_captions_fit_the_band_at_80_columns() {
+    let mut n = 0;
+    for (name, _) in readpath::scenario::preset::SHIPPED {
+        let Ok(demo) = readpath::scenario::demo::resolve(name, 16) else {
+            continue;
+        };
+        for c in demo.steps.iter().filter_map(|s| s.caption.as_ref()) {
+            n += 1;
+            let lines = readpath::tui::text::wrap_words(c, 76, 76);
+            assert!(lines.len() <= 3, "{name}: {} lines: {c}", lines.len());
+        }
+    }
+    assert!(n >= 10, "the shipped demos' captions, found {n}");
+}
+
+/// A workload that runs nowhere: it takes changes and marks as the engine
+/// does (one event per changed key, with the next record, here the
+/// shared `events` the test sends with its records).
+struct FakeWorkload {
+    settings: readpath::settings::Settings,
+    features: readpath::sys::Features,
+    rx: std::sync::mpsc::Receiver<readpath::metrics::IntervalRecord>,
+    events: std::rc::Rc<std::cell::RefCell<Vec<readpath::metrics::Event>>>,
+    t_s: std::rc::Rc<std::cell::Cell<f64>>,
+}
+
+impl readpath::engine::workload::Workload for FakeWorkload {
+    fn settings(&self) -> &readpath::settings::Settings {
+        &self.settings
+    }
+    fn effective(&self) -> &readpath::settings::Settings {
+        &self.settings
+    }
+    fn features(&self) -> &readpath::sys::Features {
+        &self.features
+    }
+    fn machine(&self) -> readpath::sys::MachineInfo {
+        readpath::sys::MachineInfo::default()
+    }
+    fn records(&self) -> &std::sync::mpsc::Receiver<readpath::metrics::IntervalRecord> {
+        &self.rx
+    }
+    fn apply(
+        &mut self,
+        new: readpath::settings::Settings,
+    ) -> Result<Vec<readpath::settings::SettingChange>, readpath::engine::EngineError> {
+        let changes = self.settings.diff(&new);
+        for c in &changes {
+            self.mark_event(&c.label());
+        }
+        self.settings = new;
+        Ok(changes)
+    }
+    fn mark_event(&self, label: &str) {
+        self.events.borrow_mut().push(readpath::metrics::Event {
+            t_s: self.t_s.get(),
+            label: label.to_string(),
+        });
+    }
+    fn pause(&mut self) {}
+    fn resume(&mut self) -> Result<(), readpath::engine::EngineError> {
+        Ok(())
+    }
+    fn is_paused(&self) -> bool {
+        false
+    }
+    fn drop_cache(&mut self) -> Option<usize> {
+        None
+    }
+    fn pods(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The live A/B's switches are neither chart markers nor log lines: the
+/// A/B's start and stop are markers, and each completed round is one log
+/// line with both sides' throughput.
+#[test]
+fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use readpath::tui::Driver;
+    let mut a = app(true);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let events = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let t_s = std::rc::Rc::new(std::cell::Cell::new(a.elapsed_s));
+    let mut fake = FakeWorkload {
+        settings: a.settings.clone(),
+        features: readpath::sys::Features::default(),
+        rx,
+        events: events.clone(),
+        t_s: t_s.clone(),
+    };
+    let markers_before = a.markers.len();
+    let log_before = a.log.len();
+    let mut d = readpath::tui::EngineDriver {
+        engine: &mut fake,
+        recording: None,
+    };
+    let key = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::SHIFT);
+    let mut seq = 180;
+    let mut step = |d: &mut readpath::tui::EngineDriver, a: &mut App, n: u64| {
+        for _ in 0..n {
+            let mut r = readpath::tui::fixture::record(seq);
+            seq += 1;
+            r.events = std::mem::take(&mut *events.borrow_mut());
+            t_s.set(r.t_s);
+            tx.send(r).unwrap();
+            d.poll(a);
+        }
+    };
+    d.key(&mut a, key('A'));
+    assert!(a.ab.is_some(), "{:?}", a.flash_text());
+    // 31 s: six turns of 5 s, three rounds.
+    step(&mut d, &mut a, 124);
+    let ab = a.ab.clone().expect("the A/B runs");
+    assert_eq!(ab.rounds(), 3);
+    let labels: Vec<&str> = a.markers[markers_before..]
+        .iter()
+        .map(|m| m.label.as_str())
+        .collect();
+    assert_eq!(labels, ["A/B start"], "one marker, no switch");
+    let log: Vec<&str> = a
+        .log
+        .iter()
+        .skip(log_before)
+        .map(|l| l.1.as_str())
+        .collect();
+    let rounds: Vec<&&str> = log.iter().filter(|l| l.starts_with("A/B round ")).collect();
+    assert_eq!(rounds.len(), 3, "{log:#?}");
+    assert!(
+        rounds[0].starts_with("A/B round 1: MiB/s baseline ") && rounds[0].contains(" · now "),
+        "{log:#?}"
+    );
+    assert!(!log.iter().any(|l| l.contains("workers.mode")), "{log:#?}");
+    // Stopped on the baseline's turn: back on the current settings, the
+    // stop and that change one marker.
+    step(&mut d, &mut a, 20);
+    assert_eq!(a.ab.as_ref().unwrap().on, 0, "the baseline's turn");
+    d.key(&mut a, key('A'));
+    assert!(a.ab.is_none());
+    step(&mut d, &mut a, 1);
+    let last = a.markers.last().unwrap();
+    assert_eq!(last.label, "A/B stop, mode: unbound -> bound");
+    assert_eq!(a.markers.len(), markers_before + 2);
+}
+
+/// `?` explains what is focused: the panel last clicked (the stages
+/// panel, the header), the chart read, the cursor's setting; Esc clears
+/// the focus and `?` opens the whole help again.
+#[test]
+fn question_mark_opens_the_help_at_the_focused_panel() {
+    use ratatui::crossterm::event::{
+        KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+    };
+    use ratatui::layout::Rect;
+    use readpath::tui::Driver;
+    use readpath::tui::render::layout::main_layout;
+    let mut a = app(true);
+    a.screen = Rect::new(0, 0, 160, 48);
+    let (_tx, rx) = std::sync::mpsc::channel();
+    let mut fake = FakeWorkload {
+        settings: a.settings.clone(),
+        features: readpath::sys::Features::default(),
+        rx,
+        events: Default::default(),
+        t_s: Default::default(),
+    };
+    let mut d = readpath::tui::EngineDriver {
+        engine: &mut fake,
+        recording: None,
+    };
+    let click = |a: &mut App, x: u16, y: u16| {
+        let ev = MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column: x,
+            row: y,
+            modifiers: KeyModifiers::NONE,
+        };
+        readpath::tui::mouse::mouse(a, ev, true);
+    };
+    let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
+    let l = main_layout(&a, a.screen);
+    let stages = l.bottom.expect("a bottom row at 160x48")[1];
+    let ask = |d: &mut readpath::tui::EngineDriver, a: &mut App| {
+        d.key(a, key(KeyCode::Char('?')));
+        let Overlay::Help { find, .. } = &a.overlay else {
+            panic!("no help: {:?}", a.overlay);
+        };
+        let find = find.clone();
+        d.key(a, key(KeyCode::Char('?')));
+        assert_eq!(a.overlay, Overlay::None, "? closes it");
+        find
+    };
+    click(&mut a, stages.x + 3, stages.y + 2);
+    assert_eq!(ask(&mut d, &mut a), "stages");
+    let screen = {
+        a.overlay = Overlay::help_on(a.help_topic());
+        let s = text(&draw(&a, &look(), 160, 48));
+        a.overlay = Overlay::None;
+        s
+    };
+    assert!(screen.contains("help: \"stages\""), "{screen}");
+    assert!(screen.contains("the stages panel: per bio"), "{screen}");
+    click(&mut a, 10, 0);
+    assert_eq!(ask(&mut d, &mut a), "header");
+    let (_, chart) = l.charts[1];
+    click(&mut a, chart.x + 20, chart.y + 3);
+    assert_eq!(ask(&mut d, &mut a), "axes");
+    d.key(&mut a, key(KeyCode::Esc)); // the readout
+    assert_eq!(ask(&mut d, &mut a), "axes", "the chart keeps the focus");
+    d.key(&mut a, key(KeyCode::Esc)); // the focus
+    assert_eq!(ask(&mut d, &mut a), "");
+    d.key(&mut a, key(KeyCode::Down));
+    let first = a.cursor.expect("the cursor on the first row");
+    let name = first.rsplit('.').next().unwrap();
+    assert_eq!(ask(&mut d, &mut a), name);
+    assert!(
+        !readpath::tui::help::rows(a.mode(), name).is_empty(),
+        "the help explains {name}"
+    );
 }

@@ -34,6 +34,31 @@ pub fn rounds_text(n: usize) -> String {
     format!("{n} round{}", if n == 1 { "" } else { "s" })
 }
 
+/// The events panel's line for the round just completed: its number and
+/// each side's value of the first explorer metric in it
+/// (`A/B round 3: MiB/s baseline 77.4 · now 85.0`).
+pub fn round_line(ab: &AbRun) -> String {
+    let n = ab.rounds();
+    let Some(m) = METRICS.iter().find(|m| m.explorer) else {
+        return format!("A/B round {n}");
+    };
+    let side = |s: usize| {
+        ab.turns[s]
+            .get(n.wrapping_sub(1))
+            .map_or("-".to_string(), |w| {
+                m.cell((m.window)(w)).trim().to_string()
+            })
+    };
+    format!(
+        "A/B round {n}: {} {} {} · {} {}",
+        m.label,
+        SIDES[0],
+        side(0),
+        SIDES[1],
+        side(1)
+    )
+}
+
 /// A live A/B in progress.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AbRun {

@@ -40,6 +40,11 @@ pub struct Marker {
 /// `? help  q quit`).
 const FLASH_WHOLE: usize = 62;
 
+/// Seconds within which a live A/B switch's events are expected (they
+/// come with the next record); one not seen by then is forgotten, so a
+/// later change of the same key is marked as any change is.
+const AB_QUIET_S: f64 = 3.0;
+
 /// The first-contact hint (a live explorer without a demo): three keys.
 pub const FIRST_HINT: &str = "try w: move the workers · b: baseline · ?: help (a key hides)";
 
@@ -179,9 +184,15 @@ pub struct PickItem {
 impl Overlay {
     /// The help, from its top, not searched.
     pub fn help() -> Overlay {
+        Overlay::help_on(None)
+    }
+
+    /// The help narrowed to `topic` (what `?` explains: the focused
+    /// panel, the cursor's setting), or all of it.
+    pub fn help_on(topic: Option<String>) -> Overlay {
         Overlay::Help {
             scroll: 0,
-            find: String::new(),
+            find: topic.unwrap_or_default(),
             typing: false,
         }
     }
@@ -253,6 +264,11 @@ pub struct App {
     pub ab_other: Option<Settings>,
     /// The live A/B (`A`), while it runs.
     pub ab: Option<super::ab::AbRun>,
+    /// The events the live A/B's own switches will bring (each changed
+    /// key's label) and when each switch was made: they are neither
+    /// markers nor log lines (a 5-minute A/B would add 60 of each); the
+    /// A/B logs a line per round instead.
+    pub ab_quiet: Vec<(String, f64)>,
     /// A demo's progress: the step shown (1-based), the steps in all, and
     /// when the next step is due (app time, s; None: on `n`).
     pub demo_step: Option<(usize, usize, Option<f64>)>,
@@ -288,6 +304,9 @@ pub struct App {
     /// The settings panel's cursor: the setting selected (Up/Down, a click);
     /// None until one is.
     pub cursor: Option<&'static str>,
+    /// The panel last clicked, by its help topic (`header`, `stages`,
+    /// `axes`...): `?` opens the help at it; Esc clears it.
+    pub focus: Option<&'static str>,
     /// A chart clicked: its values at that time.
     pub readout: Option<Readout>,
     /// The events panel scrolled back: the number (counted from the first
@@ -322,6 +341,8 @@ impl App {
             log: VecDeque::new(),
             baseline: None,
             ab: None,
+            ab_quiet: Vec::new(),
+            focus: None,
             quit_armed: false,
             ab_other: None,
             demo_step: None,
@@ -435,7 +456,14 @@ impl App {
     }
 
     fn add_events(&mut self, events: &[Event]) {
+        // An A/B switch's events come with the next record or two.
+        let now = self.elapsed_s;
+        self.ab_quiet.retain(|(_, t)| now - t <= AB_QUIET_S);
         for e in events {
+            if let Some(i) = self.ab_quiet.iter().position(|(l, _)| *l == e.label) {
+                self.ab_quiet.remove(i);
+                continue;
+            }
             // A demo's caption: shown, logged, not a chart marker.
             if let Some(c) = e.label.strip_prefix("caption: ") {
                 self.caption = Some(c.to_string());
@@ -537,6 +565,13 @@ impl App {
             self.log_line(self.elapsed_s, text.clone(), false);
         }
         self.flash = Some((text, self.elapsed_s + 4.0));
+    }
+
+    /// Shows a message whose content the events panel already holds (a
+    /// change of settings: each changed key is a marker's line there), so
+    /// it is not logged a second time however long it is.
+    pub fn flash_logged(&mut self, text: impl Into<String>) {
+        self.flash = Some((text.into(), self.elapsed_s + 4.0));
     }
 
     /// The first-contact hint: three keys to try, in the footer until the
@@ -729,6 +764,19 @@ impl App {
                 "the settings are the baseline's: change one, then B flips between the two".into()
             })
         }
+    }
+
+    /// What `?` explains: the setting under the cursor (its name, as the
+    /// help's key and knob rows say it), else the chart read (its axes),
+    /// else the panel last clicked; None: the whole help.
+    pub fn help_topic(&self) -> Option<String> {
+        if let Some(key) = self.cursor {
+            return Some(key.rsplit('.').next().unwrap_or(key).to_string());
+        }
+        if self.readout.is_some() {
+            return Some("axes".into());
+        }
+        self.focus.map(str::to_string)
     }
 
     /// Where the explorer runs, for which keys work here.

@@ -78,6 +78,26 @@ pub const GLOSSARY: &[(&str, &str)] = &[
          seconds or minutes before now.",
     ),
     (
+        "distribution",
+        "the latency distribution panel: the share of reads in each latency bucket \
+         (powers of two, us/ms) over \"now\" (since the last change, within the zoom \
+         window); once a baseline is marked, a tick on each row is the baseline's share.",
+    ),
+    (
+        "baseline",
+        "the baseline panel (b marks one): each metric for the baseline and for \"now\" \
+         (since the last change), the change in %, coloured when the two sides' 2 s \
+         window values lie apart (better green, worse red), `~` and grey where they \
+         overlap (noise); A runs a live A/B, turns of the two settings, judged over rounds \
+         as `readpath compare` does.",
+    ),
+    (
+        "events",
+        "the events panel: every change with its marker number ([3] on the charts), notices \
+         (fallbacks, refused privileges), the live A/B's rounds and the demo's captions, \
+         newest at the bottom; the wheel scrolls it back; the summary on quit holds it whole.",
+    ),
+    (
         "hogs",
         "CPU-bound background threads (g / G), the load a phone or a busy server has: \
          they compete with the workers for CPU time, which is what makes run_delay grow.",
@@ -170,7 +190,7 @@ pub fn rows(mode: Mode, find: &str) -> Vec<(String, &'static str)> {
         if replay {
             "click a chart: its values at that time (Esc clears); wheel: help, events (--no-mouse: off)"
         } else {
-            "click a row: its values; a chart: its values then (Esc clears); wheel scrolls; --no-mouse"
+            "click a row: its values; a chart: its values then (Esc clears); a panel, then ?: its help; wheel scrolls; --no-mouse"
         },
     ));
     out.push((String::new(), ""));

@@ -510,7 +510,7 @@ pub const ACTIONS: &[Binding] = &[
         steps: &[act(&[Char('?'), F(1)], Action::ToggleHelp)],
         setting: None,
         footer: Footer::Always("help"),
-        help: "this help (Esc or ? closes it; q quits)",
+        help: "this help (Esc or ? closes it; q quits); on a clicked panel or the cursor's setting, it opens at that",
     },
     Binding {
         steps: &[

@@ -534,7 +534,7 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
                 app.flash("Esc closes popups; q quits")
             }
         }
-        Action::ToggleHelp => app.overlay = Overlay::help(),
+        Action::ToggleHelp => app.overlay = Overlay::help_on(app.help_topic()),
         Action::TogglePresent => app.present = !app.present,
         Action::ZoomIn => app.zoom(false),
         Action::ZoomOut => app.zoom(true),
@@ -575,6 +575,8 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
 /// current ones, or stops it (back on the current ones), or says why not.
 fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
     if let Some(ab) = app.ab.take() {
+        // "now" starts here: a marker, whichever side was running.
+        engine.mark_event("A/B stop");
         let back = ab.sides[1].clone();
         if app.settings != back {
             apply(app, engine, back);
@@ -623,17 +625,25 @@ fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
     if app.paused {
         return;
     }
+    let rounds = ab.rounds();
     let Some(next) = ab.due(app.elapsed_s, app.history.iter()) else {
         return;
     };
-    apply(app, engine, next);
+    if ab.rounds() > rounds {
+        let line = ab::round_line(ab);
+        app.log_line(app.elapsed_s, line, false);
+    }
+    // A switch is not a marker or a log line (the round's line says what
+    // the turns measured); the panel's clock shows the turns.
     let t = app.elapsed_s;
+    let Some(changes) = apply_quiet(app, engine, next) else {
+        app.ab = None; // the switch was refused: the error says why
+        return;
+    };
+    app.ab_quiet
+        .extend(changes.iter().map(|c| (c.label(), app.elapsed_s)));
     if let Some(ab) = app.ab.as_mut() {
-        if app.settings == ab.sides[1 - ab.on] {
-            ab.switched(t);
-        } else {
-            app.ab = None; // the switch was refused: the error says why
-        }
+        ab.switched(t);
     }
 }
 
@@ -715,22 +725,40 @@ fn start_save(app: &mut App) {
 /// Runs the engine with `s`; a refusal opens a message and changes nothing.
 pub(crate) fn apply(app: &mut App, engine: &mut dyn Workload, s: crate::settings::Settings) {
     let t = Instant::now();
+    if let Some(changes) = apply_quiet(app, engine, s) {
+        let what: Vec<String> = changes
+            .iter()
+            .map(|c| crate::output::format::short_label(&c.label()))
+            .collect();
+        app.flash_logged(if what.is_empty() {
+            "no change".to_string()
+        } else {
+            format!(
+                "{} (applied in {:.0} ms)",
+                what.join(", "),
+                t.elapsed().as_secs_f64() * 1e3
+            )
+        });
+    }
+}
+
+/// Applies `s` and takes in the settings running, saying nothing unless
+/// it fails (the error overlay says why): the changes made, or None.
+fn apply_quiet(
+    app: &mut App,
+    engine: &mut dyn Workload,
+    s: crate::settings::Settings,
+) -> Option<Vec<crate::settings::SettingChange>> {
     match engine.apply(s) {
         Ok(changes) => {
             app.set_running(engine.settings().clone(), engine.effective().clone());
             app.pods = engine.pods();
-            let what: Vec<String> = changes.iter().map(|c| c.label()).collect();
-            app.flash(if what.is_empty() {
-                "no change".to_string()
-            } else {
-                format!(
-                    "{} (applied in {:.0} ms)",
-                    what.join(", "),
-                    t.elapsed().as_secs_f64() * 1e3
-                )
-            });
+            Some(changes)
         }
-        Err(e) => app.overlay = Overlay::Error(e.to_string()),
+        Err(e) => {
+            app.overlay = Overlay::Error(e.to_string());
+            None
+        }
     }
 }
 

@@ -88,7 +88,10 @@ pub fn escape(app: &mut App) -> bool {
     if app.readout.take().is_some() {
         return true;
     }
-    app.cursor.take().is_some()
+    if app.cursor.take().is_some() {
+        return true;
+    }
+    app.focus.take().is_some()
 }
 
 /// Handles a mouse event; `live` is false in a replay (no settings change
@@ -157,6 +160,16 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
     if !click {
         return OverlayAction::None;
     }
+    // A click focuses what it lands on: `?` then explains it.
+    app.focus = match hit {
+        Hit::Panel(topic) => Some(topic),
+        Hit::Events => Some("events"),
+        Hit::Chart(..) | Hit::ChartFrame(_) => Some("axes"),
+        Hit::Setting(_) | Hit::Nothing => None,
+    };
+    if !matches!(hit, Hit::Setting(_)) {
+        app.cursor = None;
+    }
     match hit {
         Hit::Setting(key) => {
             app.readout = None;
@@ -164,7 +177,7 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
             panel_action(app, &Action::OpenChooser, live);
         }
         Hit::Chart(chart, t_s) => app.readout = Some(Readout { chart, t_s }),
-        Hit::Events | Hit::ChartFrame(_) | Hit::Nothing => app.readout = None,
+        Hit::Events | Hit::ChartFrame(_) | Hit::Panel(_) | Hit::Nothing => app.readout = None,
     }
     OverlayAction::None
 }

@@ -183,7 +183,7 @@ impl Driver for ReplayDriver {
             }
             Action::CursorUp | Action::CursorDown | Action::OpenChooser | Action::OpenPrompt => {}
             Action::Suspend => {} // the terminal loop suspends
-            Action::ToggleHelp => app.overlay = Overlay::help(),
+            Action::ToggleHelp => app.overlay = Overlay::help_on(app.help_topic()),
             Action::TogglePresent => app.present = !app.present,
             Action::ZoomIn => app.zoom(false),
             Action::ZoomOut => app.zoom(true),

@@ -106,6 +106,52 @@ pub fn fit_fields(line: &str, width: usize) -> String {
     out
 }
 
+/// A message or caption in at most `width` characters, never cut inside a
+/// word or a field, for a one-line place whose text is also whole
+/// elsewhere (the events panel, `where_whole`). A list of changes
+/// (`a: x -> y, b: u -> v`) keeps its whole leading items and says how
+/// many more there are (`a: x -> y +1 more in events`); prose keeps its
+/// whole leading words and says where the rest is (`the first words … in
+/// events`). Empty where not even that fits.
+pub fn fit_message(text: &str, width: usize, where_whole: &str) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let len = |s: &str| s.chars().count();
+    // A list of changes: items separated by ", " (or "; "), each a
+    // `key: from -> to`.
+    let items: Vec<&str> = text.split([',', ';']).map(str::trim).collect();
+    if items.len() > 1 && items.iter().all(|i| i.contains(" -> ")) {
+        for keep in (1..items.len()).rev() {
+            let head = items[..keep].join(", ");
+            let more = format!("{head} +{} more {where_whole}", items.len() - keep);
+            if len(&more) <= width {
+                return more;
+            }
+        }
+    }
+    let tail = format!(" … {where_whole}");
+    let mut out = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let sep = usize::from(!out.is_empty());
+        if len(&out) + sep + len(word) + len(&tail) > width {
+            break;
+        }
+        if sep == 1 {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if out.is_empty() {
+        return if len(&tail) - 1 <= width {
+            tail.trim_start().to_string()
+        } else {
+            String::new()
+        };
+    }
+    out + &tail
+}
+
 /// Short names of settings whose names outgrow the settings panel's name
 /// column (10 or 14 characters): a name is shortened from this table, never
 /// cut, and `?` on the key's row shows the whole name.
@@ -184,6 +230,27 @@ mod fit_tests {
         );
         assert_eq!(fit_fields("a  b", 1), "a");
         assert_eq!(fit_fields("abcdef  g", 4), "abc…");
+    }
+
+    #[test]
+    fn messages_keep_whole_items_and_words_and_say_where_the_rest_is() {
+        let m =
+            "workload.engine: uring -> sync, workload.sleep: plain -> iowait (applied in 96 ms)";
+        assert_eq!(fit_message(m, 100, "in events"), m);
+        assert_eq!(
+            fit_message(m, 60, "in events"),
+            "workload.engine: uring -> sync +1 more in events"
+        );
+        assert_eq!(
+            fit_message("q again quits; the baseline goes with it", 30, "(events)"),
+            "q again quits; the … (events)"
+        );
+        assert_eq!(
+            fit_message("the fsverity seed on a bound queue", 24, "(events)"),
+            "the fsverity … (events)"
+        );
+        assert_eq!(fit_message("abcdefghijkl mn", 11, "(e)"), "… (e)");
+        assert_eq!(fit_message("abcdefghijkl mn", 3, "(e)"), "");
     }
 
     #[test]

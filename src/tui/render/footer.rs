@@ -35,22 +35,21 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         (None, Some(c)) => Some(format!("▶ {c}")),
         (None, None) => None,
     };
-    // A message or caption stops short of the keys on the right, with an
-    // ellipsis where it is cut (the event log has it whole).
+    // A message or caption stops short of the keys on the right; where it
+    // does not fit, whole items or words and where it is whole (the
+    // events panel logs both).
     let room = (area.width as usize).saturating_sub(tail_w + 2);
+    let fit = |t: &str| crate::tui::text::fit_message(t, room, "in events");
     if let Some(c) = caption.filter(|_| app.flash_text().is_none()) {
         Line::from(Span::styled(
-            format!(" {}", crate::tui::text::ellipsize(&c, room)),
+            format!(" {}", fit(&c)),
             Style::default().fg(th.title).add_modifier(Modifier::BOLD),
         ))
         .render(area, buf);
     } else if let Some(msg) = app.flash_text() {
         let line = Line::from(vec![
             Span::styled(" ", th.text()),
-            Span::styled(
-                crate::tui::text::ellipsize(msg, room),
-                Style::default().fg(th.warn),
-            ),
+            Span::styled(fit(msg), Style::default().fg(th.warn)),
         ]);
         line.render(area, buf);
     } else {

@@ -59,7 +59,7 @@ pub fn render(
     let title = match (typing, find.is_empty()) {
         (true, _) => format!("help: find {find}_ (Enter keeps it, Esc clears)"),
         (false, false) => format!(
-            "help: \"{find}\", {} lines (/ finds again, Esc clears)",
+            "help: \"{find}\", {} lines (/ finds again, Esc: all of it, ? closes)",
             all.len()
         ),
         (false, true) => format!(

@@ -33,8 +33,9 @@ pub struct MainLayout {
     pub charts: Vec<(ChartKind, Rect)>,
     /// The baseline panel in the scheduler chart's place (no bottom row).
     pub baseline_inline: Option<Rect>,
-    /// The bottom row (distribution, stages, baseline), when it shows.
-    pub bottom: Option<Rect>,
+    /// The bottom row's panels (distribution, stages, baseline), when it
+    /// shows.
+    pub bottom: Option<[Rect; 3]>,
 }
 
 /// Whether a chart carries the markers' number strip (the top one, latency).
@@ -108,9 +109,19 @@ pub fn main_layout(app: &App, area: Rect) -> MainLayout {
         setting_rows,
         charts,
         baseline_inline: inline.then_some(parts[2]),
-        bottom: (bottom_h > 0).then_some(bottom),
+        bottom: (bottom_h > 0).then(|| {
+            Layout::horizontal([
+                Constraint::Fill(4),
+                Constraint::Fill(4),
+                Constraint::Fill(5),
+            ])
+            .areas(bottom)
+        }),
     }
 }
+
+/// The bottom row's panels' help topics, left to right.
+const BOTTOM_TOPICS: [&str; 3] = ["distribution", "stages", "baseline"];
 
 /// What a click at a cell is on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,6 +135,9 @@ pub enum Hit {
     Chart(ChartKind, f64),
     /// A time chart outside its plot (border, axes, legend).
     ChartFrame(ChartKind),
+    /// A panel whose help topic is this (`header`, `stages`...): `?` then
+    /// opens the help at it.
+    Panel(&'static str),
     /// Anything else.
     Nothing,
 }
@@ -150,6 +164,15 @@ pub fn hit(app: &App, area: Rect, x: u16, y: u16) -> Hit {
         return Hit::Nothing;
     }
     let l = main_layout(app, area);
+    if inside(l.header, x, y) {
+        return Hit::Panel("header");
+    }
+    let bottom = l.bottom.iter().flat_map(|b| b.iter().zip(BOTTOM_TOPICS));
+    for (r, topic) in bottom.chain(l.baseline_inline.iter().map(|r| (r, "baseline"))) {
+        if inside(*r, x, y) {
+            return Hit::Panel(topic);
+        }
+    }
     if inside(l.settings, x, y) {
         return l
             .setting_rows

@@ -22,7 +22,7 @@
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::layout::{Alignment, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
@@ -263,13 +263,7 @@ fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
             readout_box(app, kind, r, ro.t_s, th, buf);
         }
     }
-    if let Some(bottom) = l.bottom {
-        let cols = Layout::horizontal([
-            Constraint::Fill(4),
-            Constraint::Fill(4),
-            Constraint::Fill(5),
-        ])
-        .split(bottom);
+    if let Some(cols) = l.bottom {
         render_distribution(app, th, cols[0], buf);
         render_stages(app, th, cols[1], buf);
         render_baseline(app, th, cols[2], buf);

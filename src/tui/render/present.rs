@@ -323,7 +323,9 @@ fn render_marker_legend(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     .render(area, buf);
 }
 
-/// A demo caption wrapped to `width`, at most three lines (the third ellipsized).
+/// A demo caption wrapped to `width`, at most three lines (a shipped
+/// demo's always fit in three at 80 columns; a longer one's third line
+/// keeps whole words and says the rest is in the summary).
 fn caption_lines(app: &App, width: u16) -> Option<Vec<String>> {
     app.caption.as_ref().map(|c| {
         let mut l = crate::tui::text::wrap_words(
@@ -334,9 +336,10 @@ fn caption_lines(app: &App, width: u16) -> Option<Vec<String>> {
         if l.len() > 3 {
             let rest = l[2..].join(" ");
             l.truncate(2);
-            l.push(crate::tui::text::ellipsize(
+            l.push(crate::tui::text::fit_message(
                 &rest,
                 width.saturating_sub(4) as usize,
+                "in the summary",
             ));
         }
         l
@@ -591,11 +594,13 @@ fn render_footer(app: &App, th: &Theme, footer: Rect, buf: &mut Buffer) {
         .find(|m| app.elapsed_s - m.t_s <= 5.0 && !m.label.starts_with("caption: "))
         .map(|m| m.label.clone())
         .map(|l| {
-            crate::tui::text::ellipsize(
+            crate::tui::text::fit_message(
                 &l,
                 footer.width.saturating_sub(hint.len() as u16 + 4) as usize,
+                "in the summary",
             )
-        });
+        })
+        .filter(|l| !l.is_empty());
     if let Some(label) = toast {
         let text = format!(" ▶ {label} ");
         buf.set_stringn(
