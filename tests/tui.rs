@@ -1416,3 +1416,37 @@ fn question_mark_opens_the_help_at_the_focused_panel() {
         "the help explains {name}"
     );
 }
+
+/// "now"'s verdict windows, taken in one record at a time, are the very
+/// windows `window_stats` cuts from "now"'s records after a change; with
+/// no change inside the time window, each lies inside "now" and they stay
+/// where they were as the window slides (cut from the last marker).
+#[test]
+fn nows_windows_taken_in_per_record_are_the_rules_windows() {
+    use readpath::output::verdict::{SETTLE_S, WINDOW_S, window_stats};
+    let mut a = app(true);
+    for seq in 180..260 {
+        a.push(readpath::tui::fixture::record(seq));
+        let now: Vec<_> = a.now_records().collect();
+        assert_eq!(
+            a.now_windows,
+            window_stats(&now, WINDOW_S, SETTLE_S),
+            "{seq}"
+        );
+    }
+    assert!(a.now_windows.len() >= 10);
+    // A 10 s time window, the marker long gone from it: "now" slides.
+    a.window_s = 10.0;
+    a.refresh();
+    let before = a.now_windows.clone();
+    a.push(readpath::tui::fixture::record(260));
+    let t0 = a.window_start();
+    assert!(!a.now_windows.is_empty() && a.now_windows.len() <= 5);
+    assert!(a.now_windows.iter().all(|w| w.from_s >= t0 - 1e-9));
+    assert!(
+        a.now_windows
+            .iter()
+            .all(|w| before.contains(w) || w.to_s > before.last().map_or(0.0, |b| b.to_s)),
+        "windows already cut stay as they were"
+    );
+}

@@ -158,33 +158,78 @@ pub const SETTLE_S: f64 = 1.0;
 /// The measurements of each whole window of `chunk_s` seconds of
 /// `records`, after the first `settle_s` seconds are dropped (a pipeline
 /// settling after a switch); paused intervals and intervals without reads
-/// are left out.
+/// are left out. The rule is [`Windows`]'s, fed one record at a time.
 pub fn window_stats(
     records: &[&crate::metrics::IntervalRecord],
     chunk_s: f64,
     settle_s: f64,
 ) -> Vec<crate::metrics::WindowStats> {
     let mut out = Vec::new();
-    let mut skipped = 0.0;
+    let mut w = Windows::new(chunk_s, settle_s);
     let mut chunk: Vec<&crate::metrics::IntervalRecord> = Vec::new();
-    let mut secs = 0.0;
     for r in records {
-        if skipped < settle_s - 1e-9 {
-            skipped += r.interval_s;
-            continue;
-        }
-        if r.paused || r.reads == 0 {
-            continue;
-        }
-        chunk.push(r);
-        secs += r.interval_s;
-        if secs >= chunk_s - 1e-9 {
-            out.extend(crate::metrics::WindowStats::of(chunk.iter().copied()));
-            chunk.clear();
-            secs = 0.0;
+        match w.feed(r) {
+            Fed::Dropped => {}
+            Fed::Kept => chunk.push(r),
+            Fed::Closed => {
+                chunk.push(r);
+                out.extend(crate::metrics::WindowStats::of(chunk.iter().copied()));
+                chunk.clear();
+            }
         }
     }
     out
+}
+
+/// Where [`Windows::feed`] put a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fed {
+    /// In the settle time, paused, or without reads: in no window.
+    Dropped,
+    /// In the window being filled.
+    Kept,
+    /// In the window being filled, which it completes.
+    Closed,
+}
+
+/// [`window_stats`]'s cutting of records into windows, one record at a
+/// time, for a caller that holds the records and measures each window
+/// once, as it closes (the explorer's "now", each record taken in once).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Windows {
+    chunk_s: f64,
+    settle_s: f64,
+    skipped: f64,
+    secs: f64,
+}
+
+impl Windows {
+    /// Windows of `chunk_s` seconds after `settle_s` seconds dropped.
+    pub fn new(chunk_s: f64, settle_s: f64) -> Windows {
+        Windows {
+            chunk_s,
+            settle_s,
+            skipped: 0.0,
+            secs: 0.0,
+        }
+    }
+
+    /// Takes the next record in time order.
+    pub fn feed(&mut self, r: &crate::metrics::IntervalRecord) -> Fed {
+        if self.skipped < self.settle_s - 1e-9 {
+            self.skipped += r.interval_s;
+            return Fed::Dropped;
+        }
+        if r.paused || r.reads == 0 {
+            return Fed::Dropped;
+        }
+        self.secs += r.interval_s;
+        if self.secs >= self.chunk_s - 1e-9 {
+            self.secs = 0.0;
+            return Fed::Closed;
+        }
+        Fed::Kept
+    }
 }
 
 /// The metric's value in each window of [`window_stats`] (where it has one).

@@ -243,6 +243,17 @@ pub struct App {
     /// sequence number `acc_from_seq` on.
     acc: WindowAcc,
     acc_from_seq: u64,
+    /// The verdict windows since the last marker (every one, "now"'s being
+    /// those inside the time window), each measured once, as it closes:
+    /// the records are cut from the marker on by `cut`, the window being
+    /// filled starting at sequence number `cut_from`, records up to
+    /// `cut_seq` taken in. `cut_anchor` is the marker's time (-inf with
+    /// none; NaN: cut again from scratch).
+    cut_windows: Vec<WindowStats>,
+    cut: crate::output::verdict::Windows,
+    cut_anchor: f64,
+    cut_from: Option<u64>,
+    cut_seq: Option<u64>,
     /// The time window, seconds.
     pub window_s: f64,
     /// True while the workload is paused.
@@ -351,6 +362,11 @@ impl App {
             now_windows: Vec::new(),
             acc: WindowAcc::default(),
             acc_from_seq: 0,
+            cut_windows: Vec::new(),
+            cut: crate::output::verdict::Windows::new(WINDOW_S, SETTLE_S),
+            cut_anchor: f64::NAN,
+            cut_from: None,
+            cut_seq: None,
             window_s: DEFAULT_WINDOW_S,
             paused: false,
             elapsed_s: 0.0,
@@ -422,6 +438,7 @@ impl App {
         }
         let oldest = self.history.front().map_or(0.0, |r| r.t_s - r.interval_s);
         self.markers.retain(|m| m.t_s >= oldest);
+        self.cut_windows.retain(|w| w.from_s >= oldest - 1e-9);
     }
 
     /// Recomputes the "now" window's sums from scratch (after a zoom, a
@@ -446,13 +463,56 @@ impl App {
         let to = self.history.iter().rev().find(|r| !r.paused).map(|r| r.t_s);
         self.now = from.zip(to).and_then(|(from, to)| self.acc.stats(from, to));
         self.now_buckets = self.acc.buckets.clone();
-        self.now_windows = self.windows_of_now();
+        self.cut_in();
+        let t0 = self.now_t0();
+        self.now_windows = self
+            .cut_windows
+            .iter()
+            .filter(|w| w.from_s >= t0 - 1e-9)
+            .cloned()
+            .collect();
     }
 
-    /// The "now" window's measurements per verdict window.
-    fn windows_of_now(&self) -> Vec<WindowStats> {
-        let now: Vec<&IntervalRecord> = self.now_records().collect();
-        crate::output::verdict::window_stats(&now, WINDOW_S, SETTLE_S)
+    /// Takes the records not yet cut into verdict windows: from the last
+    /// marker on (the rule of [`crate::output::verdict::window_stats`]),
+    /// anew when the marker changed. Each record is taken in once and each
+    /// window measured once, so a 10-minute "now" costs no more per record
+    /// than a short one.
+    fn cut_in(&mut self) {
+        let anchor = self.markers.last().map_or(f64::NEG_INFINITY, |m| m.t_s);
+        if anchor != self.cut_anchor {
+            self.cut_anchor = anchor;
+            self.cut = crate::output::verdict::Windows::new(WINDOW_S, SETTLE_S);
+            self.cut_windows.clear();
+            self.cut_from = None;
+            self.cut_seq = None;
+        }
+        let start = match self.cut_seq {
+            Some(seq) => self.history.partition_point(|r| r.seq <= seq),
+            None => self
+                .history
+                .partition_point(|r| r.t_s - r.interval_s < anchor),
+        };
+        for i in start..self.history.len() {
+            use crate::output::verdict::Fed;
+            let r = &self.history[i];
+            self.cut_seq = Some(r.seq);
+            match self.cut.feed(r) {
+                Fed::Dropped => {}
+                Fed::Kept => {
+                    self.cut_from.get_or_insert(r.seq);
+                }
+                Fed::Closed => {
+                    let from = self.cut_from.take().unwrap_or(r.seq);
+                    let first = self.history.partition_point(|x| x.seq < from);
+                    let kept = self
+                        .history
+                        .range(first..=i)
+                        .filter(|x| !x.paused && x.reads > 0);
+                    self.cut_windows.extend(WindowStats::of(kept));
+                }
+            }
+        }
     }
 
     fn add_events(&mut self, events: &[Event]) {
@@ -811,6 +871,7 @@ impl App {
         self.demo_span = None;
         self.history.clear();
         self.markers.clear();
+        self.cut_anchor = f64::NAN;
         self.refresh();
     }
 

@@ -63,6 +63,26 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         },
         th.dim(),
     )));
+    // The spread the rule used, for the first metric (as the A/B says it).
+    if !collecting
+        && bw >= 2
+        && nw >= 2
+        && let Some(m) = METRICS.iter().find(|m| m.explorer)
+    {
+        let range = |w: &[WindowStats]| {
+            let sp = crate::metrics::Spread::of(w.iter().map(m.window));
+            format!("{}-{}", m.show(sp.min).trim(), m.show(sp.max).trim())
+        };
+        lines.push(Line::from(Span::styled(
+            format!(
+                "{} ranges: base {}, now {}",
+                m.short,
+                range(&base.windows),
+                range(&app.now_windows)
+            ),
+            th.dim(),
+        )));
+    }
     lines.push(settings_line(base, app, th));
     // The preset's published result against this run: computed.
     if let Some((kind, line, how)) = app.demo_verdict() {
