@@ -826,12 +826,12 @@ impl App {
         }
     }
 
-    /// What `?` explains: the setting under the cursor (its name, as the
-    /// help's key and knob rows say it), else the chart read (its axes),
-    /// else the panel last clicked; None: the whole help.
+    /// What `?` explains: the setting under the cursor (its whole name:
+    /// the help's row for it), else the chart read (its axes), else the
+    /// panel last clicked; None: the whole help.
     pub fn help_topic(&self) -> Option<String> {
         if let Some(key) = self.cursor {
-            return Some(key.rsplit('.').next().unwrap_or(key).to_string());
+            return Some(key.to_string());
         }
         if self.readout.is_some() {
             return Some("axes".into());

@@ -196,6 +196,14 @@ pub fn rows(mode: Mode, find: &str) -> Vec<(String, &'static str)> {
     out.push((String::new(), ""));
     out.extend(KNOBS.iter().map(|&(k, w)| (k.to_string(), w)));
     out.extend(GLOSSARY.iter().map(|&(k, w)| (k.to_string(), w)));
+    // Every setting by its whole name (the panel may show a short form),
+    // what `?` on the cursor's row opens at.
+    out.push((String::new(), ""));
+    out.extend(
+        crate::settings::KEYS
+            .iter()
+            .map(|k| (k.key.to_string(), k.help)),
+    );
     out.push((String::new(), ""));
     out.extend(RECIPES.iter().map(|&(k, w)| (format!("> {k}"), w)));
     let find = find.to_lowercase();
@@ -217,19 +225,35 @@ fn pauses(b: &super::keys::Binding) -> bool {
         .any(|s| matches!(s.does, Does::Act(Action::TogglePause)))
 }
 
+/// The key column's width; a longer key (a setting's whole name) has a
+/// line of its own above its text.
+pub const KEY_W: usize = 15;
+
+/// A row's lines `width` wide inside: (key, text) each, the text wrapped
+/// at spaces beside the key column; an empty key is a blank line.
+pub fn row_lines(key: &str, what: &str, width: usize) -> Vec<(String, String)> {
+    if key.is_empty() {
+        return vec![(String::new(), String::new())];
+    }
+    let text_w = width.saturating_sub(KEY_W + 2).max(10);
+    let long = key.chars().count() > KEY_W;
+    let mut out = Vec::new();
+    if long {
+        out.push((key.to_string(), String::new()));
+    }
+    for (i, part) in wrap_words(what, text_w, text_w).into_iter().enumerate() {
+        let k = if i == 0 && !long { key } else { "" };
+        out.push((k.to_string(), part));
+    }
+    out
+}
+
 /// How many lines the help takes `width` wide inside (the most it can
 /// scroll, with a screen's worth of slack, is this).
 pub fn line_count(mode: Mode, find: &str, width: usize) -> usize {
-    let text_w = width.saturating_sub(17).max(10);
     rows(mode, find)
         .iter()
-        .map(|(k, w)| {
-            if k.is_empty() {
-                1
-            } else {
-                wrap_words(w, text_w, text_w).len()
-            }
-        })
+        .map(|(k, w)| row_lines(k, w, width).len())
         .sum()
 }
 

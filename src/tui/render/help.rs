@@ -10,22 +10,19 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::look::{panel, popup};
 use crate::tui::help;
-use crate::tui::text::wrap_words;
 use crate::tui::theme::Theme;
 
 /// The help's lines for a popup `width` wide inside: each row's text
 /// wrapped at spaces beside its key column.
 pub fn lines(mode: help::Mode, find: &str, width: usize, th: &Theme) -> Vec<Line<'static>> {
-    const KEY_W: usize = 15;
-    let text_w = width.saturating_sub(KEY_W + 2).max(10);
+    use help::KEY_W;
     let mut out = Vec::new();
     for (k, what) in help::rows(mode, find) {
-        if k.is_empty() {
-            out.push(Line::from(""));
-            continue;
-        }
-        for (i, part) in wrap_words(what, text_w, text_w).into_iter().enumerate() {
-            let key = if i == 0 { k.clone() } else { String::new() };
+        for (key, part) in help::row_lines(&k, what, width) {
+            if key.is_empty() && part.is_empty() {
+                out.push(Line::from(""));
+                continue;
+            }
             out.push(Line::from(vec![
                 Span::styled(format!("{key:>KEY_W$}  "), th.title()),
                 Span::styled(part, th.text()),
@@ -59,8 +56,11 @@ pub fn render(
     let title = match (typing, find.is_empty()) {
         (true, _) => format!("help: find {find}_ (Enter keeps it, Esc clears)"),
         (false, false) => format!(
-            "help: \"{find}\", {} lines (/ finds again, Esc: all of it, ? closes)",
-            all.len()
+            "help: \"{find}\", {} (/ finds again, Esc: all of it, ? closes)",
+            match all.len() {
+                1 => "1 line".to_string(),
+                n => format!("{n} lines"),
+            }
         ),
         (false, true) => format!(
             "help {}-{} of {}: ↑↓ PgUp PgDn scroll, / finds, Esc closes",
