@@ -213,10 +213,9 @@ fn unavailable_settings_are_greyed_with_a_reason() {
     assert_eq!(cell.fg, look().theme.disabled);
 }
 
-#[test]
-fn preset_picker() {
-    let mut a = app(false);
-    let items = readpath::scenario::preset::SHIPPED
+/// The shipped presets as the picker lists them.
+fn shipped_items() -> Vec<readpath::tui::app::PickItem> {
+    readpath::scenario::preset::SHIPPED
         .iter()
         .map(|(name, src)| {
             let p = readpath::scenario::preset::Preset::from_toml_str(src, name, name).unwrap();
@@ -227,8 +226,16 @@ fn preset_picker() {
                 settings: Some(p.settings),
             }
         })
-        .collect();
-    a.overlay = Overlay::Picker { items, selected: 1 };
+        .collect()
+}
+
+#[test]
+fn preset_picker() {
+    let mut a = app(false);
+    a.overlay = Overlay::Picker {
+        items: shipped_items(),
+        selected: 1,
+    };
     a.preset = Some(("default".into(), "the defaults".into()));
     let screen = text(&draw(&a, &look(), 160, 48));
     assert!(
@@ -958,19 +965,10 @@ fn no_screen_cuts_a_value_or_a_word() {
     });
     let chooser_scope = with(&|a| a.overlay = open_chooser(a, "workers.affinity_scope"));
     let picker = with(&|a| {
-        let items = readpath::scenario::preset::SHIPPED
-            .iter()
-            .map(|(name, src)| {
-                let p = readpath::scenario::preset::Preset::from_toml_str(src, name, name).unwrap();
-                readpath::tui::app::PickItem {
-                    name: p.name,
-                    origin: "shipped",
-                    description: p.description,
-                    settings: Some(p.settings),
-                }
-            })
-            .collect();
-        a.overlay = Overlay::Picker { items, selected: 1 };
+        a.overlay = Overlay::Picker {
+            items: shipped_items(),
+            selected: 1,
+        };
     });
     let prompt = with(&|a| {
         use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
