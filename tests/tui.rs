@@ -1327,16 +1327,32 @@ fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
         "{log:#?}"
     );
     assert!(!log.iter().any(|l| l.contains("workers.mode")), "{log:#?}");
-    // Stopped on the baseline's turn: back on the current settings, the
-    // stop and that change one marker.
+    // Stopped on the baseline's turn: back on the current settings, that
+    // change the marker "now" starts at; the stop logged.
     step(&mut d, &mut a, 20);
     assert_eq!(a.ab.as_ref().unwrap().on, 0, "the baseline's turn");
     d.key(&mut a, key('A'));
     assert!(a.ab.is_none());
     step(&mut d, &mut a, 1);
     let last = a.markers.last().unwrap();
-    assert_eq!(last.label, "A/B stop, mode: unbound -> bound");
+    assert_eq!(last.label, "mode: unbound -> bound");
     assert_eq!(a.markers.len(), markers_before + 2);
+    assert!(
+        a.log
+            .iter()
+            .any(|l| l.1 == "A/B stopped after 3 rounds: back on your settings")
+    );
+    // Stopped on the current settings' turn: a marker of its own.
+    d.key(&mut a, key('A'));
+    step(&mut d, &mut a, 10);
+    assert_eq!(a.ab.as_ref().unwrap().on, 1);
+    d.key(&mut a, key('A'));
+    step(&mut d, &mut a, 1);
+    let labels: Vec<&str> = a.markers[markers_before + 2..]
+        .iter()
+        .map(|m| m.label.as_str())
+        .collect();
+    assert_eq!(labels, ["A/B start", "A/B stop"]);
 }
 
 /// `?` explains what is focused: the panel last clicked (the stages

@@ -575,16 +575,20 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
 /// current ones, or stops it (back on the current ones), or says why not.
 fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
     if let Some(ab) = app.ab.take() {
-        // "now" starts here: a marker, whichever side was running.
-        engine.mark_event("A/B stop");
+        // "now" starts here: at the change back to the current settings,
+        // or (on their turn) at a marker of its own.
         let back = ab.sides[1].clone();
         if app.settings != back {
             apply(app, engine, back);
+        } else {
+            engine.mark_event("A/B stop");
         }
-        app.flash(format!(
+        let text = format!(
             "A/B stopped after {}: back on your settings",
             ab::rounds_text(ab.rounds())
-        ));
+        );
+        app.log_line(app.elapsed_s, text.clone(), false);
+        app.flash_logged(text);
         return;
     }
     begin_ab(app, engine);
@@ -616,10 +620,12 @@ fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
     if app.settings != ab.sides[ab.on] {
         let rounds = ab.rounds();
         app.ab = None;
-        app.flash(format!(
+        let text = format!(
             "A/B stopped after {}: the settings were changed",
             ab::rounds_text(rounds)
-        ));
+        );
+        app.log_line(app.elapsed_s, text.clone(), false);
+        app.flash_logged(text);
         return;
     }
     if app.paused {
