@@ -1464,3 +1464,31 @@ fn nows_windows_taken_in_per_record_are_the_rules_windows() {
         "windows already cut stay as they were"
     );
 }
+
+/// Presentation's change box says a change is not judged yet while
+/// "now" holds under two verdict windows ("too short to judge"), never
+/// "within noise", which is a verdict.
+#[test]
+fn presentation_says_too_short_before_it_says_noise() {
+    let s = readpath::settings::Settings::default();
+    let mut a = App::new(s.clone(), s, readpath::tui::fixture::features(), 2);
+    for seq in 0..126 {
+        if seq == 116 {
+            assert!(a.mark_baseline());
+        }
+        a.push(readpath::tui::fixture::record(seq));
+    }
+    let mut bound = a.settings.clone();
+    bound.workers.mode = readpath::settings::WorkerMode::Bound;
+    a.set_running(bound.clone(), bound);
+    a.present = true;
+    assert!(a.now_windows.len() < 2, "{}", a.now_windows.len());
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(&draw(&a, &look(), w, h));
+        assert!(
+            screen.contains("too short to judge") || screen.contains("measuring"),
+            "{w}x{h}:\n{screen}"
+        );
+        assert!(!screen.contains("within noise"), "{w}x{h}:\n{screen}");
+    }
+}

@@ -224,9 +224,26 @@ pub fn headlines(app: &App) -> Vec<Headline> {
 /// The change of `h` from the baseline to now, %, and whether it is not
 /// (yet) a result: the baseline panel's verdict over 2 s windows finds
 /// the ranges overlapping, or has under two windows a side.
-fn change_of(app: &App, h: Headline) -> Option<(f64, bool)> {
-    app.change_vs_baseline(h.metric())
-        .map(|(c, kind)| (c, kind.is_none_or(|k| !k.is_significant())))
+fn change_of(app: &App, h: Headline) -> Option<(f64, Judged)> {
+    app.change_vs_baseline(h.metric()).map(|(c, kind)| {
+        let judged = match kind {
+            None => Judged::TooShort,
+            Some(k) if k.is_significant() => Judged::Apart,
+            Some(_) => Judged::Noise,
+        };
+        (c, judged)
+    })
+}
+
+/// What the one verdict rule says of a change so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    /// Under two windows a side: not judged yet (grey).
+    TooShort,
+    /// The sides' window ranges overlap (grey, `within noise`).
+    Noise,
+    /// The ranges apart: a result (green or red).
+    Apart,
 }
 
 /// Green when better, red when worse, grey inside the noise.
@@ -454,7 +471,8 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         if secs > 0.0 && area.width > 12 {
             buf.set_string(area.x + 1, bottom, format!(" last {secs:.0} s "), th.dim());
         }
-        if let Some((pct, quiet)) = change {
+        if let Some((pct, judged)) = change {
+            let quiet = judged != Judged::Apart;
             let text = format!(" {pct:+.0}% ");
             let w = text.chars().count() as u16;
             if area.width > w + 12 {
@@ -508,7 +526,8 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         .first()
         .and_then(|h| change_of(app, *h).map(|c| (h, c)))
     {
-        Some((h, (pct, quiet))) => {
+        Some((h, (pct, judged))) => {
+            let quiet = judged != Judged::Apart;
             // The longest title that fits the box's border.
             let name = h.title().trim_end_matches("/s");
             let room = last.width.saturating_sub(4) as usize;
@@ -537,16 +556,22 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             big_box(&title, &text, "", color, th, last, buf);
             // On the bottom border: what changed (where the title could
             // not say it) and whether the change is within noise.
-            let noise = "within noise";
+            // Whether it is noise (or not judged yet) comes before what
+            // changed.
+            let noise: &[&str] = match judged {
+                Judged::Apart => &[],
+                Judged::Noise => &["within noise"],
+                Judged::TooShort => &["too short to judge", "measuring"],
+            };
             let mut foot: Vec<String> = Vec::new();
-            // Whether it is noise comes before what changed.
             let did = did.as_ref().filter(|_| !title.contains(" after "));
-            match (did, quiet) {
-                (Some(did), true) => foot.extend([format!("{did} · {noise}"), noise.to_string()]),
-                (Some(did), false) => foot.push(did.clone()),
-                (None, true) => foot.push(noise.to_string()),
-                (None, false) => {}
+            if let Some(did) = did {
+                foot.extend(noise.iter().map(|n| format!("{did} · {n}")));
+                if noise.is_empty() {
+                    foot.push(did.clone());
+                }
             }
+            foot.extend(noise.iter().map(|n| n.to_string()));
             border_note(&foot, last, th, buf);
         }
         // No baseline yet: in a demo a step marks it, live `b` does.
