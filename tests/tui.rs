@@ -960,6 +960,10 @@ fn no_screen_cuts_a_value_or_a_word() {
     let help = with(&|a| a.overlay = Overlay::help());
     let help_found = with(&|a| a.overlay = Overlay::help_on(Some("stages".into())));
     let chooser = with(&|a| {
+        // Nice -20 refused here: `true` greyed with its reason.
+        let mut s = a.settings.clone();
+        s.workers.highpri = false;
+        a.set_running(s.clone(), s);
         a.cursor = Some("workers.highpri");
         a.overlay = open_chooser(a, "workers.highpri");
     });

@@ -140,17 +140,21 @@ pub(crate) fn chooser(
         if i == selected {
             style = style.add_modifier(Modifier::REVERSED);
         }
-        let tail = match (&c.why, c.current) {
-            (_, true) => "(now)".to_string(),
-            (Some(why), _) => why.clone(),
-            (None, false) => String::new(),
-        };
-        let line = format!(
-            "{} {:<value_w$}  {}",
+        // A greyed value's reason, whole where it fits, else a short
+        // word (the selected value's reason is whole under the list).
+        let head = format!(
+            "{} {:<value_w$}  ",
             if i == selected { "▶" } else { " " },
             ellipsize(&c.value, value_w),
-            tail
         );
+        let room = (list.width as usize).saturating_sub(head.chars().count());
+        let tail = match (&c.why, c.current) {
+            (_, true) => "(now)".to_string(),
+            (Some(why), _) if why.chars().count() <= room => why.clone(),
+            (Some(_), _) if room >= 11 => "unavailable".to_string(),
+            _ => String::new(),
+        };
+        let line = format!("{head}{tail}");
         buf.set_stringn(
             list.x,
             list.y + row as u16,
