@@ -959,6 +959,7 @@ fn no_screen_cuts_a_value_or_a_word() {
     };
     let help = with(&|a| a.overlay = Overlay::help());
     let help_found = with(&|a| a.overlay = Overlay::help_on(Some("stages".into())));
+    let help_long = with(&|a| a.overlay = Overlay::help_on(Some("workload.queue_depth".into())));
     let chooser = with(&|a| {
         // Nice -20 refused here: `true` greyed with its reason.
         let mut s = a.settings.clone();
@@ -1026,6 +1027,7 @@ fn no_screen_cuts_a_value_or_a_word() {
         ("hint", hint),
         ("help", help),
         ("help_found", help_found),
+        ("help_long", help_long),
         ("chooser", chooser),
         ("chooser_scope", chooser_scope),
         ("picker", picker),

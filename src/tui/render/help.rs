@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-use super::look::{panel, popup};
+use super::look::{panel_fit, popup};
 use crate::tui::help;
 use crate::tui::theme::Theme;
 
@@ -53,23 +53,40 @@ pub fn render(
     let all = lines(mode, find, inner_w, th);
     let top = scroll.min(all.len().saturating_sub(inner_h));
     let shown: Vec<Line> = all.iter().skip(top).take(inner_h).cloned().collect();
-    let title = match (typing, find.is_empty()) {
-        (true, _) => format!("help: find {find}_ (Enter keeps it, Esc clears)"),
-        (false, false) => format!(
-            "help: \"{find}\", {} (/ finds again, Esc: all of it, ? closes)",
-            match all.len() {
-                1 => "1 line".to_string(),
-                n => format!("{n} lines"),
-            }
-        ),
-        (false, true) => format!(
-            "help {}-{} of {}: ↑↓ PgUp PgDn scroll, / finds, Esc closes",
-            top + 1,
-            (top + inner_h).min(all.len()),
-            all.len()
-        ),
+    // The longest title that fits whole (a long search shortens the
+    // instructions first, never the search).
+    let n = match all.len() {
+        1 => "1 line".to_string(),
+        n => format!("{n} lines"),
     };
+    let titles: Vec<String> = match (typing, find.is_empty()) {
+        (true, _) => vec![
+            format!("help: find {find}_ (Enter keeps it, Esc clears)"),
+            format!("help: find {find}_ (Enter, Esc)"),
+            format!("find {find}_"),
+        ],
+        (false, false) => vec![
+            format!("help: \"{find}\", {n} (/ finds again, Esc: all of it, ? closes)"),
+            format!("help: \"{find}\", {n} (Esc: all, ? closes)"),
+            format!("help: \"{find}\" (? closes)"),
+            format!("\"{find}\""),
+        ],
+        (false, true) => {
+            let at = format!(
+                "help {}-{} of {}",
+                top + 1,
+                (top + inner_h).min(all.len()),
+                all.len()
+            );
+            vec![
+                format!("{at}: ↑↓ PgUp PgDn scroll, / finds, Esc closes"),
+                format!("{at}: ↑↓ scroll, / finds, Esc closes"),
+                at,
+            ]
+        }
+    };
+    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
     Paragraph::new(shown)
-        .block(panel(&title, th))
+        .block(panel_fit(&titles, r.width, th))
         .render(r, buf);
 }
