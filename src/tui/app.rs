@@ -627,6 +627,14 @@ impl App {
         self.flash = Some((text, self.elapsed_s + 4.0));
     }
 
+    /// Shows a message and logs it whatever its length: an event worth
+    /// finding later (an A/B's stop).
+    pub fn announce(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        self.log_line(self.elapsed_s, text.clone(), false);
+        self.flash_logged(text);
+    }
+
     /// Shows a message whose content the events panel already holds (a
     /// change of settings: each changed key is a marker's line there), so
     /// it is not logged a second time however long it is.

@@ -583,12 +583,10 @@ fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
         } else {
             engine.mark_event("A/B stop");
         }
-        let text = format!(
+        app.announce(format!(
             "A/B stopped after {}: back on your settings",
             ab::rounds_text(ab.rounds())
-        );
-        app.log_line(app.elapsed_s, text.clone(), false);
-        app.flash_logged(text);
+        ));
         return;
     }
     begin_ab(app, engine);
@@ -620,12 +618,10 @@ fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
     if app.settings != ab.sides[ab.on] {
         let rounds = ab.rounds();
         app.ab = None;
-        let text = format!(
+        app.announce(format!(
             "A/B stopped after {}: the settings were changed",
             ab::rounds_text(rounds)
-        );
-        app.log_line(app.elapsed_s, text.clone(), false);
-        app.flash_logged(text);
+        ));
         return;
     }
     if app.paused {
