@@ -23,6 +23,10 @@ use crate::output::recording::Recording;
 /// One series' value in a record.
 type Getter = fn(&IntervalRecord) -> f64;
 
+/// One series: its name, colour and metric (the value in a record is
+/// the metric's `interval` getter; its verdict on a change the metric's).
+type Series = (&'static str, RGBColor, &'static table::Metric);
+
 /// What a panel's y axis counts: exactly one unit per axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Unit {
@@ -48,10 +52,7 @@ struct Panel {
     /// workqueue, no workers), whether asked for or not.
     optional: bool,
     /// (name, colour, value per record).
-    series: &'static [(&'static str, RGBColor, Getter)],
-    /// The metric of each series (its verdict on a change: see
-    /// [`phase_results`]).
-    metrics: &'static [&'static table::Metric],
+    series: &'static [Series],
 }
 
 const GREEN: RGBColor = RGBColor(0, 140, 60);
@@ -77,11 +78,10 @@ const PANELS: &[Panel] = &[
         log: true,
         optional: false,
         series: &[
-            ("p50", GREEN, table::P50.interval),
-            ("p99", ORANGE, table::P99.interval),
-            ("p99.9", RED_, table::P999.interval),
+            ("p50", GREEN, &table::P50),
+            ("p99", ORANGE, &table::P99),
+            ("p99.9", RED_, &table::P999),
         ],
-        metrics: &[&table::P50, &table::P99, &table::P999],
     },
     Panel {
         metric: "throughput",
@@ -89,8 +89,7 @@ const PANELS: &[Panel] = &[
         unit: Unit::MibS,
         log: false,
         optional: false,
-        series: &[("throughput", BLUE_, table::THROUGHPUT.interval)],
-        metrics: &[&table::THROUGHPUT],
+        series: &[("throughput", BLUE_, &table::THROUGHPUT)],
     },
     Panel {
         metric: "queue",
@@ -98,8 +97,7 @@ const PANELS: &[Panel] = &[
         unit: Unit::Time,
         log: false,
         optional: true,
-        series: &[("queue wait p99", GREEN, table::QUEUE_P99.interval)],
-        metrics: &[&table::QUEUE_P99],
+        series: &[("queue wait p99", GREEN, &table::QUEUE_P99)],
     },
     Panel {
         metric: "run_delay",
@@ -107,8 +105,7 @@ const PANELS: &[Panel] = &[
         unit: Unit::MsPerS,
         log: false,
         optional: true,
-        series: &[("run_delay", ORANGE, table::RUN_DELAY.interval)],
-        metrics: &[&table::RUN_DELAY],
+        series: &[("run_delay", ORANGE, &table::RUN_DELAY)],
     },
 ];
 
@@ -448,8 +445,8 @@ fn chosen_panels(
     let measured = |p: &Panel| {
         !p.optional
             || records.iter().any(|r| {
-                p.series.iter().any(|(_, _, g)| {
-                    let v = g(r);
+                p.series.iter().any(|(_, _, m)| {
+                    let v = (m.interval)(r);
                     v.is_finite() && v > 0.0
                 })
             })
@@ -653,7 +650,7 @@ fn panel_areas<'a>(rest: &Area<'a>, panels: &[&Panel], lay: &Layout) -> Vec<Area
 /// Each series' median per settings phase: (start, end, median) of the
 /// records in it that completed a read.
 fn phase_medians(
-    series: &[(&str, RGBColor, Getter)],
+    series: &[Series],
     lay: &Layout,
     records: &[&IntervalRecord],
 ) -> Vec<Vec<(f64, f64, f64)>> {
@@ -663,7 +660,7 @@ fn phase_medians(
         .collect();
     series
         .iter()
-        .map(|(_, _, g)| {
+        .map(|(_, _, metric)| {
             bounds
                 .windows(2)
                 .map(|w| {
@@ -672,7 +669,7 @@ fn phase_medians(
                             .iter()
                             .filter(|r| r.t_s - r.interval_s >= w[0] && r.t_s <= w[1])
                             .filter(|r| r.reads > 0)
-                            .map(|r| g(r))
+                            .map(|r| (metric.interval)(r))
                             .collect(),
                     );
                     (w[0], w[1], m)
@@ -719,9 +716,8 @@ fn phase_results(
     panel
         .series
         .iter()
-        .zip(panel.metrics)
         .zip(medians)
-        .filter_map(|(((sname, _, _), m), ms)| {
+        .filter_map(|((sname, _, m), ms)| {
             let a = ms.iter().map(|m| m.2).find(|v| v.is_finite())?;
             let b = ms.iter().rev().map(|m| m.2).find(|v| v.is_finite())?;
             let pct = if a != 0.0 { (b - a) / a * 100.0 } else { 0.0 };
@@ -765,10 +761,10 @@ fn y_range(log: bool, values: &[f64], max: f64, frac: f64) -> (f64, f64) {
 }
 
 /// Every finite value of the series in the records.
-fn finite_values(series: &[(&str, RGBColor, Getter)], records: &[&IntervalRecord]) -> Vec<f64> {
+fn finite_values(series: &[Series], records: &[&IntervalRecord]) -> Vec<f64> {
     records
         .iter()
-        .flat_map(|r| series.iter().map(move |(_, _, g)| g(r)))
+        .flat_map(|r| series.iter().map(move |(_, _, m)| (m.interval)(r)))
         .filter(|v| v.is_finite())
         .collect()
 }
@@ -902,7 +898,7 @@ fn draw_chart(
 /// What [`draw_lines`] draws on a panel's chart, besides its points.
 struct Lines<'p> {
     /// The panel's series.
-    series: &'static [(&'static str, RGBColor, Getter)],
+    series: &'static [Series],
     /// Each series' medians per phase (see [`phase_medians`]).
     phase_medians: &'p [Vec<(f64, f64, f64)>],
     /// The y axis' unit, and how many of the values' unit it is.
@@ -970,12 +966,15 @@ where
             .map_err(|x| draw_err(&x))?;
         }
     }
-    for (sname, color, g) in l.series {
+    for (sname, color, m) in l.series {
         let color = *color;
-        c.draw_series(LineSeries::new(points(*g), color.stroke_width(px(2.0))))
-            .map_err(|x| draw_err(&x))?
-            .label(*sname)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
+        c.draw_series(LineSeries::new(
+            points(m.interval),
+            color.stroke_width(px(2.0)),
+        ))
+        .map_err(|x| draw_err(&x))?
+        .label(*sname)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
     }
     if l.legend {
         c.configure_series_labels()
@@ -1034,7 +1033,7 @@ fn draw_numbers(
 /// series on a light ground, each after a stroke of its series' colour.
 fn draw_results(
     chart_area: &Area,
-    series: &[(&str, RGBColor, Getter)],
+    series: &[Series],
     results: &[String],
     corner: (i32, i32),
     lay: &Layout,
