@@ -106,6 +106,18 @@ pub fn fit_fields(line: &str, width: usize) -> String {
     out
 }
 
+/// The first of `candidates` (longest first: a title's forms, a note's)
+/// that fits `width` characters whole; the last where none does, empty
+/// without candidates.
+pub fn first_fitting<S: AsRef<str>>(candidates: &[S], width: usize) -> &str {
+    candidates
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|c| c.chars().count() <= width)
+        .or_else(|| candidates.last().map(AsRef::as_ref))
+        .unwrap_or("")
+}
+
 /// A message or caption in at most `width` characters, never cut inside a
 /// word or a field, for a one-line place whose text is also whole
 /// elsewhere (the events panel, `where_whole`). A list of changes
@@ -251,6 +263,15 @@ mod fit_tests {
         );
         assert_eq!(fit_message("abcdefghijkl mn", 11, "(e)"), "… (e)");
         assert_eq!(fit_message("abcdefghijkl mn", 3, "(e)"), "");
+    }
+
+    #[test]
+    fn the_first_form_that_fits_else_the_last() {
+        let forms = ["run_delay after mode: bound", "run_delay change", "change"];
+        assert_eq!(first_fitting(&forms, 40), forms[0]);
+        assert_eq!(first_fitting(&forms, 16), "run_delay change");
+        assert_eq!(first_fitting(&forms, 3), "change");
+        assert_eq!(first_fitting::<&str>(&[], 3), "");
     }
 
     #[test]

@@ -153,8 +153,8 @@ fn metric_rows(
 /// the clock is and the throughput's verdict in words.
 fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
     let rounds = ab.rounds();
-    // The clock in the title: it stays when the rows fill the panel.
-    // The clock in the title, whole: the longest form that fits.
+    // The clock in the title (it stays when the rows fill the panel),
+    // whole: the longest form that fits.
     let (round, side, at) = (rounds + 1, SIDES[ab.on], ab.into_turn(t_s).min(TURN_S));
     let titles = [
         format!("live A/B · round {round} · on {side} {at:.0}/{TURN_S:.0} s"),
@@ -162,7 +162,6 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
         format!("A/B {round} · {side} {at:.0}/{TURN_S:.0}s"),
         format!("A/B · round {round}"),
     ];
-    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
     let block = panel_fit(&titles, area.width, th);
     let inner = block.inner(area);
     block.render(area, buf);

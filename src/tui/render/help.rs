@@ -85,7 +85,6 @@ pub fn render(
             ]
         }
     };
-    let titles: Vec<&str> = titles.iter().map(String::as_str).collect();
     Paragraph::new(shown)
         .block(panel_fit(&titles, r.width, th))
         .render(r, buf);

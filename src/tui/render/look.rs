@@ -44,14 +44,8 @@ pub(crate) fn mark(ok: bool, th: &Theme) -> Span<'static> {
 
 /// A panel titled by the first of `titles` (longest first) that fits
 /// `width` columns whole; the last where none does.
-pub(crate) fn panel_fit<'a>(titles: &[&'a str], width: u16, th: &Theme) -> Block<'a> {
-    let room = width.saturating_sub(4) as usize;
-    let t = titles
-        .iter()
-        .find(|t| t.chars().count() <= room)
-        .or(titles.last())
-        .copied()
-        .unwrap_or("");
+pub(crate) fn panel_fit<'a, S: AsRef<str>>(titles: &'a [S], width: u16, th: &Theme) -> Block<'a> {
+    let t = crate::tui::text::first_fitting(titles, width.saturating_sub(4) as usize);
     panel(t, th)
 }
 

@@ -496,21 +496,20 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         let rounds = ab.rounds();
         let name = h.title().trim_end_matches("/s");
         let room = last.width.saturating_sub(4) as usize;
-        let title = [
-            format!("{name} A/B, {rounds} rounds"),
+        let rounds = crate::tui::ab::rounds_text(rounds);
+        let titles = [
+            format!("{name} A/B, {rounds}"),
             format!("{name} A/B"),
-            format!("A/B, {rounds} rounds"),
+            format!("A/B, {rounds}"),
             "A/B".to_string(),
-        ]
-        .into_iter()
-        .find(|t| t.chars().count() <= room)
-        .unwrap_or_else(|| "A/B".to_string());
+        ];
+        let title = crate::tui::text::first_fitting(&titles, room);
         match row.and_then(|r| r.verdict) {
             Some(v) => {
                 let pct = v.change_pct.unwrap_or(0.0);
                 let quiet = !v.kind.is_significant();
                 let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
-                big_box(&title, &format!("{pct:+.0}%"), "", color, th, last, buf);
+                big_box(title, &format!("{pct:+.0}%"), "", color, th, last, buf);
                 let f = if quiet {
                     "within noise"
                 } else {
@@ -518,7 +517,7 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 };
                 border_note(&[f.to_string()], last, th, buf);
             }
-            None => big_box(&title, "-", "", th.dim, th, last, buf),
+            None => big_box(title, "-", "", th.dim, th, last, buf),
         }
         return;
     }
@@ -546,14 +545,12 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 format!("{name} vs base"),
                 format!("{name} change"),
                 format!("{} change", h.unit()),
+                "change".to_string(),
             ]);
-            let title = titles
-                .into_iter()
-                .find(|t| t.chars().count() <= room)
-                .unwrap_or_else(|| "change".to_string());
+            let title = crate::tui::text::first_fitting(&titles, room);
             let text = format!("{pct:+.0}%");
             let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
-            big_box(&title, &text, "", color, th, last, buf);
+            big_box(title, &text, "", color, th, last, buf);
             // On the bottom border: what changed (where the title could
             // not say it) and whether the change is within noise.
             // Whether it is noise (or not judged yet) comes before what
