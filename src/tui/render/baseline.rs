@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::look::*;
-use crate::metrics::{METRICS, Metric, WindowStats};
+use crate::metrics::{METRICS, Metric, Spread, WindowStats};
 use crate::output::verdict::Kind;
 use crate::output::verdict::WINDOW_S;
 use crate::tui::ab::{AbRun, SETTLE_S, SIDES, TURN_S};
@@ -69,10 +69,7 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         && nw >= 2
         && let Some(m) = METRICS.iter().find(|m| m.explorer)
     {
-        let range = |w: &[WindowStats]| {
-            let sp = crate::metrics::Spread::of(w.iter().map(m.window));
-            format!("{}-{}", m.show(sp.min).trim(), m.show(sp.max).trim())
-        };
+        let range = |w: &[WindowStats]| range_text(m, &Spread::of(w.iter().map(m.window)));
         lines.push(Line::from(Span::styled(
             format!(
                 "{} ranges: base {}, now {}",
@@ -200,16 +197,13 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
             _ => th.dim(),
         };
         let m = r.metric;
-        let range = |sp: &crate::metrics::Spread| {
-            format!("{}-{}", m.show(sp.min).trim(), m.show(sp.max).trim())
-        };
         lines.push(Line::from(Span::styled(
             format!(
                 "{}: {}; base {}, now {}; {}",
                 m.short,
                 v.text,
-                range(&r.spreads[0]),
-                range(&r.spreads[1]),
+                range_text(m, &r.spreads[0]),
+                range_text(m, &r.spreads[1]),
                 crate::tui::ab::rounds_text(rounds)
             ),
             style,
@@ -222,6 +216,12 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
     Paragraph::new(lines)
         .wrap(Wrap { trim: false })
         .render(inner, buf);
+}
+
+/// A spread's range as the panel states it (`77.4-81.8`): the spread
+/// a verdict judged.
+fn range_text(m: &Metric, sp: &Spread) -> String {
+    format!("{}-{}", m.show(sp.min).trim(), m.show(sp.max).trim())
 }
 
 /// The comparison table's header (the passive panel's and the A/B's).

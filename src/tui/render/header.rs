@@ -12,11 +12,10 @@ use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
 pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    // The machine's one-line summary (idle, cpufreq, iowait read?) keeps
-    // its room before the capabilities and the pods; the UI's cost takes
-    // what is left.
-    // The plan comes first: the summary keeps room only where the plan
-    // (and everything before it) still fits beside it.
+    // The plan comes first; then the machine's one-line summary (idle,
+    // cpufreq, iowait read?) keeps its room, where the plan and what
+    // precedes it still fit beside it, before the capabilities and the
+    // pods; the UI's cost takes what is left.
     let fields = left_fields(app, th);
     let width = area.width as usize;
     let idle_w = app

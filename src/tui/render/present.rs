@@ -221,9 +221,9 @@ pub fn headlines(app: &App) -> Vec<Headline> {
     out
 }
 
-/// The change of `h` from the baseline to now, %, and whether it is not
-/// (yet) a result: the baseline panel's verdict over 2 s windows finds
-/// the ranges overlapping, or has under two windows a side.
+/// The change of `h` from the baseline to now, %, and what the baseline
+/// panel's verdict over 2 s windows says of it (the change the panel and
+/// the demo's verdict line state: [`App::change_vs_baseline`]).
 fn change_of(app: &App, h: Headline) -> Option<(f64, Judged)> {
     app.change_vs_baseline(h.metric()).map(|(c, kind)| {
         let judged = match kind {
@@ -551,10 +551,9 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             let text = format!("{pct:+.0}%");
             let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
             big_box(title, &text, "", color, th, last, buf);
-            // On the bottom border: what changed (where the title could
-            // not say it) and whether the change is within noise.
-            // Whether it is noise (or not judged yet) comes before what
-            // changed.
+            // On the bottom border: whether the change is noise (or not
+            // judged yet), then what changed where the title could not
+            // say it.
             let noise: &[&str] = match judged {
                 Judged::Apart => &[],
                 Judged::Noise => &["within noise"],
