@@ -795,8 +795,7 @@ impl App {
         m: &crate::metrics::Metric,
     ) -> Option<(f64, Option<crate::output::verdict::Kind>)> {
         let b = self.baseline.as_ref()?;
-        if let Some(v) =
-            crate::output::verdict::judge_windows(&b.windows, &self.now_windows, m, None)
+        if let Some(v) = self.verdict_on(m, None)
             && let Some(c) = v.verdict.change_pct
         {
             return Some((c, Some(v.verdict.kind)));
@@ -835,16 +834,10 @@ impl App {
     }
 
     /// What `?` explains: the setting under the cursor (its whole name:
-    /// the help's row for it), else the chart read (its axes), else the
-    /// panel last clicked; None: the whole help.
+    /// the help's row for it), else the panel last clicked (a chart: its
+    /// axes); None: the whole help.
     pub fn help_topic(&self) -> Option<String> {
-        if let Some(key) = self.cursor {
-            return Some(key.to_string());
-        }
-        if self.readout.is_some() {
-            return Some("axes".into());
-        }
-        self.focus.map(str::to_string)
+        self.cursor.or(self.focus).map(str::to_string)
     }
 
     /// Where the explorer runs, for which keys work here.
