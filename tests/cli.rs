@@ -7,8 +7,11 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "common/serial.rs"]
+mod serial;
 #[path = "common/tasks.rs"]
 mod tasks;
+use serial::serial;
 
 fn readpath(args: &[&str], data_dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_readpath"))
@@ -188,6 +191,9 @@ fn digest_matches_fsverity_digest() {
 
 #[test]
 fn run_json_has_the_documented_fields() {
+    // Runs a workload: alone, so no other test's pinned threads starve it
+    // (or it theirs).
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("intervals.jsonl");
     let o = readpath(
@@ -269,6 +275,9 @@ fn explorer_without_a_terminal_points_to_run() {
 
 #[test]
 fn bench_crypto_reports_every_primitive_next_to_openssl() {
+    // Runs a workload: alone, so no other test's pinned threads starve it
+    // (or it theirs).
+    let _g = serial();
     if !readpath::sys::testing::require_tool(
         "bench_crypto_reports_every_primitive",
         "openssl",
@@ -331,6 +340,9 @@ fn bench_crypto_reports_every_primitive_next_to_openssl() {
 
 #[test]
 fn run_without_latency_recording_still_counts_every_read() {
+    // Runs a workload: alone, so no other test's pinned threads starve it
+    // (or it theirs).
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let o = readpath(
         &[
@@ -667,6 +679,9 @@ fn readpath_cpus() -> usize {
 /// report reads back, and `plot` draws its heat map.
 #[test]
 fn a_sweep_runs_every_point_and_plots_a_heat_map() {
+    // Runs a workload: alone, so no other test's pinned threads starve it
+    // (or it theirs).
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("sweep.json");
     let o = readpath(
@@ -702,7 +717,13 @@ fn a_sweep_runs_every_point_and_plots_a_heat_map() {
         assert_eq!(p.variants.len(), 2);
         for v in &p.variants {
             assert_eq!(v.rounds.len(), 2, "{:?}", p.at);
-            assert!(v.rounds.iter().all(|w| w.reads > 0), "{:?}", p.at);
+            assert!(
+                v.rounds.iter().all(|w| w.reads > 0),
+                "{:?} {}: a round counted no read: {:?}",
+                p.at,
+                v.value,
+                v.rounds
+            );
             assert_eq!(v.failed_reads, 0);
         }
         assert_eq!(p.verdict.published.as_deref(), Some("-96%"));
@@ -728,6 +749,9 @@ fn a_sweep_runs_every_point_and_plots_a_heat_map() {
 /// read from /proc while the run is under way.
 #[test]
 fn workload_cpus_holds_every_thread_of_the_run() {
+    // Runs a workload: alone, so no other test's pinned threads starve it
+    // (or it theirs).
+    let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let first = readpath::sys::online_cpus()[0];
     let child = Command::new(env!("CARGO_BIN_EXE_readpath"))

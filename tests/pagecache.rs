@@ -8,21 +8,20 @@
 //! The tests of this binary run one at a time (the iowait test reads
 //! machine-wide counters).
 
+#[path = "common/serial.rs"]
+mod serial;
 #[path = "common/skip.rs"]
 mod skip;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use readpath::engine::{Engine, EngineOptions, RunTotals};
 use readpath::metrics::IntervalRecord;
 use readpath::settings::Settings;
 
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+use serial::serial;
 
 /// A dataset of `size` bytes in a temp dir kept for the binary's life.
 fn dataset(size: u64) -> PathBuf {

@@ -12,6 +12,9 @@ mod skip;
 
 #[path = "common/kernel.rs"]
 mod probe;
+#[path = "common/serial.rs"]
+mod serial;
+use serial::serial;
 
 use std::process::Command;
 
@@ -45,6 +48,7 @@ fn run(data: &std::path::Path, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn the_model_reads_and_verifies_the_kernel_files_own_blocks() {
+    let _g = serial();
     if let Some(why) = probe::missing() {
         skip::skip(
             "the_model_reads_and_verifies_the_kernel_files_own_blocks",
@@ -117,6 +121,7 @@ fn validate_json(data: &std::path::Path, extra: &[&str]) -> serde_json::Value {
 /// medians, the adjustments are named, and nothing is left mounted.
 #[test]
 fn validate_gives_a_ratio_and_a_verdict_per_metric() {
+    let _g = serial();
     if let Some(why) = probe::missing() {
         skip::skip(
             "validate_gives_a_ratio_and_a_verdict_per_metric",
@@ -193,6 +198,7 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
 /// tracepoint saw no page added).
 #[test]
 fn a_kernel_runs_direct_reads_count_no_page_hits() {
+    let _g = serial();
     if let Some(why) = probe::missing() {
         skip::skip(
             "a_kernel_runs_direct_reads_count_no_page_hits",

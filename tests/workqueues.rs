@@ -2,20 +2,17 @@
 //! (`workers.affinity_scope`). Its own test binary, so no other engine's
 //! workers are alive while it looks at thread names and CPU masks.
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use readpath::engine::{Engine, EngineOptions};
 use readpath::settings::Settings;
 
-/// One test at a time: each looks at this process's threads, or times
-/// runs that another engine would disturb.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 mod common;
+// One test at a time: each looks at this process's threads, or times runs
+// that another engine would disturb.
+#[path = "common/serial.rs"]
+mod serial;
+use serial::serial;
 #[path = "common/skip.rs"]
 mod skip;
 use common::{data_dir, settings};

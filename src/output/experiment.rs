@@ -264,7 +264,13 @@ pub fn run_on(
                 interrupted = Some(stopped(&format!("during run {} of {runs}", done + 1)));
                 break 'rounds;
             }
-            tally.add(i, &recs, n);
+            let what = format!(
+                "round {}, {} = {}",
+                round + 1,
+                compare.key,
+                compare.values[i]
+            );
+            tally.add(i, &what, &recs, n);
         }
     }
     let features = engine.features().clone();
@@ -318,19 +324,32 @@ impl Tally {
         }
     }
 
-    /// Counts a completed run of variant `i`: its records and notices.
-    pub(super) fn add(&mut self, i: usize, recs: &[IntervalRecord], n: Vec<String>) {
+    /// Counts a completed run of variant `i` (`what`: the run, in words):
+    /// its records and notices. A run that completed no read in its window
+    /// is kept (its figures are what happened) and said, so a verdict
+    /// resting on a stalled run is not read as the workload's own.
+    pub(super) fn add(&mut self, i: usize, what: &str, recs: &[IntervalRecord], n: Vec<String>) {
         for t in n {
-            if !self.notices.contains(&t) {
-                self.notices.push(t);
-            }
+            self.notice(t);
         }
         self.failed[i] += recs
             .iter()
             .map(|r| r.counters.verity_failures + r.counters.io_errors)
             .sum::<u64>();
         if let Some(w) = WindowStats::of(recs) {
+            if w.reads == 0 {
+                self.notice(format!(
+                    "{what}: no read completed in its {:.2} s window: the workload stalled (another program's threads holding its CPUs?)",
+                    w.secs
+                ));
+            }
             self.per_variant[i].push(w);
+        }
+    }
+
+    fn notice(&mut self, t: String) {
+        if !self.notices.contains(&t) {
+            self.notices.push(t);
         }
     }
 }
@@ -1263,6 +1282,37 @@ mod tests {
         assert!(
             t.lines()
                 .any(|l| l.starts_with("median ") && !l.contains("min-max"))
+        );
+    }
+
+    #[test]
+    fn a_round_without_a_read_is_kept_and_said() {
+        let rec = |reads| IntervalRecord {
+            t_s: 1.0,
+            interval_s: 0.25,
+            reads,
+            ..Default::default()
+        };
+        let mut t = Tally::new(2);
+        t.add(
+            0,
+            "round 1, workers.mode = unbound",
+            &[rec(10), rec(12)],
+            vec![],
+        );
+        assert!(t.notices.is_empty(), "{:?}", t.notices);
+        t.add(
+            1,
+            "round 1, workers.mode = bound",
+            &[rec(0), rec(0)],
+            vec![],
+        );
+        assert_eq!(t.per_variant[1].len(), 1, "the stalled round still counts");
+        assert_eq!(
+            t.notices,
+            [
+                "round 1, workers.mode = bound: no read completed in its 0.50 s window: the workload stalled (another program's threads holding its CPUs?)"
+            ]
         );
     }
 }

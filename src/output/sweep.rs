@@ -270,7 +270,15 @@ fn run_on(
                     interrupted = Some(stopped(&format!("during run {} of {total}", done + 1)));
                     break 'rounds;
                 }
-                tallies[p].add(i, &recs, n);
+                let at: Vec<String> = grid[p].iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let what = format!(
+                    "round {}, {} = {} at {}",
+                    round + 1,
+                    plan.compare.key,
+                    plan.compare.values[i],
+                    at.join(" ")
+                );
+                tallies[p].add(i, &what, &recs, n);
             }
         }
     }
