@@ -99,7 +99,7 @@ fn a_wide_footer_lists_every_footer_key() {
     let wider = text(&draw(&app(false), &look(), 260, 48));
     let footer = wider.lines().last().unwrap();
     assert!(
-        footer.contains("  zZ zoom  ↑↓ cursor  Enter pick  : set "),
+        footer.contains("  zZ zoom  ↑↓ cursor  Enter pick  : set  ⇥⇤ focus "),
         "{footer}"
     );
 }
@@ -1435,6 +1435,102 @@ fn question_mark_opens_the_help_at_the_focused_panel() {
         rows.iter().any(|(k, _)| k == first),
         "the help has {first}'s row: {rows:?}"
     );
+}
+
+/// Tab and Shift-Tab step the focus through the panels the screen shows,
+/// round the ends, without a mouse: the header, the settings panel (its
+/// cursor), the charts, the bottom row, the events panel; `?` explains
+/// the focused one, its border is drawn bright, Up / Down scroll the events
+/// panel when it has the focus, and at 80x24 (no bottom row) Tab skips the
+/// panels not drawn.
+#[test]
+fn tab_moves_the_focus_through_the_panels_on_screen() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use ratatui::layout::Rect;
+    use readpath::tui::Driver;
+    use readpath::tui::render::layout::main_layout;
+    let mut a = app(true);
+    for i in 0..80 {
+        a.log_line(i as f64, format!("event line {i}"), false);
+    }
+    a.screen = Rect::new(0, 0, 160, 48);
+    let (_tx, rx) = std::sync::mpsc::channel();
+    let mut fake = FakeWorkload {
+        settings: a.settings.clone(),
+        features: readpath::sys::Features::default(),
+        rx,
+        events: Default::default(),
+        t_s: Default::default(),
+    };
+    let mut d = readpath::tui::EngineDriver {
+        engine: &mut fake,
+        recording: None,
+    };
+    let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
+    let at = |a: &App| {
+        a.focus
+            .map(str::to_string)
+            .or(a.cursor.map(|_| "settings".into()))
+    };
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        d.key(&mut a, key(KeyCode::Tab));
+        seen.push(at(&a).unwrap_or_default());
+    }
+    assert_eq!(
+        seen,
+        [
+            "header",
+            "settings",
+            "axes",
+            "distribution",
+            "stages",
+            "baseline",
+            "events",
+            "header"
+        ]
+    );
+    // Shift-Tab goes back round the start.
+    d.key(&mut a, KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT));
+    assert_eq!(at(&a).as_deref(), Some("events"));
+    // The focused panel's border is in the title's colour; another's is not.
+    let th = look().theme;
+    let l = main_layout(&a, a.screen);
+    let buf = draw(&a, &look(), 160, 48);
+    let corner = |r: Rect| buf[(r.x, r.y + r.height - 1)].fg;
+    assert_eq!(corner(l.events), th.title, "the events panel is focused");
+    assert_eq!(corner(l.settings), th.border, "the settings panel is not");
+    // Up scrolls the focused events panel back, Down forward again; the
+    // settings cursor does not move.
+    d.key(&mut a, key(KeyCode::Up));
+    assert!(a.events_anchor.is_some(), "scrolled back");
+    assert_eq!(a.cursor, None);
+    d.key(&mut a, key(KeyCode::Down));
+    d.key(&mut a, key(KeyCode::Char('?')));
+    let Overlay::Help { find, .. } = &a.overlay else {
+        panic!("no help: {:?}", a.overlay);
+    };
+    assert_eq!(find, "events");
+    d.key(&mut a, key(KeyCode::Esc));
+    d.key(&mut a, key(KeyCode::Esc));
+    assert_eq!(a.overlay, Overlay::None);
+    // Tab onto the settings panel puts its cursor on the top row.
+    while a.cursor.is_none() {
+        d.key(&mut a, key(KeyCode::Tab));
+    }
+    assert_eq!(Some(a.cursor.unwrap()), l.setting_rows.first().map(|r| r.1));
+    // At 80x24: no bottom row, no stop for it.
+    a.screen = Rect::new(0, 0, 80, 24);
+    a.focus = None;
+    a.cursor = None;
+    let mut small = Vec::new();
+    for _ in 0..6 {
+        d.key(&mut a, key(KeyCode::Tab));
+        small.push(at(&a).unwrap_or_default());
+    }
+    let stops = readpath::tui::render::layout::focus_stops(&main_layout(&a, a.screen));
+    assert!(!stops.contains(&"stages"), "{stops:?}");
+    assert_eq!(small[..stops.len()], stops[..]);
 }
 
 /// "now"'s verdict windows, taken in one record at a time, are the very

@@ -61,11 +61,15 @@ pub enum Key {
     Down,
     /// Enter.
     Enter,
+    /// Tab.
+    Tab,
+    /// Shift-Tab.
+    BackTab,
     /// Alt with a plain key (steps a cycle backwards, see [`lookup`]).
     Alt(char),
 }
 
-use Key::{Alt, Char, Ctrl, Down, Enter, Esc, F, Up};
+use Key::{Alt, BackTab, Char, Ctrl, Down, Enter, Esc, F, Tab, Up};
 
 impl Key {
     /// The key of a key event, if it is one the table can bind: Ctrl with a
@@ -91,6 +95,8 @@ impl Key {
             KeyCode::Up => Some(Up),
             KeyCode::Down => Some(Down),
             KeyCode::Enter => Some(Enter),
+            KeyCode::Tab => Some(Tab),
+            KeyCode::BackTab => Some(BackTab),
             _ => None,
         }
     }
@@ -106,6 +112,8 @@ impl Key {
             Up => "↑".into(),
             Down => "↓".into(),
             Enter => "Enter".into(),
+            Tab => "Tab".into(),
+            BackTab => "Shift-Tab".into(),
             Alt(c) => format!("Alt-{c}"),
         }
     }
@@ -115,6 +123,8 @@ impl Key {
     pub fn glyph(self) -> String {
         match self {
             Char(' ') => "␣".into(),
+            Tab => "⇥".into(),
+            BackTab => "⇤".into(),
             k => k.label(),
         }
     }
@@ -130,6 +140,8 @@ impl Key {
             Up => "Up".into(),
             Down => "Down".into(),
             Enter => "Enter".into(),
+            Tab => "Tab".into(),
+            BackTab => "Shift-Tab".into(),
             Alt(c) => format!("Alt-{c}"),
         }
     }
@@ -199,6 +211,10 @@ pub enum Action {
     CursorUp,
     /// Move the settings panel's cursor down a row.
     CursorDown,
+    /// Focus the next panel of the screen (Tab).
+    FocusNext,
+    /// Focus the previous panel (Shift-Tab).
+    FocusPrev,
     /// Open the value chooser of the setting under the cursor.
     OpenChooser,
     /// Open the `:` prompt (`:set section.key=value`).
@@ -423,7 +439,7 @@ pub const ACTIONS: &[Binding] = &[
         ],
         setting: None,
         footer: Footer::Last("cursor"),
-        help: "move the settings panel's cursor (a click on a row selects it too)",
+        help: "move the settings panel's cursor (a click on a row selects it too); with the events panel focused, scroll it",
     },
     Binding {
         steps: &[act(&[Enter], Action::OpenChooser)],
@@ -436,6 +452,15 @@ pub const ACTIONS: &[Binding] = &[
         setting: None,
         footer: Footer::Last("set"),
         help: ":set section.key=value (or key=value): any setting, as one change; Tab completes, ↑ recalls",
+    },
+    Binding {
+        steps: &[
+            act(&[Tab], Action::FocusNext),
+            act(&[BackTab], Action::FocusPrev),
+        ],
+        setting: None,
+        footer: Footer::Last("focus"),
+        help: "focus the next / previous panel (header, settings, charts, bottom panels, events; a click focuses one too): ? explains it, Esc lets go",
     },
     Binding {
         steps: &[act(&[Char('b')], Action::MarkBaseline)],
@@ -510,7 +535,7 @@ pub const ACTIONS: &[Binding] = &[
         steps: &[act(&[Char('?'), F(1)], Action::ToggleHelp)],
         setting: None,
         footer: Footer::Always("help"),
-        help: "this help (Esc or ? closes it; q quits); on a clicked panel or the cursor's setting, it opens at that",
+        help: "this help (Esc or ? closes it; q quits); on the focused panel (Tab, a click) or the cursor's setting, it opens at that",
     },
     Binding {
         steps: &[
@@ -675,7 +700,14 @@ mod tests {
             does(ev(KeyCode::Up, none)),
             Some(Does::Act(Action::CursorUp))
         ));
-        assert!(does(ev(KeyCode::Tab, none)).is_none());
+        assert!(matches!(
+            does(ev(KeyCode::Tab, none)),
+            Some(Does::Act(Action::FocusNext))
+        ));
+        assert!(matches!(
+            does(ev(KeyCode::BackTab, KeyModifiers::SHIFT)),
+            Some(Does::Act(Action::FocusPrev))
+        ));
     }
 
     /// Alt+key is its own key: the step back of a cycle, never the plain

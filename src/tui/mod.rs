@@ -528,7 +528,12 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
     }
     match action {
         Action::None | Action::Suspend | Action::Quit | Action::QuitNow => {}
-        Action::CursorUp | Action::CursorDown | Action::OpenChooser | Action::OpenPrompt => {}
+        Action::CursorUp
+        | Action::CursorDown
+        | Action::FocusNext
+        | Action::FocusPrev
+        | Action::OpenChooser
+        | Action::OpenPrompt => {}
         Action::Escape => {
             if !mouse::escape(app) {
                 app.flash("Esc closes popups; q quits")

@@ -66,6 +66,12 @@ pub fn move_cursor(
 /// prompt with [`REPLAY_REFUSAL`]); false for any other action.
 pub fn panel_action(app: &mut App, action: &Action, live: bool) -> bool {
     match action {
+        Action::CursorUp | Action::CursorDown if app.focus == Some("events") => {
+            let events = layout::main_layout(app, screen(app)).events;
+            let oldest = layout::events_oldest(app, events);
+            app.scroll_events(*action == Action::CursorUp, 1, oldest);
+        }
+        Action::FocusNext | Action::FocusPrev => step_focus(app, *action == Action::FocusNext),
         Action::CursorUp | Action::CursorDown => {
             let rows = cursor_rows(app);
             app.cursor = move_cursor(app.cursor, &rows, *action == Action::CursorDown);
@@ -80,6 +86,44 @@ pub fn panel_action(app: &mut App, action: &Action, live: bool) -> bool {
         _ => return false,
     }
     true
+}
+
+/// Tab (`forward`) or Shift-Tab: the focus to the next (previous) panel
+/// of [`layout::focus_stops`], round the ends; from none, the first (the
+/// last). On the settings panel the focus is its cursor (the row it was
+/// on, else the top one); elsewhere the cursor and a chart's readout go.
+/// Presentation mode has no panels to focus.
+pub fn step_focus(app: &mut App, forward: bool) {
+    let area = screen(app);
+    if !layout::shows_main(app, area) {
+        return;
+    }
+    let l = layout::main_layout(app, area);
+    let stops = layout::focus_stops(&l);
+    let here = match (app.focus, app.cursor) {
+        (Some(t), _) => stops.iter().position(|s| *s == t),
+        (None, Some(_)) => stops.iter().position(|s| *s == "settings"),
+        (None, None) => None,
+    };
+    let n = stops.len();
+    let i = match (here, forward) {
+        (None, true) => 0,
+        (None, false) => n - 1,
+        (Some(i), true) => (i + 1) % n,
+        (Some(i), false) => (i + n - 1) % n,
+    };
+    app.readout = None;
+    if stops[i] == "settings" {
+        let rows: Vec<&'static str> = l.setting_rows.iter().map(|(_, k)| *k).collect();
+        app.cursor = app
+            .cursor
+            .filter(|c| rows.contains(c))
+            .or(rows.first().copied());
+        app.focus = None;
+    } else {
+        app.cursor = None;
+        app.focus = Some(stops[i]);
+    }
 }
 
 /// Esc on the main screen: closes the chart readout, else the cursor;

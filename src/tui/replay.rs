@@ -181,7 +181,12 @@ impl Driver for ReplayDriver {
                     app.flash("Esc closes popups; q quits")
                 }
             }
-            Action::CursorUp | Action::CursorDown | Action::OpenChooser | Action::OpenPrompt => {}
+            Action::CursorUp
+            | Action::CursorDown
+            | Action::FocusNext
+            | Action::FocusPrev
+            | Action::OpenChooser
+            | Action::OpenPrompt => {}
             Action::Suspend => {} // the terminal loop suspends
             Action::ToggleHelp => app.overlay = Overlay::help_on(app.help_topic()),
             Action::TogglePresent => app.present = !app.present,

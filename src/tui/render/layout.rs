@@ -123,6 +123,51 @@ pub fn main_layout(app: &App, area: Rect) -> MainLayout {
 /// The bottom row's panels' help topics, left to right.
 const BOTTOM_TOPICS: [&str; 3] = ["distribution", "stages", "baseline"];
 
+/// The panels Tab steps through on this screen, in order, each by its
+/// help topic: the header, the settings panel (`settings`: the cursor goes
+/// there), the charts (`axes`, one stop for the three), the bottom row's
+/// panels or the baseline panel in the scheduler chart's place, the events
+/// panel. Only what the screen shows.
+pub fn focus_stops(l: &MainLayout) -> Vec<&'static str> {
+    let mut out = vec!["header"];
+    if !l.setting_rows.is_empty() {
+        out.push("settings");
+    }
+    if !l.charts.is_empty() {
+        out.push("axes");
+    }
+    if l.bottom.is_some() {
+        out.extend(BOTTOM_TOPICS);
+    } else if l.baseline_inline.is_some() {
+        out.push("baseline");
+    }
+    if l.events.height > 0 {
+        out.push("events");
+    }
+    out
+}
+
+/// Where the panel(s) of a focus topic lie (the charts for `axes`).
+pub fn focus_rects(l: &MainLayout, topic: &str) -> Vec<Rect> {
+    match topic {
+        "header" => vec![l.header],
+        "settings" => vec![l.settings],
+        "events" => vec![l.events],
+        "axes" => l.charts.iter().map(|c| c.1).collect(),
+        _ => {
+            let bottom = l
+                .bottom
+                .iter()
+                .flat_map(|b| b.iter().copied().zip(BOTTOM_TOPICS));
+            bottom
+                .chain(l.baseline_inline.map(|r| (r, "baseline")))
+                .filter(|(_, t)| *t == topic)
+                .map(|(r, _)| r)
+                .collect()
+        }
+    }
+}
+
 /// What a click at a cell is on.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Hit {

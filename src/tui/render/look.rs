@@ -49,6 +49,50 @@ pub(crate) fn panel_fit<'a, S: AsRef<str>>(titles: &'a [S], width: u16, th: &The
     panel(t, th)
 }
 
+/// Marks the focused panel at `r` (Tab, a click): its border in the
+/// title's colour, bold (only the border's own lines and corners, so a
+/// chart's legend on it keeps its colours); the header, a line without a
+/// border, underlined.
+pub(crate) fn focus_frame(r: Rect, th: &Theme, buf: &mut Buffer) {
+    let style = Style::default()
+        .fg(th.title)
+        .add_modifier(ratatui::style::Modifier::BOLD);
+    if r.height < 2 {
+        buf.set_style(
+            r,
+            Style::default().add_modifier(ratatui::style::Modifier::UNDERLINED),
+        );
+        return;
+    }
+    let (x1, y1) = (r.x + r.width - 1, r.y + r.height - 1);
+    for y in r.y..=y1 {
+        for x in r.x..=x1 {
+            if !(y == r.y || y == y1 || x == r.x || x == x1) {
+                continue;
+            }
+            if let Some(c) = buf.cell_mut((x, y))
+                && matches!(
+                    c.symbol(),
+                    "─" | "│"
+                        | "┌"
+                        | "┐"
+                        | "└"
+                        | "┘"
+                        | "├"
+                        | "┤"
+                        | "┬"
+                        | "┴"
+                        | "+"
+                        | "-"
+                        | "|"
+                )
+            {
+                c.set_style(style);
+            }
+        }
+    }
+}
+
 pub(crate) fn panel<'a>(title: &'a str, th: &Theme) -> Block<'a> {
     Block::default()
         .borders(Borders::ALL)

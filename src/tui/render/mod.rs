@@ -268,4 +268,9 @@ fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         render_stages(app, th, cols[1], buf);
         render_baseline(app, th, cols[2], buf);
     }
+    // The focus (Tab, a click), or the settings panel while its cursor is.
+    let focused = app.focus.or(app.cursor.map(|_| "settings"));
+    for r in focused.map_or(vec![], |t| layout::focus_rects(&l, t)) {
+        look::focus_frame(r, th, buf);
+    }
 }
