@@ -1348,6 +1348,25 @@ fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
             .iter()
             .any(|l| l.1 == "A/B stopped after 3 rounds: back on your settings")
     );
+    // Its turns stay on the latency chart's strip: one after the other,
+    // sides alternating from the current settings', the last ending at
+    // the stop; the baseline's drawn apart from the current settings'.
+    let turns = a.ab_past.clone();
+    assert!(turns.len() >= 7, "{turns:?}");
+    assert_eq!(turns[0].2, 1, "the A/B starts on the current settings");
+    for w in turns.windows(2) {
+        assert_eq!(w[0].1, w[1].0, "turns meet: {turns:?}");
+        assert_ne!(w[0].2, w[1].2, "sides alternate: {turns:?}");
+    }
+    assert_eq!(turns.last().unwrap().2, 0, "stopped on the baseline's turn");
+    let l =
+        readpath::tui::render::layout::main_layout(&a, ratatui::layout::Rect::new(0, 0, 160, 48));
+    let strip_y = l.charts[0].1.y + 1;
+    let buf = draw(&a, &look(), 160, 48);
+    let strip: String = (l.charts[0].1.x..l.charts[0].1.right())
+        .map(|x| buf[(x, strip_y)].symbol().to_string())
+        .collect();
+    assert!(strip.contains("▄▄") && strip.contains("▁▁"), "{strip}");
     // Stopped on the current settings' turn: a marker of its own.
     d.key(&mut a, key('A'));
     step(&mut d, &mut a, 10);

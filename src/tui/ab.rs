@@ -70,7 +70,17 @@ pub struct AbRun {
     pub since_s: f64,
     /// Each side's turns so far, one window of measurements each.
     pub turns: [Vec<WindowStats>; 2],
+    /// When each turn began and its side, oldest first (the latest
+    /// [`MAX_SPANS`]): drawn above the latency chart.
+    pub spans: Vec<(f64, usize)>,
 }
+
+/// Turns an A/B keeps for the charts: 200 turns of [`TURN_S`] are over 16
+/// minutes, more than the widest time window (10 minutes).
+pub const MAX_SPANS: usize = 200;
+
+/// One turn on the charts: from, to (seconds of the run) and its side.
+pub type TurnSpan = (f64, f64, usize);
 
 /// One metric's A/B so far.
 #[derive(Debug, Clone)]
@@ -92,7 +102,18 @@ impl AbRun {
             on: 1,
             since_s: t_s,
             turns: [Vec::new(), Vec::new()],
+            spans: vec![(t_s, 1)],
         }
+    }
+
+    /// Its turns until `now_s` (the current one ends there).
+    pub fn turn_spans(&self, now_s: f64) -> Vec<TurnSpan> {
+        let ends = self.spans.iter().skip(1).map(|s| s.0).chain([now_s]);
+        self.spans
+            .iter()
+            .zip(ends)
+            .map(|(&(from, side), to)| (from, to, side))
+            .collect()
     }
 
     /// Complete rounds (one turn of each side).
@@ -127,6 +148,10 @@ impl AbRun {
     pub fn switched(&mut self, t_s: f64) {
         self.on = 1 - self.on;
         self.since_s = t_s;
+        if self.spans.len() >= MAX_SPANS {
+            self.spans.drain(..MAX_SPANS / 2);
+        }
+        self.spans.push((t_s, self.on));
     }
 
     /// Every explorer metric's A/B so far.

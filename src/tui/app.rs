@@ -275,6 +275,9 @@ pub struct App {
     pub ab_other: Option<Settings>,
     /// The live A/B (`A`), while it runs.
     pub ab: Option<super::ab::AbRun>,
+    /// The turns of live A/Bs that ended, for the charts (the latest
+    /// [`super::ab::MAX_SPANS`]).
+    pub ab_past: Vec<super::ab::TurnSpan>,
     /// The events the live A/B's own switches will bring (each changed
     /// key's label) and when each switch was made: they are neither
     /// markers nor log lines (a 5-minute A/B would add 60 of each); the
@@ -353,6 +356,7 @@ impl App {
             baseline: None,
             ab: None,
             ab_quiet: Vec::new(),
+            ab_past: Vec::new(),
             focus: None,
             quit_armed: false,
             ab_other: None,
@@ -867,11 +871,34 @@ impl App {
         Ok(())
     }
 
+    /// Ends the live A/B (whatever stops it), keeping its turns for the
+    /// charts; returns it.
+    pub fn end_ab(&mut self) -> Option<super::ab::AbRun> {
+        let ab = self.ab.take()?;
+        self.ab_past.extend(ab.turn_spans(self.elapsed_s));
+        let n = self.ab_past.len();
+        if n > super::ab::MAX_SPANS {
+            self.ab_past.drain(..n - super::ab::MAX_SPANS);
+        }
+        Some(ab)
+    }
+
+    /// Every live A/B turn to draw: the ended A/Bs' and the running one's
+    /// until now.
+    pub fn ab_spans(&self) -> Vec<super::ab::TurnSpan> {
+        let mut out = self.ab_past.clone();
+        if let Some(ab) = &self.ab {
+            out.extend(ab.turn_spans(self.elapsed_s));
+        }
+        out
+    }
+
     /// Clears the charts; the baseline stays.
     pub fn reset_charts(&mut self) {
         self.demo_span = None;
         self.history.clear();
         self.markers.clear();
+        self.ab_past.clear();
         self.cut_anchor = f64::NAN;
         self.refresh();
     }

@@ -579,7 +579,7 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
 /// `A`: starts the live A/B between the baseline's settings and the
 /// current ones, or stops it (back on the current ones), or says why not.
 fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
-    if let Some(ab) = app.ab.take() {
+    if let Some(ab) = app.end_ab() {
         // "now" starts here: at the change back to the current settings,
         // or (on their turn) at a marker of its own.
         let back = ab.sides[1].clone();
@@ -622,7 +622,7 @@ fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
     };
     if app.settings != ab.sides[ab.on] {
         let rounds = ab.rounds();
-        app.ab = None;
+        app.end_ab();
         app.announce(format!(
             "A/B stopped after {}: the settings were changed",
             ab::rounds_text(rounds)
@@ -644,7 +644,7 @@ fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
     // the turns measured); the panel's clock shows the turns.
     let t = app.elapsed_s;
     let Some(changes) = apply_quiet(app, engine, next) else {
-        app.ab = None; // the switch was refused: the error says why
+        app.end_ab(); // the switch was refused: the error says why
         return;
     };
     app.ab_quiet

@@ -54,6 +54,20 @@ pub struct Series {
 /// Formats a value for an axis tick.
 pub type Fmt = fn(f64) -> String;
 
+/// A span of time marked along a chart's strip: `glyph` in `color` in
+/// every column from `from_s` to `to_s`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Band {
+    /// Start, seconds.
+    pub from_s: f64,
+    /// End, seconds.
+    pub to_s: f64,
+    /// Its colour.
+    pub color: ratatui::style::Color,
+    /// Its character.
+    pub glyph: char,
+}
+
 /// A time chart over `[t0, t1]`.
 pub struct TimeChart<'a> {
     /// Title (legend and latest values).
@@ -81,6 +95,9 @@ pub struct TimeChart<'a> {
     /// Draw the markers' numbers in a strip above the plot (the top chart
     /// of a stack; the ones under it share its time axis).
     pub strip: bool,
+    /// Spans of time drawn along the strip, under the markers' numbers
+    /// (the live A/B's turns).
+    pub bands: Vec<Band>,
     /// Dot kind (Braille, or an ASCII character).
     pub dots: Dots,
     /// Colours.
@@ -243,6 +260,7 @@ impl Widget for TimeChart<'_> {
             .collect();
         self.paint(plot, buf, (t0, t1), (lo, hi, rmax), &markers);
         if strip_h > 0 {
+            self.draw_bands(plot, inner.y, buf, (t0, t1));
             self.draw_numbers(plot, inner.y, buf, (t0, t1), &markers);
         }
         self.draw_ticks(inner, plot, buf, (lo, hi, rmax));
@@ -404,6 +422,25 @@ impl TimeChart<'_> {
                         cell.set_char(m);
                     }
                 }
+            }
+        }
+    }
+
+    /// Draws the bands along the strip (row `y`) above the plot: a column
+    /// takes the band its middle time falls in.
+    fn draw_bands(&self, plot: Rect, y: u16, buf: &mut Buffer, (t0, t1): (f64, f64)) {
+        if self.bands.is_empty() {
+            return;
+        }
+        for col in 0..plot.width {
+            let (mid, _) = time_of_col(t0, t1, plot.width, col);
+            if let Some(b) = self.bands.iter().find(|b| mid >= b.from_s && mid < b.to_s) {
+                buf.set_string(
+                    plot.x + col,
+                    y,
+                    b.glyph.to_string(),
+                    Style::default().fg(b.color),
+                );
             }
         }
     }

@@ -56,9 +56,35 @@ pub(crate) fn time_chart<'a>(
         units: (None, None),
         markers: &app.markers,
         strip: false,
+        bands: Vec::new(),
         dots: look.dots(),
         theme: &look.theme,
     }
+}
+
+/// The live A/B's turns along the latency chart's strip: the baseline's
+/// side a half block in the baseline's colour, the current settings' a low
+/// line in the text colour (`=` and `_` in ASCII), so the two read apart
+/// without colour too.
+pub(crate) fn ab_bands(app: &App, look: &Look) -> Vec<super::chart::Band> {
+    let th = &look.theme;
+    app.ab_spans()
+        .into_iter()
+        .map(|(from_s, to_s, side)| {
+            let (glyph, color) = match (side, look.ascii) {
+                (0, false) => ('▄', th.baseline),
+                (0, true) => ('=', th.baseline),
+                (_, false) => ('▁', th.text),
+                (_, true) => ('_', th.text),
+            };
+            super::chart::Band {
+                from_s,
+                to_s,
+                color,
+                glyph,
+            }
+        })
+        .collect()
 }
 
 pub(crate) fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
@@ -90,6 +116,7 @@ pub(crate) fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer
     let chart = time_chart(app, look, title, series, Scale::Log, fmt_us, fmt_count);
     TimeChart {
         strip: true,
+        bands: ab_bands(app, look),
         ..chart
     }
     .render(area, buf);
