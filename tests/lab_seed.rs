@@ -115,15 +115,49 @@ fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
             .unwrap_or_else(|| panic!("no {metric} row: {seed}"))
             .clone()
     };
+    // On a failure, what each host's rounds saw: every round's seconds,
+    // reads, bios/s and items' unbound and moved shares, and the notices
+    // (a CI run once found no kernel item on one host: `"kernel": null`).
+    let rounds_seen = || {
+        let mut out = String::new();
+        for h in j["hosts"].as_array().unwrap() {
+            let r = &h["report"];
+            for v in r["variants"].as_array().unwrap() {
+                let w: Vec<String> = v["rounds"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| {
+                        format!(
+                            "{}s {} reads {} bios/s unbound {} moved {}",
+                            w["secs"],
+                            w["reads"],
+                            w["bios_per_s"],
+                            w["unbound_pct"],
+                            w["moved_pct"]
+                        )
+                    })
+                    .collect();
+                out += &format!("\n{} {}: {w:?}", h["host"], v["value"]);
+            }
+            out += &format!("\n{} notices: {}", h["host"], r["notices"]);
+        }
+        out
+    };
     let unbound = row("unbound_pct");
     let (before, after) = (
         &unbound["kernel"][0]["median"],
         &unbound["kernel"][1]["median"],
     );
-    assert_eq!(before.as_f64(), Some(100.0), "{unbound}");
-    assert_eq!(after.as_f64(), Some(0.0), "{unbound}");
+    assert_eq!(before.as_f64(), Some(100.0), "{unbound}{}", rounds_seen());
+    assert_eq!(after.as_f64(), Some(0.0), "{unbound}{}", rounds_seen());
     let moved = row("moved_pct");
-    assert_eq!(moved["kernel"][1]["median"].as_f64(), Some(0.0), "{moved}");
+    assert_eq!(
+        moved["kernel"][1]["median"].as_f64(),
+        Some(0.0),
+        "{moved}{}",
+        rounds_seen()
+    );
     // Nothing is left running.
     let qemu = Command::new("pgrep")
         .args(["-f", &data.path().display().to_string()])
