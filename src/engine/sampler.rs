@@ -199,6 +199,8 @@ struct Sampler {
     kworkers: HashMap<i32, (SchedState, u64)>,
     /// Pages added to the file's cache (either target's) not yet matched
     /// by pages read (their misses counted when pages are read).
+    /// The kernel's trace has lost events (said once, in a notice).
+    lost_noticed: bool,
     page_carry: u64,
     /// Workers' and irq threads' scheduler counters, by TID.
     sched: HashMap<i32, SchedState>,
@@ -274,6 +276,7 @@ impl Sampler {
             merged: Recorder::new(),
             kworkers: HashMap::new(),
             page_carry: 0,
+            lost_noticed: false,
             sched: HashMap::new(),
             stat,
             prev_cpu,
@@ -326,6 +329,16 @@ impl Sampler {
                 &mut self.totals,
             )
         });
+        if let Some(k) = kernel_rec
+            .as_ref()
+            .filter(|k| k.lost > 0 && !self.lost_noticed)
+        {
+            self.lost_noticed = true;
+            super::NoticeSink(self.shared.clone()).push(format!(
+                "kernel target: tracefs dropped {} trace events (the tracer fell behind): the kernel's queue and item figures are partial where a record's kernel.lost is not 0",
+                k.lost
+            ));
+        }
         if kernel_rec.is_none() {
             // The model's page cache, counted as the kernel's is.
             let pc = self

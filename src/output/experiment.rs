@@ -327,7 +327,8 @@ impl Tally {
     /// Counts a completed run of variant `i` (`what`: the run, in words):
     /// its records and notices. A run that completed no read in its window
     /// is kept (its figures are what happened) and said, so a verdict
-    /// resting on a stalled run is not read as the workload's own.
+    /// resting on a stalled run is not read as the workload's own; so is a
+    /// kernel trace that lost events in it (its item counts undercount).
     pub(super) fn add(&mut self, i: usize, what: &str, recs: &[IntervalRecord], n: Vec<String>) {
         for t in n {
             self.notice(t);
@@ -336,6 +337,16 @@ impl Tally {
             .iter()
             .map(|r| r.counters.verity_failures + r.counters.io_errors)
             .sum::<u64>();
+        let lost: u64 = recs
+            .iter()
+            .filter_map(|r| r.kernel.as_ref())
+            .map(|k| k.lost)
+            .sum();
+        if lost > 0 {
+            self.notice(format!(
+                "{what}: the kernel's trace lost {lost} events in its window (tracefs overruns: the tracer fell behind): its queue and item figures undercount"
+            ));
+        }
         if let Some(w) = WindowStats::of(recs) {
             if w.reads == 0 {
                 self.notice(format!(
@@ -1286,7 +1297,7 @@ mod tests {
     }
 
     #[test]
-    fn a_round_without_a_read_is_kept_and_said() {
+    fn a_round_without_a_read_or_with_trace_events_lost_is_said() {
         let rec = |reads| IntervalRecord {
             t_s: 1.0,
             interval_s: 0.25,
@@ -1313,6 +1324,22 @@ mod tests {
             [
                 "round 1, workers.mode = bound: no read completed in its 0.50 s window: the workload stalled (another program's threads holding its CPUs?)"
             ]
+        );
+        // A kernel trace that lost events is said too.
+        let mut r = rec(10);
+        r.kernel = Some(crate::metrics::KernelRecord {
+            lost: 7,
+            ..Default::default()
+        });
+        t.add(
+            0,
+            "round 2, workers.mode = unbound",
+            &[r.clone(), r],
+            vec![],
+        );
+        assert_eq!(
+            t.notices.last().unwrap(),
+            "round 2, workers.mode = unbound: the kernel's trace lost 14 events in its window (tracefs overruns: the tracer fell behind): its queue and item figures undercount"
         );
     }
 }
