@@ -1225,6 +1225,27 @@ struct FakeWorkload {
     t_s: std::rc::Rc<std::cell::Cell<f64>>,
 }
 
+impl FakeWorkload {
+    /// One running `app`'s settings, and the sender of its records (kept
+    /// by the test: the workload is lost once it is dropped).
+    fn of(
+        app: &App,
+    ) -> (
+        FakeWorkload,
+        std::sync::mpsc::Sender<readpath::metrics::IntervalRecord>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fake = FakeWorkload {
+            settings: app.settings.clone(),
+            features: readpath::sys::Features::default(),
+            rx,
+            events: Default::default(),
+            t_s: std::rc::Rc::new(std::cell::Cell::new(app.elapsed_s)),
+        };
+        (fake, tx)
+    }
+}
+
 impl readpath::engine::workload::Workload for FakeWorkload {
     fn settings(&self) -> &readpath::settings::Settings {
         &self.settings
@@ -1281,16 +1302,8 @@ fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     use readpath::tui::Driver;
     let mut a = app(true);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let events = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-    let t_s = std::rc::Rc::new(std::cell::Cell::new(a.elapsed_s));
-    let mut fake = FakeWorkload {
-        settings: a.settings.clone(),
-        features: readpath::sys::Features::default(),
-        rx,
-        events: events.clone(),
-        t_s: t_s.clone(),
-    };
+    let (mut fake, tx) = FakeWorkload::of(&a);
+    let (events, t_s) = (fake.events.clone(), fake.t_s.clone());
     let markers_before = a.markers.len();
     let log_before = a.log.len();
     let mut d = readpath::tui::EngineDriver {
@@ -1393,14 +1406,7 @@ fn question_mark_opens_the_help_at_the_focused_panel() {
     use readpath::tui::render::layout::main_layout;
     let mut a = app(true);
     a.screen = Rect::new(0, 0, 160, 48);
-    let (_tx, rx) = std::sync::mpsc::channel();
-    let mut fake = FakeWorkload {
-        settings: a.settings.clone(),
-        features: readpath::sys::Features::default(),
-        rx,
-        events: Default::default(),
-        t_s: Default::default(),
-    };
+    let (mut fake, _tx) = FakeWorkload::of(&a);
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
         recording: None,
@@ -1473,14 +1479,7 @@ fn tab_moves_the_focus_through_the_panels_on_screen() {
         a.log_line(i as f64, format!("event line {i}"), false);
     }
     a.screen = Rect::new(0, 0, 160, 48);
-    let (_tx, rx) = std::sync::mpsc::channel();
-    let mut fake = FakeWorkload {
-        settings: a.settings.clone(),
-        features: readpath::sys::Features::default(),
-        rx,
-        events: Default::default(),
-        t_s: Default::default(),
-    };
+    let (mut fake, _tx) = FakeWorkload::of(&a);
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
         recording: None,
