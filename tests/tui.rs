@@ -280,6 +280,34 @@ fn ascii_mode_draws_only_ascii() {
     assert!(text(&draw(&a, &l, 80, 24)).is_ascii());
 }
 
+/// Every character the screens draw has an ASCII look-alike for
+/// `--ascii` (none is drawn `?`): the main screen at 160x48 and 80x24,
+/// with a live A/B's turns, the help and presentation mode.
+#[test]
+fn every_drawn_character_has_an_ascii_look_alike() {
+    let mut a = app(true);
+    let mut screens = vec![
+        text(&draw(&a, &look(), 160, 48)),
+        text(&draw(&a, &look(), 80, 24)),
+    ];
+    a.ab_past = vec![(40.0, 42.0, 1), (42.0, 44.0, 0)];
+    screens.push(text(&draw(&a, &look(), 120, 40)));
+    a.overlay = Overlay::help();
+    screens.push(text(&draw(&a, &look(), 160, 48)));
+    a.overlay = Overlay::None;
+    a.present = true;
+    screens.push(text(&draw(&a, &look(), 120, 40)));
+    let mut missing: Vec<char> = screens
+        .iter()
+        .flat_map(|s| s.chars())
+        .filter(|c| !c.is_ascii() && readpath::tui::render::ascii_for(*c).is_none())
+        .collect();
+    missing.sort();
+    missing.dedup();
+    assert!(missing.is_empty(), "no ASCII look-alike for {missing:?}");
+    assert!(screens[2].contains("▄▄") && screens[2].contains("▁▁"));
+}
+
 #[test]
 fn presentation_mode_fits_80x24_and_120x40() {
     let mut a = app(true);

@@ -141,8 +141,42 @@ pub fn popup(area: Rect, w: u16, h: u16, buf: &mut Buffer) -> Rect {
     r
 }
 
-/// Replaces every non-ASCII symbol in `area` with an ASCII look-alike, for
-/// terminals without Braille or box drawing (`--ascii`).
+/// The ASCII look-alike of a character the screen draws (`--ascii`);
+/// None for one without (drawn `?`).
+pub fn ascii_for(c: char) -> Option<&'static str> {
+    Some(match c {
+        '─' | '━' | '┄' | '—' | '–' => "-",
+        '│' | '┃' | '┆' => "|",
+        '┌' | '┐' | '└' | '┘' | '├' | '┤' | '┬' | '┴' | '┼' | '╭' | '╮' | '╰' | '╯' => {
+            "+"
+        }
+        '█' => "#",
+        '▒' => ":",
+        '▄' => "=",
+        '▁' => "_",
+        '✓' => "+",
+        '✗' => "-",
+        '…' => "~",
+        '·' => ".",
+        '▶' => ">",
+        '⏸' => "=",
+        '→' | '⇥' => ">",
+        '←' | '⇤' => "<",
+        '≤' => "<",
+        '≥' => ">",
+        '↑' => "^",
+        '↓' => "v",
+        '␣' => "_",
+        '×' => "x",
+        'µ' => "u",
+        '\u{2800}'..='\u{28ff}' => "*",
+        _ => return None,
+    })
+}
+
+/// Replaces every non-ASCII symbol in `area` with an ASCII look-alike
+/// ([`ascii_for`]), for terminals without Braille or box drawing
+/// (`--ascii`).
 pub fn asciify(buf: &mut Buffer, area: Rect) {
     for y in area.y..area.y + area.height {
         for x in area.x..area.x + area.width {
@@ -152,28 +186,7 @@ pub fn asciify(buf: &mut Buffer, area: Rect) {
                 continue;
             }
             let c = sym.chars().next().unwrap_or(' ');
-            let r = match c {
-                '─' | '━' | '┄' => "-",
-                '│' | '┃' => "|",
-                '┌' | '┐' | '└' | '┘' | '├' | '┤' | '┬' | '┴' | '┼' | '╭' | '╮' | '╰' | '╯' => {
-                    "+"
-                }
-                '█' => "#",
-                '▒' => ":",
-                '✓' => "+",
-                '✗' => "-",
-                '…' => "~",
-                '▶' => ">",
-                '⏸' => "=",
-                '→' => ">",
-                '≤' => "<",
-                '↑' => "^",
-                '↓' => "v",
-                '␣' => "_",
-                '\u{2800}'..='\u{28ff}' => "*",
-                _ => "?",
-            };
-            cell.set_symbol(r);
+            cell.set_symbol(ascii_for(c).unwrap_or("?"));
         }
     }
 }

@@ -48,7 +48,7 @@ use baseline::*;
 use distribution::*;
 use footer::*;
 use header::*;
-pub use look::{Look, asciify, popup};
+pub use look::{Look, ascii_for, asciify, popup};
 use popups::*;
 use side::*;
 use stages::*;

@@ -71,11 +71,10 @@ pub(crate) fn ab_bands(app: &App, look: &Look) -> Vec<super::chart::Band> {
     app.ab_spans()
         .into_iter()
         .map(|(from_s, to_s, side)| {
-            let (glyph, color) = match (side, look.ascii) {
-                (0, false) => ('▄', th.baseline),
-                (0, true) => ('=', th.baseline),
-                (_, false) => ('▁', th.text),
-                (_, true) => ('_', th.text),
+            let (glyph, color) = if side == 0 {
+                ('▄', th.baseline)
+            } else {
+                ('▁', th.text)
             };
             super::chart::Band {
                 from_s,
