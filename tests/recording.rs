@@ -332,7 +332,10 @@ fn run_record_writes_every_interval() {
     );
     assert!(rec.records.len() >= 2, "{} intervals", rec.records.len());
     assert!(
-        rec.records.iter().enumerate().all(|(i, r)| r.seq == i as u64),
+        rec.records
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.seq == i as u64),
         "intervals in order, none missing"
     );
     let reads: u64 = rec.records.iter().map(|r| r.reads).sum();
