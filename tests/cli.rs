@@ -11,6 +11,8 @@ use std::process::{Command, Output};
 mod serial;
 #[path = "common/tasks.rs"]
 mod tasks;
+// Every test that runs a workload holds it: no other test's pinned
+// threads starve it (or it theirs).
 use serial::serial;
 
 fn readpath(args: &[&str], data_dir: &Path) -> Output {
@@ -191,8 +193,6 @@ fn digest_matches_fsverity_digest() {
 
 #[test]
 fn run_json_has_the_documented_fields() {
-    // Runs a workload: alone, so no other test's pinned threads starve it
-    // (or it theirs).
     let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("intervals.jsonl");
@@ -275,8 +275,6 @@ fn explorer_without_a_terminal_points_to_run() {
 
 #[test]
 fn bench_crypto_reports_every_primitive_next_to_openssl() {
-    // Runs a workload: alone, so no other test's pinned threads starve it
-    // (or it theirs).
     let _g = serial();
     if !readpath::sys::testing::require_tool(
         "bench_crypto_reports_every_primitive",
@@ -340,8 +338,6 @@ fn bench_crypto_reports_every_primitive_next_to_openssl() {
 
 #[test]
 fn run_without_latency_recording_still_counts_every_read() {
-    // Runs a workload: alone, so no other test's pinned threads starve it
-    // (or it theirs).
     let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let o = readpath(
@@ -679,8 +675,6 @@ fn readpath_cpus() -> usize {
 /// report reads back, and `plot` draws its heat map.
 #[test]
 fn a_sweep_runs_every_point_and_plots_a_heat_map() {
-    // Runs a workload: alone, so no other test's pinned threads starve it
-    // (or it theirs).
     let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("sweep.json");
@@ -749,8 +743,6 @@ fn a_sweep_runs_every_point_and_plots_a_heat_map() {
 /// read from /proc while the run is under way.
 #[test]
 fn workload_cpus_holds_every_thread_of_the_run() {
-    // Runs a workload: alone, so no other test's pinned threads starve it
-    // (or it theirs).
     let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let first = readpath::sys::online_cpus()[0];

@@ -199,9 +199,9 @@ struct Sampler {
     kworkers: HashMap<i32, (SchedState, u64)>,
     /// Pages added to the file's cache (either target's) not yet matched
     /// by pages read (their misses counted when pages are read).
+    page_carry: u64,
     /// The kernel's trace has lost events (said once, in a notice).
     lost_noticed: bool,
-    page_carry: u64,
     /// Workers' and irq threads' scheduler counters, by TID.
     sched: HashMap<i32, SchedState>,
     stat: Option<crate::sys::ProcStatReader>,

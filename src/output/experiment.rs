@@ -264,13 +264,7 @@ pub fn run_on(
                 interrupted = Some(stopped(&format!("during run {} of {runs}", done + 1)));
                 break 'rounds;
             }
-            let what = format!(
-                "round {}, {} = {}",
-                round + 1,
-                compare.key,
-                compare.values[i]
-            );
-            tally.add(i, &what, &recs, n);
+            tally.add(i, &run_label(round, compare, i), &recs, n);
         }
     }
     let features = engine.features().clone();
@@ -363,6 +357,17 @@ impl Tally {
             self.notices.push(t);
         }
     }
+}
+
+/// A run of an experiment in words, for its notices: `round 2,
+/// workers.mode = bound` (round counted from 0).
+pub(super) fn run_label(round: u32, compare: &Compare, i: usize) -> String {
+    format!(
+        "round {}, {} = {}",
+        round + 1,
+        compare.key,
+        compare.values[i]
+    )
 }
 
 /// Each variant's result: each metric's spread over its rounds, and its

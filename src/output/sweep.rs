@@ -19,7 +19,8 @@ use crate::engine::workload::Workload;
 use crate::engine::{Engine, EngineError};
 use crate::metrics::{METRICS, Metric, Spread};
 use crate::output::experiment::{
-    CompareOptions, Tally, VariantResult, machine_lines, measure, stopped, variant_results,
+    CompareOptions, Tally, VariantResult, machine_lines, measure, run_label, stopped,
+    variant_results,
 };
 use crate::output::verdict::{self, Kind, Verdict};
 use crate::scenario::preset::{Compare, Published};
@@ -271,13 +272,7 @@ fn run_on(
                     break 'rounds;
                 }
                 let at: Vec<String> = grid[p].iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let what = format!(
-                    "round {}, {} = {} at {}",
-                    round + 1,
-                    plan.compare.key,
-                    plan.compare.values[i],
-                    at.join(" ")
-                );
+                let what = format!("{} at {}", run_label(round, plan.compare, i), at.join(" "));
                 tallies[p].add(i, &what, &recs, n);
             }
         }

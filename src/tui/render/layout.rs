@@ -123,6 +123,16 @@ pub fn main_layout(app: &App, area: Rect) -> MainLayout {
 /// The bottom row's panels' help topics, left to right.
 const BOTTOM_TOPICS: [&str; 3] = ["distribution", "stages", "baseline"];
 
+/// The panels below or among the charts, each with its help topic: the
+/// bottom row's three, or the baseline panel in the scheduler chart's
+/// place.
+fn topic_panels(l: &MainLayout) -> impl Iterator<Item = (Rect, &'static str)> + '_ {
+    l.bottom
+        .iter()
+        .flat_map(|b| b.iter().copied().zip(BOTTOM_TOPICS))
+        .chain(l.baseline_inline.map(|r| (r, "baseline")))
+}
+
 /// The panels Tab steps through on this screen, in order, each by its
 /// help topic: the header, the settings panel (`settings`: the cursor goes
 /// there), the charts (`axes`, one stop for the three), the bottom row's
@@ -136,11 +146,7 @@ pub fn focus_stops(l: &MainLayout) -> Vec<&'static str> {
     if !l.charts.is_empty() {
         out.push("axes");
     }
-    if l.bottom.is_some() {
-        out.extend(BOTTOM_TOPICS);
-    } else if l.baseline_inline.is_some() {
-        out.push("baseline");
-    }
+    out.extend(topic_panels(l).map(|(_, t)| t));
     if l.events.height > 0 {
         out.push("events");
     }
@@ -154,17 +160,10 @@ pub fn focus_rects(l: &MainLayout, topic: &str) -> Vec<Rect> {
         "settings" => vec![l.settings],
         "events" => vec![l.events],
         "axes" => l.charts.iter().map(|c| c.1).collect(),
-        _ => {
-            let bottom = l
-                .bottom
-                .iter()
-                .flat_map(|b| b.iter().copied().zip(BOTTOM_TOPICS));
-            bottom
-                .chain(l.baseline_inline.map(|r| (r, "baseline")))
-                .filter(|(_, t)| *t == topic)
-                .map(|(r, _)| r)
-                .collect()
-        }
+        _ => topic_panels(l)
+            .filter(|(_, t)| *t == topic)
+            .map(|(r, _)| r)
+            .collect(),
     }
 }
 
@@ -212,9 +211,8 @@ pub fn hit(app: &App, area: Rect, x: u16, y: u16) -> Hit {
     if inside(l.header, x, y) {
         return Hit::Panel("header");
     }
-    let bottom = l.bottom.iter().flat_map(|b| b.iter().zip(BOTTOM_TOPICS));
-    for (r, topic) in bottom.chain(l.baseline_inline.iter().map(|r| (r, "baseline"))) {
-        if inside(*r, x, y) {
+    for (r, topic) in topic_panels(&l) {
+        if inside(r, x, y) {
             return Hit::Panel(topic);
         }
     }

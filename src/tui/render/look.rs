@@ -51,8 +51,8 @@ pub(crate) fn panel_fit<'a, S: AsRef<str>>(titles: &'a [S], width: u16, th: &The
 
 /// Marks the focused panel at `r` (Tab, a click): its border in the
 /// title's colour, bold (only the border's own lines and corners, so a
-/// chart's legend on it keeps its colours); the header, a line without a
-/// border, underlined.
+/// chart's legend on it keeps its colours; `--ascii` replaces them after,
+/// keeping the style); the header, a line without a border, underlined.
 pub(crate) fn focus_frame(r: Rect, th: &Theme, buf: &mut Buffer) {
     let style = Style::default()
         .fg(th.title)
@@ -73,18 +73,7 @@ pub(crate) fn focus_frame(r: Rect, th: &Theme, buf: &mut Buffer) {
             if let Some(c) = buf.cell_mut((x, y))
                 && matches!(
                     c.symbol(),
-                    "─" | "│"
-                        | "┌"
-                        | "┐"
-                        | "└"
-                        | "┘"
-                        | "├"
-                        | "┤"
-                        | "┬"
-                        | "┴"
-                        | "+"
-                        | "-"
-                        | "|"
+                    "─" | "│" | "┌" | "┐" | "└" | "┘" | "├" | "┤" | "┬" | "┴"
                 )
             {
                 c.set_style(style);
