@@ -608,6 +608,13 @@ impl OutputFile {
     pub fn given(&self) -> &Path {
         &self.given
     }
+
+    /// Whether this output is a stream written in place (a FIFO, a pipe,
+    /// a terminal, stdout): its reader sees each record as it is flushed,
+    /// so writers of per-interval lines flush after each one.
+    pub fn is_stream(&self) -> bool {
+        self.tmp.is_none()
+    }
 }
 
 impl Write for OutputFile {

@@ -26,9 +26,9 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -120,9 +120,62 @@ struct FeedFifo {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Signal {
-    after_s: f64,
+    /// Send it once stdout holds this text (a run's first interval, with
+    /// `--interval-log /dev/stdout` or `--record -`).
+    when_stdout: Option<String>,
+    /// Send it once stderr holds this text (readpath's "waiting for ..."
+    /// notices).
+    when_stderr: Option<String>,
+    /// Send it once this directory (relative to `{tmp}`, made by `setup`)
+    /// holds an entry: what readpath makes first (a dataset being prepared).
+    when_entry_in: Option<String>,
     sig: String,
     exit_within_s: Option<f64>,
+}
+
+impl Signal {
+    /// Whether the state the signal waits for is reached. A case signals a
+    /// known state, never after a fixed wait: on a loaded machine a fixed
+    /// wait lands in another state (still preparing the dataset), and the
+    /// case fails for the machine, not for readpath.
+    fn due(&self, tmp: &Path, stdout: &Mutex<Vec<u8>>, stderr: &Mutex<Vec<u8>>) -> bool {
+        let holds = |buf: &Mutex<Vec<u8>>, text: &str| {
+            let b = buf.lock().unwrap_or_else(|p| p.into_inner());
+            b.windows(text.len()).any(|w| w == text.as_bytes())
+        };
+        if let Some(t) = &self.when_stdout
+            && !holds(stdout, t)
+        {
+            return false;
+        }
+        if let Some(t) = &self.when_stderr
+            && !holds(stderr, t)
+        {
+            return false;
+        }
+        if let Some(d) = &self.when_entry_in {
+            let any = std::fs::read_dir(tmp.join(d)).is_ok_and(|mut rd| rd.next().is_some());
+            if !any {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// What it waits for, in words.
+    fn state(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(t) = &self.when_stdout {
+            parts.push(format!("stdout holding {t:?}"));
+        }
+        if let Some(t) = &self.when_stderr {
+            parts.push(format!("stderr holding {t:?}"));
+        }
+        if let Some(d) = &self.when_entry_in {
+            parts.push(format!("an entry in {d}"));
+        }
+        parts.join(" and ")
+    }
 }
 
 /// What the harness does in the case's directory before running it; paths
@@ -560,15 +613,22 @@ fn execute(ctx: &Ctx, case: &Case, tmp: &Path, argv: &[String]) -> std::io::Resu
     }
     let mut child = cmd.spawn()?;
     let pid = child.id() as libc::pid_t;
-    let out_rx = read_all(child.stdout.take().expect("stdout"));
-    let err_rx = read_all(child.stderr.take().expect("stderr"));
+    let out_live = Arc::new(Mutex::new(Vec::new()));
+    let err_live = Arc::new(Mutex::new(Vec::new()));
+    let out_rx = read_all(child.stdout.take().expect("stdout"), out_live.clone());
+    let err_rx = read_all(child.stderr.take().expect("stderr"), err_live.clone());
     let mut problems = Vec::new();
 
     let start = Instant::now();
     let timeout = Duration::from_secs_f64(case.timeout_s);
     let signal = case.signal.as_ref().map(|s| {
+        assert!(
+            s.when_stdout.is_some() || s.when_stderr.is_some() || s.when_entry_in.is_some(),
+            "{}: a signal waits for a known state (when_stdout, when_stderr or when_entry_in), never a fixed time",
+            case.name
+        );
         (
-            Duration::from_secs_f64(s.after_s),
+            s,
             signal_number(&s.sig)
                 .unwrap_or_else(|| panic!("{}: unknown signal {}", case.name, s.sig)),
             s.sig.clone(),
@@ -581,9 +641,9 @@ fn execute(ctx: &Ctx, case: &Case, tmp: &Path, argv: &[String]) -> std::io::Resu
             break done;
         }
         let now = Instant::now();
-        if let Some((after, signo, _, _)) = &signal
+        if let Some((s, signo, _, _)) = &signal
             && signalled.is_none()
-            && now.duration_since(start) >= *after
+            && s.due(tmp, &out_live, &err_live)
         {
             // SAFETY: plain kill(2) on our own child.
             unsafe { libc::kill(pid, *signo) };
@@ -611,12 +671,12 @@ fn execute(ctx: &Ctx, case: &Case, tmp: &Path, argv: &[String]) -> std::io::Resu
         ));
     }
     let exited = Instant::now();
-    if let Some((after, _, name, within)) = &signal {
+    if let Some((s, _, name, within)) = &signal {
         match signalled {
             None => problems.push(format!(
-                "exited after {:.1}s, before SIG{name} was due at {:.1}s",
+                "exited after {:.1}s, before SIG{name} was due (on {})",
                 exited.duration_since(start).as_secs_f64(),
-                after.as_secs_f64()
+                s.state()
             )),
             Some(at) if exited.duration_since(at) > *within => problems.push(format!(
                 "exited {:.1}s after SIG{name}, allowed {:.1}s",
@@ -680,7 +740,10 @@ fn wait4(pid: libc::pid_t, block: bool) -> std::io::Result<Option<(ExitStatus, l
 }
 
 /// Reads a pipe to its end on a thread, keeping the first [`KEEP_BYTES`].
-fn read_all<R: Read + Send + 'static>(mut r: R) -> mpsc::Receiver<Vec<u8>> {
+fn read_all<R: Read + Send + 'static>(
+    mut r: R,
+    live: Arc<Mutex<Vec<u8>>>,
+) -> mpsc::Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut kept = Vec::new();
@@ -691,6 +754,10 @@ fn read_all<R: Read + Send + 'static>(mut r: R) -> mpsc::Receiver<Vec<u8>> {
                 Ok(n) => {
                     let room = KEEP_BYTES.saturating_sub(kept.len());
                     kept.extend_from_slice(&buf[..n.min(room)]);
+                    // What arrived so far, for a signal that waits on it.
+                    let mut l = live.lock().unwrap_or_else(|p| p.into_inner());
+                    let room = KEEP_BYTES.saturating_sub(l.len());
+                    l.extend_from_slice(&buf[..n.min(room)]);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => break,

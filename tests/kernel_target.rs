@@ -607,25 +607,37 @@ fn tracefs_mounted_by_one_readpath_is_unmounted_by_whichever_ends_last() {
                 "workload.file_size=8M",
                 "--duration",
                 "60s",
+                "--interval-log",
+                "/dev/stdout",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
-    let tracing = |pid: u32| {
-        let inst = format!("/sys/kernel/tracing/instances/readpath-{pid}");
-        wait_until("a run's trace", Duration::from_secs(90), || {
-            Path::new(&inst).join("trace_pipe").exists()
+    // Waits for the run's first interval on its stdout (its workload under
+    // way: the file written, the readers on, the trace open), then keeps
+    // draining the rest so the run never waits on the pipe.
+    let tracing = |child: &mut std::process::Child| {
+        use std::io::BufRead;
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(out).lines();
+            let first = lines.next();
+            let _ = tx.send(first.is_some());
+            for _ in lines {}
         });
-        // Its workload is under way (the file written, the readers on).
-        std::thread::sleep(Duration::from_secs(2));
+        let got = rx.recv_timeout(Duration::from_secs(90));
+        assert_eq!(got, Ok(true), "no interval from the run within 90 s");
+        let inst = format!("/sys/kernel/tracing/instances/readpath-{}", child.id());
+        assert!(Path::new(&inst).join("trace_pipe").exists(), "{inst}");
     };
-    let first = run(a.path());
-    tracing(first.id());
+    let mut first = run(a.path());
+    tracing(&mut first);
     assert!(mounted());
-    let second = run(b.path());
-    tracing(second.id());
+    let mut second = run(b.path());
+    tracing(&mut second);
     for (child, last) in [(first, false), (second, true)] {
         // SAFETY: kill on a child's pid.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

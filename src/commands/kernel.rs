@@ -77,14 +77,26 @@ fn trace(data_dir: &Path, duration: Duration) -> Result<()> {
         .map_err(|e| BadInput(format!("readpath kernel trace: {e}")))?;
     let t = crate::kernel::trace::Tracer::start(data_dir)
         .map_err(|e| BadInput(format!("readpath kernel trace: {e}")))?;
-    let end = std::time::Instant::now() + duration;
+    let started = std::time::Instant::now();
+    let end = started + duration;
+    eprintln!(
+        "readpath kernel trace: tracing the kernel's post-read workqueues for {:.1}s; Ctrl-C stops early",
+        duration.as_secs_f64()
+    );
     while std::time::Instant::now() < end && !crate::sys::stop_requested() {
         std::thread::sleep(Duration::from_millis(50));
     }
+    // What was traced: less than asked when a stop signal ended it.
+    let traced = started.elapsed().min(duration);
     let queues = t.finish();
     println!(
-        "readpath kernel trace: the kernel's post-read workqueues over {:.1}s (workqueue tracepoints, tracefs instance of its own)",
-        duration.as_secs_f64()
+        "readpath kernel trace: the kernel's post-read workqueues over {:.1}s{} (workqueue tracepoints, tracefs instance of its own)",
+        traced.as_secs_f64(),
+        if traced < duration {
+            format!(" of {:.1}s asked (stopped early)", duration.as_secs_f64())
+        } else {
+            String::new()
+        }
     );
     if queues.is_empty() {
         println!(

@@ -98,9 +98,13 @@ impl RunSink {
             w.record(rec).map_err(recording_error)?;
         }
         if let Some(l) = self.log.as_mut() {
+            // Streamed (a FIFO, a pipe, `tail -f` on a terminal): each
+            // interval is flushed as it comes.
+            let stream = l.is_stream();
             let r = serde_json::to_writer(&mut *l, rec)
                 .map_err(std::io::Error::from)
-                .and_then(|()| l.write_all(b"\n"));
+                .and_then(|()| l.write_all(b"\n"))
+                .and_then(|()| if stream { l.flush() } else { Ok(()) });
             r.map_err(|e| output_error(l.error(e)))?;
         }
         Ok(())

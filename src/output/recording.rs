@@ -215,7 +215,16 @@ impl Writer {
         let r = serde_json::to_writer(&mut *out, v)
             .map_err(std::io::Error::from)
             .and_then(|()| out.write_all(b"\n"));
-        r.map_err(|e| self.out.file().error(e).into())
+        r.map_err(|e| self.out.file().error(e))?;
+        // A plain recording streamed to a pipe or terminal (`--record -`
+        // into `jq`) is read as it comes: one flush per line (per
+        // interval, never per I/O).
+        if let Sink::Plain(f) = &mut self.out
+            && f.is_stream()
+        {
+            f.flush().map_err(|e| f.error(e))?;
+        }
+        Ok(())
     }
 
     /// Appends one interval.
