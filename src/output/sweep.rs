@@ -603,6 +603,8 @@ pub fn parse(text: &str) -> Result<SweepReport, String> {
     struct Head {
         kind: Option<String>,
         version: Option<u32>,
+        #[serde(default)]
+        across: Vec<Axis>,
     }
     let head: Head = serde_json::from_str(text).map_err(|e| format!("not a sweep report: {e}"))?;
     if head.kind.as_deref() != Some("sweep") {
@@ -617,17 +619,115 @@ pub fn parse(text: &str) -> Result<SweepReport, String> {
             SWEEP_VERSION,
         ));
     }
+    // The grid's size first, before its points are held (a 255x260 grid
+    // in 31 MB would take five times that once parsed).
+    check_grid(&head.across, None)?;
     let r: SweepReport =
         serde_json::from_str(text).map_err(|e| format!("a broken sweep report: {e}"))?;
-    let cells: usize = r.across.iter().map(|a| a.values.len()).product();
-    if r.across.is_empty() || r.across.len() > 2 || cells != r.points.len() {
-        return Err(format!(
-            "a broken sweep report: {} axes and {} points for a grid of {cells}",
-            r.across.len(),
-            r.points.len()
+    check_report(&r)?;
+    Ok(r)
+}
+
+/// Most rounds a report may hold (`--rounds` allows 1..=100).
+const MAX_REPORT_ROUNDS: u32 = 100;
+/// Most values a compared setting may have in a report (a sweep compares
+/// exactly two; compare's `--vary` more).
+const MAX_REPORT_VARIANTS: usize = 16;
+/// Most notices a report may carry, at a point or for the whole sweep.
+const MAX_REPORT_NOTICES: usize = 1000;
+
+/// Checks a report's grid: one or two axes of at most [`MAX_POINTS`]
+/// cells in all, and (`points`, once parsed) one point per cell.
+fn check_grid(across: &[Axis], points: Option<usize>) -> Result<(), String> {
+    let broken = |why: String| Err(format!("a broken sweep report: {why}"));
+    if across.is_empty() || across.len() > 2 {
+        return broken(format!(
+            "{} axes; a sweep's grid has one or two",
+            across.len()
         ));
     }
-    Ok(r)
+    let cells = across
+        .iter()
+        .try_fold(1usize, |n, a| n.checked_mul(a.values.len()))
+        .unwrap_or(usize::MAX);
+    if cells == 0 || cells > MAX_POINTS {
+        let dims: Vec<String> = across.iter().map(|a| a.values.len().to_string()).collect();
+        return broken(format!(
+            "a grid of {} = {cells} points; `readpath sweep` runs 1..={MAX_POINTS} points, so no report of it has more (refused, not drawn)",
+            dims.join("x")
+        ));
+    }
+    if let Some(n) = points
+        && n != cells
+    {
+        return broken(format!(
+            "{} axes and {n} points for a grid of {cells}",
+            across.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Holds a parsed report to what `readpath sweep` itself can write, so
+/// that drawing it (`plot`, `replay`) is bounded whatever the file says: a
+/// grid of at most [`MAX_POINTS`] cells of one or two axes, each axis a
+/// real setting with values it takes, two to [`MAX_REPORT_VARIANTS`]
+/// variants per point, each with at most `rounds` rounds of at most 100.
+/// A 581x582 grid made a 131 MB SVG and a 2.57 GB PNG before this.
+fn check_report(r: &SweepReport) -> Result<(), String> {
+    let broken = |why: String| Err(format!("a broken sweep report: {why}"));
+    check_grid(&r.across, Some(r.points.len()))?;
+    for a in &r.across {
+        let mut probe = Settings::default();
+        for v in &a.values {
+            probe
+                .set(&a.key, v)
+                .map_err(|e| format!("a broken sweep report: across: {e}"))?;
+        }
+    }
+    if !(1..=MAX_REPORT_ROUNDS).contains(&r.rounds) {
+        return broken(format!(
+            "rounds = {}; allowed 1..={MAX_REPORT_ROUNDS}",
+            r.rounds
+        ));
+    }
+    if r.notices.len() > MAX_REPORT_NOTICES {
+        return broken(format!(
+            "{} notices; at most {MAX_REPORT_NOTICES}",
+            r.notices.len()
+        ));
+    }
+    for (i, p) in r.points.iter().enumerate() {
+        let n = p.variants.len();
+        if !(2..=MAX_REPORT_VARIANTS).contains(&n) {
+            return broken(format!(
+                "point {}: {n} variants; allowed 2..={MAX_REPORT_VARIANTS}",
+                i + 1
+            ));
+        }
+        if p.notices.len() > MAX_REPORT_NOTICES {
+            return broken(format!(
+                "point {}: {} notices; at most {MAX_REPORT_NOTICES}",
+                i + 1,
+                p.notices.len()
+            ));
+        }
+        if let Some(v) = p
+            .variants
+            .iter()
+            .find(|v| v.rounds.len() > r.rounds as usize)
+        {
+            return broken(format!(
+                "point {}: {} rounds of {} = {}, in a report of {} rounds",
+                i + 1,
+                v.rounds.len(),
+                r.compare.key,
+                v.value,
+                r.rounds
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// How long a sweep of `points` points will take, roughly: each round
@@ -797,6 +897,29 @@ mod tests {
         let j = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::to_string(&parse(&j).unwrap()).unwrap(), j);
         assert!(parse("{\"kind\":\"compare\"}").is_err());
+        // What `readpath sweep` cannot write is refused before anything is
+        // drawn: a grid beyond MAX_POINTS (its points made to match it),
+        // rounds out of range, one variant, an axis value its setting
+        // refuses.
+        let refused = |r: &SweepReport| parse(&serde_json::to_string(r).unwrap()).unwrap_err();
+        let mut big = r.clone();
+        big.across[0].values = (1..=9).map(|n| n.to_string()).collect();
+        big.across[1].values = (0..8).map(|n| n.to_string()).collect();
+        big.points = (0..72).map(|i| r.points[i % 4].clone()).collect();
+        let e = refused(&big);
+        assert!(
+            e.contains("a grid of 9x8 = 72 points") && e.contains("1..=64"),
+            "{e}"
+        );
+        let mut rounds = r.clone();
+        rounds.rounds = 0;
+        assert!(refused(&rounds).contains("rounds = 0; allowed 1..=100"));
+        let mut one = r.clone();
+        one.points[2].variants.truncate(1);
+        assert!(refused(&one).contains("point 3: 1 variants; allowed 2..=16"));
+        let mut bad = r.clone();
+        bad.across[1].values[1] = "lots".into();
+        assert!(refused(&bad).contains("load.hogs"), "{}", refused(&bad));
         assert!(
             parse("{\"kind\":\"sweep\",\"version\":99}")
                 .unwrap_err()
