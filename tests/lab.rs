@@ -101,6 +101,47 @@ fn a_lab_guest_runs_the_kernels_own_fscrypt_and_fs_verity() {
         .unwrap_or_else(|| panic!("no fs-verity line: {out}"));
     assert!(verity.ends_with("MATCH"), "{verity}");
 
+    // The initramfs is not trusted by its name: one replaced under it
+    // (here by an /init that says the line ended with 0 without running
+    // it, which `lab run` took for success) fails its SHA-256 check and
+    // is made anew, so the line runs.
+    let lab_dir = data.path().join("lab");
+    let cpio = std::fs::read_dir(&lab_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with("initramfs-debian-6.1-") && n.ends_with(".cpio")
+        })
+        .expect("the guest's initramfs in the lab");
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .filter_map(|p| std::fs::read(p).ok())
+        .find(|b| readpath::lab::vm::elf_interp(b) == Some(None))
+        .expect("a static busybox");
+    let mut forged = readpath::lab::initramfs::Cpio::new();
+    forged.dir("dev");
+    forged.dir("bin");
+    forged.char_dev("dev/console", 0o600, 5, 1);
+    forged.file("bin/busybox", 0o755, &busybox);
+    forged.file(
+        "init",
+        0o755,
+        b"#!/bin/busybox sh\n/bin/busybox echo 'readpath-lab: ended (0)'\n/bin/busybox poweroff -f\n",
+    );
+    let forged = forged.finish();
+    std::fs::write(&cpio, &forged).unwrap();
+    let out = ok(
+        data.path(),
+        &["lab", "run", "vm:debian-6.1:accel=tcg", "--", "--version"],
+    );
+    assert!(
+        out.starts_with("readpath "),
+        "the line did not run: {out:?}"
+    );
+    assert_ne!(std::fs::read(&cpio).unwrap(), forged, "made anew");
+
     // A kernel-target run in the guest, through the agent protocol.
     let (j, err) = guest_run(data.path(), "2s", &["workload.target=kernel"]);
     assert_eq!(

@@ -36,16 +36,25 @@ pub(super) fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
 /// `kernel restore`: what an interrupted check or trace left, put back.
 fn restore(data_dir: &Path) -> Result<()> {
     let mut r = crate::kernel::restore_all(data_dir);
-    // Lab guests whose readpath is gone (see `crate::lab::vm::orphans`).
-    for (pid, image) in crate::lab::vm::orphans(data_dir) {
-        if crate::sys::terminate(pid) {
-            r.done.push(format!(
+    // Lab guests whose readpath is gone, proven readpath's (see
+    // `crate::lab::vm::orphans`); a record that proves nothing is set
+    // aside and named.
+    let guests = crate::lab::vm::orphans(data_dir);
+    for (pid, start, image) in guests.guests {
+        match crate::sys::terminate_started(pid, start) {
+            Ok(()) => r.done.push(format!(
                 "lab guest QEMU {pid} ({image}), left with no readpath: SIGTERM sent"
-            ));
-        } else {
-            r.problems
-                .push(format!("lab guest QEMU {pid} ({image}): could not end it"));
+            )),
+            // Ended meanwhile: nothing left to end.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => r.problems.push(format!(
+                "lab guest QEMU {pid} ({image}): could not end it: {e}"
+            )),
         }
+    }
+    for why in guests.refused {
+        r.problems
+            .push(format!("lab guest record refused, nothing ended: {why}"));
     }
     if r.done.is_empty() && r.problems.is_empty() {
         println!("readpath kernel restore: nothing to put back");

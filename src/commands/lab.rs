@@ -44,14 +44,6 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
             Ok(())
         }
         LabAction::Run { guest, args } => {
-            let remote = crate::remote::transport::Remote::parse(&guest).map_err(BadInput)?;
-            let crate::remote::transport::Remote::Vm(v) = &remote else {
-                return Err(BadInput(format!(
-                    "lab run {:?}: a lab guest is vm:KERNEL[:...]",
-                    crate::sys::printable(&guest, false)
-                ))
-                .into());
-            };
             let mut line = format!(
                 "exec /bin/readpath --data-dir={}",
                 crate::lab::vm::GUEST_DATA_DIR
@@ -60,6 +52,18 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                 line.push(' ');
                 line.push_str(&crate::remote::transport::sh_quote(a));
             }
+            // The line reaches the guest on the kernel's command line:
+            // one that would not fit is refused before anything boots.
+            crate::lab::vm::kernel_append(Some(&line))
+                .map_err(|e| BadInput(format!("lab run: {e}")))?;
+            let remote = crate::remote::transport::Remote::parse(&guest).map_err(BadInput)?;
+            let crate::remote::transport::Remote::Vm(v) = &remote else {
+                return Err(BadInput(format!(
+                    "lab run {:?}: a lab guest is vm:KERNEL[:...]",
+                    crate::sys::printable(&guest, false)
+                ))
+                .into());
+            };
             say(&format!(
                 "readpath: lab: booting {} to run readpath {}",
                 v.label(),
@@ -83,6 +87,15 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                         .into_iter()
                         .rev()
                         .collect();
+                    // No end mark: the line never ran to its end (the
+                    // guest did not boot, or its /init was not readpath's).
+                    let e = match crate::lab::vm::guest_status(data_dir, &v.kernel) {
+                        Some(_) => e,
+                        None => format!(
+                            "{e}\n{}: the guest ended without readpath's summary (no \"readpath-lab: ended (N)\" on its console): the command did not run to its end",
+                            v.label()
+                        ),
+                    };
                     anyhow::bail!(
                         "{e}\nthe guest's console ({}), last lines:\n{}",
                         console.display(),

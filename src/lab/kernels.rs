@@ -97,6 +97,82 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The most characters `kernel.toml`'s `source` may hold (a path to a
+/// bzImage, `PATH_MAX`, and the words around it).
+pub const SOURCE_CAP: usize = 4200;
+
+/// Checks every field of a kernel's `kernel.toml` (`info`) for kernel
+/// directory `dir_name`, as the command line's values are checked: what
+/// goes into QEMU's arguments and file names (`name`) passes the lab's
+/// name rule and is the directory's own name; the rest is held to what
+/// readpath writes there. The error names the key, the value and what is
+/// allowed: `name = "k,file=victim": allowed ...`.
+pub fn check_info(dir_name: &str, info: &KernelInfo) -> Result<(), String> {
+    let bad = |key: &str, value: &str, allowed: &str| {
+        Err(format!(
+            "{key} = {:?}: allowed {allowed}",
+            crate::sys::printable(&value.chars().take(120).collect::<String>(), false)
+        ))
+    };
+    // uname -r's and a version's characters.
+    let word = |v: &str, empty_ok: bool| {
+        (empty_ok || !v.is_empty())
+            && v.len() <= 64
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | '~'))
+    };
+    if check_name(&info.name).is_err() || info.name != dir_name {
+        return bad(
+            "name",
+            &info.name,
+            &format!(
+                "the kernel's directory name ({dir_name:?}): 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
+            ),
+        );
+    }
+    if !word(&info.release, false) {
+        return bad(
+            "release",
+            &info.release,
+            "1-64 letters, digits, '.', '_', '-', '+' or '~' (as `uname -r` says it)",
+        );
+    }
+    if !word(&info.version, true) {
+        return bad(
+            "version",
+            &info.version,
+            "at most 64 letters, digits, '.', '_', '-', '+' or '~'",
+        );
+    }
+    if info.source.is_empty()
+        || info.source.chars().count() > SOURCE_CAP
+        || info.source.chars().any(char::is_control)
+    {
+        return bad(
+            "source",
+            &info.source,
+            &format!("1-{SOURCE_CAP} characters, none of them a control character"),
+        );
+    }
+    if !info.reverted.is_empty() && check_name(&info.reverted).is_err() {
+        return bad(
+            "reverted",
+            &info.reverted,
+            "empty or a seed's name (1-64 letters, digits, '.', '_' or '-')",
+        );
+    }
+    if !(info.build_key.is_empty()
+        || info.build_key.len() == 16 && info.build_key.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return bad(
+            "build_key",
+            &info.build_key,
+            "empty or 16 hexadecimal digits (a `lab build` key)",
+        );
+    }
+    Ok(())
+}
+
 /// The kernels in the lab, by name.
 pub fn list(data: &Path) -> io::Result<Vec<Kernel>> {
     let dir = kernels_dir(data);
@@ -122,8 +198,10 @@ pub fn list(data: &Path) -> io::Result<Vec<Kernel>> {
 }
 
 /// Lab kernel `name`: its directory checked (the user's or root's,
-/// writable by no one else), its `kernel.toml` read as a state file, its
-/// image a regular file of the user's.
+/// writable by no one else), its `kernel.toml` read as a state file and
+/// every field of it checked ([`check_info`]: `InvalidInput` naming the
+/// file, the key, the value and what is allowed), its image a regular
+/// file of the user's.
 pub fn open(data: &Path, name: &str) -> io::Result<Kernel> {
     check_name(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let dir = kernels_dir(data).join(name);
@@ -144,12 +222,12 @@ pub fn open(data: &Path, name: &str) -> io::Result<Kernel> {
                 format!("{}: no kernel.toml", dir.display()),
             )
         })?;
-    let info: KernelInfo = toml::from_str(&text).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}: {e}", dir.join("kernel.toml").display()),
-        )
-    })?;
+    let file = dir.join("kernel.toml");
+    let shown = || crate::sys::printable(&file.display().to_string(), false);
+    let info: KernelInfo = toml::from_str(&text)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", shown())))?;
+    check_info(name, &info)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {e}", shown())))?;
     trust::open_own_file(&dir.join("vmlinuz"), 0)?;
     Ok(Kernel { info, dir })
 }
@@ -452,6 +530,116 @@ mod tests {
             let e = check_name(bad).unwrap_err();
             assert!(e.contains("allowed"), "{e}");
         }
+    }
+
+    #[test]
+    fn every_field_of_kernel_toml_is_checked_before_it_reaches_qemu() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = kernels_dir(data.path()).join("k");
+        trust::ensure_dir(&dir).unwrap();
+        std::fs::write(dir.join("vmlinuz"), b"bzImage").unwrap();
+        let good = KernelInfo {
+            name: "k".into(),
+            release: "6.1.0-57-cloud-amd64".into(),
+            source: "Debian package linux-image-6.1.0-57-cloud-amd64-unsigned 6.1.192-3".into(),
+            version: "6.1.192".into(),
+            reverted: "fsverity-2023".into(),
+            build_key: "0123456789abcdef".into(),
+        };
+        let write = |info: &KernelInfo| {
+            trust::write_state(
+                &dir.join("kernel.toml"),
+                toml::to_string(info).unwrap().as_bytes(),
+            )
+            .unwrap()
+        };
+        write(&good);
+        assert_eq!(open(data.path(), "k").unwrap().info, good);
+        for (key, bad) in [
+            (
+                "name",
+                KernelInfo {
+                    name: "k,file=victim".into(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "name",
+                KernelInfo {
+                    name: "j".into(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "release",
+                KernelInfo {
+                    release: "6.1,x".into(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "release",
+                KernelInfo {
+                    release: String::new(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "version",
+                KernelInfo {
+                    version: "6 1".into(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "source",
+                KernelInfo {
+                    source: "a\u{1b}]0;x\u{7}".into(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "source",
+                KernelInfo {
+                    source: "x".repeat(SOURCE_CAP + 1),
+                    ..good.clone()
+                },
+            ),
+            (
+                "reverted",
+                KernelInfo {
+                    reverted: "../x".into(),
+                    ..good.clone()
+                },
+            ),
+            (
+                "build_key",
+                KernelInfo {
+                    build_key: "xyz".into(),
+                    ..good.clone()
+                },
+            ),
+        ] {
+            write(&bad);
+            let e = open(data.path(), "k").unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+            let e = e.to_string();
+            assert!(
+                e.contains("kernel.toml: ")
+                    && e.contains(&format!("{key} = "))
+                    && e.contains("allowed"),
+                "{key}: {e}"
+            );
+        }
+        write(&KernelInfo {
+            name: "k,file=victim".into(),
+            ..good.clone()
+        });
+        let e = open(data.path(), "k").unwrap_err().to_string();
+        assert!(
+            e.contains(r#"name = "k,file=victim": allowed the kernel's directory name ("k")"#),
+            "{e}"
+        );
     }
 
     #[test]

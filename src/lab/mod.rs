@@ -50,11 +50,26 @@ pub struct VmRemote {
 }
 
 /// What `vm:` allows, for messages.
-pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off], KERNEL a lab kernel (`readpath lab kernels`) or a path to a bzImage (holding a /)";
+pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB, at most the host's memory)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off], KERNEL a lab kernel (`readpath lab kernels`) or a path to a bzImage (holding a /)";
 
 impl VmRemote {
-    /// Reads what follows `vm:`.
+    /// Reads what follows `vm:` and checks it against this machine: the
+    /// fields ([`VmRemote::parse_spec`], `mem=` held to the host's memory)
+    /// and the kernel, which must be in the lab (`kernel.toml` checked) or,
+    /// for a path, a regular file. Every error is bad input (exit status
+    /// 2), before anything is made or booted.
     pub fn parse(rest: &str) -> Result<VmRemote, String> {
+        let host_mib = crate::sys::memory_total_bytes().map(|b| b >> 20);
+        let v = VmRemote::parse_spec(rest, host_mib)?;
+        v.check_kernel(&data_dir())?;
+        Ok(v)
+    }
+
+    /// Reads what follows `vm:`, each field once, numbers as plain decimal
+    /// digits in range; `mem=` (and the default, 2048) at most `host_mib`,
+    /// the host's memory in MiB, where known: QEMU cannot allocate more.
+    /// Nothing is read from the lab.
+    pub fn parse_spec(rest: &str, host_mib: Option<u64>) -> Result<VmRemote, String> {
         let mut parts = rest.split(':');
         let kernel = parts.next().unwrap_or_default();
         let (kernel, image) = if kernel.contains('/') {
@@ -72,32 +87,90 @@ impl VmRemote {
             accel: None,
             aes: true,
         };
+        let mem_hi = host_mib.map_or(65536, |h| h.min(65536) as u32);
+        let mut seen: Vec<&str> = Vec::new();
         for p in parts {
+            let shown = crate::sys::printable(p, false);
             let (k, val) = p
                 .split_once('=')
-                .ok_or_else(|| format!("{p:?}: expected KEY=VALUE; allowed {VM_SPEC_RULE}"))?;
-            let num = |lo: u32, hi: u32| -> Result<u32, String> {
-                val.parse::<u32>()
-                    .ok()
-                    .filter(|n| (lo..=hi).contains(n))
-                    .ok_or_else(|| format!("{k}={val:?}: allowed {lo}..={hi}"))
+                .ok_or_else(|| format!("{shown:?}: expected KEY=VALUE; allowed {VM_SPEC_RULE}"))?;
+            if seen.contains(&k) {
+                return Err(format!(
+                    "{:?}: {} given twice; each field is given at most once",
+                    shown,
+                    crate::sys::printable(k, false)
+                ));
+            }
+            seen.push(k);
+            let num = |lo: u32, hi: u32, unit: &str| -> Result<u32, String> {
+                // Plain digits: no sign, no space, no leading `+`.
+                let n = Some(val)
+                    .filter(|v| {
+                        (1..=10).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_digit())
+                    })
+                    .and_then(|v| v.parse::<u32>().ok());
+                n.filter(|n| (lo..=hi).contains(n)).ok_or_else(|| {
+                    format!(
+                        "{k}={:?}: allowed {lo}..={hi}{unit}",
+                        crate::sys::printable(val, false)
+                    )
+                })
+            };
+            let host = |m: Option<u64>| {
+                m.filter(|&h| h < 65536).map_or(String::new(), |h| {
+                    format!(" MiB, at most this machine's memory ({h} MiB)")
+                })
             };
             match k {
-                "cpus" => v.cpus = num(1, 64)?,
-                "mem" => v.memory_mib = num(256, 65536)?,
-                "cache"
-                    if ["none", "writeback", "writethrough", "directsync", "unsafe"]
-                        .contains(&val) =>
-                {
-                    v.disk_cache = val.to_string()
-                }
+                "cpus" => v.cpus = num(1, 64, "")?,
+                "mem" => v.memory_mib = num(256, mem_hi, &host(host_mib))?,
+                "cache" if vm::DISK_CACHE_MODES.contains(&val) => v.disk_cache = val.to_string(),
                 "accel" if val == "kvm" => v.accel = Some(Accel::Kvm),
                 "accel" if val == "tcg" => v.accel = Some(Accel::Tcg),
                 "aes" if val == "on" || val == "off" => v.aes = val == "on",
-                _ => return Err(format!("{k}={val:?}: allowed {VM_SPEC_RULE}")),
+                _ => {
+                    return Err(format!(
+                        "{}={:?}: allowed {VM_SPEC_RULE}",
+                        crate::sys::printable(k, false),
+                        crate::sys::printable(val, false)
+                    ));
+                }
             }
         }
+        if v.memory_mib > mem_hi {
+            return Err(format!(
+                "the default mem={} MiB is more than this machine's memory ({mem_hi} MiB): give mem=256..={mem_hi}",
+                v.memory_mib
+            ));
+        }
         Ok(v)
+    }
+
+    /// Checks that the kernel this spec names is there in data dir `data`:
+    /// a lab kernel that opens (its directory trusted, every field of its
+    /// `kernel.toml` checked, its image the user's file), or, for a path,
+    /// a regular file of at most [`kernels::IMAGE_CAP`] bytes.
+    pub fn check_kernel(&self, data: &Path) -> Result<(), String> {
+        match &self.image {
+            Some(p) => {
+                let shown = crate::sys::printable(&p.display().to_string(), false);
+                let m = std::fs::metadata(p).map_err(|e| format!("{shown}: {e}"))?;
+                if !m.is_file() {
+                    return Err(format!("{shown}: not a regular file (a bzImage is needed)"));
+                }
+                if m.len() > kernels::IMAGE_CAP {
+                    return Err(format!(
+                        "{shown}: {} bytes; a bzImage is at most {}",
+                        m.len(),
+                        kernels::IMAGE_CAP
+                    ));
+                }
+                Ok(())
+            }
+            None => kernels::open(data, &self.kernel)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        }
     }
 
     /// The spec back, as the header shows it: the kernel, and each
@@ -252,6 +325,8 @@ fn probe_boot(data: &Path, kernel: &kernels::Kernel) -> std::io::Result<bool> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()?;
+    // What lets `kernel restore` prove it readpath's, should it outlive us.
+    let _ = vm::record_guest(data, child.id());
     let out = child.stdout.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -273,20 +348,23 @@ mod tests {
 
     #[test]
     fn vm_specs_parse_and_bad_ones_name_what_is_allowed() {
-        let v = VmRemote::parse("debian-6.1").unwrap();
+        let v = VmRemote::parse_spec("debian-6.1", None).unwrap();
         assert_eq!(
             (v.cpus, v.memory_mib, v.disk_cache.as_str(), v.accel),
             (2, 2048, "none", None)
         );
-        let v = VmRemote::parse("k:cpus=4:mem=4096:cache=writeback:accel=tcg").unwrap();
+        let v = VmRemote::parse_spec("k:cpus=4:mem=4096:cache=writeback:accel=tcg", None).unwrap();
         assert_eq!((v.cpus, v.memory_mib, v.accel), (4, 4096, Some(Accel::Tcg)));
         assert_eq!(v.label(), "vm:k:cpus=4:mem=4096:cache=writeback");
         assert!(v.aes);
-        let v = VmRemote::parse("k:aes=off:accel=tcg").unwrap();
+        let v = VmRemote::parse_spec("k:aes=off:accel=tcg", None).unwrap();
         assert!(!v.aes);
         assert_eq!(v.label(), "vm:k:aes=off");
-        assert_eq!(VmRemote::parse("k:accel=tcg").unwrap().label(), "vm:k");
-        let v = VmRemote::parse("/boot/vmlinuz-6.9:cpus=4").unwrap();
+        assert_eq!(
+            VmRemote::parse_spec("k:accel=tcg", None).unwrap().label(),
+            "vm:k"
+        );
+        let v = VmRemote::parse_spec("/boot/vmlinuz-6.9:cpus=4", None).unwrap();
         assert_eq!(v.image.as_deref(), Some(Path::new("/boot/vmlinuz-6.9")));
         assert!(
             v.kernel.starts_with("img-") && v.kernel.len() == 16,
@@ -306,8 +384,53 @@ mod tests {
             "k:accel=xen",
             "k:x",
         ] {
-            assert!(VmRemote::parse(bad).is_err(), "{bad}");
+            assert!(VmRemote::parse_spec(bad, None).is_err(), "{bad}");
         }
-        assert!(VmRemote::parse("k:cpus=99").unwrap_err().contains("1..=64"));
+        assert!(
+            VmRemote::parse_spec("k:cpus=99", None)
+                .unwrap_err()
+                .contains("1..=64")
+        );
+        // A field given twice, a signed or padded number: refused.
+        for (bad, says) in [
+            ("k:cpus=2:cpus=4", "cpus given twice"),
+            ("k:aes=on:aes=off", "aes given twice"),
+            ("k:mem=+512", "allowed 256..=65536"),
+            ("k:mem=-1", "allowed 256..=65536"),
+            ("k:cpus= 4", "allowed 1..=64"),
+            ("k:cpus=4 ", "allowed 1..=64"),
+        ] {
+            let e = VmRemote::parse_spec(bad, None).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        // mem= held to the host's memory (QEMU could not allocate more),
+        // the default too.
+        let e = VmRemote::parse_spec("k:mem=65536", Some(4096)).unwrap_err();
+        assert!(
+            e.contains("allowed 256..=4096 MiB, at most this machine's memory (4096 MiB)"),
+            "{e}"
+        );
+        assert_eq!(
+            VmRemote::parse_spec("k:mem=4096", Some(4096))
+                .unwrap()
+                .memory_mib,
+            4096
+        );
+        assert_eq!(
+            VmRemote::parse_spec("k:mem=65536", Some(1 << 20))
+                .unwrap()
+                .memory_mib,
+            65536
+        );
+        let e = VmRemote::parse_spec("k", Some(1024)).unwrap_err();
+        assert!(e.contains("default mem=2048"), "{e}");
+        // The kernel must be in the lab, or the path a regular file.
+        let d = tempfile::tempdir().unwrap();
+        let v = VmRemote::parse_spec("no-such-kernel", None).unwrap();
+        let e = v.check_kernel(d.path()).unwrap_err();
+        assert!(e.contains("no lab kernel \"no-such-kernel\""), "{e}");
+        let v = VmRemote::parse_spec(&format!("{}/", d.path().display()), None).unwrap();
+        let e = v.check_kernel(d.path()).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
     }
 }

@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn the_factors_are_per_unit_times_and_are_kept_and_read_back() {
-        let vm = VmRemote::parse("6.1:accel=tcg").unwrap();
+        let vm = VmRemote::parse_spec("6.1:accel=tcg", None).unwrap();
         // 4096 B at 4.096 GB/s: 1 us a unit here; 12 us in the guest.
         let s = Slowdown::of(
             &vm,

@@ -13,17 +13,26 @@
 //!   the guest, where readpath keeps its data dir (`/lab/data`) and the
 //!   kernel target its image.
 //!
+//! The initramfs is never trusted by its name: its SHA-256 is checked
+//! before each boot. Nothing from outside reaches QEMU's option parser:
+//! paths are absolute and canonical, commas doubled, names checked
+//! ([`qemu_command`]).
+//!
 //! QEMU runs as a child that dies with readpath (`PR_SET_PDEATHSIG`),
 //! whatever ends readpath, and the guest powers itself off when the agent
-//! ends. The guest's serial console (the kernel's messages and the
-//! agent's stderr) goes to `lab/console.log`. KVM is used where `/dev/kvm`
-//! opens and `lab.accel` allows it; elsewhere, and on this project's
-//! machines (a nested guest stops after the kernel's decompressor), TCG.
+//! ends. Each guest is recorded when it starts (`lab/guests/`: its PID,
+//! start time, program and kernel), so that `kernel restore` ends only a
+//! guest it can prove readpath's ([`orphans`]). The guest's serial
+//! console (the kernel's messages and the agent's stderr) goes to
+//! `lab/console-NAME.log`. KVM is used where `/dev/kvm` opens and
+//! `lab.accel` allows it; elsewhere, and on this project's machines (a
+//! nested guest stops after the kernel's decompressor), TCG.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::initramfs::{Cpio, GUEST_MODULES, Modules, OPTIONAL_MODULES, init_script};
@@ -206,8 +215,43 @@ fn busybox() -> io::Result<Vec<u8>> {
     ))
 }
 
+/// The SHA-256 of file `path` (the user's regular file, opened without
+/// following a link) when it holds at most `cap` bytes; None where it
+/// holds more.
+fn file_sha256(path: &Path, cap: u64) -> io::Result<Option<[u8; 32]>> {
+    use std::io::Read;
+    let f = trust::open_own_file(path, 0)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut seen = 0u64;
+    let mut r = f.take(cap + 1);
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        seen += n as u64;
+        if seen > cap {
+            return Ok(None);
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(Some(h.finalize().into()))
+}
+
+/// Whether the archive at `path` is, byte for byte, the one whose SHA-256
+/// is `digest` and length `len`.
+fn archive_intact(path: &Path, digest: &[u8; 32], len: u64) -> bool {
+    matches!(file_sha256(path, len), Ok(Some(d)) if &d == digest)
+}
+
 /// Builds (or reuses) the initramfs for `kernel`: returns its path and
-/// whether it was built now. Keyed by the SHA-256 of everything in it.
+/// whether it was built now. Named by the SHA-256 of everything in it
+/// (`initramfs-NAME-KEY.cpio`, KEY its first 16 hex digits), and never
+/// trusted by its name: one already there boots only when its whole
+/// SHA-256 is the archive's that would be made now, checked right before
+/// each boot; another (replaced or damaged under its own name) is made
+/// anew, and `say` hears it.
 pub fn initramfs(
     lab: &Path,
     kernel: &Kernel,
@@ -215,34 +259,51 @@ pub fn initramfs(
 ) -> io::Result<(PathBuf, bool)> {
     // One archive a kernel per process: a start prepares the guest and
     // then boots it (and a lost connection boots it again), and each would
-    // otherwise strip and hash the binary anew.
-    static MADE: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let made = |m: &Vec<(PathBuf, PathBuf)>| {
-        m.iter()
-            .find(|(k, a)| *k == kernel.dir && trust::open_own_file(a, 0).is_ok())
-            .map(|(_, a)| a.clone())
-    };
-    if let Some(a) = made(&MADE.lock().unwrap_or_else(|e| e.into_inner())) {
-        return Ok((a, false));
+    // otherwise strip and hash the binary anew. What is kept is the
+    // archive's digest, checked against the file at each boot.
+    type Made = Vec<(PathBuf, PathBuf, [u8; 32], u64)>;
+    static MADE: std::sync::Mutex<Made> = std::sync::Mutex::new(Vec::new());
+    let kept = MADE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(k, ..)| *k == kernel.dir)
+        .cloned();
+    if let Some((_, a, digest, len)) = kept {
+        if archive_intact(&a, &digest, len) {
+            return Ok((a, false));
+        }
+        say(&format!(
+            "initramfs {}: not the archive made for this boot (replaced or damaged: its SHA-256 differs): made anew",
+            a.display()
+        ));
+        MADE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(k, ..)| *k != kernel.dir);
     }
     let tmp = lab.join(format!(".initramfs-{}", std::process::id()));
     trust::ensure_dir(&tmp)?;
     let result = build_initramfs(lab, kernel, &tmp, say);
     let _ = std::fs::remove_dir_all(&tmp);
-    if let Ok((a, _)) = &result {
-        MADE.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((kernel.dir.clone(), a.clone()));
-    }
-    result
+    result.map(|(a, digest, len, built)| {
+        MADE.lock().unwrap_or_else(|e| e.into_inner()).push((
+            kernel.dir.clone(),
+            a.clone(),
+            digest,
+            len,
+        ));
+        (a, built)
+    })
 }
 
+/// The archive made for `kernel`, written to the lab unless the one
+/// there under its key is intact: (path, SHA-256, length, written now).
 fn build_initramfs(
     lab: &Path,
     kernel: &Kernel,
     tmp: &Path,
     say: &mut dyn FnMut(&str),
-) -> io::Result<(PathBuf, bool)> {
+) -> io::Result<(PathBuf, [u8; 32], u64, bool)> {
     let bin = guest_binary()?;
     let bin_bytes = stripped(&bin, tmp)?;
     let mut c = Cpio::new();
@@ -306,10 +367,23 @@ fn build_initramfs(
     );
     c.file("init", 0o755, init.as_bytes());
     let archive = c.finish();
-    let key = hex::encode(&Sha256::digest(&archive)[..8]);
+    let digest: [u8; 32] = Sha256::digest(&archive).into();
+    let len = archive.len() as u64;
+    let key = hex::encode(&digest[..8]);
     let path = lab.join(format!("initramfs-{}-{key}.cpio", kernel.info.name));
-    if trust::open_own_file(&path, 0).is_ok() {
-        return Ok((path, false));
+    match trust::open_own_file(&path, 0) {
+        Ok(_) if archive_intact(&path, &digest, len) => return Ok((path, digest, len, false)),
+        Ok(_) => say(&format!(
+            "initramfs {}: not the archive of its key (replaced or damaged: its SHA-256 differs): made anew",
+            path.display()
+        )),
+        // Not the user's regular file (a link, a FIFO): set aside, never
+        // booted or written through.
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            let aside = trust::set_aside(&path)?;
+            say(&format!("{e}: set aside as {}; made anew", aside.display()));
+        }
+        Err(_) => {}
     }
     say(&format!(
         "initramfs for {}: {} MiB ({} modules, readpath from {})",
@@ -339,7 +413,7 @@ fn build_initramfs(
             }
         }
     }
-    Ok((path, true))
+    Ok((path, digest, len, true))
 }
 
 /// Makes (or reuses) kernel `name`'s lab disk: `lab/disk-NAME.img`,
@@ -379,17 +453,121 @@ pub fn disk(lab: &Path, name: &str) -> io::Result<PathBuf> {
     Ok(path)
 }
 
+/// The host cache modes of the lab disk QEMU takes (`cache=`).
+pub const DISK_CACHE_MODES: &[&str] =
+    &["none", "writeback", "writethrough", "directsync", "unsafe"];
+
+/// The kernel's command line holds this many bytes, its NUL included
+/// (x86's `COMMAND_LINE_SIZE`): what is longer is cut, and a guest whose
+/// `readpath.cmd=` was cut runs half a line.
+pub const KERNEL_CMDLINE_SIZE: usize = 2048;
+
+/// What every guest's kernel command line starts with.
+const APPEND_BASE: &str = "console=ttyS0 panic=-1 loglevel=4";
+
+/// The longest shell line a guest can be given to run: its base64 and
+/// [`APPEND_BASE`] fill the kernel's [`KERNEL_CMDLINE_SIZE`] bytes.
+pub fn max_line_bytes() -> usize {
+    // APPEND_BASE, a space, "readpath.cmd=", 4 base64 bytes per 3.
+    let room = KERNEL_CMDLINE_SIZE - 1 - APPEND_BASE.len() - 1 - "readpath.cmd=".len();
+    room / 4 * 3
+}
+
+/// The kernel command line (`-append`) of a guest that runs shell line
+/// `line` (the agent where None); an error where it would not fit the
+/// kernel's [`KERNEL_CMDLINE_SIZE`] bytes, naming the limit.
+pub fn kernel_append(line: Option<&str>) -> Result<String, String> {
+    let Some(l) = line else {
+        return Ok(APPEND_BASE.to_string());
+    };
+    let append = format!("{APPEND_BASE} {}", super::initramfs::cmdline_arg(l));
+    if append.len() >= KERNEL_CMDLINE_SIZE {
+        return Err(format!(
+            "the command line for the guest is {} bytes, {} on the kernel's command line (base64), which holds {} bytes: at most {} bytes of command line fit; shorten it",
+            l.len(),
+            append.len() + 1,
+            KERNEL_CMDLINE_SIZE,
+            max_line_bytes()
+        ));
+    }
+    Ok(append)
+}
+
+/// `path` as a value inside one of QEMU's `key=value,...` options: its
+/// commas doubled (QEMU's escape), so no part of it is read as another
+/// option.
+pub fn qemu_opt_value(path: &Path) -> String {
+    path.to_string_lossy().replace(',', ",,")
+}
+
+/// Checks a path for QEMU's command line: absolute, without `.` or `..`
+/// (what the caller made canonical), so QEMU reads no protocol prefix
+/// (`nbd:`) and no directory but the one meant.
+fn qemu_path<'a>(what: &str, p: &'a Path) -> Result<&'a Path, String> {
+    use std::path::Component;
+    if p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{what} {:?}: QEMU is given only absolute, canonical paths",
+            crate::sys::printable(&p.display().to_string(), false)
+        ))
+    }
+}
+
+/// The agent's port, as QEMU is told it: a virtio serial port named
+/// `readpath.agent` on the character device `agent` (QEMU's stdio).
+pub const AGENT_PORT: &str = "virtserialport,chardev=agent,name=readpath.agent";
+
+/// The character device behind [`AGENT_PORT`].
+pub const AGENT_CHARDEV: &str = "stdio,id=agent,signal=off";
+
 /// The QEMU command that boots `spec` with `initrd` and `disk` to run
 /// shell line `line` (the agent where None) with its stdin and stdout on a
 /// virtio serial port on QEMU's stdin and stdout, the serial console into
 /// `console`, no display, no network, no reboot.
+///
+/// Nothing from outside reaches QEMU's argument parser as options: every
+/// path must be absolute and canonical (no protocol prefix such as `nbd:`,
+/// no `..`), the disk is opened with the `file` protocol named
+/// (`file.driver=file,file.filename=PATH`) and the disk's and console's
+/// paths have their commas doubled; `-kernel` and `-initrd` paths may hold
+/// no comma (a multiboot image reads `-initrd` as a comma-separated list);
+/// the kernel's name passes the lab's name rule, the cache mode is one of
+/// [`DISK_CACHE_MODES`] and the kernel's command line fits
+/// ([`kernel_append`]). Otherwise an error says which.
 pub fn qemu_command(
     spec: &VmSpec,
     initrd: &Path,
     disk: &Path,
     console: &Path,
     line: Option<&str>,
-) -> Command {
+) -> Result<Command, String> {
+    super::kernels::check_name(&spec.kernel.info.name)?;
+    let image = spec.kernel.image();
+    let kernel = qemu_path("the kernel image", &image)?;
+    let initrd = qemu_path("the initramfs", initrd)?;
+    for (what, p) in [("the kernel image", kernel), ("the initramfs", initrd)] {
+        if p.to_string_lossy().contains(',') {
+            return Err(format!(
+                "{what} {:?}: holds a ',', which QEMU would split",
+                crate::sys::printable(&p.display().to_string(), false)
+            ));
+        }
+    }
+    let disk = qemu_path("the lab disk", disk)?;
+    let console = qemu_path("the console log", console)?;
+    if !DISK_CACHE_MODES.contains(&spec.disk_cache.as_str()) {
+        return Err(format!(
+            "cache={:?}: allowed {}",
+            crate::sys::printable(&spec.disk_cache, false),
+            DISK_CACHE_MODES.join(", ")
+        ));
+    }
+    let append = kernel_append(line)?;
     let mut c = Command::new("qemu-system-x86_64");
     c.args([
         "-nodefaults",
@@ -418,39 +596,36 @@ pub fn qemu_command(
         .arg("-m")
         .arg(spec.memory_mib.to_string())
         .arg("-kernel")
-        .arg(spec.kernel.image())
+        .arg(kernel)
         .arg("-initrd")
         .arg(initrd)
         .arg("-append")
-        .arg(match line {
-            Some(l) => format!(
-                "console=ttyS0 panic=-1 loglevel=4 {}",
-                super::initramfs::cmdline_arg(l)
-            ),
-            None => "console=ttyS0 panic=-1 loglevel=4".to_string(),
-        })
-        .arg("-serial")
-        .arg(format!("file:{}", console.display()))
+        .arg(append)
+        .arg("-chardev")
+        .arg(format!("file,id=console,path={}", qemu_opt_value(console)))
+        .args(["-serial", "chardev:console"])
         .arg("-drive")
         .arg(format!(
-            "file={},format=raw,if=virtio,cache={}",
-            disk.display(),
+            "format=raw,file.driver=file,file.filename={},if=virtio,cache={}",
+            qemu_opt_value(disk),
             spec.disk_cache
         ))
         .args(["-device", "virtio-serial-pci"])
-        .args(["-chardev", "stdio,id=agent,signal=off"])
-        .args([
-            "-device",
-            "virtserialport,chardev=agent,name=readpath.agent",
-        ]);
+        .args(["-chardev", AGENT_CHARDEV])
+        .args(["-device", AGENT_PORT]);
     crate::sys::die_with_parent(&mut c);
-    c
+    Ok(c)
+}
+
+/// The file name of guest `name`'s console log in the lab.
+fn console_name(name: &str) -> String {
+    format!("console-{name}.log")
 }
 
 /// Where guest `name`'s serial console goes: the kernel's messages, what
 /// `/init` says, and the stderr of what it runs.
 pub fn console_log(data: &Path, name: &str) -> PathBuf {
-    lab_dir(data).join(format!("console-{name}.log"))
+    lab_dir(data).join(console_name(name))
 }
 
 /// The exit status of the line the last guest of kernel `name` ran, as
@@ -469,91 +644,317 @@ pub fn guest_status(data: &Path, name: &str) -> Option<i32> {
 }
 
 /// Everything a boot needs, made or reused, and the command that runs
-/// `line` there ([`qemu_command`]): `say` hears what is made.
+/// `line` there ([`qemu_command`]): `say` hears what is made. The lab's
+/// path is made absolute and canonical first (a relative `--data-dir
+/// nbd:127.0.0.1:9` is a directory here, never a protocol to QEMU), and
+/// one holding a ',' is refused before anything is made.
 pub fn prepare(
     data: &Path,
     spec: &VmSpec,
     line: Option<&str>,
     say: &mut dyn FnMut(&str),
 ) -> io::Result<Command> {
+    let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+    let comma = |lab: &Path| {
+        invalid(format!(
+            "{}: the lab's path holds a ',', which QEMU's options would split; choose a data dir (--data-dir) without one",
+            crate::sys::printable(&lab.display().to_string(), false)
+        ))
+    };
     let lab = lab_dir(data);
-    // QEMU splits `-drive` and `-serial` values at commas: a path holding
-    // one would be read as more options.
+    // QEMU splits `-kernel`'s and `-initrd`'s values at commas for a
+    // multiboot image: a path holding one would be read as more modules.
     if lab.to_string_lossy().contains(',') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "{}: the lab's path holds a ',', which QEMU's options would split; choose a data dir (--data-dir) without one",
-                crate::sys::printable(&lab.display().to_string(), false)
-            ),
-        ));
+        return Err(comma(&lab));
     }
+    // Before anything is made: a line that cannot reach the guest whole.
+    kernel_append(line).map_err(invalid)?;
     trust::ensure_dir(&lab)?;
+    let lab = lab.canonicalize()?;
+    if lab.to_string_lossy().contains(',') {
+        return Err(comma(&lab));
+    }
+    let mut spec = spec.clone();
+    spec.kernel.dir = spec.kernel.dir.canonicalize()?;
     let (initrd, _) = initramfs(&lab, &spec.kernel, say)?;
     let disk = disk(&lab, &spec.kernel.info.name)?;
-    let console = console_log(data, &spec.kernel.info.name);
+    let console = lab.join(console_name(&spec.kernel.info.name));
     let _ = trust::remove_state(&console);
     trust::create_new(&console, 0o600)?;
-    Ok(qemu_command(spec, &initrd, &disk, &console, line))
+    qemu_command(&spec, &initrd, &disk, &console, line).map_err(invalid)
 }
 
-/// Lab guests left running with no readpath to answer to: QEMU
-/// processes of this user whose parent is gone (`PR_SET_PDEATHSIG` kills
-/// them with readpath; this is for where it could not, e.g. a guest
-/// started on a thread that ended first) and whose command line proves
-/// this lab made them (`-kernel` under `LAB/kernels/`, the agent's port
-/// `name=readpath.agent`). Returns (PID, its kernel image).
-pub fn orphans(data: &Path) -> Vec<(u32, String)> {
-    let Ok(kernels) = lab_dir(data).join("kernels").canonicalize() else {
-        return Vec::new();
+/// A lab guest readpath started, as recorded in the lab
+/// (`lab/guests/guest-PID.json`, a state file under the trust rule) the
+/// moment QEMU runs ([`record_guest`]): what proves a process one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestRecord {
+    /// QEMU's PID.
+    pub pid: u32,
+    /// Its start time (`/proc/PID/stat` field 22, clock ticks after
+    /// boot): a PID reused by another process has another.
+    pub start_ticks: u64,
+    /// Its program, as `/proc/PID/exe` named it.
+    pub exe: PathBuf,
+    /// The `-kernel` it was given (absolute and canonical).
+    pub kernel: PathBuf,
+    /// The readpath that started it (its parent).
+    pub readpath: u32,
+}
+
+/// The lab's directory of guest records.
+fn guests_dir(data: &Path) -> PathBuf {
+    lab_dir(data).join("guests")
+}
+
+/// The PID a guest record's file name holds (`guest-PID.json`).
+fn record_pid(file_name: &str) -> Option<u32> {
+    file_name
+        .strip_prefix("guest-")?
+        .strip_suffix(".json")?
+        .parse()
+        .ok()
+}
+
+/// What a record says of `/proc` now ([`judge_guest`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guest {
+    /// readpath's guest, its readpath gone: its kernel image.
+    Orphan(String),
+    /// Its readpath is alive (the guest is still its child): left alone.
+    Owned,
+    /// The process is gone, or its PID is another process's now: the
+    /// record is stale.
+    Gone,
+    /// The process the record names is not the guest it says: why. Never
+    /// acted on.
+    Refused(String),
+}
+
+/// Whether the process `now` (what `/proc/PID` says, None where there is
+/// none) is the guest record `rec` says readpath started, left with no
+/// readpath. Pure: what it proves is what was read. A guest is an orphan
+/// only when all of these hold: the same process (PID and start time),
+/// of user `uid`; its program (`/proc/PID/exe`, not argv[0]) is the QEMU
+/// recorded, a `qemu-system-*`; exactly one `-kernel`, absolute and
+/// canonical (`canonical` resolves a path) and under `kernels` (the lab's
+/// `kernels/`, canonical), the one recorded; the agent's port and its
+/// character device as whole arguments of `-device` and `-chardev` (not
+/// `name=readpath.agent` anywhere, such as inside `-append`); and its
+/// parent no longer the readpath that started it.
+pub fn judge_guest(
+    rec: &GuestRecord,
+    now: Option<&crate::sys::ProcessInfo>,
+    uid: u32,
+    kernels: &Path,
+    canonical: &dyn Fn(&Path) -> Option<PathBuf>,
+) -> Guest {
+    let Some(p) = now.filter(|p| p.start_ticks == rec.start_ticks) else {
+        return Guest::Gone;
     };
-    let me = crate::sys::trust::euid();
-    let mut out = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
+    if p.uid != uid {
+        return Guest::Refused(format!("runs as uid {}, not {uid}", p.uid));
+    }
+    let exe = p.exe.as_ref().map(|e| {
+        let s = e.to_string_lossy();
+        PathBuf::from(s.strip_suffix(" (deleted)").unwrap_or(&s))
+    });
+    let is_qemu = |e: &Path| {
+        e.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("qemu-system-"))
     };
-    for e in procs.filter_map(Result::ok) {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+    match &exe {
+        Some(e) if *e == rec.exe && is_qemu(e) => {}
+        other => {
+            return Guest::Refused(format!(
+                "its program (/proc/{}/exe) is {}, not the QEMU recorded ({})",
+                rec.pid,
+                other
+                    .as_ref()
+                    .map_or("unreadable".into(), |e| e.display().to_string()),
+                rec.exe.display()
+            ));
+        }
+    }
+    let kernels_at: Vec<usize> = (0..p.args.len())
+        .filter(|&i| p.args[i] == "-kernel")
+        .collect();
+    let image = match kernels_at.as_slice() {
+        [i] => p.args.get(i + 1).map(PathBuf::from),
+        _ => None,
+    };
+    let Some(image) = image else {
+        return Guest::Refused("its command line has no single -kernel".into());
+    };
+    let proven = image.is_absolute()
+        && canonical(&image).as_deref() == Some(image.as_path())
+        && image.starts_with(kernels)
+        && image != kernels
+        && image == rec.kernel;
+    if !proven {
+        return Guest::Refused(format!(
+            "its -kernel {} is not the recorded image of this lab's {} (compared canonical)",
+            crate::sys::printable(&image.display().to_string(), false),
+            kernels.display()
+        ));
+    }
+    let pair = |opt: &str, value: &str| p.args.windows(2).any(|w| w[0] == opt && w[1] == value);
+    if !(pair("-device", AGENT_PORT) && pair("-chardev", AGENT_CHARDEV)) {
+        return Guest::Refused(
+            "it has no readpath agent port (-device ".to_string() + AGENT_PORT + ")",
+        );
+    }
+    if p.ppid == rec.readpath {
+        return Guest::Owned;
+    }
+    Guest::Orphan(image.display().to_string())
+}
+
+/// Records the lab guest QEMU process `pid` this readpath has just
+/// started (its child, its program run) in `lab/guests/guest-PID.json`:
+/// what lets `kernel restore` prove it readpath's guest later
+/// ([`orphans`]). Records whose process is gone are removed first. A guest
+/// that could not be recorded still dies with readpath
+/// (`PR_SET_PDEATHSIG`); it is only not one `kernel restore` may end.
+pub fn record_guest(data: &Path, pid: u32) -> io::Result<()> {
+    let me = std::process::id();
+    let p = crate::sys::process_info(pid)
+        .filter(|p| p.ppid == me)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("QEMU {pid}: gone")))?;
+    let (Some(exe), Some(kernel)) = (
+        p.exe.clone(),
+        p.args
+            .iter()
+            .position(|a| a == "-kernel")
+            .and_then(|i| p.args.get(i + 1)),
+    ) else {
+        return Err(io::Error::other(format!("{pid}: not a lab guest's QEMU")));
+    };
+    let dir = guests_dir(data);
+    trust::ensure_dir(&dir)?;
+    sweep_guests(&dir);
+    let rec = GuestRecord {
+        pid,
+        start_ticks: p.start_ticks,
+        exe,
+        kernel: PathBuf::from(kernel),
+        readpath: me,
+    };
+    trust::write_state(
+        &dir.join(format!("guest-{pid}.json")),
+        &serde_json::to_vec(&rec).map_err(io::Error::other)?,
+    )
+}
+
+/// Removes the records in `dir` whose process is gone (or whose PID is
+/// another process's now); every other file is left alone.
+fn sweep_guests(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = record_pid(&e.file_name().to_string_lossy()) else {
             continue;
         };
-        let dir = e.path();
-        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if let Some(image) = lab_guest_image(&args, &kernels) {
-            let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-            let field = |k: &str| {
-                status
-                    .lines()
-                    .find_map(|l| l.strip_prefix(k))
-                    .and_then(|v| v.split_whitespace().next())
-                    .and_then(|v| v.parse::<u32>().ok())
-            };
-            if field("Uid:") == Some(me) && field("PPid:") == Some(1) {
-                out.push((pid, image));
+        if let Ok(rec) = read_record(&e.path(), pid) {
+            let now = crate::sys::process_info(pid);
+            if now.is_none_or(|p| p.start_ticks != rec.start_ticks) {
+                let _ = trust::remove_state(&e.path());
             }
         }
     }
-    out
 }
 
-/// The kernel image of a lab guest's QEMU command line `args`, when it is
-/// one: a `qemu-system-*` program, `-kernel` under `kernels`, and the
-/// agent's port.
-pub fn lab_guest_image(args: &[String], kernels: &Path) -> Option<String> {
-    let prog = Path::new(args.first()?).file_name()?.to_str()?;
-    if !prog.starts_with("qemu-system-") {
-        return None;
+/// Reads guest record `path` (under the trust rule: the user's regular
+/// file, at most 4 KiB of JSON) for PID `pid`, as its name says.
+fn read_record(path: &Path, pid: u32) -> io::Result<GuestRecord> {
+    let bad = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {why}", path.display()),
+        )
+    };
+    let bytes = trust::read_state(path, 4096)?.ok_or_else(|| bad("gone".into()))?;
+    let rec: GuestRecord =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("no guest record: {e}")))?;
+    if rec.pid != pid {
+        return Err(bad(format!("names PID {}, not {pid}", rec.pid)));
     }
-    let i = args.iter().position(|a| a == "-kernel")?;
-    let image = args.get(i + 1)?;
-    let under = Path::new(image).starts_with(kernels);
-    let port = args.iter().any(|a| a.contains("name=readpath.agent"));
-    (under && port).then(|| image.clone())
+    Ok(rec)
+}
+
+/// What [`orphans`] found.
+#[derive(Debug, Default)]
+pub struct Orphans {
+    /// readpath's guests left with no readpath, proven: (PID, its start
+    /// time, its kernel image).
+    pub guests: Vec<(u32, u64, String)>,
+    /// Records refused (forged, damaged, or naming a process that is not
+    /// the guest they say), each set aside as `NAME.refused`: why.
+    pub refused: Vec<String>,
+}
+
+/// Lab guests left running with no readpath to answer to
+/// (`PR_SET_PDEATHSIG` kills them with readpath; this is for where it
+/// could not, e.g. a guest started on a thread that ended first): only
+/// those recorded in this lab when they started ([`record_guest`]) whose
+/// process `/proc` proves to be that guest ([`judge_guest`]). Stale
+/// records are removed; a record that is not the user's regular file,
+/// does not parse, or names a process that is not its guest is set aside
+/// and named in [`Orphans::refused`], never acted on.
+pub fn orphans(data: &Path) -> Orphans {
+    let dir = guests_dir(data);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Orphans::default();
+    };
+    if let Err(e) = trust::check_dir(&dir) {
+        return Orphans {
+            guests: Vec::new(),
+            refused: vec![e.to_string()],
+        };
+    }
+    let (mut guests, mut refused) = (Vec::new(), Vec::new());
+    let kernels = lab_dir(data).join("kernels").canonicalize().ok();
+    let uid = trust::euid();
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    let mut refuse = |path: &Path, why: String| {
+        let aside = match trust::set_aside(path) {
+            Ok(to) => format!("; kept as {} to be looked at", to.display()),
+            Err(e) => format!("; could not be set aside: {e}"),
+        };
+        refused.push(format!("{why}{aside}"));
+    };
+    let mut files: Vec<(u32, PathBuf)> = rd
+        .flatten()
+        .filter_map(|e| Some((record_pid(&e.file_name().to_string_lossy())?, e.path())))
+        .collect();
+    files.sort();
+    for (pid, path) in files {
+        let rec = match read_record(&path, pid) {
+            Ok(r) => r,
+            Err(e) => {
+                refuse(&path, e.to_string());
+                continue;
+            }
+        };
+        let now = crate::sys::process_info(pid);
+        let judged = match &kernels {
+            Some(k) => judge_guest(&rec, now.as_ref(), uid, k, &canonical),
+            None => judge_guest(&rec, now.as_ref(), uid, Path::new("/nonexistent"), &|_| {
+                None
+            }),
+        };
+        match judged {
+            Guest::Gone => {
+                let _ = trust::remove_state(&path);
+            }
+            Guest::Owned => {}
+            Guest::Refused(why) => refuse(&path, format!("{}: QEMU {pid}: {why}", path.display())),
+            Guest::Orphan(image) => guests.push((pid, rec.start_ticks, image)),
+        }
+    }
+    Orphans { guests, refused }
 }
 
 #[cfg(test)]
@@ -564,60 +965,315 @@ mod tests {
     fn a_lab_path_with_a_comma_is_refused_before_anything_is_made() {
         let d = tempfile::tempdir().unwrap();
         let data = d.path().join("a,format=qcow2");
-        let spec = VmSpec {
+        let spec = spec_named("k", &data.join("lab/kernels/k"));
+        let e = prepare(&data, &spec, None, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("holds a ','"), "{e}");
+        assert!(!data.exists(), "nothing made");
+    }
+
+    fn spec_named(name: &str, dir: &Path) -> VmSpec {
+        VmSpec {
             kernel: Kernel {
                 info: super::super::kernels::KernelInfo {
-                    name: "k".into(),
+                    name: name.into(),
                     release: "6.1.0-1".into(),
                     source: "test".into(),
                     ..Default::default()
                 },
-                dir: data.join("lab/kernels/k"),
+                dir: dir.to_path_buf(),
             },
             cpus: 1,
             memory_mib: 256,
             disk_cache: "none".into(),
             accel: Accel::Tcg,
             aes: true,
-        };
-        let e = prepare(&data, &spec, None, &mut |_| {}).unwrap_err();
-        assert!(e.to_string().contains("holds a ','"), "{e}");
-        assert!(!data.exists(), "nothing made");
+        }
+    }
+
+    fn argv(c: &Command) -> Vec<String> {
+        c.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The value after option `opt` (its only occurrence).
+    fn value_of<'a>(args: &'a [String], opt: &str) -> &'a str {
+        let at: Vec<usize> = (0..args.len()).filter(|&i| args[i] == opt).collect();
+        assert_eq!(at.len(), 1, "{opt} once: {args:?}");
+        &args[at[0] + 1]
     }
 
     #[test]
-    fn only_a_qemu_this_lab_started_is_a_lab_guest() {
-        let k = Path::new("/d/lab/kernels");
-        let args = |prog: &str, image: &str, port: &str| -> Vec<String> {
-            [prog, "-kernel", image, "-device", port]
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-        };
-        let ours = args(
-            "/usr/bin/qemu-system-x86_64",
-            "/d/lab/kernels/6.1/vmlinuz",
-            "virtserialport,chardev=agent,name=readpath.agent",
+    fn nothing_from_outside_reaches_qemu_as_an_option_or_a_protocol() {
+        let d = Path::new("/d/lab");
+        let ok = spec_named("k", &d.join("kernels/k"));
+        // A lab whose path holds commas and a protocol's colon: each path
+        // is one value, its commas doubled, the file protocol named.
+        let lab = Path::new("/t/nbd:127.0.0.1:9/x,file=victim/lab");
+        let c = qemu_command(
+            &ok,
+            Path::new("/d/lab/initramfs-k-00.cpio"),
+            &lab.join("disk-k.img"),
+            &lab.join("console-k.log"),
+            Some("exec readpath --version"),
+        )
+        .unwrap();
+        let args = argv(&c);
+        assert_eq!(
+            value_of(&args, "-drive"),
+            "format=raw,file.driver=file,file.filename=/t/nbd:127.0.0.1:9/x,,file=victim/lab/disk-k.img,if=virtio,cache=none"
         );
         assert_eq!(
-            lab_guest_image(&ours, k).as_deref(),
-            Some("/d/lab/kernels/6.1/vmlinuz")
+            args.iter().filter(|a| a.as_str() == "-chardev").count(),
+            2,
+            "{args:?}"
         );
-        for other in [
-            args(
-                "/usr/bin/bash",
-                "/d/lab/kernels/6.1/vmlinuz",
-                "name=readpath.agent",
+        assert!(
+            args.contains(
+                &"file,id=console,path=/t/nbd:127.0.0.1:9/x,,file=victim/lab/console-k.log".into()
             ),
-            args("qemu-system-x86_64", "/boot/vmlinuz", "name=readpath.agent"),
-            args(
-                "qemu-system-x86_64",
-                "/d/lab/kernels/6.1/vmlinuz",
-                "virtserialport",
+            "{args:?}"
+        );
+        assert_eq!(value_of(&args, "-kernel"), "/d/lab/kernels/k/vmlinuz");
+        assert_eq!(value_of(&args, "-serial"), "chardev:console");
+        // No argument anywhere holds a single comma of the hostile path.
+        assert!(
+            !args.iter().any(|a| a.contains("x,file=victim")),
+            "{args:?}"
+        );
+        // A name that is not the lab's, a relative or `..` path, a
+        // comma in -kernel or -initrd, a cache mode QEMU would read as
+        // more: refused.
+        let e = qemu_command(
+            &spec_named("k,file=victim", &d.join("kernels/k")),
+            Path::new("/d/lab/i.cpio"),
+            Path::new("/d/lab/disk.img"),
+            Path::new("/d/lab/c.log"),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("allowed"), "{e}");
+        for (initrd, disk, console) in [
+            ("nbd:127.0.0.1:9/lab/i.cpio", "/d/disk.img", "/d/c.log"),
+            (
+                "/d/lab/i.cpio",
+                "nbd:127.0.0.1:9/lab/disk-k.img",
+                "/d/c.log",
             ),
+            ("/d/lab/i.cpio", "/d/disk.img", "console.log"),
+            ("/d/lab/../../etc/i.cpio", "/d/disk.img", "/d/c.log"),
+            ("/d/a,b/i.cpio", "/d/disk.img", "/d/c.log"),
         ] {
-            assert_eq!(lab_guest_image(&other, k), None, "{other:?}");
+            let r = qemu_command(
+                &ok,
+                Path::new(initrd),
+                Path::new(disk),
+                Path::new(console),
+                None,
+            );
+            assert!(r.is_err(), "{initrd} {disk} {console}");
         }
+        let relative = spec_named("k", Path::new("nbd:127.0.0.1:9/lab/kernels/k"));
+        let e = qemu_command(
+            &relative,
+            Path::new("/d/i.cpio"),
+            Path::new("/d/disk.img"),
+            Path::new("/d/c.log"),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("absolute"), "{e}");
+        let mut cache = ok.clone();
+        cache.disk_cache = "none,file.filename=/etc/shadow".into();
+        let e = qemu_command(
+            &cache,
+            Path::new("/d/i.cpio"),
+            Path::new("/d/disk.img"),
+            Path::new("/d/c.log"),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("allowed none, writeback"), "{e}");
+    }
+
+    #[test]
+    fn a_line_too_long_for_the_kernels_command_line_is_refused_naming_the_limit() {
+        let max = max_line_bytes();
+        assert_eq!(max, 1500);
+        let fits = "x".repeat(max);
+        let append = kernel_append(Some(&fits)).unwrap();
+        assert!(append.len() < KERNEL_CMDLINE_SIZE, "{}", append.len());
+        let e = kernel_append(Some(&"x".repeat(max + 1))).unwrap_err();
+        assert!(e.contains("2048") && e.contains("1500"), "{e}");
+        // Refused before anything is made.
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path().join("data");
+        let spec = spec_named("k", &data.join("lab/kernels/k"));
+        let e = prepare(&data, &spec, Some(&"y".repeat(4000)), &mut |_| {}).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(!data.exists(), "nothing made");
+    }
+
+    fn record(kernels: &Path) -> GuestRecord {
+        GuestRecord {
+            pid: 4242,
+            start_ticks: 987_654,
+            exe: PathBuf::from("/usr/bin/qemu-system-x86_64"),
+            kernel: kernels.join("k/vmlinuz"),
+            readpath: 4000,
+        }
+    }
+
+    fn qemu_now(kernels: &Path) -> crate::sys::ProcessInfo {
+        crate::sys::ProcessInfo {
+            exe: Some(PathBuf::from("/usr/bin/qemu-system-x86_64")),
+            args: [
+                "qemu-system-x86_64",
+                "-kernel",
+                &kernels.join("k/vmlinuz").display().to_string(),
+                "-append",
+                "console=ttyS0",
+                "-chardev",
+                AGENT_CHARDEV,
+                "-device",
+                AGENT_PORT,
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            uid: 0,
+            ppid: 1,
+            start_ticks: 987_654,
+        }
+    }
+
+    #[test]
+    fn only_a_guest_proven_readpaths_and_left_alone_is_an_orphan() {
+        let k = Path::new("/d/lab/kernels");
+        // Canonical form of the paths the tests name, as the filesystem
+        // would resolve them.
+        let canonical = |p: &Path| -> Option<PathBuf> {
+            let mut out = PathBuf::new();
+            for c in p.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    c => out.push(c),
+                }
+            }
+            Some(out)
+        };
+        let rec = record(k);
+        let judge = |now: &crate::sys::ProcessInfo| judge_guest(&rec, Some(now), 0, k, &canonical);
+        assert_eq!(
+            judge(&qemu_now(k)),
+            Guest::Orphan("/d/lab/kernels/k/vmlinuz".into())
+        );
+        // Gone, or a PID reused by another process.
+        assert_eq!(judge_guest(&rec, None, 0, k, &canonical), Guest::Gone);
+        let mut reused = qemu_now(k);
+        reused.start_ticks += 1;
+        assert_eq!(judge(&reused), Guest::Gone);
+        // Its parent, the readpath that started it, is alive.
+        let mut owned = qemu_now(k);
+        owned.ppid = rec.readpath;
+        assert_eq!(judge(&owned), Guest::Owned);
+        let refused = |now: crate::sys::ProcessInfo, what: &str| match judge(&now) {
+            Guest::Refused(why) => assert!(why.contains(what), "{why}"),
+            other => panic!("{other:?} for {now:?}"),
+        };
+        // -kernel D/lab/kernels/../../../../boot/vmlinuz: under the lab
+        // as text, not canonical.
+        let mut escape = qemu_now(k);
+        escape.args[2] = "/d/lab/kernels/../../../../boot/vmlinuz".into();
+        refused(escape, "-kernel");
+        // argv[0] says QEMU; /proc/PID/exe says otherwise.
+        let mut liar = qemu_now(k);
+        liar.exe = Some(PathBuf::from("/usr/sbin/sshd"));
+        refused(liar, "/usr/sbin/sshd");
+        let mut unreadable = qemu_now(k);
+        unreadable.exe = None;
+        refused(unreadable, "unreadable");
+        // name=readpath.agent inside -append, no port of its own.
+        let mut append = qemu_now(k);
+        append.args.truncate(5);
+        append.args[4] = format!("console=ttyS0 {AGENT_PORT}");
+        refused(append, "agent port");
+        // Another user's process, a second -kernel, another image.
+        let mut other = qemu_now(k);
+        other.uid = 1000;
+        refused(other, "uid 1000");
+        let mut two = qemu_now(k);
+        two.args.extend(["-kernel".into(), "/boot/vmlinuz".into()]);
+        refused(two, "-kernel");
+        let mut other_image = qemu_now(k);
+        other_image.args[2] = "/d/lab/kernels/j/vmlinuz".into();
+        refused(other_image, "-kernel");
+    }
+
+    #[test]
+    fn guest_records_are_proven_swept_and_forged_ones_set_aside() {
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path();
+        trust::ensure_dir(&data.join("lab/kernels")).unwrap();
+        let dir = guests_dir(data);
+        trust::ensure_dir(&dir).unwrap();
+        // This test's own process, recorded as a guest: not QEMU.
+        let me = crate::sys::process_info(std::process::id()).unwrap();
+        let mine = GuestRecord {
+            pid: std::process::id(),
+            start_ticks: me.start_ticks,
+            exe: me.exe.clone().unwrap(),
+            kernel: data.join("lab/kernels/k/vmlinuz"),
+            readpath: 1,
+        };
+        let write = |name: &str, bytes: &[u8]| trust::write_state(&dir.join(name), bytes).unwrap();
+        write(
+            &format!("guest-{}.json", std::process::id()),
+            &serde_json::to_vec(&mine).unwrap(),
+        );
+        // A stale record (its start time is not the process's).
+        let stale = GuestRecord {
+            start_ticks: me.start_ticks + 1,
+            ..mine.clone()
+        };
+        let stale_pid = std::os::unix::process::parent_id();
+        write(
+            &format!("guest-{stale_pid}.json"),
+            &serde_json::to_vec(&GuestRecord {
+                pid: stale_pid,
+                ..stale
+            })
+            .unwrap(),
+        );
+        // Forged: not JSON; and a record naming another PID than its name.
+        write("guest-1.json", b"pid = 1");
+        write(
+            "guest-2.json",
+            &serde_json::to_vec(&GuestRecord {
+                pid: 3,
+                ..mine.clone()
+            })
+            .unwrap(),
+        );
+        let o = orphans(data);
+        assert!(o.guests.is_empty(), "{:?}", o.guests);
+        assert_eq!(o.refused.len(), 3, "{:?}", o.refused);
+        assert!(
+            o.refused
+                .iter()
+                .any(|r| r.contains("not the QEMU recorded")),
+            "{:?}",
+            o.refused
+        );
+        assert!(dir.join("guest-1.json.refused").exists());
+        assert!(dir.join("guest-2.json.refused").exists());
+        assert!(
+            !dir.join(format!("guest-{stale_pid}.json")).exists(),
+            "stale removed"
+        );
     }
 
     #[test]

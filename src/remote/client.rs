@@ -496,6 +496,10 @@ impl RemoteWorkload {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| err(&place, format!("starting the agent: {e}"), false))?;
+        if matches!(remote, Remote::Vm(_)) {
+            // What lets `kernel restore` prove it readpath's guest.
+            let _ = crate::lab::vm::record_guest(&crate::lab::data_dir(), child.id());
+        }
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let (first_tx, first_rx) = channel();

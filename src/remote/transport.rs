@@ -529,6 +529,10 @@ impl Remote {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| failed(format!("{place}: {step}: running {program}: {e}")))?;
+        if vm {
+            // What lets `kernel restore` prove it readpath's guest.
+            let _ = crate::lab::vm::record_guest(&crate::lab::data_dir(), child.id());
+        }
         let out = Arc::new(Mutex::new(Vec::new()));
         let err = Arc::new(Mutex::new(Vec::new()));
         let readers = [

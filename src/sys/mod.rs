@@ -111,6 +111,8 @@ pub use procfs::{
     cpu_usage, schedstat_available,
 };
 
+/// What `/proc` proves of another process, and the machine's memory.
+pub use process::{ProcessInfo, memory_total_bytes, process_info, terminate_started};
 /// Processes and memory: liveness, tools, write access, stale files, what
 /// memory is left.
 pub use process::{

@@ -1,6 +1,7 @@
 //! The process: its CPU time and RSS, whether a process is alive, temporary
-//! files a dead one left, what it may write, tools on PATH, and the memory it
-//! may still allocate.
+//! files a dead one left, what it may write, tools on PATH, the memory it
+//! may still allocate and the machine has, and what `/proc` proves of
+//! another process (its program, parent and start time).
 
 #[allow(unused_imports)]
 use super::*;
@@ -151,4 +152,137 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
             Ok(())
         });
     }
+}
+
+/// What `/proc/PID` says of a process, for proving what it is rather than
+/// trusting what it calls itself ([`process_info`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcessInfo {
+    /// The program it runs: `/proc/PID/exe`, read as a link (the kernel's
+    /// own answer, not argv[0]); None where it cannot be read (another
+    /// user's process, a kernel thread).
+    pub exe: Option<PathBuf>,
+    /// Its command line (`/proc/PID/cmdline`), each argument as UTF-8
+    /// (lossy).
+    pub args: Vec<String>,
+    /// Its real UID (`Uid:` of `/proc/PID/status`).
+    pub uid: u32,
+    /// Its parent's PID (`/proc/PID/stat` field 4).
+    pub ppid: u32,
+    /// When it started, in clock ticks after boot (`/proc/PID/stat` field
+    /// 22): with the PID, what names one process for the life of the
+    /// machine (a reused PID has another start time).
+    pub start_ticks: u64,
+}
+
+/// `(ppid, start_ticks)` from the text of a `/proc/PID/stat` file: fields
+/// 4 and 22, counted after the command's closing `)` (a command may hold
+/// spaces and parentheses).
+pub(super) fn parse_stat_parent_start(stat: &str) -> Option<(u32, u64)> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // rest starts at field 3 (the state).
+    Some((f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// What `/proc/PID` says of process `pid` now ([`ProcessInfo`]); None when
+/// there is no such process (or it ended while it was read). Each file is
+/// read at most 1 MiB.
+pub fn process_info(pid: u32) -> Option<ProcessInfo> {
+    use std::io::Read;
+    let dir = PathBuf::from(format!("/proc/{pid}"));
+    let read = |name: &str| -> Option<Vec<u8>> {
+        let mut b = Vec::new();
+        File::open(dir.join(name))
+            .ok()?
+            .take(1 << 20)
+            .read_to_end(&mut b)
+            .ok()?;
+        Some(b)
+    };
+    let stat = String::from_utf8(read("stat")?).ok()?;
+    let (ppid, start_ticks) = parse_stat_parent_start(&stat)?;
+    let status = String::from_utf8_lossy(&read("status")?).into_owned();
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())?;
+    let cmdline = read("cmdline")?;
+    let args = cmdline
+        .strip_suffix(&[0])
+        .unwrap_or(&cmdline)
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let exe = std::fs::read_link(dir.join("exe")).ok();
+    // Read last: the same process still, or nothing.
+    let again = String::from_utf8(read("stat")?).ok()?;
+    if parse_stat_parent_start(&again).map(|(_, s)| s) != Some(start_ticks) {
+        return None;
+    }
+    Some(ProcessInfo {
+        exe,
+        args,
+        uid,
+        ppid,
+        start_ticks,
+    })
+}
+
+/// The machine's memory (`MemTotal:` of /proc/meminfo), in bytes; None
+/// where it cannot be read.
+pub fn memory_total_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// Sends SIGTERM to process `pid` only if it is still the process that
+/// started at `start_ticks` (`/proc/PID/stat` field 22): a pidfd
+/// (`pidfd_open`) pins the process first, its start time is read after,
+/// and the signal goes through the pidfd (`pidfd_send_signal`), so a PID
+/// reused in between is never signalled. `NotFound` where it is gone or
+/// another process now.
+pub fn terminate_started(pid: u32, start_ticks: u64) -> io::Result<()> {
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "PID out of range",
+        ));
+    };
+    // SAFETY: pidfd_open takes a PID and flags and returns a new
+    // descriptor or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor we own from here on.
+    let pidfd = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+    let now = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| parse_stat_parent_start(&s))
+        .map(|(_, s)| s);
+    if now != Some(start_ticks) {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("process {pid} ended (its PID is another process's now)"),
+        ));
+    }
+    // SAFETY: pidfd_send_signal on a pidfd we own, no siginfo (null), no
+    // flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGTERM,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

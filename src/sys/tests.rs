@@ -906,3 +906,18 @@ fn what_reads_iowait_by_governor_and_kernel() {
     assert_eq!(kernel_version("6.18.44-fc-v1147"), Some((6, 18)));
     assert_eq!(kernel_version("garbage"), None);
 }
+
+#[test]
+fn a_process_is_known_by_its_exe_parent_and_start_time() {
+    // A command holding spaces and a ')' does not shift the fields.
+    let stat = "4242 (qemu) (x) S 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 3 0 987654 1 2";
+    assert_eq!(parse_stat_parent_start(stat), Some((1, 987654)));
+    assert_eq!(parse_stat_parent_start("4242 (cut) S 1"), None);
+    let me = process_info(std::process::id()).expect("this process");
+    assert_eq!(me.exe, std::env::current_exe().ok());
+    assert_eq!(me.ppid, std::os::unix::process::parent_id());
+    assert_eq!(me.uid, trust::euid());
+    assert!(me.start_ticks > 0);
+    assert_eq!(process_info(std::process::id()), Some(me));
+    assert!(memory_total_bytes().is_some_and(|b| b > 64 << 20));
+}
