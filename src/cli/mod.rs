@@ -343,8 +343,20 @@ pub enum BenchWhat {
 /// `readpath lab ...`.
 #[derive(Debug, Subcommand)]
 pub enum LabAction {
-    /// The lab's kernels (in the data dir) and those `lab fetch` can get.
+    /// The lab's kernels (in the data dir), what each holds on disk and
+    /// when it last booted, and those `lab fetch` can get.
     Kernels,
+    /// Remove lab kernels and everything the lab keeps for them (guest
+    /// disk, initramfs, console log, measurements); never one a running
+    /// guest boots.
+    Remove {
+        /// The kernels' names (`readpath lab kernels` lists them).
+        #[arg(required_unless_present = "imports")]
+        names: Vec<String>,
+        /// Every kernel imported from a `vm:/path` bzImage (`img-HASH`).
+        #[arg(long)]
+        imports: bool,
+    },
     /// Get a kernel into the lab: `debian-6.1` is Debian 12's cloud
     /// kernel package (the newest on the configured mirror), downloaded
     /// with apt-get and unpacked, not installed.

@@ -1,5 +1,6 @@
-//! `readpath lab`: the kernel lab's kernels listed, and one fetched (see
-//! [`crate::lab`]).
+//! `readpath lab`: the kernel lab's kernels listed with what each keeps
+//! on disk, fetched, built, benchmarked, booted to run a command, and
+//! removed (see [`crate::lab`]).
 
 use std::path::Path;
 
@@ -7,7 +8,7 @@ use anyhow::Result;
 
 use crate::cli::LabAction;
 use crate::invocation::{BadInput, say};
-use crate::lab::{build, kernels};
+use crate::lab::{build, kernels, store};
 
 use super::outputs::print_text;
 
@@ -23,9 +24,11 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
             if have.is_empty() {
                 out.push_str("  none yet\n");
             }
+            let mut imports = (0usize, 0u64);
             for k in &have {
+                let u = store::usage(data_dir, &k.info.name);
                 out.push_str(&format!(
-                    "  {:<24} Linux {} ({}){}\n",
+                    "  {:<24} Linux {} ({}){}\n  {:<24} {} on disk (kernel {}, guest disk {}, initramfs and logs {}), {}\n",
                     k.info.name,
                     k.info.release,
                     k.info.source,
@@ -33,6 +36,31 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                         ", with modules"
                     } else {
                         ""
+                    },
+                    "",
+                    store::human_bytes(u.total()),
+                    store::human_bytes(u.kernel_bytes),
+                    store::human_bytes(u.disk_bytes),
+                    store::human_bytes(u.initramfs_bytes + u.other_bytes),
+                    u.last_used
+                        .map_or("never booted".to_string(), |t| format!("last booted {}", store::ago(t))),
+                ));
+                if k.info.name.starts_with(store::IMPORT_PREFIX) {
+                    imports.0 += 1;
+                    imports.1 += u.total();
+                }
+            }
+            if !have.is_empty() {
+                out.push_str(&format!(
+                    "\nreadpath lab remove NAME... removes a kernel and everything kept for it{}\n",
+                    if imports.0 > 0 {
+                        format!(
+                            "; readpath lab remove --imports the {} imported from vm:/path ({})",
+                            imports.0,
+                            store::human_bytes(imports.1)
+                        )
+                    } else {
+                        String::new()
                     }
                 ));
             }
@@ -43,6 +71,7 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
             print_text(&out)?;
             Ok(())
         }
+        LabAction::Remove { names, imports } => remove(data_dir, names, imports),
         LabAction::Run { guest, args } => {
             let mut line = format!(
                 "exec /bin/readpath --data-dir={}",
@@ -174,6 +203,51 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `lab remove`: each kernel named (and with `imports` every `img-*`
+/// one) removed with what the lab keeps for it; a name that is not a lab
+/// kernel is bad input, checked for all before any is removed.
+fn remove(data_dir: &Path, mut names: Vec<String>, imports: bool) -> Result<()> {
+    for n in &names {
+        kernels::check_name(n).map_err(BadInput)?;
+    }
+    if imports {
+        for k in kernels::list(data_dir)? {
+            if k.info.name.starts_with(store::IMPORT_PREFIX) && !names.contains(&k.info.name) {
+                names.push(k.info.name);
+            }
+        }
+        if names.is_empty() {
+            say("readpath: lab remove --imports: no kernel imported from vm:/path");
+            return Ok(());
+        }
+    }
+    let lab = kernels::lab_dir(data_dir).join("kernels");
+    if let Some(n) = names.iter().find(|n| !lab.join(n).is_dir()) {
+        return Err(BadInput(format!(
+            "lab remove {n:?}: no such lab kernel in {} (`readpath lab kernels` lists them)",
+            lab.display()
+        ))
+        .into());
+    }
+    let mut freed = 0u64;
+    for n in &names {
+        let b = store::remove(data_dir, n).map_err(|e| anyhow::anyhow!("lab remove {n}: {e}"))?;
+        say(&format!(
+            "readpath: lab: removed {n} ({})",
+            store::human_bytes(b)
+        ));
+        freed += b;
+    }
+    if names.len() > 1 {
+        say(&format!(
+            "readpath: lab: {} kernels removed, {} freed",
+            names.len(),
+            store::human_bytes(freed)
+        ));
+    }
+    Ok(())
 }
 
 fn mmss(d: std::time::Duration) -> String {

@@ -26,6 +26,13 @@ pub(super) struct Saved {
     pub(super) key: String,
     pub(super) path: String,
     pub(super) value: String,
+    /// The value readpath wrote last (recorded before it writes it): a
+    /// knob is put back only while it still holds this, so neither a
+    /// forged entry nor one whose knob someone else changed since turns
+    /// the knob to another value. An entry without it proves nothing and
+    /// is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) written: Option<String>,
 }
 
 /// A state file: the originals one process saved, in order of first change.
@@ -38,6 +45,10 @@ pub(super) struct StateFile {
 /// Whether an entry (sysfs root, key, path, value) is a knob readpath
 /// knows with a value it takes; the reason when not.
 pub(super) type KnownKnob = dyn Fn(&Path, &str, &str, &str) -> Result<(), String>;
+
+/// Whether two values of the knob at a path (as saved) are the same
+/// setting (a CPU mask read back may be written another way).
+pub(super) type SameValue = dyn Fn(&str, &str, &str) -> bool;
 
 /// Serialises every read-modify-write of a state file in this process, and
 /// holds the knobs (full paths) changed by the live `SystemKnobs` here,
@@ -57,6 +68,7 @@ pub(super) fn restore_gone(
     state_dir: &Path,
     root: &Path,
     known: &KnownKnob,
+    same: &SameValue,
 ) -> io::Result<Restored> {
     let rd = match fs::read_dir(state_dir) {
         Ok(rd) => rd,
@@ -72,7 +84,7 @@ pub(super) fn restore_gone(
     let mut done = Vec::new();
     let mut problems: Vec<(io::ErrorKind, String)> = Vec::new();
     for (_, file) in files {
-        restore_file(&file, root, known, &mut done, &mut problems);
+        restore_file(&file, root, known, same, &mut done, &mut problems);
     }
     match problems.first() {
         None => Ok(done),
@@ -90,6 +102,7 @@ fn restore_file(
     file: &Path,
     root: &Path,
     known: &KnownKnob,
+    same: &SameValue,
     done: &mut Restored,
     problems: &mut Vec<(io::ErrorKind, String)>,
 ) {
@@ -131,6 +144,45 @@ fn restore_file(
                 continue;
             }
         };
+        // Only a knob that still holds what readpath wrote is readpath's
+        // to put back.
+        let Some(written) = &s.written else {
+            refused = true;
+            problems.push((
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: refused to write {:?} to {}: no value readpath wrote is recorded, so nothing proves readpath changed it",
+                    file.display(),
+                    clip(&s.value),
+                    crate::sys::printable(&clip(&s.path), false)
+                ),
+            ));
+            continue;
+        };
+        match read_sysfs(&full) {
+            Ok(now) if !same(&s.path, &now, written) => {
+                problems.push((
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: left as it is: it holds {:?}, not the {:?} readpath wrote (changed since by someone else), so {:?} is not put back",
+                        crate::sys::printable(&clip(&s.path), false),
+                        clip(&now),
+                        clip(written),
+                        clip(&s.value)
+                    ),
+                ));
+                continue;
+            }
+            Ok(_) => {}
+            // Gone with its device: nothing left to put back.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                let e = described(&e, &format!("reading {}", full.display()));
+                problems.push((e.kind(), e.to_string()));
+                keep.push(s.clone());
+                continue;
+            }
+        }
         match write_sysfs(&full, &s.value) {
             Ok(()) => done.push((s.key.clone(), path, s.value.clone())),
             // Gone with its device: nothing left to put back.

@@ -282,7 +282,9 @@ impl SystemKnobs {
         }
         let newly = !self.changed.iter().any(|s| Path::new(&s.path) == knob.path);
         if newly {
-            self.record(knob, &full)?;
+            self.record(knob, &full, value)?;
+        } else {
+            self.note_written(knob, value)?;
         }
         if let Err(e) = write_sysfs(&full, value) {
             if newly
@@ -304,8 +306,44 @@ impl SystemKnobs {
         Ok(())
     }
 
-    /// Reads `knob`'s current value and saves it in the state file.
-    fn record(&mut self, knob: &Knob, full: &Path) -> io::Result<()> {
+    /// Records in the state file that `value` is what readpath writes to
+    /// `knob` now (it changed it before), before it is written.
+    fn note_written(&mut self, knob: &Knob, value: &str) -> io::Result<()> {
+        let Some(i) = self
+            .changed
+            .iter()
+            .position(|s| Path::new(&s.path) == knob.path)
+        else {
+            return Ok(());
+        };
+        if self.changed[i].written.as_deref() == Some(value) {
+            return Ok(());
+        }
+        let _lock = trust::lock_exclusive(&self.state_dir.join("knobs.lock"), LOCK_WAIT)?;
+        let old = self.changed[i].clone();
+        let mut new = old.clone();
+        new.written = Some(value.to_string());
+        let mut saved = read_state(&self.state_file)?;
+        if let Some(j) = saved.iter().rposition(|c| *c == old) {
+            saved[j] = new.clone();
+        }
+        write_state(&self.state_file, &saved).map_err(|e| {
+            described(
+                &e,
+                &format!(
+                    "noting {value:?} for {} in {} (nothing was changed)",
+                    knob.path.display(),
+                    self.state_file.display()
+                ),
+            )
+        })?;
+        self.changed[i] = new;
+        Ok(())
+    }
+
+    /// Reads `knob`'s current value and saves it in the state file, with
+    /// `value`, what readpath is about to write.
+    fn record(&mut self, knob: &Knob, full: &Path, value: &str) -> io::Result<()> {
         let path = knob.path.to_str().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -336,7 +374,7 @@ impl SystemKnobs {
         }
         // What gone ones left goes back first: the value read below is
         // then the real original.
-        let _ = restore_gone(&self.state_dir, &self.root, &known_knob);
+        let _ = restore_gone(&self.state_dir, &self.root, &known_knob, &same_value);
         self.check_others(&knob.path)?;
         let original =
             read_sysfs(full).map_err(|e| described(&e, &format!("reading {}", full.display())))?;
@@ -355,6 +393,7 @@ impl SystemKnobs {
             key: knob.key.to_string(),
             path: path.to_string(),
             value: original,
+            written: Some(value.to_string()),
         };
         saved.push(entry.clone());
         write_state(&self.state_file, &saved).map_err(|e| {
@@ -542,6 +581,15 @@ pub fn restore_left(state_dir: &Path) -> io::Result<Vec<(String, PathBuf, String
     restore_left_with_root(state_dir, Path::new("/"))
 }
 
+/// Whether `a` and `b` are the same value of the knob at `path`: the same
+/// text, or for the unbound cpumask the same CPUs (the kernel prints a
+/// mask its own way, `3` for `0003`).
+pub fn same_value(path: &str, a: &str, b: &str) -> bool {
+    a.trim() == b.trim()
+        || (path == UNBOUND_CPUMASK
+            && matches!((parse_cpu_mask_hex(a), parse_cpu_mask_hex(b)), (Ok(x), Ok(y)) if x == y))
+}
+
 /// Whether `s` is a knob readpath knows, with a value that knob takes, on
 /// the machine whose sysfs is under `root`: the affinity scope (one of
 /// [`AFFINITY_SCOPES`]), the scheduler's autogroups (0 or 1), the unbound
@@ -554,6 +602,7 @@ pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(),
         key: key.to_string(),
         path: path.to_string(),
         value: value.to_string(),
+        written: None,
     };
     let path = Path::new(&s.path);
     if !sys_path_ok(path) {
@@ -634,7 +683,7 @@ pub fn restore_left_with_root(
     }
     trust::check_dir(state_dir)?;
     let _lock = trust::lock_exclusive(&state_dir.join("knobs.lock"), LOCK_WAIT)?;
-    restore_gone(state_dir, root, &known_knob)
+    restore_gone(state_dir, root, &known_knob, &same_value)
 }
 
 #[cfg(test)]
@@ -681,17 +730,23 @@ mod tests {
             self.state()
                 .join(format!("knobs-{}.json", std::process::id()))
         }
-        /// Writes a state file of a process that is gone.
+        /// Writes a state file of a process that is gone, which wrote
+        /// each knob's value now (what a crashed readpath leaves).
         fn gone_state(&self, pid: u32, knobs: &[(&str, &str, &str)]) -> PathBuf {
-            let sp = self.state().join(format!("knobs-{pid}.json"));
             let saved: Vec<Saved> = knobs
                 .iter()
                 .map(|(k, p, v)| Saved {
                     key: k.to_string(),
                     path: p.to_string(),
                     value: v.to_string(),
+                    written: fs::read_to_string(self.file(p)).ok(),
                 })
                 .collect();
+            self.gone_state_of(pid, saved)
+        }
+        /// Writes a state file of a gone process holding `saved` as is.
+        fn gone_state_of(&self, pid: u32, saved: Vec<Saved>) -> PathBuf {
+            let sp = self.state().join(format!("knobs-{pid}.json"));
             fs::create_dir_all(self.state()).unwrap();
             fs::write(
                 &sp,
@@ -700,6 +755,55 @@ mod tests {
             .unwrap();
             sp
         }
+    }
+
+    #[test]
+    fn a_gone_one_s_knob_is_put_back_only_while_it_holds_what_readpath_wrote() {
+        let f = Fake::new();
+        f.put(AFFINITY_SCOPE, "cache");
+        f.put(UNBOUND_CPUMASK, "3");
+        let entry = |path: &str, value: &str, written: Option<&str>| Saved {
+            key: if path == AFFINITY_SCOPE {
+                KEY_AFFINITY_SCOPE
+            } else {
+                KEY_UNBOUND_CPUS
+            }
+            .into(),
+            path: path.into(),
+            value: value.into(),
+            written: written.map(str::to_string),
+        };
+        // A forged entry: the scope holds "cache", it claims readpath
+        // wrote "system" and asks for "numa" back: left as it is.
+        f.gone_state_of(999_991, vec![entry(AFFINITY_SCOPE, "numa", Some("system"))]);
+        let e = restore_left_with_root(&f.state(), &f.root()).unwrap_err();
+        assert!(e.to_string().contains("left as it is"), "{e}");
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        // No value written recorded: nothing proves it, refused.
+        f.gone_state_of(999_992, vec![entry(AFFINITY_SCOPE, "numa", None)]);
+        let e = restore_left_with_root(&f.state(), &f.root()).unwrap_err();
+        assert!(e.to_string().contains("no value readpath wrote"), "{e}");
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
+        // What readpath wrote, read back another way (a mask): put back.
+        f.gone_state_of(999_993, vec![entry(UNBOUND_CPUMASK, "1", Some("00000003"))]);
+        let done = restore_left_with_root(&f.state(), &f.root()).unwrap();
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert_eq!(f.get(UNBOUND_CPUMASK), "1");
+    }
+
+    #[test]
+    fn a_second_write_is_recorded_before_it_is_made() {
+        let f = Fake::new();
+        f.put(AFFINITY_SCOPE, "cache");
+        let mut k = f.knobs();
+        k.set(&Knob::affinity_scope(), "system").unwrap();
+        k.set(&Knob::affinity_scope(), "cpu").unwrap();
+        let saved = read_state(&f.own_state()).unwrap();
+        assert_eq!(saved.len(), 1);
+        assert_eq!(saved[0].value, "cache");
+        assert_eq!(saved[0].written.as_deref(), Some("cpu"));
+        k.restore_all().unwrap();
+        assert_eq!(f.get(AFFINITY_SCOPE), "cache");
     }
 
     #[test]
@@ -997,8 +1101,8 @@ mod tests {
         let held = File::open(&lock).unwrap();
         // std's `File::lock` is `flock(LOCK_EX)` on Linux.
         held.lock().unwrap();
-        f.gone_state(4242, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache")]);
         f.put(AFFINITY_SCOPE, "system");
+        f.gone_state(4242, &[(KEY_AFFINITY_SCOPE, AFFINITY_SCOPE, "cache")]);
         let mut k = f.knobs();
         let e = k.set(&Knob::affinity_scope(), "cpu").unwrap_err();
         let msg = e.to_string();

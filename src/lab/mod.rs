@@ -14,6 +14,7 @@ pub mod initramfs;
 pub mod kernels;
 pub mod process;
 pub mod slowdown;
+pub mod store;
 pub mod vm;
 
 use std::path::{Path, PathBuf};

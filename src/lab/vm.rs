@@ -866,6 +866,24 @@ fn sweep_guests(dir: &Path) {
     }
 }
 
+/// The guests recorded in this lab whose process is still the one
+/// recorded (its PID and start time): running, whoever's child they are
+/// now. Records that do not read are left to [`orphans`].
+pub fn running_guests(data: &Path) -> Vec<GuestRecord> {
+    let Ok(rd) = std::fs::read_dir(guests_dir(data)) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let pid = record_pid(&e.file_name().to_string_lossy())?;
+            let rec = read_record(&e.path(), pid).ok()?;
+            crate::sys::process_info(pid)
+                .is_some_and(|p| p.start_ticks == rec.start_ticks)
+                .then_some(rec)
+        })
+        .collect()
+}
+
 /// Reads guest record `path` (under the trust rule: the user's regular
 /// file, at most 4 KiB of JSON) for PID `pid`, as its name says.
 fn read_record(path: &Path, pid: u32) -> io::Result<GuestRecord> {
