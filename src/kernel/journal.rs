@@ -164,7 +164,7 @@ fn restore_file(
                 problems.push((
                     io::ErrorKind::InvalidData,
                     format!(
-                        "{}: left as it is: it holds {:?}, not the {:?} readpath wrote (changed since by someone else), so {:?} is not put back",
+                        "{}: left as it is: it holds {:?}, not the {:?} the record says readpath wrote (changed since, or never readpath's), so {:?} is not put back",
                         crate::sys::printable(&clip(&s.path), false),
                         clip(&now),
                         clip(written),
