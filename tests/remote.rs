@@ -10,7 +10,11 @@
 //! SHA-256 and never run; a failed scp (no SFTP server) falls back to
 //! `ssh 'cat > TMP'`; a target that hangs in a setup step or never says
 //! hello ends at the timeout or on SIGTERM; an oversized agent line is
-//! skipped and the session goes on. The end-to-end run over a real sshd on
+//! skipped and the session goes on. An agent that floods (a valid line
+//! again and again, or numbers it made up), replies to no request or
+//! talks after its summary is ended at that line with the rule it broke;
+//! one silent after its header is ended 10 s after the run's end, or
+//! within 2 s of SIGTERM. The end-to-end run over a real sshd on
 //! 127.0.0.1 is in tests/remote_ssh.rs.
 
 use std::io::{BufRead, BufReader, Write};

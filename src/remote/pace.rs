@@ -104,7 +104,7 @@ impl Pace {
         let most_t = since_start_s.max(0.0) * FAST_CLOCK + slack_s(self.interval_s);
         if t_s > most_t {
             return Err(format!(
-                "interval seq {seq} ends at t_s {t_s:.1} s, but the workload started at most {since_start_s:.1} s ago (allowed up to {most_t:.1} s, one {every} interval at a time): the agent is flooding"
+                "interval seq {seq} ends at t_s {t_s:.3} s, but the workload started at most {since_start_s:.3} s ago (allowed up to {most_t:.3} s, one {every} interval at a time): the agent is flooding"
             ));
         }
         self.last = Some((seq, t_s));
@@ -153,7 +153,7 @@ mod tests {
         let e = p.take(9000, 900.0, 1.0).unwrap_err();
         assert_eq!(
             e,
-            "interval seq 9000 ends at t_s 900.0 s, but the workload started at most 1.0 s ago (allowed up to 6.1 s, one 100 ms interval at a time): the agent is flooding"
+            "interval seq 9000 ends at t_s 900.000 s, but the workload started at most 1.000 s ago (allowed up to 6.100 s, one 100 ms interval at a time): the agent is flooding"
         );
     }
 
