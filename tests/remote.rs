@@ -10,7 +10,11 @@
 //! SHA-256 and never run; a failed scp (no SFTP server) falls back to
 //! `ssh 'cat > TMP'`; a target that hangs in a setup step or never says
 //! hello ends at the timeout or on SIGTERM; an oversized agent line is
-//! skipped and the session goes on. The end-to-end run over a real sshd on
+//! skipped and the session goes on. An agent that floods (a valid line
+//! again and again, or numbers it made up), replies to no request or
+//! talks after its summary is ended at that line with the rule it broke;
+//! one silent after its header is ended 10 s after the run's end, or
+//! within 2 s of SIGTERM. The end-to-end run over a real sshd on
 //! 127.0.0.1 is in tests/remote_ssh.rs.
 
 use std::io::{BufRead, BufReader, Write};
@@ -1132,5 +1136,252 @@ fn a_target_that_cannot_hash_gets_its_copy_checked_by_size_and_version() {
         std::fs::read_dir(&dir).unwrap().count(),
         0,
         "the copy is left"
+    );
+}
+
+// An agent that breaks the protocol or stalls (issue 43): the client takes
+// only what the run can make, ends the session at the first impossible
+// line with the rule it broke, and bounds its wait for a silent agent.
+
+/// The hello and the header a fake agent starts with: this readpath's
+/// hello and the header of tests/hostile/good.jsonl, in `dir/head.jsonl`.
+fn agent_head(dir: &std::path::Path) -> std::path::PathBuf {
+    let hello = format!(
+        "{{\"hello\":{{\"protocol\":{PROTOCOL},\"readpath\":\"{}\",\"arch\":\"{}\"}}}}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH
+    );
+    let good = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/hostile/good.jsonl"
+    ))
+    .unwrap();
+    let header = good.lines().next().unwrap();
+    let path = dir.join("head.jsonl");
+    std::fs::write(&path, format!("{hello}\n{header}\n")).unwrap();
+    path
+}
+
+/// An awk program in `dir/NAME.awk` that prints `count` valid interval
+/// lines, the i-th (from 0) with seq `seq` and t_s `t` (awk expressions
+/// of i).
+fn interval_lines(dir: &std::path::Path, name: &str, count: u64, seq: &str, t: &str) -> String {
+    let r = readpath::metrics::IntervalRecord {
+        seq: 987_654_321,
+        t_s: 1234.5,
+        interval_s: 0.1,
+        ..Default::default()
+    };
+    let line = Message::Interval(Box::new(r)).to_line();
+    assert!(Message::parse(&line, 1).is_ok(), "{line}");
+    assert!(!line.contains('%') && !line.contains('\\'), "{line}");
+    let tpl = line
+        .replace("987654321", "%d")
+        .replace("1234.5", "%s")
+        .replace('"', "\\\"");
+    let path = dir.join(format!("{name}.awk"));
+    std::fs::write(
+        &path,
+        format!(
+            "BEGIN {{ for (i = 0; i < {count}; i++) printf(\"{tpl}\\n\", {seq}, sprintf(\"%.6f\", {t})) }}\n"
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn an_agent_that_floods_is_ended_at_its_first_impossible_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let head = agent_head(tmp.path());
+    // 400,000 valid interval lines after a valid hello and header, for a
+    // 20 s run at 100 ms: the issue's flood (all seq 1, one t_s) and the
+    // ways around each rule.
+    for (name, seq, t, want) in [
+        (
+            "again",
+            "1",
+            "1.0",
+            "agent line 4: interval seq 1 after seq 1: records must come in order, each seq above the last",
+        ),
+        (
+            "one-time",
+            "i",
+            "1.0",
+            "agent line 4: interval seq 1 ends at t_s 1 s, not after seq 0's 1 s: records must come in order",
+        ),
+        (
+            "dense",
+            "i",
+            "1.0 + i / 1000000",
+            "agent line 14: interval seq 11 ends at t_s 1.000 s, and a 100 ms interval makes at most 11 records (seq 0..=10) in that time: the agent is flooding",
+        ),
+        ("fast", "i", "(i + 1) / 10", "s ago (allowed up to "),
+    ] {
+        let awk = interval_lines(tmp.path(), name, 400_000, seq, t);
+        let agent = format!(
+            "cat '{}'; awk -f '{awk}'; exec cat >/dev/null",
+            head.display()
+        );
+        let ssh = fake_ssh(tmp.path(), &agent);
+        let rec = tmp.path().join(format!("{name}.jsonl"));
+        let t0 = Instant::now();
+        let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+            .args(["run", "--remote", "ssh:target", "--duration", "20s"])
+            .args(["--interval", "100ms", "--record", rec.to_str().unwrap()])
+            .env("READPATH_SSH_COMMAND", &ssh)
+            .env_remove("READPATH_REMOTE_TIMEOUT")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let took = t0.elapsed();
+        let err = String::from_utf8_lossy(&o.stderr);
+        // The far side failed: status 1, as on a lost connection, with
+        // the line and the rule.
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains("ssh:target") || err.contains("the connection to the target was lost"),
+            "{name}: {err}"
+        );
+        assert!(err.contains(want), "{name}: {err}");
+        if name == "fast" {
+            assert!(err.contains("the agent is flooding"), "{name}: {err}");
+        }
+        assert!(!err.contains("panicked"), "{err}");
+        // Ended by the line, not by the run's 20 s.
+        assert!(took < Duration::from_secs(20), "{name}: took {took:?}");
+        // The recording holds what the run could make by then, at most
+        // what 20 s at 100 ms allows (one per interval plus the slack).
+        let r = readpath::output::recording::read(&rec).unwrap();
+        let most = readpath::remote::pace::Pace::new(100).most_records(20.0);
+        assert!(
+            (r.records.len() as u64) < most,
+            "{name}: {} records",
+            r.records.len()
+        );
+    }
+}
+
+#[test]
+fn an_agent_that_replies_to_no_request_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let head = agent_head(tmp.path());
+    let agent = format!(
+        "cat '{}'; echo '{{\"reply\":{{\"cmd\":\"apply\",\"ok\":true}}}}'; exec cat >/dev/null",
+        head.display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    let o = run_remote(&ssh, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "agent line 3: a reply to \"apply\" that no request asked for: the agent answers each request at most once"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_line_after_the_summary_ends_the_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let awk = interval_lines(tmp.path(), "after", 1, "1000", "100");
+    let agent = format!(
+        "{} agent --data-dir {} | {{ cat; awk -f '{awk}'; }}",
+        env!("CARGO_BIN_EXE_readpath"),
+        tmp.path().join("data").display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    let o = run_remote(
+        &ssh,
+        &["--interval", "100ms", "--set", "workload.file_size=4M"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("an interval after the summary: the summary is the agent's last line"),
+        "{err}"
+    );
+}
+
+/// A fake agent that sends its hello and header, logs each request to
+/// `log` until its stdin closes, then stalls with its output open.
+fn stalling_ssh(dir: &std::path::Path, log: &std::path::Path) -> String {
+    let head = agent_head(dir);
+    fake_ssh(
+        dir,
+        &format!(
+            "cat '{}'; while IFS= read -r l; do printf '%s\\n' \"$l\" >> '{}'; done; exec sleep 600",
+            head.display(),
+            log.display()
+        ),
+    )
+}
+
+#[test]
+fn an_agent_silent_after_its_header_is_ended_a_margin_after_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("requests.log");
+    let ssh = stalling_ssh(tmp.path(), &log);
+    let t0 = Instant::now();
+    let o = run_remote(&ssh, &["--interval", "100ms"]);
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no summary from the agent: it said nothing for 10.0 s after the stop (its last line: line 2)"),
+        "{err}"
+    );
+    assert!(
+        log_lines(&log)
+            .iter()
+            .any(|l| l.contains("\"cmd\":\"stop\""))
+    );
+    // 2 s of run and 10 s of silence after the stop, not the minute the
+    // client used to wait.
+    assert!(took < Duration::from_secs(50), "took {took:?}: {err}");
+}
+
+#[test]
+fn a_stop_signal_ends_the_wait_for_a_silent_agents_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("requests.log");
+    let ssh = stalling_ssh(tmp.path(), &log);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["run", "--remote", "ssh:target", "--duration", "1ms"])
+        .env("READPATH_SSH_COMMAND", &ssh)
+        .env_remove("READPATH_REMOTE_TIMEOUT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the agent has the stop, the client waits for its summary.
+    let t = Instant::now();
+    while !log_lines(&log)
+        .iter()
+        .any(|l| l.contains("\"cmd\":\"stop\""))
+    {
+        assert!(t.elapsed() < Duration::from_secs(60), "no stop sent");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = Instant::now();
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let took = sent.elapsed();
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        took < Duration::from_secs(2),
+        "ended {took:?} after SIGTERM: {err}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("interrupted by SIGTERM while waiting for the agent's summary"),
+        "{err}"
     );
 }

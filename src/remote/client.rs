@@ -1,22 +1,37 @@
 //! The near end of `--remote`: starts `readpath agent` on the target
 //! through [`super::transport`], checks its hello, and turns its lines back
 //! into interval records on a channel, so the explorer and `run` drive it
-//! as they drive the local engine ([`Workload`]). A lost connection keeps
-//! what arrived and says so; a line that is not the protocol is refused by
-//! its number; records that arrive late are shown as a lag, never dropped.
-//! Every wait of the start (the agent's hello, its header) ends on a stop
-//! signal, and the hello has a timeout ([`super::transport::Timeouts`]). A
-//! line longer than [`super::protocol::MAX_LINE`] after the start is
-//! skipped to its newline (read through a bounded buffer, never held
-//! whole), counted and said (a notice in the next record, and
-//! [`Finished::refused_note`]), and the session goes on.
+//! as they drive the local engine ([`Workload`]). ssh, adb and lab guests
+//! (`vm:`) all come through here, so what it refuses it refuses for all.
+//! A lost connection keeps what arrived and says so; a line that is not
+//! the protocol ends the session with an error naming the line; records
+//! that arrive late are shown as a lag, never dropped. Records are taken
+//! only as the run can make them ([`super::pace`]: in order, one per
+//! interval plus slack), and memory stays bounded whatever the agent
+//! sends: the channel to the workload holds [`RECORDS_CAP`] records, the
+//! reader holds at most [`HELD_BYTES`] more while the workload cannot take
+//! them (waiting for a reply, after the stop), a reply is taken only for a
+//! request sent, and nothing may follow the summary. Every wait of the
+//! start (the agent's hello, its header) ends on a stop signal, and the
+//! hello has a timeout ([`super::transport::Timeouts`]); the end waits for
+//! the summary only while the agent keeps talking
+//! ([`super::pace::stop_silence`]), at most [`STOP_LIMIT`], and at most
+//! [`SIGNAL_GRACE`] after a stop signal. A line longer than
+//! [`super::protocol::MAX_LINE`] after the start is skipped to its newline
+//! (read through a bounded buffer, never held whole), counted and said (a
+//! notice in the next record, and [`Finished::refused_note`]), and the
+//! session goes on.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{
+    Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
+};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::pace::Pace;
 use super::protocol::{Command, Message, Reply};
 use super::transport::Remote;
 use crate::engine::EngineError;
@@ -36,6 +51,20 @@ const START_TIMEOUT: Duration = Duration::from_secs(900);
 const POLL: Duration = Duration::from_millis(20);
 /// Most notices of refused lines carried by one record.
 const MAX_PENDING_NOTICES: usize = 16;
+/// Records the channel from the reader to the workload holds; the reader
+/// waits for room beyond (the agent's own queue then holds the rest).
+pub const RECORDS_CAP: usize = 64;
+/// What the reader may hold beside the channel while the workload cannot
+/// take records (it waits for a reply, or the run is ending): 64 MiB,
+/// counted as the records' line bytes plus their histograms' entries.
+pub const HELD_BYTES: usize = 64 << 20;
+/// The longest the end waits for the agent's summary, however it talks.
+pub const STOP_LIMIT: Duration = Duration::from_secs(60);
+/// How long the end still waits for the summary after a stop signal.
+pub const SIGNAL_GRACE: Duration = Duration::from_millis(1500);
+/// How long a lab guest may take to power off after its summary (it syncs
+/// and unmounts its disk first); QEMU is killed after.
+const POWEROFF_WAIT: Duration = Duration::from_secs(30);
 
 /// Why the lines stopped when they simply ended.
 const ENDED: &str = "the agent's output ended";
@@ -62,6 +91,26 @@ struct Shared {
     refused: u64,
     /// What the first refused line was.
     refused_first: Option<String>,
+    /// When the start request was sent: the agent's run began after it.
+    start_sent: Option<Instant>,
+    /// When the last line came (None before the first).
+    last_line: Option<Instant>,
+    /// Lines read so far.
+    lines: usize,
+    /// Replies the agent may still send: one per request sent (it answers
+    /// each at most once), none for the start and the stop.
+    asked: u64,
+    /// A reply is awaited: the workload takes no records meanwhile.
+    waiting: bool,
+    /// The stop was sent: the workload takes no more records.
+    stopping: bool,
+    /// Records held beside the full channel (in order, after it), each
+    /// with its weight ([`weight`]).
+    held: VecDeque<(IntervalRecord, usize)>,
+    /// Their weight.
+    held_bytes: usize,
+    /// Records after the stop beyond [`HELD_BYTES`]: not kept, said.
+    unkept: u64,
 }
 
 /// A workload running on another machine.
@@ -97,16 +146,33 @@ pub struct Finished {
     pub refused_lines: u64,
     /// What the first of them was.
     pub refused_first: Option<String>,
+    /// Records after the stop not kept: more than [`HELD_BYTES`] of them
+    /// waited behind the channel.
+    pub unkept: u64,
 }
 
 impl Finished {
-    /// What to say of the lines refused for their length, if any.
+    /// What to say of the lines refused for their length, and of the
+    /// records after the stop not kept, if any.
     pub fn refused_note(&self) -> Option<String> {
-        let first = self.refused_first.as_deref()?;
-        Some(match self.refused_lines {
-            1 => format!("1 line of the agent refused and skipped ({first})"),
-            n => format!("{n} lines of the agent refused and skipped (the first: {first})"),
-        })
+        let refused = self
+            .refused_first
+            .as_deref()
+            .map(|first| match self.refused_lines {
+                1 => format!("1 line of the agent refused and skipped ({first})"),
+                n => format!("{n} lines of the agent refused and skipped (the first: {first})"),
+            });
+        let unkept = (self.unkept > 0).then(|| {
+            format!(
+                "{} records after the stop not kept (more than {} MiB of them waited)",
+                self.unkept,
+                HELD_BYTES >> 20
+            )
+        });
+        match (refused, unkept) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -160,22 +226,33 @@ fn lock(s: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
     s.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Reads the agent's lines until they end: records to `records`, replies
-/// to `replies`, the summary and why it ended into `shared`.
+/// The reader thread's ends of the channels.
+struct Outlets {
+    /// The hello and the header, to whoever waits for the start.
+    first: Sender<Result<Message, String>>,
+    /// Interval records, to the workload ([`RECORDS_CAP`]).
+    records: SyncSender<IntervalRecord>,
+    /// Replies (at most one per request sent).
+    replies: Sender<Reply>,
+}
+
+/// Reads the agent's lines until they end or break the protocol: records
+/// to `out.records`, replies to `out.replies`, the summary and why it
+/// ended into `shared`.
 fn read_agent(
     out: std::process::ChildStdout,
-    first: Sender<Result<Message, String>>,
-    records: Sender<IntervalRecord>,
-    replies: Sender<Reply>,
+    to: Outlets,
     shared: Arc<Mutex<Shared>>,
-    interval_s: f64,
+    interval_ms: u64,
     t_offset: f64,
 ) {
     let mut r = std::io::BufReader::with_capacity(256 * 1024, out);
     let mut buf = Vec::new();
     let mut n = 0usize;
     let mut started: Option<Instant> = None;
-    let mut first = Some(first);
+    let mut first = Some(to.first);
+    let mut hello = false;
+    let mut pace = Pace::new(interval_ms);
     // Notices of refused lines, for the next record.
     let mut pending: Vec<String> = Vec::new();
     let end = |why: Option<String>| {
@@ -184,9 +261,16 @@ fn read_agent(
             s.lost = Some(why.unwrap_or_else(|| ENDED.into()));
         }
     };
+    let interval_s = interval_ms as f64 / 1e3;
     loop {
         n += 1;
-        match crate::output::recording::read_line_capped(&mut r, &mut buf) {
+        let read = crate::output::recording::read_line_capped(&mut r, &mut buf);
+        {
+            let mut s = lock(&shared);
+            s.last_line = Some(Instant::now());
+            s.lines = n;
+        }
+        match read {
             Ok(true) => {}
             Ok(false) => return end(None),
             Err(Ok(e)) => return end(Some(format!("reading from the agent: {e}"))),
@@ -209,36 +293,81 @@ fn read_agent(
         if text.is_empty() {
             continue;
         }
+        let bytes = text.len();
         let msg = Message::parse(text, n);
-        // The hello and the header go to whoever waits for the start.
+        // The hello and the header go to whoever waits for the start; the
+        // first line that is not the next of them ends the reading (the
+        // waiter says what came instead).
         if let Some(tx) = &first {
-            let done = matches!(msg, Ok(Message::Header(_)) | Ok(Message::Fatal(_)) | Err(_));
-            if matches!(msg, Ok(Message::Header(_))) {
-                started = Some(Instant::now());
-            }
-            let _ = tx.send(msg.clone());
-            if done {
-                first = None;
-                if msg.is_err() {
-                    return end(msg.err());
+            let next = match (&msg, hello) {
+                (Ok(Message::Hello(_)), false) => {
+                    hello = true;
+                    true
                 }
+                (Ok(Message::Header(_)), true) => {
+                    started = Some(Instant::now());
+                    true
+                }
+                _ => false,
+            };
+            let _ = tx.send(msg.clone());
+            if started.is_some() {
+                first = None;
             }
-            continue;
+            if next {
+                continue;
+            }
+            return end(Some(match msg {
+                Err(e) => e,
+                Ok(Message::Fatal(f)) => f.message,
+                Ok(m) => format!("agent line {n}: {} out of turn", m.kind()),
+            }));
+        }
+        if lock(&shared).summary.is_some() {
+            let what = msg.as_ref().map_or("a line", |m| m.kind());
+            let why = format!(
+                "agent line {n}: {what} after the summary: the summary is the agent's last line"
+            );
+            let mut s = lock(&shared);
+            s.summary = None;
+            s.lost = Some(why);
+            return;
         }
         match msg {
             Ok(Message::Interval(mut rec)) => {
+                let since = lock(&shared)
+                    .start_sent
+                    .map_or(0.0, |t| t.elapsed().as_secs_f64());
+                if let Err(e) = pace.take(rec.seq, rec.t_s, since) {
+                    return end(Some(format!("agent line {n}: {e}")));
+                }
                 let clock = Clock {
                     started,
                     interval_s,
                     t_offset,
                 };
                 take_record(&mut rec, &mut pending, &shared, &clock);
-                if records.send(*rec).is_err() {
+                let w = weight(&rec, bytes);
+                if deliver(*rec, w, &to.records, &shared).is_err() {
                     return;
                 }
             }
             Ok(Message::Reply(rep)) => {
-                let _ = replies.send(*rep);
+                let mut s = lock(&shared);
+                if s.asked == 0 {
+                    drop(s);
+                    return end(Some(format!(
+                        "agent line {n}: a reply to {:?} that no request asked for: the agent answers each request at most once",
+                        crate::output::format::printable(&rep.cmd, false)
+                    )));
+                }
+                s.asked -= 1;
+                drop(s);
+                let _ = to.replies.send(*rep);
+                // What was held while the reply was awaited goes first.
+                if flush_held(&to.records, &shared).is_err() {
+                    return;
+                }
             }
             Ok(Message::Summary(s)) => {
                 lock(&shared).summary = Some(*s);
@@ -249,6 +378,81 @@ fn read_agent(
             }
             Err(e) => return end(Some(e)),
         }
+    }
+}
+
+/// What a record weighs while it is held: its line's bytes plus its
+/// histograms' entries (16 bytes each, decoded).
+fn weight(rec: &IntervalRecord, line_bytes: usize) -> usize {
+    line_bytes + 16 * (rec.latency_hist.0.len() + rec.queue_hist.0.len())
+}
+
+/// Moves held records into the channel while it has room; Err when the
+/// workload is gone.
+fn move_held(records: &SyncSender<IntervalRecord>, sh: &mut Shared) -> Result<(), ()> {
+    while let Some((rec, w)) = sh.held.pop_front() {
+        match records.try_send(rec) {
+            Ok(()) => sh.held_bytes -= w,
+            Err(TrySendError::Full(rec)) => {
+                sh.held.push_front((rec, w));
+                return Ok(());
+            }
+            Err(TrySendError::Disconnected(_)) => return Err(()),
+        }
+    }
+    Ok(())
+}
+
+/// Hands a record (of weight `w`) to the workload, after any held before
+/// it. When the channel is full: held while the workload cannot take
+/// records (a reply awaited, the stop sent) and [`HELD_BYTES`] allow, not
+/// kept (counted) after the stop beyond that, else waited for. Err when
+/// the workload is gone.
+fn deliver(
+    rec: IntervalRecord,
+    w: usize,
+    records: &SyncSender<IntervalRecord>,
+    shared: &Mutex<Shared>,
+) -> Result<(), ()> {
+    let mut rec = rec;
+    loop {
+        let mut sh = lock(shared);
+        move_held(records, &mut sh)?;
+        if sh.held.is_empty() {
+            match records.try_send(rec) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(r)) => rec = r,
+                Err(TrySendError::Disconnected(_)) => return Err(()),
+            }
+        }
+        if sh.waiting || sh.stopping {
+            if sh.held_bytes + w <= HELD_BYTES {
+                sh.held_bytes += w;
+                sh.held.push_back((rec, w));
+                return Ok(());
+            }
+            if sh.stopping {
+                sh.unkept += 1;
+                return Ok(());
+            }
+        }
+        drop(sh);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Moves every held record into the channel as the workload takes them,
+/// until none is left or the workload again cannot take them (Err: it is
+/// gone).
+fn flush_held(records: &SyncSender<IntervalRecord>, shared: &Mutex<Shared>) -> Result<(), ()> {
+    loop {
+        let mut sh = lock(shared);
+        move_held(records, &mut sh)?;
+        if sh.held.is_empty() || sh.waiting || sh.stopping {
+            return Ok(());
+        }
+        drop(sh);
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -503,15 +707,21 @@ impl RemoteWorkload {
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let (first_tx, first_rx) = channel();
-        let (rec_tx, rec_rx) = channel();
+        let (rec_tx, rec_rx) = sync_channel(RECORDS_CAP);
         let (rep_tx, rep_rx) = channel();
         let shared = Arc::new(Mutex::new(Shared::default()));
         let sh = shared.clone();
-        let interval_s = restart.interval.as_secs_f64();
+        // The interval as the start request says it (whole milliseconds).
+        let interval_ms = restart.interval.as_millis() as u64;
         let t_offset = restart.t_offset;
+        let to = Outlets {
+            first: first_tx,
+            records: rec_tx,
+            replies: rep_tx,
+        };
         let reader = std::thread::Builder::new()
             .name("remote-in".into())
-            .spawn(move || read_agent(stdout, first_tx, rec_tx, rep_tx, sh, interval_s, t_offset))
+            .spawn(move || read_agent(stdout, to, sh, interval_ms, t_offset))
             .map_err(|e| err(&place, format!("starting the reader: {e}"), false))?;
         let mut w = RemoteWorkload {
             remote,
@@ -540,6 +750,9 @@ impl RemoteWorkload {
             reader: Some(reader),
         };
         w.await_hello(&first_rx, &place, &bin, timeouts.hello)?;
+        // The agent's clock starts after this: no record of its run can
+        // end later than the time since.
+        lock(&w.shared).start_sent = Some(Instant::now());
         w.send(start)?;
         w.await_header(&first_rx, &place, &bin)
     }
@@ -647,12 +860,19 @@ impl RemoteWorkload {
         err(place, m, false)
     }
 
+    /// Sends a request; one reply to it is allowed from then on (the
+    /// agent answers each request at most once; the start and the stop
+    /// get none).
     fn send(&mut self, cmd: Command) -> Result<(), EngineError> {
+        let answered = !matches!(cmd, Command::Start { .. } | Command::Stop);
         let line = super::protocol::request_line(cmd);
         let place = self.remote.label();
         let Some(stdin) = self.stdin.as_mut() else {
             return Err(err(&place, "the connection is closed".into(), false));
         };
+        if answered {
+            lock(&self.shared).asked += 1;
+        }
         stdin
             .write_all(line.as_bytes())
             .and_then(|()| stdin.write_all(b"\n"))
@@ -660,7 +880,17 @@ impl RemoteWorkload {
             .map_err(|e| err(&place, format!("sending to the agent: {e}"), false))
     }
 
+    /// Waits for the reply to `cmd`. Meanwhile the workload takes no
+    /// records: the reader holds those before the reply (up to
+    /// [`HELD_BYTES`]) so that it reaches the reply.
     fn reply(&mut self, cmd: &str) -> Result<Reply, EngineError> {
+        lock(&self.shared).waiting = true;
+        let r = self.await_reply(cmd);
+        lock(&self.shared).waiting = false;
+        r
+    }
+
+    fn await_reply(&mut self, cmd: &str) -> Result<Reply, EngineError> {
         let place = self.remote.label();
         let start = Instant::now();
         loop {
@@ -744,6 +974,7 @@ impl RemoteWorkload {
     /// connection was lost first), the records not taken yet, and how they
     /// were delivered.
     pub fn finish(mut self) -> Finished {
+        lock(&self.shared).stopping = true;
         let _ = self.send(Command::Stop);
         // Closing stdin also stops an agent that missed the stop. Not for
         // a lab guest: there it hangs up the virtio port, and the agent's
@@ -752,23 +983,24 @@ impl RemoteWorkload {
         if !matches!(self.remote, Remote::Vm(_)) {
             self.stdin = None;
         }
-        if let Some(r) = self.reader.take() {
-            let start = Instant::now();
-            while !r.is_finished() && start.elapsed() < REPLY_TIMEOUT {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if r.is_finished() {
-                let _ = r.join();
-            }
-        }
+        let gave_up = self.await_end();
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let rest: Vec<IntervalRecord> = self.records.try_iter().collect();
-        let s = lock(&self.shared);
-        let summary = match (&s.summary, &s.lost) {
-            (Some(sum), _) => Ok(sum.clone()),
-            (None, Some(why)) => Err(why.clone()),
-            (None, None) => Err("the agent ended without its summary".into()),
+        if let Some(r) = self.reader.take()
+            && r.is_finished()
+        {
+            let _ = r.join();
+        }
+        // The channel's records first, then those held after them.
+        let mut rest: Vec<IntervalRecord> = self.records.try_iter().collect();
+        let mut s = lock(&self.shared);
+        rest.extend(std::mem::take(&mut s.held).into_iter().map(|(r, _)| r));
+        s.held_bytes = 0;
+        let summary = match (&s.summary, &s.lost, gave_up) {
+            (Some(sum), _, _) => Ok(sum.clone()),
+            (None, Some(why), _) if why != ENDED => Err(why.clone()),
+            (None, _, Some(why)) => Err(why),
+            (None, _, None) => Err("the agent ended without its summary".into()),
         };
         Finished {
             summary,
@@ -777,6 +1009,70 @@ impl RemoteWorkload {
             missing: s.missing,
             refused_lines: s.refused,
             refused_first: s.refused_first.clone(),
+            unkept: s.unkept,
+        }
+    }
+
+    /// After the stop: waits for the agent's summary and the end of its
+    /// lines while it keeps talking (each line within
+    /// [`super::pace::stop_silence`]), at most [`STOP_LIMIT`], and at most
+    /// [`SIGNAL_GRACE`] after a stop signal; a lab guest, once it sent
+    /// its summary, gets [`POWEROFF_WAIT`] to power off. None when the
+    /// lines ended, else why the wait was given up.
+    fn await_end(&mut self) -> Option<String> {
+        let reader = self.reader.as_ref()?;
+        let stopped = Instant::now();
+        let silence = super::pace::stop_silence(self.restart.interval);
+        let vm = matches!(self.remote, Remote::Vm(_));
+        let mut signalled: Option<(Instant, i32)> = None;
+        let mut summed: Option<Instant> = None;
+        loop {
+            if reader.is_finished() {
+                return None;
+            }
+            let (summary, last_line) = {
+                let s = lock(&self.shared);
+                (s.summary.is_some(), s.last_line)
+            };
+            let now = Instant::now();
+            if summary {
+                let at = *summed.get_or_insert(now);
+                let wait = if vm {
+                    POWEROFF_WAIT
+                } else {
+                    Duration::from_secs(1)
+                };
+                if now.duration_since(at) >= wait {
+                    return Some("the agent did not end after its summary".into());
+                }
+            } else {
+                // Silence counts from the stop or the last line, whichever is later.
+                let quiet_since = last_line.map_or(stopped, |l| l.max(stopped));
+                if now.duration_since(quiet_since) >= silence {
+                    let lines = lock(&self.shared).lines;
+                    return Some(format!(
+                        "no summary from the agent: it said nothing for {:.1} s after the stop (its last line: line {lines}); a run's agent sends a record each interval and its summary once stopped",
+                        silence.as_secs_f64(),
+                    ));
+                }
+                if now.duration_since(stopped) >= STOP_LIMIT {
+                    return Some(format!(
+                        "no summary from the agent in {} s after the stop",
+                        STOP_LIMIT.as_secs()
+                    ));
+                }
+            }
+            let sig = crate::sys::stop_signal();
+            if sig != 0 {
+                let (at, sig) = *signalled.get_or_insert((now, sig));
+                if now.duration_since(at) >= SIGNAL_GRACE {
+                    return Some(format!(
+                        "interrupted by {} while waiting for the agent's summary",
+                        crate::sys::signal_name(sig)
+                    ));
+                }
+            }
+            std::thread::sleep(POLL);
         }
     }
 }
@@ -851,6 +1147,7 @@ impl Workload for RemoteWorkload {
             let line = super::protocol::request_line(Command::Mark {
                 label: label.into(),
             });
+            lock(&self.shared).asked += 1;
             let mut w: &ChildStdin = stdin;
             let _ = w
                 .write_all(line.as_bytes())
@@ -879,10 +1176,22 @@ impl Workload for RemoteWorkload {
         self.pods.clone()
     }
     fn place(&self) -> Option<String> {
-        let lag = lock(&self.shared).lag_s;
+        let (lag, quiet) = {
+            let s = lock(&self.shared);
+            let quiet = s
+                .last_line
+                .filter(|_| s.lost.is_none())
+                .map(|t| t.elapsed());
+            (s.lag_s, quiet)
+        };
         let mut s = self.place_name();
         if lag >= 1.0 {
             s.push_str(&format!(" · lag {lag:.1} s"));
+        }
+        // An agent sends a record each interval: one quiet for longer than
+        // the stop's margin is said (the link or the target stalled).
+        if let Some(q) = quiet.filter(|q| *q >= super::pace::stop_silence(self.restart.interval)) {
+            s.push_str(&format!(" · silent {:.0} s", q.as_secs_f64()));
         }
         Some(s)
     }
@@ -897,6 +1206,88 @@ impl Workload for RemoteWorkload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rec(seq: u64) -> IntervalRecord {
+        IntervalRecord {
+            seq,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn records_behind_a_reply_are_held_and_go_first_after_it() {
+        let (tx, rx) = sync_channel(2);
+        let sh = Arc::new(Mutex::new(Shared {
+            waiting: true,
+            ..Default::default()
+        }));
+        // The workload waits for a reply: the channel fills, the rest is
+        // held, and the reader goes on to the reply.
+        for s in 0..5 {
+            deliver(rec(s), 100, &tx, &sh).unwrap();
+        }
+        {
+            let s = lock(&sh);
+            assert_eq!(s.held.len(), 3);
+            assert_eq!(s.held_bytes, 300);
+        }
+        // The reply came: what was held goes out first, as the workload
+        // takes records again, then the next record.
+        lock(&sh).waiting = false;
+        let sh2 = sh.clone();
+        let reader = std::thread::spawn(move || {
+            flush_held(&tx, &sh2).unwrap();
+            deliver(rec(5), 100, &tx, &sh2).unwrap();
+        });
+        let got: Vec<u64> = (0..6)
+            .map(|_| rx.recv_timeout(REPLY_TIMEOUT).unwrap().seq)
+            .collect();
+        reader.join().unwrap();
+        assert_eq!(got, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(lock(&sh).held_bytes, 0);
+    }
+
+    #[test]
+    fn after_the_stop_records_beyond_the_budget_are_counted_not_kept() {
+        let (tx, rx) = sync_channel(1);
+        let sh = Arc::new(Mutex::new(Shared {
+            stopping: true,
+            ..Default::default()
+        }));
+        let half = HELD_BYTES / 2;
+        for s in 0..5 {
+            deliver(rec(s), half, &tx, &sh).unwrap();
+        }
+        let s = lock(&sh);
+        // One in the channel, two held (the budget), two not kept.
+        assert_eq!(rx.try_iter().map(|r| r.seq).collect::<Vec<_>>(), [0]);
+        assert_eq!(
+            s.held.iter().map(|(r, _)| r.seq).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert_eq!(s.unkept, 2);
+        let f = Finished {
+            summary: Err("x".into()),
+            rest: Vec::new(),
+            max_lag_s: 0.0,
+            missing: 0,
+            refused_lines: 0,
+            refused_first: None,
+            unkept: s.unkept,
+        };
+        assert_eq!(
+            f.refused_note().unwrap(),
+            "2 records after the stop not kept (more than 64 MiB of them waited)"
+        );
+    }
+
+    #[test]
+    fn a_gone_workload_ends_the_reader() {
+        let (tx, rx) = sync_channel(1);
+        drop(rx);
+        let sh = Mutex::new(Shared::default());
+        assert!(deliver(rec(0), 1, &tx, &sh).is_err());
+    }
 
     #[test]
     fn skip_line_reads_through_a_small_buffer_to_the_newline() {
@@ -922,6 +1313,7 @@ mod tests {
             missing: 0,
             refused_lines: 0,
             refused_first: None,
+            unkept: 0,
         };
         assert_eq!(f.refused_note(), None);
         f.refused_lines = 1;

@@ -7,5 +7,6 @@
 
 pub mod agent;
 pub mod client;
+pub mod pace;
 pub mod protocol;
 pub mod transport;

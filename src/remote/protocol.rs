@@ -216,11 +216,56 @@ impl Message {
                 crate::output::recording::check_record(&r).map_err(|e| at(&e))?;
                 Message::Interval(r)
             }
-            Wire::Reply(r) => Message::Reply(r),
+            Wire::Reply(r) => {
+                check_reply(&r).map_err(|e| at(&e))?;
+                Message::Reply(r)
+            }
             Wire::Summary(s) => Message::Summary(s),
             Wire::Error(f) => Message::Fatal(f),
         })
     }
+}
+
+/// Longest text of a reply (its error, its pods, a change's key or value).
+pub const MAX_REPLY_TEXT: usize = 16 * 1024;
+
+/// Checks a reply as a header is checked: at most one change per setting,
+/// its texts at most [`MAX_REPLY_TEXT`] bytes, its settings valid.
+fn check_reply(r: &Reply) -> Result<(), String> {
+    let keys = crate::settings::KEYS.len();
+    if r.changes.len() > keys {
+        return Err(format!(
+            "reply changes has {} entries: allowed at most {keys} (one per setting)",
+            r.changes.len()
+        ));
+    }
+    let texts = [
+        ("reply error", r.error.as_deref().unwrap_or("")),
+        ("reply pods", r.pods.as_deref().unwrap_or("")),
+        ("reply cmd", r.cmd.as_str()),
+    ];
+    let changes = r.changes.iter().flat_map(|c| {
+        [
+            ("reply changes[].key", c.key.as_str()),
+            ("reply changes[].from", c.from.as_str()),
+            ("reply changes[].to", c.to.as_str()),
+        ]
+    });
+    for (name, text) in texts.into_iter().chain(changes) {
+        if text.len() > MAX_REPLY_TEXT {
+            return Err(format!(
+                "{name}: {} bytes: allowed at most {MAX_REPLY_TEXT}",
+                text.len()
+            ));
+        }
+    }
+    for (name, s) in [("settings", &r.settings), ("effective", &r.effective)] {
+        if let Some(s) = s {
+            s.validate(crate::settings::MAX_CPU_NUMBER + 1)
+                .map_err(|e| format!("reply {name}: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The start of a line, printable, for an error message.
@@ -282,4 +327,30 @@ pub fn request_line(cmd: Command) -> String {
         cmd,
     })
     .expect("requests serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_is_held_to_one_change_per_setting_and_short_texts() {
+        let ok = Message::Reply(Box::new(Reply::ok("apply"))).to_line();
+        assert!(matches!(Message::parse(&ok, 5), Ok(Message::Reply(_))));
+        let change = r#"{"key":"workers.mode","from":"bound","to":"unbound"}"#;
+        let many = vec![change; crate::settings::KEYS.len() + 1].join(",");
+        let line = format!(r#"{{"reply":{{"cmd":"apply","ok":true,"changes":[{many}]}}}}"#);
+        let e = Message::parse(&line, 7).unwrap_err();
+        assert!(
+            e.starts_with("agent line 7: reply changes has ") && e.contains("one per setting"),
+            "{e}"
+        );
+        let long = "x".repeat(MAX_REPLY_TEXT + 1);
+        let line = format!(r#"{{"reply":{{"cmd":"apply","ok":false,"error":"{long}"}}}}"#);
+        let e = Message::parse(&line, 8).unwrap_err();
+        assert!(
+            e.starts_with("agent line 8: reply error: 16385 bytes: allowed at most 16384"),
+            "{e}"
+        );
+    }
 }
