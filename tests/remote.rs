@@ -224,6 +224,21 @@ fn a_newer_protocol_is_refused_by_name_on_both_sides() {
     );
 }
 
+/// What `sha256sum` prints for this readpath (hashed once per test
+/// binary): the fakes answer it at once, so a setup step's short timeout
+/// never times the fake's own hashing of a 100 MB debug build on a loaded
+/// machine.
+fn own_sha256sum() -> String {
+    static LINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LINE.get_or_init(|| {
+        use sha2::Digest;
+        let exe = env!("CARGO_BIN_EXE_readpath");
+        let bytes = std::fs::read(exe).unwrap();
+        format!("{}  {exe}", hex::encode(sha2::Sha256::digest(&bytes)))
+    })
+    .clone()
+}
+
 /// A fake `ssh`: answers `uname -m`, `--version` and `sha256sum` like a
 /// target with this readpath on it, and runs `AGENT` (a shell snippet) for
 /// the agent.
@@ -235,13 +250,13 @@ fn fake_ssh(dir: &std::path::Path, agent: &str) -> String {
          case \"$last\" in\n\
          \"uname -m\") echo {arch} ;;\n\
          *--version*) echo 'readpath {v}' ;;\n\
-         sha256sum*) sha256sum '{exe}' ;;\n\
+         sha256sum*) echo '{sum}' ;;\n\
          *agent*) {agent} ;;\n\
          *) exit 3 ;;\n\
          esac\n",
         arch = std::env::consts::ARCH,
         v = env!("CARGO_PKG_VERSION"),
-        exe = env!("CARGO_BIN_EXE_readpath"),
+        sum = own_sha256sum(),
     );
     std::fs::write(&path, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -891,13 +906,13 @@ fn logging_fake_ssh(
              case \"$last\" in\n\
              \"uname -m\") {uname} ;;\n\
              *--version*) echo 'readpath {v}' ;;\n\
-             sha256sum*) sha256sum '{exe}' ;;\n\
+             sha256sum*) echo '{sum}' ;;\n\
              *\" agent\"*) {agent} ;;\n\
              *) exit 3 ;;\n\
              esac\n",
             log = log.display(),
             v = env!("CARGO_PKG_VERSION"),
-            exe = env!("CARGO_BIN_EXE_readpath"),
+            sum = own_sha256sum(),
         ),
     )
 }
