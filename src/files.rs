@@ -1,4 +1,5 @@
-//! Output files that never damage what they are pointed at.
+//! Output files that never damage what they are pointed at, and inputs
+//! read with a cap that a stop signal always ends.
 //!
 //! readpath's users run it as root (to pin threads and raise priorities), so
 //! an output path is trusted with nothing: `--record /dev/null` must not
@@ -27,6 +28,17 @@
 //! signal. Inputs that are not regular files (a FIFO, a terminal,
 //! `<(command)`) are read the same way ([`open_input`]): readpath waits for
 //! their data, says so after a second, and a stop signal ends the wait.
+//!
+//! Inputs are read with caps, and every read of a file from outside goes
+//! through here: presets, demos, recordings, sweep reports and `digest`'s
+//! files through [`open_input`] (streams allowed) and [`read_capped`];
+//! kernel images and a kernel's modules through [`read_file`] (a regular
+//! file only, a cap per kind, no link followed where readpath found the
+//! file). No input is read blocking: descriptors stay non-blocking and
+//! wait in `poll(2)`, so a stop signal ends any read (the handlers restart
+//! system calls, `SA_RESTART`: a blocking read would never see it), and a
+//! file of a kernel pseudo-filesystem (`/proc/kmsg`, `/proc/self/pagemap`)
+//! is refused before its first byte is read.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{BufWriter, Read, Write};
@@ -644,44 +656,272 @@ impl Drop for OutputFile {
 /// Most bytes [`read_capped`] reads from an input.
 pub const MAX_TEXT_INPUT: u64 = 1 << 20;
 
-/// Reads a small text input (a preset, a demo) whole, refusing one larger
-/// than `limit` bytes (so `/dev/zero` is an error, not an endless read) and
-/// anything that is a directory. The error says which file and why.
+/// Reads a small text input (a preset, a demo, a sweep report) whole,
+/// refusing one larger than `limit` bytes (so `/dev/zero` is an error, not
+/// an endless read), a directory and a file of a kernel pseudo-filesystem
+/// (`/proc/kmsg`). A regular file larger than `limit` is refused before
+/// anything is read. The error says which file and why.
 pub fn read_capped(path: &Path, limit: u64) -> Result<String, String> {
-    let f = open_input(path).map_err(|e| format!("{}: {}", path.display(), plain(&e)))?;
+    let f = open_input(path).map_err(|e| format!("{}: {}", shown(path), plain(&e)))?;
     if f.is_dir() {
-        return Err(format!("{}: is a directory, not a file", path.display()));
+        return Err(format!("{}: is a directory, not a file", shown(path)));
+    }
+    let too_large = || {
+        format!(
+            "{}: larger than {} KiB: not a readpath file (is it a device or a data file?)",
+            shown(path),
+            limit / 1024
+        )
+    };
+    if f.size.is_some_and(|n| n > limit) {
+        return Err(too_large());
     }
     let mut buf = Vec::new();
     f.take(limit + 1)
         .read_to_end(&mut buf)
-        .map_err(|e| format!("{}: {}", path.display(), plain(&e)))?;
+        .map_err(|e| format!("{}: {}", shown(path), plain(&e)))?;
     if buf.len() as u64 > limit {
-        return Err(format!(
-            "{}: larger than {} KiB: not a readpath file (is it a device or a data file?)",
-            path.display(),
-            limit / 1024
-        ));
+        return Err(too_large());
     }
     String::from_utf8(buf).map_err(|e| {
         format!(
             "{}: not UTF-8 text (invalid byte at offset {}): not a readpath file",
-            path.display(),
+            shown(path),
             e.utf8_error().valid_up_to()
         )
     })
 }
 
-/// An input file opened by [`open_input`]: a regular file is read as
-/// usual (a stop signal ends the read at the next buffer); anything else (a FIFO, `<(command)`, a terminal, a device) is
-/// read non-blocking through `poll(2)`, so readpath waits for its data
-/// (saying so on stderr after a second) and a stop signal ends the wait
-/// with a [`Stopped`] error instead of a read that never returns.
+/// A path as text safe for a terminal.
+fn shown(path: &Path) -> String {
+    crate::sys::printable(&path.display().to_string(), false)
+}
+
+/// Who named a file readpath reads, which says whether a link is followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    /// The user, on the command line (`vm:PATH`, a recording): opened as
+    /// named, links followed, as a shell would.
+    ByUser,
+    /// readpath, inside a directory it uses (a kernel's `modules/` in the
+    /// lab): a link there is refused (`O_NOFOLLOW`), never followed.
+    Found,
+}
+
+/// What a file read with [`read_file`] must be: its kind in words, for
+/// messages ("a kernel module (.ko)"), and the most bytes it may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Expect {
+    /// The kind, with its article: "a kernel image (bzImage)".
+    pub what: &'static str,
+    /// The most bytes read; a larger file is refused.
+    pub cap: u64,
+}
+
+/// Why a file from outside was not read ([`read_file`]).
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// Not what it must be (a FIFO, a device, a link readpath did not
+    /// make, a file of /proc, too large): the input's fault, exit status 2.
+    #[error("{name}: {why}")]
+    Refused {
+        /// The file as the message names it (`vm:/dev/zero`).
+        name: String,
+        /// Why, and what is allowed.
+        why: String,
+    },
+    /// It could not be opened or read (missing, unreadable, an I/O error).
+    #[error("{name}: {err}")]
+    Io {
+        /// The file as the message names it.
+        name: String,
+        /// The error, printed in this message.
+        err: std::io::Error,
+    },
+    /// A stop signal ended the read (exit status 1).
+    #[error("{name}: {stopped}")]
+    Stopped {
+        /// The file as the message names it.
+        name: String,
+        /// Which signal.
+        stopped: Stopped,
+    },
+}
+
+impl InputError {
+    /// True when the file is refused for what it is (exit status 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, InputError::Refused { .. })
+    }
+
+    /// True when the file is not there.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, InputError::Io { err, .. } if err.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+impl From<InputError> for std::io::Error {
+    /// As an I/O error: `InvalidInput` for a refusal, the error's own kind
+    /// for an I/O error, and a [`Stopped`] inside for a stop signal (so
+    /// [`is_stopped`] still sees it).
+    fn from(e: InputError) -> std::io::Error {
+        match e {
+            InputError::Refused { .. } => {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+            }
+            InputError::Io { ref err, .. } => std::io::Error::new(err.kind(), e.to_string()),
+            InputError::Stopped { name, stopped } => std::io::Error::other(Stopped {
+                signal: stopped.signal,
+                during: format!("{} ({name})", stopped.during),
+            }),
+        }
+    }
+}
+
+/// What a file's type is, in words (`a FIFO`, `a character device (1:5)`).
+fn kind_of(m: &Metadata) -> String {
+    let ft = m.file_type();
+    if ft.is_dir() {
+        "a directory".into()
+    } else if ft.is_fifo() {
+        "a FIFO".into()
+    } else if ft.is_char_device() {
+        let (a, b) = dev_numbers(m);
+        format!("a character device ({a}:{b})")
+    } else if ft.is_block_device() {
+        "a block device".into()
+    } else if ft.is_socket() {
+        "a socket".into()
+    } else if ft.is_symlink() {
+        "a symbolic link".into()
+    } else {
+        "not a regular file".into()
+    }
+}
+
+/// Size in words: `256 MiB`, `64 KiB`, `12 bytes`.
+fn size_words(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Reads a file readpath takes from outside whole: a kernel image, a
+/// kernel's module or module list. It is opened non-blocking (a FIFO never
+/// holds the open), without following a link where readpath found it
+/// ([`Named::Found`]), and must be a regular file on a real filesystem
+/// (not a FIFO, a device, a directory, nor a kernel interface such as
+/// `/proc/self/pagemap` or `/proc/kmsg`) of at most `expect.cap` bytes,
+/// checked before the first byte is read and again while reading (a file
+/// that grows). The read waits in `poll(2)` where the file says it has no
+/// data yet, and a stop signal ends it ([`InputError::Stopped`]). `name`
+/// is how messages name the file (`vm:/boot/vmlinuz`).
+pub fn read_file(
+    path: &Path,
+    named: Named,
+    expect: Expect,
+    name: &str,
+) -> Result<Vec<u8>, InputError> {
+    let name = crate::sys::printable(name, false);
+    let refuse = |why: String| InputError::Refused {
+        name: name.clone(),
+        why,
+    };
+    let mut flags = oflag::O_NONBLOCK | oflag::O_NOCTTY;
+    if named == Named::Found {
+        flags |= oflag::O_NOFOLLOW;
+    }
+    let file = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+        Ok(f) => f,
+        Err(e) if named == Named::Found && e.raw_os_error() == Some(errno::ELOOP) => {
+            return Err(refuse(format!(
+                "is a symbolic link; {} is read only from a regular file readpath put there, never through a link",
+                expect.what
+            )));
+        }
+        Err(err) => {
+            return Err(InputError::Io {
+                name: name.clone(),
+                err: std::io::Error::new(err.kind(), plain(&err)),
+            });
+        }
+    };
+    let io = |err: std::io::Error| InputError::Io {
+        name: name.clone(),
+        err: std::io::Error::new(err.kind(), plain(&err)),
+    };
+    let m = file.metadata().map_err(io)?;
+    if !m.is_file() {
+        return Err(refuse(format!(
+            "is {}; {} is read only from a regular file",
+            kind_of(&m),
+            expect.what
+        )));
+    }
+    if let Some(fs) = crate::sys::pseudo_fs_of(&file) {
+        return Err(refuse(format!(
+            "is a file of {fs}, a kernel interface, not {}",
+            expect.what
+        )));
+    }
+    let too_large = |n: String| {
+        refuse(format!(
+            "{n}; {} is at most {}",
+            expect.what,
+            size_words(expect.cap)
+        ))
+    };
+    if m.len() > expect.cap {
+        return Err(too_large(format!("is {} bytes", m.len())));
+    }
+    let input = Input {
+        file,
+        stream: false,
+        dir: false,
+        size: Some(m.len()),
+        given: path.to_path_buf(),
+        waiting: None,
+    };
+    let mut buf = Vec::with_capacity(m.len() as usize);
+    match input.take(expect.cap + 1).read_to_end(&mut buf) {
+        Ok(_) => {}
+        Err(e) if is_stopped(&e) => {
+            let stopped = e
+                .into_inner()
+                .and_then(|i| i.downcast::<Stopped>().ok())
+                .map_or_else(|| Stopped::now("while reading it".into()), |b| *b);
+            return Err(InputError::Stopped { name, stopped });
+        }
+        Err(e) => return Err(io(e)),
+    }
+    if buf.len() as u64 > expect.cap {
+        return Err(too_large(format!(
+            "holds more than {} bytes (it grew while read)",
+            expect.cap
+        )));
+    }
+    Ok(buf)
+}
+
+/// An input file opened by [`open_input`] (or [`read_file`]): read
+/// non-blocking, so that neither a FIFO, `<(command)` or a terminal nor a
+/// regular file that blocks (a kernel log) holds readpath: where there is
+/// no data yet, readpath waits in `poll(2)` (saying so on stderr after a
+/// second), and a stop signal ends the wait with a [`Stopped`] error
+/// instead of a read that never returns. A stop signal also ends a long
+/// read of a regular file at the next buffer.
 pub struct Input {
     file: File,
-    /// Not a regular file (nor a directory): read through poll.
+    /// Not a regular file (nor a directory): polled before each read (a
+    /// FIFO with no writer yet reads as its end).
     stream: bool,
     dir: bool,
+    /// A regular file's size when opened.
+    size: Option<u64>,
     given: PathBuf,
     /// When the current wait for data began, and whether it was said.
     waiting: Option<(Instant, bool)>,
@@ -691,22 +931,31 @@ pub struct Input {
 const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
 
 /// Opens an input without blocking: a FIFO with no writer yet, a serial
-/// line without carrier or a terminal never hold `open(2)`; reading one
-/// waits interruptibly (see [`Input`]).
+/// line without carrier or a terminal never hold `open(2)`, and the
+/// descriptor stays non-blocking, so reading one waits interruptibly (see
+/// [`Input`]). A regular file of a kernel pseudo-filesystem (`/proc/kmsg`,
+/// `/proc/self/pagemap`, anything in `/sys`) is refused (`InvalidInput`):
+/// a kernel interface, never a readpath file, whose reads may block,
+/// never end, or take the kernel's log from whoever reads it.
 pub fn open_input(path: &Path) -> std::io::Result<Input> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(oflag::O_NONBLOCK | oflag::O_NOCTTY)
         .open(path)?;
     let m = file.metadata()?;
-    let stream = !m.is_file() && !m.is_dir();
-    if !stream {
-        crate::sys::set_nonblocking(file.as_raw_fd(), false)?;
+    if m.is_file()
+        && let Some(fs) = crate::sys::pseudo_fs_of(&file)
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("is a file of {fs}, a kernel interface, not a readpath file"),
+        ));
     }
     Ok(Input {
         file,
-        stream,
+        stream: !m.is_file() && !m.is_dir(),
         dir: m.is_dir(),
+        size: m.is_file().then_some(m.len()),
         given: path.to_path_buf(),
         waiting: None,
     })
@@ -717,6 +966,29 @@ impl Input {
     pub fn is_dir(&self) -> bool {
         self.dir
     }
+
+    /// Waits up to [`POLL_MS`] for data: true when the descriptor is
+    /// ready; a stop signal ends the wait with a [`Stopped`] error, and a
+    /// wait longer than [`SAY_WAITING_AFTER`] is said once on stderr.
+    fn wait_data(&mut self) -> std::io::Result<bool> {
+        if wait_ready(self.file.as_raw_fd(), Ready::Read, POLL_MS)? {
+            return Ok(true);
+        }
+        if crate::sys::stop_requested() {
+            return Err(Stopped::now("while waiting for its data".into()).into_io());
+        }
+        let (since, said) = self.waiting.get_or_insert((Instant::now(), false));
+        if !*said && since.elapsed() >= SAY_WAITING_AFTER {
+            let fifo = std::fs::metadata(&self.given).is_ok_and(|m| m.file_type().is_fifo());
+            tell(&format!(
+                "readpath: waiting for data on {}{}; Ctrl-C to stop",
+                if fifo { "FIFO " } else { "" },
+                shown(&self.given)
+            ));
+            *said = true;
+        }
+        Ok(false)
+    }
 }
 
 impl Read for Input {
@@ -726,35 +998,35 @@ impl Read for Input {
         if crate::sys::stop_requested() {
             return Err(Stopped::now("while reading it".into()).into_io());
         }
-        if !self.stream {
-            return self.file.read(buf);
-        }
+        let mut empty = 0u32;
         loop {
-            if wait_ready(self.file.as_raw_fd(), Ready::Read, POLL_MS)? {
-                match self.file.read(buf) {
-                    Ok(n) => {
-                        self.waiting = None;
-                        return Ok(n);
-                    }
-                    Err(e)
-                        if matches!(e.raw_os_error(), Some(errno::EAGAIN) | Some(errno::EINTR)) => {
-                    }
-                    Err(e) => return Err(e),
-                }
+            // A stream is polled first: a FIFO no writer opened yet reads
+            // as its end. A regular file is read at once, and polled only
+            // where it says it has nothing yet (EAGAIN).
+            if self.stream && !self.wait_data()? {
                 continue;
+            }
+            match self.file.read(buf) {
+                Ok(n) => {
+                    self.waiting = None;
+                    return Ok(n);
+                }
+                Err(e) if e.raw_os_error() == Some(errno::EINTR) => {}
+                Err(e) if e.raw_os_error() == Some(errno::EAGAIN) => {
+                    // A descriptor that polls ready and still has nothing
+                    // is asked again after a pause, not in a busy loop.
+                    empty += 1;
+                    if empty > 1 {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    if !self.stream {
+                        while !self.wait_data()? {}
+                    }
+                }
+                Err(e) => return Err(e),
             }
             if crate::sys::stop_requested() {
                 return Err(Stopped::now("while waiting for its data".into()).into_io());
-            }
-            let (since, said) = self.waiting.get_or_insert((Instant::now(), false));
-            if !*said && since.elapsed() >= SAY_WAITING_AFTER {
-                let fifo = std::fs::metadata(&self.given).is_ok_and(|m| m.file_type().is_fifo());
-                tell(&format!(
-                    "readpath: waiting for data on {}{}; Ctrl-C to stop",
-                    if fifo { "FIFO " } else { "" },
-                    crate::sys::printable(&self.given.display().to_string(), false)
-                ));
-                *said = true;
             }
         }
     }
@@ -1014,5 +1286,92 @@ mod tests {
         assert!(e.contains("not UTF-8"), "{e}");
         let e = read_capped(&d.path().join("missing"), 4096).unwrap_err();
         assert!(e.ends_with("No such file or directory"), "{e}");
+    }
+
+    const SMALL: Expect = Expect {
+        what: "a test file",
+        cap: 4096,
+    };
+
+    #[test]
+    fn a_file_from_outside_is_a_regular_file_within_its_cap() {
+        let d = tempfile::tempdir().unwrap();
+        let p = file_with(&d, "ok", b"bytes");
+        assert_eq!(read_file(&p, Named::Found, SMALL, "ok").unwrap(), b"bytes");
+        let refused = |p: &Path, named: Named| {
+            let e = read_file(p, named, SMALL, &p.display().to_string()).unwrap_err();
+            assert!(e.is_bad_input(), "{e}");
+            e.to_string()
+        };
+        // Devices, FIFOs (never waited for) and directories.
+        let e = refused(Path::new("/dev/zero"), Named::ByUser);
+        assert!(e.contains("is a character device (1:5)"), "{e}");
+        assert!(
+            e.contains("a test file is read only from a regular file"),
+            "{e}"
+        );
+        let fifo = d.path().join("fifo");
+        crate::sys::make_fifo(&fifo, 0o600).unwrap();
+        assert!(refused(&fifo, Named::ByUser).contains("is a FIFO"));
+        assert!(refused(d.path(), Named::ByUser).contains("is a directory"));
+        // Kernel interfaces: "regular files" of size 0, endless or blocking.
+        let e = refused(Path::new("/proc/self/pagemap"), Named::ByUser);
+        assert!(e.contains("is a file of procfs, a kernel interface"), "{e}");
+        let e = refused(Path::new("/sys/devices/system/cpu/online"), Named::ByUser);
+        assert!(e.contains("sysfs"), "{e}");
+        // Larger than the cap: refused by its size, before a byte is read.
+        let big = d.path().join("big");
+        File::create(&big).unwrap().set_len(1 << 40).unwrap();
+        let e = refused(&big, Named::ByUser);
+        assert!(
+            e.contains("is 1099511627776 bytes; a test file is at most 4 KiB"),
+            "{e}"
+        );
+        // A link is followed where the user named the file, refused where
+        // readpath found it.
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert_eq!(
+            read_file(&link, Named::ByUser, SMALL, "l").unwrap(),
+            b"bytes"
+        );
+        assert!(refused(&link, Named::Found).contains("is a symbolic link"));
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        assert!(refused(&link, Named::Found).contains("is a symbolic link"));
+        // Missing: an I/O error of kind NotFound (the caller decides).
+        let e = read_file(&d.path().join("none"), Named::Found, SMALL, "none").unwrap_err();
+        assert!(e.is_not_found() && !e.is_bad_input(), "{e}");
+        let io: std::io::Error = refused_io(&fifo);
+        assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
+    }
+
+    fn refused_io(p: &Path) -> std::io::Error {
+        read_file(p, Named::ByUser, SMALL, "x").unwrap_err().into()
+    }
+
+    #[test]
+    fn inputs_on_kernel_pseudo_filesystems_are_refused_unread() {
+        // /proc/kmsg blocks in read (and takes the kernel's log from
+        // whoever reads it): refused at open, as /proc/self/pagemap is.
+        for p in ["/proc/self/pagemap", "/proc/kmsg", "/proc/self/status"] {
+            match open_input(Path::new(p)) {
+                Ok(_) => panic!("{p} opened as an input"),
+                Err(e) => assert!(
+                    e.kind() == std::io::ErrorKind::PermissionDenied
+                        || e.to_string()
+                            .contains("is a file of procfs, a kernel interface"),
+                    "{p}: {e}"
+                ),
+            }
+        }
+        let e = read_capped(Path::new("/proc/self/pagemap"), 4096).unwrap_err();
+        assert!(e.contains("kernel interface"), "{e}");
+        // A regular file larger than the cap is refused by its size.
+        let d = tempfile::tempdir().unwrap();
+        let big = d.path().join("big.toml");
+        File::create(&big).unwrap().set_len(8192).unwrap();
+        let e = read_capped(&big, 4096).unwrap_err();
+        assert!(e.contains("larger than 4 KiB"), "{e}");
     }
 }

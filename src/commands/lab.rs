@@ -12,8 +12,10 @@ use crate::lab::{build, kernels, store};
 
 use super::outputs::print_text;
 
-/// `readpath lab ...`.
+/// `readpath lab ...`. The data dir must pass the trust rule first
+/// (bad input otherwise): nothing in a refused one is read or opened.
 pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
+    crate::dataset::check_data_dir(data_dir).map_err(|e| BadInput(e.to_string()))?;
     match action {
         LabAction::Kernels => {
             let have = kernels::list(data_dir)?;
@@ -73,6 +75,15 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
         }
         LabAction::Remove { names, imports } => remove(data_dir, names, imports),
         LabAction::Run { guest, args } => {
+            let remote = crate::remote::transport::Remote::parse(&guest).map_err(BadInput)?;
+            let crate::remote::transport::Remote::Vm(v) = &remote else {
+                return Err(BadInput(format!(
+                    "lab run {:?}: a lab guest is vm:KERNEL[:...]",
+                    crate::sys::printable(&guest, false)
+                ))
+                .into());
+            };
+            check_guest(data_dir, v)?;
             let mut line = format!(
                 "exec /bin/readpath --data-dir={}",
                 crate::lab::vm::GUEST_DATA_DIR
@@ -85,37 +96,18 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
             // one that would not fit is refused before anything boots.
             crate::lab::vm::kernel_append(Some(&line))
                 .map_err(|e| BadInput(format!("lab run: {e}")))?;
-            let remote = crate::remote::transport::Remote::parse(&guest).map_err(BadInput)?;
-            let crate::remote::transport::Remote::Vm(v) = &remote else {
-                return Err(BadInput(format!(
-                    "lab run {:?}: a lab guest is vm:KERNEL[:...]",
-                    crate::sys::printable(&guest, false)
-                ))
-                .into());
-            };
             say(&format!(
                 "readpath: lab: booting {} to run readpath {}",
                 v.label(),
                 args.join(" ")
             ));
             let r = remote.run(&line);
-            let console = crate::lab::vm::console_log(data_dir, &v.kernel);
             match r {
                 Ok(out) => {
                     print_text(&out)?;
                     Ok(())
                 }
                 Err(e) => {
-                    let tail: Vec<String> = std::fs::read_to_string(&console)
-                        .unwrap_or_default()
-                        .lines()
-                        .rev()
-                        .take(12)
-                        .map(|l| crate::sys::printable(l, false))
-                        .collect::<Vec<_>>()
-                        .into_iter()
-                        .rev()
-                        .collect();
                     // No end mark: the line never ran to its end (the
                     // guest did not boot, or its /init was not readpath's).
                     let e = match crate::lab::vm::guest_status(data_dir, &v.kernel) {
@@ -125,11 +117,29 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                             v.label()
                         ),
                     };
-                    anyhow::bail!(
-                        "{e}\nthe guest's console ({}), last lines:\n{}",
-                        console.display(),
-                        tail.join("\n")
-                    )
+                    // Only the console log this run made for the guest,
+                    // and only its end: none where the guest never
+                    // started.
+                    let console = crate::lab::vm::console_log(data_dir, &v.kernel);
+                    let shown = crate::sys::printable(&console.display().to_string(), false);
+                    match crate::lab::vm::console_tail(data_dir, &v.kernel) {
+                        Ok(None) => anyhow::bail!("{e}"),
+                        Ok(Some(text)) => {
+                            let lines: Vec<&str> = text.lines().collect();
+                            let tail: Vec<String> = lines[lines.len().saturating_sub(12)..]
+                                .iter()
+                                .map(|l| crate::sys::printable(l, false))
+                                .collect();
+                            anyhow::bail!(
+                                "{e}\nthe guest's console ({shown}), last lines:\n{}",
+                                tail.join("\n")
+                            )
+                        }
+                        Err(c) => anyhow::bail!(
+                            "{e}\nthe guest's console ({shown}) was not read: {}",
+                            crate::files::plain(&c)
+                        ),
+                    }
                 }
             }
         }
@@ -250,6 +260,32 @@ fn remove(data_dir: &Path, mut names: Vec<String>, imports: bool) -> Result<()> 
     Ok(())
 }
 
+/// Checks what guest `v` needs from this machine before anything is made:
+/// the data dir (its lab is there) passes the trust rule, and a
+/// `vm:PATH` image is a bzImage readpath may read
+/// ([`kernels::check_image`]); either refused is bad input, said once.
+pub(super) fn check_guest(data_dir: &Path, v: &crate::lab::VmRemote) -> Result<()> {
+    crate::dataset::check_data_dir(data_dir).map_err(|e| BadInput(e.to_string()))?;
+    if let Some(path) = &v.image {
+        kernels::check_image(path).map_err(|e| {
+            use std::io::ErrorKind::{NotADirectory, NotFound, PermissionDenied};
+            let bad = match &e {
+                crate::files::InputError::Refused { .. } => true,
+                crate::files::InputError::Io { err, .. } => {
+                    matches!(err.kind(), NotFound | PermissionDenied | NotADirectory)
+                }
+                crate::files::InputError::Stopped { .. } => false,
+            };
+            if bad {
+                BadInput(e.to_string()).into()
+            } else {
+                anyhow::Error::from(e)
+            }
+        })?;
+    }
+    Ok(())
+}
+
 fn mmss(d: std::time::Duration) -> String {
     let s = d.as_secs();
     format!("{}m{:02}s", s / 60, s % 60)
@@ -341,6 +377,7 @@ fn bench(
         ))
         .into());
     };
+    check_guest(data_dir, v)?;
     let exe = std::env::current_exe()?;
     let child = |args: &[String]| -> Result<String> {
         if crate::sys::stop_requested() {

@@ -136,11 +136,16 @@ pub(super) fn sweep_report(file: &Path) -> Result<Option<crate::output::sweep::S
         return Ok(None);
     }
     // A recording's first line is its header; a sweep report one object.
+    // Opened as every input is (non-blocking, a file of /proc refused):
+    // a regular file that blocks must not hold readpath here.
+    let shown = crate::sys::printable(&file.display().to_string(), false);
     let mut head = [0u8; 4096];
     let n = {
         use std::io::Read as _;
-        let mut f = std::fs::File::open(file).with_context(|| format!("{}", file.display()))?;
-        f.read(&mut head).unwrap_or(0)
+        let mut f = crate::files::open_input(file)
+            .map_err(|e| BadInput(format!("{shown}: {}", crate::files::plain(&e))))?;
+        f.read(&mut head)
+            .with_context(|| format!("{shown}: reading its first bytes"))?
     };
     let head = String::from_utf8_lossy(&head[..n]);
     if !head.contains("\"kind\": \"sweep\"") && !head.contains("\"kind\":\"sweep\"") {

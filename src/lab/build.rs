@@ -346,7 +346,7 @@ fn user_source(dir: &Path) -> io::Result<(PathBuf, String)> {
             format!("lab build --source {}: {e}", dir.display()),
         )
     })?;
-    let makefile = std::fs::read_to_string(dir.join("Makefile")).map_err(|e| {
+    let makefile = read_source(&dir.join("Makefile")).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
@@ -453,7 +453,7 @@ pub fn missing_options(config: &str) -> Vec<String> {
 /// A copy of `source` made of hard links (a plain copy where links
 /// cannot be made), with `seed`'s file written anew, reverted.
 fn reverted_tree(source: &Path, seed: &Seed, into: &Path) -> io::Result<()> {
-    let text = std::fs::read_to_string(source.join(seed.file))?;
+    let text = read_source(&source.join(seed.file))?;
     let new = revert(&text, seed).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let linked = process::polled(
         Command::new("cp").arg("-al").arg(source).arg(into),
@@ -478,6 +478,15 @@ fn reverted_tree(source: &Path, seed: &Seed, into: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// A text file of the kernel source tree (its `Makefile`, a seed's file),
+/// read as every input is ([`crate::files::read_capped`]): at most 1 MiB
+/// of UTF-8, a FIFO or a device never read forever, a stop signal ending
+/// the read.
+fn read_source(path: &Path) -> io::Result<String> {
+    crate::files::read_capped(path, crate::files::MAX_TEXT_INPUT)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+}
+
 /// Builds (or takes from the cache) the kernel `req` asks for and
 /// installs it in the lab. `say` hears each step and make's progress.
 pub fn build(data: &Path, req: &Request, say: &mut dyn FnMut(Progress)) -> io::Result<Built> {
@@ -485,7 +494,7 @@ pub fn build(data: &Path, req: &Request, say: &mut dyn FnMut(Progress)) -> io::R
         Some(dir) => user_source(dir)?,
         None => debian_source(data, say)?,
     };
-    let version = std::fs::read_to_string(source.join("Makefile"))
+    let version = read_source(&source.join("Makefile"))
         .ok()
         .and_then(|m| makefile_version(&m))
         .unwrap_or_default();
@@ -502,7 +511,7 @@ pub fn build(data: &Path, req: &Request, say: &mut dyn FnMut(Progress)) -> io::R
     kernels::check_name(&name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if let Some(s) = req.revert {
         // Checked before anything is built.
-        let text = std::fs::read_to_string(source.join(s.file))?;
+        let text = read_source(&source.join(s.file))?;
         revert(&text, s).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     }
     // No gcc: a key no build has, so the build below says what is missing.

@@ -12,6 +12,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use crate::files::{Expect, Named};
+
 /// A `newc` cpio archive being written.
 #[derive(Debug, Default)]
 pub struct Cpio {
@@ -120,6 +122,32 @@ pub fn module_depends(ko: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// The most bytes a kernel's `modules.builtin` may hold (Debian 12's
+/// cloud kernel's is 4.5 KiB: one line per built-in module).
+pub const LIST_CAP: u64 = 4 << 20;
+
+/// The most bytes one kernel module may hold (the largest of Debian 12's
+/// cloud kernel, xfs.ko, is 4.0 MiB).
+pub const MODULE_CAP: u64 = 64 << 20;
+
+const MODULE_LIST: Expect = Expect {
+    what: "a kernel's modules.builtin list",
+    cap: LIST_CAP,
+};
+
+const MODULE: Expect = Expect {
+    what: "a kernel module (.ko)",
+    cap: MODULE_CAP,
+};
+
+/// A module's bytes (`path` found in a kernel's tree): a regular file of
+/// at most [`MODULE_CAP`], never read through a link, a stop signal ending
+/// the read.
+pub fn read_module(path: &Path) -> std::io::Result<Vec<u8>> {
+    crate::files::read_file(path, Named::Found, MODULE, &path.display().to_string())
+        .map_err(Into::into)
+}
+
 /// The modules of one kernel (`lib/modules/VERSION`): where each is and
 /// which are built in.
 #[derive(Debug, Clone)]
@@ -130,10 +158,17 @@ pub struct Modules {
 
 impl Modules {
     /// Reads the tree under `dir` (`.../lib/modules/VERSION`): every
-    /// `*.ko` below `kernel/`, and `modules.builtin`.
+    /// `*.ko` below `kernel/`, and `modules.builtin` (a regular file of at
+    /// most [`LIST_CAP`], never read through a link; none: nothing is
+    /// built in). Links in the tree are not followed: a module is a
+    /// regular file in it.
     pub fn read(dir: &Path) -> std::io::Result<Modules> {
         let mut by_name = HashMap::new();
-        let mut stack = vec![dir.join("kernel")];
+        let top = dir.join("kernel");
+        let mut stack = Vec::new();
+        if std::fs::symlink_metadata(&top).is_ok_and(|m| m.is_dir()) {
+            stack.push(top);
+        }
         while let Some(d) = stack.pop() {
             for e in std::fs::read_dir(&d)? {
                 let e = e?;
@@ -151,13 +186,22 @@ impl Modules {
                 }
             }
         }
-        let builtin = std::fs::read_to_string(dir.join("modules.builtin"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.rsplit('/').next())
-            .filter_map(|f| f.strip_suffix(".ko"))
-            .map(module_name)
-            .collect();
+        let list = dir.join("modules.builtin");
+        let builtin = match crate::files::read_file(
+            &list,
+            Named::Found,
+            MODULE_LIST,
+            &list.display().to_string(),
+        ) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes)
+                .lines()
+                .filter_map(|l| l.rsplit('/').next())
+                .filter_map(|f| f.strip_suffix(".ko"))
+                .map(module_name)
+                .collect(),
+            Err(e) if e.is_not_found() => HashSet::new(),
+            Err(e) => return Err(e.into()),
+        };
         Ok(Modules { by_name, builtin })
     }
 
@@ -412,6 +456,46 @@ mod tests {
         assert!(m.is_builtin("xts"));
         let e = m.load_order(&["nope"], &mut read).unwrap_err();
         assert!(e.contains("module nope"), "{e}");
+    }
+
+    #[test]
+    fn a_module_list_or_module_that_is_no_regular_file_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = dir.path().join("kernel");
+        std::fs::create_dir_all(&k).unwrap();
+        std::fs::write(k.join("virtio.ko"), "x\0depends=\0").unwrap();
+        let list = dir.path().join("modules.builtin");
+        // None: nothing is built in.
+        assert!(!Modules::read(dir.path()).unwrap().is_builtin("xts"));
+        // A link to /dev/zero was read to 2.1 GB; to a FIFO it hung.
+        std::os::unix::fs::symlink("/dev/zero", &list).unwrap();
+        let e = Modules::read(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        std::fs::remove_file(&list).unwrap();
+        crate::sys::make_fifo(&list, 0o600).unwrap();
+        let e = Modules::read(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+        std::fs::remove_file(&list).unwrap();
+        std::fs::File::create(&list)
+            .unwrap()
+            .set_len(LIST_CAP + 1)
+            .unwrap();
+        let e = Modules::read(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("at most 4 MiB"), "{e}");
+        // A module is read the same way; a linked one is not one.
+        let fifo = k.join("fifo.ko");
+        crate::sys::make_fifo(&fifo, 0o600).unwrap();
+        let e = read_module(&fifo).unwrap_err();
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+        std::os::unix::fs::symlink("/dev/zero", k.join("zero.ko")).unwrap();
+        let e = read_module(&k.join("zero.ko")).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        std::fs::remove_file(&list).unwrap();
+        let m = Modules::read(dir.path()).unwrap();
+        let mut read = |p: &Path| read_module(p);
+        assert!(m.load_order(&["virtio"], &mut read).is_ok());
+        let e = m.load_order(&["zero"], &mut read).unwrap_err();
+        assert!(e.contains("neither a file"), "{e}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 
 use super::process;
+use crate::files::{Expect, InputError, Named};
 use crate::sys::trust;
 
 /// What a lab kernel is (`kernel.toml`).
@@ -56,10 +57,13 @@ impl Kernel {
         self.dir.join("vmlinuz")
     }
 
-    /// Its modules' tree (`lib/modules/RELEASE`), where it has one.
+    /// Its modules' tree (`lib/modules/RELEASE`), where it has one: a
+    /// directory of its own, not a link to another.
     pub fn modules(&self) -> Option<PathBuf> {
         let m = self.dir.join("modules");
-        m.is_dir().then_some(m)
+        std::fs::symlink_metadata(&m)
+            .is_ok_and(|t| t.is_dir())
+            .then_some(m)
     }
 }
 
@@ -397,25 +401,39 @@ pub fn bzimage_release(head: &[u8]) -> Result<String, String> {
 /// The largest bzImage `--remote vm:PATH` takes.
 pub const IMAGE_CAP: u64 = 256 << 20;
 
-/// The bzImage at `path` as lab kernel `name` (`img-HASH`): read (a
-/// regular file of at most [`IMAGE_CAP`], with a bzImage's setup header),
-/// copied in and installed anew, its release from its header.
+/// What `vm:PATH` names: a regular file of at most [`IMAGE_CAP`].
+const IMAGE: Expect = Expect {
+    what: "a kernel image (bzImage)",
+    cap: IMAGE_CAP,
+};
+
+/// The bzImage at `path` (named by the user: a link is followed) and
+/// the release its header names, read through [`crate::files::read_file`]:
+/// a regular file (not a FIFO, a device, a directory or a file of /proc)
+/// of at most [`IMAGE_CAP`], with a bzImage's setup header. Messages name
+/// it `name`.
+pub fn read_image(path: &Path, name: &str) -> Result<(Vec<u8>, String), InputError> {
+    let bytes = crate::files::read_file(path, Named::ByUser, IMAGE, name)?;
+    let release = bzimage_release(&bytes).map_err(|why| InputError::Refused {
+        name: crate::sys::printable(name, false),
+        why,
+    })?;
+    Ok((bytes, release))
+}
+
+/// Checks `vm:PATH`'s image before anything is made (the command's own
+/// check, so that a bad path is refused once, as bad input): what
+/// [`read_image`] refuses.
+pub fn check_image(path: &Path) -> Result<(), InputError> {
+    read_image(path, &format!("vm:{}", path.display())).map(|_| ())
+}
+
+/// The bzImage at `path` as lab kernel `name` (`img-HASH`): read by
+/// [`read_image`], copied in and installed anew, its release from its
+/// header. Errors name the path (the caller says which guest).
 pub fn import_image(data: &Path, name: &str, path: &Path) -> io::Result<Kernel> {
     let shown = crate::sys::printable(&path.display().to_string(), false);
-    let bad =
-        |why: String| io::Error::new(io::ErrorKind::InvalidInput, format!("vm:{shown}: {why}"));
-    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(bad("not a regular file".into()));
-    }
-    if meta.len() > IMAGE_CAP {
-        return Err(bad(format!(
-            "{} bytes; a bzImage is at most {IMAGE_CAP}",
-            meta.len()
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let release = bzimage_release(&bytes).map_err(bad)?;
+    let (bytes, release) = read_image(path, &shown)?;
     let info = KernelInfo {
         name: name.to_string(),
         release: release.clone(),
@@ -518,7 +536,47 @@ mod tests {
         let e = import_image(data.path(), "img-000000000000", &img).unwrap_err();
         assert!(e.to_string().contains("not a bzImage"), "{e}");
         let e = import_image(data.path(), "img-000000000000", data.path()).unwrap_err();
-        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(e.to_string().contains("is a directory"), "{e}");
+    }
+
+    #[test]
+    fn a_kernel_image_that_is_no_regular_file_is_refused_unread() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        crate::sys::make_fifo(&fifo, 0o600).unwrap();
+        let big = d.path().join("big");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(IMAGE_CAP + 1)
+            .unwrap();
+        for (path, why) in [
+            // Read to 2.1 GB before: a "regular file" of size 0.
+            (
+                Path::new("/proc/self/pagemap"),
+                "is a file of procfs, a kernel interface, not a kernel image (bzImage)",
+            ),
+            (
+                Path::new("/dev/zero"),
+                "is a character device (1:5); a kernel image (bzImage) is read only from a regular file",
+            ),
+            (
+                &fifo,
+                "is a FIFO; a kernel image (bzImage) is read only from a regular file",
+            ),
+            (
+                &big,
+                "is 268435457 bytes; a kernel image (bzImage) is at most 256 MiB",
+            ),
+        ] {
+            let e = check_image(path).unwrap_err();
+            assert!(e.is_bad_input(), "{e}");
+            // Named once, as the user wrote it.
+            assert_eq!(e.to_string(), format!("vm:{}: {why}", path.display()));
+            let e = import_image(d.path(), "img-000000000000", path).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        }
+        let e = check_image(&d.path().join("none")).unwrap_err();
+        assert!(e.is_not_found(), "{e}");
     }
 
     #[test]
@@ -666,6 +724,15 @@ mod tests {
         assert_eq!(k.info, info);
         assert_eq!(k.image(), dir.join("vmlinuz"));
         assert!(k.modules().is_none());
+        // A link to another tree is not its modules'.
+        let other = data.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::os::unix::fs::symlink(&other, dir.join("modules")).unwrap();
+        assert!(k.modules().is_none());
+        std::fs::remove_file(dir.join("modules")).unwrap();
+        std::fs::create_dir(dir.join("modules")).unwrap();
+        assert!(k.modules().is_some());
+        std::fs::remove_dir(dir.join("modules")).unwrap();
         assert_eq!(list(data.path()).unwrap(), vec![k]);
         // A link in place of the image is refused, not followed.
         std::fs::remove_file(dir.join("vmlinuz")).unwrap();

@@ -24,9 +24,12 @@
 //! start time, program and kernel), so that `kernel restore` ends only a
 //! guest it can prove readpath's ([`orphans`]). The guest's serial
 //! console (the kernel's messages and the agent's stderr) goes to
-//! `lab/console-NAME.log`. KVM is used where `/dev/kvm` opens and
-//! `lab.accel` allows it; elsewhere, and on this project's machines (a
-//! nested guest stops after the kernel's decompressor), TCG.
+//! `lab/console-KERNEL.log`, kept under [`CONSOLE_CAP`] while the guest
+//! writes, and read back only as its last [`CONSOLE_TAIL`] bytes, only
+//! where this run made it ([`console_tail`]). KVM is used where
+//! `/dev/kvm` opens and `lab.accel` allows it; elsewhere, and on this
+//! project's machines (a nested guest stops after the kernel's
+//! decompressor), TCG.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,7 +38,7 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::initramfs::{Cpio, GUEST_MODULES, Modules, OPTIONAL_MODULES, init_script};
+use super::initramfs::{Cpio, GUEST_MODULES, Modules, OPTIONAL_MODULES, init_script, read_module};
 use super::kernels::{Kernel, lab_dir};
 use crate::sys::trust;
 
@@ -341,7 +344,7 @@ fn build_initramfs(
     let mut loaded = Vec::new();
     if let Some(mods) = kernel.modules() {
         let tree = Modules::read(&mods)?;
-        let mut read = |p: &Path| std::fs::read(p);
+        let mut read = |p: &Path| read_module(p);
         let mut wanted = Vec::new();
         for m in GUEST_MODULES {
             let one = tree.load_order(&[m], &mut read);
@@ -357,7 +360,7 @@ fn build_initramfs(
         c.dir("lib/modules");
         for (name, path) in order {
             let inside = format!("lib/modules/{name}.ko");
-            c.file(&inside, 0o644, &std::fs::read(&path)?);
+            c.file(&inside, 0o644, &read_module(&path)?);
             loaded.push(format!("/{inside}"));
         }
     }
@@ -601,8 +604,14 @@ pub fn qemu_command(
         .arg(initrd)
         .arg("-append")
         .arg(append)
+        // The console log is appended to (`append=on`: O_APPEND), so that
+        // readpath can cut its head off while the guest writes
+        // ([`CONSOLE_CAP`]).
         .arg("-chardev")
-        .arg(format!("file,id=console,path={}", qemu_opt_value(console)))
+        .arg(format!(
+            "file,id=console,path={},append=on",
+            qemu_opt_value(console)
+        ))
         .args(["-serial", "chardev:console"])
         .arg("-drive")
         .arg(format!(
@@ -628,11 +637,146 @@ pub fn console_log(data: &Path, name: &str) -> PathBuf {
     lab_dir(data).join(console_name(name))
 }
 
+/// The most bytes a console log holds on disk: past it, its head is cut
+/// off in place, keeping its last [`CONSOLE_TAIL`] bytes, while the guest
+/// writes (a guest that writes 30 MB to its console leaves 1 MiB at most).
+pub const CONSOLE_CAP: u64 = 1 << 20;
+
+/// The most bytes of a console log ever read back: its end, for the exit
+/// status of the guest's line and for the last lines a failure quotes.
+pub const CONSOLE_TAIL: u64 = 64 << 10;
+
+/// How often a console log's size is looked at.
+const CONSOLE_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The console logs this process made in this run ([`prepare`]): path,
+/// device and inode. Only these are read back, so a console log left by
+/// an earlier run, or put in the lab by anyone else (a FIFO, a link to
+/// another file, `/dev/zero`), is never opened.
+static CONSOLES: std::sync::Mutex<Vec<(PathBuf, u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Records `file`, just made new at `path`, as this run's console log and
+/// keeps it under [`CONSOLE_CAP`] on a thread, for as long as it is the
+/// file at `path` (the next boot's replaces it).
+fn watch_console(path: &Path, file: std::fs::File) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    {
+        let mut made = CONSOLES.lock().unwrap_or_else(|e| e.into_inner());
+        made.retain(|(p, _, _)| p != path);
+        made.push((path.to_path_buf(), m.dev(), m.ino()));
+    }
+    std::thread::Builder::new()
+        .name("console-cap".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(CONSOLE_CHECK);
+                let Ok(m) = file.metadata() else { return };
+                if m.nlink() == 0 {
+                    return;
+                }
+                if m.len() > CONSOLE_CAP {
+                    let _ = trim_console(&file, m.len(), m.blksize());
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Cuts console log `file` (`len` bytes, blocks of `block` bytes) down to
+/// about its last [`CONSOLE_TAIL`] bytes: its head collapsed in place
+/// (QEMU appends, so it goes on writing at the new end), or where the
+/// filesystem cannot (tmpfs) the tail copied to the front and the rest
+/// truncated (what QEMU writes during that copy may be lost).
+fn trim_console(file: &std::fs::File, len: u64, block: u64) -> io::Result<()> {
+    let block = block.max(1);
+    let cut = len.saturating_sub(CONSOLE_TAIL) / block * block;
+    if cut == 0 {
+        return Ok(());
+    }
+    if crate::sys::collapse_head(file, cut).is_ok() {
+        return Ok(());
+    }
+    trim_by_copy(file, len, cut)
+}
+
+/// [`trim_console`] where the head cannot be collapsed: the bytes after
+/// `cut` (of `len`) copied to the front, the file cut to them.
+fn trim_by_copy(file: &std::fs::File, len: u64, cut: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut tail = vec![0u8; len.saturating_sub(cut) as usize];
+    let n = read_fully_at(file, &mut tail, cut)?;
+    tail.truncate(n);
+    file.set_len(0)?;
+    file.write_all_at(&tail, 0)
+}
+
+/// Reads into `buf` from `offset` until it is full or the file ends;
+/// how many bytes were read.
+fn read_fully_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// The end of guest `name`'s console log (at most [`CONSOLE_TAIL`]
+/// bytes, from the start of a line), as text; None where this process
+/// made no console log for it in this run (the guest never started: a
+/// refused data dir, a bad kernel), so nothing there is opened. The lab
+/// directory must still pass the trust rule, and the file must be the
+/// very one made (opened without following a link, the user's regular
+/// file with one link, the same inode); anything else is an error, never
+/// read.
+pub fn console_tail(data: &Path, name: &str) -> io::Result<Option<String>> {
+    use std::os::unix::fs::MetadataExt;
+    let path = console_log(data, name);
+    let made = CONSOLES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(p, _, _)| *p == path)
+        .map(|(_, dev, ino)| (*dev, *ino));
+    let Some(made) = made else {
+        return Ok(None);
+    };
+    trust::check_dir(&lab_dir(data))?;
+    let f = trust::open_own_file(&path, 0)?;
+    let m = f.metadata()?;
+    if (m.dev(), m.ino()) != made {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: not the console log readpath made for this guest (replaced), refused",
+                path.display()
+            ),
+        ));
+    }
+    let from = m.len().saturating_sub(CONSOLE_TAIL);
+    let mut buf = vec![0u8; (m.len() - from) as usize];
+    let n = read_fully_at(&f, &mut buf, from)?;
+    buf.truncate(n);
+    if from > 0 {
+        // Cut in the middle of a line: from the next one.
+        let start = buf.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+        buf.drain(..start);
+    }
+    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+}
+
 /// The exit status of the line the last guest of kernel `name` ran, as
 /// its `/init` wrote it on the console (`readpath-lab: ended (N)`); None
-/// where it never got there (killed, or it did not boot).
+/// where it never got there (killed, or it did not boot) or where this
+/// run made no console log for it ([`console_tail`]).
 pub fn guest_status(data: &Path, name: &str) -> Option<i32> {
-    let text = std::fs::read_to_string(console_log(data, name)).ok()?;
+    let text = console_tail(data, name).ok()??;
     // What the line wrote on stderr may have left its line open (a
     // progress meter): the mark is looked for anywhere in a line.
     const MARK: &str = "readpath-lab: ended (";
@@ -680,7 +824,7 @@ pub fn prepare(
     let disk = disk(&lab, &spec.kernel.info.name)?;
     let console = lab.join(console_name(&spec.kernel.info.name));
     let _ = trust::remove_state(&console);
-    trust::create_new(&console, 0o600)?;
+    watch_console(&console, trust::create_new(&console, 0o600)?)?;
     qemu_command(&spec, &initrd, &disk, &console, line).map_err(invalid)
 }
 
@@ -1048,7 +1192,7 @@ mod tests {
         );
         assert!(
             args.contains(
-                &"file,id=console,path=/t/nbd:127.0.0.1:9/x,,file=victim/lab/console-k.log".into()
+                &"file,id=console,path=/t/nbd:127.0.0.1:9/x,,file=victim/lab/console-k.log,append=on".into()
             ),
             "{args:?}"
         );
@@ -1292,6 +1436,147 @@ mod tests {
             !dir.join(format!("guest-{stale_pid}.json")).exists(),
             "stale removed"
         );
+    }
+
+    fn spec(data: &Path) -> VmSpec {
+        VmSpec {
+            kernel: Kernel {
+                info: super::super::kernels::KernelInfo {
+                    name: "k".into(),
+                    release: "6.1.0-1".into(),
+                    source: "test".into(),
+                    ..Default::default()
+                },
+                dir: data.join("lab/kernels/k"),
+            },
+            cpus: 1,
+            memory_mib: 256,
+            disk_cache: "none".into(),
+            accel: Accel::Tcg,
+            aes: true,
+        }
+    }
+
+    #[test]
+    fn qemu_appends_to_the_console_log() {
+        let d = Path::new("/d");
+        let c = qemu_command(
+            &spec(d),
+            &d.join("i.cpio"),
+            &d.join("disk.img"),
+            &d.join("lab/console-k.log"),
+            None,
+        )
+        .unwrap();
+        let args: Vec<String> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = |w: &str| args.iter().position(|a| a == w).unwrap();
+        // O_APPEND: cutting the log's head leaves no hole for QEMU to fill.
+        assert_eq!(
+            args[at("-chardev") + 1],
+            "file,id=console,path=/d/lab/console-k.log,append=on"
+        );
+        assert_eq!(args[at("-serial") + 1], "chardev:console");
+    }
+
+    /// `len` bytes counting up (each byte its offset mod 251).
+    fn pattern(from: usize, len: usize) -> Vec<u8> {
+        (from..from + len).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[test]
+    fn a_console_log_is_cut_to_its_tail_while_its_writer_appends() {
+        use std::io::Write;
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("console.log");
+        let made = trust::create_new(&p, 0o600).unwrap();
+        let mut qemu = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        let written = 3 << 20;
+        qemu.write_all(&pattern(0, written)).unwrap();
+        let m = made.metadata().unwrap();
+        trim_console(&made, m.len(), m.blksize()).unwrap();
+        let kept = std::fs::read(&p).unwrap();
+        assert!(kept.len() as u64 >= CONSOLE_TAIL, "{}", kept.len());
+        assert!(kept.len() as u64 <= CONSOLE_TAIL + m.blksize());
+        assert_eq!(
+            kept,
+            pattern(written - kept.len(), kept.len()),
+            "the tail, in place"
+        );
+        // The writer goes on at the new end: no hole, nothing lost.
+        qemu.write_all(b"after").unwrap();
+        let now = std::fs::read(&p).unwrap();
+        assert_eq!(now.len(), kept.len() + 5);
+        assert!(now.ends_with(b"after"));
+        // Where the head cannot be collapsed (tmpfs): copied to the front.
+        let len = now.len() as u64;
+        trim_by_copy(&made, len, len - 100).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), now[now.len() - 100..]);
+    }
+
+    #[test]
+    fn a_flooded_console_log_stays_under_its_cap() {
+        use std::io::Write;
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path();
+        let p = console_log(data, "flood");
+        trust::ensure_dir(&lab_dir(data)).unwrap();
+        watch_console(&p, trust::create_new(&p, 0o600).unwrap()).unwrap();
+        // A guest writing 30 MB to its console.
+        let mut qemu = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        let total = 30 << 20;
+        for at in (0..total).step_by(1 << 20) {
+            qemu.write_all(&pattern(at, 1 << 20)).unwrap();
+        }
+        qemu.write_all(b"\nreadpath-lab: ended (3)\n").unwrap();
+        // Waits for the watcher to have cut it (a known state, no timing).
+        let size = || std::fs::metadata(&p).unwrap().len();
+        while size() > CONSOLE_CAP {
+            std::thread::sleep(CONSOLE_CHECK);
+        }
+        let text = console_tail(data, "flood").unwrap().unwrap();
+        // At most its last 64 KiB (a byte that is no UTF-8 one character).
+        assert!(text.chars().count() as u64 <= CONSOLE_TAIL);
+        assert!(text.ends_with("readpath-lab: ended (3)\n"));
+        assert_eq!(guest_status(data, "flood"), Some(3));
+        // The watcher ends with the file (the next boot's replaces it).
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn only_the_console_log_this_run_made_is_read() {
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path();
+        trust::ensure_dir(&lab_dir(data)).unwrap();
+        // One left in the lab (by an earlier run, or planted): never opened,
+        // whatever it is.
+        let old = console_log(data, "old");
+        crate::sys::make_fifo(&old, 0o600).unwrap();
+        assert!(console_tail(data, "old").unwrap().is_none());
+        assert_eq!(guest_status(data, "old"), None);
+        // This run's: its tail; replaced by a FIFO or a link: refused.
+        let p = console_log(data, "k");
+        let f = trust::create_new(&p, 0o600).unwrap();
+        watch_console(&p, f).unwrap();
+        std::fs::write(&p, "boot\nreadpath-lab: ended (0)\n").unwrap();
+        assert_eq!(guest_status(data, "k"), Some(0));
+        std::fs::remove_file(&p).unwrap();
+        crate::sys::make_fifo(&p, 0o600).unwrap();
+        let e = console_tail(data, "k").unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        let canary = d.path().join("canary");
+        std::fs::write(&canary, "secret\n").unwrap();
+        std::os::unix::fs::symlink(&canary, &p).unwrap();
+        let e = console_tail(data, "k").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, "another file\n").unwrap();
+        let e = console_tail(data, "k").unwrap_err();
+        assert!(e.to_string().contains("replaced"), "{e}");
     }
 
     #[test]

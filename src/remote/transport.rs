@@ -484,14 +484,15 @@ impl Remote {
                 Ok(c)
             }
             // The guest's /init runs the line (from the kernel's command
-            // line) and powers off: the command boots it.
+            // line) and powers off: the command boots it. Every caller
+            // names the guest (its label) before the error.
             Remote::Vm(v) => {
                 let spec = crate::lab::spec_for(v, &mut |m| {
                     crate::invocation::say(&format!("readpath: {m}"))
                 })
-                .map_err(|e| format!("{}: {e}", v.label()))?;
+                .map_err(|e| e.to_string())?;
                 crate::lab::vm::prepare(&crate::lab::data_dir(), &spec, Some(remote), &mut |_| {})
-                    .map_err(|e| format!("{}: {e}", v.label()))
+                    .map_err(|e| e.to_string())
             }
         }
     }

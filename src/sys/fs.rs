@@ -1,5 +1,6 @@
 //! Files and the page cache: filesystem types, O_DIRECT support, dropping and
-//! warming a file's pages, page-cache residency.
+//! warming a file's pages, page-cache residency; the kernel pseudo-filesystem
+//! a file from outside is on, and a log's head cut off in place.
 
 #[allow(unused_imports)]
 use super::*;
@@ -270,4 +271,55 @@ pub fn page_cache_residency(file: &File) -> io::Result<Residency> {
         resident_pages: vec.iter().filter(|&&b| b & 1 != 0).count() as u64,
         total_pages: pages as u64,
     })
+}
+
+/// The kernel pseudo-filesystem open file `file` lives on (`proc`,
+/// `sysfs`, `debugfs`, `tracefs`, ...), by `fstatfs(2)` magic; None for
+/// any other filesystem (or where `fstatfs` fails). Their "regular
+/// files" are kernel interfaces of size 0 whose reads may be endless
+/// (`/proc/self/pagemap`), destructive and blocking (`/proc/kmsg`): no
+/// file readpath reads from outside is one.
+pub fn pseudo_fs_of(file: &File) -> Option<&'static str> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: the descriptor is open (owned by `file`) and `st` points to
+    // writable memory the size of `struct statfs`.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: fstatfs returned 0, so the kernel filled in the whole struct.
+    let magic = unsafe { st.assume_init() }.f_type as u32;
+    Some(match magic {
+        0x9FA0 => "procfs",
+        0x6265_6572 => "sysfs",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7363_6673 => "securityfs",
+        0x6265_6570 => "configfs",
+        0x0027_E0EB => "cgroup",
+        0x6367_7270 => "cgroup2",
+        0xCAFE_4A11 => "bpf",
+        0xDE5E_81E4 => "efivarfs",
+        0x6165_676C => "pstore",
+        0x4249_4E4D => "binfmt_misc",
+        0xF97C_FF8C => "selinuxfs",
+        0x1CD1 => "devpts",
+        _ => return None,
+    })
+}
+
+/// Removes the first `len` bytes of `file` in place
+/// (`fallocate(FALLOC_FL_COLLAPSE_RANGE)`): what follows moves to the
+/// front, atomically against writers appending (`O_APPEND`) at the same
+/// time. `len` must be a multiple of the filesystem's block size and end
+/// before the end of the file; filesystems without it (tmpfs) answer
+/// `EOPNOTSUPP`.
+pub fn collapse_head(file: &File, len: u64) -> io::Result<()> {
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: fallocate on a descriptor `file` owns; no memory is passed.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_COLLAPSE_RANGE, 0, len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

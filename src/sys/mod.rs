@@ -133,6 +133,10 @@ pub use fs::{
     supports_o_direct, warm_page_cache,
 };
 
+/// Files from outside: which kernel pseudo-filesystem one is on (refused
+/// as input), and a log's head cut off in place.
+pub use fs::{collapse_head, pseudo_fs_of};
+
 /// What the machine and kernel offer, probed once, and the description
 /// recorded with every result.
 pub use features::{AUTOGROUP_SYSCTL, Features, ext4_has_verity, probe_features};

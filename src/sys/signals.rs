@@ -4,11 +4,15 @@
 //! The handlers are installed with SA_RESTART (a blocking call is resumed
 //! after the handler, as the standard library expects), so a stop signal
 //! is seen only where something polls [`stop_requested`]: nothing may block
-//! on what a user names (a FIFO, a pipe, a terminal, a slow reader) without
-//! a timeout. `files` opens and reads such paths non-blocking and
-//! waits in `poll(2)` for at most 100 ms at a time; the dataset is prepared
-//! on a thread while the command's thread polls; every loop of a run polls
-//! between records.
+//! on what a user names (a FIFO, a pipe, a terminal, a slow reader, a
+//! regular file whose read blocks such as `/proc/kmsg`) without a timeout.
+//! `files` opens and reads every input non-blocking and waits in `poll(2)`
+//! for at most 100 ms at a time (and refuses files of kernel
+//! pseudo-filesystems outright); the dataset is prepared on a thread while
+//! the command's thread polls; every loop of a run polls between records.
+//! Clearing SA_RESTART instead would make every blocking call in the crate
+//! (and in its libraries) fail with EINTR on the thread the signal lands
+//! on, and only there: polling is the design that cannot regress.
 
 #[allow(unused_imports)]
 use super::*;

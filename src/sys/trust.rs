@@ -340,13 +340,25 @@ fn kind_of(t: &fs::FileType) -> &'static str {
 
 /// Reads state file `path` (at most `cap` bytes) under the rule: None when
 /// it does not exist; an `InvalidData` error when it is not the user's
-/// regular file or is larger than `cap`.
+/// regular file (a file of a kernel pseudo-filesystem is not one) or is
+/// larger than `cap`.
 pub fn read_state(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
     let f = match open_own_file(path, libc::O_RDONLY) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
+    if let Some(fs) = super::pseudo_fs_of(&f) {
+        // One mounted over it: a kernel interface, whose read may block
+        // where no stop signal ends it (`/proc/kmsg`), is no state.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: is a file of {fs}, a kernel interface, refused",
+                path.display()
+            ),
+        ));
+    }
     let mut buf = Vec::new();
     f.take(cap + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > cap {
@@ -800,5 +812,16 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         drop(a);
         lock_exclusive(&d.join("k.lock"), Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn a_kernel_interface_is_no_state_file() {
+        // Root's, one link, regular: a state file but for where it is.
+        if euid() != 0 {
+            return;
+        }
+        let e = read_state(Path::new("/proc/self/status"), STATE_CAP).unwrap_err();
+        assert!(e.to_string().contains("is a file of procfs"), "{e}");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
     }
 }
