@@ -75,15 +75,6 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
         }
         LabAction::Remove { names, imports } => remove(data_dir, names, imports),
         LabAction::Run { guest, args } => {
-            let remote = crate::remote::transport::Remote::parse(&guest).map_err(BadInput)?;
-            let crate::remote::transport::Remote::Vm(v) = &remote else {
-                return Err(BadInput(format!(
-                    "lab run {:?}: a lab guest is vm:KERNEL[:...]",
-                    crate::sys::printable(&guest, false)
-                ))
-                .into());
-            };
-            check_guest(data_dir, v)?;
             let mut line = format!(
                 "exec /bin/readpath --data-dir={}",
                 crate::lab::vm::GUEST_DATA_DIR
@@ -93,9 +84,19 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                 line.push_str(&crate::remote::transport::sh_quote(a));
             }
             // The line reaches the guest on the kernel's command line:
-            // one that would not fit is refused before anything boots.
+            // one that would not fit is refused before anything is read.
             crate::lab::vm::kernel_append(Some(&line))
                 .map_err(|e| BadInput(format!("lab run: {e}")))?;
+            // The data dir trusted and the kernel found (a `vm:PATH` a
+            // bzImage readpath may read) before anything is made.
+            let remote = crate::remote::transport::Remote::parse(&guest).map_err(BadInput)?;
+            let crate::remote::transport::Remote::Vm(v) = &remote else {
+                return Err(BadInput(format!(
+                    "lab run {:?}: a lab guest is vm:KERNEL[:...]",
+                    crate::sys::printable(&guest, false)
+                ))
+                .into());
+            };
             say(&format!(
                 "readpath: lab: booting {} to run readpath {}",
                 v.label(),
@@ -260,32 +261,6 @@ fn remove(data_dir: &Path, mut names: Vec<String>, imports: bool) -> Result<()> 
     Ok(())
 }
 
-/// Checks what guest `v` needs from this machine before anything is made:
-/// the data dir (its lab is there) passes the trust rule, and a
-/// `vm:PATH` image is a bzImage readpath may read
-/// ([`kernels::check_image`]); either refused is bad input, said once.
-pub(super) fn check_guest(data_dir: &Path, v: &crate::lab::VmRemote) -> Result<()> {
-    crate::dataset::check_data_dir(data_dir).map_err(|e| BadInput(e.to_string()))?;
-    if let Some(path) = &v.image {
-        kernels::check_image(path).map_err(|e| {
-            use std::io::ErrorKind::{NotADirectory, NotFound, PermissionDenied};
-            let bad = match &e {
-                crate::files::InputError::Refused { .. } => true,
-                crate::files::InputError::Io { err, .. } => {
-                    matches!(err.kind(), NotFound | PermissionDenied | NotADirectory)
-                }
-                crate::files::InputError::Stopped { .. } => false,
-            };
-            if bad {
-                BadInput(e.to_string()).into()
-            } else {
-                anyhow::Error::from(e)
-            }
-        })?;
-    }
-    Ok(())
-}
-
 fn mmss(d: std::time::Duration) -> String {
     let s = d.as_secs();
     format!("{}m{:02}s", s / 60, s % 60)
@@ -377,7 +352,6 @@ fn bench(
         ))
         .into());
     };
-    check_guest(data_dir, v)?;
     let exe = std::env::current_exe()?;
     let child = |args: &[String]| -> Result<String> {
         if crate::sys::stop_requested() {

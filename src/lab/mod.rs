@@ -54,18 +54,6 @@ pub struct VmRemote {
 pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB, at most the host's memory)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off], KERNEL a lab kernel (`readpath lab kernels`) or a path to a bzImage (holding a /)";
 
 impl VmRemote {
-    /// Reads what follows `vm:` and checks it against this machine: the
-    /// fields ([`VmRemote::parse_spec`], `mem=` held to the host's memory)
-    /// and the kernel, which must be in the lab (`kernel.toml` checked) or,
-    /// for a path, a regular file. Every error is bad input (exit status
-    /// 2), before anything is made or booted.
-    pub fn parse(rest: &str) -> Result<VmRemote, String> {
-        let host_mib = crate::sys::memory_total_bytes().map(|b| b >> 20);
-        let v = VmRemote::parse_spec(rest, host_mib)?;
-        v.check_kernel(&data_dir())?;
-        Ok(v)
-    }
-
     /// Reads what follows `vm:`, each field once, numbers as plain decimal
     /// digits in range; `mem=` (and the default, 2048) at most `host_mib`,
     /// the host's memory in MiB, where known: QEMU cannot allocate more.
@@ -147,27 +135,18 @@ impl VmRemote {
         Ok(v)
     }
 
-    /// Checks that the kernel this spec names is there in data dir `data`:
-    /// a lab kernel that opens (its directory trusted, every field of its
-    /// `kernel.toml` checked, its image the user's file), or, for a path,
-    /// a regular file of at most [`kernels::IMAGE_CAP`] bytes.
+    /// Checks that the kernel this spec names is there in data dir `data`,
+    /// which must pass the trust rule first (nothing in a refused one is
+    /// opened): a lab kernel that opens (its directory trusted, every
+    /// field of its `kernel.toml` checked, its image the user's file), or,
+    /// for a path, a bzImage readpath may read ([`kernels::check_image`]:
+    /// a regular file on a real filesystem, at most
+    /// [`kernels::IMAGE_CAP`] bytes, with a bzImage's header).
     pub fn check_kernel(&self, data: &Path) -> Result<(), String> {
+        // Nothing in a data dir that fails the trust rule is opened.
+        crate::dataset::check_data_dir(data).map_err(|e| e.to_string())?;
         match &self.image {
-            Some(p) => {
-                let shown = crate::sys::printable(&p.display().to_string(), false);
-                let m = std::fs::metadata(p).map_err(|e| format!("{shown}: {e}"))?;
-                if !m.is_file() {
-                    return Err(format!("{shown}: not a regular file (a bzImage is needed)"));
-                }
-                if m.len() > kernels::IMAGE_CAP {
-                    return Err(format!(
-                        "{shown}: {} bytes; a bzImage is at most {}",
-                        m.len(),
-                        kernels::IMAGE_CAP
-                    ));
-                }
-                Ok(())
-            }
+            Some(p) => kernels::check_image(p).map_err(|e| e.to_string()),
             None => kernels::open(data, &self.kernel)
                 .map(|_| ())
                 .map_err(|e| e.to_string()),

@@ -329,9 +329,13 @@ impl Remote {
             });
         }
         if let Some(rest) = spec.strip_prefix("vm:") {
-            return crate::lab::VmRemote::parse(rest)
-                .map(Remote::Vm)
-                .map_err(|e| bad(&e));
+            // The spec's fields with the rule beside them; the kernel it
+            // names (the data dir trusted, a lab kernel that opens or a
+            // bzImage path readpath may read) in its own words, once.
+            let host_mib = crate::sys::memory_total_bytes().map(|b| b >> 20);
+            let v = crate::lab::VmRemote::parse_spec(rest, host_mib).map_err(|e| bad(&e))?;
+            v.check_kernel(&crate::lab::data_dir())?;
+            return Ok(Remote::Vm(v));
         }
         if let Some(serial) = spec.strip_prefix("adb:") {
             if !serial.is_empty() && !word_ok(serial, &[':']) {
