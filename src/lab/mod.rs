@@ -411,6 +411,9 @@ mod tests {
         assert!(e.contains("no lab kernel \"no-such-kernel\""), "{e}");
         let v = VmRemote::parse_spec(&format!("{}/", d.path().display()), None).unwrap();
         let e = v.check_kernel(d.path()).unwrap_err();
-        assert!(e.contains("not a regular file"), "{e}");
+        assert!(
+            e.contains("is a directory; a kernel image (bzImage) is read only from a regular file"),
+            "{e}"
+        );
     }
 }
