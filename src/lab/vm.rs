@@ -737,7 +737,13 @@ fn read_fully_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Resul
 /// read.
 pub fn console_tail(data: &Path, name: &str) -> io::Result<Option<String>> {
     use std::os::unix::fs::MetadataExt;
-    let path = console_log(data, name);
+    // Where `prepare` made it: under the lab's canonical path (a relative
+    // data dir names the same file by another path).
+    let lab = lab_dir(data);
+    let path = lab
+        .canonicalize()
+        .unwrap_or_else(|_| lab.clone())
+        .join(console_name(name));
     let made = CONSOLES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -1577,6 +1583,25 @@ mod tests {
         std::fs::write(&p, "another file\n").unwrap();
         let e = console_tail(data, "k").unwrap_err();
         assert!(e.to_string().contains("replaced"), "{e}");
+    }
+
+    #[test]
+    fn the_console_log_is_found_by_another_path_to_the_data_dir() {
+        // `prepare` makes it under the lab's canonical path; a data dir
+        // given another way (relative, or through a link: `--data-dir
+        // nbd:127.0.0.1:9` from its parent) names the same file.
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real");
+        trust::ensure_dir(&lab_dir(&real)).unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let p = lab_dir(&real)
+            .canonicalize()
+            .unwrap()
+            .join(console_name("k"));
+        watch_console(&p, trust::create_new(&p, 0o600).unwrap()).unwrap();
+        std::fs::write(&p, "readpath-lab: ended (3)\n").unwrap();
+        assert_eq!(guest_status(&link, "k"), Some(3));
     }
 
     #[test]
