@@ -9,6 +9,7 @@ use anyhow::Result;
 use crate::cli::LabAction;
 use crate::invocation::{BadInput, say};
 use crate::lab::{build, kernels, store};
+use crate::metrics::format::human_bytes;
 
 use super::outputs::print_text;
 
@@ -40,10 +41,10 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                         ""
                     },
                     "",
-                    store::human_bytes(u.total()),
-                    store::human_bytes(u.kernel_bytes),
-                    store::human_bytes(u.disk_bytes),
-                    store::human_bytes(u.initramfs_bytes + u.other_bytes),
+                    human_bytes(u.total()),
+                    human_bytes(u.kernel_bytes),
+                    human_bytes(u.disk_bytes),
+                    human_bytes(u.initramfs_bytes + u.other_bytes),
                     u.last_used
                         .map_or("never booted".to_string(), |t| format!("last booted {}", store::ago(t))),
                 ));
@@ -59,7 +60,7 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                         format!(
                             "; readpath lab remove --imports the {} imported from vm:/path ({})",
                             imports.0,
-                            store::human_bytes(imports.1)
+                            human_bytes(imports.1)
                         )
                     } else {
                         String::new()
@@ -245,17 +246,14 @@ fn remove(data_dir: &Path, mut names: Vec<String>, imports: bool) -> Result<()> 
     let mut freed = 0u64;
     for n in &names {
         let b = store::remove(data_dir, n).map_err(|e| anyhow::anyhow!("lab remove {n}: {e}"))?;
-        say(&format!(
-            "readpath: lab: removed {n} ({})",
-            store::human_bytes(b)
-        ));
+        say(&format!("readpath: lab: removed {n} ({})", human_bytes(b)));
         freed += b;
     }
     if names.len() > 1 {
         say(&format!(
             "readpath: lab: {} kernels removed, {} freed",
             names.len(),
-            store::human_bytes(freed)
+            human_bytes(freed)
         ));
     }
     Ok(())

@@ -222,22 +222,6 @@ pub fn remove(data: &Path, name: &str) -> io::Result<u64> {
     Ok(u.total())
 }
 
-/// Bytes as people read them (`81.2 MiB`).
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
-}
-
 /// How long ago `t` was, in the largest whole unit (`3 d`, `5 h`,
 /// `12 min`, `now`).
 pub fn ago(t: SystemTime) -> String {
@@ -329,12 +313,5 @@ mod tests {
         );
         assert!(remove(data, "../kernels").is_err());
         assert!(lab.join("kernels").join(other).exists());
-    }
-
-    #[test]
-    fn sizes_read_as_people_write_them() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(81 << 20), "81.0 MiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 }
