@@ -75,13 +75,43 @@ fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
         ],
     );
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // On a failure, what each host's rounds saw: every round's seconds,
+    // reads, bios/s and items' unbound and moved shares, and the notices
+    // (a CI run once found no kernel item on one host: `"kernel": null`).
+    let rounds_seen = || {
+        let mut out = String::new();
+        for h in j["hosts"].as_array().unwrap() {
+            let r = &h["report"];
+            for v in r["variants"].as_array().unwrap() {
+                let w: Vec<String> = v["rounds"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| {
+                        format!(
+                            "{}s {} reads {} bios/s run_delay {} ms/s unbound {} moved {}",
+                            w["secs"],
+                            w["reads"],
+                            w["bios_per_s"],
+                            w["run_delay_ms_per_s"],
+                            w["unbound_pct"],
+                            w["moved_pct"]
+                        )
+                    })
+                    .collect();
+                out += &format!("\n{} {}: {w:?}", h["host"], v["value"]);
+            }
+            out += &format!("\n{} notices: {}", h["host"], r["notices"]);
+        }
+        out
+    };
     let seed = &j["seed"];
     assert_eq!(seed["seed"], "fsverity-2023", "{j}");
     assert_eq!(seed["before"], "vm:6.1-revert-fsverity-2023", "{seed}");
     assert_eq!(seed["after"], "vm:debian-6.1", "{seed}");
     for side in ["kernel", "model"] {
         let v = seed[side].as_str().unwrap();
-        assert!(v.contains('%'), "{side}: {v}");
+        assert!(v.contains('%'), "{side}: {v}{}", rounds_seen());
     }
     // Each host ran the kernel target, then the model, each round, and
     // every block the model read verified.
@@ -114,35 +144,6 @@ fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
             .find(|r| r["metric"] == metric)
             .unwrap_or_else(|| panic!("no {metric} row: {seed}"))
             .clone()
-    };
-    // On a failure, what each host's rounds saw: every round's seconds,
-    // reads, bios/s and items' unbound and moved shares, and the notices
-    // (a CI run once found no kernel item on one host: `"kernel": null`).
-    let rounds_seen = || {
-        let mut out = String::new();
-        for h in j["hosts"].as_array().unwrap() {
-            let r = &h["report"];
-            for v in r["variants"].as_array().unwrap() {
-                let w: Vec<String> = v["rounds"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|w| {
-                        format!(
-                            "{}s {} reads {} bios/s unbound {} moved {}",
-                            w["secs"],
-                            w["reads"],
-                            w["bios_per_s"],
-                            w["unbound_pct"],
-                            w["moved_pct"]
-                        )
-                    })
-                    .collect();
-                out += &format!("\n{} {}: {w:?}", h["host"], v["value"]);
-            }
-            out += &format!("\n{} notices: {}", h["host"], r["notices"]);
-        }
-        out
     };
     let unbound = row("unbound_pct");
     let (before, after) = (
