@@ -138,12 +138,43 @@ pub(super) fn measure(
     if let Some(r) = next() {
         keep(&r, &mut notices);
     }
+    let kept = window(
+        || {
+            let r = next()?;
+            keep(&r, &mut notices);
+            Some(r)
+        },
+        warmup,
+        duration,
+    );
+    (kept, notices)
+}
+
+/// The records of one window: after `warmup` of the workload running,
+/// `duration` of it, from `next` (None: no more). Intervals in which the
+/// workload did not run (`paused`: a restart after the switch, the kernel
+/// target writing its file, a guest's first dataset) count toward neither
+/// the warm-up nor the window, which would otherwise end before the
+/// workload ran (a CI run found a lab guest's whole kernel window paused);
+/// they are waited for up to ten times the warm-up and window plus
+/// [`MAX_IDLE_S`], so a workload that never runs again cannot hold the
+/// experiment.
+fn window(
+    mut next: impl FnMut() -> Option<IntervalRecord>,
+    warmup: Duration,
+    duration: Duration,
+) -> Vec<IntervalRecord> {
     let mut dropped = 0.0;
     let mut kept = Vec::new();
     let mut secs = 0.0;
+    let mut idle = 0.0;
+    let idle_cap = 10.0 * (warmup + duration).as_secs_f64() + MAX_IDLE_S;
     while secs < duration.as_secs_f64() - 1e-6 {
         let Some(r) = next() else { break };
-        keep(&r, &mut notices);
+        if r.paused && idle < idle_cap {
+            idle += r.interval_s;
+            continue;
+        }
         if dropped < warmup.as_secs_f64() - 1e-6 {
             dropped += r.interval_s;
             continue;
@@ -151,8 +182,12 @@ pub(super) fn measure(
         secs += r.interval_s;
         kept.push(r);
     }
-    (kept, notices)
+    kept
 }
+
+/// The least time [`measure`] waits for a workload that is not running
+/// (on top of ten times its warm-up and window), s.
+const MAX_IDLE_S: f64 = 120.0;
 
 /// Runs the experiment; `progress` hears (round, variant index) before each
 /// run. With `record` (opened before the workload starts, the header
@@ -1118,6 +1153,37 @@ fn yes(b: bool) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_window_counts_only_intervals_the_workload_ran() {
+        use crate::metrics::IntervalRecord;
+        use std::time::Duration;
+        let rec = |seq: u64, paused: bool| IntervalRecord {
+            seq,
+            interval_s: 0.5,
+            paused,
+            ..Default::default()
+        };
+        // Four paused intervals (a restart), then the workload runs.
+        let mut feed = (0..4)
+            .map(|s| rec(s, true))
+            .chain((4..20).map(|s| rec(s, false)));
+        let w = super::window(
+            || feed.next(),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        );
+        let seqs: Vec<u64> = w.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [6, 7, 8, 9], "warm-up 4-5, window 6-9");
+        // A workload that never runs again ends the window at the bound.
+        let mut endless = (0..).map(|s| rec(s, true));
+        let w = super::window(
+            || endless.next(),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        );
+        assert!(w.iter().all(|r| r.paused) && !w.is_empty());
+    }
+
     use super::*;
 
     /// A report of two variants over `rounds`, the second's throughput
