@@ -1540,7 +1540,14 @@ mod tests {
         qemu.write_all(b"\nreadpath-lab: ended (3)\n").unwrap();
         // Waits for the watcher to have cut it (a known state, no timing).
         let size = || std::fs::metadata(&p).unwrap().len();
+        let t = std::time::Instant::now();
         while size() > CONSOLE_CAP {
+            // A bound that fails, not a hang, if the watcher never cuts.
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(120),
+                "the console log is still {} bytes after 120 s",
+                size()
+            );
             std::thread::sleep(CONSOLE_CHECK);
         }
         let text = console_tail(data, "flood").unwrap().unwrap();
