@@ -320,6 +320,11 @@ pub enum KernelAction {
     /// Put back what an interrupted check or trace left (its mount, its
     /// loop device, its tracefs instance).
     Restore,
+    /// The running kernel's readpath lab switches (a kernel from `lab build
+    /// --switches`): each one's value now, its value in 6.1 and what it
+    /// does (exit 2 on a kernel without them). The kernel target's
+    /// workers.* and workload.sleep settings flip them.
+    Switches,
 }
 
 /// `readpath bench ...`.
@@ -368,17 +373,33 @@ pub enum LabAction {
     /// downloaded with apt-get and unpacked in the data dir) with the lab's
     /// configuration (assets/lab/lab.config over tinyconfig, everything
     /// built in) and, with --revert, a seed patch reverted: the kernel
-    /// before the seed. Cached by source, revert, configuration and
-    /// compiler: a second build of the same kernel is instant.
+    /// before the seed; with --switches, readpath's lab patch
+    /// (assets/lab/readpath-switches.patch): every seed a switch under
+    /// /sys/module/readpath/parameters/, flipped while the kernel runs.
+    /// Cached by source, patch, profile, configuration and compiler: a
+    /// second build of the same kernel is instant.
     Build {
         /// The seed to revert: fsverity-2023, fscrypt-2018 or io_uring-2023.
-        #[arg(long, value_name = "SEED")]
+        #[arg(long, value_name = "SEED", conflicts_with = "switches")]
         revert: Option<String>,
+        /// Build the switchable kernel (`6.1-switches`): fs-verity's and
+        /// fscrypt's read queues bound or unbound and WQ_HIGHPRI or not,
+        /// fscrypt's max_active and io_uring's CQ-wait iowait, each read
+        /// by the kernel at each queueing (defaults: what 6.1 does).
+        #[arg(long)]
+        switches: bool,
+        /// The choices that decide placement, as on the machines the seeds
+        /// came from: desktop (Debian's 6.1: voluntary preemption) or phone
+        /// (Android GKI: full preemption). SCHED_MC and SCHED_SMT are on in
+        /// both. A profile other than desktop is in the kernel's name
+        /// (6.1-switches-phone).
+        #[arg(long, value_name = "PROFILE", default_value = "desktop", value_parser = ["desktop", "phone"])]
+        profile: String,
         /// A clean kernel tree to build instead of Debian's 6.1.
         #[arg(long, value_name = "DIR")]
         source: Option<PathBuf>,
-        /// The kernel's name in the lab (default: 6.1, or
-        /// 6.1-revert-SEED).
+        /// The kernel's name in the lab (default: 6.1, 6.1-revert-SEED or
+        /// 6.1-switches, with -PROFILE for a profile other than desktop).
         #[arg(long)]
         name: Option<String>,
         /// make's jobs (default: one per CPU; 1-1024).

@@ -28,9 +28,36 @@ pub(super) fn kernel(data_dir: &Path, action: KernelAction) -> Result<()> {
     crate::dataset::check_data_dir(data_dir).map_err(|e| BadInput(e.to_string()))?;
     match action {
         KernelAction::Restore => restore(data_dir),
+        KernelAction::Switches => switches(),
         KernelAction::Trace { duration } => trace(data_dir, duration),
         KernelAction::Check { size, dir } => check(data_dir, &size, dir.as_deref()),
     }
+}
+
+/// `kernel switches`: the running kernel's lab switches and their values.
+fn switches() -> Result<()> {
+    use crate::kernel::switches::{DIR, SWITCHES, probe, read_under};
+    if !probe() {
+        return Err(BadInput(format!(
+            "this kernel ({}) has no readpath lab switches ({DIR}): boot one built with `readpath lab build --switches` (e.g. readpath lab run vm:6.1-switches -- kernel switches)",
+            crate::sys::machine_kernel()
+        ))
+        .into());
+    }
+    let now = read_under(Path::new("/"));
+    println!("{DIR} ({})", crate::sys::machine_kernel());
+    for s in SWITCHES {
+        let v = now
+            .iter()
+            .find(|(n, _)| *n == s.name)
+            .map_or("?", |(_, v)| v.as_str());
+        let mark = if v == s.default { " " } else { "*" };
+        println!(
+            "{mark} {:<20} {:>4}  (6.1: {:>3})  {}",
+            s.name, v, s.default, s.what
+        );
+    }
+    Ok(())
 }
 
 /// `kernel restore`: what an interrupted check or trace left, put back.

@@ -147,6 +147,8 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
         }
         LabAction::Build {
             revert,
+            switches,
+            profile,
             source,
             name,
             jobs,
@@ -158,6 +160,8 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
             let req = build::Request {
                 source,
                 revert,
+                switches,
+                profile: build::Profile::parse(&profile).map_err(BadInput)?,
                 name,
                 jobs: jobs.map_or(0, usize::from),
             };

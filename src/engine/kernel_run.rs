@@ -333,5 +333,38 @@ fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
         };
         r.map_err(|e| EngineError::Kernel(format!("{}: {e}", knob.key)))?;
     }
+    apply_switches(k, eff)
+}
+
+/// On a kernel with readpath's lab switches (`kernel::switches`), flips
+/// them to what `eff`'s queue and wait settings ask for, through the knob
+/// journal: a switch already at the value asked is left alone (and left
+/// out of the journal), one asked back to its original is put back.
+fn apply_switches(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
+    use crate::kernel::{knobs::Knob, switches};
+    if !switches::probe() {
+        return Ok(());
+    }
+    let want = switches::wanted(eff)
+        .map_err(|(key, why)| EngineError::Kernel(format!("{key} = {why}")))?;
+    for (name, value) in want {
+        let Some(sw) = switches::switch(name) else {
+            continue;
+        };
+        let knob = Knob::switch(sw);
+        let r = match k.knobs.original(&knob.path) {
+            Some(orig) if orig == value => k.knobs.restore(&knob.path),
+            Some(_) => k.knobs.set(&knob, &value),
+            None => {
+                let now = std::fs::read_to_string(&knob.path).unwrap_or_default();
+                if now.trim() == value {
+                    Ok(())
+                } else {
+                    k.knobs.set(&knob, &value)
+                }
+            }
+        };
+        r.map_err(|e| EngineError::Kernel(format!("{}: {e}", knob.key)))?;
+    }
     Ok(())
 }

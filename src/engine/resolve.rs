@@ -16,7 +16,8 @@
 
 use crate::crypto::CipherKind;
 use crate::settings::{
-    CacheDevice, Completion, EngineKind, HashKind, Scope, Settings, SleepMode, Target, WorkerMode,
+    CacheDevice, Completion, EngineKind, HashKind, Scope, Settings, SleepMode, Target, VerifyMode,
+    WorkerMode,
 };
 use crate::sys::Features;
 
@@ -339,7 +340,13 @@ const RULES: &[Rule] = &[
     },
     Rule {
         keys: &["workload.sleep"],
-        when: |c| c.e.workload.engine == EngineKind::Uring && !c.f.no_iowait,
+        // The lab kernel's io_uring_iowait switch makes a plain wait on the
+        // kernel target (`kernel::switches`).
+        when: |c| {
+            c.e.workload.engine == EngineKind::Uring
+                && !c.f.no_iowait
+                && !(c.e.workload.target == Target::Kernel && c.f.kernel_switches)
+        },
         runs: Some(|e| {
             if e.workload.sleep == SleepMode::Plain {
                 e.workload.sleep = SleepMode::Iowait;
@@ -667,6 +674,28 @@ const RULES: &[Rule] = &[
         inert: true,
         ..RULE
     },
+    // A lab kernel's switches flip its queues between bound and unbound;
+    // the kernel never runs its post-read work inline.
+    Rule {
+        keys: &["workers.mode"],
+        on: On::Kernel,
+        when: |c| c.f.kernel_switches && c.e.workers.mode == WorkerMode::Inline,
+        runs: Some(|e| e.workers.mode = WorkerMode::Unbound),
+        notice: Some(|_| {
+            "the kernel always queues its post-read work: inline runs as unbound (6.1's fscrypt queue)".into()
+        }),
+        ..RULE
+    },
+    Rule {
+        keys: &["workers.verify_mode"],
+        on: On::Kernel,
+        when: |c| c.f.kernel_switches && c.e.workers.verify_mode == VerifyMode::Inline,
+        runs: Some(|e| e.workers.verify_mode = VerifyMode::Bound),
+        notice: Some(|_| {
+            "the kernel always queues its post-read work: inline runs as bound (6.1's fs-verity queue)".into()
+        }),
+        ..RULE
+    },
     Rule {
         keys: &["workload.target"],
         when: |c| c.f.kernel_target_reason.is_some(),
@@ -699,6 +728,7 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
         crate::settings::key_info(key).is_some_and(|k| match k.scope {
             Scope::Both => false,
             Scope::Model(_) => kernel,
+            Scope::Switch(_) => kernel && !f.kernel_switches,
             Scope::Kernel => !kernel,
         })
     };
@@ -733,7 +763,7 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
     let mut inert: Vec<&'static str> = Vec::new();
     for k in crate::settings::KEYS.iter().filter(|k| out_of_scope(k.key)) {
         let why = match k.scope {
-            Scope::Model(why) => why,
+            Scope::Model(why) | Scope::Switch(why) => why,
             _ => "used with workload.target = kernel",
         };
         limits.push((k.key, why.to_string()));

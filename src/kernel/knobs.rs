@@ -23,9 +23,11 @@
 //! that would change the same knob fail with its PID and data dir, so the
 //! original is always the one put back. Recovery acts only on what readpath
 //! can prove it wrote: a state file under the trust rule
-//! ([`crate::sys::trust`]), whose every entry is one of the four knobs
-//! readpath knows ([`known_knob`]: the affinity scope, the unbound cpumask,
-//! the `read_ahead_kb` and `rq_affinity` of a block device present now) with
+//! ([`crate::sys::trust`]), whose every entry is one of the knobs readpath
+//! knows ([`known_knob`]: the affinity scope, the unbound cpumask, the
+//! autogroups, the `read_ahead_kb` and `rq_affinity` of a block device
+//! present now, the lab kernel's switches under
+//! `/sys/module/readpath/parameters/`) with
 //! a value that knob takes. Anything else is set aside as `.refused`, named
 //! in the output, and recovery goes on with the rest.
 //!
@@ -113,6 +115,16 @@ impl Knob {
         Knob {
             key: KEY_AUTOGROUP,
             path: PathBuf::from(AUTOGROUP_SYSCTL),
+        }
+    }
+
+    /// A switch of readpath's lab kernel (`kernel::switches`): its file
+    /// under `/sys/module/readpath/parameters/`, keyed by its parameter
+    /// name (`readpath.fsverity_unbound`).
+    pub fn switch(s: &crate::kernel::switches::Switch) -> Knob {
+        Knob {
+            key: s.key,
+            path: s.path(),
         }
     }
 
@@ -593,10 +605,10 @@ pub fn same_value(path: &str, a: &str, b: &str) -> bool {
 /// Whether `s` is a knob readpath knows, with a value that knob takes, on
 /// the machine whose sysfs is under `root`: the affinity scope (one of
 /// [`AFFINITY_SCOPES`]), the scheduler's autogroups (0 or 1), the unbound
-/// cpumask (a CPU mask naming at least
-/// one CPU), or the `read_ahead_kb` (0..=2^20) or `rq_affinity` (0, 1, 2)
-/// of the queue directory of a block device present now. The reason when
-/// not.
+/// cpumask (a CPU mask naming at least one CPU), a lab kernel's switch
+/// (`Y`/`N`, or a count in its range: `kernel::switches`), or the
+/// `read_ahead_kb` (0..=2^20) or `rq_affinity` (0, 1, 2) of the queue
+/// directory of a block device present now. The reason when not.
 pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(), String> {
     let s = Saved {
         key: key.to_string(),
@@ -623,6 +635,8 @@ pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(),
             KEY_UNBOUND_CPUS,
             parse_cpu_mask_hex(&s.value).is_ok_and(|c| !c.is_empty()),
         )
+    } else if let Some(sw) = crate::kernel::switches::at(path) {
+        (sw.key, sw.takes(&s.value))
     } else {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let (key, ok) = match name {

@@ -16,6 +16,7 @@ pub use crate::sys::{fscrypt, fsverity};
 pub mod cgroup;
 mod journal;
 pub mod knobs;
+pub mod switches;
 pub mod target;
 pub mod trace;
 

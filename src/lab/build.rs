@@ -1,6 +1,8 @@
 //! `readpath lab build`: a lab kernel built from source, with a seed patch
 //! reverted where asked, so the kernel before a seed and the kernel after
-//! it can be booted side by side.
+//! it can be booted side by side, or with readpath's lab patch
+//! (`--switches`), so one kernel runs both sides of every seed, switched at
+//! run time (`kernel::switches`).
 //!
 //! The source is Debian's `linux-source-6.1` (downloaded with the
 //! system's package tool and unpacked into the data dir, not installed) or
@@ -8,13 +10,16 @@
 //! plus the lab's fragment (`assets/lab/lab.config`: virtio, ext4 with
 //! fscrypt and fs-verity, io_uring, tracing, schedstats, delay accounting,
 //! cgroups, AF_ALG; everything built in, so the guest needs no modules),
-//! checked option by option after `make olddefconfig`. A seed is reverted
-//! by replacing its text in a copy of the tree made of hard links, the
-//! changed file written anew (the source itself is never written). The
-//! build runs out of tree (`make O=`) in a directory of its own; only the
-//! image and its configuration are kept, under a key made of the source's
-//! identity, the revert, the fragment and the compiler, so a second build
-//! of the same kernel is instant.
+//! checked option by option after `make olddefconfig`, and a profile's
+//! (`--profile desktop|phone`: the preemption model of Debian's or Android's
+//! kernels). A seed is reverted by replacing its text in a copy of the tree
+//! made of hard links, the changed file written anew; the lab patch is
+//! applied with `patch` to fresh copies of the files it changes in such a
+//! tree (the source itself is never written). The build runs out of tree
+//! (`make O=`) in a directory of its own; only the image and its
+//! configuration are kept, under a key made of the source's identity, the
+//! revert or patch, the fragments and the compiler, so a second build of
+//! the same kernel is instant.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -29,6 +34,73 @@ use crate::sys::trust;
 
 /// The lab's kernel configuration fragment, merged over `tinyconfig`.
 pub const FRAGMENT: &str = include_str!("../../assets/lab/lab.config");
+
+/// readpath's lab patch: every seed a switch the kernel reads at each
+/// queueing (`kernel::switches` knows them).
+pub const SWITCHES_PATCH: &str = include_str!("../../assets/lab/readpath-switches.patch");
+
+/// The choices that decide where work runs, as on the machines the seeds
+/// came from; merged after [`FRAGMENT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// Debian's 6.1: voluntary preemption (the default).
+    #[default]
+    Desktop,
+    /// Android's GKI kernels: full preemption.
+    Phone,
+}
+
+impl Profile {
+    /// Every profile, the default first.
+    pub const ALL: [Profile; 2] = [Profile::Desktop, Profile::Phone];
+
+    /// Its name (`desktop`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Desktop => "desktop",
+            Profile::Phone => "phone",
+        }
+    }
+
+    /// Its configuration fragment.
+    pub fn fragment(self) -> &'static str {
+        match self {
+            Profile::Desktop => include_str!("../../assets/lab/profile-desktop.config"),
+            Profile::Phone => include_str!("../../assets/lab/profile-phone.config"),
+        }
+    }
+
+    /// Its preemption model, in words (for the kernel's description).
+    pub fn preemption(self) -> &'static str {
+        match self {
+            Profile::Desktop => "voluntary preemption",
+            Profile::Phone => "full preemption",
+        }
+    }
+
+    /// Profile `name`, or an error naming those allowed.
+    pub fn parse(name: &str) -> Result<Profile, String> {
+        Profile::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "lab build --profile {:?}: allowed desktop, phone",
+                    crate::sys::printable(name, false)
+                )
+            })
+    }
+}
+
+/// The files [`SWITCHES_PATCH`] changes, relative to the tree (its `+++ b/`
+/// lines).
+pub fn patched_files(patch: &str) -> Vec<&str> {
+    patch
+        .lines()
+        .filter_map(|l| l.strip_prefix("+++ b/"))
+        .map(|f| f.split('\t').next().unwrap_or(f).trim())
+        .collect()
+}
 
 /// Bumped when the recipe changes in a way the key's other parts do not
 /// show (the steps, not the inputs).
@@ -157,8 +229,13 @@ pub struct Request {
     pub source: Option<PathBuf>,
     /// The seed to revert, if any.
     pub revert: Option<&'static Seed>,
+    /// Apply the lab patch ([`SWITCHES_PATCH`]); not with `revert`.
+    pub switches: bool,
+    /// The profile.
+    pub profile: Profile,
     /// The kernel's name in the lab; `None`: `6.1` (or the tree's
-    /// `VERSION.PATCHLEVEL`), plus `-revert-SEED`.
+    /// `VERSION.PATCHLEVEL`), plus `-revert-SEED` or `-switches`, plus
+    /// `-PROFILE` for a profile other than desktop.
     pub name: Option<String>,
     /// `make -j`; 0: one per online CPU.
     pub jobs: usize,
@@ -221,6 +298,7 @@ pub fn check_tools() -> io::Result<()> {
         ("bc", "bc"),
         ("perl", "perl"),
         ("tar", "tar"),
+        ("patch", "patch"),
         ("xz", "xz-utils"),
     ] {
         if find_program(prog).is_none() {
@@ -415,16 +493,24 @@ fn newest_mtime(dir: &Path) -> io::Result<u64> {
     Ok(newest)
 }
 
-/// The build's key: the source's identity, the revert, the fragment, the
-/// compiler and the recipe.
-pub fn key(identity: &str, revert: Option<&Seed>, compiler: &str) -> String {
+/// The build's key: the source's identity, the revert or the lab patch,
+/// the fragments, the compiler and the recipe.
+pub fn key(
+    identity: &str,
+    revert: Option<&Seed>,
+    switches: bool,
+    profile: Profile,
+    compiler: &str,
+) -> String {
     let mut h = Sha256::new();
     for part in [
         identity,
         revert.map_or("", |s| s.name),
         revert.map_or("", |s| s.after),
         revert.map_or("", |s| s.before),
+        if switches { SWITCHES_PATCH } else { "" },
         FRAGMENT,
+        profile.fragment(),
         compiler,
         &RECIPE.to_string(),
     ] {
@@ -437,12 +523,13 @@ pub fn key(identity: &str, revert: Option<&Seed>, compiler: &str) -> String {
         .collect()
 }
 
-/// The fragment's `CONFIG_X=y` lines that `config` (a final `.config`)
-/// lacks: each names an option the tree does not have or that another
-/// choice overrode.
-pub fn missing_options(config: &str) -> Vec<String> {
+/// The `CONFIG_X=y` lines of the fragment and `profile`'s that `config` (a
+/// final `.config`) lacks: each names an option the tree does not have or
+/// that another choice overrode.
+pub fn missing_options(config: &str, profile: Profile) -> Vec<String> {
     FRAGMENT
         .lines()
+        .chain(profile.fragment().lines())
         .map(str::trim)
         .filter(|l| l.starts_with("CONFIG_"))
         .filter(|want| !config.lines().any(|l| l.trim() == *want))
@@ -455,6 +542,48 @@ pub fn missing_options(config: &str) -> Vec<String> {
 fn reverted_tree(source: &Path, seed: &Seed, into: &Path) -> io::Result<()> {
     let text = read_source(&source.join(seed.file))?;
     let new = revert(&text, seed).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    linked_tree(source, into)?;
+    let file = into.join(seed.file);
+    // A new file, not a write through the link into the source.
+    std::fs::remove_file(&file)?;
+    trust::create_new(&file, 0o644)?.write_all(new.as_bytes())?;
+    Ok(())
+}
+
+/// A copy of `source` made of hard links with the lab patch applied: each
+/// file it changes first replaced by a copy of its own (so `patch` never
+/// writes through a link into the source), then `patch -p1` run with the
+/// patch from `work` (refused whole if any hunk does not apply).
+fn patched_tree(source: &Path, into: &Path, work: &Path) -> io::Result<()> {
+    linked_tree(source, into)?;
+    for f in patched_files(SWITCHES_PATCH) {
+        let text = read_source(&source.join(f))?;
+        let file = into.join(f);
+        std::fs::remove_file(&file)?;
+        trust::create_new(&file, 0o644)?.write_all(text.as_bytes())?;
+    }
+    let patch = work.join("readpath-switches.patch");
+    trust::create_new(&patch, 0o644)?.write_all(SWITCHES_PATCH.as_bytes())?;
+    process::polled(
+        Command::new("patch")
+            .args([
+                "-p1",
+                "--forward",
+                "--batch",
+                "--no-backup-if-mismatch",
+                "-i",
+            ])
+            .arg(&patch)
+            .current_dir(into),
+        "patch -p1 (assets/lab/readpath-switches.patch: a tree other than the 6.1 source it was made for? build one by hand and use --source)",
+        &mut |_| {},
+    )?;
+    Ok(())
+}
+
+/// A copy of `source` made of hard links (a plain copy where links cannot
+/// be made).
+fn linked_tree(source: &Path, into: &Path) -> io::Result<()> {
     let linked = process::polled(
         Command::new("cp").arg("-al").arg(source).arg(into),
         "cp -al",
@@ -471,10 +600,6 @@ fn reverted_tree(source: &Path, seed: &Seed, into: &Path) -> io::Result<()> {
             &mut |_| {},
         )?;
     }
-    let file = into.join(seed.file);
-    // A new file, not a write through the link into the source.
-    std::fs::remove_file(&file)?;
-    trust::create_new(&file, 0o644)?.write_all(new.as_bytes())?;
     Ok(())
 }
 
@@ -502,9 +627,14 @@ pub fn build(data: &Path, req: &Request, say: &mut dyn FnMut(Progress)) -> io::R
         Some(n) => n.clone(),
         None => {
             let major: String = version.split('.').take(2).collect::<Vec<_>>().join(".");
-            match req.revert {
+            let base = match req.revert {
                 Some(s) => format!("{major}-revert-{}", s.name),
+                None if req.switches => format!("{major}-switches"),
                 None => major,
+            };
+            match req.profile {
+                Profile::Desktop => base,
+                p => format!("{base}-{}", p.name()),
             }
         }
     };
@@ -518,7 +648,13 @@ pub fn build(data: &Path, req: &Request, say: &mut dyn FnMut(Progress)) -> io::R
     let compiler = run(Command::new("gcc").arg("--version"), "gcc --version")
         .map(|v| v.lines().next().unwrap_or_default().to_string())
         .unwrap_or_else(|_| "no gcc".into());
-    let key = key(&identity, req.revert, &compiler);
+    if req.switches && req.revert.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "lab build: --revert and --switches are separate kernels; build one, then the other",
+        ));
+    }
+    let key = key(&identity, req.revert, req.switches, req.profile, &compiler);
     let builds = builds_dir(data);
     trust::ensure_dir(&builds)?;
     // make runs in the tree with O= this path: it must not be relative.
@@ -526,8 +662,17 @@ pub fn build(data: &Path, req: &Request, say: &mut dyn FnMut(Progress)) -> io::R
     let cache = builds.join(&key);
     let source_words = match req.revert {
         Some(s) => format!("{identity}, seed {} reverted ({})", s.name, s.what),
+        None if req.switches => format!(
+            "{identity}, readpath's lab patch (every seed a switch under {})",
+            crate::kernel::switches::DIR
+        ),
         None => identity.clone(),
     };
+    let source_words = format!(
+        "{source_words}; profile {} ({}, SCHED_MC, SCHED_SMT)",
+        req.profile.name(),
+        req.profile.preemption()
+    );
     let mut make_time = Duration::ZERO;
     let cached = cache.join("vmlinuz").is_file() && cache.join("kernel.release").is_file();
     if cached {
@@ -562,11 +707,21 @@ pub fn build(data: &Path, req: &Request, say: &mut dyn FnMut(Progress)) -> io::R
                     reverted_tree(&source, s, &t)?;
                     t
                 }
+                None if req.switches => {
+                    say(Progress::Step(format!(
+                        "a tree with readpath's lab patch (assets/lab/readpath-switches.patch: {}; hard links to {})",
+                        patched_files(SWITCHES_PATCH).join(", "),
+                        source.display()
+                    )));
+                    let t = work.join("tree");
+                    patched_tree(&source, &t, &work)?;
+                    t
+                }
                 None => source.clone(),
             };
             let out = work.join("out");
             trust::ensure_dir(&out)?;
-            configure(&tree, &out, say)?;
+            configure(&tree, &out, req.profile, say)?;
             let lines_file = builds.join("make-lines");
             let total = trust::read_state_text(&lines_file, 64)
                 .ok()
@@ -615,6 +770,15 @@ pub fn build(data: &Path, req: &Request, say: &mut dyn FnMut(Progress)) -> io::R
         source: format!("built by readpath lab build from {source_words}"),
         version,
         reverted: req.revert.map(|s| s.name.to_string()).unwrap_or_default(),
+        switches: if req.switches {
+            crate::kernel::switches::SWITCHES
+                .iter()
+                .map(|s| s.name.to_string())
+                .collect()
+        } else {
+            Vec::new()
+        },
+        profile: req.profile.name().to_string(),
         build_key: key.clone(),
     };
     let kernel = kernels::install(data, &name, &info, &mut |into| {
@@ -659,10 +823,17 @@ fn work_dir_pid(name: &str) -> Option<u32> {
 
 /// `make tinyconfig`, the fragment merged, `make olddefconfig`, and every
 /// option of the fragment checked in the result.
-fn configure(tree: &Path, out: &Path, say: &mut dyn FnMut(Progress)) -> io::Result<()> {
-    say(Progress::Step(
-        "make tinyconfig, then the lab's fragment (assets/lab/lab.config)".into(),
-    ));
+fn configure(
+    tree: &Path,
+    out: &Path,
+    profile: Profile,
+    say: &mut dyn FnMut(Progress),
+) -> io::Result<()> {
+    say(Progress::Step(format!(
+        "make tinyconfig, then the lab's fragment (assets/lab/lab.config) and profile {}'s (assets/lab/profile-{}.config)",
+        profile.name(),
+        profile.name()
+    )));
     let o = format!("O={}", out.display());
     process::polled(
         Command::new("make")
@@ -674,7 +845,8 @@ fn configure(tree: &Path, out: &Path, say: &mut dyn FnMut(Progress)) -> io::Resu
         &mut |_| {},
     )?;
     let fragment = out.join("lab.config");
-    trust::create_new(&fragment, 0o644)?.write_all(FRAGMENT.as_bytes())?;
+    trust::create_new(&fragment, 0o644)?
+        .write_all(format!("{FRAGMENT}\n{}", profile.fragment()).as_bytes())?;
     process::polled(
         Command::new(tree.join("scripts/kconfig/merge_config.sh"))
             .arg("-m")
@@ -696,7 +868,7 @@ fn configure(tree: &Path, out: &Path, say: &mut dyn FnMut(Progress)) -> io::Resu
         &mut |_| {},
     )?;
     let config = std::fs::read_to_string(out.join(".config"))?;
-    let missing = missing_options(&config);
+    let missing = missing_options(&config, profile);
     if !missing.is_empty() {
         return Err(io::Error::other(format!(
             "this tree's configuration lacks what the lab needs: {} (not in the final .config after make olddefconfig)",
@@ -828,16 +1000,60 @@ mod tests {
     #[test]
     fn the_key_changes_with_every_input() {
         let s = seed("fsverity-2023").unwrap();
-        let base = key("Debian linux-source-6.1 6.1.192-3", None, "gcc 12.2.0");
+        let base = key(
+            "Debian linux-source-6.1 6.1.192-3",
+            None,
+            false,
+            Profile::Desktop,
+            "gcc 12.2.0",
+        );
         assert_eq!(base.len(), 16);
         assert_eq!(
             base,
-            key("Debian linux-source-6.1 6.1.192-3", None, "gcc 12.2.0")
+            key(
+                "Debian linux-source-6.1 6.1.192-3",
+                None,
+                false,
+                Profile::Desktop,
+                "gcc 12.2.0"
+            )
         );
         for other in [
-            key("Debian linux-source-6.1 6.1.192-2", None, "gcc 12.2.0"),
-            key("Debian linux-source-6.1 6.1.192-3", Some(s), "gcc 12.2.0"),
-            key("Debian linux-source-6.1 6.1.192-3", None, "gcc 13"),
+            key(
+                "Debian linux-source-6.1 6.1.192-2",
+                None,
+                false,
+                Profile::Desktop,
+                "gcc 12.2.0",
+            ),
+            key(
+                "Debian linux-source-6.1 6.1.192-3",
+                Some(s),
+                false,
+                Profile::Desktop,
+                "gcc 12.2.0",
+            ),
+            key(
+                "Debian linux-source-6.1 6.1.192-3",
+                None,
+                true,
+                Profile::Desktop,
+                "gcc 12.2.0",
+            ),
+            key(
+                "Debian linux-source-6.1 6.1.192-3",
+                None,
+                false,
+                Profile::Phone,
+                "gcc 12.2.0",
+            ),
+            key(
+                "Debian linux-source-6.1 6.1.192-3",
+                None,
+                false,
+                Profile::Desktop,
+                "gcc 13",
+            ),
         ] {
             assert_ne!(base, other);
         }
@@ -850,9 +1066,18 @@ mod tests {
             .filter(|l| l.starts_with("CONFIG_"))
             .map(|l| format!("{l}\n"))
             .collect();
-        assert!(missing_options(&all).is_empty());
+        let all = format!("{all}CONFIG_PREEMPT_VOLUNTARY=y\n");
+        assert!(missing_options(&all, Profile::Desktop).is_empty());
+        assert_eq!(
+            missing_options(&all, Profile::Phone),
+            vec!["CONFIG_PREEMPT=y"]
+        );
+        assert!(all.contains("CONFIG_SCHED_MC=y\n") && all.contains("CONFIG_SCHED_SMT=y\n"));
         let without = all.replace("CONFIG_FS_VERITY=y\n", "# CONFIG_FS_VERITY is not set\n");
-        assert_eq!(missing_options(&without), vec!["CONFIG_FS_VERITY=y"]);
+        assert_eq!(
+            missing_options(&without, Profile::Desktop),
+            vec!["CONFIG_FS_VERITY=y"]
+        );
     }
 
     /// A tree that looks like a kernel's to `lab build` (its Makefile and
@@ -885,7 +1110,7 @@ mod tests {
             .map(|v| v.lines().next().unwrap_or_default().to_string())
             .unwrap_or_else(|_| "no gcc".into());
         let s = seed("fsverity-2023").unwrap();
-        let k = key(&identity, Some(s), &compiler);
+        let k = key(&identity, Some(s), false, Profile::Desktop, &compiler);
         let cache = builds_dir(data.path()).join(&k);
         trust::ensure_dir(&cache).unwrap();
         std::fs::write(cache.join("vmlinuz"), b"bzImage").unwrap();
@@ -897,6 +1122,8 @@ mod tests {
             &Request {
                 source: Some(tree.path().to_path_buf()),
                 revert: Some(s),
+                switches: false,
+                profile: Profile::Desktop,
                 name: None,
                 jobs: 1,
             },

@@ -37,6 +37,15 @@ pub struct KernelInfo {
     /// made with `--revert`; empty otherwise.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reverted: String,
+    /// The lab patch's switches it has (under
+    /// `/sys/module/readpath/parameters/`), for a kernel `lab build` made
+    /// with `--switches`; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<String>,
+    /// The profile it was built with (`desktop`, `phone`), for a kernel
+    /// `lab build` made; empty for a fetched one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub profile: String,
     /// The key of the `lab build` that made it; empty for a fetched one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub build_key: String,
@@ -164,6 +173,30 @@ pub fn check_info(dir_name: &str, info: &KernelInfo) -> Result<(), String> {
             &info.reverted,
             "empty or a seed's name (1-64 letters, digits, '.', '_' or '-')",
         );
+    }
+    if let Some(s) = info
+        .switches
+        .iter()
+        .find(|s| crate::kernel::switches::switch(s).is_none())
+    {
+        return bad(
+            "switches",
+            s,
+            &format!(
+                "the lab patch's switches: {}",
+                crate::kernel::switches::SWITCHES
+                    .iter()
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    if info.switches.len() > crate::kernel::switches::SWITCHES.len() {
+        return bad("switches", "(list)", "each switch at most once");
+    }
+    if !(info.profile.is_empty() || super::build::Profile::parse(&info.profile).is_ok()) {
+        return bad("profile", &info.profile, "empty, desktop or phone");
     }
     if !(info.build_key.is_empty()
         || info.build_key.len() == 16 && info.build_key.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -347,6 +380,8 @@ pub fn fetch(data: &Path, name: &str, say: &mut dyn FnMut(&str)) -> io::Result<K
                 .unwrap_or_default()
                 .to_string(),
             reverted: String::new(),
+            switches: Vec::new(),
+            profile: String::new(),
             build_key: String::new(),
         };
         install(data, name, &info, &mut |into| {
@@ -602,6 +637,8 @@ mod tests {
             source: "Debian package linux-image-6.1.0-57-cloud-amd64-unsigned 6.1.192-3".into(),
             version: "6.1.192".into(),
             reverted: "fsverity-2023".into(),
+            switches: Vec::new(),
+            profile: String::new(),
             build_key: "0123456789abcdef".into(),
         };
         let write = |info: &KernelInfo| {
@@ -671,6 +708,20 @@ mod tests {
                 },
             ),
             (
+                "switches",
+                KernelInfo {
+                    switches: vec!["fsverity_unbound".into(), "../x".into()],
+                    ..good.clone()
+                },
+            ),
+            (
+                "profile",
+                KernelInfo {
+                    profile: "server".into(),
+                    ..good.clone()
+                },
+            ),
+            (
                 "build_key",
                 KernelInfo {
                     build_key: "xyz".into(),
@@ -713,6 +764,8 @@ mod tests {
             source: "test".into(),
             version: "6.1.1".into(),
             reverted: String::new(),
+            switches: Vec::new(),
+            profile: String::new(),
             build_key: String::new(),
         };
         trust::write_state(

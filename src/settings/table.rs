@@ -103,6 +103,11 @@ pub enum Scope {
     /// Only readpath's model; on the kernel target it does nothing, for the
     /// reason given.
     Model(&'static str),
+    /// The model, and the kernel target of a kernel built with readpath's
+    /// lab switches (`lab build --switches`: `kernel::switches`), where it
+    /// flips the kernel's own queue; on any other kernel it does nothing,
+    /// for the reason given.
+    Switch(&'static str),
     /// Only the kernel target (`workload.target = kernel`).
     Kernel,
 }
@@ -319,7 +324,7 @@ const BLANK: Setting = Setting {
 
 const NOT_CHANGED: Option<(&str, &str)> = Some(("default", "not changed"));
 
-const KERNEL_QUEUES: &str = "the kernel's own queues: fscrypt_read_queue is unbound and WQ_HIGHPRI, fsverity_read_queue per-CPU and WQ_HIGHPRI, fixed when they are made (kernel.affinity_scope moves the unbound one)";
+const KERNEL_QUEUES: &str = "the kernel's own queues: fscrypt_read_queue is unbound and WQ_HIGHPRI, fsverity_read_queue per-CPU and WQ_HIGHPRI, fixed when they are made (kernel.affinity_scope moves the unbound one); a kernel built with readpath's lab switches (readpath lab build --switches) flips them";
 
 /// Every setting, in section order (the order of `--help`, files written,
 /// the settings panel and error messages).
@@ -452,19 +457,19 @@ pub static KEYS: &[Setting] = &[
     }),
     setting!(workers.mode, Kind::Choice(&WorkerMode::NAMES), {
         help: "where decrypt runs (or the only stage, when one is on)",
-        scope: Scope::Model(KERNEL_QUEUES),
+        scope: Scope::Switch(KERNEL_QUEUES),
         bind: Some(Bind { step: Step::Cycle('w'), rank: 1, footer: Some("workers"),
             help: "workers: {values} (the decrypt queue, or the only one)" }),
     }),
     setting!(workers.verify_mode, Kind::Choice(&VerifyMode::NAMES), {
         help: "where verify runs when decrypt is on too; same = decrypt's queue",
-        scope: Scope::Model(KERNEL_QUEUES),
+        scope: Scope::Switch(KERNEL_QUEUES),
         bind: Some(Bind { step: Step::Cycle('W'), rank: 2, footer: Some("verify q"),
             help: "verify queue: {values}" }),
     }),
     setting!(workers.highpri, Kind::Bool, {
         help: "high-priority workers (WQ_HIGHPRI)",
-        scope: Scope::Model(KERNEL_QUEUES),
+        scope: Scope::Switch(KERNEL_QUEUES),
         bind: Some(Bind { step: Step::Cycle('h'), rank: 3, footer: Some("highpri"),
             help: "high priority workers on/off (nice -20, WQ_HIGHPRI)" }),
     }),
@@ -473,7 +478,7 @@ pub static KEYS: &[Setting] = &[
         note: "0 = number of online CPUs",
         unit: "work items",
         help: "work items the unbound pool runs at once",
-        scope: Scope::Model(KERNEL_QUEUES),
+        scope: Scope::Switch(KERNEL_QUEUES),
     }),
     setting!(workers.affinity_scope, Kind::Choice(&AffinityScope::NAMES), {
         help: "unbound work runs on the queueing CPU's pod: its CPU, core, last-level cache, node, or any CPU",
@@ -1037,10 +1042,13 @@ impl Setting {
         help
     }
 
-    /// Whether it applies to the kernel target; if not, why.
-    pub fn kernel_note(&self) -> Option<&'static str> {
+    /// Whether it applies to the kernel target; if not, why. A key of
+    /// [`Scope::Switch`] applies where the kernel has readpath's lab
+    /// switches (`switches`).
+    pub fn kernel_note(&self, switches: bool) -> Option<&'static str> {
         match self.scope {
             Scope::Model(why) => Some(why),
+            Scope::Switch(why) if !switches => Some(why),
             _ => None,
         }
     }
@@ -1086,6 +1094,7 @@ pub fn reference() -> String {
         let scope = match k.scope {
             Scope::Both => "model, kernel".to_string(),
             Scope::Model(why) => format!("model (kernel: {why})"),
+            Scope::Switch(_) => "model; kernel with readpath's lab switches (`lab build --switches`), where it flips the kernel's own queue or wait (other kernels: fixed when the queue is made)".to_string(),
             Scope::Kernel => "kernel".to_string(),
         };
         let cell = |s: &str| s.replace('|', "\\|");

@@ -53,6 +53,12 @@ pub struct Features {
     /// they cannot.
     #[serde(default)]
     pub autogroup_reason: Option<String>,
+    /// The running kernel has readpath's lab switches
+    /// (`/sys/module/readpath/parameters/`: a `lab build --switches`
+    /// kernel), so the kernel target's `workers.*` and `workload.sleep`
+    /// flip its own queues and wait ([`crate::kernel::switches`]).
+    #[serde(default)]
+    pub kernel_switches: bool,
 }
 
 /// `kernel.io_uring_disabled`, or `None` if the sysctl does not exist (kernels
@@ -153,6 +159,7 @@ pub fn probe_features() -> Features {
         kernel_hash_reason: probe("hash", "sha256").err(),
         kernel_cache_limit_reason: super::cgroup::probe().err(),
         autogroup_reason: autogroup_reason(),
+        kernel_switches: crate::kernel::switches::probe(),
     }
 }
 

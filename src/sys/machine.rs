@@ -307,3 +307,10 @@ pub fn fs_type_name(path: &Path) -> String {
         Err(_) => "unknown".to_string(),
     }
 }
+
+/// The running kernel's release (`uname -r`), or `unknown kernel`.
+pub fn machine_kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown kernel".into())
+}

@@ -141,7 +141,8 @@ pub use fs::{collapse_head, pseudo_fs_of};
 /// recorded with every result.
 pub use features::{AUTOGROUP_SYSCTL, Features, ext4_has_verity, probe_features};
 pub use machine::{
-    MachineInfo, fs_type_name, kernel_version, machine_info, nearest_existing_ancestor,
+    MachineInfo, fs_type_name, kernel_version, machine_info, machine_kernel,
+    nearest_existing_ancestor,
 };
 
 /// The kernel's crypto API from user space (AF_ALG): its `xts(aes)` and

@@ -223,7 +223,7 @@ pub(crate) fn setting_keyed(
         }
         // Short of room, the model's queue and cache knobs make way for
         // the kernel's while the kernel is the target (they do nothing then).
-        if reasons == Reasons::None && kernel && model_only(k.key) {
+        if reasons == Reasons::None && kernel && model_only(k.key, app.features.kernel_switches) {
             continue;
         }
         if sec != section && !keyed_only {
@@ -285,6 +285,6 @@ pub(crate) fn setting_keyed(
 
 /// A setting only the model uses (the kernel target greys it): its scope
 /// in the settings table.
-fn model_only(key: &str) -> bool {
-    crate::settings::key_info(key).is_some_and(|k| k.kernel_note().is_some())
+fn model_only(key: &str, switches: bool) -> bool {
+    crate::settings::key_info(key).is_some_and(|k| k.kernel_note(switches).is_some())
 }
