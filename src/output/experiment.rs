@@ -62,6 +62,23 @@ pub struct VariantResult {
     pub failed_reads: u64,
 }
 
+impl VariantResult {
+    /// The rounds in which metric `name` has a value: those its spread is
+    /// over (a round that measured nothing of it, a metric the target
+    /// lacks, gives none). A result without its rounds' windows counts
+    /// `rounds` (the experiment's).
+    pub fn count(&self, name: &str, rounds: u32) -> u32 {
+        match crate::metrics::table::metric(name) {
+            Some(m) if !self.rounds.is_empty() => self
+                .rounds
+                .iter()
+                .filter(|w| (m.window)(w).is_finite())
+                .count() as u32,
+            _ => rounds,
+        }
+    }
+}
+
 /// The whole experiment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareReport {
@@ -571,6 +588,12 @@ impl SeedVerdict {
                 spread(after, variant, metric)?,
             ))
         };
+        // Each side's rounds with a value of `metric`.
+        let count = |h: Option<&HostResult>, variant: usize, metric: &str| {
+            let r = h.and_then(|h| h.report.as_ref());
+            r.and_then(|r| Some(r.variants.get(variant)?.count(metric, r.rounds)))
+                .unwrap_or(0)
+        };
         let metric = seed.published.metric.as_str();
         let mut names = vec![metric];
         for m in [
@@ -595,14 +618,15 @@ impl SeedVerdict {
             })
             .filter(|r| r.kernel.is_some() || r.model.is_some())
             .collect();
-        let rounds = [before, after]
-            .iter()
-            .filter_map(|h| h.and_then(|h| h.report.as_ref()).map(|r| r.rounds))
-            .min()
-            .unwrap_or(0);
-        let verdict = |p: Option<(Spread, Spread)>| match p {
+        let verdict = |variant: usize| match pair(variant, metric) {
             None => "not measured".to_string(),
-            Some((b, a)) => crate::output::verdict::against(&b, &a, rounds, &seed.published).text,
+            Some((b, a)) => {
+                let rounds = [
+                    count(before, variant, metric),
+                    count(after, variant, metric),
+                ];
+                crate::output::verdict::against(&b, &a, rounds, &seed.published).text
+            }
         };
         SeedVerdict {
             seed: seed.name.into(),
@@ -615,8 +639,8 @@ impl SeedVerdict {
             metric: metric.into(),
             before: before.map(|h| h.host.clone()).unwrap_or_default(),
             after: after.map(|h| h.host.clone()).unwrap_or_default(),
-            kernel: verdict(pair(0, metric)),
-            model: verdict(pair(1, metric)),
+            kernel: verdict(0),
+            model: verdict(1),
             rows,
             setting_notes: [before, after]
                 .iter()
@@ -859,7 +883,25 @@ fn write_hosts_table(out: &mut String, done: &[(&str, &CompareReport)]) {
     if done.iter().any(|(_, r)| r.rounds > 1) {
         out.push_str("~: the ranges of the rounds overlap (not significant)\n");
     }
+    if let Some(r) = done.iter().map(|(_, r)| r.rounds).filter(|r| *r > 1).min() {
+        out.push_str(few_rounds_note(r).trim_start());
+    }
     out.push('\n');
+}
+
+/// Under a table of `rounds` rounds a variant, where ranges apart are
+/// no finding in so few ([`crate::output::verdict::chance_apart`] of 5% or
+/// more): that a change without `~` is a hint only. Empty otherwise.
+fn few_rounds_note(rounds: u32) -> String {
+    use crate::output::verdict::{FINDING, ROUNDS_FOR_FINDING, chance_apart, chance_text};
+    let p = chance_apart(rounds, rounds);
+    if rounds < 2 || p < FINDING {
+        return String::new();
+    }
+    format!(
+        "\n{rounds} v {rounds} rounds: noise alone puts two ranges apart {} of the time, so a change without ~ is a hint, not a finding; run --rounds {ROUNDS_FOR_FINDING} or more.\n",
+        chance_text(p)
+    )
 }
 
 /// A variant's change as a cell.
@@ -905,11 +947,12 @@ impl CompareReport {
                 .find(|(n, _)| *n == published.metric)
                 .map(|(_, s)| *s)
         };
+        let count = |i: usize| self.variants[i].count(&published.metric, self.rounds);
         self.verdict = match (spread(0), spread(1)) {
             (Some(a), Some(b)) => Some(crate::output::verdict::against(
                 &a,
                 &b,
-                self.rounds,
+                [count(0), count(1)],
                 &published,
             )),
             _ => None,
@@ -1068,10 +1111,13 @@ impl CompareReport {
     fn write_notes(&self, out: &mut String, overlapped: bool) {
         if self.rounds <= 1 {
             out.push_str(
-                "\n1 round: no spread to judge a change by; run --rounds 3 or more for ranges and significance.\n",
+                "\n1 round: no spread to judge a change by; run --rounds 4 or more for ranges and significance.\n",
             );
-        } else if overlapped {
-            out.push_str("\n~: the two variants' ranges (min-max over rounds) overlap: the change is not significant.\n");
+        } else {
+            if overlapped {
+                out.push_str("\n~: the two variants' ranges (min-max over rounds) overlap: the change is not significant.\n");
+            }
+            out.push_str(&few_rounds_note(self.rounds));
         }
         let failed: u64 = self.variants.iter().map(|v| v.failed_reads).sum();
         if failed > 0 {
@@ -1288,11 +1334,11 @@ mod tests {
             hosts: vec![
                 host(
                     "vm:6.1",
-                    report(3, (150.0, 140.0, 160.0), (102.0, 96.0, 108.0)),
+                    report(4, (150.0, 140.0, 160.0), (102.0, 96.0, 108.0)),
                 ),
                 host(
                     "vm:6.1-revert-fscrypt-2018",
-                    report(3, (100.0, 90.0, 110.0), (100.0, 95.0, 105.0)),
+                    report(4, (100.0, 90.0, 110.0), (100.0, 95.0, 105.0)),
                 ),
             ],
             seed: None,
@@ -1308,13 +1354,30 @@ mod tests {
             },
             setting: "workers.mode",
         };
-        let v = SeedVerdict::of(seed, &hosts, |h| h.contains("revert"));
+        let v = SeedVerdict::of(seed.clone(), &hosts, |h| h.contains("revert"));
         assert_eq!(v.before, "vm:6.1-revert-fscrypt-2018");
         assert_eq!(v.after, "vm:6.1");
-        assert_eq!(v.kernel, "reproduced: +50% (published +25..+35%)");
+        assert_eq!(
+            v.kernel,
+            "reproduced: +50% (published +25..+35%); 4 v 4 rounds, chance by noise 2.9%"
+        );
         assert_eq!(
             v.model,
-            "within noise: +2%, the ranges overlap (published +25..+35%)"
+            "within noise: +2%, the ranges overlap (published +25..+35%); 4 v 4 rounds"
+        );
+        // Each side's own rounds with a value: the after kernel's fourth
+        // round measured nothing of the metric (3 v 4: 5.7% by noise).
+        let mut short = hosts.clone();
+        let w = |t: f64| WindowStats {
+            throughput_mib_s: t,
+            ..Default::default()
+        };
+        let after = short.hosts[0].report.as_mut().unwrap();
+        after.variants[0].rounds = vec![w(150.0), w(140.0), w(160.0), w(f64::NAN)];
+        let v = SeedVerdict::of(seed, &short, |h| h.contains("revert"));
+        assert_eq!(
+            v.kernel,
+            "a hint, not a finding: +50%, ranges apart (published +25..+35%); 4 v 3 rounds, chance by noise 5.7% (4 rounds or more a side needed)"
         );
         let t = v.to_text();
         assert!(t.contains("real kernel, before -> after"), "{t}");
@@ -1349,6 +1412,14 @@ mod tests {
         let t = report(3, (100.0, 90.0, 130.0), (120.0, 110.0, 140.0)).to_text();
         let mib = t.lines().find(|l| l.starts_with("MiB/s")).unwrap();
         assert!(mib.ends_with(" ~+20%"), "{mib}");
+        // 3 rounds: ranges apart are a hint only, and the notes say so;
+        // 4 rounds need no such note.
+        assert!(
+            t.contains("3 v 3 rounds: noise alone puts two ranges apart 10% of the time, so a change without ~ is a hint, not a finding; run --rounds 4 or more."),
+            "{t}"
+        );
+        let t = report(4, (100.0, 90.0, 130.0), (120.0, 110.0, 140.0)).to_text();
+        assert!(!t.contains("a hint"), "{t}");
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! A sweep as a heat map for slides (`readpath plot SWEEP.json`): one cell
 //! per point of the grid, the change written in it (so the colour is never
 //! the only carrier of the number), the colour saying which way it went
-//! against the published result (green: its sign, red: the opposite), and
-//! a cell whose rounds' ranges overlap grey and hatched: no direction can
-//! be read into it. Under the map, the published result, the machine and
+//! against the published result (green: its sign, red: the opposite), a
+//! cell whose rounds' ranges overlap grey and hatched: no direction can be
+//! read into it, and a cell whose ranges lie apart in too few rounds for a
+//! finding (a chance by noise of 5% or more: `?`) grey. Under the map, the published result, the machine and
 //! the computed summary of where the sign holds and where it flips.
 
 use plotters::prelude::*;
@@ -117,15 +118,23 @@ pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, String> {
             }
         }
         let published = r.published.is_some();
-        lines.push((
+        let hints = r.points.iter().any(|p| p.verdict.kind == Kind::Hint);
+        let legend = format!(
+            "{}{}; grey, hatched: the rounds' ranges overlap (no direction)",
             if published {
-                "green: the published sign, red: the opposite (ranges apart); grey, hatched: the rounds' ranges overlap (no direction)"
+                "green: the published sign, red: the opposite (ranges apart)"
             } else {
-                "blue: lower, orange: higher (ranges apart); grey, hatched: the rounds' ranges overlap (no direction)"
+                "blue: lower, orange: higher (ranges apart)"
+            },
+            if hints {
+                "; grey, ?: ranges apart, but too few rounds (noise gives that 5% of the time or more)"
+            } else {
+                ""
             }
-            .to_string(),
-            RGBColor(60, 60, 60),
-        ));
+        );
+        for l in crate::output::plot::wrap(&legend, chars) {
+            lines.push((l, RGBColor(60, 60, 60)));
+        }
         for s in &summary {
             for l in crate::output::plot::wrap(s, chars) {
                 lines.push((l, BLACK));
@@ -238,4 +247,36 @@ pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, String> {
         root.present().map_err(|e| err(&e))?;
     }
     Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::verdict::against;
+
+    /// A cell whose ranges lie apart in too few rounds for a finding is
+    /// grey, unhatched, marked `?`; the legend names `?` only where a
+    /// cell has it.
+    #[test]
+    fn a_hint_is_grey_and_the_legend_says_so_only_then() {
+        let mut r = crate::tui::fixture::sweep();
+        let svg4 = svg(&r, 1600, 1000).unwrap();
+        assert!(!svg4.contains("grey, ?"), "4 v 4 rounds: no hint");
+        let published = r.published.clone().unwrap();
+        for p in &mut r.points {
+            let s = |i: usize| p.variants[i].metrics[0].1;
+            p.verdict = against(&s(0), &s(1), [3, 3], &published);
+        }
+        let hint = r
+            .points
+            .iter()
+            .find(|p| p.verdict.kind == Kind::Hint)
+            .expect("a cell apart in 3 v 3 rounds");
+        assert_eq!(fill(hint, true), GREY);
+        let svg3 = svg(&r, 1600, 1000).unwrap();
+        assert!(
+            svg3.contains("grey, ?"),
+            "3 v 3 rounds: the legend names hints"
+        );
+    }
 }

@@ -683,8 +683,9 @@ fn phase_medians(
 /// with a value in both (`p99 1.0 ms -> 2.0 ms, +100%`), marked as the
 /// explorer marks it by the one verdict rule (`output::verdict`, 2 s
 /// windows after a 1 s settle): `~` and `within noise` where the two
-/// phases' windows overlap, `too short to judge` under two windows a
-/// side; none without phases.
+/// phases' windows overlap, `a hint, chance by noise 10%` where they lie
+/// apart in too few windows for a finding, `too short to judge` under two
+/// windows a side; none without phases.
 fn phase_results(
     panel: &Panel,
     medians: &[Vec<(f64, f64, f64)>],
@@ -723,6 +724,13 @@ fn phase_results(
             let pct = if a != 0.0 { (b - a) / a * 100.0 } else { 0.0 };
             let (mark, note) = match crate::output::verdict::judge_windows(&wf, &wl, m, None) {
                 Some(v) if v.verdict.kind.is_significant() => ("", String::new()),
+                Some(v) if v.verdict.kind == crate::output::verdict::Kind::Hint => (
+                    "",
+                    format!(
+                        " (a hint, chance by noise {})",
+                        crate::output::verdict::chance_text(v.verdict.chance.unwrap_or(1.0))
+                    ),
+                ),
                 Some(_) => ("~", " (within noise)".to_string()),
                 None => ("", " (too short to judge)".to_string()),
             };

@@ -352,6 +352,8 @@ fn cell_verdict(
     };
     let nan = Spread::of(std::iter::empty());
     let (a, b) = (spread(0).unwrap_or(nan), spread(1).unwrap_or(nan));
+    let count = |i: usize| variants.get(i).map_or(0, |v| v.count(metric.name, rounds));
+    let rounds = [count(0), count(1)];
     match published {
         Some(p) => verdict::against(&a, &b, rounds, p),
         None => verdict::judge(&a, &b, rounds, None),
@@ -359,7 +361,8 @@ fn cell_verdict(
 }
 
 /// A cell of the grid as text: `-68% ✓` (ranges apart, the published
-/// sign), `+39% ✗` (apart, the other way), `~+3%` (ranges overlap), `+5%`
+/// sign), `+39% ✗` (apart, the other way), `?-68%` (apart, but at a
+/// chance by noise of 5% or more: a hint), `~+3%` (ranges overlap), `+5%`
 /// (apart, nothing published, or one round), `-` (not measured).
 pub fn cell_text(v: &Verdict) -> String {
     let Some(c) = v.change_pct else {
@@ -369,6 +372,7 @@ pub fn cell_text(v: &Verdict) -> String {
         Kind::Reproduced if v.overlap => format!("~{c:+.0}% ✓"),
         Kind::Reproduced => format!("{c:+.0}% ✓"),
         Kind::NotReproduced => format!("{c:+.0}% ✗"),
+        Kind::Hint => format!("?{c:+.0}%"),
         Kind::Noise => format!("~{c:+.0}%"),
         Kind::Apart | Kind::NoSpread => format!("{c:+.0}%"),
         Kind::NotMeasured => "-".into(),
@@ -376,6 +380,22 @@ pub fn cell_text(v: &Verdict) -> String {
 }
 
 impl SweepReport {
+    /// What the marks of the grid's cells say, one line (`?` only where a
+    /// cell has it).
+    pub fn legend(&self) -> String {
+        let mut l = String::new();
+        if self.published.is_some() {
+            l.push_str("✓ the published sign, ✗ the opposite (ranges apart); ");
+        }
+        if self.points.iter().any(|p| p.verdict.kind == Kind::Hint) {
+            l.push_str(
+                "? ranges apart, but too few rounds: noise gives that 5% of the time or more; ",
+            );
+        }
+        l.push_str("~ the rounds' ranges (min-max) overlap: no direction.");
+        l
+    }
+
     /// The metric's entry in the table.
     pub fn metric(&self) -> Option<&'static Metric> {
         crate::metrics::table::metric(&self.metric)
@@ -444,6 +464,11 @@ impl SweepReport {
                 "a change (ranges apart)"
             },
             of(&[Kind::Apart]),
+            &mut out,
+        );
+        say(
+            "ranges apart, but as noise gives them 5% of the time or more (a hint)",
+            of(&[Kind::Hint]),
             &mut out,
         );
         say("within noise", of(&[Kind::Noise]), &mut out);
@@ -524,11 +549,8 @@ impl SweepReport {
             out.push_str(line.trim_end());
             out.push('\n');
         }
-        out.push_str(if self.published.is_some() {
-            "✓ the published sign, ✗ the opposite (ranges apart); ~ the rounds' ranges (min-max) overlap: no direction.\n"
-        } else {
-            "~ the rounds' ranges (min-max) overlap: no direction.\n"
-        });
+        out.push_str(&self.legend());
+        out.push('\n');
         for l in self.summary() {
             out.push_str(&format!("  {l}\n"));
         }
@@ -784,7 +806,7 @@ mod tests {
             failed_reads: 0,
         };
         let variants = vec![variant("unbound", a), variant("bound", b)];
-        let verdict = cell_verdict(&variants, &crate::metrics::table::RUN_DELAY, 3, p);
+        let verdict = cell_verdict(&variants, &crate::metrics::table::RUN_DELAY, 4, p);
         SweepPoint {
             at: at
                 .iter()
@@ -893,6 +915,20 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("within noise at 1 of 4: cpus=2/hogs=0"), "{t}");
+        assert!(!t.contains("?") && !t.contains("a hint"), "{t}");
+        // In 3 v 3 rounds the same cells are hints (10% by noise).
+        let mut three = r.clone();
+        for q in &mut three.points {
+            q.verdict = cell_verdict(&q.variants, &crate::metrics::table::RUN_DELAY, 3, p);
+        }
+        let t3 = three.to_text();
+        let row1 = t3.lines().find(|l| l.starts_with("cpus=1")).unwrap();
+        assert!(row1.contains("?-68%") && row1.contains("?+72%"), "{t3}");
+        assert!(t3.contains("? ranges apart, but too few rounds"), "{t3}");
+        assert!(
+            t3.contains("(a hint) at 2 of 4: cpus=1/hogs=0, cpus=1/hogs=2"),
+            "{t3}"
+        );
         // Through JSON and back (a missing figure, NaN, is `null`).
         let j = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::to_string(&parse(&j).unwrap()).unwrap(), j);

@@ -1,11 +1,17 @@
 //! The one verdict readpath gives on a change against a published result:
-//! "reproduced: -68% (published -96%)", "not reproduced: +39%, ranges
-//! apart (published -96%)", "within noise: +3% (published -96%)". Every
-//! place that states a result against a seed (`compare`, `sweep`, the lab's
-//! seed verdict, the explorer's demo line, the slides) calls [`judge`], so
-//! the rule that decides what counts as a change is written once: two
-//! spreads (min-max over rounds) that overlap are noise; apart, the sign
-//! of the change against the published sign decides.
+//! "reproduced: -94% (published -96%); 5 v 5 rounds, chance by noise
+//! 0.79%", "not reproduced: +39%, ranges apart (published -96%); 5 v 5
+//! rounds, chance by noise 0.79%", "within noise: +3%, the ranges overlap
+//! (published -96%); 5 v 5 rounds". Every place that states a result
+//! against a seed (`compare`, `sweep`, the lab's seed verdict, the
+//! explorer's demo line and live A/B, the slides) calls [`judge`], so the
+//! rule that decides what counts as a change is written once: two spreads
+//! (min-max over rounds) that overlap are noise; apart, they are a finding
+//! only where noise alone would put them apart less than 5% of the time
+//! ([`chance_apart`]: 2 in C(n+m, n) for n and m interleaved rounds, 10%
+//! for 3 v 3, 2.9% for 4 v 4), and then the sign of the change against the
+//! published sign decides. Apart at a larger chance is a hint
+//! ([`Kind::Hint`]), not a finding.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,27 +22,42 @@ use crate::scenario::preset::Published;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
-    /// The published direction (or, published as no change, no clear
-    /// change).
+    /// The published direction, ranges apart at a chance by noise under
+    /// [`FINDING`] (or, published as no change, ranges that overlap).
     Reproduced,
-    /// Ranges apart, the other way (or a change where none was published).
+    /// Ranges apart the other way (or a change where none was published),
+    /// at a chance by noise under [`FINDING`].
     NotReproduced,
-    /// Ranges apart, with no published result to judge it against.
+    /// Ranges apart at a chance by noise under [`FINDING`], with no
+    /// published result to judge it against.
     Apart,
+    /// Ranges apart, but too few rounds for that to be a finding: noise
+    /// alone puts them so at least [`FINDING`] of the time (3 v 3 rounds:
+    /// 10%).
+    Hint,
     /// The ranges overlap: no direction can be claimed.
     Noise,
-    /// One round: no range to judge by.
+    /// One round on a side: no range to judge by.
     NoSpread,
     /// One side has no value.
     NotMeasured,
 }
 
 impl Kind {
-    /// Whether the change's ranges are apart (a direction is shown).
+    /// Whether the change is a finding: its ranges apart, at a chance by
+    /// noise under [`FINDING`] (a direction is shown).
     pub fn is_significant(self) -> bool {
         matches!(self, Kind::Reproduced | Kind::NotReproduced | Kind::Apart)
     }
 }
+
+/// The chance by noise under which ranges apart are a finding: 5%.
+pub const FINDING: f64 = 0.05;
+
+/// The fewest rounds a side that make ranges apart a finding when both
+/// sides have as many: [`chance_apart`]`(4, 4)` is 2.9%, under
+/// [`FINDING`]; 3 v 3 is 10%.
+pub const ROUNDS_FOR_FINDING: u32 = 4;
 
 /// A computed verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,6 +68,23 @@ pub struct Verdict {
     pub change_pct: Option<f64>,
     /// True when the two ranges overlap.
     pub overlap: bool,
+    /// The values each side's range is over, (before, after): interleaved
+    /// rounds, or windows of one run where `windows` is true. Each side's
+    /// own count: a round that measured nothing on one side leaves it
+    /// fewer.
+    #[serde(default)]
+    pub rounds: [u32; 2],
+    /// True when `rounds` counts windows of one run (a before and an after
+    /// one after the other, [`of_windows`]), not interleaved rounds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub windows: bool,
+    /// The chance, 0..1, that noise alone puts ranges of these counts
+    /// apart ([`chance_apart`]): set where the ranges are apart and each
+    /// side has two values or more; absent where they overlap (there is
+    /// no apartness to give a chance of), with one value on a side, or not
+    /// measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chance: Option<f64>,
     /// The published figure it was judged against (`-96%`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<String>,
@@ -60,72 +98,181 @@ pub fn pct_change(before: f64, after: f64) -> Option<f64> {
         .then(|| (after / before - 1.0) * 100.0)
 }
 
-/// The verdict on `before` -> `after` (spreads over `rounds` rounds each),
-/// against `published` when given (its `sign`: -1 lower, +1 higher, 0 no
-/// change; `figure` as quoted).
+/// The chance that noise alone puts the range of `n` values wholly above
+/// or wholly below the range of `m` values. With an unchanged setting and
+/// interleaved rounds every ordering of the n + m values is as likely as
+/// any other; one side wholly above the other is 2 of the C(n+m, n)
+/// orderings (either side on top), so the chance is 2 / C(n+m, n): 3 v 3
+/// 10%, 4 v 4 2.9%, 5 v 5 0.79%, 6 v 6 0.22%, 3 v 4 5.7%. 1 where a side
+/// has no value. The binomial is exact in a u128 while it fits one (to 65
+/// v 65: C(130, 65) is 9.5e37), then carried on in f64 (a chance under
+/// 1e-38).
+pub fn chance_apart(n: u32, m: u32) -> f64 {
+    if n == 0 || m == 0 {
+        return 1.0;
+    }
+    let (k, total) = (n.min(m) as u128, n as u128 + m as u128);
+    // C(total, i + 1) = C(total, i) * (total - i) / (i + 1), whole at each
+    // step; with g = gcd(C(total, i), i + 1), (i + 1) / g divides
+    // total - i, so no step overflows before its result does.
+    let gcd = |mut a: u128, mut b: u128| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut exact: u128 = 1;
+    let mut i: u128 = 0;
+    while i < k {
+        let g = gcd(exact, i + 1);
+        match (exact / g).checked_mul((total - i) / ((i + 1) / g)) {
+            Some(c) => exact = c,
+            None => break,
+        }
+        i += 1;
+    }
+    let mut c = exact as f64;
+    while i < k {
+        c = c * (total - i) as f64 / (i + 1) as f64;
+        i += 1;
+    }
+    (2.0 / c).min(1.0)
+}
+
+/// A chance as a percent, two significant digits (`10%`, `2.9%`, `0.79%`,
+/// `0.22%`), `under 0.001%` below that.
+pub fn chance_text(p: f64) -> String {
+    let pct = p * 100.0;
+    if pct < 0.001 {
+        return "under 0.001%".into();
+    }
+    let decimals = (1 - pct.log10().floor() as i32).max(0) as usize;
+    let mut t = format!("{pct:.decimals$}");
+    if t.contains('.') {
+        t = t.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    format!("{t}%")
+}
+
+/// The verdict on `before` -> `after`, spreads over `rounds` interleaved
+/// rounds (before's, after's), against `published` when given (its
+/// `sign`: -1 lower, +1 higher, 0 no change; `figure` as quoted).
 pub fn judge(
     before: &Spread,
     after: &Spread,
-    rounds: u32,
+    rounds: [u32; 2],
+    published: Option<(&str, i8)>,
+) -> Verdict {
+    judged(before, after, rounds, false, published)
+}
+
+/// [`judge`] over `counts` of the values each spread is over, rounds or
+/// (`windows`) windows of one run, which the text names.
+fn judged(
+    before: &Spread,
+    after: &Spread,
+    counts: [u32; 2],
+    windows: bool,
     published: Option<(&str, i8)>,
 ) -> Verdict {
     let change = pct_change(before.median, after.median);
     let pub_note = published.map_or(String::new(), |(f, _)| format!(" (published {f})"));
     let c = |v: f64| format!("{v:+.0}%");
+    let base = Verdict {
+        kind: Kind::NotMeasured,
+        change_pct: change,
+        overlap: false,
+        rounds: counts,
+        windows,
+        chance: None,
+        published: published.map(|(f, _)| f.to_string()),
+        text: String::new(),
+    };
     let Some(ch) = change else {
         return Verdict {
-            kind: Kind::NotMeasured,
-            change_pct: None,
-            overlap: false,
-            published: published.map(|(f, _)| f.to_string()),
             text: format!("not measured{pub_note}"),
+            ..base
         };
     };
+    let (one, unit) = if windows {
+        ("window", "windows")
+    } else {
+        ("round", "rounds")
+    };
+    let [n, m] = counts;
+    let sides = format!("{n} v {m} {unit}");
+    let more = format!("({ROUNDS_FOR_FINDING} {unit} or more a side needed)");
     let overlap = before.overlaps(after);
-    let (kind, text) = if rounds < 2 {
-        (
-            Kind::NoSpread,
-            format!(
-                "{}, one round: no spread to judge by (use --rounds 3 or more){pub_note}",
+    if n.min(m) < 2 {
+        return Verdict {
+            kind: Kind::NoSpread,
+            overlap,
+            text: format!(
+                "{}, one {one}: no spread to judge by{pub_note}; {sides} {more}",
                 c(ch)
             ),
-        )
-    } else {
-        match (overlap, published.map(|(_, s)| s)) {
-            (true, Some(0)) => (
-                Kind::Reproduced,
-                format!("reproduced: no clear change, {}{pub_note}", c(ch)),
+            ..base
+        };
+    }
+    let chance = (!overlap).then(|| chance_apart(n, m));
+    let odds = |p: f64| format!("; {sides}, chance by noise {}", chance_text(p));
+    let (kind, text) = match (chance, published.map(|(_, s)| s)) {
+        (None, Some(0)) => (
+            Kind::Reproduced,
+            format!("reproduced: no clear change, {}{pub_note}; {sides}", c(ch)),
+        ),
+        (None, _) => (
+            Kind::Noise,
+            format!(
+                "within noise: {}, the ranges overlap{pub_note}; {sides}",
+                c(ch)
             ),
-            (true, _) => (
-                Kind::Noise,
-                format!("within noise: {}, the ranges overlap{pub_note}", c(ch)),
+        ),
+        (Some(p), _) if p >= FINDING => (
+            Kind::Hint,
+            format!(
+                "a hint, not a finding: {}, ranges apart{pub_note}{} {more}",
+                c(ch),
+                odds(p)
             ),
-            (false, None) => (Kind::Apart, format!("{}, ranges apart", c(ch))),
-            (false, Some(sign)) => {
-                let went: i8 = if ch > 0.0 { 1 } else { -1 };
-                if sign != 0 && went == sign {
-                    (Kind::Reproduced, format!("reproduced: {}{pub_note}", c(ch)))
-                } else {
-                    (
-                        Kind::NotReproduced,
-                        format!("not reproduced: {}, ranges apart{pub_note}", c(ch)),
-                    )
-                }
+        ),
+        (Some(p), None) => (Kind::Apart, format!("{}, ranges apart{}", c(ch), odds(p))),
+        (Some(p), Some(sign)) => {
+            let went: i8 = if ch > 0.0 { 1 } else { -1 };
+            if sign != 0 && went == sign {
+                (
+                    Kind::Reproduced,
+                    format!("reproduced: {}{pub_note}{}", c(ch), odds(p)),
+                )
+            } else {
+                (
+                    Kind::NotReproduced,
+                    format!(
+                        "not reproduced: {}, ranges apart{pub_note}{}",
+                        c(ch),
+                        odds(p)
+                    ),
+                )
             }
         }
     };
     Verdict {
         kind,
-        change_pct: Some(ch),
         overlap,
-        published: published.map(|(f, _)| f.to_string()),
+        chance,
         text,
+        ..base
     }
 }
 
 /// [`judge`] against a preset's [`Published`] result, `before` and `after`
 /// being the first and second values of its `[compare]`.
-pub fn against(before: &Spread, after: &Spread, rounds: u32, published: &Published) -> Verdict {
+pub fn against(
+    before: &Spread,
+    after: &Spread,
+    rounds: [u32; 2],
+    published: &Published,
+) -> Verdict {
     judge(
         before,
         after,
@@ -139,7 +286,7 @@ pub fn against(before: &Spread, after: &Spread, rounds: u32, published: &Publish
 /// seconds of each side, its medians and the verdict over those windows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowVerdict {
-    /// The verdict (its `rounds` are the windows of the shorter side).
+    /// The verdict (its `rounds` are each side's windows, `windows` set).
     pub verdict: Verdict,
     /// Median of the windows before.
     pub before: f64,
@@ -252,7 +399,11 @@ fn values(windows: &[crate::metrics::WindowStats], metric: &crate::metrics::Metr
 
 /// The verdict on `before` -> `after` (two stretches of one run, one after
 /// the other: not interleaved) over windows of `chunk_s` seconds; None
-/// until each side has two windows.
+/// until each side has two windows. The rule is [`judge`]'s with the
+/// windows counted as rounds; its chance by noise holds as far as the
+/// windows are alike but for the change (a drift of the machine between
+/// the two stretches counts as a change here, which interleaved rounds
+/// would spread over both sides).
 pub fn of_windows(
     before: &[&crate::metrics::IntervalRecord],
     after: &[&crate::metrics::IntervalRecord],
@@ -282,12 +433,17 @@ pub fn judge_windows(
     if windows < 2 {
         return None;
     }
+    let counts = [b.len() as u32, a.len() as u32];
     let (sb, sa) = (Spread::of(b), Spread::of(a));
     let published = published.filter(|p| p.metric == metric.name);
-    let verdict = match published {
-        Some(p) => against(&sb, &sa, windows as u32, p),
-        None => judge(&sb, &sa, windows as u32, None),
-    };
+    let figure = published.map(|p| (p.figure(), p.sign()));
+    let verdict = judged(
+        &sb,
+        &sa,
+        counts,
+        true,
+        figure.as_ref().map(|(f, s)| (f.as_str(), *s)),
+    );
     Some(WindowVerdict {
         verdict,
         before: sb.median,
@@ -318,46 +474,217 @@ mod tests {
         }
     }
 
+    /// 2 / C(n+m, n), exact: the chance noise puts one side's range
+    /// wholly above or below the other's.
+    #[test]
+    fn the_chance_by_noise_of_ranges_apart_is_exact() {
+        assert_eq!(chance_apart(3, 3), 0.1);
+        assert_eq!(chance_apart(4, 4), 2.0 / 70.0);
+        assert_eq!(chance_apart(5, 5), 2.0 / 252.0);
+        assert_eq!(chance_apart(6, 6), 2.0 / 924.0);
+        assert_eq!(chance_apart(3, 4), 2.0 / 35.0);
+        assert_eq!(chance_apart(4, 3), 2.0 / 35.0);
+        assert_eq!(chance_apart(2, 2), 2.0 / 6.0);
+        assert_eq!(chance_apart(1, 1), 1.0);
+        assert_eq!(chance_apart(0, 5), 1.0);
+        // C(128, 64) in whole numbers.
+        assert_eq!(
+            chance_apart(64, 64),
+            2.0 / 23_951_146_041_928_082_866_135_587_776_380_551_750u128 as f64
+        );
+        // C(200, 100), about 9.05e58, is past a u128: carried on in f64.
+        let huge = chance_apart(100, 100);
+        assert!(huge > 2.0 / 9.06e58 && huge < 2.0 / 9.04e58, "{huge}");
+        for (p, t) in [
+            (0.1, "10%"),
+            (2.0 / 70.0, "2.9%"),
+            (2.0 / 252.0, "0.79%"),
+            (2.0 / 924.0, "0.22%"),
+            (2.0 / 35.0, "5.7%"),
+            (1.0 / 3.0, "33%"),
+            (1.0, "100%"),
+            (0.0999, "10%"),
+            (1e-9, "under 0.001%"),
+        ] {
+            assert_eq!(chance_text(p), t, "{p}");
+        }
+    }
+
+    /// Ranges apart are a finding only under a 5% chance by noise: 3 v 3
+    /// is a hint, 4 v 4 reproduces; the counts and the chance are in the
+    /// text and the JSON.
+    #[test]
+    fn ranges_apart_in_three_rounds_are_a_hint_in_four_a_finding() {
+        let fall = published(-96.0, -96.0);
+        let (b, a) = (s(100.0, 90.0, 110.0), s(32.0, 30.0, 35.0));
+        let v = against(&b, &a, [3, 3], &fall);
+        assert_eq!(v.kind, Kind::Hint);
+        assert!(!v.kind.is_significant());
+        assert_eq!(v.chance, Some(0.1));
+        assert_eq!(
+            v.text,
+            "a hint, not a finding: -68%, ranges apart (published -96%); 3 v 3 rounds, chance by noise 10% (4 rounds or more a side needed)"
+        );
+        let v = against(&b, &a, [4, 4], &fall);
+        assert_eq!(v.kind, Kind::Reproduced);
+        assert!(v.kind.is_significant());
+        assert_eq!(
+            v.text,
+            "reproduced: -68% (published -96%); 4 v 4 rounds, chance by noise 2.9%"
+        );
+        let j = serde_json::to_value(&v).unwrap();
+        assert_eq!(j["kind"], "reproduced");
+        assert_eq!(j["rounds"], serde_json::json!([4, 4]));
+        assert_eq!(j["chance"].as_f64(), Some(2.0 / 70.0));
+        assert!(j.get("windows").is_none(), "{j}");
+        assert_eq!(serde_json::from_value::<Verdict>(j).unwrap(), v);
+        // Unequal sides: 3 v 4 is 5.7%, still a hint; 5 v 5 0.79%.
+        assert_eq!(against(&b, &a, [3, 4], &fall).kind, Kind::Hint);
+        let v = against(&b, &a, [5, 5], &fall);
+        assert_eq!(
+            v.text,
+            "reproduced: -68% (published -96%); 5 v 5 rounds, chance by noise 0.79%"
+        );
+        // A verdict of an older report, without the counts, reads back.
+        let old: Verdict = serde_json::from_str(
+            r#"{"kind":"reproduced","change_pct":-68.0,"overlap":false,"text":"reproduced: -68%"}"#,
+        )
+        .unwrap();
+        assert_eq!((old.rounds, old.chance, old.windows), ([0, 0], None, false));
+        // Overlapping ranges: noise, no chance stated.
+        let v = against(&b, &s(103.0, 95.0, 112.0), [3, 3], &fall);
+        assert_eq!((v.kind, v.chance), (Kind::Noise, None));
+        let j = serde_json::to_value(&v).unwrap();
+        assert!(j.get("chance").is_none(), "{j}");
+    }
+
+    /// Windows of one run are judged by the same rule, named windows.
+    #[test]
+    fn windows_of_one_run_are_judged_by_the_same_rule_and_say_so() {
+        use crate::metrics::WindowStats;
+        let w = |mib: f64| WindowStats {
+            secs: 2.0,
+            reads: 100,
+            throughput_mib_s: mib,
+            ..WindowStats::default()
+        };
+        let m = crate::metrics::table::metric("throughput_mib_s").unwrap();
+        let before: Vec<WindowStats> = [100.0, 101.0, 102.0].map(w).to_vec();
+        let after: Vec<WindowStats> = [120.0, 121.0, 122.0].map(w).to_vec();
+        let v = judge_windows(&before, &after, m, None).unwrap();
+        assert_eq!(v.verdict.kind, Kind::Hint);
+        assert!(v.verdict.windows);
+        assert_eq!(
+            v.verdict.text,
+            "a hint, not a finding: +20%, ranges apart; 3 v 3 windows, chance by noise 10% (4 windows or more a side needed)"
+        );
+        let more: Vec<WindowStats> = [120.0, 121.0, 122.0, 123.0, 124.0].map(w).to_vec();
+        let v = judge_windows(&before, &more, m, None).unwrap();
+        assert_eq!(v.verdict.kind, Kind::Apart);
+        assert_eq!(v.verdict.rounds, [3, 5]);
+        assert_eq!(
+            v.verdict.text,
+            "+21%, ranges apart; 3 v 5 windows, chance by noise 3.6%"
+        );
+        assert!(judge_windows(&before[..1], &more, m, None).is_none());
+    }
+
     #[test]
     fn each_verdict_in_words() {
         let fall = published(-96.0, -96.0);
-        let v = against(&s(100.0, 90.0, 110.0), &s(32.0, 30.0, 35.0), 3, &fall);
+        let v = against(&s(100.0, 90.0, 110.0), &s(32.0, 30.0, 35.0), [4, 4], &fall);
         assert_eq!(v.kind, Kind::Reproduced);
-        assert_eq!(v.text, "reproduced: -68% (published -96%)");
-        let v = against(&s(100.0, 90.0, 110.0), &s(139.0, 130.0, 150.0), 3, &fall);
+        assert_eq!(
+            v.text,
+            "reproduced: -68% (published -96%); 4 v 4 rounds, chance by noise 2.9%"
+        );
+        let v = against(
+            &s(100.0, 90.0, 110.0),
+            &s(139.0, 130.0, 150.0),
+            [4, 4],
+            &fall,
+        );
         assert_eq!(v.kind, Kind::NotReproduced);
         assert_eq!(
             v.text,
-            "not reproduced: +39%, ranges apart (published -96%)"
+            "not reproduced: +39%, ranges apart (published -96%); 4 v 4 rounds, chance by noise 2.9%"
         );
-        let v = against(&s(100.0, 90.0, 110.0), &s(103.0, 95.0, 112.0), 3, &fall);
+        let v = against(
+            &s(100.0, 90.0, 110.0),
+            &s(103.0, 95.0, 112.0),
+            [4, 4],
+            &fall,
+        );
         assert_eq!(v.kind, Kind::Noise);
         assert_eq!(
             v.text,
-            "within noise: +3%, the ranges overlap (published -96%)"
+            "within noise: +3%, the ranges overlap (published -96%); 4 v 4 rounds"
         );
-        let v = against(&s(100.0, 100.0, 100.0), &s(50.0, 50.0, 50.0), 1, &fall);
+        let v = against(&s(100.0, 100.0, 100.0), &s(50.0, 50.0, 50.0), [1, 1], &fall);
         assert_eq!(v.kind, Kind::NoSpread);
-        assert!(v.text.starts_with("-50%, one round"), "{}", v.text);
+        assert_eq!(
+            v.text,
+            "-50%, one round: no spread to judge by (published -96%); 1 v 1 rounds (4 rounds or more a side needed)"
+        );
+        // One side with a single round (the other's round measured
+        // nothing): no spread either.
+        let v = against(&s(100.0, 90.0, 110.0), &s(50.0, 50.0, 50.0), [4, 1], &fall);
+        assert_eq!((v.kind, v.chance), (Kind::NoSpread, None));
         let flat = published(-2.0, 2.0);
         assert_eq!(flat.figure(), "~0% (-2..+2%)");
-        let v = against(&s(100.0, 90.0, 110.0), &s(101.0, 95.0, 112.0), 3, &flat);
+        let v = against(
+            &s(100.0, 90.0, 110.0),
+            &s(101.0, 95.0, 112.0),
+            [4, 4],
+            &flat,
+        );
         assert_eq!(v.kind, Kind::Reproduced);
         assert_eq!(
             v.text,
-            "reproduced: no clear change, +1% (published ~0% (-2..+2%))"
+            "reproduced: no clear change, +1% (published ~0% (-2..+2%)); 4 v 4 rounds"
         );
-        let v = against(&s(100.0, 90.0, 110.0), &s(150.0, 140.0, 160.0), 3, &flat);
+        let v = against(
+            &s(100.0, 90.0, 110.0),
+            &s(150.0, 140.0, 160.0),
+            [4, 4],
+            &flat,
+        );
         assert_eq!(v.kind, Kind::NotReproduced);
+        // Published as no change, apart in 3 v 3: a hint of a change.
+        let v = against(
+            &s(100.0, 90.0, 110.0),
+            &s(150.0, 140.0, 160.0),
+            [3, 3],
+            &flat,
+        );
+        assert_eq!(v.kind, Kind::Hint);
         let up = published(25.0, 35.0);
         assert_eq!(up.figure(), "+25..+35%");
         assert_eq!(published(-40.0, -20.0).figure(), "-20..-40%");
-        let v = against(&s(100.0, 95.0, 105.0), &s(130.0, 125.0, 140.0), 3, &up);
-        assert_eq!(v.text, "reproduced: +30% (published +25..+35%)");
-        let v = against(&s(f64::NAN, f64::NAN, f64::NAN), &s(1.0, 1.0, 1.0), 3, &up);
+        let v = against(&s(100.0, 95.0, 105.0), &s(130.0, 125.0, 140.0), [6, 6], &up);
+        assert_eq!(
+            v.text,
+            "reproduced: +30% (published +25..+35%); 6 v 6 rounds, chance by noise 0.22%"
+        );
+        let v = against(
+            &s(f64::NAN, f64::NAN, f64::NAN),
+            &s(1.0, 1.0, 1.0),
+            [4, 4],
+            &up,
+        );
         assert_eq!(v.kind, Kind::NotMeasured);
+        assert_eq!(v.text, "not measured (published +25..+35%)");
         // No published figure: only the change and its significance.
-        let v = judge(&s(100.0, 90.0, 110.0), &s(139.0, 130.0, 150.0), 3, None);
-        assert_eq!(v.text, "+39%, ranges apart");
+        let v = judge(
+            &s(100.0, 90.0, 110.0),
+            &s(139.0, 130.0, 150.0),
+            [4, 4],
+            None,
+        );
+        assert_eq!(v.kind, Kind::Apart);
+        assert_eq!(
+            v.text,
+            "+39%, ranges apart; 4 v 4 rounds, chance by noise 2.9%"
+        );
     }
 }

@@ -10,8 +10,9 @@
 //! switch (the pipeline settling), and takes one value per metric from the
 //! rest of each turn. A round is one turn of each side; the verdict per
 //! metric is [`crate::output::verdict::judge`] over the rounds, the very
-//! rule `compare` uses (the two sides' min-max over rounds apart, or not),
-//! so it firms up as rounds accumulate.
+//! rule `compare` uses (the two sides' min-max over rounds apart at a
+//! chance by noise under 5%, which takes 4 rounds; apart in fewer, a hint;
+//! overlapping, noise), so it firms up as rounds accumulate.
 
 use crate::metrics::{IntervalRecord, METRICS, Metric, Spread, WindowStats};
 use crate::output::verdict::{Verdict, judge};
@@ -156,13 +157,18 @@ impl AbRun {
 
     /// Every explorer metric's A/B so far.
     pub fn rows(&self) -> Vec<AbRow> {
-        let rounds = self.rounds() as u32;
+        let rounds = self.rounds();
         METRICS
             .iter()
             .filter(|m| m.explorer)
             .map(|m| {
                 let spreads = [0, 1].map(|s| Spread::of(self.turns[s].iter().map(m.window)));
-                let verdict = (rounds > 0).then(|| judge(&spreads[0], &spreads[1], rounds, None));
+                // Each side's turns with a value of the metric.
+                let counts = [0, 1].map(|s| {
+                    let values = self.turns[s].iter().map(m.window);
+                    values.filter(|v| v.is_finite()).count() as u32
+                });
+                let verdict = (rounds > 0).then(|| judge(&spreads[0], &spreads[1], counts, None));
                 AbRow {
                     metric: m,
                     spreads,
@@ -224,7 +230,8 @@ mod tests {
 
     /// Turns alternate every TURN_S; each gives one value from the
     /// intervals after its settle time (the switch's own dip is left out);
-    /// the verdict is compare's rule over the rounds.
+    /// the verdict is compare's rule over the rounds: a hint at 3, a
+    /// finding at 4.
     #[test]
     fn turns_alternate_drop_the_settle_time_and_judge_rounds_as_compare_does() {
         let mut ab = AbRun::new(settings("unbound"), settings("bound"), 10.0);
@@ -232,7 +239,24 @@ mod tests {
         let mut t = 10.0;
         // The current side (1) reads 100 MiB/s, the baseline 70, each with
         // a settle-time dip to 5 MiB/s that must not count.
-        for turn in 0..6 {
+        let throughput = |ab: &AbRun| {
+            ab.rows()
+                .into_iter()
+                .find(|r| r.metric.name == "throughput_mib_s")
+                .unwrap()
+        };
+        for turn in 0..8 {
+            if turn == 6 {
+                // Three rounds: apart, but noise gives that 10% of the
+                // time: a hint.
+                assert_eq!(ab.rounds(), 3);
+                let v = throughput(&ab).verdict.unwrap();
+                assert_eq!(v.kind, Kind::Hint);
+                assert_eq!(
+                    v.text,
+                    "a hint, not a finding: +52%, ranges apart; 3 v 3 rounds, chance by noise 10% (4 rounds or more a side needed)"
+                );
+            }
             let side = ab.on;
             let mib = if side == 1 {
                 100.0 + turn as f64
@@ -253,21 +277,20 @@ mod tests {
             ab.switched(t);
             assert_eq!(ab.on, 1 - side);
         }
-        assert_eq!(ab.rounds(), 3);
-        assert_eq!(ab.turns[1].len(), 3);
-        let row = ab
-            .rows()
-            .into_iter()
-            .find(|r| r.metric.name == "throughput_mib_s")
-            .unwrap();
+        assert_eq!(ab.rounds(), 4);
+        assert_eq!(ab.turns[1].len(), 4);
+        let row = throughput(&ab);
         // Settle time dropped: the dip at 5 MiB/s is in no turn's value
         // (1.5 s dropped, the 1 s dip inside it).
         assert_eq!(row.spreads[1].min, 100.0);
-        assert_eq!(row.spreads[1].max, 104.0);
+        assert_eq!(row.spreads[1].max, 106.0);
         assert_eq!(row.spreads[0].max, 69.0);
         let v = row.verdict.unwrap();
         assert_eq!(v.kind, Kind::Apart);
-        assert!(v.text.starts_with("+52%"), "{}", v.text);
+        assert_eq!(
+            v.text,
+            "+56%, ranges apart; 4 v 4 rounds, chance by noise 2.9%"
+        );
     }
 
     /// Overlapping sides are noise; no verdict before a round.

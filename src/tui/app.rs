@@ -781,10 +781,7 @@ impl App {
                 cell(v.after),
                 v.verdict.text,
             ),
-            format!(
-                "[{} x {WINDOW_S:.0} s windows each side, one after the other]",
-                v.windows
-            ),
+            format!("[{WINDOW_S:.0} s windows, one after the other]"),
         ))
     }
 

@@ -266,7 +266,7 @@ pub fn sweep() -> crate::output::sweep::SweepReport {
                 ],
                 published: Some(published.clone()),
                 variants: vec![variant("unbound", a), variant("bound", b)],
-                verdict: crate::output::verdict::against(&s(a, w), &s(b, w), 3, &published),
+                verdict: crate::output::verdict::against(&s(a, w), &s(b, w), [4, 4], &published),
                 notices: Vec::new(),
             }
         })
@@ -290,10 +290,10 @@ pub fn sweep() -> crate::output::sweep::SweepReport {
             },
         ],
         metric: "run_delay_ms_per_s".into(),
-        rounds: 3,
+        rounds: 4,
         duration_s: 3.0,
         warmup_s: 1.0,
-        elapsed_s: 165.0,
+        elapsed_s: 220.0,
         settings: Settings::default(),
         points,
         published: Some(published),

@@ -88,8 +88,18 @@ pub const GLOSSARY: &[(&str, &str)] = &[
         "the baseline panel (b marks one): each metric for the baseline and for \"now\" \
          (since the last change), the change in %, coloured when the two sides' 2 s \
          window values lie apart (better green, worse red), `~` and grey where they \
-         overlap (noise); A runs a live A/B, turns of the two settings, judged over rounds \
-         as `readpath compare` does.",
+         overlap (noise), `?` and grey where they lie apart in too few windows for a \
+         finding (3 v 3: noise alone does that 10% of the time; a finding needs under \
+         5%, 4 v 4 and more); A runs a live A/B, turns of the two settings, judged over \
+         rounds as `readpath compare` does.",
+    ),
+    (
+        "verdict",
+        "how a change is judged (compare, sweep, A, the baseline panel, a demo's line): \
+         the ranges (min-max) of each side's values, interleaved rounds or 2 s windows, \
+         overlap: noise; apart: a finding only where noise alone puts them apart under 5% \
+         of the time, 2 of the C(n+m, n) orderings of n v m values (3 v 3 10%, 4 v 4 2.9%, \
+         5 v 5 0.79%); apart at a larger chance: a hint, not a finding.",
     ),
     (
         "events",

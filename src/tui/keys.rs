@@ -478,7 +478,7 @@ pub const ACTIONS: &[Binding] = &[
         steps: &[act(&[Char('A')], Action::ToggleAb)],
         setting: None,
         footer: Footer::IfRoom("A/B"),
-        help: "live A/B: baseline and current settings take 5 s turns (1.5 s settle dropped), interleaved rounds as compare runs them, a verdict per metric that firms up; its turns run along the top of the latency chart (▄ baseline, ▁ now); A again stops",
+        help: "live A/B: baseline and current settings take 5 s turns (1.5 s settle dropped), interleaved rounds as compare runs them, a verdict per metric that firms up (ranges apart are a finding from 4 rounds, a hint before); its turns run along the top of the latency chart (▄ baseline, ▁ now); A again stops",
     },
     Binding {
         steps: &[act(&[Char('p')], Action::OpenPicker)],

@@ -1,6 +1,7 @@
 //! A finished sweep in the explorer (`readpath replay SWEEP.json`): the
 //! grid of changes, each cell coloured by its verdict (green: the published
-//! sign, red: the opposite, plain: within noise), the computed summary of
+//! sign, red: the opposite, plain: within noise or a hint, ranges apart in
+//! too few rounds for a finding), the computed summary of
 //! where the sign holds and flips, and the selected cell's two medians,
 //! ranges and verdict in words. Arrows move, `q` or Esc leaves.
 
@@ -56,12 +57,17 @@ pub fn render(r: &SweepReport, at: Cursor, th: &Theme, area: Rect, buf: &mut Buf
     );
     // The summary wrapped to the panel, a whole line per fact.
     let inner_w = area.width.saturating_sub(2) as usize;
-    let legend = if r.published.is_some() {
-        "✓ published sign · ✗ opposite, ranges apart · ~ ranges overlap"
+    let hint = if r.points.iter().any(|p| p.verdict.kind == Kind::Hint) {
+        " · ? apart, too few rounds"
     } else {
-        "~ the rounds' ranges overlap: no direction"
+        ""
     };
-    let mut summary: Vec<String> = crate::tui::text::wrap_words(legend, inner_w, inner_w);
+    let legend = if r.published.is_some() {
+        format!("✓ published sign · ✗ opposite, ranges apart{hint} · ~ ranges overlap")
+    } else {
+        format!("~ the rounds' ranges overlap: no direction{hint}")
+    };
+    let mut summary: Vec<String> = crate::tui::text::wrap_words(&legend, inner_w, inner_w);
     for l in r.summary() {
         summary.extend(crate::tui::text::wrap_words(&l, inner_w, inner_w));
     }

@@ -3,9 +3,11 @@
 //! "now" is compared only once it holds a few seconds ("collecting..."
 //! until then). Whether a change is a result is decided by the one verdict
 //! rule (`output::verdict`) over 2 s windows after a 1 s settle: the two
-//! sides' ranges of window values apart, or not (`~`, greyed); the windows
-//! it used are counted on screen (`2 s windows: base 14, now 7; ~ overlap`). While the live A/B runs (`A`), the panel
-//! shows its interleaved rounds instead (see `tui::ab`).
+//! sides' ranges of window values apart at a chance by noise under 5%, or
+//! not (`~` where they overlap, `?` where they lie apart in too few
+//! windows, greyed); the windows it used are counted on screen (`2 s
+//! windows: base 14, now 7; ~ overlap`). While the live A/B runs (`A`),
+//! the panel shows its interleaved rounds instead (see `tui::ab`).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -47,7 +49,7 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     let collecting = now.as_ref().is_none_or(|n| n.secs < MIN_NOW_S);
     // Columns narrow where the panel is (120x40): never wrapped under a row.
     let narrow = inner.width < 38;
-    let (mut lines, noisy) = metric_rows(app, base, now.as_ref(), collecting, narrow, th);
+    let (mut lines, kinds) = metric_rows(app, base, now.as_ref(), collecting, narrow, th);
     let now_s = now.as_ref().map_or(0.0, |n| n.secs);
     let (bw, nw) = (base.windows.len(), app.now_windows.len());
     lines.push(Line::from(Span::styled(
@@ -58,7 +60,7 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         } else {
             format!(
                 "{WINDOW_S:.0} s windows: base {bw}, now {nw}; {}",
-                if noisy { "~ overlap" } else { "apart" }
+                windows_note(&kinds, bw, nw)
             )
         },
         th.dim(),
@@ -114,8 +116,28 @@ fn no_baseline(th: &Theme, inner: Rect, buf: &mut Buffer) {
     .render(inner, buf);
 }
 
+/// What the verdicts over the panel's windows say, after their counts:
+/// `~ overlap` where a change's ranges overlap, `? apart, 10% by noise`
+/// where they lie apart in too few windows for a finding, else `apart`
+/// with the chance by noise of `bw` v `nw` windows.
+fn windows_note(kinds: &[Kind], bw: usize, nw: usize) -> String {
+    let chance = crate::output::verdict::chance_text(crate::output::verdict::chance_apart(
+        bw as u32, nw as u32,
+    ));
+    let noise = kinds
+        .iter()
+        .any(|k| !k.is_significant() && *k != Kind::Hint);
+    let hint = kinds.contains(&Kind::Hint);
+    match (noise, hint) {
+        (false, false) => format!("apart, chance by noise {chance}"),
+        (true, false) => "~ overlap".into(),
+        (false, true) => format!("? apart, {chance} by noise"),
+        (true, true) => format!("~ overlap, ? apart, {chance} by noise"),
+    }
+}
+
 /// The header and one row per explorer metric (baseline, now, change); and
-/// whether a change is inside the noise (its windows' ranges overlap).
+/// the verdict's kind of each change judged so far.
 fn metric_rows(
     app: &App,
     base: &Baseline,
@@ -123,9 +145,9 @@ fn metric_rows(
     collecting: bool,
     narrow: bool,
     th: &Theme,
-) -> (Vec<Line<'static>>, bool) {
+) -> (Vec<Line<'static>>, Vec<Kind>) {
     let mut lines = vec![table_header(narrow, th)];
-    let mut noisy = false;
+    let mut kinds = Vec::new();
     // The table's metrics the explorer shows, each with its own getter,
     // format, direction and spread.
     for m in METRICS.iter().filter(|m| m.explorer) {
@@ -134,7 +156,7 @@ fn metric_rows(
         // The verdict over the windows; none yet (under two windows a
         // side): shown grey, unmarked.
         let change = n.and(app.change_vs_baseline(m));
-        noisy |= change.is_some_and(|(_, k)| k.is_some_and(|k| !k.is_significant()));
+        kinds.extend(change.and_then(|(_, k)| k));
         let shown = match n {
             Some(n) => m.show(n),
             None if collecting => "…".into(),
@@ -142,7 +164,7 @@ fn metric_rows(
         };
         lines.push(table_row(m, m.show(b), shown, change, "-", narrow, th));
     }
-    (lines, noisy)
+    (lines, kinds)
 }
 
 /// The live A/B: per metric each side's median over its turns, the
@@ -199,12 +221,11 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
         let m = r.metric;
         lines.push(Line::from(Span::styled(
             format!(
-                "{}: {}; base {}, now {}; {}",
+                "{}: {}; base {}, now {}",
                 m.short,
                 v.text,
                 range_text(m, &r.spreads[0]),
                 range_text(m, &r.spreads[1]),
-                crate::tui::ab::rounds_text(rounds)
             ),
             style,
         )));
@@ -246,7 +267,8 @@ fn widths(narrow: bool) -> (usize, usize) {
 
 /// One metric's row: its name, the two values, and the change with its
 /// verdict's kind (None: no verdict yet, grey and unmarked); a change the
-/// verdict calls noise is grey with `~`, a result green when better and
+/// verdict calls noise is grey with `~`, a hint (ranges apart in too few
+/// windows or rounds for a finding) grey with `?`, a result green when better and
 /// red when worse (grey under 2%). `pending` stands for a change not
 /// measured.
 fn table_row(
@@ -271,6 +293,7 @@ fn table_row(
                 th.bad
             },
         ),
+        Some((c, Some(Kind::Hint))) => (format!("?{c:+.0}%"), th.dim),
         Some((c, Some(_))) => (format!("~{c:+.0}%"), th.dim),
         Some((c, None)) => (format!("{c:+.0}%"), th.dim),
     };

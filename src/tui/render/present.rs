@@ -229,6 +229,7 @@ fn change_of(app: &App, h: Headline) -> Option<(f64, Judged)> {
         let judged = match kind {
             None => Judged::TooShort,
             Some(k) if k.is_significant() => Judged::Apart,
+            Some(crate::output::verdict::Kind::Hint) => Judged::Hint,
             Some(_) => Judged::Noise,
         };
         (c, judged)
@@ -242,7 +243,11 @@ enum Judged {
     TooShort,
     /// The sides' window ranges overlap (grey, `within noise`).
     Noise,
-    /// The ranges apart: a result (green or red).
+    /// The ranges apart in too few windows for a finding (grey, `a
+    /// hint`).
+    Hint,
+    /// The ranges apart at a chance by noise under 5%: a result (green or
+    /// red).
     Apart,
 }
 
@@ -510,12 +515,13 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 let quiet = !v.kind.is_significant();
                 let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
                 big_box(title, &format!("{pct:+.0}%"), "", color, th, last, buf);
-                let f = if quiet {
-                    "within noise"
-                } else {
-                    "ranges apart"
+                let f: &[&str] = match v.kind {
+                    crate::output::verdict::Kind::Hint => &["a hint, too few rounds", "a hint"],
+                    _ if quiet => &["within noise"],
+                    _ => &["ranges apart"],
                 };
-                border_note(&[f.to_string()], last, th, buf);
+                let f: Vec<String> = f.iter().map(|n| n.to_string()).collect();
+                border_note(&f, last, th, buf);
             }
             None => big_box(title, "-", "", th.dim, th, last, buf),
         }
@@ -557,6 +563,7 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             let noise: &[&str] = match judged {
                 Judged::Apart => &[],
                 Judged::Noise => &["within noise"],
+                Judged::Hint => &["a hint, too few windows", "a hint"],
                 Judged::TooShort => &["too short to judge", "measuring"],
             };
             let mut foot: Vec<String> = Vec::new();
