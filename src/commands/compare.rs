@@ -328,7 +328,23 @@ fn compare_hosts(
     // take the other's, so they run one after the other, each booted just
     // before its turn.
     let guests = hosts.iter().flatten().any(|h| matches!(h, Remote::Vm(_)));
-    if guests {
+    if guests && hosts.len() == 1 {
+        // One guest (`--remote vm:K`): one boot runs every round of every
+        // variant, interleaved (a switch flipped between them on a kernel
+        // with readpath's lab switches, no reboot).
+        let (h, settings) = (hosts[0].as_ref().expect("a guest"), &plans[0]);
+        let label = h.label();
+        results = vec![
+            match spec_for(settings).and_then(|spec| start_remote(h.clone(), spec)) {
+                Ok(w) => on_target(label, w, settings, cmp, preset.clone(), opts),
+                Err(e) => HostResult {
+                    host: label,
+                    report: None,
+                    error: Some(crate::invocation::error_message(&e)),
+                },
+            },
+        ];
+    } else if guests {
         results = rounds_in_turn(plans, cmp, &preset, hosts, &spec_for, opts);
     } else {
         // Start the remote ones (each checks its target and copies readpath).

@@ -356,8 +356,7 @@ fn apply_switches(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> 
             Some(orig) if orig == value => k.knobs.restore(&knob.path),
             Some(_) => k.knobs.set(&knob, &value),
             None => {
-                let now = std::fs::read_to_string(&knob.path).unwrap_or_default();
-                if now.trim() == value {
+                if switches::read_value(&knob.path).as_deref() == Some(value.as_str()) {
                     Ok(())
                 } else {
                     k.knobs.set(&knob, &value)

@@ -220,16 +220,31 @@ pub fn wanted(s: &Settings) -> Result<Vec<(&'static str, String)>, (&'static str
 }
 
 /// The switches' values now on the kernel under `root`, by name (a switch
-/// that cannot be read is left out).
+/// that cannot be read, or reads as a value it does not take, is left
+/// out). Each is a sysfs file of a path readpath made, read without
+/// following a link, at most 64 bytes.
 pub fn read_under(root: &Path) -> Vec<(&'static str, String)> {
     SWITCHES
         .iter()
         .filter_map(|s| {
-            let v = crate::files::read_capped(&s.path_under(root), 64).ok()?;
-            let v = v.trim().to_string();
+            let v = read_value(&s.path_under(root))?;
             s.takes(&v).then_some((s.name, v))
         })
         .collect()
+}
+
+/// The value in switch file `path` (trimmed), if it reads.
+pub fn read_value(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let mut buf = Vec::with_capacity(64);
+    f.take(64).read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8(buf).ok()?.trim().to_string())
 }
 
 #[cfg(test)]

@@ -48,10 +48,14 @@ pub struct VmRemote {
     /// `aes=off`: the kernel's `xts(aes)` falls back to its generic,
     /// table-based AES, as on the CPUs of the 2018 fscrypt measurement).
     pub aes: bool,
+    /// The disk's virtio-blk queues: `None` (default), one per vCPU;
+    /// `queues=1`: every completion on one vCPU, as on a phone's single
+    /// UFS interrupt.
+    pub queues: Option<u32>,
 }
 
 /// What `vm:` allows, for messages.
-pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB, at most the host's memory)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off], KERNEL a lab kernel (`readpath lab kernels`) or a path to a bzImage (holding a /)";
+pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB, at most the host's memory)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off][:queues=1..64 (the disk's virtio-blk queues; default one per vCPU)], KERNEL a lab kernel (`readpath lab kernels`) or a path to a bzImage (holding a /)";
 
 impl VmRemote {
     /// Reads what follows `vm:`, each field once, numbers as plain decimal
@@ -75,6 +79,7 @@ impl VmRemote {
             disk_cache: "none".into(),
             accel: None,
             aes: true,
+            queues: None,
         };
         let mem_hi = host_mib.map_or(65536, |h| h.min(65536) as u32);
         let mut seen: Vec<&str> = Vec::new();
@@ -117,6 +122,7 @@ impl VmRemote {
                 "accel" if val == "kvm" => v.accel = Some(Accel::Kvm),
                 "accel" if val == "tcg" => v.accel = Some(Accel::Tcg),
                 "aes" if val == "on" || val == "off" => v.aes = val == "on",
+                "queues" => v.queues = Some(num(1, 64, "")?),
                 _ => {
                     return Err(format!(
                         "{}={:?}: allowed {VM_SPEC_RULE}",
@@ -240,6 +246,7 @@ pub fn spec_for(remote: &VmRemote, say: &mut dyn FnMut(&str)) -> std::io::Result
         disk_cache: remote.disk_cache.clone(),
         accel,
         aes: remote.aes,
+        queues: remote.queues,
     })
 }
 
@@ -298,6 +305,7 @@ fn probe_boot(data: &Path, kernel: &kernels::Kernel) -> std::io::Result<bool> {
         disk_cache: "none".into(),
         accel: Accel::Kvm,
         aes: true,
+        queues: None,
     };
     let mut cmd = vm::prepare(data, &spec, Some(&format!("echo {WORD}")), &mut |_| {})?;
     let mut child = cmd

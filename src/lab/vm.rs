@@ -77,6 +77,10 @@ pub struct VmSpec {
     pub accel: Accel,
     /// The AES instructions (`aes=off`: without).
     pub aes: bool,
+    /// The disk's virtio-blk queues: `None`, one per vCPU (each vCPU
+    /// completes its own reads, as on a multi-queue NVMe); `Some(1)`: every
+    /// completion on one CPU, as on a phone's single UFS interrupt.
+    pub queues: Option<u32>,
 }
 
 /// The lab disk's size (sparse: it takes what is written): room for the
@@ -594,8 +598,14 @@ pub fn qemu_command(
             if spec.aes { "max" } else { "max,-aes" },
         ]),
     };
+    // One socket of cores sharing a last-level cache (the kernel's SCHED_MC
+    // domain, where a waking task looks for an idle CPU), as on a phone's
+    // cluster or a desktop's CPU; no SMT siblings.
     c.arg("-smp")
-        .arg(spec.cpus.to_string())
+        .arg(format!(
+            "{},sockets=1,cores={},threads=1",
+            spec.cpus, spec.cpus
+        ))
         .arg("-m")
         .arg(spec.memory_mib.to_string())
         .arg("-kernel")
@@ -615,9 +625,14 @@ pub fn qemu_command(
         .args(["-serial", "chardev:console"])
         .arg("-drive")
         .arg(format!(
-            "format=raw,file.driver=file,file.filename={},if=virtio,cache={}",
+            "format=raw,file.driver=file,file.filename={},if=none,id=labdisk,cache={}",
             qemu_opt_value(disk),
             spec.disk_cache
+        ))
+        .arg("-device")
+        .arg(format!(
+            "virtio-blk-pci,drive=labdisk,num-queues={}",
+            spec.queues.unwrap_or(spec.cpus)
         ))
         .args(["-device", "virtio-serial-pci"])
         .args(["-chardev", AGENT_CHARDEV])
@@ -1189,8 +1204,14 @@ mod tests {
         let args = argv(&c);
         assert_eq!(
             value_of(&args, "-drive"),
-            "format=raw,file.driver=file,file.filename=/t/nbd:127.0.0.1:9/x,,file=victim/lab/disk-k.img,if=virtio,cache=none"
+            "format=raw,file.driver=file,file.filename=/t/nbd:127.0.0.1:9/x,,file=victim/lab/disk-k.img,if=none,id=labdisk,cache=none"
         );
+        assert!(
+            args.windows(2)
+                .any(|w| w[0] == "-device" && w[1] == "virtio-blk-pci,drive=labdisk,num-queues=2"),
+            "{args:?}"
+        );
+        assert_eq!(value_of(&args, "-smp"), "2,sockets=1,cores=2,threads=1");
         assert_eq!(
             args.iter().filter(|a| a.as_str() == "-chardev").count(),
             2,

@@ -750,7 +750,9 @@ impl HostsReport {
                     .join(" vs "),
                 r.rounds,
                 r.duration_s,
-                if self.one_at_a_time {
+                if self.one_at_a_time && self.hosts.len() == 1 {
+                    "in one boot of the guest"
+                } else if self.one_at_a_time {
                     "lab guests one at a time, round by round, each booted afresh"
                 } else {
                     "hosts at the same time"

@@ -954,12 +954,17 @@ fn prepare_vm(v: &crate::lab::VmRemote, place: &str) -> Result<(String, String),
     Ok((
         "/bin/readpath".into(),
         format!(
-            "{place}: Linux {} ({}) under QEMU ({}), {} vCPUs, {} MiB{}",
+            "{place}: Linux {} ({}) under QEMU ({}), {} vCPUs (one socket, one last-level cache), {} MiB, virtio-blk with {}{}",
             spec.kernel.info.release,
             spec.kernel.info.source,
             spec.accel.name(),
             spec.cpus,
             spec.memory_mib,
+            match spec.queues {
+                Some(1) => "one queue (every completion on one vCPU, as a phone's UFS)".to_string(),
+                Some(n) => format!("{n} queues"),
+                None => format!("{} queues (each vCPU completes its own reads)", spec.cpus),
+            },
             if made.is_empty() {
                 String::new()
             } else {
