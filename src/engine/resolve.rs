@@ -828,6 +828,7 @@ mod tests {
             kernel_hash_reason: None,
             kernel_cache_limit_reason: None,
             autogroup_reason: None,
+            kernel_switches: false,
         }
     }
 
@@ -873,6 +874,52 @@ mod tests {
                 .contains("io_uring_disabled")
         );
         assert_eq!(r.limit("workload.sleep"), Some("needs io_uring"));
+    }
+
+    #[test]
+    fn a_kernel_with_lab_switches_takes_the_queue_keys_on_the_kernel_target() {
+        let mut s = Settings::default();
+        s.workload.target = Target::Kernel;
+        s.workload.sleep = SleepMode::Plain;
+        let fs = DataFs::capable();
+        let stock = Features {
+            no_iowait: false,
+            ..all()
+        };
+        let r = resolve(&s, &stock, &fs).unwrap();
+        for k in [
+            "workers.mode",
+            "workers.verify_mode",
+            "workers.highpri",
+            "workers.max_active",
+        ] {
+            assert!(r.inert.contains(&k), "{k}");
+            assert!(r.limit(k).unwrap().contains("lab build --switches"), "{k}");
+        }
+        // 6.1 has no NO_IOWAIT: plain falls back to iowait.
+        assert_eq!(r.effective.workload.sleep, SleepMode::Iowait);
+        let switchable = Features {
+            kernel_switches: true,
+            ..stock
+        };
+        s.workers.mode = WorkerMode::Inline;
+        let r = resolve(&s, &switchable, &fs).unwrap();
+        for k in [
+            "workers.mode",
+            "workers.verify_mode",
+            "workers.highpri",
+            "workers.max_active",
+        ] {
+            assert!(!r.inert.contains(&k), "{k}");
+        }
+        // The switch makes the plain wait; inline is not the kernel's.
+        assert_eq!(r.effective.workload.sleep, SleepMode::Plain);
+        assert_eq!(r.effective.workers.mode, WorkerMode::Unbound);
+        assert!(r.fallbacks.iter().any(|f| f.key == "workers.mode"));
+        // The model is not the kernel: its keys are its own either way.
+        s.workload.target = Target::Model;
+        let r = resolve(&s, &switchable, &fs).unwrap();
+        assert_eq!(r.effective.workers.mode, WorkerMode::Inline);
     }
 
     #[test]

@@ -106,6 +106,7 @@ fn kernel_interval(
         merged.counters.items_run += q.items;
         merged.counters.items_moved += q.moved.min(q.items);
         merged.counters.items_unbound += q.unbound.min(q.items);
+        merged.counters.items_highpri += q.highpri.min(q.items);
         queues.push(KernelQueueRecord {
             queue: name.to_string(),
             items: q.items,
@@ -122,6 +123,7 @@ fn kernel_interval(
                 t.items += q.items;
                 t.moved += q.moved;
                 t.unbound += q.unbound;
+                t.highpri += q.highpri;
                 let _ = t.queue_ns.add(&q.queue_ns);
                 let _ = t.exec_ns.add(&q.exec_ns);
             }

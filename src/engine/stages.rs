@@ -498,6 +498,7 @@ impl Ctx {
         rec.counters.items_run += 1;
         rec.counters.items_moved += u64::from(crate::sys::current_cpu() as u32 != item.queued_cpu);
         rec.counters.items_unbound += u64::from(q.is_some_and(|q| q.unbound()));
+        rec.counters.items_highpri += u64::from(worker_highpri());
         if item.bio == super::queue::TREE_JOB {
             // Tree pages a verify worker read, decrypted here on fscrypt's
             // queue while it sleeps (see tree.rs).
@@ -515,6 +516,28 @@ impl Ctx {
             self.returns[item.reader as usize].give_back(item.slot);
         }
     }
+}
+
+/// Whether the calling worker thread runs at a negative nice (asked of
+/// the kernel once per thread: a worker's nice is set when it starts and
+/// kept for its life).
+fn worker_highpri() -> bool {
+    thread_local! {
+        static HIGHPRI: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    }
+    HIGHPRI.with(|h| {
+        h.get().unwrap_or_else(|| {
+            // SAFETY: getpriority has no memory arguments; errno is
+            // cleared first so a nice of -1 is told from an error.
+            let nice = unsafe {
+                *libc::__errno_location() = 0;
+                libc::getpriority(libc::PRIO_PROCESS, 0)
+            };
+            let v = nice < 0;
+            h.set(Some(v));
+            v
+        })
+    })
 }
 
 #[cfg(test)]

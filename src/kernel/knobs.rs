@@ -906,6 +906,56 @@ mod tests {
     }
 
     #[test]
+    fn a_lab_switch_is_put_back_after_a_sigkill_and_a_forged_one_is_refused() {
+        use crate::kernel::switches::{FSCRYPT_MAX_ACTIVE, FSVERITY_UNBOUND, switch};
+        let f = Fake::new();
+        let sw = switch(FSVERITY_UNBOUND).unwrap();
+        let path = sw.path();
+        let p = path.to_str().unwrap();
+        f.put(p, "N");
+        let mut k = f.knobs();
+        k.set(&Knob::switch(sw), "Y").unwrap();
+        assert_eq!(f.get(p), "Y");
+        // SIGKILL: nothing runs, nothing is put back; the next start (a
+        // process whose PID is gone) puts the original back.
+        std::mem::forget(k);
+        let gone = f.state().join("knobs-999999998.json");
+        fs::rename(f.own_state(), &gone).unwrap();
+        let back = restore_left_with_root(&f.state(), &f.root()).unwrap();
+        assert_eq!(
+            back,
+            vec![(
+                "readpath.fsverity_unbound".to_string(),
+                path.clone(),
+                "N".to_string()
+            )]
+        );
+        assert_eq!(f.get(p), "N");
+        // What a state file may say of a switch: its own key and a value
+        // it takes, nothing else.
+        let root = f.root();
+        assert_eq!(known_knob(&root, sw.key, p, "Y"), Ok(()));
+        assert!(known_knob(&root, sw.key, p, "1").is_err());
+        assert!(known_knob(&root, "kernel.affinity_scope", p, "Y").is_err());
+        let max = switch(FSCRYPT_MAX_ACTIVE).unwrap();
+        let mp = max.path();
+        assert_eq!(
+            known_knob(&root, max.key, mp.to_str().unwrap(), "512"),
+            Ok(())
+        );
+        assert!(known_knob(&root, max.key, mp.to_str().unwrap(), "513").is_err());
+        assert!(
+            known_knob(
+                &root,
+                "readpath.x",
+                "/sys/module/readpath/parameters/x",
+                "Y"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
     fn a_crash_is_undone_by_the_next_start() {
         let f = Fake::new();
         let mut k = f.knobs();

@@ -137,6 +137,10 @@ pub struct QueueTrace {
     /// pool's CPU: 4294967295, -1, for an unbound pool): the kernel's own
     /// word on whether the queue is bound.
     pub unbound: u64,
+    /// Items run by a worker at a negative nice (a WQ_HIGHPRI pool's,
+    /// nice -20): the worker's own nice, read from `/proc` the first time
+    /// the trace names it.
+    pub highpri: u64,
 }
 
 impl QueueTrace {
@@ -147,6 +151,7 @@ impl QueueTrace {
             exec_ns: histogram(),
             moved: 0,
             unbound: 0,
+            highpri: 0,
         }
     }
 
@@ -156,6 +161,7 @@ impl QueueTrace {
         self.exec_ns.saturating_record(exec_ns.max(1));
         self.moved += u64::from(r.moved);
         self.unbound += u64::from(r.unbound);
+        self.highpri += u64::from(r.highpri);
     }
 }
 
@@ -427,7 +433,29 @@ struct Running {
     moved: bool,
     queue: &'static str,
     unbound: bool,
+    /// Its worker runs at a negative nice.
+    highpri: bool,
 }
+
+/// Whether thread `tid` runs at a negative nice (field 19 of
+/// `/proc/TID/stat`, after the comm's closing parenthesis); false where it
+/// cannot be read (a worker gone).
+pub fn negative_nice(tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else {
+        return false;
+    };
+    nice_field(&stat).is_some_and(|n| n < 0)
+}
+
+/// The nice field of a `/proc/PID/stat` line.
+fn nice_field(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // Fields after the comm start at 3 (state); nice is field 19.
+    rest.split_whitespace().nth(16)?.parse().ok()
+}
+
+/// The most kworkers whose nice is kept (a map cleared when full).
+const MAX_NICE_CACHED: usize = 4096;
 
 /// The name in [`POST_READ_QUEUES`] equal to `q`.
 fn intern(q: &str) -> Option<&'static str> {
@@ -458,12 +486,26 @@ pub struct Aggregator {
     queued: HashMap<u64, Queued>,
     running: HashMap<u64, Running>,
     issued: HashMap<((u32, u32), u64), u64>,
+    /// Whether each kworker seen runs at a negative nice (a kworker keeps
+    /// its pool, so its nice, for life; read once).
+    highpri: HashMap<i32, bool>,
+    /// How a kworker's nice is found (tests give their own).
+    nice_of: Option<fn(i32) -> bool>,
     interval: KernelInterval,
     /// Per queue, over the whole trace.
     pub queues: HashMap<String, QueueTrace>,
 }
 
 impl Aggregator {
+    /// An aggregator that learns whether a kworker runs at a negative nice
+    /// from `nice_of` instead of `/proc` (tests).
+    pub fn with_nice(nice_of: fn(i32) -> bool) -> Aggregator {
+        Aggregator {
+            nice_of: Some(nice_of),
+            ..Aggregator::default()
+        }
+    }
+
     /// Takes one event.
     pub fn add(&mut self, e: &Event<'_>) {
         match *e {
@@ -495,6 +537,11 @@ impl Aggregator {
             } => {
                 if let Some(q) = self.queued.remove(&work) {
                     self.interval.lost += make_room(&mut self.running, |r| r.t_ns, t_ns);
+                    if self.highpri.len() >= MAX_NICE_CACHED {
+                        self.highpri.clear();
+                    }
+                    let nice_of = self.nice_of.unwrap_or(negative_nice);
+                    let highpri = *self.highpri.entry(pid).or_insert_with(|| nice_of(pid));
                     self.running.insert(
                         work,
                         Running {
@@ -503,6 +550,7 @@ impl Aggregator {
                             moved: q.cpu != cpu,
                             queue: q.queue,
                             unbound: q.unbound,
+                            highpri,
                         },
                     );
                     *self.interval.kworkers.entry(pid).or_insert(0) += 1;
@@ -1007,7 +1055,8 @@ mod tests {
         );
         assert_eq!(parse_line(lines[6]), None);
         assert_eq!(parse_line(lines[7]), None);
-        let mut a = Aggregator::default();
+        // Kworker 70 is a high-priority pool's (nice -20), 99 not.
+        let mut a = Aggregator::with_nice(|pid| pid == 70);
         feed(&mut a, &lines);
         let f = &a.queues["fscrypt_read_queue"];
         // fscrypt's queue is unbound (the pool's cpu=-1), fsverity's bound
@@ -1017,7 +1066,19 @@ mod tests {
         assert!((99_900..=100_100).contains(&f.exec_ns.value_at_quantile(0.5)));
         let v = &a.queues["fsverity_read_queue"];
         assert_eq!((v.items, v.moved, v.unbound), (1, 0, 0));
+        assert_eq!(f.highpri + v.highpri, 1);
         assert!((999_000..=1_001_000).contains(&v.queue_ns.value_at_quantile(0.5)));
+        assert_eq!(
+            nice_field(
+                "57 (kworker/1:1H-kblockd) I 2 0 0 0 -1 69238880 0 0 0 0 0 0 0 0 0 -20 1 0 116 0 0"
+            ),
+            Some(-20)
+        );
+        assert_eq!(
+            nice_field("9 (a) b) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 5 1 0 1"),
+            Some(5)
+        );
+        assert_eq!(nice_field("garbage"), None);
         assert_eq!(parse_ts("1.5"), Some(1_500_000_000));
         assert_eq!(parse_ts("1.x"), None);
         // The interval saw the same, and its kworkers.

@@ -1170,6 +1170,7 @@ mod tests {
             disk_cache: "none".into(),
             accel: Accel::Tcg,
             aes: true,
+            queues: None,
         }
     }
 
@@ -1208,10 +1209,10 @@ mod tests {
         );
         assert!(
             args.windows(2)
-                .any(|w| w[0] == "-device" && w[1] == "virtio-blk-pci,drive=labdisk,num-queues=2"),
+                .any(|w| w[0] == "-device" && w[1] == "virtio-blk-pci,drive=labdisk,num-queues=1"),
             "{args:?}"
         );
-        assert_eq!(value_of(&args, "-smp"), "2,sockets=1,cores=2,threads=1");
+        assert_eq!(value_of(&args, "-smp"), "1,sockets=1,cores=1,threads=1");
         assert_eq!(
             args.iter().filter(|a| a.as_str() == "-chardev").count(),
             2,
@@ -1481,6 +1482,7 @@ mod tests {
             disk_cache: "none".into(),
             accel: Accel::Tcg,
             aes: true,
+            queues: None,
         }
     }
 

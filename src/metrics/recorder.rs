@@ -154,6 +154,11 @@ pub struct Counters {
     /// queue; the kernel target's: the pool `workqueue_queue_work` names).
     #[serde(default)]
     pub items_unbound: u64,
+    /// Of those, run by a worker at a negative nice (the model's: a
+    /// WQ_HIGHPRI queue whose workers could raise their priority; the
+    /// kernel target's: the kworker's nice in `/proc`).
+    #[serde(default)]
+    pub items_highpri: u64,
 }
 
 impl Counters {
@@ -168,6 +173,14 @@ impl Counters {
     pub fn unbound_pct(&self) -> Option<f64> {
         (self.items_run > 0).then(|| {
             (self.items_unbound.min(self.items_run)) as f64 * 100.0 / self.items_run as f64
+        })
+    }
+
+    /// Items run by a high-priority worker (negative nice), % of the items
+    /// run; None with none (the `highpri %` metric).
+    pub fn highpri_pct(&self) -> Option<f64> {
+        (self.items_run > 0).then(|| {
+            (self.items_highpri.min(self.items_run)) as f64 * 100.0 / self.items_run as f64
         })
     }
 
@@ -201,6 +214,7 @@ impl Counters {
         self.items_run += o.items_run;
         self.items_moved += o.items_moved;
         self.items_unbound += o.items_unbound;
+        self.items_highpri += o.items_highpri;
     }
 }
 

@@ -52,6 +52,10 @@ pub struct WindowStats {
     /// Post-read work items queued to an unbound pool, %; None with no item.
     #[serde(default)]
     pub unbound_pct: Option<f64>,
+    /// Post-read work items run by a high-priority (negative nice) worker,
+    /// %; None with no item.
+    #[serde(default)]
+    pub highpri_pct: Option<f64>,
 }
 
 impl WindowStats {
@@ -71,6 +75,7 @@ impl WindowStats {
             items.items_run += r.counters.items_run;
             items.items_moved += r.counters.items_moved;
             items.items_unbound += r.counters.items_unbound;
+            items.items_highpri += r.counters.items_highpri;
             exec.push(r.exec_p50_us());
             if first {
                 st.from_s = r.t_s - r.interval_s;
@@ -107,6 +112,7 @@ impl WindowStats {
         st.exec_p50_us = exec.is_finite().then_some(exec);
         st.moved_pct = items.moved_pct();
         st.unbound_pct = items.unbound_pct();
+        st.highpri_pct = items.highpri_pct();
         Some(st)
     }
 }

@@ -250,10 +250,25 @@ pub const UNBOUND: Metric = Metric {
     window: |s| s.unbound_pct.unwrap_or(f64::NAN),
 };
 
+/// Post-read work items run by a worker at a negative nice, % (the model's
+/// by its workers' nice, the kernel's by each kworker's nice in `/proc`):
+/// 100 on a WQ_HIGHPRI queue (nice -20 workers), 0 on a normal one.
+pub const HIGHPRI: Metric = Metric {
+    name: "highpri_pct",
+    label: "highpri %",
+    short: "highpri",
+    narrow: "hipri",
+    unit: Unit::Pct,
+    better: Better::Neither,
+    explorer: false,
+    interval: |r| r.counters.highpri_pct().unwrap_or(f64::NAN),
+    window: |s| s.highpri_pct.unwrap_or(f64::NAN),
+};
+
 /// Every metric, in the order screens and tables list them.
-pub static METRICS: [Metric; 12] = [
-    THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, EXEC_P50, RUN_DELAY, MOVED, UNBOUND, PAGE_HIT,
-    BIOS,
+pub static METRICS: [Metric; 13] = [
+    THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, EXEC_P50, RUN_DELAY, MOVED, UNBOUND, HIGHPRI,
+    PAGE_HIT, BIOS,
 ];
 
 /// The metric named `name` (its JSON key).
@@ -339,6 +354,7 @@ mod tests {
             ("run_delay_ms_per_s", "ms/s", Better::Lower),
             ("moved_pct", "%", Better::Lower),
             ("unbound_pct", "%", Better::Neither),
+            ("highpri_pct", "%", Better::Neither),
             ("page_hit_pct", "%", Better::Higher),
             ("bios_per_s", "bios/s", Better::Higher),
         ];

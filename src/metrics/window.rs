@@ -133,6 +133,7 @@ impl WindowAcc {
             exec_p50_us: None,
             moved_pct: None,
             unbound_pct: None,
+            highpri_pct: None,
         })
     }
 }

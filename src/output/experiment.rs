@@ -604,6 +604,7 @@ impl SeedVerdict {
             "run_delay_ms_per_s",
             "moved_pct",
             "unbound_pct",
+            "highpri_pct",
         ] {
             if !names.contains(&m) {
                 names.push(m);

@@ -162,6 +162,7 @@ const FLOORS: &[(&str, f64, &str)] = &[
     ("page_hit_pct", 1.0, "points"),
     ("moved_pct", 1.0, "points"),
     ("unbound_pct", 1.0, "points"),
+    ("highpri_pct", 1.0, "points"),
 ];
 
 /// One metric, model beside kernel.
@@ -510,7 +511,10 @@ mod tests {
         assert_eq!(r.outside, METRICS.len() - 2);
         let text = r.to_text();
         assert!(
-            text.contains("1 of 11 measured metrics within 15%"),
+            text.contains(&format!(
+                "1 of {} measured metrics within 15%",
+                METRICS.len() - 1
+            )),
             "{text}"
         );
         assert!(text.contains("IOPS 1.30x"), "{text}");
