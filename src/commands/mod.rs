@@ -169,11 +169,12 @@ fn remote_choice(cli: &Cli) -> Result<RemoteChoice> {
             })
             | Some(Command::Bench { .. })
             | Some(Command::Compare { hosts: None, .. })
+            | Some(Command::Sweep { .. })
     );
     if !ok {
         return Err(BadInput(
             "--remote works with the explorer (readpath, tui), `run`, `demo NAME`, \
-             `compare` (or `compare --hosts local,ssh:HOST`, not both) and `bench crypto`"
+             `compare` (or `compare --hosts local,ssh:HOST`, not both), `sweep` and `bench crypto`"
                 .into(),
         )
         .into());
@@ -254,6 +255,7 @@ fn run_command(
             experiment_options(&experiment, data_dir),
             format,
             out.as_deref(),
+            remote,
         ),
         Command::Validate {
             settings,

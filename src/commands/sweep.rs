@@ -28,8 +28,14 @@ pub(super) fn sweep(
     opts: CompareOptions,
     format: Format,
     out: Option<&Path>,
+    remote: super::RemoteChoice,
 ) -> Result<()> {
-    let cpus = crate::sys::online_cpus().len();
+    // On a remote target its CPUs are checked there (as `compare` does).
+    let cpus = if remote.is_some() {
+        crate::settings::MAX_CPU_NUMBER + 1
+    } else {
+        crate::sys::online_cpus().len()
+    };
     let (settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
     let cmp = what_varies(vary, preset.as_ref(), &settings)?;
     if cmp.values.len() != 2 {
@@ -83,7 +89,7 @@ pub(super) fn sweep(
     // Every point, A and B, checked on this machine before anything runs.
     for at in &grid {
         let s: Settings = sweep::at_point(&settings, at).map_err(BadInput)?;
-        check_variants(&s, &cmp, cpus, true).map_err(|e| {
+        check_variants(&s, &cmp, cpus, remote.is_none()).map_err(|e| {
             let at: Vec<String> = at.iter().map(|(k, v)| format!("{k}={v}")).collect();
             BadInput(format!(
                 "at {}: {}",
@@ -105,7 +111,9 @@ pub(super) fn sweep(
         None => None,
     };
     crate::sys::install_stop_handlers();
-    prepare_dataset(&opts.engine.data_dir, &settings)?;
+    if remote.is_none() {
+        prepare_dataset(&opts.engine.data_dir, &settings)?;
+    }
     let tty = std::io::stderr().is_terminal();
     let eta = sweep::estimate(grid.len(), cmp.values.len(), &opts);
     say(&format!(
@@ -138,8 +146,40 @@ pub(super) fn sweep(
         preset: preset.map(|p| p.name),
         published,
     };
-    let mut ds_progress = progress_reporter();
-    let report = sweep::run(&plan, &opts, &mut progress, &mut ds_progress).map_err(engine_error)?;
+    let report = match remote {
+        // One target, one session (a lab guest: one boot) for every point.
+        Some((r, ra)) => {
+            let label = r.label();
+            let mut spec = super::target::remote_spec(
+                &SettingsArgs {
+                    preset: None,
+                    set: Vec::new(),
+                },
+                "sweep",
+                opts.engine.interval,
+                &ra,
+            )?;
+            let first = sweep::at_point(&settings, &grid[0]).map_err(BadInput)?;
+            spec.settings = Some(
+                cmp.variants(&first)
+                    .map_err(|e| BadInput(e.to_string()))?
+                    .remove(0),
+            );
+            let mut w = super::target::start_remote(r, spec)?;
+            let r = sweep::run_with(&mut w, &plan, &opts, &mut progress);
+            let summary = w.finish().summary;
+            say(&format!("readpath: {label}: done"));
+            let report = r.map_err(engine_error)?;
+            if let Err(e) = summary {
+                say(&format!("readpath: {label}: connection: {e}"));
+            }
+            report
+        }
+        None => {
+            let mut ds_progress = progress_reporter();
+            sweep::run(&plan, &opts, &mut progress, &mut ds_progress).map_err(engine_error)?
+        }
+    };
     if tty {
         say_raw("\r\x1b[K");
     }

@@ -242,6 +242,27 @@ pub fn run(
     Ok(report)
 }
 
+/// [`run`] on a workload already started: a remote agent, a lab guest
+/// (every point's A and B in one boot of it; on a kernel with readpath's
+/// lab switches the kernel's queues flipped between them).
+pub fn run_with(
+    engine: &mut dyn Workload,
+    plan: &SweepPlan<'_>,
+    opts: &CompareOptions,
+    progress: &mut dyn FnMut(u32, usize, usize),
+) -> Result<SweepReport, EngineError> {
+    let grid = points(plan.across);
+    let mut runs: Vec<Vec<Settings>> = Vec::new();
+    for at in &grid {
+        let s = at_point(plan.base, at).map_err(EngineError::Output)?;
+        runs.push(plan.compare.variants(&s)?);
+    }
+    let started = Instant::now();
+    let mut report = run_on(engine, plan, &grid, &runs, opts, progress)?;
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
 fn run_on(
     engine: &mut dyn Workload,
     plan: &SweepPlan<'_>,
