@@ -166,7 +166,10 @@ impl Engine {
             }
         })?;
         // Knobs last: nothing is changed until the file is there.
-        apply_knobs(k, eff)?;
+        let flipped = apply_knobs(k, eff)?;
+        for f in flipped {
+            self.sink().push(f);
+        }
         self.limit_kernel_cache(eff, &path)?;
         Ok(path)
     }
@@ -287,8 +290,9 @@ impl Engine {
 }
 
 /// Turns the kernel knobs of `eff` on the target's system (a knob left at
-/// `default` is put back to what it was).
-fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
+/// `default` is put back to what it was). Returns a line for each lab
+/// switch it flipped.
+fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<Vec<String>, EngineError> {
     use crate::kernel::knobs::{Knob, cpu_mask_hex};
     let kn = &eff.kernel;
     let mut want: Vec<(Knob, Option<String>)> = vec![
@@ -340,10 +344,13 @@ fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
 /// them to what `eff`'s queue and wait settings ask for, through the knob
 /// journal: a switch already at the value asked is left alone (and left
 /// out of the journal), one asked back to its original is put back.
-fn apply_switches(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> {
+/// Returns a line for each switch flipped (`kernel switch
+/// readpath.fsverity_unbound = Y: ...`).
+fn apply_switches(k: &mut KernelRun, eff: &Settings) -> Result<Vec<String>, EngineError> {
     use crate::kernel::{knobs::Knob, switches};
+    let mut flipped = Vec::new();
     if !switches::probe() {
-        return Ok(());
+        return Ok(flipped);
     }
     let want = switches::wanted(eff)
         .map_err(|(key, why)| EngineError::Kernel(format!("{key} = {why}")))?;
@@ -352,6 +359,7 @@ fn apply_switches(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> 
             continue;
         };
         let knob = Knob::switch(sw);
+        let before = switches::read_value(&knob.path);
         let r = match k.knobs.original(&knob.path) {
             Some(orig) if orig == value => k.knobs.restore(&knob.path),
             Some(_) => k.knobs.set(&knob, &value),
@@ -364,6 +372,12 @@ fn apply_switches(k: &mut KernelRun, eff: &Settings) -> Result<(), EngineError> 
             }
         };
         r.map_err(|e| EngineError::Kernel(format!("{}: {e}", knob.key)))?;
+        if before.as_deref() != Some(value.as_str()) {
+            flipped.push(format!(
+                "kernel switch {} = {value} ({})",
+                knob.key, sw.what
+            ));
+        }
     }
-    Ok(())
+    Ok(flipped)
 }

@@ -178,7 +178,8 @@ fn yn(b: bool) -> &'static str {
 /// cannot run and why. The kernel's queues follow the model's: the decrypt
 /// stage is fscrypt's queue (`workers.mode`), the verify stage fs-verity's
 /// (`workers.verify_mode` when decryption is on, `same` meaning decrypt's;
-/// `workers.mode` when verity is the only stage, as in the model);
+/// `workers.mode` when verity is the only stage, as in the model); a queue
+/// of a stage that is off keeps 6.1's placement (its switch is not moved);
 /// `workers.highpri` is both queues' WQ_HIGHPRI, `workers.max_active`
 /// fscrypt's unbound max_active; `workload.sleep = plain` turns io_uring's
 /// iowait off (iowait and poll leave it as 6.1 has it).
@@ -206,10 +207,21 @@ pub fn wanted(s: &Settings) -> Result<Vec<(&'static str, String)>, (&'static str
         decrypt_unbound
     };
     let hi = yn(s.workers.highpri);
+    let default = |name: &str| switch(name).map_or("", |s| s.default);
+    let verify = if s.pipeline.verity {
+        yn(verify_unbound)
+    } else {
+        default(FSVERITY_UNBOUND)
+    };
+    let decrypt = if s.pipeline.decrypt {
+        yn(decrypt_unbound)
+    } else {
+        default(FSCRYPT_UNBOUND)
+    };
     Ok(vec![
-        (FSVERITY_UNBOUND, yn(verify_unbound).to_string()),
+        (FSVERITY_UNBOUND, verify.to_string()),
         (FSVERITY_HIGHPRI, hi.to_string()),
-        (FSCRYPT_UNBOUND, yn(decrypt_unbound).to_string()),
+        (FSCRYPT_UNBOUND, decrypt.to_string()),
         (FSCRYPT_HIGHPRI, hi.to_string()),
         (FSCRYPT_MAX_ACTIVE, s.workers.max_active.to_string()),
         (
@@ -278,8 +290,11 @@ mod tests {
             (get(&w, FSCRYPT_UNBOUND), get(&w, FSVERITY_UNBOUND)),
             ("N", "N")
         );
-        // Verity alone: workers.mode places it, as in the model.
+        // Verity alone: workers.mode places it, as in the model, and
+        // fscrypt's queue (no work) keeps 6.1's placement.
         s.pipeline.decrypt = false;
+        s.workers.mode = WorkerMode::Bound;
+        assert_eq!(get(&wanted(&s).unwrap(), FSCRYPT_UNBOUND), "Y");
         s.workers.mode = WorkerMode::Unbound;
         s.workers.verify_mode = VerifyMode::Bound;
         assert_eq!(get(&wanted(&s).unwrap(), FSVERITY_UNBOUND), "Y");

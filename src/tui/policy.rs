@@ -88,18 +88,51 @@ impl App {
     /// What a key does here: a settings key's change, with the keys that
     /// conflict with it following it ([`crate::engine::reconcile`]), or
     /// refused with why when it cannot run or changes nothing (no marker).
+    ///
+    /// A cycle's value that would run exactly as the current one here (a
+    /// value the target runs as another: `inline` on a kernel whose queues
+    /// readpath's lab switches flip) is stepped over to the next, so the key
+    /// still moves; refused only when no value of the cycle would.
     pub fn key_action(&self, key: KeyEvent) -> Action {
-        let action = action_for_key(key, &self.settings, self.cpus);
-        let Action::Apply(mut n) = action else {
-            return action;
-        };
-        let Some(changed) = self.settings.diff(&n).first().map(|c| c.key.clone()) else {
-            return Action::None;
-        };
-        crate::engine::reconcile(&mut n, &changed);
-        match self.refusal(&n, &changed) {
-            Some(why) => Action::Refuse(format!("{changed}: {why}")),
-            None => Action::Apply(n),
+        let mut from = self.settings.clone();
+        let mut first_refusal = None;
+        for _ in 0..8 {
+            let action = action_for_key(key, &from, self.cpus);
+            let Action::Apply(mut n) = action else {
+                return first_refusal.unwrap_or(action);
+            };
+            let Some(changed) = self.settings.diff(&n).first().map(|c| c.key.clone()) else {
+                return first_refusal.unwrap_or(Action::None);
+            };
+            crate::engine::reconcile(&mut n, &changed);
+            let Some(why) = self.refusal(&n, &changed) else {
+                return Action::Apply(n);
+            };
+            let refused = Action::Refuse(format!("{changed}: {why}"));
+            let cycles = keys::does(key).is_some_and(|d| {
+                matches!(d, Does::Change(c)
+                    if matches!(c.setting.bind.map(|b| b.step), Some(crate::settings::Step::Cycle(_))))
+            });
+            if !cycles || !self.runs_as_now(&n, &changed) {
+                return first_refusal.unwrap_or(refused);
+            }
+            first_refusal.get_or_insert(refused);
+            from = *n;
+        }
+        first_refusal.unwrap_or(Action::None)
+    }
+
+    /// Whether `n` would run exactly as the settings running now, `key`
+    /// not greyed with a reason of its own (a value greyed here is
+    /// refused with that reason, not stepped over).
+    fn runs_as_now(&self, n: &Settings, key: &str) -> bool {
+        let fs = crate::engine::DataFs::inferred(&self.settings, &self.effective);
+        match (
+            crate::engine::resolve(n, &self.features, &fs),
+            self.resolution(),
+        ) {
+            (Ok(new), Some(now)) => new.limit(key).is_none() && new.runs_like(now),
+            _ => false,
         }
     }
 }
