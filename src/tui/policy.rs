@@ -218,6 +218,33 @@ mod tests {
     }
 
     #[test]
+    fn w_flips_a_switchable_kernel_s_queue_and_is_refused_on_another() {
+        let mut s = Settings::default();
+        s.workload.target = crate::settings::Target::Kernel;
+        s.pipeline.decrypt = false;
+        s.workers.mode = WorkerMode::Unbound;
+        let mut f = crate::tui::fixture::features();
+        f.kernel_switches = true;
+        let mut app = App::new(s.clone(), s.clone(), f, 2);
+        // unbound -> inline runs as unbound on the kernel: stepped over.
+        let Action::Apply(n) = app.key_action(key('w')) else {
+            panic!("w refused on a kernel with switches")
+        };
+        assert_eq!(n.workers.mode, WorkerMode::Bound);
+        app.set_running((*n).clone(), (*n).clone());
+        let Action::Apply(n) = app.key_action(key('w')) else {
+            panic!("w refused")
+        };
+        assert_eq!(n.workers.mode, WorkerMode::Unbound);
+        // A stock kernel: the queue is fixed, w says why.
+        let stock = App::new(s.clone(), s, crate::tui::fixture::features(), 2);
+        let Action::Refuse(why) = stock.key_action(key('w')) else {
+            panic!("w not refused on a stock kernel")
+        };
+        assert!(why.contains("lab build --switches"), "{why}");
+    }
+
+    #[test]
     fn sync_engine_takes_sleep_along_and_refuses_i() {
         let mut app = crate::tui::fixture::app(false);
         let s = Settings::default();
