@@ -484,6 +484,39 @@ fn compare_on_targets_only_leaves_validation_to_them() {
 }
 
 #[test]
+fn a_sweep_runs_every_point_on_the_target_in_one_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let agent = format!(
+        "echo started >> {}; exec {} agent --data-dir {}",
+        tmp.path().join("sessions").display(),
+        env!("CARGO_BIN_EXE_readpath"),
+        data.display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args(["sweep", "--remote", "ssh:target"])
+        .args(["--set", "workload.file_size=4M", "--set", "load.hogs=0"])
+        .args(["--vary", "workers.mode=unbound,bound"])
+        .args(["--across", "workload.queue_depth=1,2"])
+        .args(["--duration", "300ms", "--rounds", "1", "--warmup", "0s"])
+        .args(["--format", "json"])
+        .env("READPATH_SSH_COMMAND", &ssh)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["kind"], "sweep", "{j}");
+    assert_eq!(j["points"].as_array().unwrap().len(), 2, "{j}");
+    // The dataset was made there, not here; one agent ran the whole grid.
+    assert!(data.join("dataset-4194304").is_dir());
+    let sessions = std::fs::read_to_string(tmp.path().join("sessions")).unwrap();
+    assert_eq!(sessions.lines().count(), 1, "{sessions}");
+}
+
+#[test]
 fn a_preset_named_for_a_target_is_resolved_and_validated_there() {
     if readpath::sys::online_cpus().len() > 5 {
         println!("skipping: this machine has CPU 5");
