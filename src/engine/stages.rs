@@ -527,13 +527,7 @@ fn worker_highpri() -> bool {
     }
     HIGHPRI.with(|h| {
         h.get().unwrap_or_else(|| {
-            // SAFETY: getpriority has no memory arguments; errno is
-            // cleared first so a nice of -1 is told from an error.
-            let nice = unsafe {
-                *libc::__errno_location() = 0;
-                libc::getpriority(libc::PRIO_PROCESS, 0)
-            };
-            let v = nice < 0;
+            let v = crate::sys::current_thread_nice().is_ok_and(|n| n < 0);
             h.set(Some(v));
             v
         })

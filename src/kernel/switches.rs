@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use crate::settings::{Settings, SleepMode, VerifyMode, WorkerMode};
 
 /// Where the lab kernel exposes its switches.
-pub const DIR: &str = "/sys/module/readpath/parameters";
+pub const DIR: &str = crate::sys::LAB_SWITCHES_DIR;
 
 /// The values a switch takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,8 +233,7 @@ pub fn wanted(s: &Settings) -> Result<Vec<(&'static str, String)>, (&'static str
 
 /// The switches' values now on the kernel under `root`, by name (a switch
 /// that cannot be read, or reads as a value it does not take, is left
-/// out). Each is a sysfs file of a path readpath made, read without
-/// following a link, at most 64 bytes.
+/// out).
 pub fn read_under(root: &Path) -> Vec<(&'static str, String)> {
     SWITCHES
         .iter()
@@ -245,18 +244,10 @@ pub fn read_under(root: &Path) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-/// The value in switch file `path` (trimmed), if it reads.
+/// The value in switch file `path` (trimmed), if it reads: read as the
+/// knob journal reads every knob (a bounded read of a file under `/sys`).
 pub fn read_value(path: &Path) -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    let mut buf = Vec::with_capacity(64);
-    f.take(64).read_to_end(&mut buf).ok()?;
-    Some(String::from_utf8(buf).ok()?.trim().to_string())
+    super::journal::read_sysfs(path).ok()
 }
 
 #[cfg(test)]

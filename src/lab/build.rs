@@ -39,58 +39,9 @@ pub const FRAGMENT: &str = include_str!("../../assets/lab/lab.config");
 /// queueing (`kernel::switches` knows them).
 pub const SWITCHES_PATCH: &str = include_str!("../../assets/lab/readpath-switches.patch");
 
-/// The choices that decide where work runs, as on the machines the seeds
-/// came from; merged after [`FRAGMENT`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Profile {
-    /// Debian's 6.1: voluntary preemption (the default).
-    #[default]
-    Desktop,
-    /// Android's GKI kernels: full preemption.
-    Phone,
-}
-
-impl Profile {
-    /// Every profile, the default first.
-    pub const ALL: [Profile; 2] = [Profile::Desktop, Profile::Phone];
-
-    /// Its name (`desktop`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Profile::Desktop => "desktop",
-            Profile::Phone => "phone",
-        }
-    }
-
-    /// Its configuration fragment.
-    pub fn fragment(self) -> &'static str {
-        match self {
-            Profile::Desktop => include_str!("../../assets/lab/profile-desktop.config"),
-            Profile::Phone => include_str!("../../assets/lab/profile-phone.config"),
-        }
-    }
-
-    /// Its preemption model, in words (for the kernel's description).
-    pub fn preemption(self) -> &'static str {
-        match self {
-            Profile::Desktop => "voluntary preemption",
-            Profile::Phone => "full preemption",
-        }
-    }
-
-    /// Profile `name`, or an error naming those allowed.
-    pub fn parse(name: &str) -> Result<Profile, String> {
-        Profile::ALL
-            .into_iter()
-            .find(|p| p.name() == name)
-            .ok_or_else(|| {
-                format!(
-                    "lab build --profile {:?}: allowed desktop, phone",
-                    crate::sys::printable(name, false)
-                )
-            })
-    }
-}
+/// The choices that decide where work runs (`--profile`): kept with the
+/// lab's kernels, which name theirs.
+pub use super::kernels::Profile;
 
 /// The files [`SWITCHES_PATCH`] changes, relative to the tree (its `+++ b/`
 /// lines).

@@ -195,7 +195,7 @@ pub fn check_info(dir_name: &str, info: &KernelInfo) -> Result<(), String> {
     if info.switches.len() > crate::kernel::switches::SWITCHES.len() {
         return bad("switches", "(list)", "each switch at most once");
     }
-    if !(info.profile.is_empty() || super::build::Profile::parse(&info.profile).is_ok()) {
+    if !(info.profile.is_empty() || Profile::parse(&info.profile).is_ok()) {
         return bad("profile", &info.profile, "empty, desktop or phone");
     }
     if !(info.build_key.is_empty()
@@ -208,6 +208,59 @@ pub fn check_info(dir_name: &str, info: &KernelInfo) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The choices that decide where work runs, as on the machines the seeds
+/// came from; merged after [`FRAGMENT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// Debian's 6.1: voluntary preemption (the default).
+    #[default]
+    Desktop,
+    /// Android's GKI kernels: full preemption.
+    Phone,
+}
+
+impl Profile {
+    /// Every profile, the default first.
+    pub const ALL: [Profile; 2] = [Profile::Desktop, Profile::Phone];
+
+    /// Its name (`desktop`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Desktop => "desktop",
+            Profile::Phone => "phone",
+        }
+    }
+
+    /// Its configuration fragment.
+    pub fn fragment(self) -> &'static str {
+        match self {
+            Profile::Desktop => include_str!("../../assets/lab/profile-desktop.config"),
+            Profile::Phone => include_str!("../../assets/lab/profile-phone.config"),
+        }
+    }
+
+    /// Its preemption model, in words (for the kernel's description).
+    pub fn preemption(self) -> &'static str {
+        match self {
+            Profile::Desktop => "voluntary preemption",
+            Profile::Phone => "full preemption",
+        }
+    }
+
+    /// Profile `name`, or an error naming those allowed.
+    pub fn parse(name: &str) -> Result<Profile, String> {
+        Profile::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "lab build --profile {:?}: allowed desktop, phone",
+                    crate::sys::printable(name, false)
+                )
+            })
+    }
 }
 
 /// The kernels in the lab, by name.

@@ -259,7 +259,7 @@ mod tests {
     /// cell has it.
     #[test]
     fn a_hint_is_grey_and_the_legend_says_so_only_then() {
-        let mut r = crate::tui::fixture::sweep();
+        let mut r = crate::output::sweep::fixture();
         let svg4 = svg(&r, 1600, 1000).unwrap();
         assert!(!svg4.contains("grey, ?"), "4 v 4 rounds: no hint");
         let published = r.published.clone().unwrap();

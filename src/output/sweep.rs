@@ -780,6 +780,103 @@ pub fn estimate(points: usize, variants: usize, opts: &CompareOptions) -> Durati
     per * (points * variants) as u32 * opts.rounds
 }
 
+/// A finished sweep for snapshots and tests (the explorer's sweep view, the heat map): the fs-verity seed
+/// over CPUs 1, 2 x hogs 0, 1, all, one cell of each verdict.
+#[doc(hidden)]
+pub fn fixture() -> SweepReport {
+    use crate::metrics::Spread;
+    use crate::output::experiment::VariantResult;
+    use crate::scenario::preset::{Compare, Published};
+    let published = Published {
+        source: "f959325e6ac3 (v6.3)".into(),
+        metric: "run_delay_ms_per_s".into(),
+        change: (-96.0, -96.0),
+        result: "553,800 us unbound -> 18,962 us bound".into(),
+    };
+    let s = |median: f64, w: f64| Spread {
+        median,
+        min: median - w,
+        max: median + w,
+        change_pct: None,
+    };
+    // (cpus, hogs, unbound, bound) run_delay ms/s, spread +-w.
+    let cells = [
+        ("1", "0", 7.9, 6.4, 0.4),
+        ("1", "1", 60.0, 58.0, 5.0),
+        ("1", "all", 65.1, 61.9, 4.0),
+        ("2", "0", 198.0, 4.9, 3.0),
+        ("2", "1", 19.1, 29.6, 1.0),
+        ("2", "all", 108.0, 37.4, 6.0),
+    ];
+    let points = cells
+        .iter()
+        .map(|&(cpus, hogs, a, b, w)| {
+            let variant = |v: &str, x: f64| VariantResult {
+                value: v.into(),
+                metrics: vec![("run_delay_ms_per_s".into(), s(x, w))],
+                rounds: Vec::new(),
+                failed_reads: 0,
+            };
+            SweepPoint {
+                at: vec![
+                    ("workload.cpus".into(), cpus.into()),
+                    ("load.hogs".into(), hogs.into()),
+                ],
+                published: Some(published.clone()),
+                variants: vec![variant("unbound", a), variant("bound", b)],
+                verdict: crate::output::verdict::against(&s(a, w), &s(b, w), [4, 4], &published),
+                notices: Vec::new(),
+            }
+        })
+        .collect();
+    SweepReport {
+        kind: "sweep".into(),
+        version: SWEEP_VERSION,
+        preset: Some("fsverity-bound-vs-unbound".into()),
+        compare: Compare {
+            key: "workers.mode".into(),
+            values: vec!["unbound".into(), "bound".into()],
+        },
+        across: vec![
+            Axis {
+                key: "workload.cpus".into(),
+                values: vec!["1".into(), "2".into()],
+            },
+            Axis {
+                key: "load.hogs".into(),
+                values: vec!["0".into(), "1".into(), "all".into()],
+            },
+        ],
+        metric: "run_delay_ms_per_s".into(),
+        rounds: 4,
+        duration_s: 3.0,
+        warmup_s: 1.0,
+        elapsed_s: 220.0,
+        settings: Settings::default(),
+        points,
+        published: Some(published),
+        notices: Vec::new(),
+        machine: crate::sys::MachineInfo {
+            cpu_model: "AMD EPYC".into(),
+            cpus: 2,
+            kernel: "6.18.44".into(),
+            ..Default::default()
+        },
+        // As the explorer's fixture has them (high priority refused).
+        features: crate::sys::Features {
+            io_uring: true,
+            no_iowait: true,
+            aes_instructions: true,
+            sha_instructions: true,
+            schedstat: true,
+            highpri: false,
+            highpri_reason: Some("needs CAP_SYS_NICE or RLIMIT_NICE >= 40".into()),
+            ..crate::sys::Features::default()
+        },
+        interrupted: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

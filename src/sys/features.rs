@@ -61,6 +61,11 @@ pub struct Features {
     pub kernel_switches: bool,
 }
 
+/// Where a lab kernel built by `readpath lab build --switches` exposes its
+/// seed switches (`kernel::switches` knows them; the probe here looks for
+/// the first).
+pub const LAB_SWITCHES_DIR: &str = "/sys/module/readpath/parameters";
+
 /// `kernel.io_uring_disabled`, or `None` if the sysctl does not exist (kernels
 /// before 6.6) or cannot be read.
 pub(super) fn io_uring_disabled_sysctl() -> Option<u32> {
@@ -159,7 +164,9 @@ pub fn probe_features() -> Features {
         kernel_hash_reason: probe("hash", "sha256").err(),
         kernel_cache_limit_reason: super::cgroup::probe().err(),
         autogroup_reason: autogroup_reason(),
-        kernel_switches: crate::kernel::switches::probe(),
+        kernel_switches: Path::new(LAB_SWITCHES_DIR)
+            .join("fsverity_unbound")
+            .is_file(),
     }
 }
 
