@@ -253,8 +253,7 @@ fn run_command(
             &across,
             metric.as_deref(),
             experiment_options(&experiment, data_dir),
-            format,
-            out.as_deref(),
+            (format, out.as_deref()),
             remote,
         ),
         Command::Validate {

@@ -26,8 +26,7 @@ pub(super) fn sweep(
     across: &[String],
     metric: Option<&str>,
     opts: CompareOptions,
-    format: Format,
-    out: Option<&Path>,
+    (format, out): (Format, Option<&Path>),
     remote: super::RemoteChoice,
 ) -> Result<()> {
     // On a remote target its CPUs are checked there (as `compare` does).
