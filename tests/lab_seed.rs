@@ -227,9 +227,16 @@ fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
     // fscrypt's queue: the 2018 preset, bound then unbound.
     let r = flip("fscrypt-slow-cipher", &[], "workers.mode=bound,unbound");
     assert_eq!(medians(&r, "unbound_pct"), [Some(0.0), Some(100.0)], "{r}");
-    // Every switch is back at 6.1's value after the run: a fresh boot
-    // shows them (the guest's state is its own; the journal's restore on
-    // exit is tested where it can be seen, tests/hostile.rs).
+    // Its workers' priority, on the bound queue.
+    let r = flip(
+        "fscrypt-slow-cipher",
+        &["--set", "workers.mode=bound"],
+        "workers.highpri=true,false",
+    );
+    assert_eq!(medians(&r, "highpri_pct"), [Some(100.0), Some(0.0)], "{r}");
+    // A fresh boot reads the switches at 6.1's values (the guest's state
+    // is its own; the journal putting a switch back after a SIGKILL is
+    // unit-tested in src/kernel/knobs.rs).
     let out = ok(
         data.path(),
         &[
