@@ -412,7 +412,7 @@ pub enum LabAction {
     /// and shown wherever the guest's times are (under TCG every guest
     /// time is emulated).
     Bench {
-        /// The guest: vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg].
+        /// The guest: vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg][:aes=on|off][:queues=N].
         guest: String,
         /// CPU seconds per crypto measurement (10ms..=1h).
         #[arg(long, default_value = "500ms", value_parser = bench_duration)]
@@ -428,7 +428,7 @@ pub enum LabAction {
     /// lab disk), print what it printed and exit with its status; the
     /// guest's console (kernel messages, stderr) is in the lab dir.
     Run {
-        /// The guest: vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg].
+        /// The guest: vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg][:aes=on|off][:queues=N].
         guest: String,
         /// readpath's arguments there (after `--`), e.g. `-- kernel check`.
         #[arg(last = true, required = true)]

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 pub use slowdown::Slowdown;
 use vm::Accel;
 
-/// `--remote vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg]`:
+/// `--remote vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg][:aes=on|off][:queues=N]`:
 /// which lab kernel to boot and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmRemote {

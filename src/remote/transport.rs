@@ -258,7 +258,7 @@ impl Remote {
     pub fn parse(spec: &str) -> Result<Remote, String> {
         let bad = |why: &str| {
             format!(
-                "--remote {:?}: {why}; allowed: ssh:[user@]host[:port], adb:[serial] or vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg]",
+                "--remote {:?}: {why}; allowed: ssh:[user@]host[:port], adb:[serial] or vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg][:aes=on|off][:queues=N]",
                 printable(spec, false)
             )
         };
