@@ -158,12 +158,8 @@ pub(super) fn sweep(
                 opts.engine.interval,
                 &ra,
             )?;
-            let first = sweep::at_point(&settings, &grid[0]).map_err(BadInput)?;
-            spec.settings = Some(
-                cmp.variants(&first)
-                    .map_err(|e| BadInput(e.to_string()))?
-                    .remove(0),
-            );
+            let (_, runs) = sweep::grid_runs(&plan).map_err(|e| BadInput(e.to_string()))?;
+            spec.settings = Some(runs[0][0].clone());
             let mut w = super::target::start_remote(r, spec)?;
             let r = sweep::run_with(&mut w, &plan, &opts, &mut progress);
             let summary = w.finish().summary;

@@ -219,6 +219,21 @@ pub struct SweepPlan<'a> {
     pub published: Option<Published>,
 }
 
+/// A grid point: each axis's (key, value).
+pub type Point = Vec<(String, String)>;
+
+/// The grid's points and, for each, its variants' settings (A, B), in
+/// the order they run.
+pub fn grid_runs(plan: &SweepPlan<'_>) -> Result<(Vec<Point>, Vec<Vec<Settings>>), EngineError> {
+    let grid = points(plan.across);
+    let mut runs: Vec<Vec<Settings>> = Vec::new();
+    for at in &grid {
+        let s = at_point(plan.base, at).map_err(EngineError::Output)?;
+        runs.push(plan.compare.variants(&s)?);
+    }
+    Ok((grid, runs))
+}
+
 /// Runs the sweep; `progress` hears (round, point, variant) before each
 /// run.
 pub fn run(
@@ -227,12 +242,7 @@ pub fn run(
     progress: &mut dyn FnMut(u32, usize, usize),
     dataset_progress: crate::dataset::Progress<'_>,
 ) -> Result<SweepReport, EngineError> {
-    let grid = points(plan.across);
-    let mut runs: Vec<Vec<Settings>> = Vec::new();
-    for at in &grid {
-        let s = at_point(plan.base, at).map_err(EngineError::Output)?;
-        runs.push(plan.compare.variants(&s)?);
-    }
+    let (grid, runs) = grid_runs(plan)?;
     let started = Instant::now();
     let mut engine = Engine::start(runs[0][0].clone(), opts.engine.clone(), dataset_progress)?;
     let out = run_on(&mut engine, plan, &grid, &runs, opts, progress);
@@ -251,12 +261,7 @@ pub fn run_with(
     opts: &CompareOptions,
     progress: &mut dyn FnMut(u32, usize, usize),
 ) -> Result<SweepReport, EngineError> {
-    let grid = points(plan.across);
-    let mut runs: Vec<Vec<Settings>> = Vec::new();
-    for at in &grid {
-        let s = at_point(plan.base, at).map_err(EngineError::Output)?;
-        runs.push(plan.compare.variants(&s)?);
-    }
+    let (grid, runs) = grid_runs(plan)?;
     let started = Instant::now();
     let mut report = run_on(engine, plan, &grid, &runs, opts, progress)?;
     report.elapsed_s = started.elapsed().as_secs_f64();
