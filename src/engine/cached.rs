@@ -650,7 +650,7 @@ pub fn run(
         reads: vec![AppRead::default(); depth],
         bios,
         ra: Readahead::new(s.cache.read_ahead),
-        src: Source::new(s, index),
+        src: Source::new(s, index, &ctx.streams),
         to_submit: Vec::with_capacity(nbios),
         frames_fd: pc.frames_fd(),
         pins: vec![0; block / PAGE],

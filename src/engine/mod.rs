@@ -382,6 +382,9 @@ pub struct Engine {
     features: Features,
     dataset: Arc<Dataset>,
     cache: Arc<VerifiedCache>,
+    /// Where each reader's offsets stood when it last stopped: a reader
+    /// started again goes on from there ([`reader::Streams`]).
+    streams: Arc<reader::Streams>,
     /// The model's page cache of the file read; kept across live changes
     /// (resized, keeping what fits, when its geometry changes) and across
     /// direct-read configurations, as the kernel keeps its page cache.
@@ -492,6 +495,7 @@ impl Engine {
             features,
             dataset: Arc::new(dataset),
             cache,
+            streams: Arc::default(),
             pcache: None,
             pipeline: None,
             hogs: Hogs::none(),
@@ -619,6 +623,7 @@ impl Engine {
             file,
             self.dataset.clone(),
             self.cache.clone(),
+            self.streams.clone(),
             self.shared.registry.clone(),
             sink,
             self.opts.faults,

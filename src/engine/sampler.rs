@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use crate::metrics::{IntervalRecord, Recorder, Role, WorkerSched, now_ns};
+use crate::metrics::{IntervalRecord, ReadersIowait, Recorder, Role, WorkerSched, now_ns};
 use crate::sys::{ThreadCounters, ThreadStatReader};
 
 use super::{MAX_PHASES, Phase, RunTotals, Shared, pagecache};
@@ -313,7 +313,7 @@ impl Sampler {
     /// added to the totals).
     fn interval(&mut self) -> IntervalRecord {
         let was_running = self.shared.running.load(Ordering::SeqCst);
-        let (mut ws, irq) = self.collect_threads();
+        let (mut ws, irq, readers_iowait) = self.collect_threads();
         let kernel = self
             .shared
             .kernel
@@ -392,6 +392,7 @@ impl Sampler {
         rec.kernel = kernel_rec;
         rec.workers = ws;
         rec.irq = irq;
+        rec.readers_iowait = readers_iowait;
         rec.run_delay_us_total = self.run_delay_total;
         self.host_usage(&mut rec, interval_s);
         rec.events = std::mem::take(&mut *shared.events.lock().unwrap_or_else(|e| e.into_inner()));
@@ -404,8 +405,9 @@ impl Sampler {
 
     /// The handoff: every thread swaps its recorder at its next safe
     /// point; their recorders are merged into `merged`, and the workers'
-    /// and irq threads' scheduler counters over the interval returned.
-    fn collect_threads(&mut self) -> (WorkerSched, WorkerSched) {
+    /// and irq threads' scheduler counters over the interval returned, with
+    /// the readers' sleeps in iowait where the kernel counts them.
+    fn collect_threads(&mut self) -> (WorkerSched, WorkerSched, Option<ReadersIowait>) {
         let reg = self.shared.registry.clone();
         let epoch = reg.bump_epoch();
         let slots = reg.slots();
@@ -429,15 +431,22 @@ impl Sampler {
             // A thread parked idle: what it recorded before it parked.
             s.collect_live(&mut self.merged);
         }
-        // Workers' scheduler counters, and the irq threads' apart.
+        // Workers' scheduler counters, and the irq threads' apart; the
+        // readers' iowait.
         let mut ws = WorkerSched::default();
         let mut irq = WorkerSched::default();
+        let mut iowait: Option<u64> = None;
         for s in slots
             .iter()
-            .filter(|s| s.role == Role::Worker || s.role == Role::Irq)
+            .filter(|s| matches!(s.role, Role::Worker | Role::Irq | Role::Reader))
         {
             let st = self.sched.entry(s.tid).or_insert_with(|| SchedState {
-                reader: ThreadStatReader::open(s.tid).ok(),
+                reader: ThreadStatReader::open(s.tid)
+                    .ok()
+                    .map(|r| match s.role {
+                        Role::Reader => r.with_iowait(),
+                        _ => r,
+                    }),
                 last: ThreadCounters::default(),
             });
             let now = if s.is_alive() {
@@ -448,6 +457,12 @@ impl Sampler {
             if let Some(now) = now {
                 let d = now.delta(&st.last);
                 st.last = now;
+                if s.role == Role::Reader {
+                    if let Some(ns) = d.iowait_ns {
+                        *iowait.get_or_insert(0) += ns;
+                    }
+                    continue;
+                }
                 let to = if s.role == Role::Irq {
                     &mut irq
                 } else {
@@ -460,7 +475,8 @@ impl Sampler {
             self.sched.remove(&s.tid);
         }
         reg.prune(&dead);
-        (ws, irq)
+        let iowait = iowait.map(|ns| ReadersIowait { ms: ns as f64 / 1e6 });
+        (ws, irq, iowait)
     }
 
     /// The machine's per-CPU usage and the process's CPU and memory over

@@ -151,6 +151,9 @@ pub struct Ctx {
     pub verity_tree: Option<Arc<MerkleTree>>,
     /// Verified hash blocks, shared for the engine's lifetime.
     pub cache: Arc<VerifiedCache>,
+    /// Where each reader's offsets stood when it last stopped (the
+    /// engine's, kept across restarts).
+    pub streams: Arc<super::reader::Streams>,
     /// Queues of the first stage (None when it runs inline).
     pub first_q: Option<Queues>,
     /// Queues of the verify stage when it has its own.

@@ -469,8 +469,12 @@ pub const DISK_CACHE_MODES: &[&str] =
 /// `readpath.cmd=` was cut runs half a line.
 pub const KERNEL_CMDLINE_SIZE: usize = 2048;
 
-/// What every guest's kernel command line starts with.
-const APPEND_BASE: &str = "console=ttyS0 panic=-1 loglevel=4";
+/// What every guest's kernel command line starts with: the console on the
+/// serial port, a panic ends QEMU, and the kernel's delay accounting on
+/// from boot (the readers' time asleep in iowait, `iowait ms/s`, is
+/// counted only while it is; the lab's kernels and Debian's have
+/// CONFIG_TASK_DELAY_ACCT).
+const APPEND_BASE: &str = "console=ttyS0 panic=-1 loglevel=4 delayacct";
 
 /// The longest shell line a guest can be given to run: its base64 and
 /// [`APPEND_BASE`] fill the kernel's [`KERNEL_CMDLINE_SIZE`] bytes.

@@ -223,6 +223,15 @@ impl IntervalRecord {
 
     /// The kernel target's queues and counts.
     fn check_kernel(&self) -> Result<(), String> {
+        if let Some(w) = &self.readers_iowait {
+            // At most every reader asleep for the whole interval.
+            check_f64(
+                "readers_iowait.ms",
+                w.ms,
+                0.0,
+                self.interval_s.max(0.0) * 1e3 * 4096.0,
+            )?;
+        }
         if let Some(k) = &self.kernel {
             if k.queues.len() > POST_READ_QUEUES.len() {
                 return Err(format!(

@@ -299,12 +299,31 @@ pub struct IntervalRecord {
     /// tracepoints (`workload.target = "kernel"`; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelRecord>,
+    /// The readers' time asleep in iowait over this interval, from the
+    /// kernel's delay accounting; absent where it does not count it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readers_iowait: Option<ReadersIowait>,
     /// All counters of the interval.
     pub counters: Counters,
     /// Settings changes (and other markers) that happened in this interval.
     pub events: Vec<Event>,
     /// Notices raised in this interval.
     pub notices: Vec<Notice>,
+}
+
+/// The readers' time asleep in iowait over an interval, summed over the
+/// readers, from the kernel's delay accounting of each reader thread
+/// (`/proc/self/task/TID/stat`'s `delayacct_blkio_ticks`: every sleep with
+/// `in_iowait` set; counted only while `kernel.task_delayacct` is on, as a
+/// lab guest boots it). A reader waiting in io_uring's CQ wait sleeps in
+/// iowait where the kernel marks that wait (the 2023 io_uring seed; the lab
+/// switch `io_uring_iowait`; `IORING_ENTER_NO_IOWAIT` turns it off), and a
+/// pread always does. Its resolution is the clock tick (10 ms at USER_HZ
+/// 100) of each reader's running total.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadersIowait {
+    /// Time asleep in iowait, ms.
+    pub ms: f64,
 }
 
 /// One workqueue's workers at the end of an interval: a per-CPU queue's

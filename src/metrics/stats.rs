@@ -56,6 +56,10 @@ pub struct WindowStats {
     /// %; None with no item.
     #[serde(default)]
     pub highpri_pct: Option<f64>,
+    /// The readers' time asleep in iowait, ms per second, over the
+    /// intervals that counted it; None where none did.
+    #[serde(default)]
+    pub iowait_ms_per_s: Option<f64>,
 }
 
 impl WindowStats {
@@ -68,7 +72,12 @@ impl WindowStats {
         let (mut hits, mut misses, mut bios) = (0u64, 0u64, 0u64);
         let mut items = crate::metrics::Counters::default();
         let mut exec = Vec::new();
+        let mut iowait: Option<(f64, f64)> = None;
         for r in records.into_iter().filter(|r| !r.paused) {
+            if let Some(w) = r.readers_iowait {
+                let (ms, secs) = iowait.unwrap_or_default();
+                iowait = Some((ms + w.ms, secs + r.interval_s));
+            }
             hits += r.page_cache.hits;
             misses += r.page_cache.misses;
             bios += r.counters.bios;
@@ -113,6 +122,9 @@ impl WindowStats {
         st.moved_pct = items.moved_pct();
         st.unbound_pct = items.unbound_pct();
         st.highpri_pct = items.highpri_pct();
+        st.iowait_ms_per_s = iowait
+            .filter(|&(_, secs)| secs > 0.0)
+            .map(|(ms, secs)| ms / secs);
         Some(st)
     }
 }

@@ -265,10 +265,29 @@ pub const HIGHPRI: Metric = Metric {
     window: |s| s.highpri_pct.unwrap_or(f64::NAN),
 };
 
+/// The readers' time asleep in iowait, ms per second of wall time, summed
+/// over the readers (the kernel's delay accounting, where it is on):
+/// what the 2023 io_uring seed changed for a reader waiting in the CQ wait,
+/// and what cpuidle and cpufreq's iowait boost read. A fact, not a score.
+pub const IOWAIT: Metric = Metric {
+    name: "iowait_ms_per_s",
+    label: "iowait ms/s",
+    short: "iowait/s",
+    narrow: "iowait/s",
+    unit: Unit::MsPerS,
+    better: Better::Neither,
+    explorer: false,
+    interval: |r| {
+        r.readers_iowait
+            .map_or(f64::NAN, |w| w.ms / r.interval_s.max(1e-9))
+    },
+    window: |s| s.iowait_ms_per_s.unwrap_or(f64::NAN),
+};
+
 /// Every metric, in the order screens and tables list them.
-pub static METRICS: [Metric; 13] = [
+pub static METRICS: [Metric; 14] = [
     THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, EXEC_P50, RUN_DELAY, MOVED, UNBOUND, HIGHPRI,
-    PAGE_HIT, BIOS,
+    IOWAIT, PAGE_HIT, BIOS,
 ];
 
 /// The metric named `name` (its JSON key).
@@ -355,6 +374,7 @@ mod tests {
             ("moved_pct", "%", Better::Lower),
             ("unbound_pct", "%", Better::Neither),
             ("highpri_pct", "%", Better::Neither),
+            ("iowait_ms_per_s", "ms/s", Better::Neither),
             ("page_hit_pct", "%", Better::Higher),
             ("bios_per_s", "bios/s", Better::Higher),
         ];

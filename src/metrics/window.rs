@@ -134,6 +134,7 @@ impl WindowAcc {
             moved_pct: None,
             unbound_pct: None,
             highpri_pct: None,
+            iowait_ms_per_s: None,
         })
     }
 }

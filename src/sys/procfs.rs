@@ -135,6 +135,13 @@ pub struct ThreadCounters {
     pub nonvoluntary_ctxt_switches: u64,
     /// Moves between CPUs (`se.nr_migrations`; 0 when `/sched` is absent).
     pub migrations: u64,
+    /// Time asleep in iowait, ns, from the kernel's delay accounting
+    /// (`stat` field 42, `delayacct_blkio_ticks`: every sleep with
+    /// `in_iowait` set, interruptible or not, in clock ticks); None unless
+    /// asked for ([`ThreadStatReader::with_iowait`]) and the kernel counts
+    /// it (`kernel.task_delayacct = 1`, or booted with `delayacct`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iowait_ns: Option<u64>,
 }
 
 impl ThreadCounters {
@@ -151,6 +158,11 @@ impl ThreadCounters {
                 .nonvoluntary_ctxt_switches
                 .saturating_sub(earlier.nonvoluntary_ctxt_switches),
             migrations: self.migrations.saturating_sub(earlier.migrations),
+            // The first reading (or accounting just turned on): all it
+            // counted, as the other fields against zero.
+            iowait_ns: self
+                .iowait_ns
+                .map(|ns| ns.saturating_sub(earlier.iowait_ns.unwrap_or(0))),
         }
     }
 
@@ -166,6 +178,10 @@ impl ThreadCounters {
             .nonvoluntary_ctxt_switches
             .saturating_add(other.nonvoluntary_ctxt_switches);
         self.migrations = self.migrations.saturating_add(other.migrations);
+        self.iowait_ns = match (self.iowait_ns, other.iowait_ns) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -189,6 +205,23 @@ pub struct ThreadStatReader {
     pub(super) sched: Option<ProcFile>,
     /// `sched` carries the context switch counts, so `status` is not read.
     pub(super) switches_from_sched: bool,
+    /// `stat`, for the time asleep in iowait ([`Self::with_iowait`]).
+    pub(super) stat: Option<ProcFile>,
+}
+
+/// Whether the kernel accounts each task's time asleep in iowait now
+/// (`/proc/sys/kernel/task_delayacct` is 1: the sysctl, or the `delayacct`
+/// boot parameter; CONFIG_TASK_DELAY_ACCT).
+pub fn delayacct_on() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/task_delayacct").is_ok_and(|t| t.trim() == "1")
+}
+
+/// `delayacct_blkio_ticks` (field 42) of a `stat` file, in clock ticks.
+pub(super) fn parse_stat_blkio_ticks(text: &str) -> Option<u64> {
+    // Fields after the command (which may hold spaces and parentheses)
+    // start with field 3, the state.
+    let (_, rest) = text.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(42 - 3)?.parse().ok()
 }
 
 impl ThreadStatReader {
@@ -226,7 +259,19 @@ impl ThreadStatReader {
             status,
             switches_from_sched: sched.is_some() && fields.switches.is_some(),
             sched,
+            stat: None,
         })
+    }
+
+    /// Reads the thread's time asleep in iowait too (one file more per
+    /// read), where the kernel accounts it ([`delayacct_on`]); without,
+    /// [`ThreadCounters::iowait_ns`] is None.
+    pub fn with_iowait(mut self) -> Self {
+        if delayacct_on() {
+            let dir = format!("/proc/self/task/{}/stat", self.tid);
+            self.stat = ProcFile::open(Path::new(&dir), 1024).ok();
+        }
+        self
     }
 
     /// The thread this reader reads.
@@ -272,6 +317,15 @@ impl ThreadStatReader {
             voluntary_ctxt_switches: voluntary,
             nonvoluntary_ctxt_switches: nonvoluntary,
             migrations,
+            iowait_ns: match &mut self.stat {
+                Some(f) => {
+                    let n = f.read_whole()?;
+                    let ticks = parse_stat_blkio_ticks(as_text(&f.buf[..n], "stat")?)
+                        .ok_or_else(|| invalid_data("stat delayacct_blkio_ticks"))?;
+                    Some(ticks.saturating_mul(1_000_000_000) / clock_ticks_per_sec())
+                }
+                None => None,
+            },
         })
     }
 }

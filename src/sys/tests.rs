@@ -223,6 +223,7 @@ fn counters_delta_and_add() {
         voluntary_ctxt_switches: 2,
         nonvoluntary_ctxt_switches: 1,
         migrations: 7,
+        iowait_ns: Some(1_000),
     };
     let b = ThreadCounters {
         cpu_ns: 25,
@@ -231,6 +232,7 @@ fn counters_delta_and_add() {
         voluntary_ctxt_switches: 9,
         nonvoluntary_ctxt_switches: 0,
         migrations: 8,
+        iowait_ns: Some(4_000),
     };
     let d = b.delta(&a);
     assert_eq!(
@@ -242,14 +244,22 @@ fn counters_delta_and_add() {
             voluntary_ctxt_switches: 7,
             nonvoluntary_ctxt_switches: 0, // saturated
             migrations: 1,
+            iowait_ns: Some(3_000),
         }
     );
+    // Not counted now (accounting off): no figure.
+    let off = ThreadCounters {
+        iowait_ns: None,
+        ..b
+    };
+    assert_eq!(off.delta(&a).iowait_ns, None);
     let json = serde_json::to_string(&d).unwrap();
     assert_eq!(serde_json::from_str::<ThreadCounters>(&json).unwrap(), d);
     let mut sum = a;
     sum.add(&d);
     assert_eq!(sum.cpu_ns, 25);
     assert_eq!(sum.migrations, 8);
+    assert_eq!(sum.iowait_ns, Some(4_000));
     assert_eq!(sum.nonvoluntary_ctxt_switches, 1);
 }
 
@@ -920,4 +930,20 @@ fn a_process_is_known_by_its_exe_parent_and_start_time() {
     assert!(me.start_ticks > 0);
     assert_eq!(process_info(std::process::id()), Some(me));
     assert!(memory_total_bytes().is_some_and(|b| b > 64 << 20));
+}
+
+#[test]
+fn parses_the_iowait_ticks_of_a_stat_file() {
+    // A thread of Linux 6.1 (52 fields), its command with a space and a
+    // parenthesis, delayacct_blkio_ticks (field 42) = 37.
+    let mut f: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
+    f[0] = "S".into();
+    f[42 - 3] = "37".into();
+    let stat = format!("4242 (reader-0 (x)) {}\n", f.join(" "));
+    assert_eq!(parse_stat_blkio_ticks(&stat), Some(37));
+    assert_eq!(parse_stat_blkio_ticks("1 (a) S 1 2"), None);
+    assert_eq!(parse_stat_blkio_ticks("no parenthesis"), None);
+    // This thread's own file parses (0 or more ticks).
+    let own = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    assert!(parse_stat_blkio_ticks(&own).is_some(), "{own}");
 }
