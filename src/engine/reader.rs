@@ -911,7 +911,10 @@ mod tests {
             let mut src = Source::new(&s, 1, &streams);
             got.extend((0..100).map(|_| src.offsets.next()));
         }
-        assert_eq!(got, want, "the second start reads on, not the same blocks again");
+        assert_eq!(
+            got, want,
+            "the second start reads on, not the same blocks again"
+        );
         // Another reader's stream is its own.
         let mut other = Source::new(&s, 0, &streams);
         assert_eq!(other.offsets.next(), Offsets::new(&s, 0).next());

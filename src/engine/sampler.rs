@@ -441,12 +441,10 @@ impl Sampler {
             .filter(|s| matches!(s.role, Role::Worker | Role::Irq | Role::Reader))
         {
             let st = self.sched.entry(s.tid).or_insert_with(|| SchedState {
-                reader: ThreadStatReader::open(s.tid)
-                    .ok()
-                    .map(|r| match s.role {
-                        Role::Reader => r.with_iowait(),
-                        _ => r,
-                    }),
+                reader: ThreadStatReader::open(s.tid).ok().map(|r| match s.role {
+                    Role::Reader => r.with_iowait(),
+                    _ => r,
+                }),
                 last: ThreadCounters::default(),
             });
             let now = if s.is_alive() {
@@ -475,7 +473,9 @@ impl Sampler {
             self.sched.remove(&s.tid);
         }
         reg.prune(&dead);
-        let iowait = iowait.map(|ns| ReadersIowait { ms: ns as f64 / 1e6 });
+        let iowait = iowait.map(|ns| ReadersIowait {
+            ms: ns as f64 / 1e6,
+        });
         (ws, irq, iowait)
     }
 
