@@ -44,14 +44,15 @@ fn page_hits(read: u64, added: u64, carry: &mut u64, file_pages: u64) -> (u64, u
 /// reader's, queue latency of every post-read queue, fscrypt's and
 /// blk-crypto's execution as decryption, fsverity's as verification), the
 /// run_delay of the kworkers that ran those items into `ws`, and the run
-/// totals; returns the interval's kernel record.
+/// totals; returns the interval's kernel record. The interval is `seq`,
+/// ending at `end_ns`; the trace's reader is waited for up to `wait`.
 fn kernel_interval(
     (tracer, file, cgroup): &super::KernelShared,
+    (seq, end_ns, wait): (u64, u64, Duration),
     carry: &mut u64,
     merged: &mut Recorder,
     ws: &mut WorkerSched,
     kworkers: &mut HashMap<i32, (SchedState, u64)>,
-    seq: u64,
     totals: &mut RunTotals,
 ) -> crate::metrics::KernelRecord {
     use crate::metrics::{KernelQueueRecord, Percentiles, Stage};
@@ -74,7 +75,7 @@ fn kernel_interval(
             ..Default::default()
         };
     };
-    let k = tracer.take_interval();
+    let k = tracer.take_interval_at(end_ns, wait);
     // The kernel's page hits and misses of the pages the readers read
     // (`page_hits`): its pages added to the file's cache are its
     // `mm_filemap_add_to_page_cache` events. O_DIRECT reads
@@ -166,6 +167,7 @@ fn kernel_interval(
         kworkers: k.kworkers.len() as u32,
         requests: k.requests,
         lost: k.lost,
+        trace_lag_ms: k.lag_ns as f64 / 1e6,
         cached_bytes,
         cache_limit_bytes,
         charged_bytes,
@@ -204,6 +206,8 @@ struct Sampler {
     page_carry: u64,
     /// The kernel's trace has lost events (said once, in a notice).
     lost_noticed: bool,
+    /// The kernel's trace was read later than an interval (said once).
+    lag_noticed: bool,
     /// Workers' and irq threads' scheduler counters, by TID.
     sched: HashMap<i32, SchedState>,
     stat: Option<crate::sys::ProcStatReader>,
@@ -279,6 +283,7 @@ impl Sampler {
             kworkers: HashMap::new(),
             page_carry: 0,
             lost_noticed: false,
+            lag_noticed: false,
             sched: HashMap::new(),
             stat,
             prev_cpu,
@@ -312,6 +317,9 @@ impl Sampler {
     /// counters and the kernel's trace, and returns its record (already
     /// added to the totals).
     fn interval(&mut self) -> IntervalRecord {
+        // The interval's end: the kernel's events are counted by their
+        // own times up to here.
+        let end_ns = now_ns();
         let was_running = self.shared.running.load(Ordering::SeqCst);
         let (mut ws, irq, readers_iowait) = self.collect_threads();
         let kernel = self
@@ -323,11 +331,15 @@ impl Sampler {
         let kernel_rec = kernel.map(|k| {
             kernel_interval(
                 &k,
+                (
+                    self.seq,
+                    end_ns,
+                    Duration::from_nanos(self.interval_ns / 4).min(Duration::from_millis(100)),
+                ),
                 &mut self.page_carry,
                 &mut self.merged,
                 &mut ws,
                 &mut self.kworkers,
-                self.seq,
                 &mut self.totals,
             )
         });
@@ -339,6 +351,18 @@ impl Sampler {
             super::NoticeSink(self.shared.clone()).push(format!(
                 "kernel target: tracefs dropped {} trace events (the tracer fell behind): the kernel's queue and item figures are partial where a record's kernel.lost is not 0",
                 k.lost
+            ));
+        }
+        let interval_ms = self.interval_ns as f64 / 1e6;
+        if let Some(k) = kernel_rec
+            .as_ref()
+            .filter(|k| k.trace_lag_ms > interval_ms && !self.lag_noticed)
+        {
+            self.lag_noticed = true;
+            super::NoticeSink(self.shared.clone()).push(format!(
+                "kernel target: readpath's reader of the kernel's trace fell {:.1} s behind its events (a loaded machine, or a debug build): each interval counts the items that ended in it by their own times, but those of its last {:.1} s were read too late and count in the next one (kernel.trace_lag_ms in each record)",
+                k.trace_lag_ms / 1e3,
+                k.trace_lag_ms / 1e3
             ));
         }
         if kernel_rec.is_none() {

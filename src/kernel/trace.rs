@@ -189,6 +189,11 @@ pub struct KernelInterval {
     /// page a read found missing is added once, by the read or its
     /// readahead) since the last interval; None when no file is followed.
     pub cache_adds: Option<u64>,
+    /// How far behind its events the trace's reader was when the interval
+    /// was closed, ns: what happened in the interval's last `lag_ns` was
+    /// not read yet and counts in the next one (0: it had caught up; see
+    /// [`Tracer::take_interval_at`]).
+    pub lag_ns: u64,
 }
 
 impl Default for KernelInterval {
@@ -200,6 +205,7 @@ impl Default for KernelInterval {
             requests: 0,
             lost: 0,
             cache_adds: None,
+            lag_ns: 0,
         }
     }
 }
@@ -270,6 +276,20 @@ pub enum Event<'a> {
         /// How many.
         events: u64,
     },
+}
+
+impl Event<'_> {
+    /// Its timestamp, ns (none for a lost-events line).
+    pub fn t_ns(&self) -> Option<u64> {
+        match *self {
+            Event::Queue { t_ns, .. }
+            | Event::Start { t_ns, .. }
+            | Event::End { t_ns, .. }
+            | Event::RqIssue { t_ns, .. }
+            | Event::RqComplete { t_ns, .. } => Some(t_ns),
+            Event::Lost { .. } => None,
+        }
+    }
 }
 
 /// Parses one `trace_pipe` line of the events a [`Tracer`] enables, or a
@@ -492,6 +512,14 @@ pub struct Aggregator {
     /// How a kworker's nice is found (tests give their own).
     nice_of: Option<fn(i32) -> bool>,
     interval: KernelInterval,
+    /// While an interval is being closed: its end (the trace clock's ns).
+    /// What ends after it goes to [`Self::after`], the next interval.
+    cut_ns: Option<u64>,
+    /// What ended after [`Self::cut_ns`]: the next interval's start.
+    after: KernelInterval,
+    /// The trace clock's time up to which every event has been read: when
+    /// the pipe was last found empty (the reader thread sets it).
+    read_to_ns: u64,
     /// Per queue, over the whole trace.
     pub queues: HashMap<String, QueueTrace>,
 }
@@ -506,8 +534,22 @@ impl Aggregator {
         }
     }
 
+    /// The interval an event at `t_ns` counts in: the one being closed
+    /// unless it happened after its end.
+    fn at(&mut self, t_ns: u64) -> &mut KernelInterval {
+        match self.cut_ns {
+            Some(cut) if t_ns > cut => &mut self.after,
+            _ => &mut self.interval,
+        }
+    }
+
     /// Takes one event.
     pub fn add(&mut self, e: &Event<'_>) {
+        // `trace_pipe` gives the CPUs' events merged in time order: every
+        // event before this one has been read.
+        if let Some(t) = e.t_ns() {
+            self.read_to(t);
+        }
         match *e {
             Event::Queue {
                 cpu,
@@ -553,13 +595,17 @@ impl Aggregator {
                             highpri,
                         },
                     );
-                    *self.interval.kworkers.entry(pid).or_insert(0) += 1;
+                    *self.at(t_ns).kworkers.entry(pid).or_insert(0) += 1;
                 }
             }
             Event::End { t_ns, work } => {
                 if let Some(r) = self.running.remove(&work) {
                     let exec = t_ns.saturating_sub(r.t_ns);
-                    for m in [&mut self.interval.queues, &mut self.queues] {
+                    let interval = match self.cut_ns {
+                        Some(cut) if t_ns > cut => &mut self.after.queues,
+                        _ => &mut self.interval.queues,
+                    };
+                    for m in [interval, &mut self.queues] {
                         match m.get_mut(r.queue) {
                             Some(q) => q.record(&r, exec),
                             None => {
@@ -589,10 +635,10 @@ impl Aggregator {
                 read,
             } => {
                 if read && let Some(t0) = self.issued.remove(&(dev, sector)) {
-                    self.interval
-                        .device_ns
+                    let k = self.at(t_ns);
+                    k.device_ns
                         .saturating_record(t_ns.saturating_sub(t0).max(1));
-                    self.interval.requests += 1;
+                    k.requests += 1;
                 }
             }
             Event::Lost { events, .. } => self.interval.lost += events,
@@ -602,7 +648,37 @@ impl Aggregator {
     /// Returns what completed since the last call (or the start), leaving
     /// what is in flight followed.
     pub fn take_interval(&mut self) -> KernelInterval {
-        std::mem::take(&mut self.interval)
+        self.take_with(KernelInterval::default())
+    }
+
+    /// Marks the end of the interval being closed at `cut_ns` (the trace
+    /// clock's ns): from now on what ends after it counts in the next
+    /// interval ([`Self::take_with`]).
+    pub fn cut_at(&mut self, cut_ns: u64) {
+        self.cut_ns = Some(cut_ns);
+    }
+
+    /// The interval being closed (what ended up to its cut, or everything
+    /// without one); what ended after the cut starts the next, and `fresh`
+    /// (made outside any lock) waits for the one after. With a cut that
+    /// the reader had not read up to, its lag is said.
+    pub fn take_with(&mut self, fresh: KernelInterval) -> KernelInterval {
+        let next = std::mem::replace(&mut self.after, fresh);
+        let mut k = std::mem::replace(&mut self.interval, next);
+        if let Some(cut) = self.cut_ns.take() {
+            k.lag_ns = cut.saturating_sub(self.read_to_ns);
+        }
+        k
+    }
+
+    /// Every event up to `t_ns` (the trace clock's ns) has been read.
+    pub fn read_to(&mut self, t_ns: u64) {
+        self.read_to_ns = self.read_to_ns.max(t_ns);
+    }
+
+    /// The trace clock's time up to which every event has been read.
+    pub fn read_to_ns(&self) -> u64 {
+        self.read_to_ns
     }
 
     /// Items queued or running, and read requests issued, not yet done.
@@ -638,6 +714,9 @@ pub struct Tracer {
     block: bool,
     /// The followed file's page-cache adds ([`Tracer::follow_file`]).
     cache: Mutex<Option<CacheCounter>>,
+    /// The instance's clock is CLOCK_MONOTONIC (`trace_clock = mono`):
+    /// intervals are cut by the events' own times.
+    mono: bool,
 }
 
 /// Counts a file's page-cache adds in a tracefs instance of its own
@@ -769,6 +848,7 @@ fn read_pipe(mut pipe: std::fs::File, stop: &AtomicBool, agg: &Mutex<Aggregator>
     let mut have = 0;
     let mut drained = false;
     loop {
+        let asked_ns = crate::sys::monotonic_ns();
         match pipe.read(&mut buf[have..]) {
             Ok(0) => break,
             Ok(n) => {
@@ -791,6 +871,9 @@ fn read_pipe(mut pipe: std::fs::File, stop: &AtomicBool, agg: &Mutex<Aggregator>
                 have -= last + 1;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Empty: every event before the read began was read (the
+                // trace clock is CLOCK_MONOTONIC's, `trace_clock = mono`).
+                lock(agg).read_to(asked_ns);
                 // Stopped: one more pass drains what is left.
                 if stop.load(Ordering::SeqCst) {
                     if drained {
@@ -864,7 +947,12 @@ impl Tracer {
             state,
             block: device.is_some(),
             cache: Mutex::new(None),
+            mono: false,
         };
+        // The events' times on readpath's clock, so an interval takes the
+        // items that ended in it however late they are read (the
+        // instance's own clock: the top level's is left alone).
+        t.mono = write(&t.dir.join("trace_clock"), "mono").is_ok();
         let filter = POST_READ_QUEUES
             .iter()
             .map(|q| format!("workqueue == \"{q}\""))
@@ -922,14 +1010,40 @@ impl Tracer {
     pub fn take_interval(&self) -> KernelInterval {
         // The next interval's (allocated) histograms are made outside the lock.
         let fresh = KernelInterval::default();
-        let mut k = std::mem::replace(&mut lock(&self.agg).interval, fresh);
+        let mut k = lock(&self.agg).take_with(fresh);
+        self.add_cache_adds(&mut k);
+        k
+    }
+
+    /// The interval that ended at `end_ns` (CLOCK_MONOTONIC, readpath's
+    /// [`crate::metrics::now_ns`]): the items and requests that ended up
+    /// to then, by the events' own times, whenever the reader thread read
+    /// them. It waits up to `wait` for the reader to read up to `end_ns`;
+    /// a reader further behind leaves the rest to the next interval, and
+    /// the interval says by how much ([`KernelInterval::lag_ns`]). Where
+    /// the instance's clock could not be set, as [`Self::take_interval`].
+    pub fn take_interval_at(&self, end_ns: u64, wait: std::time::Duration) -> KernelInterval {
+        if !self.mono {
+            return self.take_interval();
+        }
+        lock(&self.agg).cut_at(end_ns);
+        let deadline = crate::sys::monotonic_ns().saturating_add(wait.as_nanos() as u64);
+        while lock(&self.agg).read_to_ns() < end_ns && crate::sys::monotonic_ns() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let fresh = KernelInterval::default();
+        let mut k = lock(&self.agg).take_with(fresh);
+        self.add_cache_adds(&mut k);
+        k
+    }
+
+    fn add_cache_adds(&self, k: &mut KernelInterval) {
         k.cache_adds = self
             .cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_mut()
             .map(CacheCounter::take);
-        k
     }
 
     /// Counts the pages added to the page cache of the file `ino` on
@@ -1235,6 +1349,59 @@ mod tests {
         // The totals hold both.
         assert_eq!(a.queues["fscrypt_read_queue"].items, 2);
         assert_eq!(a.queues.len(), 1);
+    }
+
+    #[test]
+    fn an_interval_is_cut_at_its_end_by_the_events_own_times() {
+        let line = |t: &str, ev: &str, w: &str| match ev {
+            "q" => format!(
+                "  kworker/1:1H-88 [001] d..1. {t}: workqueue_queue_work: work struct={w} function=verity_work workqueue=fsverity_read_queue req_cpu=8192 cpu=1"
+            ),
+            "s" => format!(
+                "  kworker/1:2H-99 [001] ..... {t}: workqueue_execute_start: work struct {w}: function verity_work"
+            ),
+            _ => format!(
+                "  kworker/1:2H-99 [001] ..... {t}: workqueue_execute_end: work struct {w}: function verity_work"
+            ),
+        };
+        let mut a = Aggregator::with_nice(|_| true);
+        // aa ends before the interval's end (20 s), bb after it.
+        let first = [
+            line("19.000000", "q", "aa"),
+            line("19.500000", "s", "aa"),
+            line("19.600000", "e", "aa"),
+            line("19.900000", "q", "bb"),
+        ];
+        let first: Vec<&str> = first.iter().map(String::as_str).collect();
+        feed(&mut a, &first);
+        assert_eq!(a.read_to_ns(), 19_900_000_000);
+        // The interval closes at 20 s; the reader had read to 19.9 s.
+        a.cut_at(20_000_000_000);
+        // Read while it closes: bb ran from 20.1 s, after the end.
+        let late = [line("20.100000", "s", "bb"), line("20.200000", "e", "bb")];
+        let late: Vec<&str> = late.iter().map(String::as_str).collect();
+        feed(&mut a, &late);
+        let one = a.take_with(KernelInterval::default());
+        assert_eq!(one.queues["fsverity_read_queue"].items, 1, "aa only");
+        assert_eq!(one.kworkers, HashMap::from([(99, 1)]));
+        assert_eq!(one.lag_ns, 0, "it had read past the end");
+        // bb counts in the next interval, where it ended.
+        let two = a.take_interval();
+        assert_eq!(two.queues["fsverity_read_queue"].items, 1, "bb");
+        assert_eq!(two.kworkers, HashMap::from([(99, 1)]));
+        // A reader behind the end: its lag is said, and what it has not
+        // read yet counts in the next interval.
+        let behind = [line("21.000000", "q", "cc")];
+        let behind: Vec<&str> = behind.iter().map(String::as_str).collect();
+        feed(&mut a, &behind);
+        a.cut_at(23_000_000_000);
+        let three = a.take_with(KernelInterval::default());
+        assert!(three.queues.is_empty());
+        assert_eq!(three.lag_ns, 2_000_000_000);
+        let late = [line("22.000000", "s", "cc"), line("22.500000", "e", "cc")];
+        let late: Vec<&str> = late.iter().map(String::as_str).collect();
+        feed(&mut a, &late);
+        assert_eq!(a.take_interval().queues["fsverity_read_queue"].items, 1);
     }
 
     #[test]

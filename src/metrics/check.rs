@@ -256,6 +256,7 @@ impl IntervalRecord {
             check_u64("kernel.kworkers", u64::from(k.kworkers))?;
             check_u64("kernel.requests", k.requests)?;
             check_u64("kernel.lost", k.lost)?;
+            check_f64("kernel.trace_lag_ms", k.trace_lag_ms, 0.0, 1e9)?;
             check_u64("kernel.cached_bytes", k.cached_bytes >> 10)?;
         }
         Ok(())

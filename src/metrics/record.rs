@@ -367,6 +367,12 @@ pub struct KernelRecord {
     pub requests: u64,
     /// Trace events lost (tracefs overruns): figures are then partial.
     pub lost: u64,
+    /// How far behind the kernel's events readpath's trace reader was
+    /// when the interval closed, ms: the items that ended in the interval's
+    /// last `trace_lag_ms` count in the next one (0: caught up; items are
+    /// counted by the events' own times).
+    #[serde(default)]
+    pub trace_lag_ms: f64,
     /// The file's pages in the kernel's page cache at the end (`mincore`).
     pub cached_bytes: u64,
     /// The limit of readpath's memory cgroup at the end (`memory.high` on cgroup v2;
