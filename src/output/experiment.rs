@@ -766,6 +766,8 @@ impl HostsReport {
         if let Some(v) = &self.seed {
             out.push_str(&v.to_text());
             out.push('\n');
+        } else {
+            write_host_verdicts(&mut out, &done);
         }
         self.write_machines(&mut out);
         out
@@ -890,6 +892,37 @@ fn write_hosts_table(out: &mut String, done: &[(&str, &CompareReport)]) {
         out.push_str(few_rounds_note(r).trim_start());
     }
     out.push('\n');
+}
+
+/// Each host's verdict against the preset's published result (its first
+/// two variants, with its chance by noise), under the published line.
+fn write_host_verdicts(out: &mut String, done: &[(&str, &CompareReport)]) {
+    let mut published = false;
+    for (host, r) in done {
+        let (Some(p), Some(v)) = (&r.published, &r.verdict) else {
+            continue;
+        };
+        let (Some(a), Some(b)) = (r.variants.first(), r.variants.get(1)) else {
+            continue;
+        };
+        let label = crate::metrics::table::metric(&p.metric).map_or(p.metric.as_str(), |m| m.label);
+        if !published {
+            out.push_str(&format!(
+                "published ({}): {}: {label} {}\n",
+                p.source,
+                p.result,
+                p.figure()
+            ));
+            published = true;
+        }
+        out.push_str(&format!(
+            "{host}, {label} {} -> {}: {}\n",
+            a.value, b.value, v.text
+        ));
+    }
+    if published {
+        out.push('\n');
+    }
 }
 
 /// Under a table of `rounds` rounds a variant, where ranges apart are
@@ -1323,6 +1356,38 @@ mod tests {
         assert_eq!(m.variants[0].failed_reads, 3);
         assert_eq!(m.notices, vec!["n100", "same", "n120", "n80"]);
         assert!(merge_rounds(&cmp, Vec::new()).is_none());
+    }
+
+    #[test]
+    fn one_guest_says_its_verdict_with_its_chance_by_noise() {
+        let mut r = report(5, (150.0, 140.0, 160.0), (102.0, 96.0, 108.0));
+        r.judge(crate::scenario::preset::Published {
+            source: "v4.17".into(),
+            metric: "throughput_mib_s".into(),
+            change: (-40.0, -20.0),
+            result: "slower".into(),
+        });
+        let hosts = HostsReport {
+            version: REPORT_VERSION,
+            hosts: vec![HostResult {
+                host: "vm:6.1-switches".into(),
+                report: Some(r),
+                error: None,
+            }],
+            seed: None,
+            one_at_a_time: true,
+        };
+        let t = hosts.to_text();
+        assert!(
+            t.contains("published (v4.17): slower: MiB/s -20..-40%\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "vm:6.1-switches, MiB/s bound -> unbound: reproduced: -32% (published -20..-40%); 5 v 5 rounds, chance by noise 0.79%\n"
+            ),
+            "{t}"
+        );
     }
 
     #[test]
