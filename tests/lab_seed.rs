@@ -264,6 +264,29 @@ fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
         "workers.highpri=true,false",
     );
     shares(&r, "highpri_pct", [100.0, 0.0]);
+    // fscrypt's unbound queue's max_active: one item at a time with 1; with
+    // 0 (6.1's num_online_cpus(), 2 here) two at once in some round.
+    let r = flip(
+        "fscrypt-slow-cipher",
+        &["--set", "workers.mode=unbound"],
+        "workers.max_active=1,0",
+    );
+    each(
+        &r,
+        "items_at_once",
+        [|x| x == 1.0, |x| (1.0..=2.0).contains(&x)],
+        "[1, 1..2]",
+    );
+    let most = r["variants"][1]["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["items_at_once"].as_f64())
+        .fold(0.0, f64::max);
+    assert_eq!(
+        most, 2.0,
+        "max_active 0 ran two items at once in no round: {r}"
+    );
     // io_uring's CQ wait: the readers asleep in iowait (the kernel's delay
     // accounting of each reader) with the switch on, never with it off.
     let r = flip("io_uring-qd1-iowait", &[], "workload.sleep=iowait,plain");

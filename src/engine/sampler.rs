@@ -113,6 +113,7 @@ fn kernel_interval(
             items: q.items,
             queue_us: Percentiles::of(&q.queue_ns),
             exec_us: Percentiles::of(&q.exec_ns),
+            peak_running: k.peak.get(*name).copied().unwrap_or(0),
             moved_pct: if q.items > 0 {
                 (q.moved as f64 * 100.0 / q.items as f64).min(100.0)
             } else {

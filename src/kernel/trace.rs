@@ -170,6 +170,10 @@ impl QueueTrace {
 pub struct KernelInterval {
     /// Per post-read queue: the items that completed in this interval.
     pub queues: HashMap<String, QueueTrace>,
+    /// Per post-read queue: the most of its items executing at once, seen
+    /// when one started in this interval (a queue's `max_active` bounds
+    /// it: fscrypt's unbound queue, `num_online_cpus()` in 6.1).
+    pub peak: HashMap<&'static str, u32>,
     /// Thread ids (the pid of the trace line: the "70" of
     /// "kworker/u9:0-70") of the kworkers that started an item of a
     /// post-read queue in this interval, with the count of items each
@@ -200,6 +204,7 @@ impl Default for KernelInterval {
     fn default() -> KernelInterval {
         KernelInterval {
             queues: HashMap::new(),
+            peak: HashMap::new(),
             kworkers: HashMap::new(),
             device_ns: histogram(),
             requests: 0,
@@ -595,7 +600,19 @@ impl Aggregator {
                             highpri,
                         },
                     );
-                    *self.at(t_ns).kworkers.entry(pid).or_insert(0) += 1;
+                    // Its queue's items executing now (one whose end was
+                    // lost stops counting after a second).
+                    let at_once = self
+                        .running
+                        .values()
+                        .filter(|r| {
+                            r.queue == q.queue && t_ns.saturating_sub(r.t_ns) < 1_000_000_000
+                        })
+                        .count() as u32;
+                    let k = self.at(t_ns);
+                    *k.kworkers.entry(pid).or_insert(0) += 1;
+                    let peak = k.peak.entry(q.queue).or_insert(0);
+                    *peak = (*peak).max(at_once);
                 }
             }
             Event::End { t_ns, work } => {
@@ -1352,6 +1369,51 @@ mod tests {
     }
 
     #[test]
+    fn the_most_items_at_once_of_each_queue_is_counted() {
+        let line = |t: &str, ev: &str, w: &str, who: &str| match ev {
+            "q" => format!(
+                "  x-1 [001] d..1. {t}: workqueue_queue_work: work struct={w} function=fscrypt_decrypt_bio workqueue=fscrypt_read_queue req_cpu=8192 cpu=4294967295"
+            ),
+            "s" => format!(
+                "  {who} [001] ..... {t}: workqueue_execute_start: work struct {w}: function fscrypt_decrypt_bio"
+            ),
+            _ => format!(
+                "  {who} [001] ..... {t}: workqueue_execute_end: work struct {w}: function fscrypt_decrypt_bio"
+            ),
+        };
+        let mut a = Aggregator::with_nice(|_| true);
+        // aa and bb overlap, cc runs alone after them.
+        let lines = [
+            line("1.000000", "q", "aa", ""),
+            line("1.000001", "q", "bb", ""),
+            line("1.000002", "q", "cc", ""),
+            line("1.000010", "s", "aa", "kworker/u9:0-70"),
+            line("1.000020", "s", "bb", "kworker/u9:1-71"),
+            line("1.000030", "e", "aa", "kworker/u9:0-70"),
+            line("1.000040", "e", "bb", "kworker/u9:1-71"),
+            line("1.000050", "s", "cc", "kworker/u9:0-70"),
+            line("1.000060", "e", "cc", "kworker/u9:0-70"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        feed(&mut a, &lines);
+        let k = a.take_interval();
+        assert_eq!(k.peak["fscrypt_read_queue"], 2);
+        assert_eq!(k.queues["fscrypt_read_queue"].items, 3);
+        // One at a time (max_active = 1): never two.
+        let lines = [
+            line("2.000000", "q", "dd", ""),
+            line("2.000001", "q", "ee", ""),
+            line("2.000010", "s", "dd", "kworker/u9:0-70"),
+            line("2.000020", "e", "dd", "kworker/u9:0-70"),
+            line("2.000030", "s", "ee", "kworker/u9:1-71"),
+            line("2.000040", "e", "ee", "kworker/u9:1-71"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        feed(&mut a, &lines);
+        assert_eq!(a.take_interval().peak["fscrypt_read_queue"], 1);
+    }
+
+    #[test]
     fn an_interval_is_cut_at_its_end_by_the_events_own_times() {
         let line = |t: &str, ev: &str, w: &str| match ev {
             "q" => format!(
@@ -1383,6 +1445,7 @@ mod tests {
         feed(&mut a, &late);
         let one = a.take_with(KernelInterval::default());
         assert_eq!(one.queues["fsverity_read_queue"].items, 1, "aa only");
+        assert_eq!(one.peak["fsverity_read_queue"], 1);
         assert_eq!(one.kworkers, HashMap::from([(99, 1)]));
         assert_eq!(one.lag_ns, 0, "it had read past the end");
         // bb counts in the next interval, where it ended.

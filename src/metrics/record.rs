@@ -404,6 +404,9 @@ pub struct KernelQueueRecord {
     pub queue_us: Percentiles,
     /// Started -> ended, us.
     pub exec_us: Percentiles,
+    /// The most of its items executing at once (seen when one started):
+    /// what the queue's `max_active` bounds.
+    pub peak_running: u32,
     /// Share of items run on another CPU than the one that queued them, %.
     pub moved_pct: f64,
 }

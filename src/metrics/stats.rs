@@ -60,6 +60,11 @@ pub struct WindowStats {
     /// intervals that counted it; None where none did.
     #[serde(default)]
     pub iowait_ms_per_s: Option<f64>,
+    /// The most post-read items of one kernel queue executing at once in
+    /// any of the intervals; None where the kernel's queues were not
+    /// traced or ran none.
+    #[serde(default)]
+    pub items_at_once: Option<f64>,
 }
 
 impl WindowStats {
@@ -74,6 +79,10 @@ impl WindowStats {
         let mut exec = Vec::new();
         let mut iowait: Option<(f64, f64)> = None;
         for r in records.into_iter().filter(|r| !r.paused) {
+            let at_once = (crate::metrics::table::AT_ONCE.interval)(r);
+            if at_once.is_finite() {
+                st.items_at_once = Some(st.items_at_once.map_or(at_once, |m: f64| m.max(at_once)));
+            }
             if let Some(w) = r.readers_iowait {
                 let (ms, secs) = iowait.unwrap_or_default();
                 iowait = Some((ms + w.ms, secs + r.interval_s));

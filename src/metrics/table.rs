@@ -32,6 +32,8 @@ pub enum Unit {
     Pct,
     /// Bios per second.
     BiosPerS,
+    /// A count of things at once (work items).
+    Count,
 }
 
 impl Unit {
@@ -44,6 +46,7 @@ impl Unit {
             Unit::MsPerS => "ms/s",
             Unit::Pct => "%",
             Unit::BiosPerS => "bios/s",
+            Unit::Count => "items",
         }
     }
 }
@@ -284,10 +287,33 @@ pub const IOWAIT: Metric = Metric {
     window: |s| s.iowait_ms_per_s.unwrap_or(f64::NAN),
 };
 
+/// The most post-read items of one queue executing at once (the kernel
+/// target's, from its workqueue tracepoints; the model has no figure): what
+/// a queue's `max_active` bounds (fscrypt's unbound queue: the lab switch
+/// `fscrypt_max_active`). An interval's is the most seen in it, a window's
+/// or a round's the most of its intervals.
+pub const AT_ONCE: Metric = Metric {
+    name: "items_at_once",
+    label: "items at once",
+    short: "at once",
+    narrow: "at once",
+    unit: Unit::Count,
+    better: Better::Neither,
+    explorer: false,
+    interval: |r| {
+        r.kernel
+            .as_ref()
+            .and_then(|k| k.queues.iter().map(|q| q.peak_running).max())
+            .filter(|&p| p > 0)
+            .map_or(f64::NAN, f64::from)
+    },
+    window: |s| s.items_at_once.unwrap_or(f64::NAN),
+};
+
 /// Every metric, in the order screens and tables list them.
-pub static METRICS: [Metric; 14] = [
+pub static METRICS: [Metric; 15] = [
     THROUGHPUT, IOPS, P50, P99, P999, QUEUE_P99, EXEC_P50, RUN_DELAY, MOVED, UNBOUND, HIGHPRI,
-    IOWAIT, PAGE_HIT, BIOS,
+    AT_ONCE, IOWAIT, PAGE_HIT, BIOS,
 ];
 
 /// The metric named `name` (its JSON key).
@@ -338,6 +364,7 @@ impl Metric {
             Unit::Us => fmt_us(v),
             Unit::MsPerS => fmt_ms(v),
             Unit::Pct => format!("{v:.1}%"),
+            Unit::Count => format!("{v:.0}"),
         }
     }
 
@@ -349,7 +376,7 @@ impl Metric {
         }
         match self.unit {
             Unit::MibPerS => format!("{v:.1}"),
-            Unit::Iops => format!("{v:.0}"),
+            Unit::Iops | Unit::Count => format!("{v:.0}"),
             _ if v >= 100.0 => format!("{v:.0}"),
             _ => format!("{v:.1}"),
         }
@@ -374,6 +401,7 @@ mod tests {
             ("moved_pct", "%", Better::Lower),
             ("unbound_pct", "%", Better::Neither),
             ("highpri_pct", "%", Better::Neither),
+            ("items_at_once", "items", Better::Neither),
             ("iowait_ms_per_s", "ms/s", Better::Neither),
             ("page_hit_pct", "%", Better::Higher),
             ("bios_per_s", "bios/s", Better::Higher),

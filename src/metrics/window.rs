@@ -135,6 +135,7 @@ impl WindowAcc {
             unbound_pct: None,
             highpri_pct: None,
             iowait_ms_per_s: None,
+            items_at_once: None,
         })
     }
 }

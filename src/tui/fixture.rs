@@ -169,6 +169,7 @@ pub fn kernel_record(seq: u64) -> IntervalRecord {
             },
             exec_us: queue(159.0, 744.0),
             moved_pct: if scope_cpu { 2.0 } else { 69.0 },
+            peak_running: 2,
         }],
         kworkers: 2,
         requests: items * 4,
