@@ -376,11 +376,29 @@ impl PageCache {
         self.active_count.load(Ordering::Relaxed)
     }
 
-    /// Frame `f`'s bytes.
+    /// Frame `f`'s bytes, to read.
     ///
     /// # Safety
-    /// The caller holds the frame: it is in flight in the caller's bio (the
-    /// one context that writes it), or pinned for a read of an uptodate page.
+    /// Nothing writes the frame while the slice lives: it holds an uptodate
+    /// page the caller has pinned (no bio writes it, eviction skips it while
+    /// pinned; other readers may read it at the same time), or it is in
+    /// flight in the caller's own bio.
+    pub unsafe fn frame(&self, f: u32) -> &[u8] {
+        debug_assert!((f as usize) < self.frames());
+        // SAFETY: f < frames, so the range is inside the allocation; the
+        // caller's contract keeps writers away while it is read.
+        unsafe { std::slice::from_raw_parts(self.mem.ptr().add(f as usize * PAGE), PAGE) }
+    }
+
+    /// Frame `f`'s bytes, to write.
+    ///
+    /// # Safety
+    /// The caller alone touches the frame while the slice lives: it is in
+    /// flight in the caller's bio (the one context that fills, decrypts or
+    /// corrupts it until the bio ends), or taken for a read not yet
+    /// published. Never a pinned uptodate page: others may be reading it
+    /// ([`Self::frame`]); two live `&mut` to one frame, or a `&mut` beside a
+    /// `&`, is undefined behaviour even when no byte is written.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn frame_mut(&self, f: u32) -> &mut [u8] {
         debug_assert!((f as usize) < self.frames());
@@ -446,7 +464,7 @@ impl PageCache {
             }
             // SAFETY: the frame is pinned and holds page p uptodate: no bio
             // writes it and eviction skips it while refs > 0.
-            dst.copy_from_slice(unsafe { self.frame_mut(frame) });
+            dst.copy_from_slice(unsafe { self.frame(frame) });
             self.touch(f);
             self.refs[f].fetch_sub(1, Ordering::SeqCst);
             let had_mark = now & MARK != 0
@@ -872,7 +890,7 @@ impl PageCache {
             let Some(f) = a.free.pop() else { break };
             // SAFETY: no bio is in flight in either cache (the caller's
             // contract) and this thread is the only one using them.
-            unsafe { self.frame_mut(f).copy_from_slice(old.frame_mut(frame)) };
+            unsafe { self.frame_mut(f).copy_from_slice(old.frame(frame)) };
             self.frame_page[f as usize].store(p as u64, Ordering::Relaxed);
             self.checked[f as usize].store(old.checked(frame), Ordering::Relaxed);
             self.used[f as usize].store(true, Ordering::Relaxed);

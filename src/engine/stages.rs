@@ -367,7 +367,9 @@ impl Ctx {
                 reader.as_ref(),
                 first,
                 n,
-                |i| &*frame(i),
+                // SAFETY: as `frame`; read only, and no `&mut` of the
+                // bio's frames lives past the decryption above.
+                |i| unsafe { pc.frame(b.frames[i].load(Ordering::Relaxed)) },
                 || format!("bio at offset {} ({n} pages)", item.offset),
                 "every read of its pages fails",
             );

@@ -368,7 +368,7 @@ impl HashBlocks for TreeReader<'_> {
         let use_frame = |fr: u32, f: &mut dyn FnMut(&[u8], bool) -> bool| {
             // SAFETY: the frame is pinned and holds tree page `index`
             // uptodate: no read writes it, eviction skips it.
-            let data: &[u8] = unsafe { pc.frame_mut(fr) };
+            let data: &[u8] = unsafe { pc.frame(fr) };
             if f(data, pc.checked(fr)) {
                 pc.set_checked(fr);
             }
