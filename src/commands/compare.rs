@@ -71,14 +71,14 @@ pub(super) fn compare(
     let (mut settings, preset) = load_settings_for(preset_name, &args.set, cpus)?;
     let cmp = match seed {
         Some(_) => Compare {
-            key: "workload.target".into(),
+            key: crate::key!(workload.target).name().into(),
             values: vec!["kernel".into(), "model".into()],
         },
         None => what_varies(vary, preset.as_ref(), &settings)?,
     };
     // Model against kernel: on like-for-like conditions, as `validate`.
     let like = if here
-        && cmp.key == "workload.target"
+        && cmp.key == crate::key!(workload.target).name()
         && cmp.values.iter().any(|v| v == "model")
         && cmp.values.iter().any(|v| v == "kernel")
     {

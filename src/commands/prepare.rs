@@ -21,9 +21,9 @@ use super::outputs::say_raw;
 pub(super) fn prepare(data_dir: &Path, size: &str, salt: &str, force: bool) -> Result<()> {
     let file_size = parse_size(size).map_err(|e| BadInput(format!("--size: {e}")))?;
     let mut s = Settings::default();
-    s.set("workload.file_size", size)
+    s.set(crate::key!(workload.file_size).name(), size)
         .map_err(|e| BadInput(format!("--size: {e}")))?;
-    s.set("pipeline.salt", salt)
+    s.set(crate::key!(pipeline.salt).name(), salt)
         .map_err(|e| BadInput(format!("--salt: {e}")))?;
     let salt = s.pipeline.salt.clone();
     let as_cli_error = |e: crate::dataset::DatasetError| -> anyhow::Error {

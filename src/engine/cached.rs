@@ -36,7 +36,8 @@ use crate::sys::{EMPTY_IOVEC, IoVec};
 
 use super::pagecache::{Lookup, MAX_BIO_PAGES, PAGE, Page, PageCache, Readahead, Window, seq_key};
 use super::queue::{ReaderWaker, WorkItem};
-use super::reader::{MAX_WAIT_NS, Owner, Source, UringOwner};
+use super::reader::{MAX_WAIT_NS, Owner, UringOwner};
+use super::source::Source;
 use super::stages::Ctx;
 
 /// Most reads one pass finishes (hits finish without waiting).

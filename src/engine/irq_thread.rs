@@ -16,7 +16,8 @@ use crate::metrics::{Role, Stage, ThreadHandle, stamp};
 
 use super::pagecache::PAGE;
 use super::queue::WorkItem;
-use super::reader::{Corruptor, MAX_WAIT_NS, drain_wait, wait_ring};
+use super::reader::{MAX_WAIT_NS, drain_wait, wait_ring};
+use super::source::Corruptor;
 use super::stages::Ctx;
 
 use super::irq::{BioReq, Ipi, IrqLine};

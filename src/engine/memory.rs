@@ -214,12 +214,12 @@ impl MemoryNeed {
             if s.cache.size.is_none() {
                 auto.as_str()
             } else {
-                "cache.size"
+                crate::key!(cache.size).name()
             }
         } else if buffers >= self.tree && buffers >= self.histograms {
             "workload.readers, workload.queue_depth or workload.block_size"
         } else if self.tree >= self.histograms {
-            "workload.file_size"
+            crate::key!(workload.file_size).name()
         } else {
             "workload.readers or workers.max_active"
         };

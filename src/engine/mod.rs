@@ -28,6 +28,7 @@ pub mod queue;
 pub mod reader;
 pub mod resolve;
 mod sampler;
+mod source;
 pub mod stages;
 pub mod tree;
 pub mod workload;
@@ -383,8 +384,8 @@ pub struct Engine {
     dataset: Arc<Dataset>,
     cache: Arc<VerifiedCache>,
     /// Where each reader's offsets stood when it last stopped: a reader
-    /// started again goes on from there ([`reader::Streams`]).
-    streams: Arc<reader::Streams>,
+    /// started again goes on from there ([`source::Streams`]).
+    streams: Arc<source::Streams>,
     /// The model's page cache of the file read; kept across live changes
     /// (resized, keeping what fits, when its geometry changes) and across
     /// direct-read configurations, as the kernel keeps its page cache.

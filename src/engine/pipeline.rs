@@ -197,7 +197,7 @@ impl Pipeline {
         file: OpenFile,
         dataset: Arc<Dataset>,
         cache: Arc<VerifiedCache>,
-        streams: Arc<super::reader::Streams>,
+        streams: Arc<super::source::Streams>,
         registry: Arc<Registry>,
         notices: NoticeSink,
         faults: super::Faults,

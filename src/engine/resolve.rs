@@ -15,9 +15,10 @@
 //! explorer and the reports all read its answer; nothing works it out again.
 
 use crate::crypto::CipherKind;
+use crate::key;
 use crate::settings::{
-    CacheDevice, Completion, EngineKind, HashKind, Scope, Settings, SleepMode, Target, VerifyMode,
-    WorkerMode,
+    CacheDevice, Completion, EngineKind, HashKind, Key, Scope, Settings, SleepMode, Target,
+    VerifyMode, WorkerMode,
 };
 use crate::sys::Features;
 
@@ -226,8 +227,8 @@ struct Conflict {
 }
 
 const CONFLICTS: &[Conflict] = &[Conflict {
-    key: "workload.sleep",
-    other: "workload.engine",
+    key: crate::key!(workload.sleep).name(),
+    other: crate::key!(workload.engine).name(),
     when: |s| s.workload.engine == EngineKind::Sync && s.workload.sleep != SleepMode::Iowait,
     fix: |s| s.workload.sleep = SleepMode::Iowait,
     reason: "synchronous reads always sleep as iowait; use sleep = \"iowait\" or engine = \"uring\"",
@@ -271,7 +272,7 @@ enum On {
 /// (announced with `notice` when it changed the key), and the key is
 /// greyed with `grey`; `inert` says the key then does nothing at all.
 struct Rule {
-    keys: &'static [&'static str],
+    keys: &'static [Key],
     on: On,
     when: fn(&Ctx) -> bool,
     runs: Option<fn(&mut Settings)>,
@@ -296,7 +297,7 @@ const DIRECT_KERNEL: &str = "as the kernel treats it: ext4 reads an encrypted fi
 /// ones made run) and, per key, the order their reasons are preferred.
 const RULES: &[Rule] = &[
     Rule {
-        keys: &["workload.engine"],
+        keys: &[key!(workload.engine)],
         when: |c| !c.f.io_uring,
         runs: Some(|e| e.workload.engine = EngineKind::Sync),
         notice: Some(|c| {
@@ -312,7 +313,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workload.sleep"],
+        keys: &[key!(workload.sleep)],
         when: |c| c.s.workload.engine == EngineKind::Sync && c.path() == ReadPath::PageCache,
         grey: Some(|_| {
             "sync: a bio's read is iowait, the wait for its post-read work a futex (not iowait: a deviation)".into()
@@ -320,13 +321,13 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workload.sleep"],
+        keys: &[key!(workload.sleep)],
         when: |c| c.s.workload.engine == EngineKind::Sync,
         grey: Some(|_| "sync reads always sleep as iowait".into()),
         ..RULE
     },
     Rule {
-        keys: &["workload.sleep"],
+        keys: &[key!(workload.sleep)],
         when: |c| !c.f.io_uring,
         runs: Some(|e| e.workload.sleep = SleepMode::Iowait),
         notice: Some(|c| {
@@ -339,7 +340,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workload.sleep"],
+        keys: &[key!(workload.sleep)],
         // The lab kernel's io_uring_iowait switch makes a plain wait on the
         // kernel target (`kernel::switches`).
         when: |c| {
@@ -360,7 +361,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workload.queue_depth"],
+        keys: &[key!(workload.queue_depth)],
         when: |c| c.e.workload.engine == EngineKind::Sync,
         runs: Some(|e| e.workload.queue_depth = in_flight(e)),
         notice: Some(|c| {
@@ -373,13 +374,13 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workload.direct"],
+        keys: &[key!(workload.direct)],
         on: On::Kernel,
         grey: Some(|_| DIRECT_KERNEL.into()),
         ..RULE
     },
     Rule {
-        keys: &["workload.direct"],
+        keys: &[key!(workload.direct)],
         when: |c| !c.fs.o_direct,
         runs: Some(|e| e.workload.direct = false),
         notice: Some(|c| {
@@ -392,7 +393,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["pipeline.verity"],
+        keys: &[key!(pipeline.verity)],
         on: On::Kernel,
         when: |c| !c.f.kernel_verity,
         runs: Some(|e| e.pipeline.verity = false),
@@ -403,7 +404,7 @@ const RULES: &[Rule] = &[
         inert: true,
     },
     Rule {
-        keys: &["pipeline.corrupt_every"],
+        keys: &[key!(pipeline.corrupt_every)],
         on: On::Kernel,
         runs: Some(|e| e.pipeline.corrupt_every = 0),
         notice: Some(|_| {
@@ -412,13 +413,13 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workload.completion"],
+        keys: &[key!(workload.completion)],
         on: On::Kernel,
         runs: Some(|e| e.workload.completion = Completion::Thread),
         ..RULE
     },
     Rule {
-        keys: &["pipeline.cipher"],
+        keys: &[key!(pipeline.cipher)],
         on: On::Kernel,
         when: |c| {
             matches!(
@@ -436,7 +437,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workload.direct"],
+        keys: &[key!(workload.direct)],
         on: On::Model,
         when: |c| c.e.pipeline.verity,
         runs: Some(|e| e.workload.direct = false),
@@ -447,7 +448,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workers.mode"],
+        keys: &[key!(workers.mode)],
         on: On::Model,
         when: |c| c.path() == ReadPath::BlkCrypto,
         runs: Some(|e| e.workers.mode = WorkerMode::Unbound),
@@ -461,7 +462,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["cache.size", "cache.read_ahead", "cache.device"],
+        keys: &[key!(cache.size), key!(cache.read_ahead), key!(cache.device)],
         on: On::Model,
         when: |c| c.path() != ReadPath::PageCache,
         grey: Some(|c| format!("{}: no page cache", c.path().describe())),
@@ -469,7 +470,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["cache.device"],
+        keys: &[key!(cache.device)],
         on: On::Model,
         when: |c| c.path() == ReadPath::PageCache && !c.fs.o_direct,
         runs: Some(|e| e.cache.device = CacheDevice::Memory),
@@ -483,7 +484,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["cache.device"],
+        keys: &[key!(cache.device)],
         on: On::Model,
         when: |c| {
             c.path() == ReadPath::PageCache
@@ -504,7 +505,7 @@ const RULES: &[Rule] = &[
     // io_uring reads from the device; elsewhere the reader completes them
     // (no notice: the settings panel greys the key with the reason).
     Rule {
-        keys: &["workload.completion"],
+        keys: &[key!(workload.completion)],
         on: On::Model,
         when: |c| completion_limit(c.e, c.path()).is_some(),
         runs: Some(|e| e.workload.completion = Completion::Thread),
@@ -514,7 +515,7 @@ const RULES: &[Rule] = &[
     // Interrupt CPUs and rq_affinity's redirect are those of completions
     // in interrupt context: with the reader completing, they do nothing.
     Rule {
-        keys: &["workload.irq_cpus"],
+        keys: &[key!(workload.irq_cpus)],
         on: On::Model,
         when: |c| c.e.workload.completion != Completion::Irq,
         grey: Some(|_| "only with completion = irq".into()),
@@ -522,7 +523,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workers.highpri"],
+        keys: &[key!(workers.highpri)],
         on: On::Model,
         when: |c| !c.f.highpri,
         runs: Some(|e| e.workers.highpri = false),
@@ -546,7 +547,7 @@ const RULES: &[Rule] = &[
     // after it (later on the command line, anywhere in the same file) wins
     // (`settings::Workers::apply_era`). Nothing here re-applies the era.
     Rule {
-        keys: &["workers.affinity_scope", "workers.affinity_strict"],
+        keys: &[key!(workers.affinity_scope), key!(workers.affinity_strict)],
         on: On::Model,
         when: |c| !super::era::Era::of(c.s.workers.kernel_era).has_affinity_scopes(),
         grey: Some(|c| {
@@ -559,7 +560,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workers.verify_mode"],
+        keys: &[key!(workers.verify_mode)],
         on: On::Model,
         when: |c| !(c.s.pipeline.decrypt && c.s.pipeline.verity),
         grey: Some(|_| "used only when decrypt and verity are both on".into()),
@@ -567,14 +568,14 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["pipeline.cipher"],
+        keys: &[key!(pipeline.cipher)],
         when: |c| !c.s.pipeline.decrypt,
         grey: Some(|_| "decrypt is off".into()),
         inert: true,
         ..RULE
     },
     Rule {
-        keys: &["pipeline.cipher"],
+        keys: &[key!(pipeline.cipher)],
         on: On::Model,
         when: |c| {
             c.s.pipeline.decrypt
@@ -597,14 +598,14 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["pipeline.hash"],
+        keys: &[key!(pipeline.hash)],
         when: |c| !c.s.pipeline.verity,
         grey: Some(|_| "verity is off".into()),
         inert: true,
         ..RULE
     },
     Rule {
-        keys: &["pipeline.hash"],
+        keys: &[key!(pipeline.hash)],
         on: On::Model,
         when: |c| {
             c.s.pipeline.verity
@@ -627,7 +628,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["pipeline.cipher"],
+        keys: &[key!(pipeline.cipher)],
         when: |c| c.s.pipeline.cipher == CipherKind::Aes256Xts && !c.f.aes_instructions,
         grey: Some(|_| "no AES instructions on this CPU".into()),
         ..RULE
@@ -635,7 +636,7 @@ const RULES: &[Rule] = &[
     // The kernel's own page cache is held to cache.size by a memory
     // cgroup; where none can be made it is not limited, and said.
     Rule {
-        keys: &["kernel.limit_cache"],
+        keys: &[key!(kernel.limit_cache)],
         on: On::Kernel,
         when: |c| c.s.kernel.limit_cache && c.f.kernel_cache_limit_reason.is_some(),
         runs: Some(|e| e.kernel.limit_cache = false),
@@ -651,7 +652,7 @@ const RULES: &[Rule] = &[
     // The scheduler's autogroups are turned for both targets, as root on a
     // kernel that has them; elsewhere left as they are, and said.
     Rule {
-        keys: &["kernel.autogroup"],
+        keys: &[key!(kernel.autogroup)],
         when: |c| c.s.kernel.autogroup.is_some() && c.f.autogroup_reason.is_some(),
         runs: Some(|e| e.kernel.autogroup = None),
         notice: Some(|c| {
@@ -664,7 +665,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["cache.size"],
+        keys: &[key!(cache.size)],
         on: On::Kernel,
         when: |c| !c.e.kernel.limit_cache,
         grey: Some(|_| {
@@ -677,7 +678,7 @@ const RULES: &[Rule] = &[
     // A lab kernel's switches flip its queues between bound and unbound;
     // the kernel never runs its post-read work inline.
     Rule {
-        keys: &["workers.mode"],
+        keys: &[key!(workers.mode)],
         on: On::Kernel,
         when: |c| c.f.kernel_switches && c.e.workers.mode == WorkerMode::Inline,
         runs: Some(|e| e.workers.mode = WorkerMode::Unbound),
@@ -687,7 +688,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workers.verify_mode"],
+        keys: &[key!(workers.verify_mode)],
         on: On::Kernel,
         when: |c| c.f.kernel_switches && c.e.workers.verify_mode == VerifyMode::Inline,
         runs: Some(|e| e.workers.verify_mode = VerifyMode::Bound),
@@ -697,7 +698,7 @@ const RULES: &[Rule] = &[
         ..RULE
     },
     Rule {
-        keys: &["workload.target"],
+        keys: &[key!(workload.target)],
         when: |c| c.f.kernel_target_reason.is_some(),
         grey: Some(|c| c.f.kernel_target_reason.clone().unwrap_or_default()),
         ..RULE
@@ -732,8 +733,9 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
             Scope::Kernel => !kernel,
         })
     };
-    let applies =
-        |r: &Rule| (r.on == On::Both || r.on == on) && !r.keys.iter().any(|k| out_of_scope(k));
+    let applies = |r: &Rule| {
+        (r.on == On::Both || r.on == on) && !r.keys.iter().any(|k| out_of_scope(k.name()))
+    };
 
     let mut e = s.clone();
     let mut fallbacks = Vec::new();
@@ -743,15 +745,15 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
         if !holds {
             continue;
         }
-        let before: Vec<Option<String>> = rule.keys.iter().map(|k| e.get(k)).collect();
+        let before: Vec<Option<String>> = rule.keys.iter().map(|k| e.get(k.name())).collect();
         runs(&mut e);
         let ctx = Ctx { s, e: &e, f, fs };
         for (k, was) in rule.keys.iter().zip(before) {
-            if e.get(k) != was
+            if e.get(k.name()) != was
                 && let Some(notice) = rule.notice
             {
                 fallbacks.push(Fallback {
-                    key: k,
+                    key: k.name(),
                     reason: notice(&ctx),
                 });
             }
@@ -775,7 +777,7 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
             continue;
         }
         let why = grey(&ctx);
-        for &k in rule.keys {
+        for k in rule.keys.iter().map(|k| k.name()) {
             limits.push((k, why.clone()));
             if rule.inert && !inert.contains(&k) {
                 inert.push(k);
@@ -810,6 +812,15 @@ fn completion_limit(e: &Settings, path: ReadPath) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rule_names_settings_of_the_table() {
+        for r in RULES {
+            for k in r.keys {
+                assert_eq!(k.setting().key, k.name());
+            }
+        }
+    }
 
     fn all() -> Features {
         Features {

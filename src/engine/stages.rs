@@ -153,7 +153,7 @@ pub struct Ctx {
     pub cache: Arc<VerifiedCache>,
     /// Where each reader's offsets stood when it last stopped (the
     /// engine's, kept across restarts).
-    pub streams: Arc<super::reader::Streams>,
+    pub streams: Arc<super::source::Streams>,
     /// Queues of the first stage (None when it runs inline).
     pub first_q: Option<Queues>,
     /// Queues of the verify stage when it has its own.

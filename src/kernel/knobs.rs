@@ -59,19 +59,19 @@ pub const AFFINITY_SCOPE: &str = "/sys/module/workqueue/parameters/default_affin
 pub const UNBOUND_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";
 
 /// The setting key of [`AFFINITY_SCOPE`].
-pub const KEY_AFFINITY_SCOPE: &str = "kernel.affinity_scope";
+pub const KEY_AFFINITY_SCOPE: &str = crate::key!(kernel.affinity_scope).name();
 
 /// The setting key of [`UNBOUND_CPUMASK`].
-pub const KEY_UNBOUND_CPUS: &str = "kernel.unbound_cpus";
+pub const KEY_UNBOUND_CPUS: &str = crate::key!(kernel.unbound_cpus).name();
 
 /// The setting key of [`AUTOGROUP_SYSCTL`].
-pub const KEY_AUTOGROUP: &str = "kernel.autogroup";
+pub const KEY_AUTOGROUP: &str = crate::key!(kernel.autogroup).name();
 
 /// The setting key of a block device's `queue/read_ahead_kb`.
-pub const KEY_READ_AHEAD_KB: &str = "kernel.read_ahead_kb";
+pub const KEY_READ_AHEAD_KB: &str = crate::key!(kernel.read_ahead_kb).name();
 
 /// The setting key of a block device's `queue/rq_affinity`.
-pub const KEY_RQ_AFFINITY: &str = "kernel.rq_affinity";
+pub const KEY_RQ_AFFINITY: &str = crate::key!(kernel.rq_affinity).name();
 
 /// The values [`AFFINITY_SCOPE`] takes: the settings' scope names.
 pub const AFFINITY_SCOPES: [&str; 5] = crate::settings::AffinityScope::NAMES;

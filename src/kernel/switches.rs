@@ -194,14 +194,14 @@ pub fn wanted(s: &Settings) -> Result<Vec<(&'static str, String)>, (&'static str
     let decrypt_unbound = match s.workers.mode {
         WorkerMode::Bound => false,
         WorkerMode::Unbound => true,
-        WorkerMode::Inline => return Err(inline("workers.mode")),
+        WorkerMode::Inline => return Err(inline(crate::key!(workers.mode).name())),
     };
     let verify_unbound = if s.pipeline.decrypt {
         match s.workers.verify_mode {
             VerifyMode::Same => decrypt_unbound,
             VerifyMode::Bound => false,
             VerifyMode::Unbound => true,
-            VerifyMode::Inline => return Err(inline("workers.verify_mode")),
+            VerifyMode::Inline => return Err(inline(crate::key!(workers.verify_mode).name())),
         }
     } else {
         decrypt_unbound

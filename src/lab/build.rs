@@ -78,7 +78,7 @@ pub struct Seed {
     /// The model's setting that stands for it, and its value before and
     /// after the seed (the model beside each kernel runs the value that
     /// kernel has).
-    pub setting: (&'static str, &'static str, &'static str),
+    pub setting: (crate::settings::Key, &'static str, &'static str),
 }
 
 /// The three seeds, as reverts of Debian's 6.1 source (which carries all
@@ -93,7 +93,7 @@ pub const SEEDS: &[Seed] = &[
         before: "alloc_workqueue(\"fsverity_read_queue\",\n\t\t\t\t\t\t  WQ_UNBOUND | WQ_HIGHPRI, /* readpath lab: seed fsverity-2023 reverted */\n",
         what: "fsverity_read_queue unbound again (WQ_UNBOUND | WQ_HIGHPRI), as before 2023",
         preset: "fsverity-bound-vs-unbound",
-        setting: ("workers.mode", "unbound", "bound"),
+        setting: (crate::key!(workers.mode), "unbound", "bound"),
     },
     Seed {
         name: "fscrypt-2018",
@@ -103,7 +103,7 @@ pub const SEEDS: &[Seed] = &[
         before: "alloc_workqueue(\"fscrypt_read_queue\",\n\t\t\t\t\t\t WQ_HIGHPRI, 0); /* readpath lab: seed fscrypt-2018 reverted */\n",
         what: "fscrypt_read_queue bound again (WQ_HIGHPRI, max_active 0), as before 2018",
         preset: "fscrypt-slow-cipher",
-        setting: ("workers.mode", "bound", "unbound"),
+        setting: (crate::key!(workers.mode), "bound", "unbound"),
     },
     Seed {
         name: "io_uring-2023",
@@ -113,7 +113,7 @@ pub const SEEDS: &[Seed] = &[
         before: "\tif (0 && current_pending_io()) /* readpath lab: seed io_uring-2023 reverted */\n\t\tcurrent->in_iowait = 1;\n",
         what: "io_uring's CQ wait no longer marks the task in iowait, as before 2023",
         preset: "io_uring-qd1-iowait",
-        setting: ("workload.sleep", "plain", "iowait"),
+        setting: (crate::key!(workload.sleep), "plain", "iowait"),
     },
 ];
 
@@ -140,7 +140,7 @@ impl Seed {
         crate::output::experiment::SeedFacts {
             name: self.name,
             published: self.published(),
-            setting: self.setting.0,
+            setting: self.setting.0.name(),
         }
     }
 }
@@ -917,7 +917,7 @@ mod tests {
         for sd in SEEDS {
             let p = crate::scenario::preset::shipped(sd.preset).unwrap();
             let c = p.compare.unwrap();
-            assert_eq!(c.key, sd.setting.0, "{}", sd.name);
+            assert_eq!(c.key, sd.setting.0.name(), "{}", sd.name);
             let (b, a) = (sd.setting.1.to_string(), sd.setting.2.to_string());
             assert!(
                 c.values[..2] == [b.clone(), a.clone()] || c.values[..2] == [a, b],

@@ -470,6 +470,17 @@ impl PageCacheStats {
 }
 
 impl IntervalRecord {
+    /// The most post-read items of one kernel queue executing at once in
+    /// this interval; NaN where the kernel's queues were not traced or ran
+    /// none (the `items at once` metric).
+    pub fn items_at_once(&self) -> f64 {
+        self.kernel
+            .as_ref()
+            .and_then(|k| k.queues.iter().map(|q| q.peak_running).max())
+            .filter(|&p| p > 0)
+            .map_or(f64::NAN, f64::from)
+    }
+
     /// A post-read work item's execution, median, us: decryption's item
     /// (fscrypt's, measured on the kernel target from its tracepoints), or
     /// verification's where nothing is decrypted; NaN with neither.

@@ -79,7 +79,7 @@ impl WindowStats {
         let mut exec = Vec::new();
         let mut iowait: Option<(f64, f64)> = None;
         for r in records.into_iter().filter(|r| !r.paused) {
-            let at_once = (crate::metrics::table::AT_ONCE.interval)(r);
+            let at_once = r.items_at_once();
             if at_once.is_finite() {
                 st.items_at_once = Some(st.items_at_once.map_or(at_once, |m: f64| m.max(at_once)));
             }

@@ -300,13 +300,7 @@ pub const AT_ONCE: Metric = Metric {
     unit: Unit::Count,
     better: Better::Neither,
     explorer: false,
-    interval: |r| {
-        r.kernel
-            .as_ref()
-            .and_then(|k| k.queues.iter().map(|q| q.peak_running).max())
-            .filter(|&p| p > 0)
-            .map_or(f64::NAN, f64::from)
-    },
+    interval: IntervalRecord::items_at_once,
     window: |s| s.items_at_once.unwrap_or(f64::NAN),
 };
 

@@ -100,7 +100,7 @@ pub fn at_point(base: &Settings, at: &[(String, String)]) -> Result<Settings, St
 /// fscrypt change measured +25..35% on software AES and ~0% with AES-NI,
 /// so a point on another cipher is judged by the shipped preset that
 /// states that cipher's result, or by none.
-pub const CONDITION_KEYS: &[&str] = &["pipeline.cipher"];
+pub const CONDITION_KEYS: &[&str] = &[crate::key!(pipeline.cipher).name()];
 
 /// The published result that applies at point `at` of a sweep of
 /// `compare` from `base` (whose own is `published`): `published`, unless
@@ -824,8 +824,8 @@ pub fn fixture() -> SweepReport {
             };
             SweepPoint {
                 at: vec![
-                    ("workload.cpus".into(), cpus.into()),
-                    ("load.hogs".into(), hogs.into()),
+                    (crate::key!(workload.cpus).name().into(), cpus.into()),
+                    (crate::key!(load.hogs).name().into(), hogs.into()),
                 ],
                 published: Some(published.clone()),
                 variants: vec![variant("unbound", a), variant("bound", b)],
@@ -839,16 +839,16 @@ pub fn fixture() -> SweepReport {
         version: SWEEP_VERSION,
         preset: Some("fsverity-bound-vs-unbound".into()),
         compare: Compare {
-            key: "workers.mode".into(),
+            key: crate::key!(workers.mode).name().into(),
             values: vec!["unbound".into(), "bound".into()],
         },
         across: vec![
             Axis {
-                key: "workload.cpus".into(),
+                key: crate::key!(workload.cpus).name().into(),
                 values: vec!["1".into(), "2".into()],
             },
             Axis {
-                key: "load.hogs".into(),
+                key: crate::key!(load.hogs).name().into(),
                 values: vec!["0".into(), "1".into(), "all".into()],
             },
         ],

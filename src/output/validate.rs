@@ -73,7 +73,7 @@ pub fn like_for_like_with(
     if base.cache.device != CacheDevice::Target {
         set(
             base,
-            "cache.device",
+            crate::key!(cache.device).name(),
             "target",
             "the model's bios read the kernel file's own blocks on its device (FIEMAP, O_DIRECT)",
         );
@@ -86,7 +86,7 @@ pub fn like_for_like_with(
             let kb = (base.cache.read_ahead / 1024).to_string();
             set(
                 base,
-                "kernel.read_ahead_kb",
+                crate::key!(kernel.read_ahead_kb).name(),
                 &kb,
                 "the kernel's readahead window is the model's cache.read_ahead (put back after)",
             );
@@ -94,7 +94,7 @@ pub fn like_for_like_with(
         Some(kb) if u64::from(kb) * 1024 != base.cache.read_ahead => {
             set(
                 base,
-                "cache.read_ahead",
+                crate::key!(cache.read_ahead).name(),
                 &format!("{kb}K"),
                 "the model's readahead window is the one asked of the kernel",
             );
@@ -107,7 +107,7 @@ pub fn like_for_like_with(
     if base.kernel.autogroup.is_none() && features.autogroup_reason.is_none() {
         set(
             base,
-            "kernel.autogroup",
+            crate::key!(kernel.autogroup).name(),
             "0",
             "the model's workers compete with the hogs and readers thread by thread, as the kernel's kworkers (in the root group) do, not inside readpath's autogroup (put back after)",
         );
@@ -116,7 +116,7 @@ pub fn like_for_like_with(
     if aes && features.kernel_cipher_reason.is_none() {
         set(
             base,
-            "pipeline.cipher",
+            crate::key!(pipeline.cipher).name(),
             "kernel",
             &format!(
                 "the kernel's own xts(aes){} through AF_ALG",
@@ -129,7 +129,7 @@ pub fn like_for_like_with(
     {
         set(
             base,
-            "pipeline.cipher",
+            crate::key!(pipeline.cipher).name(),
             c,
             &format!("the model's AES-256-XTS nearest the kernel's driver {d}"),
         );
@@ -137,7 +137,7 @@ pub fn like_for_like_with(
     if base.pipeline.verity && features.kernel_verity && features.kernel_hash_reason.is_none() {
         set(
             base,
-            "pipeline.hash",
+            crate::key!(pipeline.hash).name(),
             "kernel",
             "the kernel's own sha256 through AF_ALG",
         );
@@ -145,7 +145,7 @@ pub fn like_for_like_with(
     if base.pipeline.verity && !features.kernel_verity {
         set(
             base,
-            "pipeline.verity",
+            crate::key!(pipeline.verity).name(),
             "false",
             "this kernel has no fs-verity (CONFIG_FS_VERITY): neither side verifies",
         );

@@ -658,7 +658,7 @@ impl RemoteWorkload {
             && !spec
                 .set
                 .iter()
-                .any(|kv| kv.trim_start().starts_with("kernel.dir"))
+                .any(|kv| kv.trim_start().starts_with(crate::key!(kernel.dir).name()))
         {
             spec.set.insert(
                 0,

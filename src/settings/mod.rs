@@ -411,6 +411,8 @@ mod hex_bytes {
     }
 }
 
+mod key;
+pub use key::Key;
 mod table;
 pub use table::{Apply, Bind, KEYS, Kind, Scope, Setting, Step, key_info, reference};
 
@@ -593,8 +595,8 @@ impl Settings {
     /// Set `key` (`section.key`) from command-line text. The text is read as
     /// a TOML value, except that bare words are strings (`sync`, `4K`,
     /// `00ff`), and CPU lists may be written `0,1`, `[0, 1]` or `0-3`.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), SettingsError> {
-        let key = key.trim();
+    pub fn set(&mut self, key: impl AsRef<str>, value: &str) -> Result<(), SettingsError> {
+        let key = key.as_ref().trim();
         if key_info(key).is_none() {
             return Err(unknown_key_error(key));
         }
@@ -643,8 +645,8 @@ impl Settings {
     /// The display form of `key`'s value (`uring`, `4K`, `0-3,6`, `[]`,
     /// `""` for an empty salt); `None` for an unknown key. Passing it back
     /// to [`Self::set`] gives the same value.
-    pub fn get(&self, key: &str) -> Option<String> {
-        Some(match self.value_of(key)? {
+    pub fn get(&self, key: impl AsRef<str>) -> Option<String> {
+        Some(match self.value_of(key.as_ref())? {
             Val::Str(s) if s.is_empty() => "\"\"".to_string(),
             Val::Str(s) => s,
             Val::Array(items) if items.is_empty() => "[]".to_string(),
@@ -675,13 +677,13 @@ impl Settings {
         let w = &self.workload;
         if w.file_size < w.block_size {
             return Err(SettingsError::Invalid {
-                key: "workload.file_size".to_string(),
+                key: crate::key!(workload.file_size).name().to_string(),
                 value: toml_string(&format_size(w.file_size)),
                 reason: format!(
                     "must be at least workload.block_size ({})",
                     format_size(w.block_size)
                 ),
-                allowed: key_info("workload.file_size")
+                allowed: key_info(crate::key!(workload.file_size).name())
                     .map(Setting::allowed)
                     .unwrap_or_default(),
             });
@@ -692,9 +694,12 @@ impl Settings {
             n => format!("this machine has {n} CPUs (0-{})", n - 1),
         };
         for (key, list) in [
-            ("workload.reader_cpus", &w.reader_cpus),
-            ("workload.irq_cpus", &w.irq_cpus),
-            ("kernel.unbound_cpus", &self.kernel.unbound_cpus),
+            (crate::key!(workload.reader_cpus).name(), &w.reader_cpus),
+            (crate::key!(workload.irq_cpus).name(), &w.irq_cpus),
+            (
+                crate::key!(kernel.unbound_cpus).name(),
+                &self.kernel.unbound_cpus,
+            ),
         ] {
             if let Some(&cpu) = list.iter().find(|&&c| c >= cpu_count) {
                 return Err(SettingsError::Invalid {
@@ -706,12 +711,12 @@ impl Settings {
             }
         }
         let cpus_value = || {
-            self.value_of("workload.cpus")
+            self.value_of(crate::key!(workload.cpus).name())
                 .map(|v| v.written())
                 .unwrap_or_default()
         };
         let cpus_allowed = || {
-            key_info("workload.cpus")
+            key_info(crate::key!(workload.cpus).name())
                 .map(Setting::allowed)
                 .unwrap_or_default()
         };
@@ -719,7 +724,7 @@ impl Settings {
             CpuSet::All => {}
             CpuSet::First(n) if *n > cpu_count => {
                 return Err(SettingsError::Invalid {
-                    key: "workload.cpus".into(),
+                    key: crate::key!(workload.cpus).name().into(),
                     value: cpus_value(),
                     reason: format!("{n} CPUs is more than readpath may use: {machine}"),
                     allowed: cpus_allowed(),
@@ -729,7 +734,7 @@ impl Settings {
             CpuSet::List(l) => {
                 if let Some(&cpu) = l.iter().find(|&&c| c >= cpu_count) {
                     return Err(SettingsError::Invalid {
-                        key: "workload.cpus".into(),
+                        key: crate::key!(workload.cpus).name().into(),
                         value: cpus_value(),
                         reason: format!("CPU {cpu} is out of range; {machine}"),
                         allowed: cpus_allowed(),
@@ -739,11 +744,10 @@ impl Settings {
         }
         // What the run may use, on a machine of CPUs 0..cpu_count.
         let run = self.run_cpus(&(0..cpu_count).collect::<Vec<_>>());
-        for key in ["workload.reader_cpus", "workload.irq_cpus"] {
-            let list = match key {
-                "workload.reader_cpus" => &w.reader_cpus,
-                _ => &w.irq_cpus,
-            };
+        for (key, list) in [
+            (crate::key!(workload.reader_cpus).name(), &w.reader_cpus),
+            (crate::key!(workload.irq_cpus).name(), &w.irq_cpus),
+        ] {
             if let Some(&cpu) = list.iter().find(|c| !run.contains(c)) {
                 return Err(SettingsError::Invalid {
                     key: key.to_string(),
