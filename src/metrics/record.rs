@@ -237,6 +237,14 @@ pub struct Notice {
     pub text: String,
 }
 
+/// Scheduler delay summed over threads, `run_delay_us` us over `secs`
+/// seconds of wall time, as the one unit readpath says it in: ms of delay
+/// per second (`run_delay ms/s`; metrics/table.rs). Every window, phase,
+/// round and summary computes its run_delay figure here.
+pub fn run_delay_ms_per_s(run_delay_us: f64, secs: f64) -> f64 {
+    run_delay_us.max(0.0) / 1e3 / secs.max(1e-9)
+}
+
 /// Busy and iowait share of one CPU over an interval.
 pub use crate::sys::CpuUsage;
 

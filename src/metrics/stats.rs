@@ -123,7 +123,7 @@ impl WindowStats {
         st.p99_us = q(&lat, 0.99);
         st.p999_us = q(&lat, 0.999);
         st.queue_p99_us = q(&queue, 0.99);
-        st.run_delay_ms_per_s = run_delay / 1e3 / st.secs;
+        st.run_delay_ms_per_s = super::record::run_delay_ms_per_s(run_delay, st.secs);
         st.page_hit_pct = (hits + misses > 0).then(|| hits as f64 * 100.0 / (hits + misses) as f64);
         st.bios_per_s = bios as f64 / st.secs;
         let exec = median(exec);

@@ -88,7 +88,7 @@ pub struct Metric {
 
 /// The workers' run_delay over an interval, ms per second of wall time.
 pub fn run_delay_ms_per_s(r: &IntervalRecord) -> f64 {
-    r.workers.run_delay_us / 1e3 / r.interval_s.max(1e-9)
+    super::record::run_delay_ms_per_s(r.workers.run_delay_us, r.interval_s)
 }
 
 /// Throughput of good reads, MiB/s.

@@ -124,7 +124,7 @@ impl WindowAcc {
             p99_us: q(&self.lat, 0.99),
             p999_us: q(&self.lat, 0.999),
             queue_p99_us: q(&self.queue, 0.99),
-            run_delay_ms_per_s: self.run_delay.max(0.0) / 1e3 / self.secs,
+            run_delay_ms_per_s: super::record::run_delay_ms_per_s(self.run_delay, self.secs),
             page_hit_pct: (self.pc.0 + self.pc.1 > 0)
                 .then(|| self.pc.0 as f64 * 100.0 / (self.pc.0 + self.pc.1) as f64),
             bios_per_s: self.pc.2 as f64 / self.secs,

@@ -248,7 +248,7 @@ impl PhaseSummary {
                     p50_us: pct(Stage::EndToEnd, 0.5),
                     p99_us: pct(Stage::EndToEnd, 0.99),
                     queue_p99_us: pct(Stage::Queue, 0.99),
-                    run_delay_ms_per_s: p.run_delay_us / 1e3 / d,
+                    run_delay_ms_per_s: crate::metrics::run_delay_ms_per_s(p.run_delay_us, d),
                     baseline: base_at == Some(i),
                 }
             })
@@ -357,7 +357,7 @@ impl RunSummary {
             latency_us: Percentiles::of(r.hist(crate::metrics::Stage::EndToEnd)),
             stages_us: StagePercentiles::of(r),
             run_delay_us_total: totals.workers.run_delay_us,
-            run_delay_ms_per_s: totals.workers.run_delay_us / 1e3 / d,
+            run_delay_ms_per_s: crate::metrics::run_delay_ms_per_s(totals.workers.run_delay_us, d),
             workers: totals.workers,
             irq: (totals.irq.threads > 0).then_some(totals.irq),
             verity_failures: c.verity_failures,
@@ -546,7 +546,10 @@ impl RunSummary {
                 o,
                 "  irq: {} threads (completions), run_delay {} ms/s, cpu {:.2}s, switches {} voluntary / {} involuntary",
                 irq.threads,
-                fio_us(irq.run_delay_us / 1e3 / self.duration_s.max(1e-9)),
+                crate::metrics::table::RUN_DELAY.cell(crate::metrics::run_delay_ms_per_s(
+                    irq.run_delay_us,
+                    self.duration_s
+                )),
                 irq.cpu_us / 1e6,
                 irq.voluntary_switches,
                 irq.involuntary_switches,
@@ -688,45 +691,7 @@ impl RunSummary {
 
     /// The table by settings phase, each against the baseline before it.
     fn write_phases(&self, o: &mut String) {
-        if !self.phases.is_empty() {
-            let _ = writeln!(
-                o,
-                "  by settings phase (the interval of each change left out):"
-            );
-            let _ = writeln!(
-                o,
-                "    {:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>12}  settings",
-                "from s", "secs", "MiB/s", "p50 us", "p99 us", "queue p99", "rdelay ms/s"
-            );
-            let mut base: Option<&PhaseSummary> = None;
-            for p in &self.phases {
-                let mut what = if p.changes.is_empty() {
-                    "(start)".to_string()
-                } else {
-                    p.changes.join(", ")
-                };
-                if p.baseline {
-                    what.push_str("  [baseline]");
-                }
-                let _ = writeln!(
-                    o,
-                    "    {:>7.1} {:>6.1} {:>9.1} {:>9} {:>9} {:>9} {:>12}  {what}",
-                    p.start_s,
-                    p.duration_s,
-                    p.throughput_mib_s,
-                    fio_us(p.p50_us),
-                    fio_us(p.p99_us),
-                    fio_us(p.queue_p99_us),
-                    fio_us(p.run_delay_ms_per_s),
-                );
-                if let Some(b) = base {
-                    let _ = writeln!(o, "    {:>14} vs baseline: {}", "", p.versus(b));
-                }
-                if p.baseline {
-                    base = Some(p);
-                }
-            }
-        }
+        write_phases(&self.phases, o);
     }
 
     /// The process CPU, the machine, the notices and the events.
@@ -738,6 +703,48 @@ impl RunSummary {
         }
         for ev in &self.events {
             let _ = writeln!(o, "  event: {ev}");
+        }
+    }
+}
+
+/// The table by settings phase, each against the baseline before it.
+fn write_phases(phases: &[PhaseSummary], o: &mut String) {
+    if !phases.is_empty() {
+        let _ = writeln!(
+            o,
+            "  by settings phase (the interval of each change left out):"
+        );
+        // The metrics' columns, titled as the metric table titles them.
+        let widths: Vec<usize> = PhaseSummary::metrics()
+            .map(|m| m.label.len().max(9))
+            .collect();
+        let mut head = format!("    {:>7} {:>6}", "from s", "secs");
+        for (m, w) in PhaseSummary::metrics().zip(&widths) {
+            let _ = write!(head, " {:>w$}", m.label);
+        }
+        let _ = writeln!(o, "{head}  settings");
+        let mut base: Option<&PhaseSummary> = None;
+        for p in phases {
+            let mut what = if p.changes.is_empty() {
+                "(start)".to_string()
+            } else {
+                p.changes.join(", ")
+            };
+            if p.baseline {
+                what.push_str("  [baseline]");
+            }
+            let st = p.stats();
+            let mut row = format!("    {:>7.1} {:>6.1}", p.start_s, p.duration_s);
+            for (m, w) in PhaseSummary::metrics().zip(&widths) {
+                let _ = write!(row, " {:>w$}", m.cell((m.window)(&st)));
+            }
+            let _ = writeln!(o, "{row}  {what}");
+            if let Some(b) = base {
+                let _ = writeln!(o, "    {:>14} vs baseline: {}", "", p.versus(b));
+            }
+            if p.baseline {
+                base = Some(p);
+            }
         }
     }
 }
@@ -763,6 +770,23 @@ mod tests {
         assert_eq!(
             p(31.0, 400.0, 2.0).versus(&p(31.0, 1_000.0, 40.0)),
             "MiB/s +0%, p50 +0%, p99 -60%, queue p99 -, run_delay/s -95%"
+        );
+        // The table: its columns titled and written as the metric table
+        // says (run_delay in ms/s, not through a latency formatter).
+        let mut base = p(31.0, 1_000.0, 40.0);
+        base.baseline = true;
+        let mut next = p(31.0, 400.0, 2.25);
+        next.start_s = 10.0;
+        next.changes = vec!["workers.mode: unbound -> bound".into()];
+        let mut o = String::new();
+        write_phases(&[base, next], &mut o);
+        assert_eq!(
+            o,
+            "  by settings phase (the interval of each change left out):\n\
+             \x20    from s   secs     MiB/s    p50 us    p99 us queue p99 us run_delay ms/s  settings\n\
+             \x20       0.0   10.0      31.0       100      1000          0.0           40.0  (start)  [baseline]\n\
+             \x20      10.0   10.0      31.0       100       400          0.0            2.2  workers.mode: unbound -> bound\n\
+             \x20                  vs baseline: MiB/s +0%, p50 +0%, p99 -60%, queue p99 -, run_delay/s -94%\n"
         );
     }
 }
