@@ -15,7 +15,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::metrics::{IntervalRecord, median};
+use crate::metrics::{IntervalRecord, Unit, median};
 // Each series' getter (run_delay in ms/s) comes from the metric table.
 use crate::metrics::table;
 use crate::output::recording::Recording;
@@ -27,25 +27,12 @@ type Getter = fn(&IntervalRecord) -> f64;
 /// the metric's `interval` getter; its verdict on a change the metric's).
 type Series = (&'static str, RGBColor, &'static table::Metric);
 
-/// What a panel's y axis counts: exactly one unit per axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unit {
-    /// A time, recorded in us; the axis says it in us, ms or s (one of
-    /// them, picked from the axis' range).
-    Time,
-    /// MiB per second.
-    MibS,
-    /// Milliseconds of run_delay per second of the run.
-    MsPerS,
-}
-
 /// A chart panel.
 struct Panel {
     /// Its name for `--metric`.
     metric: &'static str,
     /// Its title, without the unit (the unit is added in parentheses).
     title: &'static str,
-    unit: Unit,
     /// A log y axis.
     log: bool,
     /// Left out when every value in it is zero (nothing was measured: no
@@ -53,6 +40,13 @@ struct Panel {
     optional: bool,
     /// (name, colour, value per record).
     series: &'static [Series],
+}
+
+impl Panel {
+    /// Its unit: its metrics' (one per panel; the table says it).
+    fn unit(&self) -> Unit {
+        self.series[0].2.unit
+    }
 }
 
 const GREEN: RGBColor = RGBColor(0, 140, 60);
@@ -74,7 +68,6 @@ const PANELS: &[Panel] = &[
     Panel {
         metric: "latency",
         title: "read latency",
-        unit: Unit::Time,
         log: true,
         optional: false,
         series: &[
@@ -86,7 +79,6 @@ const PANELS: &[Panel] = &[
     Panel {
         metric: "throughput",
         title: "throughput",
-        unit: Unit::MibS,
         log: false,
         optional: false,
         series: &[("throughput", BLUE_, &table::THROUGHPUT)],
@@ -94,7 +86,6 @@ const PANELS: &[Panel] = &[
     Panel {
         metric: "queue",
         title: "queue wait p99",
-        unit: Unit::Time,
         log: false,
         optional: true,
         series: &[("queue wait p99", GREEN, &table::QUEUE_P99)],
@@ -102,7 +93,6 @@ const PANELS: &[Panel] = &[
     Panel {
         metric: "run_delay",
         title: "run_delay",
-        unit: Unit::MsPerS,
         log: false,
         optional: true,
         series: &[("run_delay", ORANGE, &table::RUN_DELAY)],
@@ -209,12 +199,13 @@ fn phase_starts(rec: &Recording) -> Vec<(f64, String)> {
 /// plain.
 fn say(v: f64, unit: Unit) -> String {
     match unit {
-        Unit::Time if v >= 1e6 => format!("{:.2} s", v / 1e6),
-        Unit::Time if v >= 1e3 => format!("{:.1} ms", v / 1e3),
-        Unit::Time => format!("{v:.0} us"),
+        Unit::Us if v >= 1e6 => format!("{:.2} s", v / 1e6),
+        Unit::Us if v >= 1e3 => format!("{:.1} ms", v / 1e3),
+        Unit::Us => format!("{v:.0} us"),
         Unit::MsPerS if v >= 10.0 => format!("{v:.0} ms/s"),
         Unit::MsPerS => format!("{v:.2} ms/s"),
-        Unit::MibS => format!("{v:.1} MiB/s"),
+        Unit::Pct => format!("{v:.1}%"),
+        u => format!("{v:.1} {}", u.symbol()),
     }
 }
 
@@ -736,8 +727,8 @@ fn phase_results(
             };
             Some(format!(
                 "{sname} {} -> {}, {mark}{pct:+.0}%{note}",
-                say(a, panel.unit),
-                say(b, panel.unit)
+                say(a, panel.unit()),
+                say(b, panel.unit())
             ))
         })
         .collect()
@@ -780,11 +771,11 @@ fn finite_values(series: &[Series], records: &[&IntervalRecord]) -> Vec<f64> {
 /// The y axis' unit for a panel over `lo..hi` (a time's in us, ms or s),
 /// how many of the values' unit it is, and the panel's title with it.
 fn axis_unit(panel: &Panel, lo: f64, hi: f64) -> (&'static str, f64, String) {
-    let (unit, scale) = match panel.unit {
-        Unit::Time if panel.log => time_unit((lo * hi).sqrt()),
-        Unit::Time => time_unit(hi),
-        Unit::MibS => ("MiB/s", 1.0),
+    let (unit, scale) = match panel.unit() {
+        Unit::Us if panel.log => time_unit((lo * hi).sqrt()),
+        Unit::Us => time_unit(hi),
         Unit::MsPerS => ("ms per s", 1.0),
+        u => (u.symbol(), 1.0),
     };
     let name = if panel.log {
         format!("{} ({unit}, log axis)", panel.title)
