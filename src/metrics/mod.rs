@@ -29,7 +29,14 @@ pub mod stats;
 pub mod table;
 pub mod window;
 
-pub use record::*;
-pub use recorder::*;
-pub use stats::*;
+pub use record::{
+    CpuUsage, Event, IntervalRecord, KernelQueueRecord, KernelRecord, LatencyBuckets, Notice,
+    POST_READ_QUEUES, PageCacheStats, Percentiles, PoolRecord, ReadersIowait, SparseHist,
+    StagePercentiles, WorkerSched, empty_hist, hit_pct, run_delay_ms_per_s,
+};
+pub use recorder::{
+    BUCKETS_PER_OCTAVE, Counters, Recorder, Registry, Role, Stage, ThreadHandle, ThreadSlot,
+    now_ns, set_recording, stamp,
+};
+pub use stats::{Spread, WindowStats, median};
 pub use table::{Better, METRICS, Metric, Unit};

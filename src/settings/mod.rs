@@ -32,7 +32,10 @@ pub const SECTIONS: &[&str] = &["workload", "pipeline", "workers", "cache", "loa
 pub const MAX_PATH_BYTES: usize = 4096;
 
 mod choices;
-pub use choices::*;
+pub use choices::{
+    AffinityScope, CacheDevice, Completion, EngineKind, KernelEra, Pattern, SleepMode, Target,
+    VerifyMode, WorkerMode,
+};
 
 /// `[workload]`: the read workload itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
