@@ -12,6 +12,7 @@ use super::chart::{Scale, Series, TimeChart};
 use super::look::*;
 use crate::metrics::IntervalRecord;
 use crate::metrics::format::{fmt_count, fmt_rate, fmt_us};
+use crate::metrics::table::{IOPS, P50, P99, P999, QUEUE_P99, RUN_DELAY, THROUGHPUT};
 use crate::tui::app::App;
 
 pub(crate) fn series(
@@ -100,17 +101,17 @@ pub(crate) fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer
             "latency (log)"
         },
         vec![
-            (format!("p50 {}", v(|r| r.latency_us.p50)), s[0]),
-            (format!("p99 {}", v(|r| r.latency_us.p99)), s[1]),
-            (format!("p99.9 {}", v(|r| r.latency_us.p999)), s[2]),
+            (format!("{} {}", P50.short, v(P50.interval)), s[0]),
+            (format!("{} {}", P99.short, v(P99.interval)), s[1]),
+            (format!("{} {}", P999.short, v(P999.interval)), s[2]),
         ],
         th,
     );
     let pos = |v: f64| (v > 0.0).then_some(v);
     let series = vec![
-        series(app, "p50", s[0], false, |r| pos(r.latency_us.p50)),
-        series(app, "p99", s[1], false, |r| pos(r.latency_us.p99)),
-        series(app, "p99.9", s[2], false, |r| pos(r.latency_us.p999)),
+        series(app, P50.short, s[0], false, |r| pos((P50.interval)(r))),
+        series(app, P99.short, s[1], false, |r| pos((P99.interval)(r))),
+        series(app, P999.short, s[2], false, |r| pos((P999.interval)(r))),
     ];
     let chart = time_chart(app, look, title, series, Scale::Log, fmt_us, fmt_count);
     TimeChart {
@@ -130,15 +131,17 @@ pub(crate) fn throughput_chart(app: &App, look: &Look, area: Rect, buf: &mut Buf
         vec![
             (
                 format!(
-                    "MiB/s {}",
-                    last.map_or("-".into(), |r| fmt_rate(r.throughput_mib_s))
+                    "{} {}",
+                    THROUGHPUT.short,
+                    last.map_or("-".into(), |r| fmt_rate((THROUGHPUT.interval)(r)))
                 ),
                 s[0],
             ),
             (
                 format!(
-                    "IOPS {} (right)",
-                    last.map_or("-".into(), |r| fmt_count(r.iops))
+                    "{} {} (right)",
+                    IOPS.short,
+                    last.map_or("-".into(), |r| fmt_count((IOPS.interval)(r)))
                 ),
                 s[3],
             ),
@@ -146,11 +149,13 @@ pub(crate) fn throughput_chart(app: &App, look: &Look, area: Rect, buf: &mut Buf
         th,
     );
     let series = vec![
-        series(app, "MiB/s", s[0], false, |r| Some(r.throughput_mib_s)),
-        series(app, "IOPS", s[3], true, |r| Some(r.iops)),
+        series(app, THROUGHPUT.short, s[0], false, |r| {
+            Some((THROUGHPUT.interval)(r))
+        }),
+        series(app, IOPS.short, s[3], true, |r| Some((IOPS.interval)(r))),
     ];
     TimeChart {
-        units: (Some("MiB/s"), Some("IOPS")),
+        units: (Some(THROUGHPUT.unit.symbol()), Some(IOPS.unit.symbol())),
         ..time_chart(app, look, title, series, Scale::Linear, fmt_rate, fmt_count)
     }
     .render(area, buf);
@@ -160,7 +165,7 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
     let th = &look.theme;
     let s = th.series;
     let last = latest(app);
-    let rd = crate::metrics::table::run_delay_ms_per_s;
+    let rd = RUN_DELAY.interval;
     let title = legend(
         if app.present {
             "scheduler, latest interval:"
@@ -170,15 +175,17 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
         vec![
             (
                 format!(
-                    "queue p99 {}",
-                    last.map_or("-".into(), |r| fmt_us(r.stages_us.queue.p99))
+                    "{} {}",
+                    QUEUE_P99.short,
+                    last.map_or("-".into(), |r| fmt_us((QUEUE_P99.interval)(r)))
                 ),
                 s[1],
             ),
             (
                 format!(
-                    "run_delay {} ms/s (right)",
-                    last.map_or("-".into(), |r| fmt_rate(rd(r)))
+                    "run_delay {} {} (right)",
+                    last.map_or("-".into(), |r| fmt_rate(rd(r))),
+                    RUN_DELAY.unit.symbol()
                 ),
                 s[2],
             ),
@@ -186,14 +193,14 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
         th,
     );
     let series = vec![
-        series(app, "queue p99", s[1], false, |r| {
-            Some(r.stages_us.queue.p99)
+        series(app, QUEUE_P99.short, s[1], false, |r| {
+            Some((QUEUE_P99.interval)(r))
         }),
         series(app, "run_delay", s[2], true, |r| Some(rd(r))),
     ];
     // Queue wait's ticks carry their unit (us, ms); run_delay's do not.
     TimeChart {
-        units: (None, Some("ms/s")),
+        units: (None, Some(RUN_DELAY.unit.symbol())),
         ..time_chart(app, look, title, series, Scale::Linear, fmt_us, fmt_rate)
     }
     .render(area, buf);
@@ -252,23 +259,33 @@ pub(crate) fn readout_lines(
         ),
         th.title,
     )];
-    let rd = crate::metrics::table::run_delay_ms_per_s(r);
+    let at = |m: &crate::metrics::Metric| (m.interval)(r);
     let values: Vec<(String, ratatui::style::Color)> = match kind {
         ChartKind::Latency => vec![
-            (format!("p50    {}", exact_us(r.latency_us.p50)), s[0]),
-            (format!("p99    {}", exact_us(r.latency_us.p99)), s[1]),
-            (format!("p99.9  {}", exact_us(r.latency_us.p999)), s[2]),
+            (format!("{:<6} {}", P50.short, exact_us(at(&P50))), s[0]),
+            (format!("{:<6} {}", P99.short, exact_us(at(&P99))), s[1]),
+            (format!("{:<6} {}", P999.short, exact_us(at(&P999))), s[2]),
         ],
         ChartKind::Throughput => vec![
-            (format!("{:.2} MiB/s", r.throughput_mib_s), s[0]),
-            (format!("{:.0} IOPS", r.iops), s[3]),
+            (
+                format!("{:.2} {}", at(&THROUGHPUT), THROUGHPUT.unit.symbol()),
+                s[0],
+            ),
+            (format!("{:.0} {}", at(&IOPS), IOPS.unit.symbol()), s[3]),
         ],
         ChartKind::Sched => vec![
             (
-                format!("queue p99  {}", exact_us(r.stages_us.queue.p99)),
+                format!("{}  {}", QUEUE_P99.short, exact_us(at(&QUEUE_P99))),
                 s[1],
             ),
-            (format!("run_delay  {rd:.2} ms/s"), s[2]),
+            (
+                format!(
+                    "run_delay  {:.2} {}",
+                    at(&RUN_DELAY),
+                    RUN_DELAY.unit.symbol()
+                ),
+                s[2],
+            ),
         ],
     };
     out.extend(values.into_iter().map(|(t, c)| (format!("━ {t}"), c)));
