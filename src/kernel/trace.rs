@@ -474,9 +474,7 @@ pub fn negative_nice(tid: i32) -> bool {
 
 /// The nice field of a `/proc/PID/stat` line.
 fn nice_field(stat: &str) -> Option<i32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // Fields after the comm start at 3 (state); nice is field 19.
-    rest.split_whitespace().nth(16)?.parse().ok()
+    crate::sys::stat_field(stat, 19)?.parse().ok()
 }
 
 /// The most kworkers whose nice is kept (a map cleared when full).

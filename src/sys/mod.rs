@@ -108,7 +108,7 @@ pub use priority::{
 /// The kernel's per-thread and per-CPU bookkeeping (`/proc`).
 pub use procfs::{
     CpuTimes, CpuUsage, ProcStatReader, ThreadCounters, ThreadStatReader, clock_ticks_per_sec,
-    cpu_usage, delayacct_on, schedstat_available,
+    cpu_usage, delayacct_on, schedstat_available, stat_field,
 };
 
 /// What `/proc` proves of another process, and the machine's memory.

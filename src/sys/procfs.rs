@@ -216,12 +216,17 @@ pub fn delayacct_on() -> bool {
     std::fs::read_to_string("/proc/sys/kernel/task_delayacct").is_ok_and(|t| t.trim() == "1")
 }
 
+/// Field `n` (numbered from 1, as proc(5) numbers them: 19 is `nice`, 42
+/// `delayacct_blkio_ticks`) of a `/proc/PID/stat` line. Fields after the
+/// command (which may hold spaces and parentheses) start with field 3.
+pub fn stat_field(text: &str, n: usize) -> Option<&str> {
+    let (_, rest) = text.rsplit_once(')')?;
+    rest.split_ascii_whitespace().nth(n.checked_sub(3)?)
+}
+
 /// `delayacct_blkio_ticks` (field 42) of a `stat` file, in clock ticks.
 pub(super) fn parse_stat_blkio_ticks(text: &str) -> Option<u64> {
-    // Fields after the command (which may hold spaces and parentheses)
-    // start with field 3, the state.
-    let (_, rest) = text.rsplit_once(')')?;
-    rest.split_ascii_whitespace().nth(42 - 3)?.parse().ok()
+    stat_field(text, 42)?.parse().ok()
 }
 
 impl ThreadStatReader {
