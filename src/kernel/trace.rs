@@ -523,6 +523,16 @@ pub struct Aggregator {
     /// The trace clock's time up to which every event has been read: when
     /// the pipe was last found empty (the reader thread sets it).
     read_to_ns: u64,
+    /// Per queue, its items in [`Self::running`]: one more at a start, one
+    /// fewer at an end. After events were lost (an end among them would
+    /// leave its item counted) they are counted again at each start, those
+    /// started within the last second only, until the first start after
+    /// every item from before the loss is that old ([`Self::recount_until`]).
+    executing: HashMap<&'static str, u32>,
+    /// After a loss: the trace clock's ns past which every item from before
+    /// it is a second old; until the first start after it, each start
+    /// counts [`Self::executing`] again.
+    recount_until: Option<u64>,
     /// Per queue, over the whole trace.
     pub queues: HashMap<String, QueueTrace>,
 }
@@ -540,9 +550,35 @@ impl Aggregator {
     /// The interval an event at `t_ns` counts in: the one being closed
     /// unless it happened after its end.
     fn at(&mut self, t_ns: u64) -> &mut KernelInterval {
-        match self.cut_ns {
-            Some(cut) if t_ns > cut => &mut self.after,
-            _ => &mut self.interval,
+        Self::interval_of(self.cut_ns, &mut self.interval, &mut self.after, t_ns)
+    }
+
+    /// [`Self::at`], with the fields borrowed apart.
+    fn interval_of<'a>(
+        cut_ns: Option<u64>,
+        interval: &'a mut KernelInterval,
+        after: &'a mut KernelInterval,
+        t_ns: u64,
+    ) -> &'a mut KernelInterval {
+        match cut_ns {
+            Some(cut) if t_ns > cut => after,
+            _ => interval,
+        }
+    }
+
+    /// Events were lost at `t_ns`: recount at each start for a second.
+    fn lost_at(&mut self, t_ns: u64) {
+        self.recount_until = Some(t_ns.saturating_add(1_000_000_000));
+    }
+
+    /// Counts each queue's running items again: those started within a
+    /// second of `now_ns` (an item whose end was lost stops counting).
+    fn recount(&mut self, now_ns: u64) {
+        self.executing.clear();
+        for r in self.running.values() {
+            if now_ns.saturating_sub(r.t_ns) < 1_000_000_000 {
+                *self.executing.entry(r.queue).or_insert(0) += 1;
+            }
         }
     }
 
@@ -581,7 +617,11 @@ impl Aggregator {
                 pid,
             } => {
                 if let Some(q) = self.queued.remove(&work) {
-                    self.interval.lost += make_room(&mut self.running, |r| r.t_ns, t_ns);
+                    let dropped = make_room(&mut self.running, |r| r.t_ns, t_ns);
+                    if dropped > 0 {
+                        self.interval.lost += dropped;
+                        self.lost_at(t_ns);
+                    }
                     if self.highpri.len() >= MAX_NICE_CACHED {
                         self.highpri.clear();
                     }
@@ -598,15 +638,16 @@ impl Aggregator {
                             highpri,
                         },
                     );
-                    // Its queue's items executing now (one whose end was
-                    // lost stops counting after a second).
-                    let at_once = self
-                        .running
-                        .values()
-                        .filter(|r| {
-                            r.queue == q.queue && t_ns.saturating_sub(r.t_ns) < 1_000_000_000
-                        })
-                        .count() as u32;
+                    // Its queue's items executing now, this one included.
+                    if let Some(until) = self.recount_until {
+                        self.recount(t_ns);
+                        if t_ns > until {
+                            self.recount_until = None;
+                        }
+                    } else {
+                        *self.executing.entry(q.queue).or_insert(0) += 1;
+                    }
+                    let at_once = self.executing.get(q.queue).copied().unwrap_or(1);
                     let k = self.at(t_ns);
                     *k.kworkers.entry(pid).or_insert(0) += 1;
                     let peak = k.peak.entry(q.queue).or_insert(0);
@@ -615,12 +656,13 @@ impl Aggregator {
             }
             Event::End { t_ns, work } => {
                 if let Some(r) = self.running.remove(&work) {
+                    if let Some(n) = self.executing.get_mut(r.queue) {
+                        *n = n.saturating_sub(1);
+                    }
                     let exec = t_ns.saturating_sub(r.t_ns);
-                    let interval = match self.cut_ns {
-                        Some(cut) if t_ns > cut => &mut self.after.queues,
-                        _ => &mut self.interval.queues,
-                    };
-                    for m in [interval, &mut self.queues] {
+                    let k =
+                        Self::interval_of(self.cut_ns, &mut self.interval, &mut self.after, t_ns);
+                    for m in [&mut k.queues, &mut self.queues] {
                         match m.get_mut(r.queue) {
                             Some(q) => q.record(&r, exec),
                             None => {
@@ -656,7 +698,10 @@ impl Aggregator {
                     k.requests += 1;
                 }
             }
-            Event::Lost { events, .. } => self.interval.lost += events,
+            Event::Lost { events, .. } => {
+                self.interval.lost += events;
+                self.lost_at(self.read_to_ns);
+            }
         }
     }
 
@@ -1409,6 +1454,36 @@ mod tests {
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         feed(&mut a, &lines);
         assert_eq!(a.take_interval().peak["fscrypt_read_queue"], 1);
+        // An item whose end was lost with the ring buffer's overrun stops
+        // counting a second on: starts two seconds later run alone.
+        let lines = [
+            line("3.000000", "q", "f1", ""),
+            line("3.000010", "s", "f1", "kworker/u9:0-70"),
+            "CPU:1 [LOST 1 EVENTS]".to_string(),
+            // Within the second after the loss, f1 (maybe still running)
+            // counts beside f2.
+            line("3.500000", "q", "f2", ""),
+            line("3.500010", "s", "f2", "kworker/u9:1-71"),
+            line("3.500020", "e", "f2", "kworker/u9:1-71"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        feed(&mut a, &lines);
+        assert_eq!(a.take_interval().peak["fscrypt_read_queue"], 2);
+        let lines = [
+            line("5.000000", "q", "f3", ""),
+            line("5.000010", "s", "f3", "kworker/u9:1-71"),
+            line("5.000020", "e", "f3", "kworker/u9:1-71"),
+            line("5.000030", "q", "f4", ""),
+            line("5.000040", "s", "f4", "kworker/u9:1-71"),
+            line("5.000050", "e", "f4", "kworker/u9:1-71"),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        feed(&mut a, &lines);
+        let k = a.take_interval();
+        assert_eq!(
+            k.peak["fscrypt_read_queue"], 1,
+            "f1's lost end is not counted"
+        );
     }
 
     #[test]
