@@ -868,16 +868,7 @@ pub fn fixture() -> SweepReport {
             ..Default::default()
         },
         // As the explorer's fixture has them (high priority refused).
-        features: crate::sys::Features {
-            io_uring: true,
-            no_iowait: true,
-            aes_instructions: true,
-            sha_instructions: true,
-            schedstat: true,
-            highpri: false,
-            highpri_reason: Some("needs CAP_SYS_NICE or RLIMIT_NICE >= 40".into()),
-            ..crate::sys::Features::default()
-        },
+        features: crate::sys::testing::fixture_features(),
         interrupted: None,
     }
 }

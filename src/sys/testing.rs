@@ -17,3 +17,19 @@ pub fn require_tool(test: &str, name: &str, package: &str) -> bool {
     eprintln!("SKIPPED {test}: needs `{name}` (apt-get install {package})");
     false
 }
+
+/// The machine the explorer's and the sweep report's fixtures describe:
+/// io_uring with NO_IOWAIT, AES and SHA instructions, schedstat, and high
+/// priority refused (the reason the explorer greys `h` with).
+pub fn fixture_features() -> super::Features {
+    super::Features {
+        io_uring: true,
+        no_iowait: true,
+        aes_instructions: true,
+        sha_instructions: true,
+        schedstat: true,
+        highpri: false,
+        highpri_reason: Some("needs CAP_SYS_NICE or RLIMIT_NICE >= 40".into()),
+        ..super::Features::default()
+    }
+}

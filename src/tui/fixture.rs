@@ -13,18 +13,7 @@ pub const INTERVAL_S: f64 = 0.25;
 
 /// Machine features of the fixture (high priority refused).
 pub fn features() -> Features {
-    Features {
-        io_uring: true,
-        no_iowait: true,
-        aes_instructions: true,
-        sha_instructions: true,
-        schedstat: true,
-        highpri: false,
-        highpri_reason: Some("needs CAP_SYS_NICE or RLIMIT_NICE >= 40".into()),
-        kernel_verity: false,
-        kernel_target_reason: None,
-        ..Features::default()
-    }
+    crate::sys::testing::fixture_features()
 }
 
 /// One interval of a QD1 workload through the page cache: a quarter of the
