@@ -168,10 +168,7 @@ impl Source {
             streams: streams.clone(),
             index,
             schedule: Schedule::new(s, index),
-            corrupt: Corruptor {
-                every: s.pipeline.corrupt_every,
-                n: 0,
-            },
+            corrupt: Corruptor::new(s.pipeline.corrupt_every),
             io_error_noticed: false,
         }
     }

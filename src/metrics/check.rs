@@ -172,6 +172,9 @@ impl IntervalRecord {
         check_u64("irq.voluntary_switches", q.voluntary_switches)?;
         check_u64("irq.involuntary_switches", q.involuntary_switches)?;
         check_u64("irq.migrations", q.migrations)?;
+        if let Some(w) = &self.readers_iowait {
+            check_f64("readers_iowait.ms", w.ms, 0.0, MAX_RATE)?;
+        }
         check_f64(
             "run_delay_us_total",
             self.run_delay_us_total,
@@ -223,15 +226,6 @@ impl IntervalRecord {
 
     /// The kernel target's queues and counts.
     fn check_kernel(&self) -> Result<(), String> {
-        if let Some(w) = &self.readers_iowait {
-            // At most every reader asleep for the whole interval.
-            check_f64(
-                "readers_iowait.ms",
-                w.ms,
-                0.0,
-                self.interval_s.max(0.0) * 1e3 * 4096.0,
-            )?;
-        }
         if let Some(k) = &self.kernel {
             if k.queues.len() > POST_READ_QUEUES.len() {
                 return Err(format!(
