@@ -899,26 +899,14 @@ fn write_hosts_table(out: &mut String, done: &[(&str, &CompareReport)]) {
 fn write_host_verdicts(out: &mut String, done: &[(&str, &CompareReport)]) {
     let mut published = false;
     for (host, r) in done {
-        let (Some(p), Some(v)) = (&r.published, &r.verdict) else {
+        let Some((p, v)) = r.verdict_of(host) else {
             continue;
         };
-        let (Some(a), Some(b)) = (r.variants.first(), r.variants.get(1)) else {
-            continue;
-        };
-        let label = crate::metrics::table::metric(&p.metric).map_or(p.metric.as_str(), |m| m.label);
         if !published {
-            out.push_str(&format!(
-                "published ({}): {}: {label} {}\n",
-                p.source,
-                p.result,
-                p.figure()
-            ));
+            out.push_str(&p);
             published = true;
         }
-        out.push_str(&format!(
-            "{host}, {label} {} -> {}: {}\n",
-            a.value, b.value, v.text
-        ));
+        out.push_str(&v);
     }
     if published {
         out.push('\n');
@@ -998,16 +986,24 @@ impl CompareReport {
 
     /// The published result and this machine's verdict, two lines.
     pub fn verdict_lines(&self) -> Option<String> {
+        let (published, verdict) = self.verdict_of("this machine")?;
+        Some(published + &verdict)
+    }
+
+    /// The published line and `who`'s verdict line (`this machine, run_delay
+    /// ms/s unbound -> bound: reproduced: ...`), each ending in a newline.
+    fn verdict_of(&self, who: &str) -> Option<(String, String)> {
         let (p, v) = (self.published.as_ref()?, self.verdict.as_ref()?);
         let label = crate::metrics::table::metric(&p.metric).map_or(p.metric.as_str(), |m| m.label);
         let (a, b) = (&self.variants.first()?.value, &self.variants.get(1)?.value);
-        Some(format!(
-            "published ({}): {}: {} {}\nthis machine, {label} {a} -> {b}: {}\n",
-            p.source,
-            p.result,
-            label,
-            p.figure(),
-            v.text
+        Some((
+            format!(
+                "published ({}): {}: {label} {}\n",
+                p.source,
+                p.result,
+                p.figure()
+            ),
+            format!("{who}, {label} {a} -> {b}: {}\n", v.text),
         ))
     }
 
