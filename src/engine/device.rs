@@ -124,21 +124,11 @@ impl super::Engine {
     /// block device under it, O_DIRECT, with the file's map.
     pub(super) fn target_device(
         &mut self,
-        eff: &crate::settings::Settings,
+        eff: &super::Effective,
         progress: crate::dataset::Progress<'_>,
     ) -> Result<super::OpenFile, super::EngineError> {
-        let mut k = eff.clone();
-        k.kernel = crate::settings::Kernel {
-            dir: eff.kernel.dir.clone(),
-            trace: false,
-            // The model's own cache is the one read: the process leaves the
-            // kernel target's memory cgroup (its limit is the kernel's).
-            limit_cache: false,
-            ..Default::default()
-        };
-        // The data blocks are the same with or without fs-verity (the
-        // tree is the dataset's own): the file this kernel can make.
-        k.pipeline.verity = eff.pipeline.verity && self.features.kernel_verity;
+        // What the kernel target runs for it: the resolver's.
+        let k = eff.for_target_device(self.features.kernel_verity);
         let path = self.kernel_file(&k, progress)?;
         if let Some(run) = self.kernel.as_mut() {
             // Not the kernel target's run: its file is not what is read.

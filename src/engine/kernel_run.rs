@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::dataset::Progress;
-use crate::settings::Settings;
 
 use super::{Engine, EngineError};
 
@@ -100,7 +99,7 @@ impl Engine {
     /// the kernel first if it is missing.
     pub(super) fn kernel_file(
         &mut self,
-        eff: &Settings,
+        eff: &super::Effective,
         progress: Progress<'_>,
     ) -> Result<PathBuf, EngineError> {
         let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
@@ -181,7 +180,11 @@ impl Engine {
     /// and the file's cache is dropped when the process has just moved
     /// (pages cached before were charged to the cgroup it came from). The
     /// tracer counts the pages added to this file's cache (its misses).
-    fn limit_kernel_cache(&mut self, eff: &Settings, path: &Path) -> Result<(), EngineError> {
+    fn limit_kernel_cache(
+        &mut self,
+        eff: &super::Effective,
+        path: &Path,
+    ) -> Result<(), EngineError> {
         let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
         let cache = eff.cache_bytes();
         let data_dir = self.opts.data_dir.clone();
@@ -292,7 +295,7 @@ impl Engine {
 /// Turns the kernel knobs of `eff` on the target's system (a knob left at
 /// `default` is put back to what it was). Returns a line for each lab
 /// switch it flipped.
-fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<Vec<String>, EngineError> {
+fn apply_knobs(k: &mut KernelRun, eff: &super::Effective) -> Result<Vec<String>, EngineError> {
     use crate::kernel::knobs::{Knob, cpu_mask_hex};
     let kn = &eff.kernel;
     let mut want: Vec<(Knob, Option<String>)> = vec![
@@ -346,7 +349,7 @@ fn apply_knobs(k: &mut KernelRun, eff: &Settings) -> Result<Vec<String>, EngineE
 /// out of the journal), one asked back to its original is put back.
 /// Returns a line for each switch flipped (`kernel switch
 /// readpath.fsverity_unbound = Y: ...`).
-fn apply_switches(k: &mut KernelRun, eff: &Settings) -> Result<Vec<String>, EngineError> {
+fn apply_switches(k: &mut KernelRun, eff: &super::Effective) -> Result<Vec<String>, EngineError> {
     use crate::kernel::{knobs::Knob, switches};
     let mut flipped = Vec::new();
     if !switches::probe() {

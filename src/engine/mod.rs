@@ -51,7 +51,9 @@ use crate::verity::merkle::VerifiedCache;
 use hogs::Hogs;
 use kernel_run::KernelRun;
 use pipeline::Pipeline;
-pub use resolve::{DataFs, KeyState, ReadPath, Resolution, in_flight, reconcile, resolve};
+pub use resolve::{
+    DataFs, Effective, KeyState, ReadPath, Resolution, in_flight, reconcile, resolve,
+};
 use sampler::sampler_main;
 
 /// Default length of an interval.
@@ -642,7 +644,7 @@ impl Engine {
     /// Turns the scheduler's autogroups as `eff` asks (`kernel.autogroup`;
     /// unset: put back if this engine changed them). True when the value
     /// in force changed.
-    fn set_autogroup(&mut self, eff: &Settings) -> Result<bool, EngineError> {
+    fn set_autogroup(&mut self, eff: &Effective) -> Result<bool, EngineError> {
         use crate::kernel::knobs::{Knob, SystemKnobs};
         let path = Path::new(crate::sys::AUTOGROUP_SYSCTL);
         let read = || {
@@ -668,7 +670,10 @@ impl Engine {
     /// The page cache a page-cache pipeline of `eff` reads through: the
     /// current one when its geometry fits, else a new one holding what fits
     /// of the current one's pages. No pipeline runs while this is called.
-    fn page_cache_for(&mut self, eff: &Settings) -> Result<Arc<pagecache::PageCache>, EngineError> {
+    fn page_cache_for(
+        &mut self,
+        eff: &Effective,
+    ) -> Result<Arc<pagecache::PageCache>, EngineError> {
         let g = memory::CacheGeometry::of(eff);
         if let Some(pc) = &self.pcache
             && pc.file_pages() == g.file_pages

@@ -193,7 +193,7 @@ impl Pipeline {
     /// Builds the queues, spawns the workers, then the readers.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
-        settings: Settings,
+        settings: super::Effective,
         file: OpenFile,
         dataset: Arc<Dataset>,
         cache: Arc<VerifiedCache>,

@@ -128,11 +128,52 @@ impl ReadPath {
     }
 }
 
+/// The settings that run: what [`resolve`] made of the settings asked
+/// for on this machine. Only this module builds one, so every part of the
+/// engine that takes an `Effective` runs what the resolver decided, never
+/// the request (ripgrep's `HiArgs`, built only from `LowArgs`). It reads
+/// as [`Settings`] (`Deref`); [`Effective::settings`] hands the plain
+/// settings out to what only reports them (records, the explorer, the
+/// agent's header).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective(Settings);
+
+impl std::ops::Deref for Effective {
+    type Target = Settings;
+    fn deref(&self) -> &Settings {
+        &self.0
+    }
+}
+
+impl Effective {
+    /// The settings, to report.
+    pub fn settings(&self) -> &Settings {
+        &self.0
+    }
+
+    /// What the kernel target runs to write and map the file a `cache.device
+    /// = "target"` model reads: untraced, no knob turned, its cache not
+    /// limited (the model's own cache is the one read), and the file of the
+    /// same decryption, with fs-verity where the kernel has it (the data
+    /// blocks are the same either way; the tree is the dataset's).
+    pub fn for_target_device(&self, kernel_verity: bool) -> Effective {
+        let mut k = self.0.clone();
+        k.kernel = crate::settings::Kernel {
+            dir: self.kernel.dir.clone(),
+            trace: false,
+            limit_cache: false,
+            ..Default::default()
+        };
+        k.pipeline.verity = self.pipeline.verity && kernel_verity;
+        Effective(k)
+    }
+}
+
 /// The answer of [`resolve`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolution {
     /// The settings that run.
-    pub effective: Settings,
+    pub effective: Effective,
     /// Every fallback taken, in the order of the settings.
     pub fallbacks: Vec<Fallback>,
     /// Settings the machine or the other settings limit, with the reason
@@ -786,7 +827,7 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
     }
     Ok(Resolution {
         path: ReadPath::of(&e),
-        effective: e,
+        effective: Effective(e),
         fallbacks,
         limits,
         inert,
@@ -855,7 +896,7 @@ mod tests {
     fn a_capable_machine_runs_what_was_asked() {
         let s = with(&[("workload.sleep", "plain")]);
         let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
-        assert_eq!(r.effective, s);
+        assert_eq!(*r.effective, s);
         assert!(r.fallbacks.is_empty());
         assert_eq!(r.limit("workload.engine"), None);
     }
@@ -1163,7 +1204,7 @@ mod tests {
                 .unwrap()
                 .contains("kernel read the same file")
         );
-        let mut e = r.effective.clone();
+        let mut e = r.effective.settings().clone();
         e.pipeline.verity = false;
         let label = super::super::stages::Plan::label(&e);
         assert!(label.contains("fscrypt aes-256-xts"), "{label}");

@@ -136,8 +136,8 @@ impl Plan {
 
 /// Everything the threads of one pipeline share (immutable while it runs).
 pub struct Ctx {
-    /// Effective settings (after fallbacks).
-    pub settings: Settings,
+    /// Effective settings (after fallbacks): only the resolver makes them.
+    pub settings: super::Effective,
     /// Stage placement.
     pub plan: Plan,
     /// The file being read.

@@ -200,6 +200,8 @@ pub fn kernel_app() -> App {
         crate::engine::resolve(s, &features(), &crate::engine::DataFs::capable())
             .expect("the fixture's settings resolve")
             .effective
+            .settings()
+            .clone()
     };
     let mut app = App::new(s.clone(), running(&s), features(), 2);
     for seq in 0..180 {
