@@ -367,19 +367,19 @@ pub(super) fn new_ring(
     index: usize,
     entries: u32,
 ) -> std::io::Result<(IoUring, bool, i32)> {
-    let sleep = ctx.settings.workload.sleep;
-    let ring = if sleep == SleepMode::Poll {
-        IoUring::new(entries)?
-    } else {
+    // As the resolver decided from the machine's features.
+    let how = ctx.settings.ring();
+    let ring = if how.tuned {
         IoUring::builder()
             .setup_coop_taskrun()
             .setup_taskrun_flag()
             .setup_single_issuer()
             .setup_defer_taskrun()
-            .build(entries)
-            .or_else(|_| IoUring::new(entries))?
+            .build(entries)?
+    } else {
+        IoUring::new(entries)?
     };
-    let no_iowait = sleep == SleepMode::Plain && ring.params().is_feature_no_iowait();
+    let no_iowait = how.enter_no_iowait;
     let efd = match ctx.returns[index].waker() {
         ReaderWaker::EventFd(fd) => fd.raw(),
         ReaderWaker::Park(_) => unreachable!("uring reader has an eventfd"),

@@ -136,19 +136,42 @@ impl ReadPath {
 /// settings out to what only reports them (records, the explorer, the
 /// agent's header).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Effective(Settings);
+pub struct Effective {
+    settings: Settings,
+    ring: Ring,
+}
+
+/// How a reader's io_uring ring is set up and waits: decided by
+/// [`resolve`] from the settings and the machine's [`Features`], so no
+/// reader probes or falls back on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    /// Set up as fio does (`COOP_TASKRUN`, `TASKRUN_FLAG`, `SINGLE_ISSUER`,
+    /// `DEFER_TASKRUN`: no IPIs, completions posted when the reader waits);
+    /// false for a polling reader (it never waits in the kernel) and where
+    /// the kernel lacks `DEFER_TASKRUN` (said in a notice).
+    pub tuned: bool,
+    /// Its waits pass `IORING_ENTER_NO_IOWAIT` (`sleep = "plain"` where the
+    /// kernel has it).
+    pub enter_no_iowait: bool,
+}
 
 impl std::ops::Deref for Effective {
     type Target = Settings;
     fn deref(&self) -> &Settings {
-        &self.0
+        &self.settings
     }
 }
 
 impl Effective {
     /// The settings, to report.
     pub fn settings(&self) -> &Settings {
-        &self.0
+        &self.settings
+    }
+
+    /// How a reader's ring is set up and waits.
+    pub fn ring(&self) -> Ring {
+        self.ring
     }
 
     /// What the kernel target runs to write and map the file a `cache.device
@@ -157,7 +180,7 @@ impl Effective {
     /// same decryption, with fs-verity where the kernel has it (the data
     /// blocks are the same either way; the tree is the dataset's).
     pub fn for_target_device(&self, kernel_verity: bool) -> Effective {
-        let mut k = self.0.clone();
+        let mut k = self.settings.clone();
         k.kernel = crate::settings::Kernel {
             dir: self.kernel.dir.clone(),
             trace: false,
@@ -165,7 +188,10 @@ impl Effective {
             ..Default::default()
         };
         k.pipeline.verity = self.pipeline.verity && kernel_verity;
-        Effective(k)
+        Effective {
+            settings: k,
+            ring: self.ring,
+        }
     }
 }
 
@@ -825,9 +851,21 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
             }
         }
     }
+    // The readers' rings, from the machine's features.
+    let sleeps = e.workload.sleep != SleepMode::Poll;
+    let ring = Ring {
+        tuned: sleeps && f.uring_defer_taskrun,
+        enter_no_iowait: e.workload.sleep == SleepMode::Plain && f.no_iowait,
+    };
+    if sleeps && !f.uring_defer_taskrun && e.workload.engine == EngineKind::Uring && f.io_uring {
+        fallbacks.push(Fallback {
+            key: crate::key!(workload.engine).name(),
+            reason: "this kernel's io_uring has no IORING_SETUP_DEFER_TASKRUN (Linux 6.1+): each reader's ring posts completions by interrupt (IPI) rather than when the reader waits, as fio's would".into(),
+        });
+    }
     Ok(Resolution {
         path: ReadPath::of(&e),
-        effective: Effective(e),
+        effective: Effective { settings: e, ring },
         fallbacks,
         limits,
         inert,
@@ -855,6 +893,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_readers_rings_follow_the_machine() {
+        let s = Settings::default();
+        let r = resolve(&s, &all(), &DataFs::capable()).unwrap();
+        assert_eq!(
+            r.effective.ring(),
+            Ring {
+                tuned: true,
+                enter_no_iowait: false
+            }
+        );
+        assert!(r.fallbacks.is_empty(), "{:?}", r.fallbacks);
+        // A kernel without DEFER_TASKRUN: the plain ring, said once.
+        let old = Features {
+            uring_defer_taskrun: false,
+            ..all()
+        };
+        let r = resolve(&s, &old, &DataFs::capable()).unwrap();
+        assert!(!r.effective.ring().tuned);
+        assert!(
+            r.fallbacks
+                .iter()
+                .any(|f| f.key == "workload.engine" && f.reason.contains("DEFER_TASKRUN")),
+            "{:?}",
+            r.fallbacks
+        );
+        // plain waits pass NO_IOWAIT only where the kernel has it.
+        let plain = with(&[("workload.sleep", "plain")]);
+        let r = resolve(&plain, &all(), &DataFs::capable()).unwrap();
+        assert!(r.effective.ring().enter_no_iowait);
+        // A polling reader never waits in the kernel: the default ring.
+        let poll = with(&[("workload.sleep", "poll")]);
+        let r = resolve(&poll, &old, &DataFs::capable()).unwrap();
+        assert!(!r.effective.ring().tuned && !r.effective.ring().enter_no_iowait);
+        assert!(r.fallbacks.iter().all(|f| f.key != "workload.engine"));
+    }
+
+    #[test]
     fn every_rule_names_settings_of_the_table() {
         for r in RULES {
             for k in r.keys {
@@ -868,6 +943,7 @@ mod tests {
             io_uring: true,
             io_uring_reason: None,
             no_iowait: true,
+            uring_defer_taskrun: true,
             aes_instructions: true,
             sha_instructions: true,
             vaes: true,

@@ -15,6 +15,11 @@ pub struct Features {
     /// The kernel offers IORING_FEAT_NO_IOWAIT (waiting in io_uring_enter
     /// need not count as iowait; Linux 6.15+).
     pub no_iowait: bool,
+    /// The kernel's io_uring takes `IORING_SETUP_DEFER_TASKRUN` with
+    /// `SINGLE_ISSUER` (Linux 6.1+): a reader's ring posts its completions
+    /// when the reader waits, as fio sets a ring up.
+    #[serde(default)]
+    pub uring_defer_taskrun: bool,
     /// AES instructions (x86 AES-NI, or the ARMv8 AES extension).
     pub aes_instructions: bool,
     /// SHA-256 instructions (x86 SHA-NI, or ARMv8 SHA2).
@@ -146,12 +151,21 @@ pub fn probe_features() -> Features {
             false,
         ),
     };
+    let uring_defer_taskrun = io_uring
+        && io_uring::IoUring::<io_uring::squeue::Entry>::builder()
+            .setup_coop_taskrun()
+            .setup_taskrun_flag()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(2)
+            .is_ok();
     let (aes_instructions, sha_instructions, vaes) = cpu_crypto_features();
     let highpri = can_raise_priority(-20);
     Features {
         io_uring,
         io_uring_reason,
         no_iowait,
+        uring_defer_taskrun,
         aes_instructions,
         sha_instructions,
         vaes,

@@ -25,6 +25,7 @@ pub fn fixture_features() -> super::Features {
     super::Features {
         io_uring: true,
         no_iowait: true,
+        uring_defer_taskrun: true,
         aes_instructions: true,
         sha_instructions: true,
         schedstat: true,
