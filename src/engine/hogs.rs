@@ -65,7 +65,7 @@ impl Hogs {
                     if let Err(e) = crate::sys::set_current_thread_nice(nice)
                         && !denied.swap(true, Ordering::SeqCst)
                     {
-                        notices.push(format!("load.hog_nice: hogs run at nice 0: {e}"));
+                        notices.push(super::resolve::Refused::HogNice(&e.to_string()).notice());
                     }
                     let mut x = 0x1234_5678_u64;
                     while !stop.load(Ordering::Relaxed) {

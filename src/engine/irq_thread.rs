@@ -63,10 +63,13 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
     {
         let nice = if ctx.settings.workers.highpri { -20 } else { 0 };
         let _ = crate::sys::set_current_thread_nice(nice);
-        ctx.notices.push(format!(
-            "workload.completion = irq: the completion threads run as ordinary threads (nice {}) instead of interrupt-like SCHED_FIFO: {why}",
-            crate::sys::current_thread_nice().unwrap_or(0)
-        ));
+        ctx.notices.push(
+            super::resolve::Refused::IrqFifo {
+                nice: crate::sys::current_thread_nice().unwrap_or(0),
+                why: &why.to_string(),
+            }
+            .notice(),
+        );
     }
     let cap = line.q.capacity();
     let entries = (cap as u32 + 2).next_power_of_two();

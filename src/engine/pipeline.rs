@@ -743,9 +743,8 @@ fn spawn_worker(
             if let Err(e) = crate::sys::set_current_thread_nice(nice)
                 && !ctx.highpri_noticed.swap(true, Ordering::SeqCst)
             {
-                ctx.notices.push(format!(
-                    "workers.highpri: running at nice 0 instead of -20: {e}"
-                ));
+                ctx.notices
+                    .push(super::resolve::Refused::Highpri(&e.to_string()).notice());
             }
             q.register_worker(index);
             let mut h = ctx.registry.register(Role::Worker);

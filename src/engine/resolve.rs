@@ -195,6 +195,57 @@ impl Effective {
     }
 }
 
+/// What the kernel refused only when it was done, though [`resolve`] let
+/// it run (the machine's features said it could, or could not tell): the
+/// engine's threads report it here, so its notice is in the resolver's
+/// words, beside the rule that says the same up front.
+#[derive(Debug, Clone, Copy)]
+pub enum Refused<'a> {
+    /// A worker's nice -20 (`workers.highpri`), and why.
+    Highpri(&'a str),
+    /// A hog's nice (`load.hog_nice`), and why.
+    HogNice(&'a str),
+    /// An irq thread's SCHED_FIFO (`workload.completion = irq`): the nice
+    /// it runs at instead, and why.
+    IrqFifo {
+        /// The nice it runs at.
+        nice: i32,
+        /// Why.
+        why: &'a str,
+    },
+}
+
+impl Refused<'_> {
+    /// The key it is about.
+    pub fn key(&self) -> Key {
+        match self {
+            Refused::Highpri(_) => key!(workers.highpri),
+            Refused::HogNice(_) => key!(load.hog_nice),
+            Refused::IrqFifo { .. } => key!(workload.completion),
+        }
+    }
+
+    /// What runs instead, and why (the notice after the key).
+    pub fn reason(&self) -> String {
+        match self {
+            Refused::Highpri(why) => format!("running at nice 0 instead of -20: {why}"),
+            Refused::HogNice(why) => format!("hogs run at nice 0: {why}"),
+            Refused::IrqFifo { nice, why } => format!(
+                "irq: the completion threads run as ordinary threads (nice {nice}) instead of interrupt-like SCHED_FIFO: {why}"
+            ),
+        }
+    }
+
+    /// The notice: `workers.highpri: running at nice 0 instead of -20: ...`.
+    pub fn notice(&self) -> String {
+        Fallback {
+            key: self.key().name(),
+            reason: self.reason(),
+        }
+        .notice()
+    }
+}
+
 /// The answer of [`resolve`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolution {
@@ -595,12 +646,12 @@ const RULES: &[Rule] = &[
         when: |c| !c.f.highpri,
         runs: Some(|e| e.workers.highpri = false),
         notice: Some(|c| {
-            format!(
-                "running at nice 0 instead of -20: {}",
+            Refused::Highpri(
                 c.f.highpri_reason
                     .as_deref()
-                    .unwrap_or("raising priority is not permitted")
+                    .unwrap_or("raising priority is not permitted"),
             )
+            .reason()
         }),
         grey: Some(|c| {
             c.f.highpri_reason
