@@ -110,22 +110,14 @@ impl WindowStats {
         if first || st.secs <= 0.0 {
             return None;
         }
-        st.throughput_mib_s = bytes as f64 / (1024.0 * 1024.0) / st.secs;
-        st.iops = st.reads as f64 / st.secs;
-        let q = |h: &hdrhistogram::Histogram<u64>, p: f64| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.value_at_quantile(p) as f64 / 1e3
-            }
-        };
-        st.p50_us = q(&lat, 0.5);
-        st.p99_us = q(&lat, 0.99);
-        st.p999_us = q(&lat, 0.999);
-        st.queue_p99_us = q(&queue, 0.99);
-        st.run_delay_ms_per_s = super::record::run_delay_ms_per_s(run_delay, st.secs);
-        st.page_hit_pct = (hits + misses > 0).then(|| hits as f64 * 100.0 / (hits + misses) as f64);
-        st.bios_per_s = bios as f64 / st.secs;
+        Sums {
+            bytes,
+            run_delay_us: run_delay,
+            pages: (hits, misses, bios),
+            lat: &lat,
+            queue: &queue,
+        }
+        .fill(&mut st);
         let exec = median(exec);
         st.exec_p50_us = exec.is_finite().then_some(exec);
         st.moved_pct = items.moved_pct();
@@ -135,6 +127,48 @@ impl WindowStats {
             .filter(|&(_, secs)| secs > 0.0)
             .map(|(ms, secs)| ms / secs);
         Some(st)
+    }
+}
+
+/// What a window sums over its intervals besides its seconds and reads:
+/// [`WindowStats::of`] and the explorer's sliding window
+/// ([`super::window::WindowAcc`]) both keep these, and [`Sums::fill`] is
+/// the one fold that turns them into a window's figures.
+pub(crate) struct Sums<'h> {
+    /// Bytes read.
+    pub bytes: u64,
+    /// The workers' run_delay, us.
+    pub run_delay_us: f64,
+    /// Page-cache hits, misses (pages) and bios.
+    pub pages: (u64, u64, u64),
+    /// End-to-end latency, ns, exact.
+    pub lat: &'h hdrhistogram::Histogram<u64>,
+    /// Queue wait, ns, exact.
+    pub queue: &'h hdrhistogram::Histogram<u64>,
+}
+
+impl Sums<'_> {
+    /// Fills `st`'s rates and percentiles from these sums over `st.secs`
+    /// seconds and `st.reads` reads.
+    pub(crate) fn fill(&self, st: &mut WindowStats) {
+        let secs = st.secs.max(1e-9);
+        let q = |h: &hdrhistogram::Histogram<u64>, p: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(p) as f64 / 1e3
+            }
+        };
+        let (hits, misses, bios) = self.pages;
+        st.throughput_mib_s = self.bytes as f64 / (1024.0 * 1024.0) / secs;
+        st.iops = st.reads as f64 / secs;
+        st.p50_us = q(self.lat, 0.5);
+        st.p99_us = q(self.lat, 0.99);
+        st.p999_us = q(self.lat, 0.999);
+        st.queue_p99_us = q(self.queue, 0.99);
+        st.run_delay_ms_per_s = super::record::run_delay_ms_per_s(self.run_delay_us, st.secs);
+        st.page_hit_pct = (hits + misses > 0).then(|| hits as f64 * 100.0 / (hits + misses) as f64);
+        st.bios_per_s = bios as f64 / secs;
     }
 }
 

@@ -101,41 +101,29 @@ impl WindowAcc {
         }
     }
 
-    /// The window's stats, `None` when it holds no running interval.
+    /// The window's stats, `None` when it holds no running interval: the
+    /// same fold as [`WindowStats::of`] ([`super::stats::Sums`]). What the
+    /// sliding window does not keep (the explorer does not show it) stays
+    /// None: `WindowStats::of` has it.
     pub fn stats(&self, from_s: f64, to_s: f64) -> Option<WindowStats> {
         if self.secs <= 1e-9 {
             return None;
         }
-        let q = |h: &Histogram<u64>, p: f64| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.value_at_quantile(p) as f64 / 1e3
-            }
-        };
-        Some(WindowStats {
+        let mut st = WindowStats {
             from_s,
             to_s,
             secs: self.secs,
             reads: self.reads,
-            throughput_mib_s: self.bytes as f64 / (1024.0 * 1024.0) / self.secs,
-            iops: self.reads as f64 / self.secs,
-            p50_us: q(&self.lat, 0.5),
-            p99_us: q(&self.lat, 0.99),
-            p999_us: q(&self.lat, 0.999),
-            queue_p99_us: q(&self.queue, 0.99),
-            run_delay_ms_per_s: super::record::run_delay_ms_per_s(self.run_delay, self.secs),
-            page_hit_pct: (self.pc.0 + self.pc.1 > 0)
-                .then(|| self.pc.0 as f64 * 100.0 / (self.pc.0 + self.pc.1) as f64),
-            bios_per_s: self.pc.2 as f64 / self.secs,
-            // Not kept by the sliding window (the explorer does not show
-            // it): `WindowStats::of` has it.
-            exec_p50_us: None,
-            moved_pct: None,
-            unbound_pct: None,
-            highpri_pct: None,
-            iowait_ms_per_s: None,
-            items_at_once: None,
-        })
+            ..WindowStats::default()
+        };
+        super::stats::Sums {
+            bytes: self.bytes,
+            run_delay_us: self.run_delay,
+            pages: self.pc,
+            lat: &self.lat,
+            queue: &self.queue,
+        }
+        .fill(&mut st);
+        Some(st)
     }
 }
