@@ -63,7 +63,7 @@ impl DataFs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fallback {
     /// The setting (`workload.engine`).
-    pub key: &'static str,
+    pub key: Key,
     /// Why, and what runs instead: the notice text after the key.
     pub reason: String,
 }
@@ -239,7 +239,7 @@ impl Refused<'_> {
     /// The notice: `workers.highpri: running at nice 0 instead of -20: ...`.
     pub fn notice(&self) -> String {
         Fallback {
-            key: self.key().name(),
+            key: self.key(),
             reason: self.reason(),
         }
         .notice()
@@ -871,7 +871,7 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
                 && let Some(notice) = rule.notice
             {
                 fallbacks.push(Fallback {
-                    key: k.name(),
+                    key: *k,
                     reason: notice(&ctx),
                 });
             }
@@ -910,7 +910,7 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
     };
     if sleeps && !f.uring_defer_taskrun && e.workload.engine == EngineKind::Uring && f.io_uring {
         fallbacks.push(Fallback {
-            key: crate::key!(workload.engine).name(),
+            key: crate::key!(workload.engine),
             reason: "this kernel's io_uring has no IORING_SETUP_DEFER_TASKRUN (Linux 6.1+): each reader's ring posts completions by interrupt (IPI) rather than when the reader waits, as fio's would".into(),
         });
     }
@@ -1041,7 +1041,7 @@ mod tests {
         assert_eq!(r.effective.workload.engine, EngineKind::Sync);
         assert_eq!(r.effective.workload.sleep, SleepMode::Iowait);
         assert_eq!(r.effective.workload.queue_depth, 1);
-        let keys: Vec<&str> = r.fallbacks.iter().map(|f| f.key).collect();
+        let keys: Vec<&str> = r.fallbacks.iter().map(|f| f.key.name()).collect();
         assert_eq!(
             keys,
             ["workload.engine", "workload.sleep", "workload.queue_depth"]
