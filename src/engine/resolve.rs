@@ -298,16 +298,16 @@ impl Resolution {
         crate::settings::KEYS
             .iter()
             .map(|k| KeyState {
-                key: k.key,
+                key: k.key.name(),
                 requested: requested.get(k.key).unwrap_or_default(),
                 effective: self.effective.get(k.key).unwrap_or_default(),
-                reason: self.limit(k.key).map(str::to_string).or_else(|| {
+                reason: self.limit(k.key.name()).map(str::to_string).or_else(|| {
                     self.fallbacks
                         .iter()
                         .find(|f| f.key == k.key)
                         .map(|f| f.reason.clone())
                 }),
-                inert: self.inert.contains(&k.key),
+                inert: self.inert.contains(&k.key.name()),
             })
             .collect()
     }
@@ -316,7 +316,7 @@ impl Resolution {
     /// in both has the same effective value.
     pub fn runs_like(&self, other: &Resolution) -> bool {
         crate::settings::KEYS.iter().all(|k| {
-            self.inert.contains(&k.key) && other.inert.contains(&k.key)
+            self.inert.contains(&k.key.name()) && other.inert.contains(&k.key.name())
                 || self.effective.get(k.key) == other.effective.get(k.key)
         })
     }
@@ -881,13 +881,16 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
     let ctx = Ctx { s, e: &e, f, fs };
     let mut limits: Vec<(&'static str, String)> = Vec::new();
     let mut inert: Vec<&'static str> = Vec::new();
-    for k in crate::settings::KEYS.iter().filter(|k| out_of_scope(k.key)) {
+    for k in crate::settings::KEYS
+        .iter()
+        .filter(|k| out_of_scope(k.key.name()))
+    {
         let why = match k.scope {
             Scope::Model(why) | Scope::Switch(why) => why,
             _ => "used with workload.target = kernel",
         };
-        limits.push((k.key, why.to_string()));
-        inert.push(k.key);
+        limits.push((k.key.name(), why.to_string()));
+        inert.push(k.key.name());
     }
     for rule in RULES.iter().filter(|r| applies(r)) {
         let Some(grey) = rule.grey else { continue };

@@ -31,6 +31,13 @@ impl Key {
     }
 }
 
+impl std::ops::Deref for Key {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
 impl AsRef<str> for Key {
     fn as_ref(&self) -> &str {
         self.0

@@ -673,8 +673,8 @@ impl Settings {
         // Fields are public: re-run every per-key check on the values held.
         let mut probe = Settings::default();
         for k in KEYS {
-            if let Some(v) = self.value_of(k.key) {
-                probe.set_value(k.key, &v)?;
+            if let Some(v) = self.value_of(k.key.name()) {
+                probe.set_value(k.key.name(), &v)?;
             }
         }
         let w = &self.workload;
@@ -809,7 +809,7 @@ impl Settings {
                 out.push_str(&format!("[{section}]\n"));
                 current = section;
             }
-            if let Some(v) = self.value_of(k.key) {
+            if let Some(v) = self.value_of(k.key.name()) {
                 out.push_str(&format!("{name} = {}\n", v.written()));
             }
         }

@@ -116,7 +116,7 @@ pub enum Scope {
 #[derive(Debug, Clone, Copy)]
 pub struct Setting {
     /// `section.key`.
-    pub key: &'static str,
+    pub key: super::Key,
     /// The values it takes.
     pub kind: Kind,
     /// A word meaning "not set" and what it means (`auto`, `default`).
@@ -290,7 +290,7 @@ choice_field!(
 macro_rules! setting {
     ($section:ident . $name:ident, $kind:expr, { $($field:ident : $value:expr),* $(,)? }) => {
         Setting {
-            key: concat!(stringify!($section), ".", stringify!($name)),
+            key: $crate::key!($section.$name),
             kind: $kind,
             get: |s: &Settings| FieldValue::to_val(&s.$section.$name),
             put: |s: &mut Settings, v: Val| {
@@ -306,7 +306,7 @@ macro_rules! setting {
 
 /// The fields a [`setting!`] leaves out.
 const BLANK: Setting = Setting {
-    key: "",
+    key: super::Key::checked(""),
     kind: Kind::Bool,
     unset: None,
     note: "",
@@ -580,12 +580,15 @@ pub fn key_info(key: &str) -> Option<&'static Setting> {
 impl Setting {
     /// The key's section (`workload`).
     pub fn section(&self) -> &'static str {
-        self.key.split_once('.').map_or("", |(s, _)| s)
+        self.key.name().split_once('.').map_or("", |(s, _)| s)
     }
 
     /// The key's name in its section (`queue_depth`).
     pub fn name(&self) -> &'static str {
-        self.key.split_once('.').map_or(self.key, |(_, n)| n)
+        self.key
+            .name()
+            .split_once('.')
+            .map_or(self.key.name(), |(_, n)| n)
     }
 
     /// What is allowed, as error messages, help and the reference say it.
@@ -661,7 +664,7 @@ impl Setting {
             Kind::Choice(names) => self.check_choice(v, names),
             Kind::Bool => match v {
                 Val::Bool(_) => Ok(v.clone()),
-                _ => Err(wrong_type(self.key, v, "true or false".to_string())),
+                _ => Err(wrong_type(self.key.name(), v, "true or false".to_string())),
             },
             Kind::Int { lo, hi } => match v {
                 Val::Int(n) if (i128::from(lo)..=i128::from(hi)).contains(n) => Ok(v.clone()),
@@ -671,7 +674,7 @@ impl Setting {
                     allowed: self.allowed(),
                 }),
                 _ => Err(wrong_type(
-                    self.key,
+                    self.key.name(),
                     v,
                     format!("an integer {}", self.allowed()),
                 )),
@@ -697,7 +700,7 @@ impl Setting {
     fn check_choice(&self, v: &Val, names: &[&str]) -> Result<Val, SettingsError> {
         let list = self.cycle().join(", ");
         let Val::Str(s) = v else {
-            return Err(wrong_type(self.key, v, format!("one of {list}")));
+            return Err(wrong_type(self.key.name(), v, format!("one of {list}")));
         };
         if let Some(n) = names.iter().find(|n| n.eq_ignore_ascii_case(s.trim())) {
             return Ok(Val::Str(n.to_string()));
@@ -720,9 +723,9 @@ impl Setting {
             Val::Int(n) => *n,
             Val::Str(s) => match parse_size(s) {
                 Ok(n) => n.into(),
-                Err(_) => return Err(wrong_type(self.key, v, expected())),
+                Err(_) => return Err(wrong_type(self.key.name(), v, expected())),
             },
-            _ => return Err(wrong_type(self.key, v, expected())),
+            _ => return Err(wrong_type(self.key.name(), v, expected())),
         };
         if n >= i128::from(lo) && n <= i128::from(hi) && n % i128::from(PAGE_SIZE) == 0 {
             Ok(Val::Int(n))
@@ -738,7 +741,7 @@ impl Setting {
                 for item in items {
                     match item {
                         Val::Int(n) => out.push(*n),
-                        _ => return Err(wrong_type(self.key, v, self.allowed())),
+                        _ => return Err(wrong_type(self.key.name(), v, self.allowed())),
                     }
                 }
                 out
@@ -750,7 +753,7 @@ impl Setting {
                 .into_iter()
                 .map(|c| c as i128)
                 .collect(),
-            _ => return Err(wrong_type(self.key, v, self.allowed())),
+            _ => return Err(wrong_type(self.key.name(), v, self.allowed())),
         };
         let mut out: Vec<Val> = Vec::with_capacity(numbers.len());
         for n in numbers {
@@ -822,7 +825,7 @@ impl Setting {
 
     fn check_path(&self, v: &Val) -> Result<Val, SettingsError> {
         let Val::Str(p) = v else {
-            return Err(wrong_type(self.key, v, self.allowed()));
+            return Err(wrong_type(self.key.name(), v, self.allowed()));
         };
         let problem = if p.is_empty() {
             return Ok(v.clone());
@@ -843,7 +846,7 @@ impl Setting {
 
     fn check_hex(&self, v: &Val, max_bytes: usize) -> Result<Val, SettingsError> {
         let Val::Str(s) = v else {
-            return Err(wrong_type(self.key, v, self.allowed()));
+            return Err(wrong_type(self.key.name(), v, self.allowed()));
         };
         let problem = if let Some(c) = s.chars().find(|c| !c.is_ascii_hexdigit()) {
             format!("{c:?} is not a hex digit")

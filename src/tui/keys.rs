@@ -423,7 +423,7 @@ fn setting_binding(k: &'static Setting) -> Binding {
     };
     Binding {
         steps: Box::leak(steps.into_boxed_slice()),
-        setting: Some(k.key),
+        setting: Some(k.key.name()),
         footer: bind.footer.map_or(Footer::None, Footer::IfRoom),
         // Made once per process (a OnceLock), so leaking it is bounded.
         help: Box::leak(k.bind_help().into_boxed_str()),

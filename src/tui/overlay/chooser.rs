@@ -248,7 +248,7 @@ mod tests {
         // Every value of every key parses back (the lists never offer a
         // value the parser refuses).
         for k in settings::KEYS {
-            for v in values(k.key, &a.settings) {
+            for v in values(k.key.name(), &a.settings) {
                 let mut n = a.settings.clone();
                 n.set(k.key, &v)
                     .unwrap_or_else(|e| panic!("{} = {v}: {e}", k.key));

@@ -96,14 +96,14 @@ pub fn complete(text: &str, s: &Settings) -> (String, Vec<String>) {
     let typed = rest.trim();
     let mut cands: Vec<String> = settings::KEYS
         .iter()
-        .map(|k| k.key)
+        .map(|k| k.key.name())
         .filter(|k| k.starts_with(typed))
         .map(str::to_string)
         .collect();
     if cands.is_empty() {
         cands = settings::KEYS
             .iter()
-            .map(|k| k.key)
+            .map(|k| k.key.name())
             .filter(|k| k.split_once('.').is_some_and(|(_, n)| n.starts_with(typed)))
             .map(str::to_string)
             .collect();

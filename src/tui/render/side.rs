@@ -217,13 +217,16 @@ pub(crate) fn setting_keyed(
         if sec == "kernel" && !kernel {
             continue;
         }
-        let key = keys::setting_keys(k.key);
+        let key = keys::setting_keys(k.key.name());
         if keyed_only && key.is_none() {
             continue;
         }
         // Short of room, the model's queue and cache knobs make way for
         // the kernel's while the kernel is the target (they do nothing then).
-        if reasons == Reasons::None && kernel && model_only(k.key, app.features.kernel_switches) {
+        if reasons == Reasons::None
+            && kernel
+            && model_only(k.key.name(), app.features.kernel_switches)
+        {
             continue;
         }
         if sec != section && !keyed_only {
@@ -232,7 +235,7 @@ pub(crate) fn setting_keyed(
         }
         let value = app.settings.get(k.key).unwrap_or_default();
         let running = app.effective.get(k.key).unwrap_or_default();
-        let why = app.unavailable(k.key);
+        let why = app.unavailable(k.key.name());
         let style = if why.is_some() {
             Style::default().fg(th.disabled)
         } else {
@@ -258,7 +261,7 @@ pub(crate) fn setting_keyed(
                 Style::default().fg(th.warn),
             ));
         }
-        lines.push((Line::from(spans), Some(k.key)));
+        lines.push((Line::from(spans), Some(k.key.name())));
         let show_reason = match reasons {
             Reasons::All => true,
             Reasons::Keyed => key.is_some(),
