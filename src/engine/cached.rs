@@ -28,15 +28,14 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use io_uring::{opcode, types};
-
 use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
-use crate::settings::{EngineKind, SleepMode};
+use crate::settings::SleepMode;
 use crate::sys::{EMPTY_IOVEC, IoVec};
 
+use super::backend::{Backend, MAX_WAIT_NS, Op, Queued, Sync, Uring};
 use super::pagecache::{Lookup, MAX_BIO_PAGES, PAGE, Page, PageCache, Readahead, Window, seq_key};
 use super::queue::{ReaderWaker, WorkItem};
-use super::reader::{MAX_WAIT_NS, Owner, UringOwner};
+use super::reader::{Io, Owner};
 use super::source::Source;
 use super::stages::Ctx;
 
@@ -624,12 +623,7 @@ impl Reader<'_> {
 }
 
 /// Runs reader `index` of a page-cache pipeline.
-pub fn run(
-    ctx: &Arc<Ctx>,
-    index: usize,
-    mut h: ThreadHandle,
-    engine: EngineKind,
-) -> std::io::Result<()> {
+pub fn run(ctx: &Arc<Ctx>, index: usize, mut h: ThreadHandle) -> std::io::Result<()> {
     let s = &ctx.settings;
     let pc = ctx.pcache.clone().expect("a page-cache pipeline");
     let depth = super::reader::buffers_per_reader(s);
@@ -670,164 +664,46 @@ pub fn run(
         ra_deferred: 0,
         ra_dropped: 0,
     };
-    match engine {
-        EngineKind::Uring => run_uring(ctx, &mut r, &mut h),
-        EngineKind::Sync => run_sync(ctx, &mut r, &mut h),
-    }
-}
-
-fn run_uring(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io::Result<()> {
-    let s = &ctx.settings;
-    let index = r.index;
-    let poll = s.workload.sleep == SleepMode::Poll;
-    let entries = ((r.bios.slots.len() + 1) as u32).next_power_of_two();
-    // Dropped before `r.bios` (declared in the caller): every read in the
-    // kernel completes and every item comes back before the bios are failed
-    // and released.
-    let (mut u, no_iowait) = UringOwner::start(ctx, index, entries, r.reads.len(), r.block)?;
-    let fd = types::Fd(ctx.file.file.as_raw_fd());
-    let ret = &ctx.returns[index];
-    // Hands the SQ to the kernel; tests inject a failure with bios in the
-    // device and items at the workers (`Faults::fail_submit_when_busy`).
-    let mut submits = 0u64;
-    let mut submit = |u: &mut UringOwner<'_>| {
-        submits += 1;
-        if ctx.faults.fail_submit_when_busy
-            && submits > 64
-            && u.owner.in_device > 1
-            && u.owner.at_workers > 0
-        {
-            return Err(std::io::Error::other("injected submission failure"));
-        }
-        u.ring.submit()
-    };
-    loop {
-        let stopping = r.turn(&mut u.owner, h);
-        if stopping && u.owner.in_device == 0 && u.owner.at_workers == 0 {
-            break;
-        }
-        let due = r.pass(&u.owner, h, stopping);
-        // Hand the new bios to the device.
-        let t = stamp();
-        let cpu = ctx.irqs.as_ref().map(|_| crate::sys::current_cpu());
-        for k in r.to_submit.drain(..) {
-            let n = r.bios.slots[k as usize].npages;
-            r.bios.slots[k as usize].submit_ns = t;
-            let g = r.bios.base + k;
-            let first = r.pc.bio(g).first_page.load(Ordering::Relaxed);
-            let iov = r.bios.iov[k as usize * MAX_BIO_PAGES..].as_ptr();
-            if let (Some(irqs), Some(cpu)) = (&ctx.irqs, cpu) {
-                // Submitted and completed by the CPU's irq thread; the slot
-                // comes back through the return queue, like a worker's.
-                irqs.line_for(cpu).submit(super::irq::BioReq {
-                    bio: g,
-                    reader: index as u32,
-                    slot: k,
-                    iov,
-                    npages: n,
-                    offset: first * PAGE as u64,
-                    submit_ns: t,
-                });
-                u.owner.at_workers += 1;
-                continue;
-            }
-            // The memory device: no read (the post-read work fills the
-            // pages from the mapping); a no-op completes it on the ring.
-            let sqe = if ctx.file.mem.is_some() {
-                opcode::Nop::new().build()
-            } else {
-                opcode::Readv::new(fd, iov, n)
-                    .offset(ctx.file.device_offset(first * PAGE as u64))
-                    .build()
-            }
-            .user_data(BIO_TAG | u64::from(k));
-            // SAFETY: the iovecs and the frames they point to belong to this
-            // bio until its completion is reaped (the iovecs live in
-            // `r.bios`, which outlives `u`; the frames in the cache).
-            unsafe { u.ring.submission().push(&sqe) }.expect("SQ sized for every bio");
-            u.owner.in_device += 1;
-        }
-        if r.progressed && u.owner.in_device == 0 {
-            if let Err(e) = submit(&mut u) {
-                u.owner.failed = true;
-                return Err(e);
-            }
-            continue;
-        }
-        let wait_ns = match due {
-            Some(t) => t.saturating_sub(now_ns()).min(MAX_WAIT_NS),
-            None => MAX_WAIT_NS,
-        };
-        if poll {
-            if let Err(e) = submit(&mut u) {
-                u.owner.failed = true;
-                return Err(e);
-            }
-            let until = now_ns() + wait_ns;
-            let mut spins = 0u32;
-            while u.ring.completion().is_empty() && !ret.has_returns() && !ret.take_poke() {
-                spins += 1;
-                if spins.is_multiple_of(256) && now_ns() >= until {
-                    break;
-                }
-                std::hint::spin_loop();
-            }
-        } else if r.progressed {
-            if let Err(e) = submit(&mut u) {
-                u.owner.failed = true;
-                return Err(e);
-            }
-        } else {
-            // The page wait: an io_uring wait with the eventfd read pending
-            // (iowait, as folio_wait_locked's io_schedule), woken by a worker
-            // that ends a bio this reader waits for.
-            let announced = ret.prepare_sleep();
-            if announced {
-                let res = super::reader::wait_ring(&u.ring, wait_ns, no_iowait);
-                ret.end_sleep();
-                if let Err(e) = res {
-                    u.owner.failed = true;
-                    return Err(e);
-                }
-            } else if let Err(e) = submit(&mut u) {
-                u.owner.failed = true;
-                return Err(e);
-            }
-        }
-        for _ in 0..entries {
-            let Some((ud, res)) = u.next_read() else {
-                break;
-            };
-            u.owner.in_device -= 1;
-            let k = (ud & !BIO_TAG) as u32;
-            if r.bio_read(h, k, i64::from(res), stamp()) {
-                r.bio_done(k);
-            } else {
-                u.owner.at_workers += 1;
-            }
-        }
-        r.settle(&u.owner, h, stopping);
-        u.rearm();
-    }
-    Ok(())
-}
-
-fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io::Result<()> {
     let fd = ctx.file.file.as_raw_fd();
-    let ret = &ctx.returns[r.index];
-    if let ReaderWaker::Park(t) = ret.waker() {
-        let _ = t.set(std::thread::current());
+    let entries = ((nbios + 1) as u32).next_power_of_two();
+    // `io` is dropped before `r.bios` (declared above): every read in the
+    // kernel completes and every item comes back before the bios are
+    // failed and released. The return queue's waker is the engine's.
+    match ctx.returns[index].waker() {
+        ReaderWaker::EventFd(efd) => {
+            let b = Uring::new(fd, entries, s.ring(), efd)?;
+            let io = Io::new(b, Owner::new(ctx, index, depth, block));
+            cached(ctx, &mut r, io, &mut h, entries)
+        }
+        ReaderWaker::Park(t) => {
+            let io = Io::new(Sync::new(fd, t), Owner::new(ctx, index, depth, block));
+            cached(ctx, &mut r, io, &mut h, entries)
+        }
     }
-    let mut o = Owner::new(ctx, r.index, r.reads.len(), r.block);
+}
+
+/// The loop of a page-cache reader, on either backend.
+fn cached<B: Backend>(
+    ctx: &Ctx,
+    r: &mut Reader<'_>,
+    mut io: Io<'_, B>,
+    h: &mut ThreadHandle,
+    entries: u32,
+) -> std::io::Result<()> {
+    let s = &ctx.settings;
+    let poll = s.workload.sleep == SleepMode::Poll;
+    let ret = &ctx.returns[r.index];
     loop {
-        let stopping = r.turn(&mut o, h);
-        if stopping && o.at_workers == 0 {
+        let stopping = r.turn(&mut io.owner, h);
+        if stopping && io.owner.in_device == 0 && io.owner.at_workers == 0 {
             break;
         }
-        let due = r.pass(&o, h, stopping);
-        // Only the bios built so far: the reads they finish start new reads
-        // whose bios wait for the next turn, so the loop gets back to its
+        let due = r.pass(&io.owner, h, stopping);
+        // Hand the bios built so far to the device. A blocking backend
+        // reads each now, and the reads they finish start new reads whose
+        // bios wait for the next turn, so the loop gets back to its
         // handoff and stop checks.
+        let cpu = ctx.irqs.as_ref().map(|_| crate::sys::current_cpu());
         let queued = r.to_submit.len();
         for j in 0..queued {
             let k = r.to_submit[j];
@@ -837,48 +713,93 @@ fn run_sync(ctx: &Arc<Ctx>, r: &mut Reader<'_>, h: &mut ThreadHandle) -> std::io
             let g = r.bios.base + k;
             let first = r.pc.bio(g).first_page.load(Ordering::Relaxed);
             let iov = r.bios.iov[k as usize * MAX_BIO_PAGES..].as_ptr();
-            // The memory device reads nothing (see `bio_read`).
-            let res = if ctx.file.mem.is_some() {
-                (n as usize * PAGE) as isize
+            if let (Some(irqs), Some(cpu)) = (&ctx.irqs, cpu) {
+                // Submitted and completed by the CPU's irq thread; the slot
+                // comes back through the return queue, like a worker's.
+                irqs.line_for(cpu).submit(super::irq::BioReq {
+                    bio: g,
+                    reader: r.index as u32,
+                    slot: k,
+                    iov,
+                    npages: n,
+                    offset: first * PAGE as u64,
+                    submit_ns: t,
+                });
+                io.owner.at_workers += 1;
+                continue;
+            }
+            // The memory device: no read (the post-read work fills the
+            // pages from the mapping); it completes at once, with 0.
+            let op = if ctx.file.mem.is_some() {
+                Op::Nop
             } else {
-                // SAFETY: the iovecs point at this bio's frames, `n` of them.
-                unsafe {
-                    crate::sys::preadv_raw(
-                        fd,
-                        iov,
-                        n as usize,
-                        ctx.file.device_offset(first * PAGE as u64),
-                    )
+                Op::Readv {
+                    iov,
+                    n,
+                    offset: ctx.file.device_offset(first * PAGE as u64),
                 }
             };
-            let res = if res < 0 {
-                -i64::from(
-                    std::io::Error::last_os_error()
-                        .raw_os_error()
-                        .unwrap_or(crate::sys::errno::EIO),
-                )
-            } else {
-                res as i64
-            };
-            if r.bio_read(h, k, res, stamp()) {
-                r.bio_done(k);
-            } else {
-                o.at_workers += 1;
+            // SAFETY: the iovecs and the frames they point to belong to this
+            // bio until its completion is reaped (the iovecs live in
+            // `r.bios`, which outlives `io`; the frames in the cache).
+            if let Queued::Done(res) = unsafe { io.queue(BIO_TAG | u64::from(k), op) } {
+                if r.bio_read(h, k, res, stamp()) {
+                    r.bio_done(k);
+                } else {
+                    io.owner.at_workers += 1;
+                }
             }
         }
         r.to_submit.drain(..queued);
-        r.settle(&o, h, stopping);
-        if r.progressed {
+        // Bios a blocking backend read and processed here move their
+        // readers on now.
+        r.settle(&io.owner, h, stopping);
+        if r.progressed && io.owner.in_device == 0 {
+            io.submit()?;
             continue;
         }
-        if ret.prepare_sleep() {
-            let wait = match due {
-                Some(t) => t.saturating_sub(now_ns()).min(MAX_WAIT_NS),
-                None => MAX_WAIT_NS,
-            };
-            std::thread::park_timeout(std::time::Duration::from_nanos(wait));
-            ret.end_sleep();
+        let wait_ns = match due {
+            Some(t) => t.saturating_sub(now_ns()).min(MAX_WAIT_NS),
+            None => MAX_WAIT_NS,
+        };
+        if poll {
+            io.submit()?;
+            let until = now_ns() + wait_ns;
+            let mut spins = 0u32;
+            while !io.b.ready() && !ret.has_returns() && !ret.take_poke() {
+                spins += 1;
+                if spins.is_multiple_of(256) && now_ns() >= until {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        } else if r.progressed {
+            io.submit()?;
+        } else {
+            // The page wait: an io_uring wait with the eventfd read pending
+            // (iowait, as folio_wait_locked's io_schedule), woken by a worker
+            // that ends a bio this reader waits for; a blocking reader parks.
+            if ret.prepare_sleep() {
+                let res = io.wait(wait_ns);
+                ret.end_sleep();
+                res?;
+            } else {
+                io.submit()?;
+            }
         }
+        for _ in 0..entries {
+            let Some((ud, res)) = io.reap() else {
+                break;
+            };
+            let k = (ud & !BIO_TAG) as u32;
+            if r.bio_read(h, k, res, stamp()) {
+                r.bio_done(k);
+            } else {
+                io.owner.at_workers += 1;
+            }
+        }
+        r.settle(&io.owner, h, stopping);
+        io.b.rearm();
     }
     Ok(())
 }

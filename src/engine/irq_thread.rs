@@ -10,20 +10,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
-use io_uring::{IoUring, opcode, types};
-
 use crate::metrics::{Role, Stage, ThreadHandle, stamp};
 
+use super::backend::{Backend, MAX_WAIT_NS, Op, Uring};
 use super::pagecache::PAGE;
 use super::queue::WorkItem;
-use super::reader::{MAX_WAIT_NS, drain_wait, wait_ring};
+use super::resolve::Ring;
 use super::source::Corruptor;
 use super::stages::Ctx;
 
 use super::irq::{BioReq, Ipi, IrqLine};
-
-/// user_data of the eventfd read that wakes a sleeping irq thread.
-const EVENTFD_TAG: u64 = u64::MAX;
 
 /// Starts one irq thread per line of `ctx.irqs` (none without).
 pub fn spawn(ctx: &Arc<Ctx>) -> std::io::Result<Vec<JoinHandle<()>>> {
@@ -73,8 +69,14 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
     }
     let cap = line.q.capacity();
     let entries = (cap as u32 + 2).next_power_of_two();
-    let mut ring = IoUring::new(entries)?;
-    let fd = types::Fd(ctx.file.file.as_raw_fd());
+    // A plain ring (interrupts are not a task that waits), woken through
+    // the line's eventfd; from here on every exit goes through the drain
+    // below, or the ring's drop.
+    let plain = Ring {
+        tuned: false,
+        enter_no_iowait: false,
+    };
+    let mut ring = Uring::new(ctx.file.file.as_raw_fd(), entries, plain, &line.efd)?;
     let pc = ctx
         .pcache
         .clone()
@@ -83,8 +85,6 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
     let mut reqs: Vec<Option<(BioReq, u32)>> = vec![None; cap];
     let mut free: Vec<u32> = (0..cap as u32).rev().collect();
     let mut in_flight = 0usize;
-    let mut efd_buf = Box::new(0u64);
-    let mut armed = false;
     let mut corrupt = Corruptor::new(ctx.settings.pipeline.corrupt_every);
     let mut io_error_noticed = false;
     let irqs = ctx.irqs.as_ref().expect("irq threads run with irq lines");
@@ -98,14 +98,15 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
         while let Some(q) = line.q.pop() {
             let r = q.req;
             let i = free.pop().expect("a request slot per bio slot");
-            let sqe = opcode::Readv::new(fd, r.iov, r.npages)
-                .offset(ctx.file.device_offset(r.offset))
-                .build()
-                .user_data(u64::from(i));
+            let op = Op::Readv {
+                iov: r.iov,
+                n: r.npages,
+                offset: ctx.file.device_offset(r.offset),
+            };
             // SAFETY: the iovecs and frames are this bio's until its slot
             // goes back to the reader, which happens only after its
-            // completion is reaped below.
-            unsafe { ring.submission().push(&sqe) }.expect("SQ sized for every bio");
+            // completion is reaped (or drained) below.
+            unsafe { ring.queue(u64::from(i), op) };
             reqs[i as usize] = Some((r, q.cpu));
             in_flight += 1;
         }
@@ -119,36 +120,19 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
         {
             break Ok(());
         }
-        if !armed {
-            let sqe = opcode::Read::new(
-                types::Fd(line.efd.raw()),
-                (&mut *efd_buf as *mut u64).cast(),
-                8,
-            )
-            .build()
-            .user_data(EVENTFD_TAG);
-            // SAFETY: the boxed 8 bytes live until this read is reaped
-            // (the drain below reaps it, or leaks the box).
-            unsafe { ring.submission().push(&sqe) }.expect("SQ has room for the eventfd read");
-            armed = true;
-        }
+        ring.rearm();
         line.sleeping.store(true, Ordering::SeqCst);
         let res = if line.q.is_empty() && line.ipi.is_empty() {
-            wait_ring(&ring, MAX_WAIT_NS, false)
+            ring.wait(MAX_WAIT_NS)
         } else {
-            ring.submit().map(|_| ())
+            ring.submit()
         };
         line.sleeping.store(false, Ordering::SeqCst);
         if let Err(e) = res {
             break Err(e);
         }
         let t = stamp();
-        for cqe in ring.completion() {
-            let ud = cqe.user_data();
-            if ud == EVENTFD_TAG {
-                armed = false;
-                continue;
-            }
+        while let Some((ud, res)) = ring.reap() {
             let Some((r, submitter)) = reqs[ud as usize].take() else {
                 continue;
             };
@@ -157,12 +141,11 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             h.rec.record(Stage::Device, t.saturating_sub(r.submit_ns));
             let len = r.npages as usize * PAGE;
             let ret = &ctx.returns[r.reader as usize];
-            if cqe.result() != len as i32 {
+            if res != len as i64 {
                 if !io_error_noticed {
                     io_error_noticed = true;
-                    let res = cqe.result();
                     let why = if res < 0 {
-                        std::io::Error::from_raw_os_error(-res).to_string()
+                        std::io::Error::from_raw_os_error(-res as i32).to_string()
                     } else {
                         format!("short read of {res} bytes")
                     };
@@ -218,29 +201,14 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
     };
     // Drain: every read still in the kernel completes before its bio is
     // failed and its slot goes back (never while the device may still
-    // write its frames), and the eventfd read is woken and reaped.
-    line.efd.signal();
-    let mut broken = false;
-    while in_flight > 0 || armed {
-        if !drain_wait(&ring) {
-            broken = true;
-            break;
+    // write its frames), and the eventfd read is woken and reaped (where
+    // the ring itself failed, its drop leaks what the kernel may write).
+    ring.drain(|ud, _| {
+        if let Some((r, _)) = reqs[ud as usize].take() {
+            pc.end_bio(r.bio, false, true, |rd| ctx.returns[rd].poke());
+            ctx.returns[r.reader as usize].give_back(r.slot);
         }
-        for cqe in ring.completion() {
-            let ud = cqe.user_data();
-            if ud == EVENTFD_TAG {
-                armed = false;
-            } else if let Some((r, _)) = reqs[ud as usize].take() {
-                in_flight -= 1;
-                pc.end_bio(r.bio, false, true, |rd| ctx.returns[rd].poke());
-                ctx.returns[r.reader as usize].give_back(r.slot);
-            }
-        }
-    }
-    if broken || armed {
-        // The kernel may still write these: never free them.
-        std::mem::forget(efd_buf);
-    }
+    });
     // Bios handed over after the loop ended fail at once (nothing read them).
     while let Some(q) = line.q.pop() {
         pc.end_bio(q.req.bio, false, true, |rd| ctx.returns[rd].poke());

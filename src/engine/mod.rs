@@ -14,6 +14,7 @@
 //!           reads workers' schedstat and /proc/stat, emits an IntervalRecord
 //! ```
 
+mod backend;
 mod cached;
 pub mod device;
 pub mod era;

@@ -19,7 +19,7 @@ use crate::settings::Settings;
 use crate::verity::merkle::VerifiedCache;
 
 use crate::settings::units::format_cpu_list;
-use crate::settings::{AffinityScope, Completion, EngineKind, HashKind};
+use crate::settings::{AffinityScope, Completion, HashKind};
 use crate::sys::{CpuTopo, pods_by};
 
 use super::era::{CPU_INTENSIVE_THRESH_NS, Era};
@@ -790,10 +790,10 @@ fn spawn_reader(ctx: Arc<Ctx>, index: usize) -> std::io::Result<JoinHandle<()>> 
             }
             let _ = crate::sys::set_current_thread_nice(0);
             let h = ctx.registry.register(Role::Reader);
-            let r = match (ctx.pcache.is_some(), ctx.settings.workload.engine) {
-                (true, engine) => super::cached::run(&ctx, index, h, engine),
-                (false, EngineKind::Uring) => reader::run_uring(&ctx, index, h),
-                (false, EngineKind::Sync) => reader::run_sync(&ctx, index, h),
+            let r = if ctx.pcache.is_some() {
+                super::cached::run(&ctx, index, h)
+            } else {
+                reader::run(&ctx, index, h)
             };
             if let Err(e) = r {
                 ctx.notices.push(format!("reader-{index} stopped: {e}"));
