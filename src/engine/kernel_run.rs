@@ -75,17 +75,16 @@ impl Engine {
         if self.kernel.as_ref().is_none_or(|k| k.file.is_none()) {
             return;
         }
-        // A kernel before 6.5 has no affinity scopes (one unbound pool per
-        // node): said so, not taken for a run that read no kernel, which
-        // dropped the whole kernel summary, queue figures and all, on
-        // Debian's 6.1 in the lab.
-        let scope = Some(
+        // A kernel before 6.5 has no affinity scopes: said in the
+        // resolver's words (its rule on `kernel.affinity_scope`), from the
+        // machine's features, not taken from a failed read.
+        let scope = Some(if self.features.kernel_affinity_scopes {
             std::fs::read_to_string(crate::kernel::knobs::AFFINITY_SCOPE)
                 .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| {
-                    "none (no workqueue affinity scopes before Linux 6.5)".to_string()
-                }),
-        );
+                .unwrap_or_else(|e| format!("unread ({e})"))
+        } else {
+            format!("none ({})", super::resolve::NO_SCOPES)
+        });
         *self
             .shared
             .kernel_scope

@@ -195,6 +195,11 @@ impl Effective {
     }
 }
 
+/// Why `kernel.affinity_scope` does nothing on a kernel before 6.5 (and
+/// what the kernel target's summary says its scope was).
+pub const NO_SCOPES: &str =
+    "this kernel has no workqueue affinity scopes (Linux 6.5+): one unbound pool per NUMA node";
+
 /// What the kernel refused only when it was done, though [`resolve`] let
 /// it run (the machine's features said it could, or could not tell): the
 /// engine's threads report it here, so its notice is in the resolver's
@@ -519,6 +524,15 @@ const RULES: &[Rule] = &[
             "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY is not set): the kernel target reads its file without verity".into()
         }),
         grey: Some(|_| "this kernel's ext4 has no fs-verity (CONFIG_FS_VERITY)".into()),
+        inert: true,
+    },
+    Rule {
+        keys: &[key!(kernel.affinity_scope)],
+        on: On::Kernel,
+        when: |c| !c.f.kernel_affinity_scopes,
+        runs: Some(|e| e.kernel.affinity_scope = None),
+        notice: Some(|_| NO_SCOPES.into()),
+        grey: Some(|_| NO_SCOPES.into()),
         inert: true,
     },
     Rule {
@@ -1011,7 +1025,40 @@ mod tests {
             kernel_cache_limit_reason: None,
             autogroup_reason: None,
             kernel_switches: false,
+            kernel_affinity_scopes: true,
         }
+    }
+
+    #[test]
+    fn a_kernel_without_affinity_scopes_leaves_its_scope_alone_and_says_why() {
+        let s = with(&[
+            ("workload.target", "kernel"),
+            ("kernel.affinity_scope", "cpu"),
+        ]);
+        let fs = DataFs::capable();
+        let r = resolve(&s, &all(), &fs).unwrap();
+        assert_eq!(
+            r.effective.kernel.affinity_scope, s.kernel.affinity_scope,
+            "6.5+: the knob is turned"
+        );
+        assert_eq!(r.limit("kernel.affinity_scope"), None);
+        let old = Features {
+            kernel_affinity_scopes: false,
+            ..all()
+        };
+        let r = resolve(&s, &old, &fs).unwrap();
+        assert_eq!(r.effective.kernel.affinity_scope, None);
+        assert!(
+            r.notices()
+                .contains(&format!("kernel.affinity_scope: {NO_SCOPES}")),
+            "{:?}",
+            r.notices()
+        );
+        assert!(r.inert.contains(&"kernel.affinity_scope"));
+        // On the model the kernel's scopes are not asked about.
+        let model = with(&[("kernel.affinity_scope", "cpu")]);
+        let r = resolve(&model, &old, &fs).unwrap();
+        assert!(r.fallbacks.is_empty(), "{:?}", r.fallbacks);
     }
 
     fn with(kv: &[(&str, &str)]) -> Settings {

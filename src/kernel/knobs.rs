@@ -53,7 +53,7 @@ pub use crate::sys::{MAX_CPUS, cpu_mask_hex, parse_cpu_mask_hex};
 
 /// The workqueue module's default affinity scope for unbound workqueues
 /// (`cpu`, `smt`, `cache`, `numa` or `system`).
-pub const AFFINITY_SCOPE: &str = "/sys/module/workqueue/parameters/default_affinity_scope";
+pub const AFFINITY_SCOPE: &str = crate::sys::WQ_AFFINITY_SCOPE;
 
 /// The CPUs unbound workqueues may run on (a hex mask).
 pub const UNBOUND_CPUMASK: &str = "/sys/devices/virtual/workqueue/cpumask";

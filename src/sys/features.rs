@@ -64,7 +64,16 @@ pub struct Features {
     /// flip its own queues and wait ([`crate::kernel::switches`]).
     #[serde(default)]
     pub kernel_switches: bool,
+    /// The running kernel's workqueues have affinity scopes (Linux 6.5+:
+    /// [`WQ_AFFINITY_SCOPE`] exists), so `kernel.affinity_scope` can be
+    /// turned; before, an unbound workqueue has one pool per NUMA node.
+    #[serde(default)]
+    pub kernel_affinity_scopes: bool,
 }
+
+/// The kernel's default affinity scope of its unbound workqueues (Linux
+/// 6.5+), the knob `kernel.affinity_scope` turns.
+pub const WQ_AFFINITY_SCOPE: &str = "/sys/module/workqueue/parameters/default_affinity_scope";
 
 /// Where a lab kernel built by `readpath lab build --switches` exposes its
 /// seed switches (`kernel::switches` knows them; the probe here looks for
@@ -181,6 +190,7 @@ pub fn probe_features() -> Features {
         kernel_switches: Path::new(LAB_SWITCHES_DIR)
             .join("fsverity_unbound")
             .is_file(),
+        kernel_affinity_scopes: Path::new(WQ_AFFINITY_SCOPE).is_file(),
     }
 }
 
