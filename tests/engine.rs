@@ -868,3 +868,65 @@ fn idle_workers_are_not_woken_by_the_interval_handoff() {
         sched.threads
     );
 }
+
+/// What the kernel refuses a running thread goes back through the
+/// resolver: a worker refused nice -20 at run time (though the machine's
+/// features said it could be had) gives one notice in the resolver's words
+/// for all the workers, and the engine's effective settings say what ran
+/// (`workers.highpri = false`); the pipeline started again (a change) is
+/// refused again and says so again. Without the refusal, what was asked
+/// is what runs.
+#[test]
+fn a_refusal_at_run_time_is_one_notice_and_the_effective_setting() {
+    let f = readpath::sys::probe_features();
+    if !f.highpri {
+        eprintln!(
+            "skipped: nice -20 is refused up front here ({:?}): the resolver's fallback, tested in resolve",
+            f.highpri_reason
+        );
+        return;
+    }
+    let mut quiet = |_: u64, _: u64| {};
+    let s = settings(&["workers.highpri=true", "workers.mode=bound"]);
+    let refused = "workers.highpri: running at nice 0 instead of -20: cannot set nice -20: refused by Faults::deny_highpri";
+
+    let engine = Engine::start(
+        s.clone(),
+        EngineOptions::new(Duration::from_millis(50), data_dir()),
+        &mut quiet,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(engine.effective().workers.highpri);
+    let (totals, _) = engine.stop_with_records();
+    assert!(
+        !totals
+            .notices
+            .iter()
+            .any(|n| n.text.contains("nice 0 instead"))
+    );
+
+    let mut opts = EngineOptions::new(Duration::from_millis(50), data_dir());
+    opts.faults.deny_highpri = true;
+    let mut engine = Engine::start(s.clone(), opts, &mut quiet).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(engine.settings().workers.highpri, "asked for");
+    assert!(!engine.effective().workers.highpri, "what ran");
+    let mut next = s.clone();
+    next.workload.queue_depth += 1;
+    engine.apply(next).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!engine.effective().workers.highpri);
+    let (totals, _) = engine.stop_with_records();
+    let said: Vec<&str> = totals
+        .notices
+        .iter()
+        .map(|n| n.text.as_str())
+        .filter(|t| t.starts_with("workers.highpri"))
+        .collect();
+    assert_eq!(
+        said,
+        vec![refused, refused],
+        "once per pipeline, not per worker"
+    );
+}

@@ -1292,8 +1292,8 @@ impl readpath::engine::workload::Workload for FakeWorkload {
     fn settings(&self) -> &readpath::settings::Settings {
         &self.settings
     }
-    fn effective(&self) -> &readpath::settings::Settings {
-        &self.settings
+    fn effective(&self) -> readpath::settings::Settings {
+        self.settings.clone()
     }
     fn features(&self) -> &readpath::sys::Features {
         &self.features

@@ -179,7 +179,7 @@ pub(super) fn explore(
         None => None,
     };
     let shown = crate::tui::run(&mut engine, &opts, writer, demo);
-    let effective = engine.effective().clone();
+    let effective = engine.effective();
     let requested = engine.settings().clone();
     let features = engine.features().clone();
     let dataset_dir = engine.dataset().dir().to_path_buf();

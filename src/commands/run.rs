@@ -185,7 +185,7 @@ pub(super) fn run(
     // Read while the kernel target's device is still there.
     let device_irqs = engine.device_irqs();
     sink.collect(&engine, plan.duration)?;
-    let effective = engine.effective().clone();
+    let effective = engine.effective();
     let features = engine.features().clone();
     let dataset_dir = engine.dataset().dir().to_path_buf();
     // Stop first, then drain the records still queued (the final one included).

@@ -42,15 +42,14 @@ impl Hogs {
             return Ok(());
         }
         self.stop_all();
+        notices.forget_refused(crate::key!(load.hog_nice));
         self.stop = Arc::new(AtomicBool::new(false));
         self.count = count;
         self.nice = nice;
         self.cpus = cpus.to_vec();
-        let denied = Arc::new(AtomicBool::new(false));
         for i in 0..count {
             let stop = self.stop.clone();
             let notices = notices.clone();
-            let denied = denied.clone();
             let cpus = self.cpus.clone();
             let h = std::thread::Builder::new()
                 .name(format!("hog-{i}"))
@@ -62,10 +61,8 @@ impl Hogs {
                             "load.hogs: hog-{i} could not keep to its CPUs: {e}"
                         ));
                     }
-                    if let Err(e) = crate::sys::set_current_thread_nice(nice)
-                        && !denied.swap(true, Ordering::SeqCst)
-                    {
-                        notices.push(super::resolve::Refused::HogNice(&e.to_string()).notice());
+                    if let Err(e) = crate::sys::set_current_thread_nice(nice) {
+                        notices.refused(super::resolve::Refused::HogNice(e.to_string()));
                     }
                     let mut x = 0x1234_5678_u64;
                     while !stop.load(Ordering::Relaxed) {

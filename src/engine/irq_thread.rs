@@ -54,18 +54,13 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             line.cpu, line.cpu
         ));
     }
-    if let Err(why) = crate::sys::set_current_thread_fifo(crate::sys::IRQ_FIFO_PRIORITY)
-        && !ctx.irq_noticed.swap(true, Ordering::SeqCst)
-    {
+    if let Err(why) = crate::sys::set_current_thread_fifo(crate::sys::IRQ_FIFO_PRIORITY) {
         let nice = if ctx.settings.workers.highpri { -20 } else { 0 };
         let _ = crate::sys::set_current_thread_nice(nice);
-        ctx.notices.push(
-            super::resolve::Refused::IrqFifo {
-                nice: crate::sys::current_thread_nice().unwrap_or(0),
-                why: &why.to_string(),
-            }
-            .notice(),
-        );
+        ctx.notices.refused(super::resolve::Refused::IrqFifo {
+            nice: crate::sys::current_thread_nice().unwrap_or(0),
+            why: why.to_string(),
+        });
     }
     let cap = line.q.capacity();
     let entries = (cap as u32 + 2).next_power_of_two();

@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use crate::dataset::{Dataset, DatasetError, OpenOutcome, Progress, Variant};
 use crate::metrics::{Event, IntervalRecord, Notice, Recorder, Registry, WorkerSched, now_ns};
-use crate::settings::{SettingChange, Settings, SettingsError};
+use crate::settings::{Key, SettingChange, Settings, SettingsError};
 use crate::sys::Features;
 use crate::verity::merkle::VerifiedCache;
 
@@ -53,7 +53,7 @@ use hogs::Hogs;
 use kernel_run::KernelRun;
 use pipeline::Pipeline;
 pub use resolve::{
-    DataFs, Effective, KeyState, ReadPath, Resolution, in_flight, reconcile, resolve,
+    DataFs, Effective, KeyState, ReadPath, Refused, Resolution, in_flight, reconcile, resolve,
 };
 use sampler::sampler_main;
 
@@ -238,6 +238,9 @@ struct Shared {
     kernel: Mutex<Option<KernelShared>>,
     /// The kernel's workqueue affinity scope while the kernel target ran.
     kernel_scope: Mutex<Option<String>>,
+    /// What the kernel refused the running threads (one of each kind):
+    /// the effective settings are what ran ([`Engine::effective`]).
+    refused: Mutex<Vec<Refused>>,
 }
 
 impl Shared {
@@ -262,6 +265,29 @@ impl NoticeSink {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(n);
+    }
+
+    /// The kernel refused `r` to a running thread: its notice, in the
+    /// resolver's words, once for each kind until the threads of that kind
+    /// start again ([`NoticeSink::forget_refused`]), and the engine's
+    /// effective settings become what runs.
+    pub fn refused(&self, r: Refused) {
+        let mut all = self.0.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if all.iter().any(|x| x.key() == r.key()) {
+            return;
+        }
+        self.push(r.notice());
+        all.push(r);
+    }
+
+    /// The threads a refusal of `key` was about start again: they may be
+    /// granted it this time.
+    pub fn forget_refused(&self, key: Key) {
+        self.0
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|x| x.key() != key);
     }
 }
 
@@ -309,6 +335,10 @@ pub struct Faults {
     /// A uring reader's submission fails once it has reads in the kernel
     /// and items at the workers (after its first 64 submissions).
     pub fail_submit_when_busy: bool,
+    /// The workers' nice -20 is refused (EPERM) as a kernel that grants
+    /// it to no thread of this process would, though the machine's
+    /// features said it could be had.
+    pub deny_highpri: bool,
 }
 
 /// Totals over a whole run, returned by [`Engine::stop`].
@@ -460,6 +490,7 @@ impl Engine {
             pools: Mutex::new(Vec::new()),
             kernel: Mutex::new(None),
             kernel_scope: Mutex::new(None),
+            refused: Mutex::new(Vec::new()),
         });
         let sink = NoticeSink(shared.clone());
         for p in put_back.done {
@@ -606,6 +637,10 @@ impl Engine {
         for n in r.notices() {
             sink.push(n);
         }
+        // The pipeline's threads start again: what was refused them may be
+        // granted now (a hog's refusal is forgotten when the hogs restart).
+        sink.forget_refused(crate::key!(workers.highpri));
+        sink.forget_refused(crate::key!(workload.completion));
         let run_cpus = eff.run_cpus(&crate::sys::online_cpus());
         if self.set_autogroup(&eff)? {
             // A thread's group is decided when it starts: the hogs start
@@ -769,10 +804,8 @@ impl Engine {
         if changes.is_empty() {
             return Ok(changes);
         }
-        let running = memory::MemoryNeed::of(
-            self.effective(),
-            self.effective().run_cpus(&crate::sys::online_cpus()).len(),
-        );
+        let eff = self.effective();
+        let running = memory::MemoryNeed::of(&eff, eff.run_cpus(&crate::sys::online_cpus()).len());
         let freed = if self.paused {
             0
         } else {
@@ -889,10 +922,21 @@ impl Engine {
         &self.requested
     }
 
-    /// The settings as running, after fallbacks (io_uring unavailable, no
-    /// O_DIRECT, no NO_IOWAIT...).
-    pub fn effective(&self) -> &Settings {
-        &self.resolution.effective
+    /// The settings as running: after the resolver's fallbacks (io_uring
+    /// unavailable, no O_DIRECT, no NO_IOWAIT...) and what the kernel
+    /// refused the running threads since ([`Refused`]).
+    pub fn effective(&self) -> Settings {
+        let mut e = self.resolution.effective.clone();
+        for r in self
+            .shared
+            .refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            e.refused(r);
+        }
+        e.settings().clone()
     }
 
     /// How the requested settings resolved here: the effective settings,

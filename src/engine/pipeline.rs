@@ -280,7 +280,6 @@ impl Pipeline {
             stop_workers: AtomicBool::new(false),
             registry,
             notices,
-            highpri_noticed: AtomicBool::new(false),
             verity_noticed: AtomicBool::new(false),
             buffers_alive: (0..readers).map(|_| AtomicBool::new(false)).collect(),
             touched_freed: std::sync::atomic::AtomicU64::new(0),
@@ -289,7 +288,6 @@ impl Pipeline {
             pcache,
             bios_per_reader,
             irqs,
-            irq_noticed: AtomicBool::new(false),
             tree,
         });
         let workers = spawn_workers(&ctx, &pods, &cpus)?;
@@ -740,11 +738,17 @@ fn spawn_worker(
                 ));
             }
             let nice = if ctx.settings.workers.highpri { -20 } else { 0 };
-            if let Err(e) = crate::sys::set_current_thread_nice(nice)
-                && !ctx.highpri_noticed.swap(true, Ordering::SeqCst)
-            {
+            let set = if ctx.faults.deny_highpri && nice < 0 {
+                Err(crate::sys::NiceError::Denied {
+                    wanted: nice,
+                    reason: "refused by Faults::deny_highpri".into(),
+                })
+            } else {
+                crate::sys::set_current_thread_nice(nice)
+            };
+            if let Err(e) = set {
                 ctx.notices
-                    .push(super::resolve::Refused::Highpri(&e.to_string()).notice());
+                    .refused(super::resolve::Refused::Highpri(e.to_string()));
             }
             q.register_worker(index);
             let mut h = ctx.registry.register(Role::Worker);

@@ -202,25 +202,26 @@ pub const NO_SCOPES: &str =
 
 /// What the kernel refused only when it was done, though [`resolve`] let
 /// it run (the machine's features said it could, or could not tell): the
-/// engine's threads report it here, so its notice is in the resolver's
-/// words, beside the rule that says the same up front.
-#[derive(Debug, Clone, Copy)]
-pub enum Refused<'a> {
+/// engine's threads report it through their notice sink, which says it in
+/// the resolver's words (beside the rule that says the same up front), and
+/// the engine's effective settings become what ran ([`Effective::refused`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
     /// A worker's nice -20 (`workers.highpri`), and why.
-    Highpri(&'a str),
+    Highpri(String),
     /// A hog's nice (`load.hog_nice`), and why.
-    HogNice(&'a str),
+    HogNice(String),
     /// An irq thread's SCHED_FIFO (`workload.completion = irq`): the nice
     /// it runs at instead, and why.
     IrqFifo {
         /// The nice it runs at.
         nice: i32,
         /// Why.
-        why: &'a str,
+        why: String,
     },
 }
 
-impl Refused<'_> {
+impl Refused {
     /// The key it is about.
     pub fn key(&self) -> Key {
         match self {
@@ -248,6 +249,20 @@ impl Refused<'_> {
             reason: self.reason(),
         }
         .notice()
+    }
+}
+
+impl Effective {
+    /// What ran after the kernel refused `r` at run time: a worker refused
+    /// nice -20 runs at nice 0 (`workers.highpri = false`), a hog refused
+    /// its nice at nice 0. An irq thread refused SCHED_FIFO changes no
+    /// setting: its completions still run on the irq threads.
+    pub fn refused(&mut self, r: &Refused) {
+        match r {
+            Refused::Highpri(_) => self.settings.workers.highpri = false,
+            Refused::HogNice(_) => self.settings.load.hog_nice = 0,
+            Refused::IrqFifo { .. } => {}
+        }
     }
 }
 
@@ -662,8 +677,8 @@ const RULES: &[Rule] = &[
         notice: Some(|c| {
             Refused::Highpri(
                 c.f.highpri_reason
-                    .as_deref()
-                    .unwrap_or("raising priority is not permitted"),
+                    .clone()
+                    .unwrap_or_else(|| "raising priority is not permitted".into()),
             )
             .reason()
         }),

@@ -168,8 +168,6 @@ pub struct Ctx {
     pub registry: Arc<Registry>,
     /// Where notices go.
     pub notices: NoticeSink,
-    /// Set once a "high priority denied" notice was given.
-    pub highpri_noticed: AtomicBool,
     /// Set once the first verity failure was reported.
     pub verity_noticed: AtomicBool,
     /// Per reader: true while its buffers are allocated. Workers check it
@@ -190,8 +188,6 @@ pub struct Ctx {
     pub bios_per_reader: usize,
     /// The irq threads' inboxes (`workload.completion = irq`).
     pub irqs: Option<super::irq::Irqs>,
-    /// The irq threads' SCHED_FIFO refusal was reported.
-    pub irq_noticed: AtomicBool,
     /// The fs-verity tree in the page cache, read by the verifying worker
     /// when a hash page is missing (page-cache reads with verity on).
     pub tree: Option<TreePages>,

@@ -15,8 +15,9 @@ use crate::sys::{Features, MachineInfo};
 pub trait Workload {
     /// The settings as requested.
     fn settings(&self) -> &Settings;
-    /// The settings as running, after fallbacks.
-    fn effective(&self) -> &Settings;
+    /// The settings as running: after the resolver's fallbacks, and what
+    /// the kernel refused the running threads since.
+    fn effective(&self) -> Settings;
     /// What the kernel and machine offer.
     fn features(&self) -> &Features;
     /// The machine the workload runs on.
@@ -56,7 +57,7 @@ impl Workload for Engine {
     fn settings(&self) -> &Settings {
         Engine::settings(self)
     }
-    fn effective(&self) -> &Settings {
+    fn effective(&self) -> Settings {
         Engine::effective(self)
     }
     fn features(&self) -> &Features {
@@ -87,6 +88,6 @@ impl Workload for Engine {
         Engine::drop_cache(self)
     }
     fn pods(&self) -> Option<String> {
-        super::pipeline::pods_label(Engine::effective(self))
+        super::pipeline::pods_label(&Engine::effective(self))
     }
 }

@@ -264,7 +264,7 @@ pub fn run_on(
 ) -> Result<CompareReport, EngineError> {
     let stop = &opts.stop;
     let variants = compare.variants(base)?;
-    let effective = engine.effective().clone();
+    let effective = engine.effective();
     let mut tally = Tally::new(variants.len());
     let mut interrupted = None;
     let runs = opts.rounds as usize * variants.len();

@@ -443,7 +443,7 @@ impl Header {
             started_unix_s: unix_now(),
             preset,
             settings: w.settings().clone(),
-            effective_settings: w.effective().clone(),
+            effective_settings: w.effective(),
             features: w.features().clone(),
             machine: w.machine(),
             demo: None,

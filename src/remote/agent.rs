@@ -277,7 +277,7 @@ fn run_until_stopped(engine: &mut Engine, rx: &Receiver<In>, out: &Sender<String
 /// Stops the engine, sends the records left and the run's summary.
 fn finish(engine: Engine, out: &Sender<String>) {
     let requested = engine.settings().clone();
-    let effective = engine.effective().clone();
+    let effective = engine.effective();
     let features = engine.features().clone();
     let machine = crate::sys::machine_info(engine.dataset().dir());
     let device_irqs = engine.device_irqs();
@@ -322,8 +322,8 @@ fn handle(engine: &mut Engine, cmd: Command, out: &Sender<String>) -> bool {
                 Ok(changes) => Reply {
                     changes,
                     settings: Some(Box::new(engine.settings().clone())),
-                    effective: Some(Box::new(engine.effective().clone())),
-                    pods: crate::engine::pipeline::pods_label(engine.effective()),
+                    effective: Some(Box::new(engine.effective())),
+                    pods: crate::engine::pipeline::pods_label(&engine.effective()),
                     ..Reply::ok(&name)
                 },
                 Err(e) => Reply::refused(&name, e.to_string(), e.is_bad_input()),

@@ -1102,8 +1102,8 @@ impl Workload for RemoteWorkload {
     fn settings(&self) -> &Settings {
         &self.settings
     }
-    fn effective(&self) -> &Settings {
-        &self.effective
+    fn effective(&self) -> Settings {
+        self.effective.clone()
     }
     fn features(&self) -> &Features {
         &self.header.features

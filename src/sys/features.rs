@@ -67,8 +67,14 @@ pub struct Features {
     /// The running kernel's workqueues have affinity scopes (Linux 6.5+:
     /// [`WQ_AFFINITY_SCOPE`] exists), so `kernel.affinity_scope` can be
     /// turned; before, an unbound workqueue has one pool per NUMA node.
-    #[serde(default)]
+    /// A recording or an agent without the field is taken to have them
+    /// the knob is then tried, and a kernel without it fails at the knob).
+    #[serde(default = "assumed")]
     pub kernel_affinity_scopes: bool,
+}
+
+fn assumed() -> bool {
+    true
 }
 
 /// The kernel's default affinity scope of its unbound workqueues (Linux

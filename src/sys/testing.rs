@@ -26,6 +26,7 @@ pub fn fixture_features() -> super::Features {
         io_uring: true,
         no_iowait: true,
         uring_defer_taskrun: true,
+        kernel_affinity_scopes: true,
         aes_instructions: true,
         sha_instructions: true,
         schedstat: true,
