@@ -2,13 +2,13 @@
 //! (no terminal I/O): `cargo bench --bench explorer`. Prints ms per frame
 //! for the 160x48 main screen and the cost of taking in one record with a
 //! 10-minute "now" window, incremental (`App::push`) vs merged from scratch
-//! (`App::refresh`). Reports only; nothing is asserted.
+//! (`Window::refresh`). Reports only; nothing is asserted.
 
 use std::time::Instant;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use readpath::tui::fixture::{app, record};
+use readpath::tui::fixture::{app, features, record};
 use readpath::tui::render::{Look, render};
 use readpath::tui::theme::{Theme, ThemeName};
 
@@ -20,7 +20,7 @@ fn main() {
     let mut a = app(true);
     let mut t = Terminal::new(TestBackend::new(160, 48)).expect("test backend");
     for w in [60.0, 600.0] {
-        a.window_s = w;
+        a.window.zoom_to(w);
         let n = 300;
         let s = Instant::now();
         for _ in 0..n {
@@ -33,16 +33,18 @@ fn main() {
         );
     }
     // 10 minutes of records, no change marker: the "now" window is 2,400 records.
-    let mut b = app(false);
-    b.markers.clear();
-    b.window_s = 600.0;
-    for seq in 180..2400 {
-        b.push(record(seq));
+    let s = readpath::settings::Settings::default();
+    let mut b = readpath::tui::app::App::new(s.clone(), s, features(), 2);
+    b.window.zoom_to(600.0);
+    for seq in 0..2400 {
+        let mut r = record(seq);
+        r.events.clear();
+        b.push(r);
     }
     let n = 5;
     let s = Instant::now();
     for _ in 0..n {
-        b.refresh();
+        b.window.refresh();
     }
     let full = s.elapsed().as_secs_f64() * 1e3 / n as f64;
     let recs: Vec<_> = (2400..2700).map(record).collect();

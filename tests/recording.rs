@@ -56,7 +56,10 @@ fn a_demo_recording_keeps_its_headline_numbers_for_replay() {
     let back = recording::read(&path).unwrap();
     assert_eq!(back.header.demo, h.demo);
     let app = ReplayDriver::new(back, 1.0).fresh_app();
-    assert_eq!(app.headline, [Headline::RunDelay, Headline::QueueP99]);
+    assert_eq!(
+        app.show.headline(),
+        [Headline::RunDelay, Headline::QueueP99]
+    );
     // A name that is no metric is refused by name, exit 2.
     let text =
         std::fs::read_to_string(&path)
@@ -280,9 +283,9 @@ fn replaying_the_fixture_draws_markers_and_the_recorded_baseline() {
     // At 45 s (the end): the change marker, the baseline from 29 s, and the
     // settings panel following the recorded change.
     d.seek(&mut app, 45.0);
-    assert!(app.baseline.is_some());
+    assert!(app.baseline.get().is_some());
     assert_eq!(
-        app.settings.workers.mode,
+        app.running.settings().workers.mode,
         readpath::settings::WorkerMode::Bound
     );
     let s = screen(&mut d, &app);
@@ -294,8 +297,8 @@ fn replaying_the_fixture_draws_markers_and_the_recorded_baseline() {
     insta::assert_snapshot!("replay_45s_160x48", s);
     // Moving back rebuilds the state: the baseline is gone again.
     d.seek(&mut app, 10.0);
-    assert!(app.baseline.is_none());
-    assert!(app.elapsed_s <= 10.0 + 1e-9);
+    assert!(app.baseline.get().is_none());
+    assert!(app.window.elapsed_s() <= 10.0 + 1e-9);
 }
 
 #[test]
@@ -788,11 +791,14 @@ fn a_recorded_demo_replays_its_captions() {
     let mut app = d.fresh_app();
     d.seek(&mut app, 10.0);
     assert_eq!(
-        app.caption.as_deref(),
+        app.show.caption(),
         Some("unbound: any CPU may pick up the work")
     );
     assert!(
-        !app.markers.iter().any(|m| m.label.contains("caption")),
+        !app.window
+            .markers()
+            .iter()
+            .any(|m| m.label.contains("caption")),
         "captions are not chart markers"
     );
     let s = screen(&mut d, &app);
@@ -830,7 +836,10 @@ fn shipped_demo_recordings_replay() {
         let mut app = d.fresh_app();
         let end = d.length_s();
         d.seek(&mut app, end);
-        assert!(app.baseline.is_some() && app.now.is_some(), "{name}");
+        assert!(
+            app.baseline.get().is_some() && app.window.now().is_some(),
+            "{name}"
+        );
     }
     assert!(
         n >= 3,
@@ -881,12 +890,15 @@ fn shipped_demo_captions_claim_only_what_their_recordings_show() {
                 let Some(metric) = c.metric.and_then(readpath::metrics::table::metric) else {
                     panic!("{name}: {:?} claims a direction of no metric", c.clause);
                 };
-                let v = app.verdict_on(metric, None).unwrap_or_else(|| {
-                    panic!(
-                        "{name}: {:?}: no baseline and windows to show it by",
-                        c.clause
-                    )
-                });
+                let v = app
+                    .baseline
+                    .verdict_on(&app.window, metric, None)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{name}: {:?}: no baseline and windows to show it by",
+                            c.clause
+                        )
+                    });
                 let went = v
                     .verdict
                     .change_pct
@@ -902,7 +914,7 @@ fn shipped_demo_captions_claim_only_what_their_recordings_show() {
             }
         }
         d.seek(&mut app, end);
-        if app.published.is_some() {
+        if app.show.published().is_some() {
             let (kind, line, _) = app
                 .demo_verdict()
                 .unwrap_or_else(|| panic!("{name}: no verdict line at the end"));

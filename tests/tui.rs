@@ -7,9 +7,10 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
-use readpath::tui::app::{App, Overlay};
+use readpath::tui::app::App;
 use readpath::tui::fixture::app;
 use readpath::tui::render::{Look, render};
+use readpath::tui::state::Overlay;
 use readpath::tui::theme::{Theme, ThemeName};
 
 fn look() -> Look {
@@ -58,12 +59,12 @@ fn main_screen_80x24() {
 fn help_screen() {
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     let mut a = app(false);
-    a.overlay = Overlay::help();
+    a.overlays.open(Overlay::help());
     let screen = text(&draw(&a, &look(), 160, 48));
     // The first page and the next: the keys grew past one page.
     let mut next = a.clone();
     let pg = KeyEvent::new(KeyCode::PageDown, KeyModifiers::NONE);
-    readpath::tui::overlay::overlay_key(&mut next.overlay, pg, &|_: &str| false);
+    readpath::tui::overlay::overlay_key(next.overlays.current_mut(), pg, &|_: &str| false);
     let both = format!("{screen}{}", text(&draw(&next, &look(), 160, 48)));
     for k in [
         "inline -> bound -> unbound",
@@ -117,8 +118,8 @@ fn too_small_names_the_size_needed() {
 #[test]
 fn baseline_panel_compares_baseline_with_now() {
     let a = app(true);
-    let b = a.baseline.as_ref().unwrap().stats;
-    let n = a.now.unwrap();
+    let b = a.baseline.get().unwrap().stats;
+    let n = a.window.now().unwrap();
     // The fixture's change: run_delay 9000 -> 300 us per 0.25 s interval.
     // In ms per second of wall time (the one unit of run_delay).
     assert!((b.run_delay_ms_per_s - 36.0).abs() < 1e-3, "{b:?}");
@@ -214,12 +215,12 @@ fn unavailable_settings_are_greyed_with_a_reason() {
 }
 
 /// The shipped presets as the picker lists them.
-fn shipped_items() -> Vec<readpath::tui::app::PickItem> {
+fn shipped_items() -> Vec<readpath::tui::state::PickItem> {
     readpath::scenario::preset::SHIPPED
         .iter()
         .map(|(name, src)| {
             let p = readpath::scenario::preset::Preset::from_toml_str(src, name, name).unwrap();
-            readpath::tui::app::PickItem {
+            readpath::tui::state::PickItem {
                 name: p.name,
                 origin: "shipped",
                 description: p.description,
@@ -232,11 +233,11 @@ fn shipped_items() -> Vec<readpath::tui::app::PickItem> {
 #[test]
 fn preset_picker() {
     let mut a = app(false);
-    a.overlay = Overlay::Picker {
+    a.overlays.open(Overlay::Picker {
         items: shipped_items(),
         selected: 1,
-    };
-    a.preset = Some(("default".into(), "the defaults".into()));
+    });
+    a.show.name_preset("default", "the defaults");
     let screen = text(&draw(&a, &look(), 160, 48));
     assert!(
         screen.contains("553,800"),
@@ -244,7 +245,7 @@ fn preset_picker() {
     );
     assert!(screen.contains("settings · default"), "{screen}");
     insta::assert_snapshot!("picker_160x48", screen);
-    a.overlay = Overlay::ConfirmOverwrite("mine".into());
+    a.overlays.open(Overlay::ConfirmOverwrite("mine".into()));
     let screen = text(&draw(&a, &look(), 80, 24));
     assert!(screen.contains("replace it? (y/n; Esc"), "{screen}");
 }
@@ -276,7 +277,7 @@ fn ascii_mode_draws_only_ascii() {
         "{screen}"
     );
     assert!(!screen.contains("io_uringy"), "{screen}");
-    a.overlay = Overlay::help();
+    a.overlays.open(Overlay::help());
     assert!(text(&draw(&a, &l, 80, 24)).is_ascii());
 }
 
@@ -290,12 +291,17 @@ fn every_drawn_character_has_an_ascii_look_alike() {
         text(&draw(&a, &look(), 160, 48)),
         text(&draw(&a, &look(), 80, 24)),
     ];
-    a.ab_past = vec![(40.0, 42.0, 1), (42.0, 44.0, 0)];
+    // An A/B that ran two turns, 40-42 s on the current settings and
+    // 42-44 s on the baseline's, then ended.
+    let now = a.window.elapsed_s();
+    a.baseline.start_ab(a.running.settings(), now).unwrap();
+    a.baseline.ab_mut().unwrap().spans = vec![(40.0, 1), (42.0, 0)];
+    a.baseline.end_ab(44.0);
     screens.push(text(&draw(&a, &look(), 120, 40)));
-    a.overlay = Overlay::help();
+    a.overlays.open(Overlay::help());
     screens.push(text(&draw(&a, &look(), 160, 48)));
-    a.overlay = Overlay::None;
-    a.present = true;
+    a.overlays.close();
+    a.view.set_present(true);
     screens.push(text(&draw(&a, &look(), 120, 40)));
     let mut missing: Vec<char> = screens
         .iter()
@@ -311,7 +317,7 @@ fn every_drawn_character_has_an_ascii_look_alike() {
 #[test]
 fn presentation_mode_fits_80x24_and_120x40() {
     let mut a = app(true);
-    a.present = true;
+    a.view.set_present(true);
     for (w, h, name) in [(80, 24, "present_80x24"), (120, 40, "present_120x40")] {
         let screen = text(&draw(&a, &look(), w, h));
         // Without a demo: throughput, p99 and run_delay, each with its unit.
@@ -337,12 +343,13 @@ fn presentation_mode_fits_80x24_and_120x40() {
 #[test]
 fn the_header_names_the_unbound_pods() {
     let mut a = app(false);
-    a.pods = Some("pods cache 0-3|4-7".into());
+    a.running.set_pods(Some("pods cache 0-3|4-7".into()));
     let screen = text(&draw(&a, &look(), 160, 48));
     let header = screen.lines().next().unwrap();
     assert!(header.contains("· pods cache 0-3|4-7"), "{header}");
     // The idle and frequency drivers, right-aligned where they fit.
-    a.idle = Some(("idle haltpoll, no cpufreq".into(), false));
+    a.running
+        .set_idle("idle haltpoll, no cpufreq".into(), false);
     let screen = text(&draw(&a, &look(), 160, 48));
     let header = screen.lines().next().unwrap();
     assert!(
@@ -455,11 +462,11 @@ fn kernel_target_screens() {
 #[test]
 fn save_dialog() {
     let mut a = app(false);
-    a.overlay = Overlay::SaveName {
+    a.overlays.open(Overlay::SaveName {
         name: "default".into(),
         selected: true,
         refused: Some("' ' cannot be in a preset name: letters, digits, - _ . only".into()),
-    };
+    });
     let screen = text(&draw(&a, &look(), 120, 40));
     // The presets directory is the user's: written as [DIR] here.
     let dir =
@@ -498,10 +505,10 @@ fn the_baseline_panel_collects_before_it_compares() {
 #[test]
 fn the_baseline_panel_names_every_setting_that_differs() {
     let mut a = app(true);
-    let mut s = a.settings.clone();
+    let mut s = a.running.settings().clone();
     s.set("workload.block_size", "64K").unwrap();
     s.set("pipeline.decrypt", "false").unwrap();
-    a.set_running(s.clone(), s);
+    a.running.set(s.clone(), s);
     let screen = text(&draw(&a, &look(), 160, 48));
     let line = screen
         .lines()
@@ -523,35 +530,35 @@ fn help_scrolls_searches_and_matches_the_mode() {
     let k = |c: KeyCode| KeyEvent::new(c, KeyModifiers::NONE);
     let none = |_: &str| false;
     let mut a = app(false);
-    a.overlay = Overlay::help();
+    a.overlays.open(Overlay::help());
     let top = text(&draw(&a, &look(), 80, 24));
     assert!(top.contains("help 1-"), "{top}");
     assert!(!top.contains("max_active  how many"), "{top}");
-    overlay_key(&mut a.overlay, k(KeyCode::End), &none);
+    overlay_key(a.overlays.current_mut(), k(KeyCode::End), &none);
     let end = text(&draw(&a, &look(), 80, 24));
     assert!(end.contains("> vs the kernel"), "{end}");
     insta::assert_snapshot!("help_end_80x24", end);
     // Up comes back one line at a time, whatever End set.
-    overlay_key(&mut a.overlay, k(KeyCode::Home), &none);
+    overlay_key(a.overlays.current_mut(), k(KeyCode::Home), &none);
     assert_eq!(text(&draw(&a, &look(), 80, 24)), top);
     // `/hogs`: only the rows that say it.
     for c in "/hogs".chars() {
-        overlay_key(&mut a.overlay, k(KeyCode::Char(c)), &none);
+        overlay_key(a.overlays.current_mut(), k(KeyCode::Char(c)), &none);
     }
-    overlay_key(&mut a.overlay, k(KeyCode::Enter), &none);
+    overlay_key(a.overlays.current_mut(), k(KeyCode::Enter), &none);
     let found = text(&draw(&a, &look(), 80, 24));
     assert!(found.contains("help: \"hogs\""), "{found}");
     assert!(found.contains("CPU-bound background threads"), "{found}");
     assert!(!found.contains("fs-verity verification on/off"), "{found}");
     // Esc clears the search, a second Esc closes.
-    overlay_key(&mut a.overlay, k(KeyCode::Esc), &none);
-    assert!(matches!(&a.overlay, Overlay::Help { find, .. } if find.is_empty()));
-    overlay_key(&mut a.overlay, k(KeyCode::Esc), &none);
-    assert_eq!(a.overlay, Overlay::None);
+    overlay_key(a.overlays.current_mut(), k(KeyCode::Esc), &none);
+    assert!(matches!(a.overlays.current(), Overlay::Help { find, .. } if find.is_empty()));
+    overlay_key(a.overlays.current_mut(), k(KeyCode::Esc), &none);
+    assert_eq!(*a.overlays.current(), Overlay::None);
     // A replay's help: its own keys, not the settings keys.
     let mut r = app(false);
-    r.replay = Some("replay 1x".into());
-    r.overlay = Overlay::help();
+    r.running.set_replay("replay 1x".into());
+    r.overlays.open(Overlay::help());
     let screen = text(&draw(&r, &look(), 160, 48));
     assert!(screen.contains("seek 10 s back"), "{screen}");
     assert!(
@@ -567,16 +574,18 @@ fn help_scrolls_searches_and_matches_the_mode() {
 #[test]
 fn presentation_captions_have_a_band_of_their_own() {
     let mut a = app(true);
-    a.present = true;
-    a.caption = Some(
+    a.view.set_present(true);
+    a.show.set_caption(
         "BOUND (v6.3, f959325e6ac3): the work stays on the CPU that completed the bio. Watch run_delay and queue p99 fall (Android: -96%).".into(),
     );
-    a.demo_step = Some((2, 3, Some(a.elapsed_s + 9.5)));
+    a.show.set_step(2, 3, Some(a.window.elapsed_s() + 9.5));
     // The demo's own big numbers: run_delay and queue p99, the change box
     // following run_delay (better: lower, in green).
-    a.headline = readpath::scenario::demo::resolve("fsverity-bound-vs-unbound", 2)
-        .unwrap()
-        .headline;
+    a.show.set_headline(
+        readpath::scenario::demo::resolve("fsverity-bound-vs-unbound", 2)
+            .unwrap()
+            .headline,
+    );
     for (w, h, name) in [
         (80, 24, "present_caption_80x24"),
         (120, 40, "present_caption_120x40"),
@@ -615,8 +624,8 @@ fn the_value_chooser() {
     use readpath::tui::overlay::chooser::open_chooser;
     for (w, h) in SIZES {
         let mut a = app(false);
-        a.cursor = Some("workers.verify_mode");
-        a.overlay = open_chooser(&a, "workers.verify_mode");
+        a.view.select_setting("workers.verify_mode");
+        a.overlays.open(open_chooser(&a, "workers.verify_mode"));
         let screen = text(&draw(&a, &look(), w, h));
         for want in [
             "workers.verify_mode: ↑↓ Enter sets",
@@ -630,10 +639,10 @@ fn the_value_chooser() {
         insta::assert_snapshot!(format!("chooser_{w}x{h}"), screen);
     }
     let mut a = app(false);
-    let mut s = a.settings.clone();
+    let mut s = a.running.settings().clone();
     s.workers.highpri = false;
-    a.set_running(s.clone(), s);
-    a.overlay = open_chooser(&a, "workers.highpri");
+    a.running.set(s.clone(), s);
+    a.overlays.open(open_chooser(&a, "workers.highpri"));
     let screen = text(&draw(&a, &look(), 120, 40));
     assert!(screen.contains("needs CAP_SYS_NICE"), "{screen}");
     // The greyed value is drawn in the disabled colour.
@@ -653,13 +662,13 @@ fn the_prompt_shows_the_parsers_error() {
     use readpath::tui::overlay::prompt::{open_prompt, prompt_key};
     for (w, h) in SIZES {
         let mut a = app(false);
-        let before = a.settings.clone();
-        a.overlay = open_prompt();
+        let before = a.running.settings().clone();
+        a.overlays.open(open_prompt());
         for c in "set workers.verify_mode=boundd".chars() {
             prompt_key(&mut a, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
         }
         prompt_key(&mut a, KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        assert_eq!(a.settings, before);
+        assert_eq!(*a.running.settings(), before);
         let screen = text(&draw(&a, &look(), w, h));
         // Wrapped: look at the popup's text joined.
         let joined: String = screen
@@ -685,12 +694,12 @@ fn the_prompt_shows_the_parsers_error() {
 fn a_chart_click_reads_the_values_at_that_time() {
     use ratatui::crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
     use ratatui::layout::Rect;
-    use readpath::tui::app::ChartKind;
     use readpath::tui::render::layout::{Hit, chart_span, hit, main_layout};
+    use readpath::tui::state::ChartKind;
     for (w, h) in SIZES {
         let mut a = app(false);
-        a.screen = Rect::new(0, 0, w, h);
-        let l = main_layout(&a, a.screen);
+        a.view.set_screen(Rect::new(0, 0, w, h));
+        let l = main_layout(&a, a.view.screen());
         let (_, r) = l.charts[0];
         // The latency chart carries the markers' number strip.
         let p = readpath::tui::render::chart::plot_rect(r, true).unwrap();
@@ -699,7 +708,7 @@ fn a_chart_click_reads_the_values_at_that_time() {
         let x = p.x + readpath::tui::render::chart::col_of(t0, t1, p.width, 20.1);
         let y = p.y + 1;
         assert!(matches!(
-            hit(&a, a.screen, x, y),
+            hit(&a, a.view.screen(), x, y),
             Hit::Chart(ChartKind::Latency, _)
         ));
         let click = MouseEvent {
@@ -709,7 +718,7 @@ fn a_chart_click_reads_the_values_at_that_time() {
             modifiers: KeyModifiers::NONE,
         };
         readpath::tui::mouse::mouse(&mut a, click, true);
-        let ro = a.readout.expect("a readout");
+        let ro = a.view.readout().expect("a readout");
         let screen = text(&draw(&a, &look(), w, h));
         assert!(screen.contains("┊"), "{w}x{h} cursor:\n{screen}");
         for want in ["p50", " us", "ago)"] {
@@ -740,10 +749,11 @@ fn the_events_panel_scrolls_back() {
     for (w, h) in SIZES {
         let mut a = app(false);
         for i in 0..40 {
-            a.log_line(40.0 + i as f64 * 0.1, format!("event {i}"), false);
+            a.log
+                .line(40.0 + i as f64 * 0.1, format!("event {i}"), false);
         }
-        a.screen = Rect::new(0, 0, w, h);
-        let l = main_layout(&a, a.screen);
+        a.view.set_screen(Rect::new(0, 0, w, h));
+        let l = main_layout(&a, a.view.screen());
         let wheel = MouseEvent {
             kind: MouseEventKind::ScrollUp,
             column: l.events.x + 2,
@@ -756,7 +766,7 @@ fn the_events_panel_scrolls_back() {
         assert!(screen.contains("events ↑ 6 newer"), "{w}x{h}:\n{screen}");
         assert!(screen.contains("event 33"), "{w}x{h}:\n{screen}");
         assert!(!screen.contains("event 39"), "{w}x{h}:\n{screen}");
-        a.log_line(45.0, "a new event".into(), false);
+        a.log.line(45.0, "a new event".into(), false);
         let after = text(&draw(&a, &look(), w, h));
         assert!(after.contains("events ↑ 7 newer"), "{after}");
         assert!(!after.contains("a new event"), "not yanked:\n{after}");
@@ -771,7 +781,7 @@ fn the_settings_cursor_highlights_its_row() {
     use ratatui::style::Modifier;
     let mut a = app(false);
     let plain = text(&draw(&a, &look(), 160, 48));
-    a.cursor = Some("workers.mode");
+    a.view.select_setting("workers.mode");
     let buf = draw(&a, &look(), 160, 48);
     assert_eq!(text(&buf), plain);
     let row = (0..48)
@@ -792,8 +802,9 @@ fn the_settings_cursor_highlights_its_row() {
 #[test]
 fn a_lost_remote_workload_says_so_and_keeps_its_charts() {
     let mut a = app(false);
-    a.place = Some("ssh:pixel (pixel) · lag 2.3 s".into());
-    a.lost = Some("the agent's output ended".into());
+    a.running
+        .moved_to(Some("ssh:pixel (pixel) · lag 2.3 s".into()));
+    a.running.lose("the agent's output ended".into());
     let screen = text(&draw(&a, &look(), 120, 40));
     let header = screen.lines().next().unwrap();
     assert!(
@@ -803,7 +814,7 @@ fn a_lost_remote_workload_says_so_and_keeps_its_charts() {
     );
     assert!(screen.contains("⡇"), "the charts stay:\n{screen}");
     insta::assert_snapshot!("remote_lost_120x40", screen);
-    a.present = true;
+    a.view.set_present(true);
     let screen = text(&draw(&a, &look(), 80, 24));
     let header = screen.lines().next().unwrap();
     assert!(
@@ -819,7 +830,9 @@ fn a_quiet_setting_shows_once_changed() {
     let mut a = app(false);
     let screen = text(&draw(&a, &look(), 160, 48));
     assert!(!screen.contains(" strict "), "{screen}");
-    a.settings.workers.affinity_strict = true;
+    let mut s = a.running.settings().clone();
+    s.workers.affinity_strict = true;
+    a.running.set(s, a.running.effective().clone());
     let screen = text(&draw(&a, &look(), 160, 48));
     // Its name outgrows the column: its short form, whole.
     assert!(screen.contains("   strict         true"), "{screen}");
@@ -861,20 +874,22 @@ fn sweep_view_at_80x24_120x40_160x48() {
 #[test]
 fn live_ab_panel_shows_rounds_and_verdicts() {
     let mut a = app(true);
-    a.start_ab().unwrap();
-    let base = a.baseline.as_ref().unwrap().windows.clone();
-    let now = a.now_windows.clone();
+    a.baseline
+        .start_ab(a.running.settings(), a.window.elapsed_s())
+        .unwrap();
+    let base = a.baseline.get().unwrap().windows.clone();
+    let now = a.window.now_windows().to_vec();
     assert!(
         base.len() >= 4 && now.len() >= 4,
         "{} {}",
         base.len(),
         now.len()
     );
-    let t = a.elapsed_s;
-    a.ab.as_mut().unwrap().since_s = t - 2.0;
+    let t = a.window.elapsed_s();
+    a.baseline.ab_mut().unwrap().since_s = t - 2.0;
     // Three rounds: the ranges apart, but noise alone does that 10% of
     // the time: a hint, marked `?`.
-    a.ab.as_mut().unwrap().turns = [base[..3].to_vec(), now[..3].to_vec()];
+    a.baseline.ab_mut().unwrap().turns = [base[..3].to_vec(), now[..3].to_vec()];
     let screen = text(&draw(&a, &look(), 160, 48));
     for want in [
         "live A/B · round 4 · on now 2/5 s",
@@ -884,7 +899,7 @@ fn live_ab_panel_shows_rounds_and_verdicts() {
         assert!(screen.contains(want), "{want:?}:\n{screen}");
     }
     // Four: a finding.
-    a.ab.as_mut().unwrap().turns = [base[..4].to_vec(), now[..4].to_vec()];
+    a.baseline.ab_mut().unwrap().turns = [base[..4].to_vec(), now[..4].to_vec()];
     let screen = text(&draw(&a, &look(), 160, 48));
     for want in [
         "live A/B · round 5 · on now 2/5 s",
@@ -911,11 +926,14 @@ fn live_ab_panel_shows_rounds_and_verdicts() {
 #[test]
 fn the_first_hint_names_three_keys_and_goes_on_a_key() {
     let mut a = app(false);
-    a.show_hint();
+    a.log.show_hint();
     let screen = text(&draw(&a, &look(), 80, 24));
     let footer = screen.lines().last().unwrap();
-    assert!(footer.contains(readpath::tui::app::FIRST_HINT), "{footer}");
-    a.end_hint();
+    assert!(
+        footer.contains(readpath::tui::state::FIRST_HINT),
+        "{footer}"
+    );
+    a.log.end_hint();
     let screen = text(&draw(&a, &look(), 80, 24));
     assert!(!screen.contains("try w"), "{screen}");
 }
@@ -925,7 +943,7 @@ fn the_first_hint_names_three_keys_and_goes_on_a_key() {
 #[test]
 fn a_replays_footer_offers_only_what_a_replay_does() {
     let mut a = app(false);
-    a.replay = Some("replay 1x".into());
+    a.running.set_replay("replay 1x".into());
     let screen = text(&draw(&a, &look(), 220, 48));
     let footer = screen.lines().last().unwrap();
     for refused in [" w ", " p presets", " s save", " A A/B", " +- ", " gG "] {
@@ -979,64 +997,69 @@ fn no_screen_cuts_a_value_or_a_word() {
     use readpath::tui::overlay::chooser::open_chooser;
     use std::collections::BTreeSet;
     let mut present = app(true);
-    present.present = true;
+    present.view.set_present(true);
     let mut replay = app(true);
-    replay.replay = Some("replay 2x".into());
+    replay.running.set_replay("replay 2x".into());
     let mut ab = app(true);
-    ab.start_ab().unwrap();
+    ab.baseline
+        .start_ab(ab.running.settings(), ab.window.elapsed_s())
+        .unwrap();
     let (bw, nw) = (
-        ab.baseline.as_ref().unwrap().windows.clone(),
-        ab.now_windows.clone(),
+        ab.baseline.get().unwrap().windows.clone(),
+        ab.window.now_windows().to_vec(),
     );
-    ab.ab.as_mut().unwrap().turns = [bw, nw];
+    ab.baseline.ab_mut().unwrap().turns = [bw, nw];
     let mut hint = app(false);
-    hint.show_hint();
+    hint.log.show_hint();
     let mut present_ab = ab.clone();
-    present_ab.present = true;
+    present_ab.view.set_present(true);
     // The popups and messages.
     let with = |f: &dyn Fn(&mut App)| {
         let mut a = app(true);
         f(&mut a);
         a
     };
-    let help = with(&|a| a.overlay = Overlay::help());
-    let help_found = with(&|a| a.overlay = Overlay::help_on(Some("stages".into())));
-    let help_long = with(&|a| a.overlay = Overlay::help_on(Some("workload.queue_depth".into())));
+    let help = with(&|a| a.overlays.open(Overlay::help()));
+    let help_found = with(&|a| a.overlays.open(Overlay::help_on(Some("stages".into()))));
+    let help_long = with(&|a| {
+        a.overlays
+            .open(Overlay::help_on(Some("workload.queue_depth".into())))
+    });
     let chooser = with(&|a| {
         // Nice -20 refused here: `true` greyed with its reason.
-        let mut s = a.settings.clone();
+        let mut s = a.running.settings().clone();
         s.workers.highpri = false;
-        a.set_running(s.clone(), s);
-        a.cursor = Some("workers.highpri");
-        a.overlay = open_chooser(a, "workers.highpri");
+        a.running.set(s.clone(), s);
+        a.view.select_setting("workers.highpri");
+        a.overlays.open(open_chooser(a, "workers.highpri"));
     });
-    let chooser_scope = with(&|a| a.overlay = open_chooser(a, "workers.affinity_scope"));
+    let chooser_scope = with(&|a| a.overlays.open(open_chooser(a, "workers.affinity_scope")));
     let picker = with(&|a| {
-        a.overlay = Overlay::Picker {
+        a.overlays.open(Overlay::Picker {
             items: shipped_items(),
             selected: 1,
-        };
+        });
     });
     let prompt = with(&|a| {
         use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
         use readpath::tui::overlay::prompt::{open_prompt, prompt_key};
-        a.overlay = open_prompt();
+        a.overlays.open(open_prompt());
         for c in "set workers.verify_mode=boundd".chars() {
             prompt_key(a, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
         }
         prompt_key(a, KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
     });
     let save = with(&|a| {
-        a.overlay = Overlay::SaveName {
+        a.overlays.open(Overlay::SaveName {
             name: "default".into(),
             selected: true,
             refused: Some("' ' cannot be in a preset name: letters, digits, - _ . only".into()),
-        }
+        })
     });
-    let confirm = with(&|a| a.overlay = Overlay::ConfirmOverwrite("mine".into()));
+    let confirm = with(&|a| a.overlays.open(Overlay::ConfirmOverwrite("mine".into())));
     let error = with(&|a| {
-        a.overlay =
-            Overlay::Error("workload.queue_depth = 5000: not allowed; a number in 1..=4096".into())
+        a.overlays
+            .error("workload.queue_depth = 5000: not allowed; a number in 1..=4096")
     });
     let flash = with(&|a| {
         a.flash(
@@ -1045,16 +1068,16 @@ fn no_screen_cuts_a_value_or_a_word() {
         )
     });
     let caption = with(&|a| {
-        a.caption = Some(
+        a.show.set_caption(
             "Bound: each read's verification waits on the CPU that completed it, \
              behind the hogs; watch run_delay climb on the scheduler chart"
                 .into(),
         );
-        a.demo_step = Some((2, 5, Some(a.elapsed_s + 12.0)));
+        a.show.set_step(2, 5, Some(a.window.elapsed_s() + 12.0));
     });
     let readout = with(&|a| {
-        a.readout = Some(readpath::tui::app::Readout {
-            chart: readpath::tui::app::ChartKind::Latency,
+        a.view.read_chart(readpath::tui::state::Readout {
+            chart: readpath::tui::state::ChartKind::Latency,
             t_s: 20.1,
         })
     });
@@ -1090,11 +1113,11 @@ fn no_screen_cuts_a_value_or_a_word() {
         .map(|(name, a)| {
             let f: Screen = Box::new(move |w, h| {
                 let with = draw(a, &look(), w, h);
-                if a.overlay == Overlay::None {
+                if !a.overlays.is_open() {
                     return text(&with);
                 }
                 let mut under = a.clone();
-                under.overlay = Overlay::None;
+                under.overlays.open(Overlay::None);
                 popup_text(&with, &draw(&under, &look(), w, h))
             });
             (*name, f)
@@ -1193,11 +1216,11 @@ fn no_screen_cuts_a_value_or_a_word() {
 #[test]
 fn the_change_box_before_a_baseline_says_how_one_comes() {
     let mut a = app(false);
-    a.present = true;
+    a.view.set_present(true);
     let screen = text(&draw(&a, &look(), 80, 24));
     assert!(screen.contains("┌ vs baseline "), "{screen}");
     assert!(screen.contains("└ press b ─"), "{screen}");
-    a.demo_step = Some((1, 3, Some(50.0)));
+    a.show.set_step(1, 3, Some(50.0));
     let screen = text(&draw(&a, &look(), 80, 24));
     assert!(screen.contains("└ a step marks it ─"), "{screen}");
 }
@@ -1207,13 +1230,15 @@ fn the_change_box_before_a_baseline_says_how_one_comes() {
 #[test]
 fn presentation_shows_the_live_ab_in_the_change_box() {
     let mut a = app(true);
-    a.present = true;
-    a.start_ab().unwrap();
+    a.view.set_present(true);
+    a.baseline
+        .start_ab(a.running.settings(), a.window.elapsed_s())
+        .unwrap();
     let (bw, nw) = (
-        a.baseline.as_ref().unwrap().windows.clone(),
-        a.now_windows.clone(),
+        a.baseline.get().unwrap().windows.clone(),
+        a.window.now_windows().to_vec(),
     );
-    a.ab.as_mut().unwrap().turns = [bw[..3].to_vec(), nw[..3].to_vec()];
+    a.baseline.ab_mut().unwrap().turns = [bw[..3].to_vec(), nw[..3].to_vec()];
     let screen = text(&draw(&a, &look(), 120, 40));
     assert!(screen.contains("┌ throughput A/B, 3 rounds "), "{screen}");
     assert!(screen.contains("└ within noise ─"), "{screen}");
@@ -1226,14 +1251,24 @@ fn presentation_shows_the_live_ab_in_the_change_box() {
 /// and the whole windows' before that, with no verdict.
 #[test]
 fn the_change_vs_the_baseline_is_the_verdicts_once_it_has_windows() {
-    let mut a = app(true);
+    let a = app(true);
     let rd = readpath::metrics::table::metric("run_delay_ms_per_s").unwrap();
-    let (c, kind) = a.change_vs_baseline(rd).unwrap();
-    let v = a.verdict_on(rd, None).unwrap();
+    let (c, kind) = a.baseline.change(&a.window, rd).unwrap();
+    let v = a.baseline.verdict_on(&a.window, rd, None).unwrap();
     assert_eq!(Some(c), v.verdict.change_pct);
     assert!(kind.unwrap().is_significant());
-    a.now_windows.clear();
-    let (c, kind) = a.change_vs_baseline(rd).unwrap();
+    // "now" under two windows (1.5 s after the change): the whole
+    // windows' figures, no verdict.
+    let s = readpath::settings::Settings::default();
+    let mut a = App::new(s.clone(), s, readpath::tui::fixture::features(), 2);
+    for seq in 0..126 {
+        if seq == 116 {
+            assert!(a.mark_baseline());
+        }
+        a.push(readpath::tui::fixture::record(seq));
+    }
+    assert!(a.window.now_windows().len() < 2);
+    let (c, kind) = a.baseline.change(&a.window, rd).unwrap();
     assert!((c - (1.2 / 36.0 - 1.0) * 100.0).abs() < 0.5, "{c}");
     assert_eq!(kind, None);
 }
@@ -1278,11 +1313,11 @@ impl FakeWorkload {
     ) {
         let (tx, rx) = std::sync::mpsc::channel();
         let fake = FakeWorkload {
-            settings: app.settings.clone(),
+            settings: app.running.settings().clone(),
             features: readpath::sys::Features::default(),
             rx,
             events: Default::default(),
-            t_s: std::rc::Rc::new(std::cell::Cell::new(app.elapsed_s)),
+            t_s: std::rc::Rc::new(std::cell::Cell::new(app.window.elapsed_s())),
         };
         (fake, tx)
     }
@@ -1346,8 +1381,8 @@ fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
     let mut a = app(true);
     let (mut fake, tx) = FakeWorkload::of(&a);
     let (events, t_s) = (fake.events.clone(), fake.t_s.clone());
-    let markers_before = a.markers.len();
-    let log_before = a.log.len();
+    let markers_before = a.window.markers().len();
+    let log_before = a.log.lines().len();
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
         recording: None,
@@ -1365,18 +1400,19 @@ fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
         }
     };
     d.key(&mut a, key('A'));
-    assert!(a.ab.is_some(), "{:?}", a.flash_text());
+    assert!(a.baseline.ab().is_some(), "{:?}", a.flash_text());
     // 31 s: six turns of 5 s, three rounds.
     step(&mut d, &mut a, 124);
-    let ab = a.ab.clone().expect("the A/B runs");
+    let ab = a.baseline.ab().cloned().expect("the A/B runs");
     assert_eq!(ab.rounds(), 3);
-    let labels: Vec<&str> = a.markers[markers_before..]
+    let labels: Vec<&str> = a.window.markers()[markers_before..]
         .iter()
         .map(|m| m.label.as_str())
         .collect();
     assert_eq!(labels, ["A/B start"], "one marker, no switch");
     let log: Vec<&str> = a
         .log
+        .lines()
         .iter()
         .skip(log_before)
         .map(|l| l.1.as_str())
@@ -1391,22 +1427,23 @@ fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
     // Stopped on the baseline's turn: back on the current settings, that
     // change the marker "now" starts at; the stop logged.
     step(&mut d, &mut a, 20);
-    assert_eq!(a.ab.as_ref().unwrap().on, 0, "the baseline's turn");
+    assert_eq!(a.baseline.ab().unwrap().on, 0, "the baseline's turn");
     d.key(&mut a, key('A'));
-    assert!(a.ab.is_none());
+    assert!(a.baseline.ab().is_none());
     step(&mut d, &mut a, 1);
-    let last = a.markers.last().unwrap();
+    let last = a.window.markers().last().unwrap();
     assert_eq!(last.label, "mode: unbound -> bound");
-    assert_eq!(a.markers.len(), markers_before + 2);
+    assert_eq!(a.window.markers().len(), markers_before + 2);
     assert!(
         a.log
+            .lines()
             .iter()
             .any(|l| l.1 == "A/B stopped after 3 rounds: back on your settings")
     );
     // Its turns stay on the latency chart's strip: one after the other,
     // sides alternating from the current settings', the last ending at
     // the stop; the baseline's drawn apart from the current settings'.
-    let turns = a.ab_past.clone();
+    let turns = a.baseline.spans(a.window.elapsed_s());
     assert!(turns.len() >= 7, "{turns:?}");
     assert_eq!(turns[0].2, 1, "the A/B starts on the current settings");
     for w in turns.windows(2) {
@@ -1425,10 +1462,10 @@ fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
     // Stopped on the current settings' turn: a marker of its own.
     d.key(&mut a, key('A'));
     step(&mut d, &mut a, 10);
-    assert_eq!(a.ab.as_ref().unwrap().on, 1);
+    assert_eq!(a.baseline.ab().unwrap().on, 1);
     d.key(&mut a, key('A'));
     step(&mut d, &mut a, 1);
-    let labels: Vec<&str> = a.markers[markers_before + 2..]
+    let labels: Vec<&str> = a.window.markers()[markers_before + 2..]
         .iter()
         .map(|m| m.label.as_str())
         .collect();
@@ -1447,7 +1484,7 @@ fn question_mark_opens_the_help_at_the_focused_panel() {
     use readpath::tui::Driver;
     use readpath::tui::render::layout::main_layout;
     let mut a = app(true);
-    a.screen = Rect::new(0, 0, 160, 48);
+    a.view.set_screen(Rect::new(0, 0, 160, 48));
     let (mut fake, _tx) = FakeWorkload::of(&a);
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
@@ -1463,24 +1500,24 @@ fn question_mark_opens_the_help_at_the_focused_panel() {
         readpath::tui::mouse::mouse(a, ev, true);
     };
     let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
-    let l = main_layout(&a, a.screen);
+    let l = main_layout(&a, a.view.screen());
     let stages = l.bottom.expect("a bottom row at 160x48")[1];
     let ask = |d: &mut readpath::tui::EngineDriver, a: &mut App| {
         d.key(a, key(KeyCode::Char('?')));
-        let Overlay::Help { find, .. } = &a.overlay else {
-            panic!("no help: {:?}", a.overlay);
+        let Overlay::Help { find, .. } = a.overlays.current() else {
+            panic!("no help: {:?}", a.overlays.current());
         };
         let find = find.clone();
         d.key(a, key(KeyCode::Char('?')));
-        assert_eq!(a.overlay, Overlay::None, "? closes it");
+        assert_eq!(*a.overlays.current(), Overlay::None, "? closes it");
         find
     };
     click(&mut a, stages.x + 3, stages.y + 2);
     assert_eq!(ask(&mut d, &mut a), "stages");
     let screen = {
-        a.overlay = Overlay::help_on(a.help_topic());
+        a.overlays.open(Overlay::help_on(a.view.help_topic()));
         let s = text(&draw(&a, &look(), 160, 48));
-        a.overlay = Overlay::None;
+        a.overlays.open(Overlay::None);
         s
     };
     assert!(screen.contains("help: \"stages\""), "{screen}");
@@ -1495,9 +1532,9 @@ fn question_mark_opens_the_help_at_the_focused_panel() {
     d.key(&mut a, key(KeyCode::Esc)); // the focus
     assert_eq!(ask(&mut d, &mut a), "");
     d.key(&mut a, key(KeyCode::Down));
-    let first = a.cursor.expect("the cursor on the first row");
+    let first = a.view.cursor().expect("the cursor on the first row");
     assert_eq!(ask(&mut d, &mut a), first);
-    let rows = readpath::tui::help::rows(a.mode(), first);
+    let rows = readpath::tui::help::rows(a.running.mode(), first);
     assert!(
         rows.iter().any(|(k, _)| k == first),
         "the help has {first}'s row: {rows:?}"
@@ -1518,9 +1555,9 @@ fn tab_moves_the_focus_through_the_panels_on_screen() {
     use readpath::tui::render::layout::main_layout;
     let mut a = app(true);
     for i in 0..80 {
-        a.log_line(i as f64, format!("event line {i}"), false);
+        a.log.line(i as f64, format!("event line {i}"), false);
     }
-    a.screen = Rect::new(0, 0, 160, 48);
+    a.view.set_screen(Rect::new(0, 0, 160, 48));
     let (mut fake, _tx) = FakeWorkload::of(&a);
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
@@ -1528,9 +1565,10 @@ fn tab_moves_the_focus_through_the_panels_on_screen() {
     };
     let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
     let at = |a: &App| {
-        a.focus
+        a.view
+            .focus()
             .map(str::to_string)
-            .or(a.cursor.map(|_| "settings".into()))
+            .or(a.view.cursor().map(|_| "settings".into()))
     };
     let mut seen = Vec::new();
     for _ in 0..8 {
@@ -1555,7 +1593,7 @@ fn tab_moves_the_focus_through_the_panels_on_screen() {
     assert_eq!(at(&a).as_deref(), Some("events"));
     // The focused panel's border is in the title's colour; another's is not.
     let th = look().theme;
-    let l = main_layout(&a, a.screen);
+    let l = main_layout(&a, a.view.screen());
     let buf = draw(&a, &look(), 160, 48);
     let corner = |r: Rect| buf[(r.x, r.y + r.height - 1)].fg;
     assert_eq!(corner(l.events), th.title, "the events panel is focused");
@@ -1563,32 +1601,34 @@ fn tab_moves_the_focus_through_the_panels_on_screen() {
     // Up scrolls the focused events panel back, Down forward again; the
     // settings cursor does not move.
     d.key(&mut a, key(KeyCode::Up));
-    assert!(a.events_anchor.is_some(), "scrolled back");
-    assert_eq!(a.cursor, None);
+    assert!(a.log.anchor().is_some(), "scrolled back");
+    assert_eq!(a.view.cursor(), None);
     d.key(&mut a, key(KeyCode::Down));
     d.key(&mut a, key(KeyCode::Char('?')));
-    let Overlay::Help { find, .. } = &a.overlay else {
-        panic!("no help: {:?}", a.overlay);
+    let Overlay::Help { find, .. } = a.overlays.current() else {
+        panic!("no help: {:?}", a.overlays.current());
     };
     assert_eq!(find, "events");
     d.key(&mut a, key(KeyCode::Esc));
     d.key(&mut a, key(KeyCode::Esc));
-    assert_eq!(a.overlay, Overlay::None);
+    assert_eq!(*a.overlays.current(), Overlay::None);
     // Tab onto the settings panel puts its cursor on the top row.
-    while a.cursor.is_none() {
+    while a.view.cursor().is_none() {
         d.key(&mut a, key(KeyCode::Tab));
     }
-    assert_eq!(Some(a.cursor.unwrap()), l.setting_rows.first().map(|r| r.1));
+    assert_eq!(
+        Some(a.view.cursor().unwrap()),
+        l.setting_rows.first().map(|r| r.1)
+    );
     // At 80x24: no bottom row, no stop for it.
-    a.screen = Rect::new(0, 0, 80, 24);
-    a.focus = None;
-    a.cursor = None;
+    a.view.set_screen(Rect::new(0, 0, 80, 24));
+    a.view.focus_panel(None);
     let mut small = Vec::new();
     for _ in 0..6 {
         d.key(&mut a, key(KeyCode::Tab));
         small.push(at(&a).unwrap_or_default());
     }
-    let stops = readpath::tui::render::layout::focus_stops(&main_layout(&a, a.screen));
+    let stops = readpath::tui::render::layout::focus_stops(&main_layout(&a, a.view.screen()));
     assert!(!stops.contains(&"stages"), "{stops:?}");
     assert_eq!(small[..stops.len()], stops[..]);
 }
@@ -1603,24 +1643,24 @@ fn nows_windows_taken_in_per_record_are_the_rules_windows() {
     let mut a = app(true);
     for seq in 180..260 {
         a.push(readpath::tui::fixture::record(seq));
-        let now: Vec<_> = a.now_records().collect();
+        let now: Vec<_> = a.window.now_records().collect();
         assert_eq!(
-            a.now_windows,
+            a.window.now_windows(),
             window_stats(&now, WINDOW_S, SETTLE_S),
             "{seq}"
         );
     }
-    assert!(a.now_windows.len() >= 10);
+    assert!(a.window.now_windows().len() >= 10);
     // A 10 s time window, the marker long gone from it: "now" slides.
-    a.window_s = 10.0;
-    a.refresh();
-    let before = a.now_windows.clone();
+    a.window.zoom_to(10.0);
+    let before = a.window.now_windows().to_vec();
     a.push(readpath::tui::fixture::record(260));
-    let t0 = a.window_start();
-    assert!(!a.now_windows.is_empty() && a.now_windows.len() <= 5);
-    assert!(a.now_windows.iter().all(|w| w.from_s >= t0 - 1e-9));
+    let t0 = a.window.window_start();
+    assert!(!a.window.now_windows().is_empty() && a.window.now_windows().len() <= 5);
+    assert!(a.window.now_windows().iter().all(|w| w.from_s >= t0 - 1e-9));
     assert!(
-        a.now_windows
+        a.window
+            .now_windows()
             .iter()
             .all(|w| before.contains(w) || w.to_s > before.last().map_or(0.0, |b| b.to_s)),
         "windows already cut stay as they were"
@@ -1640,11 +1680,15 @@ fn presentation_says_too_short_before_it_says_noise() {
         }
         a.push(readpath::tui::fixture::record(seq));
     }
-    let mut bound = a.settings.clone();
+    let mut bound = a.running.settings().clone();
     bound.workers.mode = readpath::settings::WorkerMode::Bound;
-    a.set_running(bound.clone(), bound);
-    a.present = true;
-    assert!(a.now_windows.len() < 2, "{}", a.now_windows.len());
+    a.running.set(bound.clone(), bound);
+    a.view.set_present(true);
+    assert!(
+        a.window.now_windows().len() < 2,
+        "{}",
+        a.window.now_windows().len()
+    );
     for (w, h) in [(80, 24), (120, 40)] {
         let screen = text(&draw(&a, &look(), w, h));
         assert!(

@@ -39,7 +39,7 @@ impl<'a> DemoDriver<'a> {
         let Some(step) = self.demo.steps.get(self.next).cloned() else {
             self.due = None;
             self.waiting_key = false;
-            app.demo_step = Some((total + 1, total, None));
+            app.show.set_step(total + 1, total, None);
             app.flash("end of the demo: explore on, or q to quit");
             return;
         };
@@ -61,13 +61,13 @@ impl<'a> DemoDriver<'a> {
         }
         if let Some(c) = &step.caption {
             self.inner.engine.mark_event(&format!("caption: {c}"));
-            app.caption = Some(c.clone());
+            app.show.set_caption(c.clone());
         }
         let due_s = match step.wait {
             Wait::For(d) => {
                 self.due = Some(Instant::now() + d);
                 self.waiting_key = false;
-                Some(app.elapsed_s + d.as_secs_f64())
+                Some(app.window.elapsed_s() + d.as_secs_f64())
             }
             Wait::Key => {
                 self.due = None;
@@ -75,7 +75,7 @@ impl<'a> DemoDriver<'a> {
                 None
             }
         };
-        app.demo_step = Some((self.next, total, due_s));
+        app.show.set_step(self.next, total, due_s);
     }
 }
 
@@ -92,7 +92,7 @@ impl Driver for DemoDriver<'_> {
     fn key(&mut self, app: &mut App, key: KeyEvent) {
         let next =
             key.code == KeyCode::Char('n') || (self.waiting_key && key.code == KeyCode::Char(' '));
-        if next && app.overlay == super::app::Overlay::None {
+        if next && !app.overlays.is_open() {
             self.run_step(app);
         } else {
             self.inner.key(app, key);

@@ -111,9 +111,9 @@ pub fn app(baseline: bool) -> App {
         }
         app.push(record(seq));
     }
-    let mut bound = app.settings.clone();
+    let mut bound = app.running.settings().clone();
     bound.workers.mode = WorkerMode::Bound;
-    app.set_running(bound.clone(), bound);
+    app.running.set(bound.clone(), bound);
     app
 }
 
@@ -207,10 +207,10 @@ pub fn kernel_app() -> App {
     for seq in 0..180 {
         app.push(kernel_record(seq));
     }
-    let mut cpu = app.settings.clone();
+    let mut cpu = app.running.settings().clone();
     cpu.kernel.affinity_scope = Some(crate::settings::AffinityScope::Cpu);
     let eff = running(&cpu);
-    app.set_running(cpu, eff);
+    app.running.set(cpu, eff);
     app
 }
 

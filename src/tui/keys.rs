@@ -325,7 +325,7 @@ impl Binding {
     /// list only those; a replay refuses the others with why, and `R`
     /// says it is for a remote workload). A setting that does nothing on
     /// the current read path or target is the caller's to leave out
-    /// (`App::inert`).
+    /// (`Running::inert`).
     pub fn works_in(&self, mode: Mode) -> bool {
         let needs = self.setting.is_some()
             || self.steps.iter().any(|s| match &s.does {

@@ -30,6 +30,7 @@ pub mod overlay;
 pub mod policy;
 pub mod render;
 pub mod replay;
+pub mod state;
 pub mod sweep_view;
 pub mod text;
 pub mod theme;
@@ -42,10 +43,11 @@ use ratatui::crossterm::{cursor, execute, terminal};
 
 use crate::engine::workload::Workload;
 use crate::scenario::preset;
-use app::{App, Overlay, PickItem};
+use app::App;
 use keys::Action;
 use overlay::OverlayAction;
 use render::Look;
+use state::{Overlay, PickItem};
 use theme::{Theme, ThemeName};
 
 /// Highest refresh rate accepted.
@@ -177,8 +179,10 @@ impl CostMeter {
         let wall = self.since.elapsed();
         if wall >= Duration::from_secs(1) {
             let cpu = crate::sys::thread_cpu_time_ns();
-            app.ui.cpu_pct = (cpu - self.cpu_at) as f64 / wall.as_nanos() as f64 * 100.0;
-            app.ui.frame_ms = self.draw_ns as f64 / self.frames as f64 / 1e6;
+            app.view.measured(
+                (cpu - self.cpu_at) as f64 / wall.as_nanos() as f64 * 100.0,
+                self.draw_ns as f64 / self.frames as f64 / 1e6,
+            );
             *self = CostMeter::new();
         }
     }
@@ -209,7 +213,7 @@ impl Driver for EngineDriver<'_> {
             if let Some(w) = self.recording.as_mut()
                 && let Err(e) = w.record(&rec)
             {
-                app.overlay = Overlay::Error(format!("recording stopped: {e}"));
+                app.overlays.error(format!("recording stopped: {e}"));
                 self.recording = None;
             }
             app.push(rec);
@@ -218,17 +222,16 @@ impl Driver for EngineDriver<'_> {
         if any {
             ab_tick(app, self.engine);
         }
-        let place = self.engine.place();
-        if place != app.place {
-            app.place = place;
+        if app.running.moved_to(self.engine.place()) {
             any = true;
         }
-        if app.lost.is_none()
+        if app.running.lost().is_none()
             && let Some(why) = self.engine.lost()
         {
-            app.log_line(app.elapsed_s, format!("connection lost: {why}"), true);
+            let now = app.window.elapsed_s();
+            app.log.line(now, format!("connection lost: {why}"), true);
             app.flash("connection lost: R reconnects (the charts stay)");
-            app.lost = Some(why);
+            app.running.lose(why);
             any = true;
         }
         any
@@ -259,30 +262,32 @@ pub fn run(
         engine.features().clone(),
         crate::sys::online_cpus().len(),
     );
-    app.pods = engine.pods();
-    app.place = engine.place();
+    app.running.set_pods(engine.pods());
+    app.running.moved_to(engine.place());
     let m = engine.machine();
-    app.idle = Some((m.idle_and_freq_short(), !m.iowait_consumers().is_empty()));
+    app.running
+        .set_idle(m.idle_and_freq_short(), !m.iowait_consumers().is_empty());
     if let Some(n) = m.iowait_notice() {
-        app.log_line(0.0, n, true);
+        app.log.line(0.0, n, true);
     }
     if let Some((name, description)) = &opts.preset {
-        app.log_line(0.0, format!("preset {name}: {description}"), false);
-        app.preset = opts.preset.clone();
-        app.published = crate::scenario::preset::published_of(name);
+        app.log
+            .line(0.0, format!("preset {name}: {description}"), false);
+        app.show.apply_preset(name, description);
     }
     let driver = EngineDriver { engine, recording };
     match script {
         None => {
             let mut driver = driver;
-            app.show_hint();
+            app.log.show_hint();
             let ending = run_with(&mut driver, &mut app, opts)?;
             Ok((driver.recording, ending))
         }
         Some(d) => {
-            app.log_line(0.0, format!("demo {}: {}", d.name, d.description), false);
-            app.headline = d.headline.clone();
-            app.fit_demo(d.length().as_secs_f64());
+            app.log
+                .line(0.0, format!("demo {}: {}", d.name, d.description), false);
+            app.show.set_headline(d.headline.clone());
+            app.window.fit_demo(d.length().as_secs_f64());
             let mut driver = demo::DemoDriver::new(driver, d);
             let ending = run_with(&mut driver, &mut app, opts)?;
             Ok((driver.inner.recording, ending))
@@ -302,8 +307,10 @@ pub fn run_with(
         theme: Theme::named(opts.theme),
         ascii: opts.ascii,
     };
-    app.ui.fps = opts.fps;
-    app.present |= opts.present;
+    app.view.set_fps(opts.fps);
+    if opts.present {
+        app.view.set_present(true);
+    }
     let mut pace = Pace::new(opts.fps);
     let mut terminal = match enter_terminal(opts.mouse) {
         Ok(t) => t,
@@ -396,7 +403,7 @@ impl Pace {
             crate::sys::SIGHUP => return Some(Ending::TerminalGone),
             sig => return Some(Ending::Signal(sig)),
         }
-        if app.quit || opts.duration.is_some_and(|d| self.started.elapsed() >= d) {
+        if app.quitting() || opts.duration.is_some_and(|d| self.started.elapsed() >= d) {
             return Some(Ending::Quit);
         }
         if crate::sys::take_suspend() {
@@ -436,7 +443,8 @@ impl Pace {
             }
             // What the mouse and the cursor keys lay the screen out on.
             if let Ok(size) = terminal.size() {
-                app.screen = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+                app.view
+                    .set_screen(ratatui::layout::Rect::new(0, 0, size.width, size.height));
             }
             if terminal.draw(|f| render::draw(f, app, look)).is_err() {
                 return Err(Ending::TerminalGone);
@@ -495,13 +503,12 @@ fn suspend(term: &mut Term, mouse: bool) {
 fn overlay_done(app: &mut App, engine: &mut dyn Workload, what: OverlayAction) {
     match what {
         OverlayAction::None => {}
-        OverlayAction::Quit => app.quit = true,
+        OverlayAction::Quit => app.quit(),
         OverlayAction::ApplyPreset(name, description, settings) => {
             apply(app, engine, *settings);
-            if !matches!(app.overlay, Overlay::Error(_)) {
+            if !matches!(app.overlays.current(), Overlay::Error(_)) {
                 engine.mark_event(&format!("preset {name}"));
-                app.published = crate::scenario::preset::published_of(&name);
-                app.preset = Some((name, description));
+                app.show.apply_preset(&name, &description);
             }
         }
         OverlayAction::Save(name, _) => save(app, &name),
@@ -511,16 +518,15 @@ fn overlay_done(app: &mut App, engine: &mut dyn Workload, what: OverlayAction) {
 
 /// Applies one key to the app and the engine.
 pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent) {
-    app.end_hint();
-    if app.overlay != Overlay::None {
+    app.log.end_hint();
+    if app.overlays.is_open() {
         let exists = |name: &str| preset::user_path(name).is_ok_and(|p| p.exists());
         let what = overlay::popup_key(app, key, &exists);
         overlay_done(app, engine, what);
         return;
     }
-    let action = app.key_action(key);
+    let action = policy::key_action(&app.running, key);
     if app.quit_key(&action) {
-        app.quit = true;
         return;
     }
     if mouse::panel_action(app, &action, true) {
@@ -535,14 +541,14 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
         | Action::OpenChooser
         | Action::OpenPrompt => {}
         Action::Escape => {
-            if !mouse::escape(app) {
+            if !app.view.escape() {
                 app.flash("Esc closes popups; q quits")
             }
         }
-        Action::ToggleHelp => app.overlay = Overlay::help_on(app.help_topic()),
-        Action::TogglePresent => app.present = !app.present,
-        Action::ZoomIn => app.zoom(false),
-        Action::ZoomOut => app.zoom(true),
+        Action::ToggleHelp => app.overlays.open(Overlay::help_on(app.view.help_topic())),
+        Action::TogglePresent => app.view.toggle_present(),
+        Action::ZoomIn => app.window.zoom(false),
+        Action::ZoomOut => app.window.zoom(true),
         Action::ResetCharts => {
             app.reset_charts();
             app.flash("charts reset");
@@ -564,7 +570,7 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
             }
         }
         Action::TogglePause => toggle_pause(app, engine),
-        Action::FlipBaseline => match app.flip_baseline() {
+        Action::FlipBaseline => match app.baseline.flip(app.running.settings()) {
             Ok(s) => apply(app, engine, s),
             Err(why) => app.flash(why),
         },
@@ -579,11 +585,11 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
 /// `A`: starts the live A/B between the baseline's settings and the
 /// current ones, or stops it (back on the current ones), or says why not.
 fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
-    if let Some(ab) = app.end_ab() {
+    if let Some(ab) = app.baseline.end_ab(app.window.elapsed_s()) {
         // "now" starts here: at the change back to the current settings,
         // or (on their turn) at a marker of its own.
         let back = ab.sides[1].clone();
-        if app.settings != back {
+        if *app.running.settings() != back {
             apply(app, engine, back);
         } else {
             engine.mark_event("A/B stop");
@@ -600,7 +606,10 @@ fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
 /// Starts the live A/B (the `A` key, a demo step's `ab = true`), marked on
 /// the charts, or says why not.
 pub(crate) fn begin_ab(app: &mut App, engine: &mut dyn Workload) {
-    match app.start_ab() {
+    match app
+        .baseline
+        .start_ab(app.running.settings(), app.window.elapsed_s())
+    {
         Ok(()) => {
             engine.mark_event("A/B start");
             app.flash(format!(
@@ -617,39 +626,39 @@ pub(crate) fn begin_ab(app: &mut App, engine: &mut dyn Workload) {
 /// switches to the other side's settings; when the settings were changed
 /// by anything else (a key, a preset), stops.
 fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
-    let Some(ab) = app.ab.as_mut() else {
+    let t = app.window.elapsed_s();
+    let Some(ab) = app.baseline.ab_mut() else {
         return;
     };
-    if app.settings != ab.sides[ab.on] {
+    if *app.running.settings() != ab.sides[ab.on] {
         let rounds = ab.rounds();
-        app.end_ab();
+        app.baseline.end_ab(t);
         app.announce(format!(
             "A/B stopped after {}: the settings were changed",
             ab::rounds_text(rounds)
         ));
         return;
     }
-    if app.paused {
+    if app.view.paused() {
         return;
     }
     let rounds = ab.rounds();
-    let Some(next) = ab.due(app.elapsed_s, app.history.iter()) else {
+    let Some(next) = ab.due(t, app.window.history().iter()) else {
         return;
     };
     if ab.rounds() > rounds {
         let line = ab::round_line(ab);
-        app.log_line(app.elapsed_s, line, false);
+        app.log.line(t, line, false);
     }
     // A switch is not a marker or a log line (the round's line says what
     // the turns measured); the panel's clock shows the turns.
-    let t = app.elapsed_s;
     let Some(changes) = apply_quiet(app, engine, next) else {
-        app.end_ab(); // the switch was refused: the error says why
+        app.baseline.end_ab(t); // the switch was refused: the error says why
         return;
     };
-    app.ab_quiet
-        .extend(changes.iter().map(|c| (c.label(), app.elapsed_s)));
-    if let Some(ab) = app.ab.as_mut() {
+    app.baseline
+        .expect_quiet(changes.iter().map(|c| c.label()), app.window.elapsed_s());
+    if let Some(ab) = app.baseline.ab_mut() {
         ab.switched(t);
     }
 }
@@ -661,9 +670,9 @@ fn reconnect(app: &mut App, engine: &mut dyn Workload) {
             app.flash("R reconnects a workload on another machine (--remote); this one runs here")
         }
         Some(Ok(())) => {
-            app.lost = None;
-            app.place = engine.place();
-            app.log_line(app.elapsed_s, "reconnected".into(), true);
+            app.running.reconnected(engine.place());
+            app.log
+                .line(app.window.elapsed_s(), "reconnected".into(), true);
             app.flash("reconnected: the same settings, the charts go on");
         }
         Some(Err(e)) => app.flash(format!("reconnecting failed: {e}")),
@@ -674,12 +683,12 @@ fn reconnect(app: &mut App, engine: &mut dyn Workload) {
 fn toggle_pause(app: &mut App, engine: &mut dyn Workload) {
     if engine.is_paused() {
         match engine.resume() {
-            Ok(()) => app.paused = false,
-            Err(e) => app.overlay = Overlay::Error(e.to_string()),
+            Ok(()) => app.view.set_paused(false),
+            Err(e) => app.overlays.error(e.to_string()),
         }
     } else {
         engine.pause();
-        app.paused = true;
+        app.view.set_paused(true);
     }
 }
 
@@ -709,24 +718,21 @@ fn open_picker(app: &mut App) {
         })
         .collect();
     let selected = app
-        .preset
-        .as_ref()
+        .show
+        .preset()
         .and_then(|(n, _)| items.iter().position(|i| &i.name == n))
         .unwrap_or(0);
-    app.overlay = Overlay::Picker { items, selected };
+    app.overlays.open(Overlay::Picker { items, selected });
 }
 
 /// Opens the save dialog, the current preset's name selected.
 fn start_save(app: &mut App) {
-    let name = app
-        .preset
-        .as_ref()
-        .map_or(String::new(), |(n, _)| n.clone());
-    app.overlay = Overlay::SaveName {
+    let name = app.show.preset().map_or(String::new(), |(n, _)| n.clone());
+    app.overlays.open(Overlay::SaveName {
         selected: !name.is_empty(),
         name,
         refused: None,
-    };
+    });
 }
 
 /// Runs the engine with `s`; a refusal opens a message and changes nothing.
@@ -758,12 +764,13 @@ fn apply_quiet(
 ) -> Option<Vec<crate::settings::SettingChange>> {
     match engine.apply(s) {
         Ok(changes) => {
-            app.set_running(engine.settings().clone(), engine.effective().clone());
-            app.pods = engine.pods();
+            app.running
+                .set(engine.settings().clone(), engine.effective().clone());
+            app.running.set_pods(engine.pods());
             Some(changes)
         }
         Err(e) => {
-            app.overlay = Overlay::Error(e.to_string());
+            app.overlays.error(e.to_string());
             None
         }
     }
@@ -791,28 +798,104 @@ pub fn saved_description(from: Option<&str>, s: &crate::settings::Settings) -> S
 /// Saves the current settings as the user preset `name`, atomically; only
 /// ever called after the user typed the name (and said yes to replacing).
 fn save(app: &mut App, name: &str) {
-    let description = saved_description(app.preset.as_ref().map(|p| p.0.as_str()), &app.settings);
+    let description = saved_description(
+        app.show.preset().map(|p| p.0.as_str()),
+        app.running.settings(),
+    );
     let p = preset::Preset {
         version: preset::PRESET_VERSION,
         name: name.to_string(),
         description: description.clone(),
-        settings: app.settings.clone(),
+        settings: app.running.settings().clone(),
         compare: None,
         published: None,
     };
     match preset::user_path(name).and_then(|path| preset::save_atomic(&p, &path).map(|()| path)) {
         Ok(path) => {
-            app.preset = Some((name.to_string(), description));
+            app.show.name_preset(name, &description);
             app.flash(format!("saved {}", path.display()));
         }
-        Err(e) => app.overlay = Overlay::Error(format!("not saved: {e}")),
+        Err(e) => app.overlays.error(format!("not saved: {e}")),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::keys::Action;
     use super::saved_description;
     use crate::settings::Settings;
+
+    /// q quits at once without a baseline; with one, the first q only
+    /// asks (and says so), any other key cancels, a second q quits;
+    /// Ctrl-C never asks.
+    #[test]
+    fn quitting_asks_once_when_a_baseline_would_be_lost() {
+        let mut a = super::fixture::app(false);
+        assert!(a.quit_key(&Action::Quit));
+        assert!(a.quitting());
+        let mut a = super::fixture::app(true);
+        assert!(a.baseline.get().is_some());
+        assert!(!a.quit_key(&Action::Quit));
+        assert_eq!(
+            a.flash_text(),
+            Some("q again quits; the baseline goes with it")
+        );
+        assert!(!a.quit_key(&Action::ZoomIn), "another key cancels");
+        assert!(!a.quit_key(&Action::Quit), "asks again");
+        assert!(!a.quitting());
+        assert!(a.quit_key(&Action::Quit), "the second q quits");
+        assert!(a.quitting());
+        let mut a = super::fixture::app(true);
+        assert!(a.quit_key(&Action::QuitNow));
+        assert!(!a.quit_key(&Action::Escape));
+    }
+
+    /// A record's events: a change is a numbered marker with its line in
+    /// the log (changes at one time share one), a caption is shown and
+    /// logged but no marker, and the events a live A/B's switch brings
+    /// are neither.
+    #[test]
+    fn a_record_s_events_become_markers_lines_captions_or_nothing() {
+        use crate::metrics::Event;
+        let mut a = super::fixture::app(true);
+        let (markers, lines) = (a.window.markers().len(), a.log.lines().len());
+        let n = a.window.markers().last().map_or(0, |m| m.n);
+        let t = a.window.elapsed_s();
+        a.baseline
+            .expect_quiet(["workers.highpri: true -> false".to_string()], t);
+        let mut r = super::fixture::record(180);
+        let at = |label: &str| Event {
+            t_s: r.t_s - 0.1,
+            label: label.into(),
+        };
+        r.events = vec![
+            at("workers.mode: bound -> unbound"),
+            at("load.hogs: 0 -> 1"),
+            at("caption: look here"),
+            at("workers.highpri: true -> false"),
+        ];
+        a.push(r);
+        assert_eq!(a.window.markers().len(), markers + 1);
+        let m = a.window.markers().last().unwrap();
+        assert_eq!(m.n, n + 1);
+        assert_eq!(m.label, "mode: bound -> unbound, hogs: 0 -> 1");
+        assert_eq!(a.show.caption(), Some("look here"));
+        let new: Vec<&str> = a
+            .log
+            .lines()
+            .iter()
+            .skip(lines)
+            .map(|l| l.1.as_str())
+            .collect();
+        assert_eq!(
+            new,
+            [
+                format!("[{}] workers.mode: bound -> unbound", n + 1).as_str(),
+                format!("[{}] load.hogs: 0 -> 1", n + 1).as_str(),
+                "caption: look here",
+            ]
+        );
+    }
 
     /// A saved preset names every setting that differs from the defaults,
     /// not only the plan (highpri and sleep changes included).

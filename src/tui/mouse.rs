@@ -10,10 +10,11 @@
 use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
 
-use super::app::{App, Overlay, Readout};
+use super::app::App;
 use super::keys::Action;
 use super::overlay::{self, OverlayAction};
 use super::render::layout::{self, ChooserHit, Hit};
+use super::state::{Overlay, Readout};
 
 /// What a replay says when a live-only key or click asks to change a
 /// setting.
@@ -26,10 +27,11 @@ const WHEEL_LINES: u64 = 3;
 /// The screen the app was last drawn on, or a roomy one before the first
 /// frame (tests, a key before any draw).
 fn screen(app: &App) -> Rect {
-    if app.screen.width == 0 || app.screen.height == 0 {
+    let s = app.view.screen();
+    if s.width == 0 || s.height == 0 {
         Rect::new(0, 0, 160, 48)
     } else {
-        app.screen
+        s
     }
 }
 
@@ -43,46 +45,31 @@ pub fn cursor_rows(app: &App) -> Vec<&'static str> {
         .collect()
 }
 
-/// The cursor one row down (or up) among `rows`, stopping at the ends; from
-/// no cursor, Down starts at the top and Up at the bottom; a cursor on a
-/// setting no longer shown starts over the same way.
-pub fn move_cursor(
-    cursor: Option<&'static str>,
-    rows: &[&'static str],
-    down: bool,
-) -> Option<&'static str> {
-    let at = cursor.and_then(|c| rows.iter().position(|r| *r == c));
-    let i = match (at, down) {
-        (None, true) => 0,
-        (None, false) => rows.len().checked_sub(1)?,
-        (Some(i), true) => (i + 1).min(rows.len() - 1),
-        (Some(i), false) => i.saturating_sub(1),
-    };
-    rows.get(i).copied()
-}
-
 /// Handles the settings panel's actions (cursor, chooser, `:`) for the
 /// live explorer (`live`) or a replay (which refuses the chooser and the
 /// prompt with [`REPLAY_REFUSAL`]); false for any other action.
 pub fn panel_action(app: &mut App, action: &Action, live: bool) -> bool {
     match action {
-        Action::CursorUp | Action::CursorDown if app.focus == Some("events") => {
+        Action::CursorUp | Action::CursorDown if app.view.focus() == Some("events") => {
             let events = layout::main_layout(app, screen(app)).events;
             let oldest = layout::events_oldest(app, events);
-            app.scroll_events(*action == Action::CursorUp, 1, oldest);
+            app.log.scroll(*action == Action::CursorUp, 1, oldest);
         }
         Action::FocusNext | Action::FocusPrev => step_focus(app, *action == Action::FocusNext),
         Action::CursorUp | Action::CursorDown => {
             let rows = cursor_rows(app);
-            app.cursor = move_cursor(app.cursor, &rows, *action == Action::CursorDown);
+            app.view.step_cursor(&rows, *action == Action::CursorDown);
         }
         Action::OpenChooser | Action::OpenPrompt if !live => app.flash(REPLAY_REFUSAL),
-        Action::OpenChooser => match app.cursor {
-            Some(key) => app.overlay = overlay::chooser::open_chooser(app, key),
+        Action::OpenChooser => match app.view.cursor() {
+            Some(key) => {
+                let chooser = overlay::chooser::open_chooser(app, key);
+                app.overlays.open(chooser);
+            }
             None => app
                 .flash("↑↓ select a setting first (or click its row); Enter then lists its values"),
         },
-        Action::OpenPrompt => app.overlay = overlay::prompt::open_prompt(),
+        Action::OpenPrompt => app.overlays.open(overlay::prompt::open_prompt()),
         _ => return false,
     }
     true
@@ -100,7 +87,7 @@ pub fn step_focus(app: &mut App, forward: bool) {
     }
     let l = layout::main_layout(app, area);
     let stops = layout::focus_stops(&l);
-    let here = match (app.focus, app.cursor) {
+    let here = match (app.view.focus(), app.view.cursor()) {
         (Some(t), _) => stops.iter().position(|s| *s == t),
         (None, Some(_)) => stops.iter().position(|s| *s == "settings"),
         (None, None) => None,
@@ -112,30 +99,12 @@ pub fn step_focus(app: &mut App, forward: bool) {
         (Some(i), true) => (i + 1) % n,
         (Some(i), false) => (i + n - 1) % n,
     };
-    app.readout = None;
     if stops[i] == "settings" {
         let rows: Vec<&'static str> = l.setting_rows.iter().map(|(_, k)| *k).collect();
-        app.cursor = app
-            .cursor
-            .filter(|c| rows.contains(c))
-            .or(rows.first().copied());
-        app.focus = None;
+        app.view.focus_settings(&rows);
     } else {
-        app.cursor = None;
-        app.focus = Some(stops[i]);
+        app.view.focus_panel(Some(stops[i]));
     }
-}
-
-/// Esc on the main screen: closes the chart readout, else the cursor;
-/// false when there was neither.
-pub fn escape(app: &mut App) -> bool {
-    if app.readout.take().is_some() {
-        return true;
-    }
-    if app.cursor.take().is_some() {
-        return true;
-    }
-    app.focus.take().is_some()
 }
 
 /// Handles a mouse event; `live` is false in a replay (no settings change
@@ -149,8 +118,8 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
         MouseEventKind::ScrollDown => Some(false),
         _ => None,
     };
-    let mode = app.mode();
-    match &mut app.overlay {
+    let mode = app.running.mode();
+    match app.overlays.current_mut() {
         Overlay::Help { scroll, find, .. } => {
             if let Some(up) = wheel {
                 let most = super::help::line_count(mode, find, 76);
@@ -178,7 +147,7 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
             }
             return match layout::chooser_hit(area, items.len(), *selected, x, y) {
                 ChooserHit::Outside => {
-                    app.overlay = Overlay::None;
+                    app.overlays.close();
                     OverlayAction::None
                 }
                 ChooserHit::Inside => OverlayAction::None,
@@ -197,7 +166,7 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
         if hit == Hit::Events {
             let events = layout::main_layout(app, area).events;
             let oldest = layout::events_oldest(app, events);
-            app.scroll_events(up, WHEEL_LINES, oldest);
+            app.log.scroll(up, WHEEL_LINES, oldest);
         }
         return OverlayAction::None;
     }
@@ -205,23 +174,16 @@ pub fn mouse(app: &mut App, ev: MouseEvent, live: bool) -> OverlayAction {
         return OverlayAction::None;
     }
     // A click focuses what it lands on: `?` then explains it.
-    app.focus = match hit {
-        Hit::Panel(topic) => Some(topic),
-        Hit::Events => Some("events"),
-        Hit::Chart(..) | Hit::ChartFrame(_) => Some("axes"),
-        Hit::Setting(_) | Hit::Nothing => None,
-    };
-    if !matches!(hit, Hit::Setting(_)) {
-        app.cursor = None;
-    }
     match hit {
         Hit::Setting(key) => {
-            app.readout = None;
-            app.cursor = Some(key);
+            app.view.select_setting(key);
             panel_action(app, &Action::OpenChooser, live);
         }
-        Hit::Chart(chart, t_s) => app.readout = Some(Readout { chart, t_s }),
-        Hit::Events | Hit::ChartFrame(_) | Hit::Panel(_) | Hit::Nothing => app.readout = None,
+        Hit::Chart(chart, t_s) => app.view.read_chart(Readout { chart, t_s }),
+        Hit::Panel(topic) => app.view.focus_panel(Some(topic)),
+        Hit::Events => app.view.focus_panel(Some("events")),
+        Hit::ChartFrame(_) => app.view.focus_panel(Some("axes")),
+        Hit::Nothing => app.view.focus_panel(None),
     }
     OverlayAction::None
 }
@@ -246,29 +208,21 @@ mod tests {
 
     #[test]
     fn the_cursor_moves_over_the_rows_shown_and_stops_at_the_ends() {
-        let rows = ["a", "b", "c"];
-        assert_eq!(move_cursor(None, &rows, true), Some("a"));
-        assert_eq!(move_cursor(None, &rows, false), Some("c"));
-        assert_eq!(move_cursor(Some("a"), &rows, true), Some("b"));
-        assert_eq!(move_cursor(Some("a"), &rows, false), Some("a"));
-        assert_eq!(move_cursor(Some("c"), &rows, true), Some("c"));
-        assert_eq!(move_cursor(Some("gone"), &rows, true), Some("a"));
-        assert_eq!(move_cursor(None, &[], true), None);
         // On the fixture at 80x24 the panel shows only the keyed settings.
         let mut a = crate::tui::fixture::app(false);
-        a.screen = Rect::new(0, 0, 80, 24);
+        a.view.set_screen(Rect::new(0, 0, 80, 24));
         let rows = cursor_rows(&a);
         assert!(
             rows.contains(&"workers.mode") && !rows.contains(&"workload.pattern"),
             "{rows:?}"
         );
-        a.screen = Rect::new(0, 0, 160, 48);
+        a.view.set_screen(Rect::new(0, 0, 160, 48));
         assert!(cursor_rows(&a).contains(&"workload.pattern"));
         assert!(panel_action(&mut a, &Action::CursorDown, true));
-        assert_eq!(a.cursor, Some("workload.target"));
+        assert_eq!(a.view.cursor(), Some("workload.target"));
         assert!(panel_action(&mut a, &Action::OpenChooser, true));
         assert!(matches!(
-            a.overlay,
+            a.overlays.current(),
             Overlay::Chooser {
                 key: "workload.target",
                 ..
@@ -276,60 +230,60 @@ mod tests {
         ));
         // A replay refuses the chooser and the prompt, and says why.
         let mut r = crate::tui::fixture::app(false);
-        r.replay = Some("replay 1x".into());
-        r.cursor = Some("workers.mode");
+        r.running.set_replay("replay 1x".into());
+        r.view.select_setting("workers.mode");
         panel_action(&mut r, &Action::OpenChooser, false);
         panel_action(&mut r, &Action::OpenPrompt, false);
-        assert_eq!(r.overlay, Overlay::None);
+        assert_eq!(*r.overlays.current(), Overlay::None);
         assert_eq!(r.flash_text(), Some(REPLAY_REFUSAL));
     }
 
     #[test]
     fn clicks_select_rows_pick_values_and_read_charts() {
         let mut a = crate::tui::fixture::app(false);
-        a.screen = Rect::new(0, 0, 160, 48);
-        let l = layout::main_layout(&a, a.screen);
+        a.view.set_screen(Rect::new(0, 0, 160, 48));
+        let l = layout::main_layout(&a, a.view.screen());
         let &(y, key) = l
             .setting_rows
             .iter()
             .find(|(_, k)| *k == "workers.verify_mode")
             .unwrap();
         assert_eq!(mouse(&mut a, click(5, y), true), OverlayAction::None);
-        assert_eq!(a.cursor, Some(key));
+        assert_eq!(a.view.cursor(), Some(key));
         let Overlay::Chooser {
             items, selected, ..
-        } = &a.overlay
+        } = a.overlays.current()
         else {
-            panic!("{:?}", a.overlay)
+            panic!("{:?}", a.overlays.current())
         };
         let (n, sel) = (items.len(), *selected);
         // A click on "unbound" (the fourth value) applies it.
-        let (_, list, first) = layout::chooser_geometry(a.screen, n, sel);
+        let (_, list, first) = layout::chooser_geometry(a.view.screen(), n, sel);
         let row = list.y + (3 - first) as u16;
         let OverlayAction::Apply(s) = mouse(&mut a, click(list.x + 2, row), true) else {
-            panic!("{:?}", a.overlay)
+            panic!("{:?}", a.overlays.current())
         };
-        assert_eq!(a.settings.diff(&s)[0].to, "unbound");
-        assert_eq!(a.overlay, Overlay::None);
+        assert_eq!(a.running.settings().diff(&s)[0].to, "unbound");
+        assert_eq!(*a.overlays.current(), Overlay::None);
         // A click outside a chooser closes it.
         mouse(&mut a, click(5, y), true);
         mouse(&mut a, click(0, 0), true);
-        assert_eq!(a.overlay, Overlay::None);
+        assert_eq!(*a.overlays.current(), Overlay::None);
         // A chart click reads it; Esc (or a click elsewhere) lets go.
         let (kind, r) = l.charts[1];
         let p = crate::tui::render::chart::plot_rect(r, true).unwrap();
         mouse(&mut a, click(p.x + 10, p.y + 2), true);
-        let ro = a.readout.expect("a readout");
+        let ro = a.view.readout().expect("a readout");
         assert_eq!(ro.chart, kind);
-        assert!(escape(&mut a));
-        assert_eq!(a.readout, None);
+        assert!(a.view.escape());
+        assert_eq!(a.view.readout(), None);
         mouse(&mut a, click(p.x + 10, p.y + 2), true);
         mouse(&mut a, click(0, 0), true);
-        assert_eq!(a.readout, None);
+        assert_eq!(a.view.readout(), None);
         // In a replay a row click selects and says why nothing opens.
-        a.replay = Some("replay 1x".into());
+        a.running.set_replay("replay 1x".into());
         mouse(&mut a, click(5, y), false);
-        assert_eq!(a.overlay, Overlay::None);
+        assert_eq!(*a.overlays.current(), Overlay::None);
         assert_eq!(a.flash_text(), Some(REPLAY_REFUSAL));
     }
 
@@ -337,23 +291,23 @@ mod tests {
     fn the_wheel_scrolls_the_events_without_being_yanked() {
         let mut a = crate::tui::fixture::app(false);
         for i in 0..30 {
-            a.log_line(45.0, format!("event {i}"), false);
+            a.log.line(45.0, format!("event {i}"), false);
         }
-        a.screen = Rect::new(0, 0, 80, 24);
-        let l = layout::main_layout(&a, a.screen);
+        a.view.set_screen(Rect::new(0, 0, 80, 24));
+        let l = layout::main_layout(&a, a.view.screen());
         let (x, y) = (l.events.x + 2, l.events.y + 1);
         mouse(&mut a, ev(MouseEventKind::ScrollUp, x, y), true);
-        let anchor = a.events_anchor.expect("scrolled");
-        assert_eq!(anchor, a.log_newest() - 3);
+        let anchor = a.log.anchor().expect("scrolled");
+        assert_eq!(anchor, a.log.newest() - 3);
         // New lines do not move the view.
-        a.log_line(46.0, "later".into(), false);
-        assert_eq!(a.events_anchor, Some(anchor));
+        a.log.line(46.0, "later".into(), false);
+        assert_eq!(a.log.anchor(), Some(anchor));
         // Far back, it stops where the panel is still full.
         for _ in 0..100 {
             mouse(&mut a, ev(MouseEventKind::ScrollUp, x, y), true);
         }
         let oldest = layout::events_oldest(&a, l.events);
-        assert_eq!(a.events_anchor, Some(oldest));
+        assert_eq!(a.log.anchor(), Some(oldest));
         // There the panel shows the first line logged (its start, as it
         // is longer than the panel, and where the rest is).
         let th = crate::tui::theme::Theme::named(crate::tui::theme::ThemeName::Dark);
@@ -361,8 +315,8 @@ mod tests {
             theme: th,
             ascii: false,
         };
-        let mut buf = ratatui::buffer::Buffer::empty(a.screen);
-        crate::tui::render::render(&a, &look, a.screen, &mut buf);
+        let mut buf = ratatui::buffer::Buffer::empty(a.view.screen());
+        crate::tui::render::render(&a, &look, a.view.screen(), &mut buf);
         let top: String = (l.events.x..l.events.x + l.events.width)
             .map(|x| buf[(x, l.events.y + 1)].symbol().to_string())
             .collect();
@@ -379,10 +333,13 @@ mod tests {
         for _ in 0..100 {
             mouse(&mut a, ev(MouseEventKind::ScrollDown, x, y), true);
         }
-        assert_eq!(a.events_anchor, None);
+        assert_eq!(a.log.anchor(), None);
         // The wheel over the help scrolls it.
-        a.overlay = Overlay::help();
+        a.overlays.open(Overlay::help());
         mouse(&mut a, ev(MouseEventKind::ScrollDown, 40, 10), true);
-        assert!(matches!(a.overlay, Overlay::Help { scroll: 3, .. }));
+        assert!(matches!(
+            a.overlays.current(),
+            Overlay::Help { scroll: 3, .. }
+        ));
     }
 }

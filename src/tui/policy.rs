@@ -3,15 +3,17 @@
 //! with it following it, refused with why when the engine would refuse it
 //! or it would change nothing here ([`crate::engine::resolve()`] decides;
 //! this file asks it), and the quit confirmation that keeps a marked
-//! baseline from being lost to one stray `q`. The explorer's state is
-//! [`App`]'s (`app.rs`); these are its methods that decide, kept apart from
-//! the ones that hold and slide the records. No terminal: key and state
-//! in, action or reason out (a first `q` also arms the second).
+//! baseline from being lost to one stray `q`. Free functions over the
+//! part of the explorer's state they read ([`Running`]: the settings
+//! running, the machine, the resolver's answer; for quitting, whether a
+//! baseline is marked and a first `q` asked), which keep none of their
+//! own: `App::quit_key` keeps the question asked. No terminal: key and
+//! state in, action or reason out.
 
 use ratatui::crossterm::event::KeyEvent;
 
-use super::app::App;
 use super::keys::{self, Action, Does};
+use super::state::Running;
 use crate::settings::Settings;
 
 /// Maps a key to an action, given the settings as requested: what the key
@@ -39,101 +41,108 @@ fn change(f: &keys::Change, s: &Settings, _cpus: usize) -> Result<Settings, Stri
     f.apply(s)
 }
 
-impl App {
-    /// Whether a key's action quits now: Ctrl-C at once; `q` at once with
-    /// no baseline to lose, else the first `q` arms (and says so) and a
-    /// second quits. Any other key disarms.
-    pub fn quit_key(&mut self, action: &Action) -> bool {
-        let armed = std::mem::take(&mut self.quit_armed);
-        match action {
-            Action::QuitNow => true,
-            Action::Quit if self.baseline.is_some() && !armed => {
-                self.quit_armed = true;
-                self.flash("q again quits; the baseline goes with it");
-                false
-            }
-            Action::Quit => true,
-            _ => false,
-        }
-    }
+/// What a key's action does to quitting: see [`quit_answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quit {
+    /// Quit now.
+    Now,
+    /// Not yet: ask first, saying this; the next `q` quits.
+    Ask(&'static str),
+    /// Not a quit (and a first `q`'s question is dropped).
+    Stay,
+}
 
-    /// Why `n` (the settings with `key` changed) cannot run here, as the
-    /// engine would refuse it ([`Settings::validate`], then
-    /// [`crate::engine::resolve`] on this machine and filesystem), or would
-    /// run `key` as something else (the reason the settings panel greys a
-    /// setting with). None: it can.
-    pub fn refusal(&self, n: &Settings, key: &str) -> Option<String> {
-        if let Err(e) = n.validate(self.cpus.max(1)) {
-            return Some(e.to_string());
-        }
-        let fs = crate::engine::DataFs::inferred(&self.settings, &self.effective);
-        let new = match crate::engine::resolve(n, &self.features, &fs) {
-            Err(e) => return Some(e.to_string()),
-            Ok(r) => r,
+/// Whether a key's action quits, given whether a baseline is marked
+/// (`baseline`) and whether a first `q` already asked (`armed`): Ctrl-C at
+/// once; `q` at once with no baseline to lose, else the first `q` asks and
+/// a second quits. Any other key is no quit (and the question lapses).
+pub fn quit_answer(action: &Action, baseline: bool, armed: bool) -> Quit {
+    match action {
+        Action::QuitNow => Quit::Now,
+        Action::Quit if baseline && !armed => Quit::Ask("q again quits; the baseline goes with it"),
+        Action::Quit => Quit::Now,
+        _ => Quit::Stay,
+    }
+}
+
+/// Why `n` (the settings with `key` changed) cannot run here, as the
+/// engine would refuse it ([`Settings::validate`], then
+/// [`crate::engine::resolve()`] on this machine and filesystem), or would
+/// run `key` as something else (the reason the settings panel greys a
+/// setting with), given what `run`s now. None: it can.
+pub fn refusal(run: &Running, n: &Settings, key: &str) -> Option<String> {
+    if let Err(e) = n.validate(run.cpus().max(1)) {
+        return Some(e.to_string());
+    }
+    let fs = crate::engine::DataFs::inferred(run.settings(), run.effective());
+    let new = match crate::engine::resolve(n, run.features(), &fs) {
+        Err(e) => return Some(e.to_string()),
+        Ok(r) => r,
+    };
+    if let Some(why) = new.limit(key)
+        && new.effective.get(key) != n.get(key)
+    {
+        return Some(why.to_string());
+    }
+    // A value that runs exactly as the current one changes nothing here.
+    let now = run.resolution()?;
+    (n != run.settings() && new.runs_like(now)).then(|| {
+        new.limit(key)
+            .unwrap_or("it runs the same as the current value here")
+            .to_string()
+    })
+}
+
+/// What a key does given what `run`s now: a settings key's change, with
+/// the keys that conflict with it following it
+/// ([`crate::engine::reconcile`]), or refused with why when it cannot run
+/// or changes nothing (no marker).
+///
+/// A cycle's value that would run exactly as the current one here (a
+/// value the target runs as another: `inline` on a kernel whose queues
+/// readpath's lab switches flip) is stepped over to the next, so the key
+/// still moves; refused only when no value of the cycle would.
+pub fn key_action(run: &Running, key: KeyEvent) -> Action {
+    let current = run.settings();
+    let mut from = current.clone();
+    let mut first_refusal = None;
+    for _ in 0..8 {
+        let action = action_for_key(key, &from, run.cpus());
+        let Action::Apply(mut n) = action else {
+            return first_refusal.unwrap_or(action);
         };
-        if let Some(why) = new.limit(key)
-            && new.effective.get(key) != n.get(key)
-        {
-            return Some(why.to_string());
+        let Some(changed) = current.diff(&n).first().map(|c| c.key.clone()) else {
+            return first_refusal.unwrap_or(Action::None);
+        };
+        crate::engine::reconcile(&mut n, &changed);
+        let Some(why) = refusal(run, &n, &changed) else {
+            return Action::Apply(n);
+        };
+        let refused = Action::Refuse(format!("{changed}: {why}"));
+        let cycles = keys::does(key).is_some_and(|d| {
+            matches!(d, Does::Change(c)
+                if matches!(c.setting.bind.map(|b| b.step), Some(crate::settings::Step::Cycle(_))))
+        });
+        if !cycles || !runs_as_now(run, &n, &changed) {
+            return first_refusal.unwrap_or(refused);
         }
-        // A value that runs exactly as the current one changes nothing here.
-        let now = self.resolution()?;
-        (n != &self.settings && new.runs_like(now)).then(|| {
-            new.limit(key)
-                .unwrap_or("it runs the same as the current value here")
-                .to_string()
-        })
+        first_refusal.get_or_insert(refused);
+        from = *n;
     }
+    first_refusal.unwrap_or(Action::None)
+}
 
-    /// What a key does here: a settings key's change, with the keys that
-    /// conflict with it following it ([`crate::engine::reconcile`]), or
-    /// refused with why when it cannot run or changes nothing (no marker).
-    ///
-    /// A cycle's value that would run exactly as the current one here (a
-    /// value the target runs as another: `inline` on a kernel whose queues
-    /// readpath's lab switches flip) is stepped over to the next, so the key
-    /// still moves; refused only when no value of the cycle would.
-    pub fn key_action(&self, key: KeyEvent) -> Action {
-        let mut from = self.settings.clone();
-        let mut first_refusal = None;
-        for _ in 0..8 {
-            let action = action_for_key(key, &from, self.cpus);
-            let Action::Apply(mut n) = action else {
-                return first_refusal.unwrap_or(action);
-            };
-            let Some(changed) = self.settings.diff(&n).first().map(|c| c.key.clone()) else {
-                return first_refusal.unwrap_or(Action::None);
-            };
-            crate::engine::reconcile(&mut n, &changed);
-            let Some(why) = self.refusal(&n, &changed) else {
-                return Action::Apply(n);
-            };
-            let refused = Action::Refuse(format!("{changed}: {why}"));
-            let cycles = keys::does(key).is_some_and(|d| {
-                matches!(d, Does::Change(c)
-                    if matches!(c.setting.bind.map(|b| b.step), Some(crate::settings::Step::Cycle(_))))
-            });
-            if !cycles || !self.runs_as_now(&n, &changed) {
-                return first_refusal.unwrap_or(refused);
-            }
-            first_refusal.get_or_insert(refused);
-            from = *n;
-        }
-        first_refusal.unwrap_or(Action::None)
-    }
-
-    /// Whether `n` would run exactly as the settings running now, `key`
-    /// not greyed with a reason of its own (a value greyed here is
-    /// refused with that reason, not stepped over).
-    fn runs_as_now(&self, n: &Settings, key: &str) -> bool {
-        let fs = crate::engine::DataFs::inferred(&self.settings, &self.effective);
-        match (
-            crate::engine::resolve(n, &self.features, &fs),
-            self.resolution(),
-        ) {
-            (Ok(new), Some(now)) => new.limit(key).is_none() && new.runs_like(now),
-            _ => false,
-        }
+/// Whether `n` would run exactly as what `run`s now, `key` not greyed
+/// with a reason of its own (a value greyed here is refused with that
+/// reason, not stepped over).
+fn runs_as_now(run: &Running, n: &Settings, key: &str) -> bool {
+    let fs = crate::engine::DataFs::inferred(run.settings(), run.effective());
+    match (
+        crate::engine::resolve(n, run.features(), &fs),
+        run.resolution(),
+    ) {
+        (Ok(new), Some(now)) => new.limit(key).is_none() && new.runs_like(now),
+        _ => false,
     }
 }
 
@@ -217,28 +226,35 @@ mod tests {
         assert!(matches!(action_for_key(key('>'), &s, 2), Action::Refuse(_)));
     }
 
+    /// What runs: `s`, on the fixture's machine (high priority refused)
+    /// or `features`.
+    fn running(s: &Settings, features: Option<crate::sys::Features>) -> Running {
+        let f = features.unwrap_or_else(crate::sys::testing::fixture_features);
+        Running::new(s.clone(), s.clone(), f, 2)
+    }
+
     #[test]
     fn w_flips_a_switchable_kernel_s_queue_and_is_refused_on_another() {
         let mut s = Settings::default();
         s.workload.target = crate::settings::Target::Kernel;
         s.pipeline.decrypt = false;
         s.workers.mode = WorkerMode::Unbound;
-        let mut f = crate::tui::fixture::features();
+        let mut f = crate::sys::testing::fixture_features();
         f.kernel_switches = true;
-        let mut app = App::new(s.clone(), s.clone(), f, 2);
+        let mut run = running(&s, Some(f));
         // unbound -> inline runs as unbound on the kernel: stepped over.
-        let Action::Apply(n) = app.key_action(key('w')) else {
+        let Action::Apply(n) = key_action(&run, key('w')) else {
             panic!("w refused on a kernel with switches")
         };
         assert_eq!(n.workers.mode, WorkerMode::Bound);
-        app.set_running((*n).clone(), (*n).clone());
-        let Action::Apply(n) = app.key_action(key('w')) else {
+        run.set((*n).clone(), (*n).clone());
+        let Action::Apply(n) = key_action(&run, key('w')) else {
             panic!("w refused")
         };
         assert_eq!(n.workers.mode, WorkerMode::Unbound);
         // A stock kernel: the queue is fixed, w says why.
-        let stock = App::new(s.clone(), s, crate::tui::fixture::features(), 2);
-        let Action::Refuse(why) = stock.key_action(key('w')) else {
+        let stock = running(&s, None);
+        let Action::Refuse(why) = key_action(&stock, key('w')) else {
             panic!("w not refused on a stock kernel")
         };
         assert!(why.contains("lab build --switches"), "{why}");
@@ -246,29 +262,28 @@ mod tests {
 
     #[test]
     fn sync_engine_takes_sleep_along_and_refuses_i() {
-        let mut app = crate::tui::fixture::app(false);
         let s = Settings::default();
-        app.set_running(s.clone(), s.clone());
-        let Action::Apply(sync) = app.key_action(key('e')) else {
+        let mut run = running(&s, None);
+        let Action::Apply(sync) = key_action(&run, key('e')) else {
             panic!("e refused")
         };
         assert_eq!(sync.workload.engine, EngineKind::Sync);
         let mut plain = s.clone();
         plain.workload.sleep = SleepMode::Plain;
-        app.set_running(plain.clone(), plain);
-        let Action::Apply(s2) = app.key_action(key('e')) else {
+        run.set(plain.clone(), plain);
+        let Action::Apply(s2) = key_action(&run, key('e')) else {
             panic!("e refused")
         };
         assert_eq!(s2.workload.engine, EngineKind::Sync);
         assert_eq!(s2.workload.sleep, SleepMode::Iowait, "sleep follows engine");
-        app.set_running((*sync).clone(), (*sync).clone());
-        let i = app.key_action(key('i'));
+        run.set((*sync).clone(), (*sync).clone());
+        let i = key_action(&run, key('i'));
         assert!(
             matches!(&i, Action::Refuse(r) if r.starts_with("workload.sleep") && r.contains("always sleep as iowait")),
             "{i:?}"
         );
         assert!(
-            matches!(app.key_action(key('e')), Action::Apply(n) if n.workload.engine == EngineKind::Uring)
+            matches!(key_action(&run, key('e')), Action::Apply(n) if n.workload.engine == EngineKind::Uring)
         );
     }
 
@@ -277,59 +292,55 @@ mod tests {
     /// on the kernel target, h where priority cannot be raised.
     #[test]
     fn a_key_that_changes_nothing_here_is_refused_with_why() {
-        let mut app = crate::tui::fixture::app(false);
         let mut verity_only = Settings::default();
         verity_only.pipeline.decrypt = false;
-        app.set_running(verity_only.clone(), verity_only);
-        let w = app.key_action(key('W'));
+        let mut run = running(&verity_only, None);
+        let w = key_action(&run, key('W'));
         assert_eq!(
             w,
             Action::Refuse(
                 "workers.verify_mode: used only when decrypt and verity are both on".into()
             )
         );
-        assert!(matches!(app.key_action(key('w')), Action::Apply(_)));
+        assert!(matches!(key_action(&run, key('w')), Action::Apply(_)));
 
         let mut kernel = Settings::default();
         kernel.workload.target = crate::settings::Target::Kernel;
-        app.set_running(kernel.clone(), kernel);
+        run.set(kernel.clone(), kernel);
         for c in ['w', 'h', 'W', 'a'] {
-            let why = app.key_action(key(c));
+            let why = key_action(&run, key(c));
             assert!(
                 matches!(&why, Action::Refuse(r) if r.contains("the kernel")),
                 "{c}: {why:?}"
             );
         }
-        assert!(matches!(app.key_action(key('K')), Action::Apply(_)));
+        assert!(matches!(key_action(&run, key('K')), Action::Apply(_)));
 
-        let mut app = crate::tui::fixture::app(false);
-        app.features.highpri = false;
-        app.features.highpri_reason = Some("no CAP_SYS_NICE".into());
+        let mut f = crate::sys::testing::fixture_features();
+        f.highpri = false;
+        f.highpri_reason = Some("no CAP_SYS_NICE".into());
         let mut low = Settings::default();
         low.workers.highpri = false;
-        app.set_running(low.clone(), low);
+        let run = running(&low, Some(f));
         assert_eq!(
-            app.key_action(key('h')),
+            key_action(&run, key('h')),
             Action::Refuse("workers.highpri: no CAP_SYS_NICE".into())
         );
     }
 
     /// q quits at once without a baseline; with one, the first q only
-    /// asks, any other key cancels, a second q quits; Ctrl-C never asks.
+    /// asks, a second q quits; Ctrl-C never asks.
     #[test]
     fn quitting_asks_once_when_a_baseline_would_be_lost() {
-        let mut a = crate::tui::fixture::app(false);
-        assert!(a.quit_key(&Action::Quit));
-        let mut a = crate::tui::fixture::app(true);
-        assert!(a.baseline.is_some());
-        assert!(!a.quit_key(&Action::Quit));
-        assert!(a.quit_armed);
-        assert!(!a.quit_key(&Action::ZoomIn), "another key cancels");
-        assert!(!a.quit_key(&Action::Quit), "asks again");
-        assert!(a.quit_key(&Action::Quit), "the second q quits");
-        let mut a = crate::tui::fixture::app(true);
-        assert!(a.quit_key(&Action::QuitNow));
-        assert!(!a.quit_key(&Action::Escape));
+        assert_eq!(quit_answer(&Action::Quit, false, false), Quit::Now);
+        assert!(matches!(
+            quit_answer(&Action::Quit, true, false),
+            Quit::Ask(why) if why.contains("q again")
+        ));
+        assert_eq!(quit_answer(&Action::Quit, true, true), Quit::Now);
+        assert_eq!(quit_answer(&Action::ZoomIn, true, true), Quit::Stay);
+        assert_eq!(quit_answer(&Action::QuitNow, true, false), Quit::Now);
+        assert_eq!(quit_answer(&Action::Escape, false, false), Quit::Stay);
     }
 
     #[test]

@@ -11,11 +11,12 @@ use std::time::Instant;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent};
 
 use super::Driver;
-use super::app::{App, Overlay};
+use super::app::App;
 use super::keys::Action;
 use super::mouse::{self, REPLAY_REFUSAL};
 use super::overlay::{self, OverlayAction};
 use super::policy::action_for_key;
+use super::state::Overlay;
 use crate::output::recording::Recording;
 
 pub use super::keys::{SEEK_HELP, SEEK_S};
@@ -59,13 +60,12 @@ impl ReplayDriver {
             h.features.clone(),
             self.cpus,
         );
-        app.replay = Some(self.label());
+        app.running.set_replay(self.label());
         if let Some(d) = &h.demo {
-            app.headline = d.headline();
+            app.show.set_headline(d.headline());
         }
         if let Some(p) = &h.preset {
-            app.preset = Some((p.clone(), String::new()));
-            app.published = crate::scenario::preset::published_of(p);
+            app.show.apply_preset(p, "");
         }
         app
     }
@@ -95,10 +95,7 @@ impl ReplayDriver {
                     && let Some((_, to)) = change.split_once(" -> ")
                 {
                     // Follow the recorded change in the settings panel.
-                    let _ = app.settings.set(key, to);
-                    let _ = app.effective.set(key, to);
-                    let (s, e) = (app.settings.clone(), app.effective.clone());
-                    app.set_running(s, e);
+                    app.running.follow(key, to);
                 }
             }
             app.push(r.clone());
@@ -111,7 +108,7 @@ impl ReplayDriver {
             && self.clock_s >= self.length_s()
         {
             self.paused = true;
-            app.paused = true;
+            app.view.set_paused(true);
             app.flash("end of the recording: Home replays it, arrows move, q quits");
         }
         any
@@ -120,9 +117,9 @@ impl ReplayDriver {
     /// Moves to `t_s` (clamped to the recording), rebuilding the explorer's
     /// state from the start so markers and the baseline are as they were.
     pub fn seek(&mut self, app: &mut App, t_s: f64) {
-        let keep_window = app.window_s;
+        let keep_window = app.window.length_s();
         *app = self.fresh_app();
-        app.window_s = keep_window;
+        app.window.zoom_to(keep_window);
         self.next = 0;
         self.clock_s = t_s.clamp(0.0, self.length_s());
         let was_paused = self.paused;
@@ -130,7 +127,7 @@ impl ReplayDriver {
         self.feed(app);
         // At the end the replay stands still; elsewhere it keeps its state.
         self.paused = was_paused || self.next == self.rec.records.len();
-        app.paused = self.paused;
+        app.view.set_paused(self.paused);
         self.last = Instant::now();
     }
 }
@@ -149,16 +146,18 @@ impl Driver for ReplayDriver {
     }
 
     fn key(&mut self, app: &mut App, key: KeyEvent) {
-        if matches!(app.overlay, Overlay::Help { .. }) {
+        if matches!(app.overlays.current(), Overlay::Help { .. }) {
             // The help scrolls and searches as in the live explorer.
             let nothing = |_: &str| false;
-            if overlay::overlay_key(&mut app.overlay, key, &nothing) == OverlayAction::Quit {
-                app.quit = true;
+            if overlay::overlay_key(app.overlays.current_mut(), key, &nothing)
+                == OverlayAction::Quit
+            {
+                app.quit();
             }
             return;
         }
-        if app.overlay != Overlay::None {
-            app.overlay = Overlay::None;
+        if app.overlays.is_open() {
+            app.overlays.close();
             return;
         }
         match key.code {
@@ -170,14 +169,14 @@ impl Driver for ReplayDriver {
             }
             _ => {}
         }
-        let action = action_for_key(key, &app.settings, self.cpus);
+        let action = action_for_key(key, app.running.settings(), self.cpus);
         if mouse::panel_action(app, &action, false) {
             return;
         }
         match action {
-            Action::Quit | Action::QuitNow => app.quit = true,
+            Action::Quit | Action::QuitNow => app.quit(),
             Action::Escape => {
-                if !mouse::escape(app) {
+                if !app.view.escape() {
                     app.flash("Esc closes popups; q quits")
                 }
             }
@@ -188,16 +187,16 @@ impl Driver for ReplayDriver {
             | Action::OpenChooser
             | Action::OpenPrompt => {}
             Action::Suspend => {} // the terminal loop suspends
-            Action::ToggleHelp => app.overlay = Overlay::help_on(app.help_topic()),
-            Action::TogglePresent => app.present = !app.present,
-            Action::ZoomIn => app.zoom(false),
-            Action::ZoomOut => app.zoom(true),
+            Action::ToggleHelp => app.overlays.open(Overlay::help_on(app.view.help_topic())),
+            Action::TogglePresent => app.view.toggle_present(),
+            Action::ZoomIn => app.window.zoom(false),
+            Action::ZoomOut => app.window.zoom(true),
             Action::ResetCharts => app.reset_charts(),
             Action::DropCache => app.flash("a replay has no page cache to drop"),
             Action::Reconnect => app.flash("a replay has no connection"),
             Action::TogglePause => {
                 self.paused = !self.paused;
-                app.paused = self.paused;
+                app.view.set_paused(self.paused);
                 self.last = Instant::now();
             }
             Action::MarkBaseline => {
@@ -218,7 +217,7 @@ impl Driver for ReplayDriver {
 
     fn mouse(&mut self, app: &mut App, ev: MouseEvent) {
         match mouse::mouse(app, ev, false) {
-            OverlayAction::Quit => app.quit = true,
+            OverlayAction::Quit => app.quit(),
             OverlayAction::None => {}
             // Nothing opens a chooser in a replay; refuse all the same.
             _ => app.flash(REPLAY_REFUSAL),

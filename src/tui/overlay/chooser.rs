@@ -6,14 +6,16 @@
 //! same [`super::OverlayAction::Apply`] a key's change takes. The lists are
 //! pure (settings in, values out) and unit-tested; a value is greyed for the
 //! reasons the engine would refuse it ([`Settings::validate`],
-//! [`crate::engine::resolve()`]), found by [`App::refusal`]. The `:` prompt,
-//! the other way to set a value, completes values from [`values`].
+//! [`crate::engine::resolve()`]), found by [`policy::refusal`]. The `:`
+//! prompt, the other way to set a value, completes values from [`values`].
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
 use super::{OverlayAction, ctrl_c};
 use crate::settings::{self, Settings};
-use crate::tui::app::{App, Choice, Overlay};
+use crate::tui::app::App;
+use crate::tui::policy;
+use crate::tui::state::{Choice, Overlay, Running};
 
 /// The values the chooser offers for `key` before the current one is added:
 /// its [`settings::Setting::ladder`] (every variant of an enum in the order
@@ -73,17 +75,18 @@ fn is_enum(key: &str) -> bool {
 
 /// The chooser's items for `key`: [`values`], the current one marked, each
 /// one the engine would refuse (or run as something else) with why.
-pub fn choices(app: &App, key: &str) -> Vec<Choice> {
-    let current = app.settings.get(key).unwrap_or_default();
-    values(key, &app.settings)
+pub fn choices(run: &Running, key: &str) -> Vec<Choice> {
+    let settings = run.settings();
+    let current = settings.get(key).unwrap_or_default();
+    values(key, settings)
         .into_iter()
         .map(|value| {
             let why = if value == current {
                 None
             } else {
-                let mut n = app.settings.clone();
+                let mut n = settings.clone();
                 match n.set(key, &value) {
-                    Ok(()) => app.refusal(&n, key),
+                    Ok(()) => policy::refusal(run, &n, key),
                     Err(e) => Some(e.to_string()),
                 }
             };
@@ -98,7 +101,7 @@ pub fn choices(app: &App, key: &str) -> Vec<Choice> {
 
 /// The chooser of `key`, the cursor on its current value.
 pub fn open_chooser(app: &App, key: &'static str) -> Overlay {
-    let items = choices(app, key);
+    let items = choices(&app.running, key);
     let selected = items.iter().position(|c| c.current).unwrap_or(0);
     Overlay::Chooser {
         key,
@@ -113,7 +116,7 @@ pub fn open_chooser(app: &App, key: &'static str) -> Overlay {
 /// Esc or q closes, Ctrl-C quits.
 pub fn chooser_key(app: &mut App, key: KeyEvent) -> OverlayAction {
     if ctrl_c(&key) {
-        app.overlay = Overlay::None;
+        app.overlays.close();
         return OverlayAction::Quit;
     }
     let Overlay::Chooser {
@@ -121,7 +124,7 @@ pub fn chooser_key(app: &mut App, key: KeyEvent) -> OverlayAction {
         items,
         selected,
         note,
-    } = &mut app.overlay
+    } = app.overlays.current_mut()
     else {
         return OverlayAction::None;
     };
@@ -133,7 +136,7 @@ pub fn chooser_key(app: &mut App, key: KeyEvent) -> OverlayAction {
         KeyCode::Home | KeyCode::PageUp => *selected = 0,
         KeyCode::End | KeyCode::PageDown => *selected = last,
         KeyCode::Enter => return pick(app),
-        KeyCode::Esc | KeyCode::Char('q') => app.overlay = Overlay::None,
+        KeyCode::Esc | KeyCode::Char('q') => app.overlays.close(),
         _ => {
             *note = Some(format!(
                 "↑↓ choose a value of {setting}, Enter applies it, Esc closes"
@@ -151,7 +154,7 @@ pub fn pick(app: &mut App) -> OverlayAction {
         items,
         selected,
         note,
-    } = &mut app.overlay
+    } = app.overlays.current_mut()
     else {
         return OverlayAction::None;
     };
@@ -165,10 +168,10 @@ pub fn pick(app: &mut App) -> OverlayAction {
         ));
         return OverlayAction::None;
     }
-    let mut n = app.settings.clone();
+    let mut n = app.running.settings().clone();
     match n.set(key, &item.value) {
         Ok(()) => {
-            app.overlay = Overlay::None;
+            app.overlays.close();
             OverlayAction::Apply(Box::new(n))
         }
         Err(e) => {
@@ -191,7 +194,7 @@ mod tests {
     #[test]
     fn an_enum_offers_every_variant_the_current_one_marked() {
         let a = crate::tui::fixture::app(false);
-        let c = choices(&a, "workers.verify_mode");
+        let c = choices(&a.running, "workers.verify_mode");
         let v: Vec<&str> = c.iter().map(|c| c.value.as_str()).collect();
         assert_eq!(v, ["same", "inline", "bound", "unbound"]);
         let cur: Vec<bool> = c.iter().map(|c| c.current).collect();
@@ -206,18 +209,20 @@ mod tests {
     #[test]
     fn a_number_offers_its_ladder_and_the_current_value_in_order() {
         let mut a = crate::tui::fixture::app(false);
-        let v = values("workload.block_size", &a.settings);
+        let v = values("workload.block_size", a.running.settings());
         assert_eq!(v.first().unwrap(), "4K");
         assert_eq!(v.last().unwrap(), "1M");
         assert_eq!(v.len(), 9, "{v:?}");
-        a.settings.workload.readers = 10;
-        let v = values("workload.readers", &a.settings);
+        let mut s = a.running.settings().clone();
+        s.workload.readers = 10;
+        a.running.set(s.clone(), s);
+        let v = values("workload.readers", a.running.settings());
         let i = v
             .iter()
             .position(|x| x == "10")
             .expect("current value listed");
         assert_eq!((v[i - 1].as_str(), v[i + 1].as_str()), ("8", "16"), "{v:?}");
-        let c = choices(&a, "workload.readers");
+        let c = choices(&a.running, "workload.readers");
         assert!(c.iter().find(|c| c.value == "10").unwrap().current);
         // Sizes keep their units; auto comes first.
         let v = values("cache.size", &Settings::default());
@@ -230,16 +235,16 @@ mod tests {
     fn values_that_cannot_be_used_say_why() {
         let a = crate::tui::fixture::app(false);
         // The fixture's machine refuses nice -20.
-        let c = choices(&a, "workers.highpri");
+        let c = choices(&a.running, "workers.highpri");
         let on = c.iter().find(|c| c.value == "true").unwrap();
         assert!(on.current, "the default asks for highpri");
         // Sync reads cannot sleep plain: with engine = sync, sleep's other
         // values are greyed with the engine's reason.
-        let mut s = a.settings.clone();
+        let mut s = a.running.settings().clone();
         s.workload.engine = EngineKind::Sync;
         let mut b = a.clone();
-        b.set_running(s.clone(), s);
-        let c = choices(&b, "workload.sleep");
+        b.running.set(s.clone(), s);
+        let c = choices(&b.running, "workload.sleep");
         let plain = c.iter().find(|c| c.value == "plain").unwrap();
         assert!(
             plain.why.as_deref().unwrap().contains("iowait"),
@@ -248,8 +253,8 @@ mod tests {
         // Every value of every key parses back (the lists never offer a
         // value the parser refuses).
         for k in settings::KEYS {
-            for v in values(k.key.name(), &a.settings) {
-                let mut n = a.settings.clone();
+            for v in values(k.key.name(), a.running.settings()) {
+                let mut n = a.running.settings().clone();
                 n.set(k.key, &v)
                     .unwrap_or_else(|e| panic!("{} = {v}: {e}", k.key));
             }
@@ -259,29 +264,29 @@ mod tests {
     #[test]
     fn the_chooser_applies_one_change_and_refuses_a_greyed_value() {
         let mut a = crate::tui::fixture::app(false);
-        a.overlay = open_chooser(&a, "workers.verify_mode");
+        a.overlays.open(open_chooser(&a, "workers.verify_mode"));
         // From bound down to unbound: one Enter, one change.
         chooser_key(&mut a, k(KeyCode::Down));
         let OverlayAction::Apply(s) = chooser_key(&mut a, k(KeyCode::Enter)) else {
-            panic!("{:?}", a.overlay)
+            panic!("{:?}", a.overlays.current())
         };
-        let d = a.settings.diff(&s);
+        let d = a.running.settings().diff(&s);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].to, "unbound");
-        assert_eq!(a.overlay, Overlay::None);
+        assert_eq!(*a.overlays.current(), Overlay::None);
         // A greyed value: Enter says why and the chooser stays.
-        let mut s = a.settings.clone();
+        let mut s = a.running.settings().clone();
         s.workload.engine = EngineKind::Sync;
-        a.set_running(s.clone(), s);
-        a.overlay = open_chooser(&a, "workload.sleep");
+        a.running.set(s.clone(), s);
+        a.overlays.open(open_chooser(&a, "workload.sleep"));
         chooser_key(&mut a, k(KeyCode::Down));
         assert_eq!(chooser_key(&mut a, k(KeyCode::Enter)), OverlayAction::None);
         assert!(
-            matches!(&a.overlay, Overlay::Chooser { note: Some(n), .. } if n.contains("cannot be used")),
+            matches!(a.overlays.current(), Overlay::Chooser { note: Some(n), .. } if n.contains("cannot be used")),
             "{:?}",
-            a.overlay
+            a.overlays.current()
         );
         assert_eq!(chooser_key(&mut a, k(KeyCode::Esc)), OverlayAction::None);
-        assert_eq!(a.overlay, Overlay::None);
+        assert_eq!(*a.overlays.current(), Overlay::None);
     }
 }

@@ -3,8 +3,8 @@
 //! box ([`overlay_key`], pure over the overlay alone), and the two that read
 //! the settings, the value chooser ([`chooser`]) and the `:` prompt
 //! ([`prompt`]); [`popup_key`] sends a key to the one open. Which overlay
-//! is open is part of the explorer's state ([`crate::tui::app::Overlay`],
-//! a field of [`App`]); drawing them is `render/popups.rs`'s and
+//! is open is part of the explorer's state ([`crate::tui::state::Overlays`],
+//! a part of [`App`]); drawing them is `render/popups.rs`'s and
 //! `render/help.rs`'s. What the overlays do is kept here, above the state:
 //! the state never imports this module, so the two make no circle.
 
@@ -13,7 +13,8 @@ pub mod prompt;
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::app::{App, Overlay, PickItem};
+use super::app::App;
+use super::state::{Overlay, PickItem};
 use crate::settings::Settings;
 
 /// What a key in an overlay asks for, beyond changing the overlay.
@@ -252,10 +253,10 @@ fn help_key(overlay: &mut Overlay, key: KeyEvent) -> OverlayAction {
 /// Handles a key while any overlay is open: the chooser and the prompt
 /// (which read the settings) here, the others in [`overlay_key`].
 pub fn popup_key(app: &mut App, key: KeyEvent, exists: &dyn Fn(&str) -> bool) -> OverlayAction {
-    match app.overlay {
+    match app.overlays.current() {
         Overlay::Chooser { .. } => chooser::chooser_key(app, key),
         Overlay::Prompt { .. } => prompt::prompt_key(app, key),
-        _ => overlay_key(&mut app.overlay, key, exists),
+        _ => overlay_key(app.overlays.current_mut(), key, exists),
     }
 }
 

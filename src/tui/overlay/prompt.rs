@@ -1,21 +1,22 @@
 //! The `:` prompt: `:set workers.verify_mode=bound` sets a value by name,
 //! parsed as `--set` parses it (the error names the key, the value and what
 //! is allowed) and refused for the reasons the engine would refuse it
-//! ([`App::refusal`]); Tab completes keys and then values (the chooser's
-//! lists), Up and Down recall the commands entered before. The parser and
-//! the completion are pure (text and settings in) and unit-tested.
+//! ([`policy::refusal`]); Tab completes keys and then values (the
+//! chooser's lists), Up and Down recall the commands entered before. The
+//! parser and the completion are pure (text and settings in) and
+//! unit-tested.
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::chooser::values;
 use super::{OverlayAction, ctrl_c};
 use crate::settings::{self, Settings};
-use crate::tui::app::{App, Overlay};
+use crate::tui::app::App;
+use crate::tui::policy;
+use crate::tui::state::{Overlay, Running};
 
 /// The longest command the prompt takes.
 const PROMPT_MAX: usize = 200;
-/// Commands the prompt remembers for Up.
-const HISTORY: usize = 50;
 
 /// `:set k=v`, `set k=v` or `k=v` to (key, value); the error says what
 /// the prompt takes.
@@ -40,11 +41,11 @@ pub fn parse_command(text: &str) -> Result<(&str, &str), String> {
 /// The settings a prompt command leads to, parsed as `--set` parses
 /// (the error names the key, the value and what is allowed), then checked
 /// as the engine checks: or why not.
-pub fn command_settings(app: &App, text: &str) -> Result<Settings, String> {
+pub fn command_settings(run: &Running, text: &str) -> Result<Settings, String> {
     let (key, value) = parse_command(text)?;
-    let mut n = app.settings.clone();
+    let mut n = run.settings().clone();
     n.set(key, value).map_err(|e| e.to_string())?;
-    if let Some(why) = app.refusal(&n, key.trim()) {
+    if let Some(why) = policy::refusal(run, &n, key.trim()) {
         return Err(why);
     }
     Ok(n)
@@ -138,16 +139,17 @@ pub fn open_prompt() -> Overlay {
 /// stays, with the parser's error), Esc closes, Ctrl-C quits.
 pub fn prompt_key(app: &mut App, key: KeyEvent) -> OverlayAction {
     if ctrl_c(&key) {
-        app.overlay = Overlay::None;
+        app.overlays.close();
         return OverlayAction::Quit;
     }
-    let history = &app.prompt_history;
+    let run = &app.running;
+    let (open, history) = app.overlays.prompt_parts();
     let Overlay::Prompt {
         text,
         error,
         hint,
         recall,
-    } = &mut app.overlay
+    } = open
     else {
         return OverlayAction::None;
     };
@@ -156,38 +158,37 @@ pub fn prompt_key(app: &mut App, key: KeyEvent) -> OverlayAction {
         .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
     match key.code {
         KeyCode::Esc => {
-            app.overlay = Overlay::None;
+            *open = Overlay::None;
             return OverlayAction::None;
         }
         KeyCode::Enter => {
             if text.trim().is_empty() {
-                app.overlay = Overlay::None;
+                *open = Overlay::None;
                 return OverlayAction::None;
             }
             let cmd = text.clone();
-            return match command_settings(app, &cmd) {
+            return match command_settings(run, &cmd) {
                 Ok(s) => {
-                    remember(&mut app.prompt_history, cmd);
-                    app.overlay = Overlay::None;
+                    history.remember(cmd);
+                    *open = Overlay::None;
                     OverlayAction::Apply(Box::new(s))
                 }
                 Err(e) => {
-                    remember(&mut app.prompt_history, cmd);
-                    if let Overlay::Prompt { error, recall, .. } = &mut app.overlay {
-                        *error = Some(e);
-                        *recall = None;
-                    }
+                    history.remember(cmd);
+                    *error = Some(e);
+                    *recall = None;
                     OverlayAction::None
                 }
             };
         }
         KeyCode::Tab => {
-            let (new, cands) = complete(text, &app.settings);
+            let (new, cands) = complete(text, run.settings());
             *text = new;
             *hint = (!cands.is_empty()).then(|| cands.join("  "));
             *error = None;
         }
         KeyCode::Up => {
+            let history = history.commands();
             let i = recall.map_or(history.len(), |i| i).checked_sub(1);
             if let Some(i) = i
                 && let Some(h) = history.get(i)
@@ -199,7 +200,7 @@ pub fn prompt_key(app: &mut App, key: KeyEvent) -> OverlayAction {
         }
         KeyCode::Down => {
             if let Some(i) = *recall {
-                match history.get(i + 1) {
+                match history.commands().get(i + 1) {
                     Some(h) => {
                         *text = h.clone();
                         *recall = Some(i + 1);
@@ -226,14 +227,6 @@ pub fn prompt_key(app: &mut App, key: KeyEvent) -> OverlayAction {
         _ => {}
     }
     OverlayAction::None
-}
-
-fn remember(history: &mut Vec<String>, cmd: String) {
-    history.retain(|h| *h != cmd);
-    history.push(cmd);
-    if history.len() > HISTORY {
-        history.remove(0);
-    }
 }
 
 #[cfg(test)]
@@ -269,14 +262,14 @@ mod tests {
         // "settle=1" is a key named settle, not set + tle.
         assert_eq!(parse_command("settle=1").unwrap().0, "settle");
         let a = crate::tui::fixture::app(false);
-        let s = command_settings(&a, "set workers.verify_mode=unbound").unwrap();
-        let d = a.settings.diff(&s);
+        let s = command_settings(&a.running, "set workers.verify_mode=unbound").unwrap();
+        let d = a.running.settings().diff(&s);
         assert_eq!(d.len(), 1);
         assert_eq!(
             (d[0].key.as_str(), d[0].to.as_str()),
             ("workers.verify_mode", "unbound")
         );
-        let e = command_settings(&a, "set workers.verify_mode=boundd").unwrap_err();
+        let e = command_settings(&a.running, "set workers.verify_mode=boundd").unwrap_err();
         for want in [
             "workers.verify_mode",
             "boundd",
@@ -284,9 +277,9 @@ mod tests {
         ] {
             assert!(e.contains(want), "{want:?} in {e}");
         }
-        let e = command_settings(&a, "workers.verfy_mode=bound").unwrap_err();
+        let e = command_settings(&a.running, "workers.verfy_mode=bound").unwrap_err();
         assert!(e.contains("workers.verify_mode"), "a suggestion: {e}");
-        let e = command_settings(&a, "workload.queue_depth=5000").unwrap_err();
+        let e = command_settings(&a.running, "workload.queue_depth=5000").unwrap_err();
         assert!(e.contains("5000") && e.contains("1..=1024"), "{e}");
     }
 
@@ -313,15 +306,15 @@ mod tests {
     #[test]
     fn the_prompt_applies_once_keeps_errors_and_recalls() {
         let mut a = crate::tui::fixture::app(false);
-        a.overlay = open_prompt();
+        a.overlays.open(open_prompt());
         for c in "set workers.verify_mode=nope".chars() {
             prompt_key(&mut a, k(KeyCode::Char(c)));
         }
         assert_eq!(prompt_key(&mut a, k(KeyCode::Enter)), OverlayAction::None);
         assert!(
-            matches!(&a.overlay, Overlay::Prompt { error: Some(e), .. } if e.contains("nope")),
+            matches!(a.overlays.current(), Overlay::Prompt { error: Some(e), .. } if e.contains("nope")),
             "{:?}",
-            a.overlay
+            a.overlays.current()
         );
         for _ in 0.."nope".len() {
             prompt_key(&mut a, k(KeyCode::Backspace));
@@ -337,32 +330,37 @@ mod tests {
             prompt_key(&mut a, k(KeyCode::Char(c)));
         }
         let OverlayAction::Apply(s) = prompt_key(&mut a, k(KeyCode::Enter)) else {
-            panic!("{:?}", a.overlay)
+            panic!("{:?}", a.overlays.current())
         };
         assert_eq!(s.workers.verify_mode, VerifyMode::Unbound);
-        assert_eq!(a.overlay, Overlay::None);
+        assert_eq!(*a.overlays.current(), Overlay::None);
         // Up recalls the last command, then the one before.
-        a.overlay = open_prompt();
+        a.overlays.open(open_prompt());
         prompt_key(&mut a, k(KeyCode::Up));
         assert!(
-            matches!(&a.overlay, Overlay::Prompt { text, .. } if text == "set workers.verify_mode=unbound")
+            matches!(a.overlays.current(), Overlay::Prompt { text, .. } if text == "set workers.verify_mode=unbound")
         );
         prompt_key(&mut a, k(KeyCode::Up));
-        assert!(matches!(&a.overlay, Overlay::Prompt { text, .. } if text.ends_with("=nope")));
+        assert!(
+            matches!(a.overlays.current(), Overlay::Prompt { text, .. } if text.ends_with("=nope"))
+        );
         prompt_key(&mut a, k(KeyCode::Down));
         prompt_key(&mut a, k(KeyCode::Down));
-        assert!(matches!(&a.overlay, Overlay::Prompt { text, .. } if text.is_empty()));
+        assert!(matches!(a.overlays.current(), Overlay::Prompt { text, .. } if text.is_empty()));
         assert_eq!(prompt_key(&mut a, k(KeyCode::Esc)), OverlayAction::None);
-        assert_eq!(a.overlay, Overlay::None);
+        assert_eq!(*a.overlays.current(), Overlay::None);
     }
 
     /// A key for another overlay (the chooser open) does nothing here.
     #[test]
     fn keys_for_another_overlay_are_ignored() {
         let mut a = crate::tui::fixture::app(false);
-        a.overlay = super::super::chooser::open_chooser(&a, "workers.verify_mode");
-        let before = a.overlay.clone();
+        a.overlays.open(super::super::chooser::open_chooser(
+            &a,
+            "workers.verify_mode",
+        ));
+        let before = a.overlays.current().clone();
         assert_eq!(prompt_key(&mut a, k(KeyCode::Down)), OverlayAction::None);
-        assert_eq!(a.overlay, before);
+        assert_eq!(*a.overlays.current(), before);
     }
 }

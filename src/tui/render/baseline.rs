@@ -20,7 +20,8 @@ use crate::metrics::{METRICS, Metric, Spread, WindowStats};
 use crate::output::verdict::Kind;
 use crate::output::verdict::WINDOW_S;
 use crate::tui::ab::{AbRun, SETTLE_S, SIDES, TURN_S};
-use crate::tui::app::{App, Baseline};
+use crate::tui::app::App;
+use crate::tui::state::Baseline;
 use crate::tui::theme::Theme;
 
 /// Seconds the "now" window needs before it is compared with the
@@ -33,25 +34,25 @@ pub fn change_pct(a: f64, b: f64) -> Option<f64> {
 }
 
 pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    if let Some(ab) = &app.ab {
-        render_ab(ab, app.elapsed_s, th, area, buf);
+    if let Some(ab) = app.baseline.ab() {
+        render_ab(ab, app.window.elapsed_s(), th, area, buf);
         return;
     }
     let block = panel("baseline vs now", th);
     let inner = block.inner(area);
     block.render(area, buf);
-    let Some(base) = &app.baseline else {
+    let Some(base) = app.baseline.get() else {
         no_baseline(th, inner, buf);
         return;
     };
     // Until "now" holds enough intervals it is not a figure to compare.
-    let now = app.now;
+    let now = app.window.now();
     let collecting = now.as_ref().is_none_or(|n| n.secs < MIN_NOW_S);
     // Columns narrow where the panel is (120x40): never wrapped under a row.
     let narrow = inner.width < 38;
     let (mut lines, kinds) = metric_rows(app, base, now.as_ref(), collecting, narrow, th);
     let now_s = now.as_ref().map_or(0.0, |n| n.secs);
-    let (bw, nw) = (base.windows.len(), app.now_windows.len());
+    let (bw, nw) = (base.windows.len(), app.window.now_windows().len());
     lines.push(Line::from(Span::styled(
         if collecting {
             format!("collecting… now {now_s:.1} s of {MIN_NOW_S:.0} s")
@@ -77,7 +78,7 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
                 "{} ranges: base {}, now {}",
                 m.short,
                 range(&base.windows),
-                range(&app.now_windows)
+                range(app.window.now_windows())
             ),
             th.dim(),
         )));
@@ -155,7 +156,7 @@ fn metric_rows(
         let n = now.filter(|_| !collecting).map(m.window);
         // The verdict over the windows; none yet (under two windows a
         // side): shown grey, unmarked.
-        let change = n.and(app.change_vs_baseline(m));
+        let change = n.and(app.baseline.change(&app.window, m));
         kinds.extend(change.and_then(|(_, k)| k));
         let shown = match n {
             Some(n) => m.show(n),
@@ -310,7 +311,7 @@ fn table_row(
 
 /// What differs from the baseline: one key is a comparison of it; more are named, since the change is then theirs together.
 fn settings_line(base: &Baseline, app: &App, th: &Theme) -> Line<'static> {
-    let changed = base.settings.diff(&app.settings);
+    let changed = base.settings.diff(app.running.settings());
     match changed.len() {
         0 => Line::from(Span::styled(
             format!("baseline: {} (same settings)", base.label),

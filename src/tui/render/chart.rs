@@ -26,7 +26,7 @@ use ratatui::text::Line;
 use ratatui::widgets::canvas::{Canvas, Line as Segment};
 use ratatui::widgets::{Block, Borders, Widget};
 
-use crate::tui::app::Marker;
+use crate::tui::state::Marker;
 use crate::tui::theme::Theme;
 
 /// How the left axis maps values.

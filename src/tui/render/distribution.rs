@@ -24,8 +24,8 @@ pub(crate) fn grouped(counts: &[u64], group: usize) -> Vec<(f64, u64)> {
 }
 
 pub(crate) fn render_distribution(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    let now = app.now_buckets.clone();
-    let base = app.baseline.as_ref().map(|b| b.buckets.clone());
+    let now = app.window.now_buckets().to_vec();
+    let base = app.baseline.get().map(|b| b.buckets.clone());
     let titles: &[&str] = if base.is_some() {
         &["distribution: now ━ baseline │", "now ━ base │", "latency"]
     } else {

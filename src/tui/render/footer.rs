@@ -29,7 +29,8 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     }
     let tail_w: usize = tail.iter().map(|(t, _)| t.chars().count()).sum();
     // A demo's step and countdown lead its caption.
-    let caption = match (app.demo_progress(), &app.caption) {
+    let progress = app.show.progress(app.window.elapsed_s());
+    let caption = match (progress, app.show.caption()) {
         (Some(p), Some(c)) => Some(format!("{p} ▶ {c}")),
         (Some(p), None) => Some(p),
         (None, Some(c)) => Some(format!("▶ {c}")),
@@ -58,7 +59,7 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
         let budget = (area.width as usize).saturating_sub(tail_w);
         let mut spans = Vec::new();
         let mut used = 0;
-        let mode = app.mode();
+        let mode = app.running.mode();
         for last in [false, true] {
             for b in keys::bindings() {
                 let what = match b.footer {
@@ -68,7 +69,7 @@ pub(crate) fn render_footer(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
                 };
                 // A key that does nothing here is not offered: a setting
                 // inert on this path or target, or one this mode refuses.
-                if b.setting.is_some_and(|k| app.inert(k)) || !b.works_in(mode) {
+                if b.setting.is_some_and(|k| app.running.inert(k)) || !b.works_in(mode) {
                     continue;
                 }
                 let k = b.compact();

@@ -19,8 +19,8 @@ pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     let fields = left_fields(app, th);
     let width = area.width as usize;
     let idle_w = app
-        .idle
-        .as_ref()
+        .running
+        .idle()
         .map_or(0, |(text, _)| text.chars().count() + 10);
     let essential: usize = fields
         .iter()
@@ -68,11 +68,11 @@ fn fit(mut fields: Vec<(u8, Vec<Span<'static>>)>, width: usize) -> Vec<Span<'sta
 /// go first when the width runs out): state and time, where it runs,
 /// failures, the plan, the machine's capabilities.
 fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
-    let f = &app.features;
-    let t = app.elapsed_s as u64;
-    let what = app.replay.as_deref().unwrap_or("running");
-    let state = if app.paused {
-        let text = match &app.replay {
+    let f = app.running.features();
+    let t = app.window.elapsed_s() as u64;
+    let what = app.running.replay().unwrap_or("running");
+    let state = if app.view.paused() {
+        let text = match app.running.replay() {
             Some(r) => format!(" ⏸ paused ({r}) "),
             None => " ⏸ paused ".to_string(),
         };
@@ -100,10 +100,10 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
     )];
     // A remote workload: where, and loudly when its connection was lost
     // (the charts keep what arrived).
-    if let Some(place) = &app.place {
-        fields.push((2, vec![sep(), Span::styled(place.clone(), th.title())]));
+    if let Some(place) = app.running.place() {
+        fields.push((2, vec![sep(), Span::styled(place.to_string(), th.title())]));
     }
-    if let Some(why) = &app.lost {
+    if let Some(why) = app.running.lost() {
         fields.push((
             1,
             vec![
@@ -117,8 +117,8 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
     }
     // Failed reads are never counted as good data; say so loudly.
     for (n, what) in [
-        (app.verity_failures, "verity failures"),
-        (app.io_errors, "I/O errors"),
+        (app.window.verity_failures(), "verity failures"),
+        (app.window.io_errors(), "I/O errors"),
     ] {
         if n > 0 {
             fields.push((
@@ -134,13 +134,19 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
         }
     }
     // What runs now: the plan (and the pods).
-    fields.push((3, vec![sep(), Span::styled(app.plan.clone(), th.text())]));
-    if let Some(pods) = &app.pods {
+    fields.push((
+        3,
+        vec![
+            sep(),
+            Span::styled(app.running.plan().to_string(), th.text()),
+        ],
+    ));
+    if let Some(pods) = app.running.pods() {
         fields.push((
             5,
             vec![
                 Span::styled(" · ", th.dim()),
-                Span::styled(pods.clone(), th.text()),
+                Span::styled(pods.to_string(), th.text()),
             ],
         ));
     }
@@ -162,7 +168,7 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
 
 /// Right-aligned where they do not cover the `used` columns of the plan: what could read iowait (where nothing does, sleep = iowait vs plain can change only accounting here, not speed), then the UI's own cost.
 fn render_right(app: &App, th: &Theme, area: Rect, used: u16, buf: &mut Buffer) {
-    let idle: Vec<Span> = match &app.idle {
+    let idle: Vec<Span> = match app.running.idle() {
         Some((text, read)) => vec![
             Span::styled(format!(" │ {text} "), th.dim()),
             Span::styled("iowait", th.dim()),
@@ -174,11 +180,12 @@ fn render_right(app: &App, th: &Theme, area: Rect, used: u16, buf: &mut Buffer) 
         ],
         None => Vec::new(),
     };
+    let cost = app.view.cost();
     let ui = format!(
         " │ ui {:.1}% cpu {:.1}ms/frame ≤{:.0}Hz",
-        app.ui.cpu_pct, app.ui.frame_ms, app.ui.fps
+        cost.cpu_pct, cost.frame_ms, cost.fps
     );
-    let short = format!(" │ ui {:.1}% {:.1}ms", app.ui.cpu_pct, app.ui.frame_ms);
+    let short = format!(" │ ui {:.1}% {:.1}ms", cost.cpu_pct, cost.frame_ms);
     let with = |ui: Option<&String>| {
         let mut v = idle.clone();
         if let Some(u) = ui {

@@ -10,7 +10,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use super::chart;
 use super::side::side_split;
 use super::{MIN_HEIGHT, MIN_WIDTH};
-use crate::tui::app::{App, ChartKind};
+use crate::tui::app::App;
+use crate::tui::state::ChartKind;
 use crate::tui::theme::{Theme, ThemeName};
 
 /// The main screen's parts.
@@ -85,7 +86,7 @@ pub fn main_layout(app: &App, area: Rect) -> MainLayout {
     }
     let [charts_area, bottom] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(bottom_h)]).areas(main);
-    let inline = bottom_h == 0 && app.baseline.is_some();
+    let inline = bottom_h == 0 && app.baseline.get().is_some();
     let mut rows = vec![Constraint::Fill(4), Constraint::Fill(3)];
     rows.push(if inline {
         Constraint::Length(10)
@@ -188,14 +189,14 @@ pub enum Hit {
 
 /// The time window the charts draw: `[t0, t1]` seconds.
 pub fn chart_span(app: &App) -> (f64, f64) {
-    let (t0, t1, _) = app.chart_span();
+    let (t0, t1, _) = app.window.chart_span();
     (t0, t1)
 }
 
 /// Whether `area` shows the main screen (not too small, not presentation
 /// mode): only then do clicks mean rows and charts.
 pub fn shows_main(app: &App, area: Rect) -> bool {
-    !app.present && area.width >= MIN_WIDTH && area.height >= MIN_HEIGHT
+    !app.view.present() && area.width >= MIN_WIDTH && area.height >= MIN_HEIGHT
 }
 
 fn inside(r: Rect, x: u16, y: u16) -> bool {
@@ -248,13 +249,13 @@ pub fn events_oldest(app: &App, events: Rect) -> u64 {
     let width = events.width.saturating_sub(2) as usize;
     let n = events.height.saturating_sub(2) as usize;
     let mut rows = 0;
-    for (i, (t, text, notice)) in app.log.iter().enumerate() {
+    for (i, (t, text, notice)) in app.log.lines().iter().enumerate() {
         rows += super::side::event_rows(*t, text, *notice, width, &th).len();
         if rows >= n {
-            return app.log_dropped + i as u64;
+            return app.log.dropped() + i as u64;
         }
     }
-    app.log_newest()
+    app.log.newest()
 }
 
 /// The value chooser's popup for `items` values, with `selected`
@@ -410,7 +411,7 @@ mod tests {
         );
         // In presentation mode clicks mean nothing.
         let mut b = app(false);
-        b.present = true;
+        b.view.set_present(true);
         assert_eq!(hit(&b, area, x, p.y + 1), Hit::Nothing);
     }
 

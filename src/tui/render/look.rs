@@ -113,7 +113,7 @@ pub(crate) fn legend<'a>(
 }
 
 pub(crate) fn latest(app: &App) -> Option<&IntervalRecord> {
-    app.history.iter().rev().find(|r| !r.paused)
+    app.window.history().iter().rev().find(|r| !r.paused)
 }
 
 /// A `w` x `h` rectangle centred in `area` (clipped to it), cleared: the

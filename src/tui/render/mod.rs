@@ -41,7 +41,8 @@ mod side;
 mod stages;
 mod timecharts;
 
-use super::app::{App, Overlay};
+use super::app::App;
+use super::state::Overlay;
 use super::theme::Theme;
 pub use baseline::change_pct;
 use baseline::*;
@@ -71,7 +72,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         too_small(area, buf, &look.theme);
     } else {
-        if app.present {
+        if app.view.present() {
             let stage = Look {
                 theme: present::high_contrast(),
                 ascii: look.ascii,
@@ -89,13 +90,21 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
 
 /// Draws the open overlay (help, error, picker, save dialog, chooser, prompt) over the screen.
 fn render_overlay(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
-    match &app.overlay {
+    match app.overlays.current() {
         Overlay::None => {}
         Overlay::Help {
             scroll,
             find,
             typing,
-        } => help::render(area, buf, &look.theme, app.mode(), *scroll, find, *typing),
+        } => help::render(
+            area,
+            buf,
+            &look.theme,
+            app.running.mode(),
+            *scroll,
+            find,
+            *typing,
+        ),
         Overlay::Error(text) => error_popup(text, area, buf, &look.theme),
         Overlay::Picker { items, selected } => picker(items, *selected, area, buf, &look.theme),
         Overlay::SaveName {
@@ -236,7 +245,7 @@ fn too_small(area: Rect, buf: &mut Buffer, th: &Theme) {
 }
 
 fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
-    use super::app::ChartKind;
+    use super::state::ChartKind;
     let th = &look.theme;
     let l = layout::main_layout(app, area);
     render_header(app, th, l.header, buf);
@@ -255,7 +264,7 @@ fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         render_baseline(app, th, r, buf);
     }
     // A chart clicked: the cursor on every chart, the values on the one.
-    if let Some(ro) = app.readout {
+    if let Some(ro) = app.view.readout() {
         for &(kind, r) in &l.charts {
             layout::draw_cursor(app, kind, r, ro.t_s, th, buf);
         }
@@ -269,7 +278,7 @@ fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
         render_baseline(app, th, cols[2], buf);
     }
     // The focus (Tab, a click), or the settings panel while its cursor is.
-    let focused = app.focus.or(app.cursor.map(|_| "settings"));
+    let focused = app.view.focus().or(app.view.cursor().map(|_| "settings"));
     for r in focused.map_or(vec![], |t| layout::focus_rects(&l, t)) {
         look::focus_frame(r, th, buf);
     }

@@ -46,7 +46,7 @@ pub(crate) fn prompt(title: &str, lines: Vec<Line>, area: Rect, buf: &mut Buffer
 }
 
 pub(crate) fn picker(
-    items: &[crate::tui::app::PickItem],
+    items: &[crate::tui::state::PickItem],
     selected: usize,
     area: Rect,
     buf: &mut Buffer,
@@ -106,7 +106,7 @@ pub(crate) fn picker(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn chooser(
     key: &str,
-    items: &[crate::tui::app::Choice],
+    items: &[crate::tui::state::Choice],
     selected: usize,
     note: Option<&str>,
     area: Rect,
@@ -192,7 +192,7 @@ pub(crate) fn chooser(
 /// time, each series' value and the changes marked in it.
 pub(crate) fn readout_box(
     app: &crate::tui::app::App,
-    kind: crate::tui::app::ChartKind,
+    kind: crate::tui::state::ChartKind,
     chart: Rect,
     t_s: f64,
     th: &Theme,

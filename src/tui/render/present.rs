@@ -197,18 +197,19 @@ fn big_box(
 /// The big numbers shown: the demo's (or the defaults), without those
 /// that need a worker queue when none runs.
 pub fn headlines(app: &App) -> Vec<Headline> {
-    let plan = crate::engine::stages::Plan::of(&app.effective);
+    let plan = crate::engine::stages::Plan::of(app.running.effective());
     let queues = plan.first != crate::engine::stages::Placement::Inline
         || plan
             .second
             .is_some_and(|p| p != crate::engine::stages::Placement::Inline)
         || app
-            .now
+            .window
+            .now()
             .is_some_and(|n| n.queue_p99_us > 0.0 || n.run_delay_ms_per_s > 0.0);
-    let chosen: &[Headline] = if app.headline.is_empty() {
+    let chosen: &[Headline] = if app.show.headline().is_empty() {
         &Headline::DEFAULT
     } else {
-        &app.headline
+        app.show.headline()
     };
     let mut out: Vec<Headline> = chosen
         .iter()
@@ -223,17 +224,19 @@ pub fn headlines(app: &App) -> Vec<Headline> {
 
 /// The change of `h` from the baseline to now, %, and what the baseline
 /// panel's verdict over 2 s windows says of it (the change the panel and
-/// the demo's verdict line state: [`App::change_vs_baseline`]).
+/// the demo's verdict line state: [`crate::tui::state::Comparison::change`]).
 fn change_of(app: &App, h: Headline) -> Option<(f64, Judged)> {
-    app.change_vs_baseline(h.metric()).map(|(c, kind)| {
-        let judged = match kind {
-            None => Judged::TooShort,
-            Some(k) if k.is_significant() => Judged::Apart,
-            Some(crate::output::verdict::Kind::Hint) => Judged::Hint,
-            Some(_) => Judged::Noise,
-        };
-        (c, judged)
-    })
+    app.baseline
+        .change(&app.window, h.metric())
+        .map(|(c, kind)| {
+            let judged = match kind {
+                None => Judged::TooShort,
+                Some(k) if k.is_significant() => Judged::Apart,
+                Some(crate::output::verdict::Kind::Hint) => Judged::Hint,
+                Some(_) => Judged::Noise,
+            };
+            (c, judged)
+        })
 }
 
 /// What the one verdict rule says of a change so far.
@@ -298,7 +301,7 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     }
     rows.extend(std::iter::repeat_n(Constraint::Fill(1), charts));
     // The markers' legend: what each number on the charts was.
-    let legend = !app.markers.is_empty();
+    let legend = !app.window.markers().is_empty();
     if legend {
         rows.push(Constraint::Length(1));
     }
@@ -328,7 +331,7 @@ fn render_marker_legend(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let room = area.width.saturating_sub(2) as usize;
     let mut items: Vec<String> = Vec::new();
     let mut used = 0;
-    for m in app.markers.iter().rev() {
+    for m in app.window.markers().iter().rev() {
         let item = format!("[{}] {}", m.n, m.label);
         let w = item.chars().count() + if items.is_empty() { 0 } else { 3 };
         if used + w > room {
@@ -349,7 +352,7 @@ fn render_marker_legend(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
 /// demo's always fit in three at 80 columns; a longer one's third line
 /// keeps whole words and says the rest is in the summary).
 fn caption_lines(app: &App, width: u16) -> Option<Vec<String>> {
-    app.caption.as_ref().map(|c| {
+    app.show.caption().map(|c| {
         let mut l = crate::tui::text::wrap_words(
             c,
             width.saturating_sub(4) as usize,
@@ -378,7 +381,8 @@ fn render_caption(
     buf: &mut Buffer,
 ) {
     let title = app
-        .demo_progress()
+        .show
+        .progress(app.window.elapsed_s())
         .map_or(" demo ".to_string(), |p| format!(" {p} "));
     let mut text: Vec<Line> = lines
         .iter()
@@ -413,8 +417,8 @@ fn render_caption(
 
 /// Header: state, time, what runs where.
 fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    let t = app.elapsed_s as u64;
-    let state = match (&app.replay, app.paused) {
+    let t = app.window.elapsed_s() as u64;
+    let state = match (app.running.replay(), app.view.paused()) {
         (_, true) => "⏸ paused".to_string(),
         (Some(r), false) => format!("▶ {r}"),
         (None, false) => "▶ running".to_string(),
@@ -428,20 +432,23 @@ fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         Span::styled(format!("{:02}:{:02}  ", t / 60, t % 60), th.text()),
         // On a target: where, and loudly when the connection is lost.
         Span::styled(
-            app.place
-                .as_ref()
+            app.running
+                .place()
                 .map_or(String::new(), |p| format!("{p}  ")),
             th.title(),
         ),
         Span::styled(
-            if app.lost.is_some() {
+            if app.running.lost().is_some() {
                 "✗ connection lost (R reconnects)  "
             } else {
                 ""
             },
             Style::default().fg(th.bad).add_modifier(Modifier::BOLD),
         ),
-        Span::styled(app.plan.clone(), th.text().add_modifier(Modifier::BOLD)),
+        Span::styled(
+            app.running.plan().to_string(),
+            th.text().add_modifier(Modifier::BOLD),
+        ),
     ])
     .render(area, buf);
 }
@@ -451,7 +458,7 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     // Headline numbers over the "now" window: the demo's metrics (or the
     // defaults), less those that do not apply (no queue: no queue p99 and
     // no run_delay), then the change of the first since the baseline.
-    let now = app.now;
+    let now = app.window.now();
     let metrics = headlines(app);
     let secs = now.map_or(0.0, |n| n.secs);
     let mut cons = vec![Constraint::Fill(1); metrics.len()];
@@ -493,7 +500,7 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let last = cols[cols.len() - 1];
     // While the live A/B runs, the change box is its verdict on the first
     // number, over the interleaved rounds (the baseline panel's table).
-    if let (Some(ab), Some(h)) = (&app.ab, metrics.first()) {
+    if let (Some(ab), Some(h)) = (app.baseline.ab(), metrics.first()) {
         let row = ab
             .rows()
             .into_iter()
@@ -538,8 +545,8 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
             let room = last.width.saturating_sub(4) as usize;
             // Titled by what changed since the baseline where one setting
             // did (what the demo or the presenter did), else generic.
-            let did = app.baseline.as_ref().and_then(|b| {
-                let d = b.settings.diff(&app.settings);
+            let did = app.baseline.get().and_then(|b| {
+                let d = b.settings.diff(app.running.settings());
                 (d.len() == 1).then(|| d[0].short_label())
             });
             let mut titles = Vec::new();
@@ -579,7 +586,7 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         }
         // No baseline yet: in a demo a step marks it, live `b` does.
         None => {
-            let hint = if app.demo_step.is_some() {
+            let hint = if app.show.demo_step().is_some() {
                 "a step marks it"
             } else {
                 "press b"
@@ -616,10 +623,11 @@ fn render_footer(app: &App, th: &Theme, footer: Rect, buf: &mut Buffer) {
     // The toast names the latest change (captions have their band; the
     // demo's step is the band's title), never cut mid-word.
     let toast = app
-        .markers
+        .window
+        .markers()
         .iter()
         .rev()
-        .find(|m| app.elapsed_s - m.t_s <= 5.0 && !m.label.starts_with("caption: "))
+        .find(|m| app.window.elapsed_s() - m.t_s <= 5.0 && !m.label.starts_with("caption: "))
         .map(|m| m.label.clone())
         .map(|l| {
             crate::tui::text::fit_message(

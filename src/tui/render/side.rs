@@ -31,7 +31,7 @@ pub(crate) fn render_side(
     let lines: Vec<Line> = lines
         .into_iter()
         .map(|(mut line, key)| {
-            if key.is_some() && key == app.cursor {
+            if key.is_some() && key == app.view.cursor() {
                 for span in &mut line.spans {
                     span.style = span.style.add_modifier(Modifier::REVERSED);
                 }
@@ -39,7 +39,7 @@ pub(crate) fn render_side(
             line
         })
         .collect();
-    let title = match &app.preset {
+    let title = match app.show.preset() {
         Some((name, _)) => format!("settings · {name}"),
         None => "settings".to_string(),
     };
@@ -54,7 +54,8 @@ pub(crate) fn render_side(
         let width = area.width.saturating_sub(2) as usize;
         let n = (log_h - 2) as usize;
         let entries: Vec<Vec<Line>> = app
-            .log_shown()
+            .log
+            .shown()
             .map(|(_, (t, text, notice))| event_rows(*t, text, *notice, width, th))
             .collect();
         let mut start = entries.len();
@@ -75,7 +76,7 @@ pub(crate) fn render_side(
             _ => entries[start..].concat(),
         };
         let skip = rows.len().saturating_sub(n);
-        let recs: Vec<_> = app.now_records().filter(|r| !r.paused).collect();
+        let recs: Vec<_> = app.window.now_records().filter(|r| !r.paused).collect();
         // The whole line where it fits the border, else the hit rate alone.
         let room = area.width.saturating_sub(4) as usize;
         let title = match super::stages::cache_line(&recs) {
@@ -90,9 +91,9 @@ pub(crate) fn render_side(
             _ => "events".to_string(),
         };
         // Scrolled back: say so, and how many lines are below.
-        let title = match app.events_anchor {
+        let title = match app.log.anchor() {
             Some(a) => {
-                let below = app.log_newest().saturating_sub(a);
+                let below = app.log.newest().saturating_sub(a);
                 let full = format!("events ↑ {below} newer below · wheel ↓");
                 if full.chars().count() <= room {
                     full
@@ -203,11 +204,11 @@ pub(crate) fn setting_keyed(
 ) -> Vec<(Line<'static>, Option<&'static str>)> {
     let mut lines = Vec::new();
     let mut section = "";
-    let kernel = app.settings.workload.target == crate::settings::Target::Kernel;
+    let kernel = app.running.settings().workload.target == crate::settings::Target::Kernel;
     let defaults = crate::settings::Settings::default();
     for k in KEYS {
         // A rarely changed refinement shows once it is changed.
-        if k.quiet && app.settings.get(k.key) == defaults.get(k.key) {
+        if k.quiet && app.running.settings().get(k.key) == defaults.get(k.key) {
             continue;
         }
         let Some((sec, name)) = k.key.split_once('.') else {
@@ -225,7 +226,7 @@ pub(crate) fn setting_keyed(
         // the kernel's while the kernel is the target (they do nothing then).
         if reasons == Reasons::None
             && kernel
-            && model_only(k.key.name(), app.features.kernel_switches)
+            && model_only(k.key.name(), app.running.features().kernel_switches)
         {
             continue;
         }
@@ -233,9 +234,9 @@ pub(crate) fn setting_keyed(
             section = sec;
             lines.push((Line::from(Span::styled(format!("[{sec}]"), th.dim())), None));
         }
-        let value = app.settings.get(k.key).unwrap_or_default();
-        let running = app.effective.get(k.key).unwrap_or_default();
-        let why = app.unavailable(k.key.name());
+        let value = app.running.settings().get(k.key).unwrap_or_default();
+        let running = app.running.effective().get(k.key).unwrap_or_default();
+        let why = app.running.unavailable(k.key.name());
         let style = if why.is_some() {
             Style::default().fg(th.disabled)
         } else {

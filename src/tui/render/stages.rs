@@ -27,7 +27,7 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     );
     let inner = block.inner(area);
     block.render(area, buf);
-    let recs: Vec<&IntervalRecord> = app.now_records().filter(|r| !r.paused).collect();
+    let recs: Vec<&IntervalRecord> = app.window.now_records().filter(|r| !r.paused).collect();
     let mut y = stage_bars(&recs, th, inner, inner.y, buf);
     // Each queue's pool: workers running and blocked now and the most
     // blocked at once; then the tree pages the verify workers read and the
@@ -299,10 +299,11 @@ fn irq_line(
 fn cpu_bars(app: &App, th: &Theme, inner: Rect, mut y: u16, buf: &mut Buffer) {
     let bottom = inner.y + inner.height;
     let lastsec: Vec<&IntervalRecord> = app
-        .history
+        .window
+        .history()
         .iter()
         .rev()
-        .take_while(|r| app.elapsed_s - r.t_s < 1.0)
+        .take_while(|r| app.window.elapsed_s() - r.t_s < 1.0)
         .collect();
     let ncpu = lastsec.first().map_or(0, |r| r.cpus.len());
     if y < bottom && ncpu > 0 {

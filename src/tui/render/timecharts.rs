@@ -27,7 +27,8 @@ pub(crate) fn series(
         color,
         right,
         points: app
-            .history
+            .window
+            .history()
             .iter()
             .filter(|r| !r.paused)
             .filter_map(|r| f(r).map(|v| (r.t_s, v)))
@@ -44,7 +45,7 @@ pub(crate) fn time_chart<'a>(
     fmt_left: super::chart::Fmt,
     fmt_right: super::chart::Fmt,
 ) -> TimeChart<'a> {
-    let (t0, t1, whole) = app.chart_span();
+    let (t0, t1, whole) = app.window.chart_span();
     TimeChart {
         title,
         series,
@@ -55,7 +56,7 @@ pub(crate) fn time_chart<'a>(
         fmt_left,
         fmt_right,
         units: (None, None),
-        markers: &app.markers,
+        markers: app.window.markers(),
         strip: false,
         bands: Vec::new(),
         dots: look.dots(),
@@ -69,7 +70,8 @@ pub(crate) fn time_chart<'a>(
 /// without colour too.
 pub(crate) fn ab_bands(app: &App, look: &Look) -> Vec<super::chart::Band> {
     let th = &look.theme;
-    app.ab_spans()
+    app.baseline
+        .spans(app.window.elapsed_s())
         .into_iter()
         .map(|(from_s, to_s, side)| {
             let (glyph, color) = if side == 0 {
@@ -95,7 +97,7 @@ pub(crate) fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer
     // In presentation mode the big boxes hold a window's figures: the
     // legend says its values are the latest interval's.
     let title = legend(
-        if app.present {
+        if app.view.present() {
             "latency (log), latest interval:"
         } else {
             "latency (log)"
@@ -167,7 +169,7 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
     let last = latest(app);
     let rd = RUN_DELAY.interval;
     let title = legend(
-        if app.present {
+        if app.view.present() {
             "scheduler, latest interval:"
         } else {
             "scheduler latency"
@@ -209,7 +211,7 @@ pub(crate) fn sched_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) 
 /// The interval a chart shows at time `t_s`: the one (not paused) that
 /// holds it, else the nearest within `tol` seconds (a column's span).
 pub(crate) fn record_at(app: &App, t_s: f64, tol: f64) -> Option<&IntervalRecord> {
-    let live = || app.history.iter().filter(|r| !r.paused);
+    let live = || app.window.history().iter().filter(|r| !r.paused);
     live()
         .find(|r| r.t_s - r.interval_s < t_s && t_s <= r.t_s)
         .or_else(|| {
@@ -234,12 +236,12 @@ fn exact_us(us: f64) -> String {
 /// drawn). `tol`: the time one plot column spans.
 pub(crate) fn readout_lines(
     app: &App,
-    kind: crate::tui::app::ChartKind,
+    kind: crate::tui::state::ChartKind,
     t_s: f64,
     tol: f64,
     th: &crate::tui::theme::Theme,
 ) -> Vec<(String, ratatui::style::Color)> {
-    use crate::tui::app::ChartKind;
+    use crate::tui::state::ChartKind;
     let s = th.series;
     let Some(r) = record_at(app, t_s, tol) else {
         let text = if t_s < 0.0 {
@@ -255,7 +257,7 @@ pub(crate) fn readout_lines(
             "{:.2}-{:.2} s ({} ago)",
             from,
             r.t_s,
-            fmt_t((app.elapsed_s - r.t_s).max(0.0))
+            fmt_t((app.window.elapsed_s() - r.t_s).max(0.0))
         ),
         th.title,
     )];
@@ -290,10 +292,11 @@ pub(crate) fn readout_lines(
     };
     out.extend(values.into_iter().map(|(t, c)| (format!("━ {t}"), c)));
     // The column a time is drawn in, as the chart's axis maps it.
-    let (t0, _, _) = app.chart_span();
+    let (t0, _, _) = app.window.chart_span();
     let col = |t: f64| ((t - t0) / tol.max(1e-9)).floor() as i64;
     for m in app
-        .markers
+        .window
+        .markers()
         .iter()
         .filter(|m| (m.t_s > from - 1e-9 && m.t_s <= r.t_s + 1e-9) || col(m.t_s) == col(t_s))
     {

@@ -1,0 +1,290 @@
+//! The baseline and the A/B: the window frozen by `b`, the settings `B`
+//! flips back to, the live A/B (`A`) while it runs, the turns of the ones
+//! that ended (for the charts) and the events an A/B's own switches will
+//! bring (which are not changes to mark). Marking a baseline forgets
+//! where `B` flipped from; ending an A/B keeps its turns, at most
+//! [`MAX_SPANS`](super::super::ab::MAX_SPANS); those rules live here, in
+//! the methods, with the verdicts over the baseline's windows and "now"'s.
+
+use super::running::Running;
+use super::window::Window;
+use crate::metrics::WindowStats;
+use crate::settings::Settings;
+use crate::tui::ab::{self, AbRun, TurnSpan};
+
+/// Seconds within which a live A/B switch's events are expected (they
+/// come with the next record); one not seen by then is forgotten, so a
+/// later change of the same key is marked as any change is.
+const AB_QUIET_S: f64 = 3.0;
+
+/// The baseline: a window's stats, frozen when `b` was pressed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baseline {
+    /// The window's measurements.
+    pub stats: WindowStats,
+    /// The window's latency distribution (for the histogram overlay).
+    pub buckets: Vec<u64>,
+    /// The settings label of the window ("workers.mode = unbound" style).
+    pub label: String,
+    /// The settings (as requested) when it was marked: what `B` flips to.
+    pub settings: Settings,
+    /// Its measurements per [`crate::output::verdict::WINDOW_S`] window
+    /// after [`crate::output::verdict::SETTLE_S`] (what the panel's and
+    /// the demo's verdicts compare), measured once when it is marked.
+    pub windows: Vec<WindowStats>,
+}
+
+/// The baseline, `B`'s other side and the live A/B.
+#[derive(Debug, Clone, Default)]
+pub struct Comparison {
+    /// The baseline, once marked.
+    baseline: Option<Baseline>,
+    /// The settings `B` flips back to from the baseline's.
+    ab_other: Option<Settings>,
+    /// The live A/B (`A`), while it runs.
+    ab: Option<AbRun>,
+    /// The turns of live A/Bs that ended, for the charts (the latest
+    /// [`ab::MAX_SPANS`]).
+    ab_past: Vec<TurnSpan>,
+    /// The events the live A/B's own switches will bring (each changed
+    /// key's label) and when each switch was made: they are neither
+    /// markers nor log lines (a 5-minute A/B would add 60 of each); the
+    /// A/B logs a line per round instead.
+    ab_quiet: Vec<(String, f64)>,
+}
+
+impl Comparison {
+    /// The baseline, once marked.
+    pub fn get(&self) -> Option<&Baseline> {
+        self.baseline.as_ref()
+    }
+
+    /// Freezes `window`'s "now" as the baseline, labelled with what runs.
+    /// Returns false when there is nothing measured yet.
+    pub fn mark(&mut self, window: &Window, running: &Running) -> bool {
+        let Some(stats) = window.now() else {
+            return false;
+        };
+        self.baseline = Some(Baseline {
+            stats,
+            buckets: window.now_buckets().to_vec(),
+            label: running.plan().to_string(),
+            settings: running.settings().clone(),
+            windows: window.now_windows().to_vec(),
+        });
+        self.ab_other = None;
+        true
+    }
+
+    /// A/B (`B`): the settings to run next, given the `current` ones,
+    /// flipping between the baseline's and the ones run before the last
+    /// flip; or why not.
+    pub fn flip(&mut self, current: &Settings) -> Result<Settings, String> {
+        let Some(b) = &self.baseline else {
+            return Err("no baseline yet: mark one with b, change settings, then B flips".into());
+        };
+        if *current != b.settings {
+            self.ab_other = Some(current.clone());
+            Ok(b.settings.clone())
+        } else {
+            self.ab_other.clone().ok_or_else(|| {
+                "the settings are the baseline's: change one, then B flips between the two".into()
+            })
+        }
+    }
+
+    /// `metric` since the baseline, over this run's own windows (the
+    /// baseline's, and those of `window`'s "now"), judged against
+    /// `published` when given; None without a baseline or until each
+    /// side holds two windows.
+    pub fn verdict_on(
+        &self,
+        window: &Window,
+        metric: &crate::metrics::Metric,
+        published: Option<&crate::scenario::preset::Published>,
+    ) -> Option<crate::output::verdict::WindowVerdict> {
+        let b = self.baseline.as_ref()?;
+        crate::output::verdict::judge_windows(&b.windows, window.now_windows(), metric, published)
+    }
+
+    /// The change of `m` from the baseline to `window`'s "now", %, and the
+    /// verdict's kind: once each side has two windows, the verdict's own
+    /// change (its medians of 2 s windows, the figure the demo's verdict
+    /// line states), so the panel, the presentation boxes and the verdict
+    /// line agree; before that the two windows' whole figures, with no
+    /// kind. None without a baseline, a "now", or a baseline value.
+    pub fn change(
+        &self,
+        window: &Window,
+        m: &crate::metrics::Metric,
+    ) -> Option<(f64, Option<crate::output::verdict::Kind>)> {
+        let b = self.baseline.as_ref()?;
+        if let Some(v) = self.verdict_on(window, m, None)
+            && let Some(c) = v.verdict.change_pct
+        {
+            return Some((c, Some(v.verdict.kind)));
+        }
+        let (a, n) = ((m.window)(&b.stats), (m.window)(&window.now()?));
+        (a.is_finite() && n.is_finite() && a != 0.0).then(|| ((n - a) / a * 100.0, None))
+    }
+
+    /// The live A/B, while it runs.
+    pub fn ab(&self) -> Option<&AbRun> {
+        self.ab.as_ref()
+    }
+
+    /// The live A/B, while it runs, to take its turns in.
+    pub fn ab_mut(&mut self) -> Option<&mut AbRun> {
+        self.ab.as_mut()
+    }
+
+    /// Starts the live A/B (`A`) at `t_s` between the baseline's settings
+    /// and the `current` ones, on the current ones; or why not.
+    pub fn start_ab(&mut self, current: &Settings, t_s: f64) -> Result<(), String> {
+        let Some(b) = &self.baseline else {
+            return Err(
+                "no baseline yet: mark one with b, change a setting, then A runs the A/B".into(),
+            );
+        };
+        if *current == b.settings {
+            return Err("the settings are the baseline's: change one, then A runs the A/B".into());
+        }
+        self.ab = Some(AbRun::new(b.settings.clone(), current.clone(), t_s));
+        Ok(())
+    }
+
+    /// Ends the live A/B at `t_s` (whatever stops it), keeping its turns
+    /// for the charts; returns it.
+    pub fn end_ab(&mut self, t_s: f64) -> Option<AbRun> {
+        let ab = self.ab.take()?;
+        self.ab_past.extend(ab.turn_spans(t_s));
+        let n = self.ab_past.len();
+        if n > ab::MAX_SPANS {
+            self.ab_past.drain(..n - ab::MAX_SPANS);
+        }
+        Some(ab)
+    }
+
+    /// Every live A/B turn to draw at `t_s`: the ended A/Bs' and the
+    /// running one's until then.
+    pub fn spans(&self, t_s: f64) -> Vec<TurnSpan> {
+        let mut out = self.ab_past.clone();
+        if let Some(ab) = &self.ab {
+            out.extend(ab.turn_spans(t_s));
+        }
+        out
+    }
+
+    /// Forgets the ended A/Bs' turns (the charts were reset).
+    pub fn forget_past(&mut self) {
+        self.ab_past.clear();
+    }
+
+    /// The A/B switched at `t_s`, changing the keys `labels` name: their
+    /// events, when they come, are not changes to mark.
+    pub fn expect_quiet(&mut self, labels: impl IntoIterator<Item = String>, t_s: f64) {
+        self.ab_quiet.extend(labels.into_iter().map(|l| (l, t_s)));
+    }
+
+    /// At `now`, forgets the switches' events not seen in time.
+    pub fn quiet_until(&mut self, now: f64) {
+        self.ab_quiet.retain(|(_, t)| now - t <= AB_QUIET_S);
+    }
+
+    /// Whether an event labelled `label` is one an A/B switch brought
+    /// (each expected event is taken once).
+    pub fn is_quiet(&mut self, label: &str) -> bool {
+        match self.ab_quiet.iter().position(|(l, _)| l == label) {
+            Some(i) => {
+                self.ab_quiet.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::IntervalRecord;
+    use crate::settings::WorkerMode;
+
+    fn rec(seq: u64) -> IntervalRecord {
+        let mut r = crate::metrics::Recorder::new();
+        for i in 0..50u64 {
+            let ns = 10_000 + (seq * 7_919 + i * 104_729) % 900_000;
+            r.record(crate::metrics::Stage::EndToEnd, ns);
+        }
+        r.counters.reads = 50;
+        r.counters.bytes = 50 * 4096;
+        let mut rec = IntervalRecord {
+            seq,
+            t_s: (seq + 1) as f64 * 0.25,
+            ..Default::default()
+        };
+        rec.fill_from(&r, 0.25);
+        rec
+    }
+
+    /// 8 s of records; with `baseline`, `b` pressed at the end; then
+    /// workers.mode changed to bound either way.
+    fn measured(baseline: bool) -> (Comparison, Running) {
+        let s = Settings::default();
+        let mut run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
+        let mut w = Window::new();
+        for seq in 0..32 {
+            w.push(rec(seq));
+        }
+        let mut c = Comparison::default();
+        if baseline {
+            assert!(c.mark(&w, &run));
+        }
+        let mut bound = run.settings().clone();
+        bound.workers.mode = WorkerMode::Bound;
+        run.set(bound.clone(), bound);
+        (c, run)
+    }
+
+    /// B flips to the baseline's settings and back; without a baseline,
+    /// or with nothing changed since, it says why.
+    #[test]
+    fn b_flips_between_the_baseline_and_the_current_settings() {
+        let (mut c, run) = measured(false);
+        assert!(c.flip(run.settings()).unwrap_err().contains("no baseline"));
+        let (mut c, mut run) = measured(true);
+        let base = c.get().unwrap().settings.clone();
+        assert_ne!(*run.settings(), base, "workers.mode changed after b");
+        let current = run.settings().clone();
+        let to = c.flip(run.settings()).unwrap();
+        assert_eq!(to, base);
+        run.set(to.clone(), to);
+        let back = c.flip(run.settings()).unwrap();
+        assert_eq!(back, current);
+        run.set(back.clone(), back);
+        assert_eq!(c.flip(run.settings()).unwrap(), base);
+        // Marked with nothing changed: nothing to flip to.
+        let s = Settings::default();
+        let run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
+        let mut w = Window::new();
+        for seq in 0..32 {
+            w.push(rec(seq));
+        }
+        let mut c = Comparison::default();
+        assert!(c.mark(&w, &run));
+        assert!(c.flip(run.settings()).unwrap_err().contains("baseline's"));
+    }
+
+    /// A switch's events are taken once each, and forgotten when late.
+    #[test]
+    fn an_ab_switch_s_events_are_taken_once_and_forgotten_when_late() {
+        let mut c = Comparison::default();
+        c.expect_quiet(["workers.mode: unbound -> bound".to_string()], 10.0);
+        c.quiet_until(11.0);
+        assert!(c.is_quiet("workers.mode: unbound -> bound"));
+        assert!(!c.is_quiet("workers.mode: unbound -> bound"));
+        c.expect_quiet(["x".to_string()], 10.0);
+        c.quiet_until(13.5);
+        assert!(!c.is_quiet("x"));
+    }
+}
