@@ -763,16 +763,7 @@ fn cached<B: Backend>(
             None => MAX_WAIT_NS,
         };
         if poll {
-            io.submit()?;
-            let until = now_ns() + wait_ns;
-            let mut spins = 0u32;
-            while !io.b.ready() && !ret.has_returns() && !ret.take_poke() {
-                spins += 1;
-                if spins.is_multiple_of(256) && now_ns() >= until {
-                    break;
-                }
-                std::hint::spin_loop();
-            }
+            io.poll(wait_ns, || ret.has_returns() || ret.take_poke())?;
         } else if r.progressed {
             io.submit()?;
         } else {

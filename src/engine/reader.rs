@@ -264,6 +264,27 @@ impl<'a, B: Backend> Io<'a, B> {
         r
     }
 
+    /// Submits, then spins (`workload.sleep = "poll"`: never sleeps) until
+    /// a completion is ready, `woken` says the workers gave something
+    /// back, or `wait_ns` passed.
+    pub(super) fn poll(
+        &mut self,
+        wait_ns: u64,
+        mut woken: impl FnMut() -> bool,
+    ) -> std::io::Result<()> {
+        self.submit()?;
+        let until = now_ns() + wait_ns;
+        let mut spins = 0u32;
+        while !self.b.ready() && !woken() {
+            spins += 1;
+            if spins.is_multiple_of(256) && now_ns() >= until {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+
     /// Submits and sleeps (see [`Backend::wait`]); an error marks the loop
     /// failed.
     pub(super) fn wait(&mut self, wait_ns: u64) -> std::io::Result<()> {
@@ -511,16 +532,7 @@ fn direct<B: Backend>(
             None => MAX_WAIT_NS,
         };
         if poll {
-            io.submit()?;
-            let until = now_ns() + wait_ns;
-            let mut spins = 0u32;
-            while !io.b.ready() && !ret.has_returns() {
-                spins += 1;
-                if spins.is_multiple_of(256) && now_ns() >= until {
-                    break;
-                }
-                std::hint::spin_loop();
-            }
+            io.poll(wait_ns, || ret.has_returns())?;
         } else {
             // Announce the sleep to the workers first (they wake only a
             // sleeping reader); a buffer already back means no wait.

@@ -28,27 +28,73 @@ pub(crate) fn render_stages(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     let inner = block.inner(area);
     block.render(area, buf);
     let recs: Vec<&IntervalRecord> = app.window.now_records().filter(|r| !r.paused).collect();
-    let mut y = stage_bars(&recs, th, inner, inner.y, buf);
+    let mut rows = Rows {
+        buf,
+        inner,
+        y: inner.y,
+    };
+    stage_bars(&recs, th, &mut rows);
     // Each queue's pool: workers running and blocked now and the most
     // blocked at once; then the tree pages the verify workers read and the
     // time they spent blocked on them, per second.
     if !recs.is_empty() {
-        y = pool_lines(&recs, th, inner, y, buf);
-        y = kernel_queue_lines(&recs, th, inner, y, buf);
-        y = tree_line(&recs, th, inner, y, buf);
+        pool_lines(&recs, th, &mut rows);
+        kernel_queue_lines(&recs, th, &mut rows);
+        tree_line(&recs, th, &mut rows);
     }
-    y = irq_line(&recs, th, inner, y, buf);
-    cpu_bars(app, th, inner, y, buf);
+    irq_line(&recs, th, &mut rows);
+    cpu_bars(app, th, &mut rows);
 }
 
-/// The heading (cache or kernel line) and one bar per stage's mean time; returns the next row.
-fn stage_bars(
-    recs: &[&IntervalRecord],
-    th: &Theme,
+/// The panel's rows, written top down: each line goes on the next row
+/// while one is left, cut to the width by whole fields.
+struct Rows<'b> {
+    buf: &'b mut Buffer,
     inner: Rect,
-    mut y: u16,
-    buf: &mut Buffer,
-) -> u16 {
+    /// The next row.
+    y: u16,
+}
+
+impl Rows<'_> {
+    /// No row is left.
+    fn full(&self) -> bool {
+        self.y >= self.inner.y + self.inner.height
+    }
+
+    /// Writes `line` on the next row (whole fields only, separated by two
+    /// spaces or ` · `, never a cut one), if one is left.
+    fn line(&mut self, line: &str, style: Style) {
+        if self.full() {
+            return;
+        }
+        let line = crate::tui::text::fit_fields(line, self.inner.width as usize);
+        self.buf.set_string(self.inner.x, self.y, line, style);
+        self.y += 1;
+    }
+
+    /// `long`, or where it does not fit the width, `short()`.
+    fn line_or(&mut self, long: String, short: impl FnOnce() -> String, style: Style) {
+        if long.chars().count() > self.inner.width as usize {
+            self.line(&short(), style);
+        } else {
+            self.line(&long, style);
+        }
+    }
+
+    /// Writes `text` at column `dx` of the next row (the pieces of a bar).
+    fn put(&mut self, dx: usize, text: impl AsRef<str>, style: Style) {
+        self.buf
+            .set_string(self.inner.x + dx as u16, self.y, text, style);
+    }
+
+    /// The pieces of the next row are written: go to the row after.
+    fn next(&mut self) {
+        self.y += 1;
+    }
+}
+
+/// The heading (cache or kernel line) and one bar per stage's mean time.
+fn stage_bars(recs: &[&IntervalRecord], th: &Theme, rows: &mut Rows<'_>) {
     // Each stage's mean over its own samples: per read on a direct path,
     // per bio (work item) on the page-cache path.
     let mean = |f: fn(&IntervalRecord) -> &crate::metrics::Percentiles| {
@@ -93,10 +139,9 @@ fn stage_bars(
     ];
     let cache = cache_line(recs);
     let total: f64 = stages.iter().map(|s| s.1).sum::<f64>().max(1e-9);
-    let bar_w = (inner.width as usize).saturating_sub(22).max(1);
-    let bottom = inner.y + inner.height;
+    let bar_w = (rows.inner.width as usize).saturating_sub(22).max(1);
     let kernel = recs.iter().any(|r| r.kernel.is_some());
-    if y < bottom {
+    {
         let line = match &cache {
             _ if kernel => {
                 let cached = recs
@@ -111,12 +156,10 @@ fn stage_bars(
             Some(c) => format!("per bio · {c}"),
             None => "mean per read".to_string(),
         };
-        let line = crate::tui::text::fit_fields(&line, inner.width as usize);
-        buf.set_string(inner.x, y, line, th.dim());
-        y += 1;
+        rows.line(&line, th.dim());
     }
     for (name, us, color, measured) in stages {
-        if y >= bottom {
+        if rows.full() {
             break;
         }
         // The kernel target shows what its tracepoints measured: a stage
@@ -126,38 +169,24 @@ fn stage_bars(
             continue;
         }
         let len = (us / total * bar_w as f64).round() as usize;
-        buf.set_string(
-            inner.x,
-            y,
-            format!("{name:<8}{:>7} ", fmt_us(us)),
-            th.text(),
-        );
-        buf.set_string(inner.x + 16, y, "█".repeat(len), Style::default().fg(color));
-        buf.set_string(
-            inner.x + 16 + bar_w as u16,
-            y,
+        rows.put(0, format!("{name:<8}{:>7} ", fmt_us(us)), th.text());
+        rows.put(16, "█".repeat(len), Style::default().fg(color));
+        rows.put(
+            16 + bar_w,
             format!("{:>4.0}%", us / total * 100.0),
             th.dim(),
         );
-        y += 1;
+        rows.next();
     }
-    y
 }
 
-/// One line per workqueue pool of the newest record (running, blocked, most blocked); returns the next row.
-fn pool_lines(
-    recs: &[&IntervalRecord],
-    th: &Theme,
-    inner: Rect,
-    mut y: u16,
-    buf: &mut Buffer,
-) -> u16 {
-    let bottom = inner.y + inner.height;
+/// One line per workqueue pool of the newest record (running, blocked, most blocked).
+fn pool_lines(recs: &[&IntervalRecord], th: &Theme, rows: &mut Rows<'_>) {
     let Some(last) = recs.last() else {
-        return y;
+        return;
     };
     for p in &last.pools {
-        if y >= bottom {
+        if rows.full() {
             break;
         }
         let peak = recs
@@ -168,34 +197,26 @@ fn pool_lines(
             .max()
             .unwrap_or(0);
         let kind = if p.kind == "bound" { "bnd" } else { "unb" };
-        let mut line = format!(
-            "{:<8} {kind}  run {}/{}  blk {}  max {peak}",
-            p.queue, p.running, p.workers, p.blocked
-        );
-        if line.chars().count() > inner.width as usize {
-            // Narrow: running r, blocked b, of the pool's workers.
-            line = format!(
-                "{}  {}r {}b/{}  ^{peak}",
-                p.queue, p.running, p.blocked, p.workers
-            );
-        }
         let style = if peak > 0 { th.text() } else { th.dim() };
-        let line = crate::tui::text::fit_fields(&line, inner.width as usize);
-        buf.set_string(inner.x, y, line, style);
-        y += 1;
+        rows.line_or(
+            format!(
+                "{:<8} {kind}  run {}/{}  blk {}  max {peak}",
+                p.queue, p.running, p.workers, p.blocked
+            ),
+            // Narrow: running r, blocked b, of the pool's workers.
+            || {
+                format!(
+                    "{}  {}r {}b/{}  ^{peak}",
+                    p.queue, p.running, p.blocked, p.workers
+                )
+            },
+            style,
+        );
     }
-    y
 }
 
-/// The kernel's own queues (their tracepoints): items per second, the worst queue p99 of the last second, and the share run on another CPU; returns the next row.
-fn kernel_queue_lines(
-    recs: &[&IntervalRecord],
-    th: &Theme,
-    inner: Rect,
-    mut y: u16,
-    buf: &mut Buffer,
-) -> u16 {
-    let bottom = inner.y + inner.height;
+/// The kernel's own queues (their tracepoints): items per second, the worst queue p99 of the last second, and the share run on another CPU.
+fn kernel_queue_lines(recs: &[&IntervalRecord], th: &Theme, rows: &mut Rows<'_>) {
     let secs = f64::max(recs.iter().map(|r| r.interval_s).sum(), 1e-9);
     for name in crate::metrics::POST_READ_QUEUES {
         let qs: Vec<_> = recs
@@ -204,7 +225,7 @@ fn kernel_queue_lines(
             .flat_map(|k| &k.queues)
             .filter(|q| q.queue == *name)
             .collect();
-        if qs.is_empty() || y >= bottom {
+        if qs.is_empty() || rows.full() {
             continue;
         }
         let items: u64 = qs.iter().map(|q| q.items).sum();
@@ -212,32 +233,26 @@ fn kernel_queue_lines(
         let moved =
             qs.iter().map(|q| q.moved_pct * q.items as f64).sum::<f64>() / items.max(1) as f64;
         let short = name.trim_end_matches("_read_queue").trim_end_matches("_wq");
-        let mut line = format!(
-            "{name} {:.0}/s q p99 {} moved {moved:.0}%",
-            items as f64 / secs,
-            fmt_us(p99)
-        );
-        if line.chars().count() > inner.width as usize {
-            line = format!(
-                "{short}  {:.0}/s  q p99 {}",
+        rows.line_or(
+            format!(
+                "{name} {:.0}/s q p99 {} moved {moved:.0}%",
                 items as f64 / secs,
                 fmt_us(p99)
-            );
-        }
-        y = put_line(buf, inner, y, &line, th);
+            ),
+            || {
+                format!(
+                    "{short}  {:.0}/s  q p99 {}",
+                    items as f64 / secs,
+                    fmt_us(p99)
+                )
+            },
+            th.text(),
+        );
     }
-    y
 }
 
-/// The fs-verity tree pages read and the time blocked on them, per second; returns the next row.
-fn tree_line(
-    recs: &[&IntervalRecord],
-    th: &Theme,
-    inner: Rect,
-    mut y: u16,
-    buf: &mut Buffer,
-) -> u16 {
-    let bottom = inner.y + inner.height;
+/// The fs-verity tree pages read and the time blocked on them, per second.
+fn tree_line(recs: &[&IntervalRecord], th: &Theme, rows: &mut Rows<'_>) {
     let secs = f64::max(recs.iter().map(|r| r.interval_s).sum(), 1e-9);
     let (pages, blocked_ms) = recs.iter().fold((0u64, 0.0), |a, r| {
         (
@@ -245,33 +260,27 @@ fn tree_line(
             a.1 + r.page_cache.tree_blocked_ms,
         )
     });
-    if y < bottom && pages > 0 {
-        let mut line = format!(
-            "tree {:.0} pg/s  blocked {:.1} ms/s",
-            pages as f64 / secs,
-            blocked_ms / secs
-        );
-        if line.chars().count() > inner.width as usize {
-            line = format!(
-                "tree {:.0}/s  blk {:.0}ms/s",
+    if pages > 0 {
+        rows.line_or(
+            format!(
+                "tree {:.0} pg/s  blocked {:.1} ms/s",
                 pages as f64 / secs,
                 blocked_ms / secs
-            );
-        }
-        y = put_line(buf, inner, y, &line, th);
+            ),
+            || {
+                format!(
+                    "tree {:.0}/s  blk {:.0}ms/s",
+                    pages as f64 / secs,
+                    blocked_ms / secs
+                )
+            },
+            th.text(),
+        );
     }
-    y
 }
 
-/// The irq threads (`completion = irq`), apart from the workers: run_delay and CPU; returns the next row.
-fn irq_line(
-    recs: &[&IntervalRecord],
-    th: &Theme,
-    inner: Rect,
-    mut y: u16,
-    buf: &mut Buffer,
-) -> u16 {
-    let bottom = inner.y + inner.height;
+/// The irq threads (`completion = irq`), apart from the workers: run_delay and CPU.
+fn irq_line(recs: &[&IntervalRecord], th: &Theme, rows: &mut Rows<'_>) {
     let (irq_threads, irq_delay, irq_cpu, secs) =
         recs.iter()
             .filter(|r| r.irq.threads > 0)
@@ -283,21 +292,19 @@ fn irq_line(
                     a.3 + r.interval_s,
                 )
             });
-    if y < bottom && irq_threads > 0 {
+    if irq_threads > 0 {
         let secs = f64::max(secs, 1e-9);
         let line = format!(
             "irq x{irq_threads}  run_delay {:.1} ms/s  cpu {:.0}%",
             irq_delay / secs / 1e3,
             irq_cpu / secs / 1e4
         );
-        y = put_line(buf, inner, y, &line, th);
+        rows.line(&line, th.text());
     }
-    y
 }
 
 /// Per-CPU busy and iowait bars, averaged over the last second, under their legend.
-fn cpu_bars(app: &App, th: &Theme, inner: Rect, mut y: u16, buf: &mut Buffer) {
-    let bottom = inner.y + inner.height;
+fn cpu_bars(app: &App, th: &Theme, rows: &mut Rows<'_>) {
     let lastsec: Vec<&IntervalRecord> = app
         .window
         .history()
@@ -306,16 +313,16 @@ fn cpu_bars(app: &App, th: &Theme, inner: Rect, mut y: u16, buf: &mut Buffer) {
         .take_while(|r| app.window.elapsed_s() - r.t_s < 1.0)
         .collect();
     let ncpu = lastsec.first().map_or(0, |r| r.cpus.len());
-    if y < bottom && ncpu > 0 {
-        buf.set_string(inner.x, y, "CPU  busy ", th.dim());
-        buf.set_string(inner.x + 10, y, "█", Style::default().fg(th.busy));
-        buf.set_string(inner.x + 12, y, "iowait ", th.dim());
-        buf.set_string(inner.x + 19, y, "▒", Style::default().fg(th.iowait));
-        y += 1;
+    if !rows.full() && ncpu > 0 {
+        rows.put(0, "CPU  busy ", th.dim());
+        rows.put(10, "█", Style::default().fg(th.busy));
+        rows.put(12, "iowait ", th.dim());
+        rows.put(19, "▒", Style::default().fg(th.iowait));
+        rows.next();
     }
-    let bar_w = (inner.width as usize).saturating_sub(18).max(1);
+    let bar_w = (rows.inner.width as usize).saturating_sub(18).max(1);
     for cpu in 0..ncpu {
-        if y >= bottom {
+        if rows.full() {
             return;
         }
         let avg = |f: fn(&crate::sys::CpuUsage) -> f64| {
@@ -331,21 +338,11 @@ fn cpu_bars(app: &App, th: &Theme, inner: Rect, mut y: u16, buf: &mut Buffer) {
         let (busy, iow) = (busy.clamp(0.0, 100.0), iow.clamp(0.0, 100.0));
         let b = ((busy / 100.0 * bar_w as f64).round() as usize).min(bar_w);
         let w = ((iow / 100.0 * bar_w as f64).round() as usize).min(bar_w - b.min(bar_w));
-        buf.set_string(inner.x, y, format!("cpu{cpu:<2}"), th.text());
-        buf.set_string(inner.x + 6, y, "█".repeat(b), Style::default().fg(th.busy));
-        buf.set_string(
-            inner.x + 6 + b as u16,
-            y,
-            "▒".repeat(w),
-            Style::default().fg(th.iowait),
-        );
-        buf.set_string(
-            inner.x + 6 + bar_w as u16,
-            y,
-            format!("{busy:>4.0}%{iow:>4.0}%"),
-            th.dim(),
-        );
-        y += 1;
+        rows.put(0, format!("cpu{cpu:<2}"), th.text());
+        rows.put(6, "█".repeat(b), Style::default().fg(th.busy));
+        rows.put(6 + b, "▒".repeat(w), Style::default().fg(th.iowait));
+        rows.put(6 + bar_w, format!("{busy:>4.0}%{iow:>4.0}%"), th.dim());
+        rows.next();
     }
 }
 
@@ -369,12 +366,4 @@ pub(crate) fn cache_line(recs: &[&IntervalRecord]) -> Option<String> {
         "hit {:.0}% · {rate} bio/s",
         hits as f64 * 100.0 / (hits + misses) as f64
     ))
-}
-
-/// Writes `line` on row `y` of `inner`, cut to its width; returns the next row.
-fn put_line(buf: &mut Buffer, inner: Rect, y: u16, line: &str, th: &Theme) -> u16 {
-    // Whole fields only (separated by two spaces or ` · `), never a cut one.
-    let line = crate::tui::text::fit_fields(line, inner.width as usize);
-    buf.set_string(inner.x, y, line, th.text());
-    y + 1
 }
