@@ -116,8 +116,8 @@ impl CacheGeometry {
             // read by every verification, so the kernel's LRU keeps them
             // active while a stream's data pages pass through once; here
             // they are held apart from `cache.size`, which bounds the data
-            // (with `cache.size = 0` a stream no longer evicts its own
-            // tree and reads it again and again).
+            // (so with `cache.size = 0` a stream does not evict its own
+            // tree and read it again and again).
             reserve: bios
                 .saturating_mul(largest)
                 .saturating_add(crate::engine::tree::MAX_TREE_RA * 4)

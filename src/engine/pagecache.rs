@@ -1344,8 +1344,9 @@ mod tests {
         // 16 data pages, 4 tree pages (16..20), capacity 0, 8 frames: the
         // tree's 4 pages and 4 pages of readahead fill them; the next bio
         // takes a data page's frame, not a hash page's (which every
-        // verification reads). Before, the hand took the first frame it
-        // met, a tree page, and a stream read its tree again and again.
+        // verification reads). A hand that took the first frame it met
+        // would take a tree page, and a stream would read its tree again
+        // and again.
         let c = PageCache::with_tree(16, 4, 0, 8, 4, 2).expect("a memfd");
         for p in 16..20 {
             fill(&c, p, 9);

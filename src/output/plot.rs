@@ -56,9 +56,9 @@ const BLUE_: RGBColor = RGBColor(40, 90, 200);
 /// The markers' colour (lines and numbers).
 const MARK: RGBColor = RGBColor(200, 0, 200);
 
-// The queue wait (us) and the run_delay (ms per s) used to share one
-// "scheduler latency" panel, one y axis for two units. They are two
-// panels now rather than one with a secondary axis: on a slide nobody in
+// The queue wait (us) and the run_delay (ms per s) are two panels rather
+// than one "scheduler latency" panel with a secondary axis (one y axis for
+// two units): on a slide nobody in
 // the room can tell which line belongs to which axis, and two scales on
 // one plot invite reading meaning into where the lines cross. Stacked
 // panels share the time axis, so the markers still line up across them,
