@@ -1,21 +1,32 @@
-//! readpath's layering, checked on every `cargo test` (and so by `.ci/run`).
+//! readpath's design, checked on every `cargo test` (and so by `.ci/run`):
+//! which module may use which, and what of a module the others may name.
 //!
-//! The crate is a stack of modules: each may use the ones below it and none
-//! above. [`LAYERS`] is that stack, lowest first; this test reads every file
-//! under `src/` and fails when
+//! The crate is a stack of modules, each with a purpose ([`LAYERS`], lowest
+//! first); a module uses only modules below it, and only those [`USES`]
+//! names for it: a new arrow between two modules is a decision, written
+//! there with its reason, not an accident of a `use` line. What the others
+//! may name of a module is its face ([`FACES`]): its submodules and items
+//! named from outside it; a new one is a decision too. This test reads
+//! every file under `src/` and fails when
 //!
 //! - a file outside `src/sys/` spells `libc::` (raw system calls live in
 //!   `sys`, each `unsafe` block with its `SAFETY:` argument), unless
 //!   [`LIBC_ALLOWED`] names it with a reason;
 //! - a `crate::X` / `super::X` path in a module reaches a module of a
-//!   higher layer, unless [`ARROWS_ALLOWED`] names that arrow with a reason;
-//! - a top-level module is missing from [`LAYERS`];
+//!   higher layer, or one [`USES`] does not name for it (and an arrow
+//!   [`USES`] names but no code draws is reported too: the design says
+//!   what is, not what was);
+//! - a path from outside a top-level module names something of it that
+//!   [`FACES`] does not list (or lists and nobody names);
+//! - a top-level module is missing from [`LAYERS`] or [`USES`];
 //! - the files of one directory module import each other in a circle
 //!   (for example `engine::reader` -> `engine::cached` -> `engine::reader`),
-//!   unless [`CIRCLES_ALLOWED`] lists it.
+//!   following what a `mod.rs` re-exports (`pub use queue::WorkQueue`
+//!   makes `super::WorkQueue` an arrow to `queue`), unless
+//!   [`CIRCLES_ALLOWED`] lists it.
 //!
-//! Comments (`//`, `///`, `//!`) are not read, so doc links may point
-//! anywhere. The check is textual: it resolves `crate::`, `super::` and
+//! Comments (`//`, `///`, `//!`) and a file's unit tests (`#[cfg(test)]
+//! mod tests`) are not read, so doc links and tests may point anywhere. The check is textual: it resolves `crate::`, `super::` and
 //! `self::` paths (and `{...}` groups after them) against the module tree
 //! the files spell out.
 
@@ -91,6 +102,390 @@ const LAYERS: &[(&[&str], &str)] = &[
         &["commands", "cli"],
         "argument definitions and one file per command: the top",
     ),
+];
+
+/// Which modules each module may use, with why: the design. Every arrow
+/// points down [`LAYERS`]; an arrow the code draws must be here, and one
+/// here must be drawn.
+const USES: &[(&str, &[&str], &str)] = &[
+    (
+        "sys",
+        &[],
+        "the bottom: the kernel's interfaces, and nothing of readpath's",
+    ),
+    (
+        "choice",
+        &[],
+        "named value sets are pure: every layer above spells its enums with them",
+    ),
+    (
+        "crypto",
+        &["sys"],
+        "the kernel's own cipher through AF_ALG, as the oracle and a cipher choice",
+    ),
+    (
+        "verity",
+        &["sys"],
+        "the kernel's SHA-256 through AF_ALG (the oracle), digest limits",
+    ),
+    (
+        "settings",
+        &["choice", "crypto", "sys", "verity"],
+        "the values a setting takes: ciphers, hash kinds, this machine's CPUs",
+    ),
+    (
+        "metrics",
+        &["settings", "sys"],
+        "a record names the CPUs it saw (settings' bound on CPU numbers) and reads threads' counters",
+    ),
+    (
+        "dataset",
+        &["crypto", "settings", "sys", "verity"],
+        "the files: encrypted with the file key, their Merkle tree, written where the user's data dir is trusted",
+    ),
+    (
+        "files",
+        &["sys"],
+        "outputs and inputs need the kernel's file types, FIFOs and signals",
+    ),
+    (
+        "kernel",
+        &["crypto", "dataset", "metrics", "settings", "sys"],
+        "the real kernel target: the dataset's files and keys in its fscrypt, its tracepoints as records",
+    ),
+    (
+        "engine",
+        &[
+            "crypto", "dataset", "kernel", "metrics", "settings", "sys", "verity",
+        ],
+        "runs a workload: the dataset through the model (crypto, verity) or the kernel target, recorded",
+    ),
+    (
+        "scenario",
+        &["engine", "files", "metrics", "settings", "sys"],
+        "presets and demos are settings, scripted over the engine, named by the metric table",
+    ),
+    (
+        "output",
+        &[
+            "crypto", "dataset", "engine", "files", "kernel", "metrics", "scenario", "settings",
+            "sys", "verity",
+        ],
+        "reports, recordings and plots of runs: whatever a run was, said for people",
+    ),
+    (
+        "bench",
+        &["crypto", "kernel", "metrics", "sys", "verity"],
+        "the primitives timed against the kernel's own (crypto_driver)",
+    ),
+    (
+        "invocation",
+        &["engine", "metrics", "output", "scenario", "settings", "sys"],
+        "what a command and the remote agent share: settings loaded, a workload stopped and reported",
+    ),
+    (
+        "lab",
+        &[
+            "bench", "dataset", "files", "kernel", "output", "scenario", "settings", "sys",
+        ],
+        "lab kernels and guests: the seeds' switches, the presets that judge them, crypto benches in a guest",
+    ),
+    (
+        "remote",
+        &[
+            "engine",
+            "invocation",
+            "lab",
+            "metrics",
+            "output",
+            "settings",
+            "sys",
+        ],
+        "the engine on another machine (a lab guest among them), its records and reports sent back",
+    ),
+    (
+        "tui",
+        &["engine", "metrics", "output", "scenario", "settings", "sys"],
+        "the explorer drives a workload and shows its records with the outputs' verdicts and formats",
+    ),
+    (
+        "cli",
+        &["output", "remote", "settings", "tui"],
+        "the arguments' value parsers are the settings', outputs', transports' and the explorer's",
+    ),
+    (
+        "commands",
+        &[
+            "bench",
+            "cli",
+            "crypto",
+            "dataset",
+            "engine",
+            "files",
+            "invocation",
+            "kernel",
+            "lab",
+            "metrics",
+            "output",
+            "remote",
+            "scenario",
+            "settings",
+            "sys",
+            "tui",
+            "verity",
+        ],
+        "the top: one file per command, each using what it runs",
+    ),
+];
+
+/// What other modules may name of each module: its face (submodules and
+/// items right under it; `*`: all of it). A module missing here has no
+/// face: nothing outside it names it.
+const FACES: &[(&str, &[&str])] = &[
+    ("bench", &["CryptoReport", "crypto"]),
+    ("choice", &["Choice"]),
+    (
+        "cli",
+        &[
+            "BenchWhat",
+            "Cli",
+            "Command",
+            "ExperimentArgs",
+            "Format",
+            "KernelAction",
+            "LabAction",
+            "PlotFormat",
+            "PresetsAction",
+            "RemoteArgs",
+            "SettingsArgs",
+            "TuiArgs",
+        ],
+    ),
+    (
+        "crypto",
+        &[
+            "CipherKind",
+            "ContentsCipher",
+            "CryptoError",
+            "DATA_UNIT_SIZE",
+            "KERNEL_XTS",
+            "derive_file_key",
+        ],
+    ),
+    (
+        "dataset",
+        &[
+            "DEFAULT_SEED",
+            "Dataset",
+            "DatasetError",
+            "OpenOutcome",
+            "Progress",
+            "VERITY_BLOCK_SIZE",
+            "Variant",
+            "check_data_dir",
+            "default_data_dir",
+            "tree_first_unit",
+        ],
+    ),
+    (
+        "engine",
+        &[
+            "DataFs",
+            "Engine",
+            "EngineError",
+            "EngineOptions",
+            "ReadPath",
+            "Resolution",
+            "RunTotals",
+            "era",
+            "memory",
+            "pipeline",
+            "reconcile",
+            "resolve",
+            "stages",
+            "workload",
+        ],
+    ),
+    (
+        "files",
+        &[
+            "Expect",
+            "InputError",
+            "MAX_TEXT_INPUT",
+            "Mode",
+            "Named",
+            "OutputError",
+            "OutputFile",
+            "OutputPath",
+            "Stopped",
+            "is_stopped",
+            "newer_version",
+            "open_input",
+            "plain",
+            "read_capped",
+            "read_file",
+            "stdout",
+        ],
+    ),
+    (
+        "invocation",
+        &[
+            "BadInput",
+            "error_message",
+            "load_settings",
+            "load_settings_for",
+            "preset_error",
+            "say",
+            "stop_and_drain",
+        ],
+    ),
+    (
+        "kernel",
+        &[
+            "ScratchFs",
+            "TracefsMount",
+            "block_device_path",
+            "cgroup",
+            "check_contents",
+            "crypto_driver",
+            "ensure_tracefs",
+            "ext4_has_verity",
+            "knobs",
+            "measure_verity",
+            "restore_all",
+            "run_tool",
+            "switches",
+            "target",
+            "trace",
+        ],
+    ),
+    (
+        "lab",
+        &[
+            "Slowdown",
+            "VmRemote",
+            "build",
+            "data_dir",
+            "kernels",
+            "set_data_dir",
+            "spec_for",
+            "store",
+            "vm",
+        ],
+    ),
+    (
+        "metrics",
+        &[
+            "BUCKETS_PER_OCTAVE",
+            "Better",
+            "Counters",
+            "CpuUsage",
+            "Event",
+            "IntervalRecord",
+            "KernelQueueRecord",
+            "KernelRecord",
+            "LatencyBuckets",
+            "METRICS",
+            "Metric",
+            "Notice",
+            "POST_READ_QUEUES",
+            "PageCacheStats",
+            "Percentiles",
+            "PoolRecord",
+            "ReadersIowait",
+            "Recorder",
+            "Registry",
+            "Role",
+            "Spread",
+            "Stage",
+            "StagePercentiles",
+            "ThreadHandle",
+            "ThreadSlot",
+            "Unit",
+            "WindowStats",
+            "WorkerSched",
+            "empty_hist",
+            "format",
+            "hit_pct",
+            "median",
+            "now_ns",
+            "run_delay_ms_per_s",
+            "set_recording",
+            "stamp",
+            "table",
+            "window",
+        ],
+    ),
+    (
+        "output",
+        &[
+            "experiment",
+            "format",
+            "heatmap",
+            "plot",
+            "recording",
+            "report",
+            "sweep",
+            "validate",
+            "verdict",
+        ],
+    ),
+    ("remote", &["agent", "client", "transport"]),
+    ("scenario", &["demo", "preset"]),
+    (
+        "settings",
+        &[
+            "AffinityScope",
+            "CacheDevice",
+            "Completion",
+            "EngineKind",
+            "HashKind",
+            "KEYS",
+            "Kernel",
+            "KernelEra",
+            "Key",
+            "MAX_CPU_NUMBER",
+            "MAX_DURATION",
+            "Pattern",
+            "Scope",
+            "Setting",
+            "SettingChange",
+            "Settings",
+            "SettingsError",
+            "SleepMode",
+            "Step",
+            "Target",
+            "VerifyMode",
+            "WorkerMode",
+            "Workers",
+            "format_cpu_list",
+            "format_size",
+            "key_info",
+            "line_col",
+            "parse_duration",
+            "parse_duration_in",
+            "parse_size",
+            "units",
+        ],
+    ),
+    // Every wrapper of a system call is for the layers above.
+    ("sys", &["*"]),
+    (
+        "tui",
+        &[
+            "DEFAULT_FPS",
+            "Ending",
+            "MAX_FPS",
+            "TuiOptions",
+            "replay",
+            "run",
+            "run_with",
+            "sweep_view",
+            "text",
+            "theme",
+        ],
+    ),
+    ("verity", &["merkle", "sha256x2"]),
 ];
 
 /// Files outside `src/sys/` allowed to spell `libc::`, each with why.
@@ -193,7 +588,11 @@ fn sources() -> Vec<Source> {
                 "mod.rs" => {}
                 _ => module.push(last.trim_end_matches(".rs").to_string()),
             }
-            let code = strip_comments(&std::fs::read_to_string(&path).unwrap());
+            let mut code = strip_comments(&std::fs::read_to_string(&path).unwrap());
+            // A file's unit tests (its last item) are not part of the design.
+            if let Some(at) = code.find("#[cfg(test)]\nmod tests") {
+                code.truncate(at);
+            }
             Some(Source { path, module, code })
         })
         .collect()
@@ -374,6 +773,53 @@ fn no_module_imports_a_higher_layer() {
     );
 }
 
+/// What each directory module's `mod.rs` re-exports from its own files:
+/// (module, item name) -> the file (child module) that defines it.
+fn reexports() -> BTreeMap<(Vec<String>, String), String> {
+    let mut out = BTreeMap::new();
+    for s in sources() {
+        if !s.path.ends_with("mod.rs") {
+            continue;
+        }
+        // Statements, not lines: a `pub use a::{\n B,\n C\n};` is one.
+        for stmt in s.code.split(';') {
+            let t = stmt.trim();
+            let Some(at) = t.find("use ") else { continue };
+            let head = &t[..at];
+            if !(head.is_empty() || head.starts_with("pub")) {
+                continue;
+            }
+            let path = t[at + 4..].trim().trim_start_matches("self::");
+            let Some(child) = ident_at(path) else {
+                continue;
+            };
+            let mut m = s.module.clone();
+            m.push(child.to_string());
+            if !is_module(&m) {
+                continue;
+            }
+            let rest = &path[child.len()..];
+            let names: Vec<&str> = match (rest.find('{'), rest.rfind('}')) {
+                (Some(a), Some(b)) => rest[a + 1..b].split(',').collect(),
+                _ => vec![rest.rsplit("::").next().unwrap_or("")],
+            };
+            for n in names {
+                let n = n.trim();
+                // `A as B` is named B; a nested path's last segment.
+                let n = n.rsplit(" as ").next().unwrap_or(n).trim();
+                let n = n.rsplit("::").next().unwrap_or(n).trim();
+                if let Some(id) = ident_at(n)
+                    && id != "self"
+                    && id != "*"
+                {
+                    out.insert((s.module.clone(), id.to_string()), child.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The circles (strongly connected sets of two or more) of `graph`.
 fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
     // Reachability by depth-first search from every node: small graphs.
@@ -415,6 +861,7 @@ fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> 
 
 #[test]
 fn no_circles_between_the_files_of_a_module() {
+    let reexports = reexports();
     // For every directory module: which of its children use which.
     let mut graphs = BTreeMap::<Vec<String>, BTreeMap<String, BTreeSet<String>>>::new();
     for s in sources() {
@@ -425,7 +872,16 @@ fn no_circles_between_the_files_of_a_module() {
                 // or between top-level modules (the layers check those).
                 continue;
             }
-            if !is_module(&p[..=common]) {
+            // An item of the parent's `mod.rs` that one of its files
+            // defines and the `mod.rs` re-exports is an arrow to that file.
+            let to = if is_module(&p[..=common]) {
+                p[common].clone()
+            } else if let Some(f) = reexports.get(&(p[..common].to_vec(), p[common].clone())) {
+                f.clone()
+            } else {
+                continue;
+            };
+            if to == s.module[common] {
                 continue;
             }
             graphs
@@ -433,7 +889,7 @@ fn no_circles_between_the_files_of_a_module() {
                 .or_default()
                 .entry(s.module[common].clone())
                 .or_default()
-                .insert(p[common].clone());
+                .insert(to);
         }
     }
     let mut bad = Vec::new();
@@ -480,4 +936,142 @@ fn the_path_reader_resolves_what_the_crate_writes() {
         strip_comments("a // crate::x\n/* crate::y */ b /// c\n"),
         "a \n b \n"
     );
+}
+
+/// The arrows between top-level modules the code draws: from -> to, with a
+/// file that draws each.
+fn arrows() -> BTreeMap<String, BTreeMap<String, String>> {
+    let src = src_dir();
+    let mut out = BTreeMap::<String, BTreeMap<String, String>>::new();
+    for s in sources() {
+        let from = &s.module[0];
+        for p in paths_named(&s.module, &s.code) {
+            let to = &p[0];
+            if to == from || !is_module(&p[..1]) {
+                continue;
+            }
+            let rel = s.path.strip_prefix(&src).unwrap().display().to_string();
+            out.entry(from.clone())
+                .or_default()
+                .entry(to.clone())
+                .or_insert(rel);
+        }
+    }
+    out
+}
+
+/// What the code names of each top-level module from outside it: module
+/// -> name right under it -> a file that names it.
+fn named_from_outside() -> BTreeMap<String, BTreeMap<String, String>> {
+    let src = src_dir();
+    let mut out = BTreeMap::<String, BTreeMap<String, String>>::new();
+    for s in sources() {
+        for p in paths_named(&s.module, &s.code) {
+            if p[0] == s.module[0] || p.len() < 2 || !is_module(&p[..1]) {
+                continue;
+            }
+            let rel = s.path.strip_prefix(&src).unwrap().display().to_string();
+            out.entry(p[0].clone())
+                .or_default()
+                .entry(p[1].clone())
+                .or_insert(rel);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_arrow_between_modules_is_in_the_design() {
+    let drawn = arrows();
+    let mut problems = Vec::new();
+    for (from, tos) in &drawn {
+        let allowed = USES.iter().find(|(m, _, _)| m == from);
+        let Some((_, allowed, _)) = allowed else {
+            problems.push(format!(
+                "  {from} is not in USES (it uses {:?})",
+                tos.keys().collect::<Vec<_>>()
+            ));
+            continue;
+        };
+        for (to, file) in tos {
+            if !allowed.contains(&to.as_str()) {
+                problems.push(format!(
+                    "  {from} -> {to} (in {file}) is not in USES: a new arrow is a decision; \
+                     add it with its reason, or name something of a module {from} may use"
+                ));
+            }
+        }
+    }
+    for (from, tos, _) in USES {
+        for to in *tos {
+            if !drawn.get(*from).is_some_and(|d| d.contains_key(*to)) {
+                problems.push(format!(
+                    "  USES says {from} -> {to}, but no code of {from} names {to}: remove it"
+                ));
+            }
+            let (lf, lt) = (layer_of(from), layer_of(to));
+            if lt > lf {
+                problems.push(format!("  USES says {from} -> {to}, up the layers"));
+            }
+        }
+    }
+    for s in sources() {
+        if !USES.iter().any(|(m, _, _)| *m == s.module[0]) && !drawn.contains_key(&s.module[0]) {
+            problems.push(format!("  {} is not in USES", s.module[0]));
+        }
+    }
+    problems.dedup();
+    assert!(
+        problems.is_empty(),
+        "tests/layers.rs USES:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn what_others_name_of_a_module_is_its_face() {
+    let named = named_from_outside();
+    let mut problems = Vec::new();
+    for (m, names) in &named {
+        let face = FACES.iter().find(|(f, _)| f == m).map_or(&[][..], |f| f.1);
+        for (name, file) in names {
+            if !face.contains(&name.as_str()) && !face.contains(&"*") {
+                problems.push(format!(
+                    "  {m}::{name} (named in {file}) is not in {m}'s face (FACES): \
+                     widening a module's face is a decision"
+                ));
+            }
+        }
+    }
+    for (m, face) in FACES {
+        for name in face.iter().filter(|n| **n != "*") {
+            if !named.get(*m).is_some_and(|n| n.contains_key(*name)) {
+                problems.push(format!(
+                    "  FACES lists {m}::{name}, but nothing outside {m} names it: remove it"
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "tests/layers.rs FACES:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Prints the design as the code draws it today (`cargo test --test layers
+/// -- --ignored --nocapture print_the_design`), to start USES and FACES
+/// from; the checks above are what hold it.
+#[test]
+#[ignore]
+fn print_the_design() {
+    for (from, tos) in arrows() {
+        println!(
+            "    (\"{from}\", &{:?}, \"\"),",
+            tos.keys().collect::<Vec<_>>()
+        );
+    }
+    for (m, names) in named_from_outside() {
+        println!("    (\"{m}\", &{:?}),", names.keys().collect::<Vec<_>>());
+    }
 }

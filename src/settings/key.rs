@@ -23,12 +23,6 @@ impl Key {
     pub const fn name(self) -> &'static str {
         self.0
     }
-
-    /// Its row of the settings table.
-    pub fn setting(self) -> &'static super::Setting {
-        super::key_info(self.0)
-            .unwrap_or_else(|| panic!("{}: a field of Settings that is no setting", self.0))
-    }
 }
 
 impl std::ops::Deref for Key {

@@ -418,6 +418,7 @@ mod key;
 pub use key::Key;
 mod table;
 pub use table::{Apply, Bind, KEYS, Kind, Scope, Setting, Step, key_info, reference};
+use table::{sections_list, unknown_key_error};
 
 fn section_names(section: &str) -> Vec<&'static str> {
     KEYS.iter()
@@ -457,8 +458,7 @@ mod value;
 pub(crate) use crate::sys::cpu_number_error;
 use value::Val;
 use value::{
-    Entry, SpannedError, closest, entries_from_de, entries_from_toml, sections_list, toml_string,
-    unknown_key_error, wrong_type,
+    Entry, SpannedError, closest, entries_from_de, entries_from_toml, toml_string, wrong_type,
 };
 
 pub mod units;

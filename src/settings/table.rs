@@ -26,7 +26,7 @@ use super::{
 use crate::choice::Choice;
 use crate::crypto::CipherKind;
 
-use super::Settings;
+use super::{Key, SECTIONS, Settings, section_names};
 
 /// What values a key takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1118,6 +1118,74 @@ pub fn reference() -> String {
          [kernel.md](kernel.md). Presets (files of these sections): [presets.md](presets.md).\n",
     );
     out
+}
+
+impl Key {
+    /// Its row of the settings table (here, not in `key.rs`: a key names
+    /// a field, the table says what the field is).
+    pub fn setting(self) -> &'static Setting {
+        key_info(self.name())
+            .unwrap_or_else(|| panic!("{}: a field of Settings that is no setting", self.name()))
+    }
+}
+
+/// The error of a key no table row has, with the closest one as a
+/// suggestion (in its section, the same name in another section, or the
+/// closest name anywhere) and what is allowed.
+pub(super) fn unknown_key_error(key: &str) -> SettingsError {
+    let (section, name) = key.split_once('.').unwrap_or(("", key));
+    let section_ok = SECTIONS.contains(&section);
+    let mut suggestion = None;
+    if section_ok {
+        suggestion = closest(name, section_names(section)).map(|n| format!("{section}.{n}"));
+    }
+    if suggestion.is_none() {
+        // The right name in the wrong section, or no section at all.
+        let lower = name.to_ascii_lowercase().replace('-', "_");
+        suggestion = KEYS
+            .iter()
+            .find(|k| k.key.split_once('.').is_some_and(|(_, n)| n == lower))
+            .map(|k| k.key.to_string());
+    }
+    if suggestion.is_none()
+        && !section_ok
+        && !section.is_empty()
+        && let Some(s) = closest(section, SECTIONS.iter().copied())
+    {
+        suggestion = closest(name, section_names(s)).map(|n| format!("{s}.{n}"));
+    }
+    if suggestion.is_none() && section.is_empty() {
+        // A bare key: the closest key name in any section.
+        let names = KEYS.iter().filter_map(|k| k.key.split_once('.'));
+        if let Some(n) = closest(name, names.clone().map(|(_, n)| n)) {
+            suggestion = names
+                .filter(|(_, m)| *m == n)
+                .map(|(s, _)| format!("{s}.{n}"))
+                .next();
+        }
+    }
+    let allowed = if section_ok {
+        format!(
+            "valid keys in [{section}] are {}",
+            section_names(section).join(", ")
+        )
+    } else {
+        format!("settings live in sections {}", sections_list())
+    };
+    SettingsError::UnknownKey {
+        key: key.to_string(),
+        suggestion,
+        allowed,
+    }
+}
+
+/// The sections, as `[workload], [pipeline], ...`.
+pub(super) fn sections_list() -> String {
+    SECTIONS
+        .iter()
+        .map(|s| format!("[{s}]"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

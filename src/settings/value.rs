@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{KEYS, SECTIONS, SettingsError, section_names};
+use super::SettingsError;
 
 // ---------------------------------------------------------------------------
 // Values as written, shared by the TOML and --set paths.
@@ -151,61 +151,6 @@ pub(super) fn closest<'a>(
         .filter(|(score, _)| *score >= CLOSE)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
-}
-
-pub(super) fn unknown_key_error(key: &str) -> SettingsError {
-    let (section, name) = key.split_once('.').unwrap_or(("", key));
-    let section_ok = SECTIONS.contains(&section);
-    let mut suggestion = None;
-    if section_ok {
-        suggestion = closest(name, section_names(section)).map(|n| format!("{section}.{n}"));
-    }
-    if suggestion.is_none() {
-        // The right name in the wrong section, or no section at all.
-        let lower = name.to_ascii_lowercase().replace('-', "_");
-        suggestion = KEYS
-            .iter()
-            .find(|k| k.key.split_once('.').is_some_and(|(_, n)| n == lower))
-            .map(|k| k.key.to_string());
-    }
-    if suggestion.is_none()
-        && !section_ok
-        && !section.is_empty()
-        && let Some(s) = closest(section, SECTIONS.iter().copied())
-    {
-        suggestion = closest(name, section_names(s)).map(|n| format!("{s}.{n}"));
-    }
-    if suggestion.is_none() && section.is_empty() {
-        // A bare key: the closest key name in any section.
-        let names = KEYS.iter().filter_map(|k| k.key.split_once('.'));
-        if let Some(n) = closest(name, names.clone().map(|(_, n)| n)) {
-            suggestion = names
-                .filter(|(_, m)| *m == n)
-                .map(|(s, _)| format!("{s}.{n}"))
-                .next();
-        }
-    }
-    let allowed = if section_ok {
-        format!(
-            "valid keys in [{section}] are {}",
-            section_names(section).join(", ")
-        )
-    } else {
-        format!("settings live in sections {}", sections_list())
-    };
-    SettingsError::UnknownKey {
-        key: key.to_string(),
-        suggestion,
-        allowed,
-    }
-}
-
-pub(super) fn sections_list() -> String {
-    SECTIONS
-        .iter()
-        .map(|s| format!("[{s}]"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 // ---------------------------------------------------------------------------
