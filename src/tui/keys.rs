@@ -4,7 +4,7 @@
 //! key list, the footer, the settings panel's key column and
 //! [`super::policy::action_for_key`] are all derived from this table, and a test
 //! checks that README.md's "### Keys" table lists exactly its keys, so the
-//! five places that used to spell the bindings cannot drift apart.
+//! five places that show the bindings cannot drift apart.
 //!
 //! Rules of the table:
 //!
