@@ -11,7 +11,6 @@
 //! driver, single thread, wall time per operation and their ratio.
 
 use std::process::Command;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -531,9 +530,6 @@ impl CryptoReport {
         out
     }
 }
-
-/// How long a default run takes per measurement.
-pub const DEFAULT_SECONDS: Duration = Duration::from_secs(1);
 
 #[cfg(test)]
 mod tests {

@@ -10,8 +10,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
-pub mod bench;
-pub mod choice;
+pub(crate) mod bench;
+pub(crate) mod choice;
 pub mod cli;
 pub mod commands;
 pub mod crypto;

@@ -151,7 +151,7 @@ pub enum Command {
         #[command(flatten)]
         experiment: ExperimentArgs,
         /// A ratio model/kernel within 1 +- this/100 is "within" (1..=100).
-        #[arg(long, default_value_t = 15.0, value_parser = tolerance_pct)]
+        #[arg(long, default_value_t = crate::output::validate::DEFAULT_TOLERANCE_PCT, value_parser = tolerance_pct)]
         tolerance: f64,
         /// The two targets held against each other: `kernel,kernel` runs
         /// the kernel against itself (an A/A run, on the same adjusted

@@ -395,9 +395,9 @@ fn adiantum_iv(unit_index: u64) -> [u8; 32] {
     iv
 }
 
-pub mod aes_ti;
-pub mod keys;
-pub mod xts;
+pub(crate) mod aes_ti;
+pub(crate) mod keys;
+pub(crate) mod xts;
 
 pub use keys::{derive_file_key, key_identifier};
 

@@ -11,7 +11,9 @@
 //! verifying item reads ahead (`fsverity_verify_bio`). docs/model.md has a
 //! section per era with the source lines each rule follows.
 
-use crate::settings::{KernelEra, VerifyMode, WorkerMode};
+use crate::settings::KernelEra;
+#[cfg(test)]
+use crate::settings::{VerifyMode, WorkerMode};
 
 /// CPU time after which a per-CPU work item is CPU_INTENSIVE
 /// (`wq_cpu_intensive_thresh_us`, 10 ms by default, since 6.5).
@@ -23,6 +25,7 @@ pub struct Era(pub KernelEra);
 
 /// Where the era's fscrypt and fs-verity queues run their work, as the
 /// settings name it.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueFlags {
     /// fscrypt_read_queue (the decrypt stage).
@@ -41,6 +44,7 @@ impl Era {
 
     /// The flags its fscrypt and fs-verity queues were allocated with
     /// ([`KernelEra::queue_flags`]).
+    #[cfg(test)]
     pub fn flags(self) -> QueueFlags {
         let (mode, verify_mode, highpri) = self.0.queue_flags();
         QueueFlags {
@@ -99,13 +103,6 @@ impl Era {
                 bi_size_at_endio >> (12 + 2)
             }
         }
-    }
-
-    /// The header's "kernel 6.18: fscrypt WQ_UNBOUND|WQ_HIGHPRI, fsverity
-    /// WQ_HIGHPRI|WQ_PERCPU".
-    pub fn label(self) -> String {
-        let (c, v) = self.flag_text();
-        format!("kernel {}: fscrypt {c}, fsverity {v}", self.0)
     }
 }
 

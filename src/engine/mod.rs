@@ -16,22 +16,22 @@
 
 mod backend;
 mod cached;
-pub mod device;
-pub mod era;
+mod device;
+pub(crate) mod era;
 mod hogs;
-pub mod irq;
+mod irq;
 mod irq_thread;
 mod kernel_run;
-pub mod memory;
-pub mod pagecache;
-pub mod pipeline;
-pub mod queue;
-pub mod reader;
-pub mod resolve;
+pub(crate) mod memory;
+mod pagecache;
+pub(crate) mod pipeline;
+mod queue;
+mod reader;
+pub(crate) mod resolve;
 mod sampler;
 mod source;
-pub mod stages;
-pub mod tree;
+pub(crate) mod stages;
+mod tree;
 pub mod workload;
 
 use std::fs::{File, OpenOptions};

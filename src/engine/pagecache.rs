@@ -210,6 +210,7 @@ impl PageCache {
     /// A cache for a file of `file_pages` pages holding at most `capacity`
     /// uptodate pages, plus `reserve` frames for pages in flight, and
     /// `bios` bio slots for `readers` readers.
+    #[cfg(test)]
     pub fn new(
         file_pages: usize,
         capacity: usize,
@@ -372,6 +373,7 @@ impl PageCache {
     }
 
     /// Frames marked active now.
+    #[cfg(test)]
     pub fn active(&self) -> usize {
         self.active_count.load(Ordering::Relaxed)
     }

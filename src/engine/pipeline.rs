@@ -326,11 +326,6 @@ impl Pipeline {
             .collect()
     }
 
-    /// The shared context.
-    pub fn ctx(&self) -> &Arc<Ctx> {
-        &self.ctx
-    }
-
     /// Items workers found after their reader freed its buffers (0 unless
     /// there is a use after free; counted in debug builds).
     pub fn touched_freed(&self) -> u64 {

@@ -49,7 +49,7 @@ use super::journal::{
 use crate::sys::AUTOGROUP_SYSCTL;
 /// CPU masks as sysfs writes them are parsed in `sys` (pure text, next to
 /// the CPU lists); named here as before.
-pub use crate::sys::{MAX_CPUS, cpu_mask_hex, parse_cpu_mask_hex};
+pub use crate::sys::{cpu_mask_hex, parse_cpu_mask_hex};
 
 /// The workqueue module's default affinity scope for unbound workqueues
 /// (`cpu`, `smt`, `cache`, `numa` or `system`).
@@ -260,13 +260,9 @@ impl SystemKnobs {
         }
     }
 
-    /// The state file this process saves originals in.
-    pub fn state_file(&self) -> &Path {
-        &self.state_file
-    }
-
     /// The knobs changed and not yet put back, as (key, path, original),
     /// in order of first change.
+    #[cfg(test)]
     pub fn changed(&self) -> impl Iterator<Item = (&str, &Path, &str)> {
         self.changed
             .iter()

@@ -15,9 +15,9 @@
 pub use crate::sys::{fscrypt, fsverity};
 pub mod cgroup;
 mod journal;
-pub mod knobs;
-pub mod switches;
-pub mod target;
+pub(crate) mod knobs;
+pub(crate) mod switches;
+pub(crate) mod target;
 pub mod trace;
 
 use std::fs::{File, OpenOptions};

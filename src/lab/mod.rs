@@ -11,10 +11,10 @@
 
 pub mod build;
 pub mod initramfs;
-pub mod kernels;
-pub mod process;
-pub mod slowdown;
-pub mod store;
+pub(crate) mod kernels;
+pub(crate) mod process;
+pub(crate) mod slowdown;
+pub(crate) mod store;
 pub mod vm;
 
 use std::path::{Path, PathBuf};

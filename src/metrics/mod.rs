@@ -20,14 +20,14 @@
 //! metrics every screen and report reads) and [`format`] (how numbers are
 //! written everywhere).
 
-pub mod check;
-pub mod format;
-pub mod hdr;
-pub mod record;
-pub mod recorder;
-pub mod stats;
+pub(crate) mod check;
+pub(crate) mod format;
+pub(crate) mod hdr;
+pub(crate) mod record;
+pub(crate) mod recorder;
+pub(crate) mod stats;
 pub mod table;
-pub mod window;
+pub(crate) mod window;
 
 pub use record::{
     CpuUsage, Event, IntervalRecord, KernelQueueRecord, KernelRecord, LatencyBuckets, Notice,

@@ -6,11 +6,11 @@
 //! input, atomically for regular files).
 
 pub mod experiment;
-pub mod format;
-pub mod heatmap;
-pub mod plot;
+pub(crate) mod format;
+pub(crate) mod heatmap;
+pub(crate) mod plot;
 pub mod recording;
 pub mod report;
 pub mod sweep;
-pub mod validate;
+pub(crate) mod validate;
 pub mod verdict;

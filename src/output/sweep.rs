@@ -787,7 +787,7 @@ pub fn estimate(points: usize, variants: usize, opts: &CompareOptions) -> Durati
 
 /// A finished sweep for snapshots and tests (the explorer's sweep view, the heat map): the fs-verity seed
 /// over CPUs 1, 2 x hogs 0, 1, all, one cell of each verdict.
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub fn fixture() -> SweepReport {
     use crate::metrics::Spread;
     use crate::output::experiment::VariantResult;

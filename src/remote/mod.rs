@@ -5,8 +5,8 @@
 //! stdout ([`agent`]); [`client`] makes it a [`crate::engine::workload::Workload`]
 //! the explorer drives like the local engine.
 
-pub mod agent;
-pub mod client;
+pub(crate) mod agent;
+pub(crate) mod client;
 pub mod pace;
 pub mod protocol;
-pub mod transport;
+pub(crate) mod transport;

@@ -430,6 +430,7 @@ pub fn resolve(spec: &str, cpus: usize) -> Result<Demo, String> {
 
 /// A direction a caption claims: "Watch run_delay fall" or "queue p99
 /// -57%" outside a clause about the published result.
+#[cfg(any(test, feature = "testing"))]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
     /// The metric it is about (a name in [`crate::metrics::METRICS`]), if
@@ -447,6 +448,7 @@ pub struct Claim {
 /// a percentage, except those about the published result (naming
 /// "published"). Every such claim must be shown by the run it captions
 /// (tests hold each shipped demo's recording to it).
+#[cfg(any(test, feature = "testing"))]
 pub fn claims(caption: &str) -> Vec<Claim> {
     const DOWN: &[&str] = &[
         "fall",

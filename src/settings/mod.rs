@@ -461,7 +461,7 @@ use value::{
     Entry, SpannedError, closest, entries_from_de, entries_from_toml, toml_string, wrong_type,
 };
 
-pub mod units;
+pub(crate) mod units;
 
 pub use units::{
     MAX_DURATION, MIN_DURATION, format_cpu_list, format_duration, format_size, parse_cpu_list,

@@ -49,6 +49,7 @@ mod process;
 mod procfs;
 mod rawio;
 mod signals;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod text;
 mod topology;

@@ -123,7 +123,7 @@ impl AbRun {
     }
 
     /// Seconds into the current turn at `t_s`.
-    pub fn into_turn(&self, t_s: f64) -> f64 {
+    pub fn secs_into_turn(&self, t_s: f64) -> f64 {
         (t_s - self.since_s).max(0.0)
     }
 
@@ -136,7 +136,7 @@ impl AbRun {
         t_s: f64,
         history: impl Iterator<Item = &'a IntervalRecord> + Clone,
     ) -> Option<Settings> {
-        if self.into_turn(t_s) < TURN_S {
+        if self.secs_into_turn(t_s) < TURN_S {
             return None;
         }
         if let Some(w) = turn_window(history, self.since_s + SETTLE_S, t_s) {

@@ -48,6 +48,7 @@ pub fn read_events(timeout_ms: i32, events: &mut Vec<Event>) -> Input {
 
 /// The keys of terminal bytes (mouse reports left out): see
 /// [`parse_events`].
+#[cfg(test)]
 pub fn parse(bytes: &[u8], keys: &mut Vec<KeyEvent>) {
     let mut events = Vec::new();
     parse_events(bytes, &mut events);

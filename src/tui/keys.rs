@@ -130,6 +130,7 @@ impl Key {
     }
 
     /// As README.md writes it: `` `w` ``, space, Esc, Ctrl-C, F1.
+    #[cfg(test)]
     pub fn readme(self) -> String {
         match self {
             Char(' ') => "space".into(),
@@ -345,6 +346,7 @@ impl Binding {
     }
 
     /// The aliases: each step's keys after the first.
+    #[cfg(test)]
     pub fn aliases(&self) -> impl Iterator<Item = Key> + '_ {
         self.steps
             .iter()

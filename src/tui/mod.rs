@@ -18,16 +18,17 @@
 //! finishes the recording and prints nothing; no write to the lost terminal
 //! may panic.
 
-pub mod ab;
+pub(crate) mod ab;
 pub mod app;
-pub mod demo;
+pub(crate) mod demo;
+#[cfg(any(test, feature = "testing"))]
 pub mod fixture;
 pub mod help;
-pub mod input;
-pub mod keys;
+pub(crate) mod input;
+pub(crate) mod keys;
 pub mod mouse;
 pub mod overlay;
-pub mod policy;
+pub(crate) mod policy;
 pub mod render;
 pub mod replay;
 pub mod state;

@@ -175,7 +175,7 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
     let rounds = ab.rounds();
     // The clock in the title (it stays when the rows fill the panel),
     // whole: the longest form that fits.
-    let (round, side, at) = (rounds + 1, SIDES[ab.on], ab.into_turn(t_s).min(TURN_S));
+    let (round, side, at) = (rounds + 1, SIDES[ab.on], ab.secs_into_turn(t_s).min(TURN_S));
     let titles = [
         format!("live A/B · round {round} · on {side} {at:.0}/{TURN_S:.0} s"),
         format!("A/B · round {round} · {side} {at:.0}/{TURN_S:.0} s"),

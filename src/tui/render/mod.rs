@@ -34,7 +34,7 @@ mod footer;
 mod header;
 mod help;
 pub mod layout;
-pub mod look;
+pub(crate) mod look;
 mod popups;
 mod present;
 mod side;

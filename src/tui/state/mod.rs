@@ -20,13 +20,13 @@
 //! - [`show`]: what a preset or a demo adds (its name, published result,
 //!   caption, big numbers, step).
 
-pub mod baseline;
-pub mod log;
-pub mod overlays;
-pub mod running;
-pub mod show;
-pub mod view;
-pub mod window;
+pub(crate) mod baseline;
+pub(crate) mod log;
+pub(crate) mod overlays;
+pub(crate) mod running;
+pub(crate) mod show;
+pub(crate) mod view;
+pub(crate) mod window;
 
 pub use baseline::{Baseline, Comparison};
 pub use log::{FIRST_HINT, Log, LogLine};
