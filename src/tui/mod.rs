@@ -702,7 +702,7 @@ fn open_picker(app: &mut App) {
                 Err(e) => PickItem {
                     name,
                     origin,
-                    description: e,
+                    description: e.to_string(),
                     settings: None,
                 },
             }
