@@ -296,7 +296,7 @@ pub enum DemoError {
         /// The file.
         origin: String,
         /// Why.
-        source: PresetError,
+        source: Box<PresetError>,
     },
     /// A step.
     #[error("{origin}: step {step}: {problem}")]
@@ -306,7 +306,7 @@ pub enum DemoError {
         /// The step, 1-based.
         step: usize,
         /// What is wrong with it.
-        problem: StepProblem,
+        problem: Box<StepProblem>,
     },
     /// No steps.
     #[error("{origin}: no [[step]]: a demo needs at least one")]
@@ -338,7 +338,7 @@ pub enum DemoError {
 pub enum StepProblem {
     /// Its preset.
     #[error(transparent)]
-    Preset(PresetError),
+    Preset(Box<PresetError>),
     /// One of its `set` lines.
     #[error("set: {0}")]
     Set(#[source] SettingsError),
@@ -400,9 +400,9 @@ impl Demo {
     pub fn from_toml_str(src: &str, origin: &str, cpus: usize) -> Result<Demo, DemoError> {
         let raw = parse_script(src, origin)?;
         let start = match &raw.preset {
-            Some(p) => preset_settings(p).map_err(|source| DemoError::Preset {
+            Some(p) => preset_settings(p).map_err(|e| DemoError::Preset {
                 origin: origin.to_string(),
-                source,
+                source: Box::new(e),
             })?,
             None => Settings::default(),
         };
@@ -458,7 +458,7 @@ fn steps_of(
     let step = |i: usize, problem: StepProblem| DemoError::Step {
         origin: origin.to_string(),
         step: i + 1,
-        problem,
+        problem: Box::new(problem),
     };
     let mut current = start.clone();
     let mut baseline: Option<Settings> = None;
@@ -469,7 +469,7 @@ fn steps_of(
         }
         let mut settings = None;
         if let Some(p) = &s.preset {
-            current = preset_settings(p).map_err(|e| step(i, StepProblem::Preset(e)))?;
+            current = preset_settings(p).map_err(|e| step(i, StepProblem::Preset(Box::new(e))))?;
             settings = Some(current.clone());
         }
         for (k, v) in &s.set {

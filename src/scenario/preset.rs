@@ -81,7 +81,7 @@ impl Compare {
             let mut probe = Settings::default();
             return Err(VaryError::UnknownKey {
                 key: key.to_string(),
-                error: probe.set(key, "").err(),
+                error: probe.set(key, "").err().map(Box::new),
             });
         }
         let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
@@ -123,7 +123,7 @@ pub enum VaryError {
         /// The key as written.
         key: String,
         /// The settings' error for it.
-        error: Option<SettingsError>,
+        error: Option<Box<SettingsError>>,
     },
     /// Fewer than two values, or an empty one.
     #[error("--vary {spec:?}: give at least two values, comma-separated (e.g. {key}=a,b)")]
