@@ -723,7 +723,7 @@ impl RemoteWorkload {
         say(&format!("{place}: checking the target"));
         let (bin, done) = super::transport::prepare(&remote, &dir, spec.refresh).map_err(|e| {
             let bad = e.is_bad_input();
-            err(&place, e.message, bad)
+            err(&place, e.problem, bad)
         })?;
         say(&done);
         // `--data-dir=PATH`: one word, whatever the path starts with.

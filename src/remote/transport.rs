@@ -71,14 +71,169 @@ pub enum Remote {
     Vm(crate::lab::VmRemote),
 }
 
-/// Why a setup step failed, and whether the user's input is to blame
-/// (exit status 2).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a setup step failed: the target's label and what went wrong there;
+/// what went wrong says whether the user's input is to blame (exit status
+/// 2, [`SetupError::kind`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{place}: {problem}")]
 pub struct SetupError {
-    /// What went wrong, starting with the target's label.
-    pub message: String,
-    /// What kind of failure.
-    pub kind: SetupFailure,
+    /// The target's label (`ssh:pixel`).
+    pub place: String,
+    /// What went wrong.
+    pub problem: SetupProblem,
+}
+
+/// What went wrong in a setup step ([`SetupError`]), in the step's words.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupProblem {
+    /// The command (ssh, scp, adb, QEMU) could not be started.
+    #[error("{step}: running {program}: {source}")]
+    Spawn {
+        /// The step (`uname -m`).
+        step: String,
+        /// The program, printable.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Waiting for the command failed.
+    #[error("{step}: waiting for {program}: {source}")]
+    Wait {
+        /// The step.
+        step: String,
+        /// The program, printable.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A stop signal came during the step.
+    #[error("{step}: interrupted by {}", crate::sys::signal_name(*signal))]
+    Interrupted {
+        /// The step.
+        step: String,
+        /// The signal.
+        signal: i32,
+    },
+    /// The step took longer than its timeout.
+    #[error(
+        "{step}: no answer in {} (the target or the link hangs; {TIMEOUT_VAR}=SECONDS gives a slow link longer)",
+        secs(*timeout)
+    )]
+    TimedOut {
+        /// The step.
+        step: String,
+        /// Its timeout.
+        timeout: Duration,
+    },
+    /// The command ran and failed: its status and its stderr.
+    #[error("{step} failed ({status}): {}", printable(stderr.trim(), false))]
+    Failed {
+        /// The step.
+        step: String,
+        /// Its exit status.
+        status: ExitStatus,
+        /// What it said on stderr.
+        stderr: String,
+    },
+    /// The command for the target could not be made (an empty tool
+    /// variable, a lab guest that cannot be made ready).
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// A local file could not be read.
+    #[error("reading {}: {source}", path.display())]
+    ReadLocal {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A copy to a lab guest (which gets readpath in its initramfs).
+    #[error("a lab guest gets readpath in its initramfs, not by a copy")]
+    GuestCopy,
+    /// scp failed, and so did the stream through ssh.
+    #[error("the copy failed both ways: {first}; then {second}")]
+    BothWays {
+        /// Why scp failed.
+        first: Box<SetupProblem>,
+        /// Why the stream failed.
+        second: Box<SetupProblem>,
+    },
+    /// [`TIMEOUT_VAR`] is refused.
+    #[error(transparent)]
+    Timeout(#[from] BadTimeout),
+    /// `--remote-dir` is refused.
+    #[error(transparent)]
+    Dir(#[from] FlagPathError),
+    /// `uname -m` said no architecture.
+    #[error("`uname -m` said {:?}, not an architecture", printable(arch, false))]
+    Arch {
+        /// What it said.
+        arch: String,
+    },
+    /// No readpath binary for the target's architecture.
+    #[error(transparent)]
+    Binary(#[from] LocalBinaryError),
+    /// The copy's SHA-256 there is not this binary's.
+    #[error(
+        "the copy at {tmp} has SHA-256 {theirs}, but {} has {ours}: it arrived damaged (a truncated transfer, a full disk?); it was removed and nothing was run",
+        local.display()
+    )]
+    Hash {
+        /// The copy's path there.
+        tmp: String,
+        /// Its SHA-256.
+        theirs: String,
+        /// The binary copied.
+        local: PathBuf,
+        /// Its SHA-256.
+        ours: String,
+    },
+    /// The copy's size there is not this binary's.
+    #[error(
+        "the copy at {tmp} is {:?} bytes, but {} has {size}: it arrived damaged; it was removed and nothing else was run",
+        printable(said.trim(), false),
+        local.display()
+    )]
+    Size {
+        /// The copy's path there.
+        tmp: String,
+        /// What `wc -c` said.
+        said: String,
+        /// The binary copied.
+        local: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// The copy's `--version` is not this readpath's.
+    #[error(
+        "the copy at {tmp} says {:?} to --version, not readpath {}; it was removed",
+        printable(said.trim(), false),
+        env!("CARGO_PKG_VERSION")
+    )]
+    Version {
+        /// The copy's path there.
+        tmp: String,
+        /// What it said.
+        said: String,
+    },
+    /// A lab guest's kernel, initramfs or disk could not be made ready.
+    #[error("{0}")]
+    Guest(std::io::Error),
+}
+
+impl SetupProblem {
+    /// What kind of failure it is.
+    pub fn kind(&self) -> SetupFailure {
+        match self {
+            SetupProblem::Interrupted { .. } => SetupFailure::Interrupted,
+            SetupProblem::TimedOut { .. } => SetupFailure::TimedOut,
+            SetupProblem::Command(_) | SetupProblem::Timeout(_) | SetupProblem::Dir(_) => {
+                SetupFailure::BadInput
+            }
+            SetupProblem::BothWays { second, .. } => second.kind(),
+            _ => SetupFailure::Failed,
+        }
+    }
 }
 
 /// The kinds of [`SetupError`].
@@ -95,23 +250,23 @@ pub enum SetupFailure {
 }
 
 impl SetupError {
-    fn new(kind: SetupFailure, message: String) -> SetupError {
-        SetupError { message, kind }
+    fn new(place: &str, problem: impl Into<SetupProblem>) -> SetupError {
+        SetupError {
+            place: place.to_string(),
+            problem: problem.into(),
+        }
+    }
+
+    /// What kind of failure it is.
+    pub fn kind(&self) -> SetupFailure {
+        self.problem.kind()
     }
 
     /// The user's input is to blame (exit status 2).
     pub fn is_bad_input(&self) -> bool {
-        self.kind == SetupFailure::BadInput
+        self.kind() == SetupFailure::BadInput
     }
 }
-
-impl std::fmt::Display for SetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for SetupError {}
 
 /// A [`TIMEOUT_VAR`] that is no number of seconds in range: its value and
 /// what is allowed.
@@ -694,7 +849,6 @@ impl Remote {
         stdin: Stdio,
     ) -> Result<Ran, SetupError> {
         let place = self.label();
-        let failed = |m: String| SetupError::new(SetupFailure::Failed, m);
         if let Some(sig) = stopped() {
             return Err(interrupted(&place, step, sig));
         }
@@ -707,7 +861,16 @@ impl Remote {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| failed(format!("{place}: {step}: running {program}: {e}")))?;
+            .map_err(|source| {
+                SetupError::new(
+                    &place,
+                    SetupProblem::Spawn {
+                        step: step.to_string(),
+                        program: program.clone(),
+                        source,
+                    },
+                )
+            })?;
         if vm {
             // What lets `kernel restore` prove it readpath's guest.
             let _ = crate::lab::vm::record_guest(&crate::lab::data_dir(), child.id());
@@ -741,9 +904,14 @@ impl Remote {
                 Ok(None) => {}
                 Err(e) => {
                     end_child(&mut child);
-                    return Err(failed(format!(
-                        "{place}: {step}: waiting for {program}: {e}"
-                    )));
+                    return Err(SetupError::new(
+                        &place,
+                        SetupProblem::Wait {
+                            step: step.to_string(),
+                            program,
+                            source: e,
+                        },
+                    ));
                 }
             }
             if let Some(sig) = stopped() {
@@ -753,11 +921,11 @@ impl Remote {
             if start.elapsed() > timeout {
                 end_child(&mut child);
                 return Err(SetupError::new(
-                    SetupFailure::TimedOut,
-                    format!(
-                        "{place}: {step}: no answer in {} (the target or the link hangs; {TIMEOUT_VAR}=SECONDS gives a slow link longer)",
-                        secs(timeout)
-                    ),
+                    &place,
+                    SetupProblem::TimedOut {
+                        step: step.to_string(),
+                        timeout,
+                    },
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -794,9 +962,9 @@ impl Remote {
     /// Runs the shell command line `remote` there; its stdout, or an error
     /// with its stderr when it failed.
     fn step(&self, step: &str, remote: &str, timeout: Duration) -> Result<String, SetupError> {
-        let c = self.command(remote).map_err(|e| {
-            SetupError::new(SetupFailure::BadInput, format!("{}: {e}", self.label()))
-        })?;
+        let c = self
+            .command(remote)
+            .map_err(|e| SetupError::new(&self.label(), e))?;
         let ran = self.exec(c, step, timeout, Stdio::null())?;
         self.succeeded(step, ran)
     }
@@ -806,13 +974,12 @@ impl Remote {
             return Ok(ran.stdout);
         }
         Err(SetupError::new(
-            SetupFailure::Failed,
-            format!(
-                "{}: {step} failed ({}): {}",
-                self.label(),
-                ran.status,
-                printable(ran.stderr.trim(), false)
-            ),
+            &self.label(),
+            SetupProblem::Failed {
+                step: step.to_string(),
+                status: ran.status,
+                stderr: ran.stderr,
+            },
         ))
     }
 
@@ -829,22 +996,23 @@ impl Remote {
     ) -> Result<String, SetupError> {
         let place = self.label();
         let open = || {
-            std::fs::File::open(local).map(Stdio::from).map_err(|e| {
-                SetupError::new(
-                    SetupFailure::Failed,
-                    format!("{place}: reading {}: {e}", local.display()),
-                )
-            })
+            std::fs::File::open(local)
+                .map(Stdio::from)
+                .map_err(|source| {
+                    SetupError::new(
+                        &place,
+                        SetupProblem::ReadLocal {
+                            path: local.to_path_buf(),
+                            source,
+                        },
+                    )
+                })
         };
+        let tool = |e: EmptyTool| SetupError::new(&place, CommandError::Tool(e));
         match self {
-            Remote::Vm(_) => Err(SetupError::new(
-                SetupFailure::Failed,
-                format!("{place}: a lab guest gets readpath in its initramfs, not by a copy"),
-            )),
+            Remote::Vm(_) => Err(SetupError::new(&place, SetupProblem::GuestCopy)),
             Remote::Adb { serial } => {
-                let mut c = Remote::adb(serial).map_err(|e| {
-                    SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
-                })?;
+                let mut c = Remote::adb(serial).map_err(tool)?;
                 c.arg("push").arg(local).arg(remote);
                 let ran = self.exec(c, "copy (adb push)", timeout, Stdio::null())?;
                 self.succeeded("copy (adb push)", ran)
@@ -853,9 +1021,7 @@ impl Remote {
             Remote::Ssh { port, .. } => {
                 let cat = format!("cat > {}", sh_quote(remote));
                 let by_cat = |how: String| -> Result<String, SetupError> {
-                    let c = self.command(&cat).map_err(|e| {
-                        SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
-                    })?;
+                    let c = self.command(&cat).map_err(|e| SetupError::new(&place, e))?;
                     let ran = self.exec(c, "copy (ssh cat)", timeout, open()?)?;
                     self.succeeded("copy (ssh cat)", ran).map(|_| how)
                 };
@@ -865,9 +1031,7 @@ impl Remote {
                             .into(),
                     );
                 }
-                let words = Remote::tool("READPATH_SCP_COMMAND", "scp").map_err(|e| {
-                    SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
-                })?;
+                let words = Remote::tool("READPATH_SCP_COMMAND", "scp").map_err(tool)?;
                 let mut c = Command::new(&words[0]);
                 c.args(&words[1..]);
                 c.args(["-q", "-o", "BatchMode=yes"]);
@@ -880,23 +1044,16 @@ impl Remote {
                     .and_then(|ran| self.succeeded("copy (scp)", ran));
                 match scp {
                     Ok(_) => Ok("scp".into()),
-                    Err(e) if e.kind == SetupFailure::Interrupted => Err(e),
+                    Err(e) if e.kind() == SetupFailure::Interrupted => Err(e),
                     Err(first) => {
-                        let why = first
-                            .message
-                            .strip_prefix(&format!("{place}: "))
-                            .unwrap_or(&first.message)
-                            .to_string();
+                        let why = first.problem.to_string();
                         by_cat(format!("ssh (cat), as {why}")).map_err(|second| {
                             SetupError::new(
-                                second.kind,
-                                format!(
-                                    "{place}: the copy failed both ways: {why}; then {}",
-                                    second
-                                        .message
-                                        .strip_prefix(&format!("{place}: "))
-                                        .unwrap_or(&second.message)
-                                ),
+                                &place,
+                                SetupProblem::BothWays {
+                                    first: Box::new(first.problem),
+                                    second: Box::new(second.problem),
+                                },
                             )
                         })
                     }
@@ -914,11 +1071,11 @@ fn stopped() -> Option<i32> {
 
 fn interrupted(place: &str, step: &str, sig: i32) -> SetupError {
     SetupError::new(
-        SetupFailure::Interrupted,
-        format!(
-            "{place}: {step}: interrupted by {}",
-            crate::sys::signal_name(sig)
-        ),
+        place,
+        SetupProblem::Interrupted {
+            step: step.to_string(),
+            signal: sig,
+        },
     )
 }
 
@@ -965,7 +1122,7 @@ fn remote_sha256(
             .next()
             .map(str::to_ascii_lowercase)
             .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))),
-        Err(e) if e.kind == SetupFailure::Failed => Ok(None),
+        Err(e) if e.kind() == SetupFailure::Failed => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -1026,21 +1183,17 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
     if let Remote::Vm(v) = remote {
         return prepare_vm(v, &place);
     }
-    let bad = |m: String| SetupError::new(SetupFailure::BadInput, format!("{place}: {m}"));
-    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
-    let t = Timeouts::from_env().map_err(|e| bad(e.to_string()))?;
+    let failed = |problem: SetupProblem| SetupError::new(&place, problem);
+    let t = Timeouts::from_env().map_err(|e| SetupError::new(&place, e))?;
     let dir = remote
         .resolve_path("--remote-dir", dir)
-        .map_err(|e| bad(e.to_string()))?;
+        .map_err(|e| SetupError::new(&place, e))?;
     let arch = remote
         .step("uname -m", "uname -m", t.setup)?
         .trim()
         .to_string();
     if arch.is_empty() || !word_ok(&arch, &[]) {
-        return Err(failed(format!(
-            "`uname -m` said {:?}, not an architecture",
-            printable(&arch, false)
-        )));
+        return Err(failed(SetupProblem::Arch { arch }));
     }
     let bin = format!("{dir}/readpath");
     let q = sh_quote(&bin);
@@ -1049,7 +1202,7 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
     // The same version may be another build (a developer's), or not ours
     // at all: compare the bytes; where the target cannot hash them, they
     // cannot be trusted, and this binary is copied (and checked) again.
-    let local = local_binary(&arch).map_err(|e| failed(e.to_string()));
+    let local = local_binary(&arch).map_err(|e| SetupError::new(&place, e));
     let mut differs = false;
     let mut unhashed = false;
     if theirs.as_deref() == Some(ours)
@@ -1072,11 +1225,14 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
         ));
     }
     let local = local?;
-    let mine =
-        file_sha256(&local).map_err(|e| failed(format!("reading {}: {e}", local.display())))?;
-    let size = std::fs::metadata(&local)
-        .map_err(|e| failed(format!("reading {}: {e}", local.display())))?
-        .len();
+    let read = |source| {
+        failed(SetupProblem::ReadLocal {
+            path: local.clone(),
+            source,
+        })
+    };
+    let mine = file_sha256(&local).map_err(read)?;
+    let size = std::fs::metadata(&local).map_err(read)?.len();
     let nonce = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -1086,7 +1242,7 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
     // From here on a failure removes the copy (a stop signal leaves it:
     // nothing more is run then).
     let remove = |e: SetupError| {
-        if e.kind != SetupFailure::Interrupted {
+        if e.kind() != SetupFailure::Interrupted {
             let _ = remote.step("removing the copy", &format!("rm -f {qt}"), t.setup);
         }
         e
@@ -1118,16 +1274,16 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
 /// A lab guest made ready: its kernel found, its initramfs (with this
 /// readpath) and disk made or reused; what was done, for the user.
 fn prepare_vm(v: &crate::lab::VmRemote, place: &str) -> Result<(String, String), SetupError> {
-    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
+    let failed = |e| SetupError::new(place, SetupProblem::Guest(e));
     let mut made = Vec::new();
     let spec = crate::lab::spec_for(v, &mut |m| {
         crate::invocation::say(&format!("readpath: {m}"))
     })
-    .map_err(|e| failed(e.to_string()))?;
+    .map_err(failed)?;
     crate::lab::vm::prepare(&crate::lab::data_dir(), &spec, None, &mut |m| {
         made.push(m.to_string())
     })
-    .map_err(|e| failed(e.to_string()))?;
+    .map_err(failed)?;
     Ok((
         "/bin/readpath".into(),
         format!(
@@ -1166,7 +1322,7 @@ fn installed_version(
         setup,
     ) {
         Ok(out) => out,
-        Err(e) if e.kind == SetupFailure::Failed => String::new(),
+        Err(e) if e.kind() == SetupFailure::Failed => String::new(),
         Err(e) => return Err(e),
     };
     Ok(there
@@ -1190,16 +1346,18 @@ fn check_copy(
     remove: &dyn Fn(SetupError) -> SetupError,
 ) -> Result<String, SetupError> {
     let place = remote.label();
-    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
+    let failed = |problem: SetupProblem| SetupError::new(&place, problem);
     let ours = env!("CARGO_PKG_VERSION");
     let qt = sh_quote(tmp);
     let ok = match remote_sha256(remote, tmp, setup).map_err(remove)? {
         Some(h) if h == mine => "its SHA-256 checked there".to_string(),
         Some(h) => {
-            return Err(remove(failed(format!(
-                "the copy at {tmp} has SHA-256 {h}, but {} has {mine}: it arrived damaged (a truncated transfer, a full disk?); it was removed and nothing was run",
-                local.display()
-            ))));
+            return Err(remove(failed(SetupProblem::Hash {
+                tmp: tmp.to_string(),
+                theirs: h,
+                local: local.to_path_buf(),
+                ours: mine.to_string(),
+            })));
         }
         None => {
             // No hashing tool there: the size, then the binary's own word.
@@ -1207,11 +1365,12 @@ fn check_copy(
                 .step("wc -c", &format!("wc -c < {qt}"), setup)
                 .map_err(remove)?;
             if theirs_size.trim().parse::<u64>().ok() != Some(size) {
-                return Err(remove(failed(format!(
-                    "the copy at {tmp} is {:?} bytes, but {} has {size}: it arrived damaged; it was removed and nothing else was run",
-                    printable(theirs_size.trim(), false),
-                    local.display()
-                ))));
+                return Err(remove(failed(SetupProblem::Size {
+                    tmp: tmp.to_string(),
+                    said: theirs_size,
+                    local: local.to_path_buf(),
+                    size,
+                })));
             }
             let v = remote
                 .step(
@@ -1221,10 +1380,10 @@ fn check_copy(
                 )
                 .map_err(remove)?;
             if !v.starts_with(&format!("readpath {ours}")) {
-                return Err(remove(failed(format!(
-                    "the copy at {tmp} says {:?} to --version, not readpath {ours}; it was removed",
-                    printable(v.trim(), false)
-                ))));
+                return Err(remove(failed(SetupProblem::Version {
+                    tmp: tmp.to_string(),
+                    said: v,
+                })));
             }
             "its SHA-256 could not be checked there (no sha256sum, toybox or busybox): its size and --version were".to_string()
         }
