@@ -631,7 +631,7 @@ mod tests {
             }
             Err(why) => {
                 assert!(rows.iter().all(|r| !r.name.starts_with("xts")));
-                assert!(missing.unwrap().contains(&why));
+                assert!(missing.unwrap().contains(&why.to_string()));
             }
         }
     }

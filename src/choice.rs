@@ -8,6 +8,17 @@
 //! trait the settings table reads a choice's allowed values from. It sits at
 //! the bottom of the crate so that every layer can name its choices this way.
 
+/// Why a name is none of a closed set's values (the `FromStr` error of a
+/// [`named_enum!`]): the name as written and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not one of {allowed}")]
+pub struct NotAChoice {
+    /// The name as written.
+    pub value: String,
+    /// The allowed names, joined with ", ".
+    pub allowed: String,
+}
+
 /// A set of named choices: the enums the settings take and [`crate::crypto::CipherKind`].
 pub trait Choice: Copy + PartialEq + 'static {
     /// Every value, in cycle order.
@@ -91,14 +102,14 @@ macro_rules! named_enum {
         }
 
         impl std::str::FromStr for $name {
-            type Err = String;
+            type Err = $crate::choice::NotAChoice;
 
-            fn from_str(s: &str) -> Result<Self, String> {
+            fn from_str(s: &str) -> Result<Self, $crate::choice::NotAChoice> {
                 <Self as $crate::choice::Choice>::lookup(s).ok_or_else(|| {
-                    format!(
-                        "{s:?} is not one of {}",
-                        <Self as $crate::choice::Choice>::allowed_list()
-                    )
+                    $crate::choice::NotAChoice {
+                        value: s.to_string(),
+                        allowed: <Self as $crate::choice::Choice>::allowed_list(),
+                    }
                 })
             }
         }
@@ -121,7 +132,7 @@ mod tests {
         assert_eq!(Fruit::Apple.prev(), Fruit::Fig);
         assert_eq!(" PEAR ".parse::<Fruit>(), Ok(Fruit::Pear));
         assert_eq!(
-            "kiwi".parse::<Fruit>().unwrap_err(),
+            "kiwi".parse::<Fruit>().unwrap_err().to_string(),
             "\"kiwi\" is not one of apple, pear, fig"
         );
         assert_eq!(Fruit::allowed_list(), "apple, pear, fig");

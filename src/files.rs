@@ -661,35 +661,79 @@ pub const MAX_TEXT_INPUT: u64 = 1 << 20;
 /// an endless read), a directory and a file of a kernel pseudo-filesystem
 /// (`/proc/kmsg`). A regular file larger than `limit` is refused before
 /// anything is read. The error says which file and why.
-pub fn read_capped(path: &Path, limit: u64) -> Result<String, String> {
-    let f = open_input(path).map_err(|e| format!("{}: {}", shown(path), plain(&e)))?;
+pub fn read_capped(path: &Path, limit: u64) -> Result<String, ReadError> {
+    let io = |error| ReadError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let f = open_input(path).map_err(io)?;
     if f.is_dir() {
-        return Err(format!("{}: is a directory, not a file", shown(path)));
+        return Err(ReadError::Directory {
+            path: path.to_path_buf(),
+        });
     }
-    let too_large = || {
-        format!(
-            "{}: larger than {} KiB: not a readpath file (is it a device or a data file?)",
-            shown(path),
-            limit / 1024
-        )
+    let too_large = || ReadError::TooLarge {
+        path: path.to_path_buf(),
+        limit,
     };
     if f.size.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
     let mut buf = Vec::new();
-    f.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("{}: {}", shown(path), plain(&e)))?;
+    f.take(limit + 1).read_to_end(&mut buf).map_err(io)?;
     if buf.len() as u64 > limit {
         return Err(too_large());
     }
-    String::from_utf8(buf).map_err(|e| {
-        format!(
-            "{}: not UTF-8 text (invalid byte at offset {}): not a readpath file",
-            shown(path),
-            e.utf8_error().valid_up_to()
-        )
+    String::from_utf8(buf).map_err(|e| ReadError::NotUtf8 {
+        path: path.to_path_buf(),
+        offset: e.utf8_error().valid_up_to(),
     })
+}
+
+/// Why a small text input could not be read ([`read_capped`]): the file
+/// (shown printable) and why. The OS's error is said without its `(os
+/// error N)`, and so is not given as a `source` (a chain of causes would
+/// say it again, with the number).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// It could not be opened or read (missing, unreadable, a kernel
+    /// interface, a stop signal).
+    #[error("{}: {}", shown(path), plain(error))]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// A directory.
+    #[error("{}: is a directory, not a file", shown(path))]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// Larger than the limit.
+    #[error(
+        "{}: larger than {} KiB: not a readpath file (is it a device or a data file?)",
+        shown(path),
+        limit / 1024
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit, bytes.
+        limit: u64,
+    },
+    /// Not UTF-8.
+    #[error(
+        "{}: not UTF-8 text (invalid byte at offset {offset}): not a readpath file",
+        shown(path)
+    )]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Where the first invalid byte is.
+        offset: usize,
+    },
 }
 
 /// A path as text safe for a terminal.
@@ -1275,16 +1319,20 @@ mod tests {
 
     #[test]
     fn capped_reads_refuse_endless_and_binary_inputs() {
-        let e = read_capped(Path::new("/dev/zero"), 4096).unwrap_err();
+        let e = read_capped(Path::new("/dev/zero"), 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("larger than 4 KiB"), "{e}");
         let d = tempfile::tempdir().unwrap();
-        let e = read_capped(d.path(), 4096).unwrap_err();
+        let e = read_capped(d.path(), 4096).unwrap_err().to_string();
         assert!(e.contains("is a directory"), "{e}");
         let bin = d.path().join("bin");
         std::fs::write(&bin, [0x80u8, 0xff, 0]).unwrap();
-        let e = read_capped(&bin, 4096).unwrap_err();
+        let e = read_capped(&bin, 4096).unwrap_err().to_string();
         assert!(e.contains("not UTF-8"), "{e}");
-        let e = read_capped(&d.path().join("missing"), 4096).unwrap_err();
+        let e = read_capped(&d.path().join("missing"), 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.ends_with("No such file or directory"), "{e}");
     }
 
@@ -1365,13 +1413,15 @@ mod tests {
                 ),
             }
         }
-        let e = read_capped(Path::new("/proc/self/pagemap"), 4096).unwrap_err();
+        let e = read_capped(Path::new("/proc/self/pagemap"), 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("kernel interface"), "{e}");
         // A regular file larger than the cap is refused by its size.
         let d = tempfile::tempdir().unwrap();
         let big = d.path().join("big.toml");
         File::create(&big).unwrap().set_len(8192).unwrap();
-        let e = read_capped(&big, 4096).unwrap_err();
+        let e = read_capped(&big, 4096).unwrap_err().to_string();
         assert!(e.contains("larger than 4 KiB"), "{e}");
     }
 }

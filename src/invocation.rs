@@ -22,6 +22,12 @@ use crate::settings::Settings;
 #[error("{0}")]
 pub struct BadInput(pub String);
 
+/// A typed error of the user's input as a [`BadInput`], in its own words
+/// (`.map_err(bad_input)`).
+pub fn bad_input(e: impl std::fmt::Display) -> BadInput {
+    BadInput(e.to_string())
+}
+
 /// Builds settings from a preset (`--preset`: a name or a file) then
 /// overrides (`--set SECTION.KEY=VALUE`), validated for this machine;
 /// returns the preset too.

@@ -317,6 +317,7 @@ const FACES: &[(&str, &[&str])] = &[
             "OutputError",
             "OutputFile",
             "OutputPath",
+            "ReadError",
             "Stopped",
             "is_stopped",
             "newer_version",
@@ -331,6 +332,7 @@ const FACES: &[(&str, &[&str])] = &[
         "invocation",
         &[
             "BadInput",
+            "bad_input",
             "error_message",
             "load_settings",
             "load_settings_for",
@@ -362,8 +364,10 @@ const FACES: &[(&str, &[&str])] = &[
     (
         "lab",
         &[
+            "KernelCheckError",
             "Slowdown",
             "VmRemote",
+            "VmSpecError",
             "build",
             "data_dir",
             "kernels",
@@ -404,6 +408,7 @@ const FACES: &[(&str, &[&str])] = &[
             "Unit",
             "WindowStats",
             "WorkerSched",
+            "check",
             "empty_hist",
             "format",
             "hit_pct",
@@ -438,6 +443,7 @@ const FACES: &[(&str, &[&str])] = &[
             "AffinityScope",
             "CacheDevice",
             "Completion",
+            "DurationError",
             "EngineKind",
             "HashKind",
             "KEYS",

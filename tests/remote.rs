@@ -217,7 +217,9 @@ fn a_newer_protocol_is_refused_by_name_on_both_sides() {
         readpath: "9.0.0".into(),
         arch: "x86_64".into(),
     };
-    let e = protocol::check_hello(&hello, "ssh:phone").unwrap_err();
+    let e = protocol::check_hello(&hello, "ssh:phone")
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("ssh:phone") && e.contains("protocol 2") && e.contains("upgrade readpath here"),
         "{e}"

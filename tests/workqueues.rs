@@ -125,6 +125,7 @@ fn fifo_permitted() -> Result<(), String> {
     std::thread::spawn(|| readpath::sys::set_current_thread_fifo(readpath::sys::IRQ_FIFO_PRIORITY))
         .join()
         .unwrap()
+        .map_err(|e| e.to_string())
 }
 
 /// Whether the data dir's filesystem takes O_DIRECT (the irq threads

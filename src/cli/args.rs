@@ -8,54 +8,93 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
-use crate::settings::parse_duration_in;
+use crate::settings::{DurationError, parse_duration_in};
+
+/// Why a value of one of the command line's own bounded flags was refused
+/// (a duration's error is the settings' [`DurationError`]): the value as
+/// written and what is allowed. clap prints it after the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    /// `validate --tolerance`.
+    #[error("{value:?}: allowed a percentage from 1 to 100 (e.g. 15)")]
+    Tolerance {
+        /// The value as written.
+        value: String,
+    },
+    /// `validate --pair`.
+    #[error(
+        "{value:?}: allowed two targets, each model or kernel: model,kernel (the default), kernel,kernel (the kernel against itself) or model,model"
+    )]
+    TargetPair {
+        /// The value as written.
+        value: String,
+    },
+    /// `replay --speed`.
+    #[error("\"{value}\" is out of range: allowed 0.1..=100 (times real time)")]
+    Speed {
+        /// The value as written.
+        value: String,
+    },
+    /// `--fps`.
+    #[error("\"{value}\" is out of range: allowed 0.5..=30 refreshes per second")]
+    Fps {
+        /// The value as written.
+        value: String,
+    },
+    /// `plot --size`.
+    #[error("\"{value}\": expected WIDTHxHEIGHT in pixels, each 200..=8000 (e.g. 1200x900)")]
+    SizePx {
+        /// The value as written.
+        value: String,
+    },
+}
 
 /// `--duration` of `run` and the explorer: 1 ms to 30 days.
-pub(super) fn run_duration(s: &str) -> std::result::Result<Duration, String> {
+pub(super) fn run_duration(s: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_in(s, Duration::from_millis(1), crate::settings::MAX_DURATION)
 }
 
 /// `--interval`: one chart point, 10 ms to 1 minute.
-pub(super) fn interval_duration(s: &str) -> std::result::Result<Duration, String> {
+pub(super) fn interval_duration(s: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_in(s, Duration::from_millis(10), Duration::from_secs(60))
 }
 
 /// `compare --duration`: 100 ms to 1 day per variant per round.
-pub(super) fn compare_duration(s: &str) -> std::result::Result<Duration, String> {
+pub(super) fn compare_duration(s: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_in(s, Duration::from_millis(100), Duration::from_secs(86_400))
 }
 
 /// `compare --warmup`: none to 1 hour.
-pub(super) fn warmup_duration(s: &str) -> std::result::Result<Duration, String> {
+pub(super) fn warmup_duration(s: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_in(s, Duration::ZERO, Duration::from_secs(3600))
 }
 
 /// `validate --tolerance`: 1 to 100 (%).
-pub(super) fn tolerance_pct(s: &str) -> std::result::Result<f64, String> {
+pub(super) fn tolerance_pct(s: &str) -> std::result::Result<f64, ArgError> {
     match s.trim().trim_end_matches('%').parse::<f64>() {
         Ok(v) if (1.0..=100.0).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "{s:?}: allowed a percentage from 1 to 100 (e.g. 15)"
-        )),
+        _ => Err(ArgError::Tolerance {
+            value: s.to_string(),
+        }),
     }
 }
 
 /// `validate --pair`: two targets, each `model` or `kernel` (`model,kernel`,
 /// `kernel,kernel` for the kernel against itself, `model,model`).
-pub(super) fn target_pair(s: &str) -> std::result::Result<[String; 2], String> {
+pub(super) fn target_pair(s: &str) -> std::result::Result<[String; 2], ArgError> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     match parts.as_slice() {
         [a, b] if [a, b].iter().all(|t| matches!(**t, "model" | "kernel")) => {
             Ok([a.to_string(), b.to_string()])
         }
-        _ => Err(format!(
-            "{s:?}: allowed two targets, each model or kernel: model,kernel (the default), kernel,kernel (the kernel against itself) or model,model"
-        )),
+        _ => Err(ArgError::TargetPair {
+            value: s.to_string(),
+        }),
     }
 }
 
 /// `bench crypto --seconds`: 10 ms to 1 hour per measurement.
-pub(super) fn bench_duration(s: &str) -> std::result::Result<Duration, String> {
+pub(super) fn bench_duration(s: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_in(s, Duration::from_millis(10), Duration::from_secs(3600))
 }
 
@@ -117,7 +156,7 @@ impl clap::builder::TypedValueParser for RemotePath {
                 crate::remote::transport::PATH_RULE
             ))
         })?;
-        crate::remote::transport::check_path(s).map_err(refuse)?;
+        crate::remote::transport::check_path(s).map_err(|e| refuse(e.to_string()))?;
         Ok(s.to_string())
     }
 }
@@ -155,21 +194,21 @@ pub struct TuiArgs {
     pub no_mouse: bool,
 }
 
-pub(super) fn parse_speed(s: &str) -> std::result::Result<f64, String> {
+pub(super) fn parse_speed(s: &str) -> std::result::Result<f64, ArgError> {
     match s.trim().trim_end_matches('x').parse::<f64>() {
         Ok(v) if (0.1..=100.0).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "\"{s}\" is out of range: allowed 0.1..=100 (times real time)"
-        )),
+        _ => Err(ArgError::Speed {
+            value: s.to_string(),
+        }),
     }
 }
 
-pub(super) fn parse_fps(s: &str) -> std::result::Result<f64, String> {
+pub(super) fn parse_fps(s: &str) -> std::result::Result<f64, ArgError> {
     match s.trim().parse::<f64>() {
         Ok(v) if (0.5..=crate::tui::MAX_FPS).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "\"{s}\" is out of range: allowed 0.5..=30 refreshes per second"
-        )),
+        _ => Err(ArgError::Fps {
+            value: s.to_string(),
+        }),
     }
 }
 
@@ -213,9 +252,10 @@ pub struct SettingsArgs {
     pub set: Vec<String>,
 }
 
-pub(super) fn parse_size_px(s: &str) -> std::result::Result<(u32, u32), String> {
-    let bad =
-        || format!("\"{s}\": expected WIDTHxHEIGHT in pixels, each 200..=8000 (e.g. 1200x900)");
+pub(super) fn parse_size_px(s: &str) -> std::result::Result<(u32, u32), ArgError> {
+    let bad = || ArgError::SizePx {
+        value: s.to_string(),
+    };
     let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
     let (w, h): (u32, u32) = (
         w.trim().parse().map_err(|_| bad())?,

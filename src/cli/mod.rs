@@ -17,7 +17,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod args;
 
 pub use crate::settings::parse_duration;
-pub use args::{ExperimentArgs, Format, RemoteArgs, SettingsArgs, TuiArgs};
+pub use args::{ArgError, ExperimentArgs, Format, RemoteArgs, SettingsArgs, TuiArgs};
 use args::{
     bench_duration, compare_duration, interval_duration, parse_fps, parse_size_px, parse_speed,
     run_duration, target_pair, tolerance_pct,

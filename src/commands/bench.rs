@@ -55,7 +55,7 @@ fn bench_remote(
     let (bin, done) =
         crate::remote::transport::prepare(&r, &dir, ra.remote_refresh).map_err(|e| {
             if e.is_bad_input() {
-                anyhow::Error::from(BadInput(e.message))
+                anyhow::Error::from(BadInput(e.to_string()))
             } else {
                 e.into()
             }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::cli::{Format, RemoteArgs, SettingsArgs};
-use crate::invocation::{BadInput, load_settings_for, say};
+use crate::invocation::{BadInput, bad_input, load_settings_for, say};
 use crate::output::experiment::{CompareOptions, HostResult, HostsReport};
 use crate::remote::transport::Remote;
 use crate::scenario::preset::{Compare, Preset};
@@ -255,7 +255,7 @@ pub(super) fn what_varies(
     settings: &Settings,
 ) -> Result<Compare> {
     match (vary, preset.and_then(|p| p.compare.clone())) {
-        (Some(v), _) => Ok(Compare::parse_vary(v, settings).map_err(BadInput)?),
+        (Some(v), _) => Ok(Compare::parse_vary(v, settings).map_err(bad_input)?),
         (None, Some(c)) => Ok(c),
         (None, None) => Err(BadInput(
             "compare: nothing to vary: give --vary KEY=V1,V2 (e.g. --vary workers.mode=unbound,bound) or a --preset with a [compare] table".into(),

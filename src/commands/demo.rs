@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::cli::{SettingsArgs, TuiArgs};
-use crate::invocation::{BadInput, preset_error};
+use crate::invocation::{BadInput, bad_input, preset_error};
 use crate::scenario::preset;
 
 use super::RemoteChoice;
@@ -41,7 +41,7 @@ fn play(
     remote: RemoteChoice,
 ) -> Result<()> {
     let cpus = crate::sys::online_cpus().len();
-    let d = crate::scenario::demo::resolve(spec, cpus).map_err(BadInput)?;
+    let d = crate::scenario::demo::resolve(spec, cpus).map_err(bad_input)?;
     if let Some((r, ra)) = remote {
         // The demo's settings go whole; the target validates them.
         let mut spec = remote_spec(
@@ -87,7 +87,7 @@ fn list_demos() -> Result<()> {
         "readpath demo NAME (or a script file); the shipped demos:"
     )?;
     for (name, _) in SHIPPED {
-        let d = resolve(name, cpus).map_err(BadInput)?;
+        let d = resolve(name, cpus).map_err(bad_input)?;
         let timed: Duration = d
             .steps
             .iter()

@@ -121,7 +121,7 @@ pub(super) fn explore_remote(
             }
             Ok(())
         }
-        Err(why) => Err(RemoteLost(why).into()),
+        Err(why) => Err(RemoteLost(why.to_string()).into()),
     }
 }
 

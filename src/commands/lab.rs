@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::cli::LabAction;
-use crate::invocation::{BadInput, say};
+use crate::invocation::{BadInput, bad_input, say};
 use crate::lab::{build, kernels, store};
 use crate::metrics::format::human_bytes;
 
@@ -90,7 +90,7 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                 .map_err(|e| BadInput(format!("lab run: {e}")))?;
             // The data dir trusted and the kernel found (a `vm:PATH` a
             // bzImage readpath may read) before anything is made.
-            let remote = crate::remote::transport::Remote::parse(&guest).map_err(BadInput)?;
+            let remote = crate::remote::transport::Remote::parse(&guest).map_err(bad_input)?;
             let crate::remote::transport::Remote::Vm(v) = &remote else {
                 return Err(BadInput(format!(
                     "lab run {:?}: a lab guest is vm:KERNEL[:...]",
@@ -113,7 +113,7 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
                     // No end mark: the line never ran to its end (the
                     // guest did not boot, or its /init was not readpath's).
                     let e = match crate::lab::vm::guest_status(data_dir, &v.kernel) {
-                        Some(_) => e,
+                        Some(_) => e.to_string(),
                         None => format!(
                             "{e}\n{}: the guest ended without readpath's summary (no \"readpath-lab: ended (N)\" on its console): the command did not run to its end",
                             v.label()
@@ -154,14 +154,14 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
             jobs,
         } => {
             let revert = match revert {
-                Some(r) => Some(build::seed(&r).map_err(BadInput)?),
+                Some(r) => Some(build::seed(&r).map_err(bad_input)?),
                 None => None,
             };
             let req = build::Request {
                 source,
                 revert,
                 switches,
-                profile: build::Profile::parse(&profile).map_err(BadInput)?,
+                profile: build::Profile::parse(&profile).map_err(bad_input)?,
                 name,
                 jobs: jobs.map_or(0, usize::from),
             };
@@ -226,7 +226,7 @@ pub(super) fn lab(data_dir: &Path, action: LabAction) -> Result<()> {
 /// kernel is bad input, checked for all before any is removed.
 fn remove(data_dir: &Path, mut names: Vec<String>, imports: bool) -> Result<()> {
     for n in &names {
-        kernels::check_name(n).map_err(BadInput)?;
+        kernels::check_name(n).map_err(bad_input)?;
     }
     if imports {
         for k in kernels::list(data_dir)? {
@@ -346,7 +346,7 @@ fn bench(
     rounds: u32,
     read: std::time::Duration,
 ) -> Result<()> {
-    let remote = crate::remote::transport::Remote::parse(guest).map_err(BadInput)?;
+    let remote = crate::remote::transport::Remote::parse(guest).map_err(bad_input)?;
     let crate::remote::transport::Remote::Vm(v) = &remote else {
         return Err(BadInput(format!(
             "lab bench {:?}: a lab guest is vm:KERNEL[:...]",

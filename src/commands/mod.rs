@@ -180,7 +180,7 @@ fn remote_choice(cli: &Cli) -> Result<RemoteChoice> {
         .into());
     }
     // A vm: target's data dir and kernel are checked here too (bad input).
-    let r = crate::remote::transport::Remote::parse(spec).map_err(BadInput)?;
+    let r = crate::remote::transport::Remote::parse(spec).map_err(crate::invocation::bad_input)?;
     Ok(Some((r, cli.remote.clone())))
 }
 

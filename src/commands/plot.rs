@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::cli::PlotFormat;
-use crate::invocation::BadInput;
+use crate::invocation::{BadInput, bad_input};
 
 use super::outputs::{check_output, output_error, print_text, recording_error};
 
@@ -21,7 +21,7 @@ pub(super) fn plot(
     metric: &[String],
     captions: bool,
 ) -> Result<()> {
-    let metrics = crate::output::plot::metric_panels(metric).map_err(BadInput)?;
+    let metrics = crate::output::plot::metric_panels(metric).map_err(bad_input)?;
     draw(file, out, format, size, &metrics, captions)
 }
 
@@ -60,7 +60,8 @@ fn draw(
     let png = out.extension().is_some_and(|e| e == "png");
     let (svg, from) = match &sweep {
         Some(r) => (
-            crate::output::heatmap::svg(r, size.0, size.1),
+            crate::output::heatmap::svg(r, size.0, size.1)
+                .map_err(crate::output::plot::PlotError::from),
             "sweep heat map".to_string(),
         ),
         None => {
@@ -151,7 +152,7 @@ pub(super) fn sweep_report(file: &Path) -> Result<Option<crate::output::sweep::S
     if !head.contains("\"kind\": \"sweep\"") && !head.contains("\"kind\":\"sweep\"") {
         return Ok(None);
     }
-    let text = crate::files::read_capped(file, MAX_SWEEP_BYTES).map_err(BadInput)?;
+    let text = crate::files::read_capped(file, MAX_SWEEP_BYTES).map_err(bad_input)?;
     crate::output::sweep::parse(&text)
         .map(Some)
         .map_err(|e| BadInput(format!("{}: {e}", file.display())).into())

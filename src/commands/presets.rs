@@ -82,8 +82,10 @@ fn presets_into(action: PresetsAction, out: &mut Vec<u8>) -> Result<()> {
                         .settings
                         .validate(crate::sys::online_cpus().len())
                         .map_err(|e| e.to_string())
-                        .and_then(|()| crate::engine::memory::check_fits(&p.settings))
-                    {
+                        .and_then(|()| {
+                            crate::engine::memory::check_fits(&p.settings)
+                                .map_err(|e| e.to_string())
+                        }) {
                         Ok(()) => writeln!(out, "{}: ok ({})", f.display(), p.name)?,
                         Err(e) => errors.push(format!("{}: {e}", f.display())),
                     },

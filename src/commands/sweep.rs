@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::cli::{Format, SettingsArgs};
-use crate::invocation::{BadInput, load_settings_for, say};
+use crate::invocation::{BadInput, bad_input, load_settings_for, say};
 use crate::output::experiment::CompareOptions;
 use crate::output::sweep::{self, Axis, MAX_POINTS, SweepPlan};
 use crate::settings::Settings;
@@ -55,7 +55,7 @@ pub(super) fn sweep(
     }
     let axes: Vec<Axis> = across
         .iter()
-        .map(|a| Axis::parse(a).map_err(BadInput))
+        .map(|a| Axis::parse(a).map_err(bad_input))
         .collect::<Result<_, _>>()?;
     for (i, a) in axes.iter().enumerate() {
         if a.key == cmp.key {
@@ -79,7 +79,7 @@ pub(super) fn sweep(
     }
     let published = preset.as_ref().and_then(|p| published_for(p, &cmp));
     let metric = match metric {
-        Some(m) => sweep::metric_named(m).map_err(BadInput)?,
+        Some(m) => sweep::metric_named(m).map_err(bad_input)?,
         None => published
             .as_ref()
             .and_then(|p| crate::metrics::table::metric(&p.metric))
@@ -87,7 +87,7 @@ pub(super) fn sweep(
     };
     // Every point, A and B, checked on this machine before anything runs.
     for at in &grid {
-        let s: Settings = sweep::at_point(&settings, at).map_err(BadInput)?;
+        let s: Settings = sweep::at_point(&settings, at).map_err(bad_input)?;
         check_variants(&s, &cmp, cpus, remote.is_none()).map_err(|e| {
             let at: Vec<String> = at.iter().map(|(k, v)| format!("{k}={v}")).collect();
             BadInput(format!(

@@ -5,7 +5,7 @@
 use anyhow::Result;
 
 use crate::cli::{Format, SettingsArgs};
-use crate::invocation::{BadInput, load_settings_for, say};
+use crate::invocation::{bad_input, load_settings_for, say};
 use crate::output::experiment::CompareOptions;
 use crate::output::validate::{ValidateReport, like_for_like};
 use crate::scenario::preset::Compare;
@@ -36,7 +36,7 @@ pub(super) fn validate(
         &format!("workload.target={},{}", pair[0], pair[1]),
         &settings,
     )
-    .map_err(BadInput)?;
+    .map_err(bad_input)?;
     check_variants(&settings, &cmp, cpus, true)?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut progress = |round: u32, i: usize| {

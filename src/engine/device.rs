@@ -134,11 +134,11 @@ impl super::Engine {
             // Not the kernel target's run: its file is not what is read.
             run.file = None;
         }
-        let kerr = |e: io::Error| {
-            super::EngineError::Kernel(format!(
-                "cache.device = \"target\": mapping {} onto its device: {e}",
-                path.display()
-            ))
+        let kerr = |source: io::Error| {
+            super::EngineError::from(super::KernelError::DeviceMap {
+                path: path.to_path_buf(),
+                source,
+            })
         };
         let map =
             DeviceMap::of(&path, self.dataset.file_size(), eff.pipeline.decrypt).map_err(kerr)?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::dataset::Progress;
 
-use super::{Engine, EngineError};
+use super::{Engine, EngineError, KernelError};
 
 /// The kernel target of a running engine: its file system, the tracer on
 /// its queues, and the system knobs turned for it. Dropped in field order:
@@ -44,7 +44,9 @@ pub(super) struct Traced {
 impl Traced {
     /// Starts following the post-read queues and `device`'s requests.
     fn start(data_dir: &Path, device: (u32, u32)) -> Result<Traced, EngineError> {
-        let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
+        let kerr = |step: &'static str, source: std::io::Error| {
+            EngineError::from(KernelError::Step { step, source })
+        };
         let tracefs = crate::kernel::ensure_tracefs(data_dir).map_err(|e| kerr("tracefs", e))?;
         let tracer = crate::kernel::trace::Tracer::start_with(data_dir, Some(device))
             .map_err(|e| kerr("tracing the kernel's workqueues", e))?;
@@ -101,7 +103,9 @@ impl Engine {
         eff: &super::Effective,
         progress: Progress<'_>,
     ) -> Result<PathBuf, EngineError> {
-        let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
+        let kerr = |step: &'static str, source: std::io::Error| {
+            EngineError::from(KernelError::Step { step, source })
+        };
         let size = self.dataset.file_size();
         if self
             .kernel
@@ -116,7 +120,7 @@ impl Engine {
                 &eff.kernel.dir,
                 &self.dataset,
             )
-            .map_err(|e| EngineError::Kernel(e.to_string()))?;
+            .map_err(KernelError::Open)?;
             let driver = crate::kernel::crypto_driver("xts(aes)")
                 .map_or_else(|| "unknown".to_string(), |(d, _)| d);
             self.sink().push(format!(
@@ -154,15 +158,17 @@ impl Engine {
             eff.pipeline.verity,
             eff.pipeline.cipher,
         );
-        let path = k.target.file(&self.dataset, kind, progress).map_err(|e| {
-            match e.raw_os_error() {
-                Some(crate::sys::errno::ENOPKG) => EngineError::Kernel(format!(
-                    "pipeline.cipher = \"{}\": this kernel lacks the cipher ({e}); use aes-256-xts",
-                    eff.pipeline.cipher.name()
-                )),
-                _ => kerr("writing its file through the kernel", e),
-            }
-        })?;
+        let path =
+            k.target
+                .file(&self.dataset, kind, progress)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(crate::sys::errno::ENOPKG) => KernelError::MissingCipher {
+                        cipher: eff.pipeline.cipher.name(),
+                        source: e,
+                    }
+                    .into(),
+                    _ => kerr("writing its file through the kernel", e),
+                })?;
         // Knobs last: nothing is changed until the file is there.
         let flipped = apply_knobs(k, eff)?;
         for f in flipped {
@@ -184,7 +190,9 @@ impl Engine {
         eff: &super::Effective,
         path: &Path,
     ) -> Result<(), EngineError> {
-        let kerr = |what: &str, e: std::io::Error| EngineError::Kernel(format!("{what}: {e}"));
+        let kerr = |step: &'static str, source: std::io::Error| {
+            EngineError::from(KernelError::Step { step, source })
+        };
         let cache = eff.cache_bytes();
         let data_dir = self.opts.data_dir.clone();
         let k = self.kernel.as_mut().expect("opened above");
@@ -249,8 +257,7 @@ impl Engine {
             cg.set_cache(cache, room);
             let _ = cg.adjust(0);
         } else {
-            let place = crate::sys::cgroup::probe()
-                .map_err(|why| EngineError::Kernel(format!("kernel.limit_cache: {why}")))?;
+            let place = crate::sys::cgroup::probe().map_err(KernelError::NoCgroup)?;
             let cg = crate::kernel::cgroup::CacheCgroup::enter(&data_dir, &place, cache, room)
                 .map_err(|e| kerr("kernel.limit_cache: a memory cgroup for the page cache", e))?;
             k.cgroup = Some(Arc::new(cg));
@@ -324,11 +331,12 @@ fn apply_knobs(k: &mut KernelRun, eff: &super::Effective) -> Result<Vec<String>,
             want.push((ra, kn.read_ahead_kb.map(|n| n.to_string())));
             want.push((rq, kn.rq_affinity.map(|n| n.to_string())));
         }
-        Err(e) if kn.read_ahead_kb.is_some() || kn.rq_affinity.is_some() => {
-            return Err(EngineError::Kernel(format!(
-                "kernel.read_ahead_kb / kernel.rq_affinity: the queue of {}'s device: {e}",
-                base.display()
-            )));
+        Err(source) if kn.read_ahead_kb.is_some() || kn.rq_affinity.is_some() => {
+            return Err(KernelError::DeviceQueue {
+                base: base.to_path_buf(),
+                source,
+            }
+            .into());
         }
         Err(_) => {}
     }
@@ -337,7 +345,10 @@ fn apply_knobs(k: &mut KernelRun, eff: &super::Effective) -> Result<Vec<String>,
             Some(v) => k.knobs.set(&knob, &v),
             None => k.knobs.restore(&knob.path),
         };
-        r.map_err(|e| EngineError::Kernel(format!("{}: {e}", knob.key)))?;
+        r.map_err(|source| KernelError::Knob {
+            key: knob.key,
+            source,
+        })?;
     }
     apply_switches(k, eff)
 }
@@ -354,8 +365,7 @@ fn apply_switches(k: &mut KernelRun, eff: &super::Effective) -> Result<Vec<Strin
     if !switches::probe() {
         return Ok(flipped);
     }
-    let want = switches::wanted(eff)
-        .map_err(|(key, why)| EngineError::Kernel(format!("{key} = {why}")))?;
+    let want = switches::wanted(eff).map_err(KernelError::Switch)?;
     for (name, value) in want {
         let Some(sw) = switches::switch(name) else {
             continue;
@@ -373,7 +383,10 @@ fn apply_switches(k: &mut KernelRun, eff: &super::Effective) -> Result<Vec<Strin
                 }
             }
         };
-        r.map_err(|e| EngineError::Kernel(format!("{}: {e}", knob.key)))?;
+        r.map_err(|source| KernelError::Knob {
+            key: knob.key,
+            source,
+        })?;
         if before.as_deref() != Some(value.as_str()) {
             flipped.push(format!(
                 "kernel switch {} = {value} ({})",

@@ -195,56 +195,83 @@ impl MemoryNeed {
     }
 
     /// Refuses the need when it exceeds [`MAX_SHARE`] of `available` bytes;
-    /// the message gives the figures and the keys to lower.
-    pub fn check(&self, s: &Settings, available: u64) -> Result<(), String> {
+    /// the error gives the figures and the keys to lower.
+    pub fn check(&self, s: &Settings, available: u64) -> Result<(), TooMuchMemory> {
         let limit = (available as f64 * MAX_SHARE) as u64;
         if self.total() <= limit {
             return Ok(());
         }
         let w = &s.workload;
         let buffers = self.buffers.saturating_add(self.in_flight);
-        let auto = format!(
-            "cache.size or workload.file_size (cache.size \"auto\" is a quarter of workload.file_size {})",
-            crate::settings::format_size(s.workload.file_size)
-        );
-        let keys = if self.page_cache >= buffers
+        let lower = if self.page_cache >= buffers
             && self.page_cache >= self.tree
             && self.page_cache >= self.histograms
         {
             if s.cache.size.is_none() {
-                auto.as_str()
+                format!(
+                    "cache.size or workload.file_size (cache.size \"auto\" is a quarter of workload.file_size {})",
+                    crate::settings::format_size(s.workload.file_size)
+                )
             } else {
-                crate::key!(cache.size).name()
+                crate::key!(cache.size).name().to_string()
             }
         } else if buffers >= self.tree && buffers >= self.histograms {
-            "workload.readers, workload.queue_depth or workload.block_size"
+            "workload.readers, workload.queue_depth or workload.block_size".to_string()
         } else if self.tree >= self.histograms {
-            crate::key!(workload.file_size).name()
+            crate::key!(workload.file_size).name().to_string()
         } else {
-            "workload.readers or workers.max_active"
+            "workload.readers or workers.max_active".to_string()
         };
-        Err(format!(
-            "these settings need {} of memory (read buffers {} = workload.readers {} x workload.queue_depth {} x workload.block_size {}; histograms {}; Merkle tree {}; page cache {}; pages in flight {}), and {} may be used ({:.0}% of the {} available); lower {keys}",
-            human_bytes(self.total()),
-            human_bytes(self.buffers),
-            w.readers,
-            w.queue_depth,
-            human_bytes(w.block_size),
-            human_bytes(self.histograms),
-            human_bytes(self.tree),
-            human_bytes(self.page_cache),
-            human_bytes(self.in_flight),
-            human_bytes(limit),
-            MAX_SHARE * 100.0,
-            human_bytes(available),
-        ))
+        Err(TooMuchMemory {
+            need: *self,
+            readers: w.readers,
+            queue_depth: w.queue_depth,
+            block_size: w.block_size,
+            limit,
+            available,
+            lower,
+        })
     }
+}
+
+/// Settings that need more memory than may be used here ([`MAX_SHARE`] of
+/// what is available): the need by part, the settings behind the read
+/// buffers, and the keys to lower.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "these settings need {} of memory (read buffers {} = workload.readers {readers} x workload.queue_depth {queue_depth} x workload.block_size {}; histograms {}; Merkle tree {}; page cache {}; pages in flight {}), and {} may be used ({:.0}% of the {} available); lower {lower}",
+    human_bytes(need.total()),
+    human_bytes(need.buffers),
+    human_bytes(*block_size),
+    human_bytes(need.histograms),
+    human_bytes(need.tree),
+    human_bytes(need.page_cache),
+    human_bytes(need.in_flight),
+    human_bytes(*limit),
+    MAX_SHARE * 100.0,
+    human_bytes(*available)
+)]
+pub struct TooMuchMemory {
+    /// What the settings need, by part.
+    pub need: MemoryNeed,
+    /// `workload.readers`.
+    pub readers: u32,
+    /// `workload.queue_depth`.
+    pub queue_depth: u32,
+    /// `workload.block_size`, bytes.
+    pub block_size: u64,
+    /// The most that may be used, bytes.
+    pub limit: u64,
+    /// What is available, bytes.
+    pub available: u64,
+    /// The keys to lower (the largest part's).
+    pub lower: String,
 }
 
 /// Checks that settings fit in the memory this machine has available now
 /// (for validating presets, demo steps and compare variants before anything
 /// runs); true when the available memory cannot be read.
-pub fn check_fits(s: &Settings) -> Result<(), String> {
+pub fn check_fits(s: &Settings) -> Result<(), TooMuchMemory> {
     match crate::sys::memory_available_bytes() {
         Some(available) => {
             MemoryNeed::of(s, s.run_cpus(&crate::sys::online_cpus()).len()).check(s, available)
@@ -265,7 +292,7 @@ mod tests {
         s.set("workload.block_size", "1M").unwrap();
         let need = MemoryNeed::of(&s, 2);
         assert_eq!(need.buffers, 256 << 30);
-        let e = need.check(&s, 24 << 30).unwrap_err();
+        let e = need.check(&s, 24 << 30).unwrap_err().to_string();
         assert!(e.contains("read buffers 256 GiB"), "{e}");
         assert!(
             e.contains("lower workload.readers, workload.queue_depth or workload.block_size"),
@@ -314,7 +341,10 @@ mod tests {
         s.set("workload.file_size", "1T").unwrap();
         // No page cache frames: the tree is then the largest part.
         s.set("cache.size", "0").unwrap();
-        let e = MemoryNeed::of(&s, 2).check(&s, 4 << 30).unwrap_err();
+        let e = MemoryNeed::of(&s, 2)
+            .check(&s, 4 << 30)
+            .unwrap_err()
+            .to_string();
         assert!(e.ends_with("lower workload.file_size"), "{e}");
     }
 }

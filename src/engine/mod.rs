@@ -97,12 +97,12 @@ pub enum EngineError {
     #[error("{0}")]
     Output(String),
     /// The settings need more memory than the machine has available.
-    #[error("{0}")]
-    Memory(String),
+    #[error(transparent)]
+    Memory(#[from] memory::TooMuchMemory),
     /// The kernel target cannot run here (not root, no loop device, no
     /// `encrypt`, a cipher the kernel lacks): what is missing.
     #[error("workload.target = \"kernel\": {0}")]
-    Kernel(String),
+    Kernel(#[from] KernelError),
     /// A workload on another machine (`--remote`) refused or failed.
     #[error("{place}: {message}")]
     Remote {
@@ -112,6 +112,77 @@ pub enum EngineError {
         message: String,
         /// The user's input was refused there (exit status 2).
         bad_input: bool,
+    },
+}
+
+/// Why the kernel target cannot run here, or could not be set up as the
+/// settings ask ([`EngineError::Kernel`]): the key or step, and the OS's
+/// error.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// The machine cannot run it at all (not root, no loop device, no
+    /// `encrypt`): [`crate::sys::Features::kernel_target_reason`].
+    #[error("{0}")]
+    Unavailable(String),
+    /// Its image could not be opened or made (`kernel.dir`).
+    #[error("{0}")]
+    Open(#[source] std::io::Error),
+    /// A step of setting it up failed.
+    #[error("{step}: {source}")]
+    Step {
+        /// What was being done (`tracefs`, `writing its file through the
+        /// kernel`).
+        step: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `pipeline.cipher` names a cipher this kernel lacks.
+    #[error(
+        "pipeline.cipher = \"{cipher}\": this kernel lacks the cipher ({source}); use aes-256-xts"
+    )]
+    MissingCipher {
+        /// The cipher's name.
+        cipher: &'static str,
+        /// The kernel's refusal (ENOPKG).
+        source: std::io::Error,
+    },
+    /// `kernel.limit_cache`: no memory cgroup can be made here.
+    #[error("kernel.limit_cache: {0}")]
+    NoCgroup(#[source] crate::sys::cgroup::CgroupError),
+    /// `kernel.read_ahead_kb` / `kernel.rq_affinity` set, and the file's
+    /// device has no queue directory.
+    #[error(
+        "kernel.read_ahead_kb / kernel.rq_affinity: the queue of {}'s device: {source}",
+        base.display()
+    )]
+    DeviceQueue {
+        /// The file whose device it is.
+        base: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A knob (`kernel.*`, a lab switch) could not be set or put back.
+    #[error("{key}: {source}")]
+    Knob {
+        /// The knob's key.
+        key: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A queue mode the kernel's lab switches cannot have.
+    #[error(transparent)]
+    Switch(#[from] crate::kernel::switches::InlineQueue),
+    /// `cache.device = "target"`: the file could not be mapped onto its
+    /// device.
+    #[error(
+        "cache.device = \"target\": mapping {} onto its device: {source}",
+        path.display()
+    )]
+    DeviceMap {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
     },
 }
 
@@ -699,7 +770,10 @@ impl Engine {
                 _ => return Ok(false),
             },
         };
-        r.map_err(|e| EngineError::Kernel(format!("kernel.autogroup: {e}")))?;
+        r.map_err(|source| KernelError::Knob {
+            key: "kernel.autogroup",
+            source,
+        })?;
         Ok(read() != before)
     }
 

@@ -867,7 +867,7 @@ pub fn resolve(s: &Settings, f: &Features, fs: &DataFs) -> Result<Resolution, En
     let kernel = s.workload.target == Target::Kernel;
     if kernel && let Some(why) = &f.kernel_target_reason {
         let why = why.trim_start_matches("workload.target = \"kernel\" ");
-        return Err(EngineError::Kernel(why.to_string()));
+        return Err(super::KernelError::Unavailable(why.to_string()).into());
     }
     let on = if kernel { On::Kernel } else { On::Model };
     // A key of one target only does nothing on the other (its scope in the

@@ -44,7 +44,44 @@ pub(super) struct StateFile {
 
 /// Whether an entry (sysfs root, key, path, value) is a knob readpath
 /// knows with a value it takes; the reason when not.
-pub(super) type KnownKnob = dyn Fn(&Path, &str, &str, &str) -> Result<(), String>;
+pub(super) type KnownKnob = dyn Fn(&Path, &str, &str, &str) -> Result<(), KnobRefused>;
+
+/// Why a state file's entry is not put back: it is no knob readpath
+/// knows, or not with that value (`knobs::known_knob`). Each names what is
+/// wrong with the entry; the caller adds the file, the value and the path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KnobRefused {
+    /// The path is outside `/sys/` (and not the autogroup sysctl).
+    #[error("not a file under /sys/ (nor {AUTOGROUP_SYSCTL})")]
+    NotUnderSys,
+    /// The key or the value has control characters or is too long.
+    #[error("control characters or over {MAX_VALUE} bytes")]
+    BadText,
+    /// A file under `/sys/` that is none of readpath's knobs.
+    #[error("not a knob readpath changes")]
+    NotAKnob,
+    /// A device knob of no block device present now.
+    #[error(
+        "not in the queue directory of a block device present now (a device gone since, or not readpath's)"
+    )]
+    NoDevice,
+    /// The entry's key is not the knob's at its path.
+    #[error("its key is {found:?}, not {key}")]
+    WrongKey {
+        /// The key in the entry, clipped.
+        found: String,
+        /// The knob's key.
+        key: &'static str,
+    },
+    /// A value the knob does not take.
+    #[error("{key} does not take {value:?}")]
+    BadValue {
+        /// The knob's key.
+        key: &'static str,
+        /// The value in the entry, clipped.
+        value: String,
+    },
+}
 
 /// Whether two values of the knob at a path (as saved) are the same
 /// setting (a CPU mask read back may be written another way).

@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use crate::sys::trust;
 
+pub use super::journal::KnobRefused;
 use super::journal::{
     MAX_VALUE, Saved, clip, described, full_path, held, os_text, read_state, read_sysfs,
     restore_gone, state_pid, sys_path_ok, value_ok, write_state, write_sysfs,
@@ -605,7 +606,7 @@ pub fn same_value(path: &str, a: &str, b: &str) -> bool {
 /// (`Y`/`N`, or a count in its range: `kernel::switches`), or the
 /// `read_ahead_kb` (0..=2^20) or `rq_affinity` (0, 1, 2) of the queue
 /// directory of a block device present now. The reason when not.
-pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(), String> {
+pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(), KnobRefused> {
     let s = Saved {
         key: key.to_string(),
         path: path.to_string(),
@@ -614,10 +615,10 @@ pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(),
     };
     let path = Path::new(&s.path);
     if !sys_path_ok(path) {
-        return Err(format!("not a file under /sys/ (nor {AUTOGROUP_SYSCTL})"));
+        return Err(KnobRefused::NotUnderSys);
     }
     if !value_ok(&s.value) || !value_ok(&s.key) {
-        return Err(format!("control characters or over {MAX_VALUE} bytes"));
+        return Err(KnobRefused::BadText);
     }
     let (key, ok) = if s.path == AFFINITY_SCOPE {
         (
@@ -641,22 +642,25 @@ pub fn known_knob(root: &Path, key: &str, path: &str, value: &str) -> Result<(),
                 s.value.parse::<u64>().is_ok_and(|v| v <= MAX_READ_AHEAD_KB),
             ),
             "rq_affinity" => (KEY_RQ_AFFINITY, matches!(s.value.as_str(), "0" | "1" | "2")),
-            _ => return Err("not a knob readpath changes".into()),
+            _ => return Err(KnobRefused::NotAKnob),
         };
         let queue = path.parent().unwrap_or(Path::new("/"));
         if !block_queue_dirs(root).iter().any(|q| q == queue) {
-            return Err(
-                "not in the queue directory of a block device present now (a device gone since, or not readpath's)"
-                    .into(),
-            );
+            return Err(KnobRefused::NoDevice);
         }
         (key, ok)
     };
     if s.key != key {
-        return Err(format!("its key is {:?}, not {key}", clip(&s.key)));
+        return Err(KnobRefused::WrongKey {
+            found: clip(&s.key),
+            key,
+        });
     }
     if !ok {
-        return Err(format!("{key} does not take {:?}", clip(&s.value)));
+        return Err(KnobRefused::BadValue {
+            key,
+            value: clip(&s.value),
+        });
     }
     Ok(())
 }

@@ -173,6 +173,15 @@ fn yn(b: bool) -> &'static str {
     if b { "Y" } else { "N" }
 }
 
+/// A queue setting of `inline` (`workers.mode`, `workers.verify_mode`),
+/// which the kernel's post-read path does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key} = \"inline\": the kernel always queues its post-read work (use bound or unbound)")]
+pub struct InlineQueue {
+    /// The key set to `inline`.
+    pub key: &'static str,
+}
+
 /// The switch values `s` asks for on a kernel that has them, as
 /// `(switch, value)` in [`SWITCHES`] order, or the setting the kernel
 /// cannot run and why. The kernel's queues follow the model's: the decrypt
@@ -183,14 +192,8 @@ fn yn(b: bool) -> &'static str {
 /// `workers.highpri` is both queues' WQ_HIGHPRI, `workers.max_active`
 /// fscrypt's unbound max_active; `workload.sleep = plain` turns io_uring's
 /// iowait off (iowait and poll leave it as 6.1 has it).
-pub fn wanted(s: &Settings) -> Result<Vec<(&'static str, String)>, (&'static str, String)> {
-    let inline = |key: &'static str| {
-        (
-            key,
-            "\"inline\": the kernel always queues its post-read work (use bound or unbound)"
-                .to_string(),
-        )
-    };
+pub fn wanted(s: &Settings) -> Result<Vec<(&'static str, String)>, InlineQueue> {
+    let inline = |key: &'static str| InlineQueue { key };
     let decrypt_unbound = match s.workers.mode {
         WorkerMode::Bound => false,
         WorkerMode::Unbound => true,
@@ -298,9 +301,9 @@ mod tests {
         assert_eq!(get(&w, FSCRYPT_MAX_ACTIVE), "3");
         assert_eq!(get(&w, IO_URING_IOWAIT), "N");
         s.workers.mode = WorkerMode::Inline;
-        let (key, why) = wanted(&s).unwrap_err();
-        assert_eq!(key, "workers.mode");
-        assert!(why.contains("always queues"), "{why}");
+        let e = wanted(&s).unwrap_err();
+        assert_eq!(e.key, "workers.mode");
+        assert!(e.to_string().contains("always queues"), "{e}");
     }
 
     #[test]

@@ -146,30 +146,67 @@ impl Seed {
 }
 
 /// Seed `name`, or an error naming those allowed.
-pub fn seed(name: &str) -> Result<&'static Seed, String> {
-    SEEDS.iter().find(|s| s.name == name).ok_or_else(|| {
-        format!(
-            "lab build --revert {:?}: allowed {}",
-            crate::sys::printable(name, false),
-            SEEDS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
-        )
-    })
+pub fn seed(name: &str) -> Result<&'static Seed, UnknownSeed> {
+    SEEDS
+        .iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| UnknownSeed {
+            name: name.to_string(),
+        })
+}
+
+/// A `lab build --revert` that names no seed: the name and those allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "lab build --revert {:?}: allowed {}",
+    crate::sys::printable(name, false),
+    SEEDS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+)]
+pub struct UnknownSeed {
+    /// The name as given.
+    pub name: String,
+}
+
+/// Why a seed cannot be reverted in a tree's file ([`revert`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RevertError {
+    /// The file has the seed's old text already.
+    #[error("{file}: seed {seed} is already reverted in this tree")]
+    AlreadyReverted {
+        /// The file, in the tree.
+        file: &'static str,
+        /// The seed.
+        seed: &'static str,
+    },
+    /// The seed's text is not there exactly once.
+    #[error(
+        "{file}: seed {seed}'s text found {count} times, not once: this tree is not the 6.1 source readpath knows how to revert it in (revert it by hand and build with --source)"
+    )]
+    NotOnce {
+        /// The file, in the tree.
+        file: &'static str,
+        /// The seed.
+        seed: &'static str,
+        /// How many times its text is there.
+        count: usize,
+    },
 }
 
 /// `text` (file `seed.file` of a tree) with `seed` reverted: its text
 /// must be there exactly once, or the tree is not one readpath knows how
 /// to revert it in.
-pub fn revert(text: &str, seed: &Seed) -> Result<String, String> {
+pub fn revert(text: &str, seed: &Seed) -> Result<String, RevertError> {
     match text.matches(seed.after).count() {
         1 => Ok(text.replacen(seed.after, seed.before, 1)),
-        0 if text.contains(seed.before) => Err(format!(
-            "{}: seed {} is already reverted in this tree",
-            seed.file, seed.name
-        )),
-        n => Err(format!(
-            "{}: seed {}'s text found {n} times, not once: this tree is not the 6.1 source readpath knows how to revert it in (revert it by hand and build with --source)",
-            seed.file, seed.name
-        )),
+        0 if text.contains(seed.before) => Err(RevertError::AlreadyReverted {
+            file: seed.file,
+            seed: seed.name,
+        }),
+        count => Err(RevertError::NotOnce {
+            file: seed.file,
+            seed: seed.name,
+            count,
+        }),
     }
 }
 
@@ -895,19 +932,25 @@ mod tests {
         assert!(u.contains("\tif (0 && current_pending_io())"));
         // A reverted text is not reverted twice, and a foreign one is
         // refused.
-        let e = revert(&v, seed("fsverity-2023").unwrap()).unwrap_err();
+        let e = revert(&v, seed("fsverity-2023").unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("already reverted"), "{e}");
-        let e = revert("int x;\n", seed("fscrypt-2018").unwrap()).unwrap_err();
+        let e = revert("int x;\n", seed("fscrypt-2018").unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("found 0 times"), "{e}");
         let twice = format!("{IO_URING_C}{IO_URING_C}");
         assert!(
             revert(&twice, seed("io_uring-2023").unwrap())
                 .unwrap_err()
+                .to_string()
                 .contains("2 times")
         );
         assert!(
             seed("fsverity")
                 .unwrap_err()
+                .to_string()
                 .contains("allowed fsverity-2023, fscrypt-2018, io_uring-2023")
         );
     }

@@ -218,27 +218,31 @@ impl Modules {
         &self,
         wanted: &[&str],
         read: &mut dyn FnMut(&Path) -> std::io::Result<Vec<u8>>,
-    ) -> Result<Vec<(String, PathBuf)>, String> {
+    ) -> Result<Vec<(String, PathBuf)>, ModuleError> {
         fn visit(
             m: &Modules,
             name: &str,
             read: &mut dyn FnMut(&Path) -> std::io::Result<Vec<u8>>,
             seen: &mut HashSet<String>,
             out: &mut Vec<(String, PathBuf)>,
-            from: &str,
-        ) -> Result<(), String> {
+            needed_by: Option<&str>,
+        ) -> Result<(), ModuleError> {
             let name = module_name(name);
             if m.builtin.contains(&name) || !seen.insert(name.clone()) {
                 return Ok(());
             }
             let Some(path) = m.by_name.get(&name) else {
-                return Err(format!(
-                    "module {name}{from}: neither a file under lib/modules nor built in"
-                ));
+                return Err(ModuleError::Missing {
+                    name,
+                    needed_by: needed_by.map(str::to_string),
+                });
             };
-            let bytes = read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let bytes = read(path).map_err(|source| ModuleError::Read {
+                path: path.clone(),
+                source,
+            })?;
             for dep in module_depends(&bytes) {
-                visit(m, &dep, read, seen, out, &format!(" (needed by {name})"))?;
+                visit(m, &dep, read, seen, out, Some(&name))?;
             }
             out.push((name, path.clone()));
             Ok(())
@@ -246,10 +250,34 @@ impl Modules {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for w in wanted {
-            visit(self, w, read, &mut seen, &mut out, "")?;
+            visit(self, w, read, &mut seen, &mut out, None)?;
         }
         Ok(out)
     }
+}
+
+/// Why a module cannot be loaded in a guest ([`Modules::load_order`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ModuleError {
+    /// Neither a module file nor built in.
+    #[error(
+        "module {name}{}: neither a file under lib/modules nor built in",
+        needed_by.as_ref().map_or(String::new(), |n| format!(" (needed by {n})"))
+    )]
+    Missing {
+        /// The module.
+        name: String,
+        /// The module that needs it, if it is a dependency.
+        needed_by: Option<String>,
+    },
+    /// Its file could not be read.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// The modules a lab guest loads where the kernel has them as modules:
@@ -454,7 +482,7 @@ mod tests {
             ]
         );
         assert!(m.is_builtin("xts"));
-        let e = m.load_order(&["nope"], &mut read).unwrap_err();
+        let e = m.load_order(&["nope"], &mut read).unwrap_err().to_string();
         assert!(e.contains("module nope"), "{e}");
     }
 
@@ -494,7 +522,7 @@ mod tests {
         let m = Modules::read(dir.path()).unwrap();
         let mut read = |p: &Path| read_module(p);
         assert!(m.load_order(&["virtio"], &mut read).is_ok());
-        let e = m.load_order(&["zero"], &mut read).unwrap_err();
+        let e = m.load_order(&["zero"], &mut read).unwrap_err().to_string();
         assert!(e.contains("neither a file"), "{e}");
     }
 

@@ -93,7 +93,7 @@ fn kernels_dir(data: &Path) -> PathBuf {
 
 /// A lab kernel's name: 1-64 of `[A-Za-z0-9._-]`, not starting with `.`
 /// or `-`.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), BadName> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with(['.', '-'])
@@ -103,11 +103,35 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "lab kernel {:?}: allowed 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'",
-            crate::sys::printable(name, false)
-        ))
+        Err(BadName {
+            name: name.to_string(),
+        })
     }
+}
+
+/// A lab kernel name that breaks the name rule ([`check_name`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "lab kernel {:?}: allowed 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'",
+    crate::sys::printable(name, false)
+)]
+pub struct BadName {
+    /// The name as given.
+    pub name: String,
+}
+
+/// A field of a kernel's `kernel.toml` that readpath did not write
+/// ([`check_info`]): the key, the value (its first 120 characters, shown
+/// printable) and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key} = {:?}: allowed {allowed}", crate::sys::printable(value, false))]
+pub struct BadInfo {
+    /// The key.
+    pub key: &'static str,
+    /// Its value, at most 120 characters of it.
+    pub value: String,
+    /// What is allowed.
+    pub allowed: String,
 }
 
 /// The most characters `kernel.toml`'s `source` may hold (a path to a
@@ -120,12 +144,13 @@ pub const SOURCE_CAP: usize = 4200;
 /// name rule and is the directory's own name; the rest is held to what
 /// readpath writes there. The error names the key, the value and what is
 /// allowed: `name = "k,file=victim": allowed ...`.
-pub fn check_info(dir_name: &str, info: &KernelInfo) -> Result<(), String> {
-    let bad = |key: &str, value: &str, allowed: &str| {
-        Err(format!(
-            "{key} = {:?}: allowed {allowed}",
-            crate::sys::printable(&value.chars().take(120).collect::<String>(), false)
-        ))
+pub fn check_info(dir_name: &str, info: &KernelInfo) -> Result<(), BadInfo> {
+    let bad = |key: &'static str, value: &str, allowed: &str| {
+        Err(BadInfo {
+            key,
+            value: value.chars().take(120).collect(),
+            allowed: allowed.to_string(),
+        })
     };
     // uname -r's and a version's characters.
     let word = |v: &str, empty_ok: bool| {
@@ -250,17 +275,25 @@ impl Profile {
     }
 
     /// Profile `name`, or an error naming those allowed.
-    pub fn parse(name: &str) -> Result<Profile, String> {
+    pub fn parse(name: &str) -> Result<Profile, UnknownProfile> {
         Profile::ALL
             .into_iter()
             .find(|p| p.name() == name)
-            .ok_or_else(|| {
-                format!(
-                    "lab build --profile {:?}: allowed desktop, phone",
-                    crate::sys::printable(name, false)
-                )
+            .ok_or_else(|| UnknownProfile {
+                name: name.to_string(),
             })
     }
+}
+
+/// A `lab build --profile` that is none of the profiles.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "lab build --profile {:?}: allowed desktop, phone",
+    crate::sys::printable(name, false)
+)]
+pub struct UnknownProfile {
+    /// The name as given.
+    pub name: String,
 }
 
 /// The kernels in the lab, by name.
@@ -463,27 +496,45 @@ pub fn fetch(data: &Path, name: &str, say: &mut dyn FnMut(&str)) -> io::Result<K
 /// pointer at 0x20E to a NUL-terminated string, 0x200 further), checked
 /// to be a bzImage first (`HdrS` at 0x202): its first word, e.g.
 /// `6.1.192`.
-pub fn bzimage_release(head: &[u8]) -> Result<String, String> {
+pub fn bzimage_release(head: &[u8]) -> Result<String, NotABzImage> {
     if head.get(0x202..0x206) != Some(b"HdrS") {
-        return Err("not a bzImage (no \"HdrS\" setup header at 0x202)".into());
+        return Err(NotABzImage::NoHeader);
     }
     let at = head
         .get(0x20E..0x210)
         .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize + 0x200)
-        .ok_or("a bzImage header cut short")?;
+        .ok_or(NotABzImage::CutShort)?;
     let text = head
         .get(at..)
         .and_then(|t| t.split(|b| *b == 0).next())
-        .ok_or("its kernel_version points past the header")?;
+        .ok_or(NotABzImage::PastHeader)?;
     let release = String::from_utf8_lossy(text)
         .split_whitespace()
         .next()
         .unwrap_or_default()
         .to_string();
     if release.is_empty() || release.len() > 64 {
-        return Err("its kernel_version string is empty or too long".into());
+        return Err(NotABzImage::BadVersion);
     }
     Ok(crate::sys::printable(&release, false))
+}
+
+/// Why bytes are not a bzImage whose release can be read
+/// ([`bzimage_release`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotABzImage {
+    /// No `HdrS` at 0x202.
+    #[error("not a bzImage (no \"HdrS\" setup header at 0x202)")]
+    NoHeader,
+    /// Shorter than the setup header.
+    #[error("a bzImage header cut short")]
+    CutShort,
+    /// `kernel_version` points beyond the bytes.
+    #[error("its kernel_version points past the header")]
+    PastHeader,
+    /// An empty or over-long `kernel_version`.
+    #[error("its kernel_version string is empty or too long")]
+    BadVersion,
 }
 
 /// The largest bzImage `--remote vm:PATH` takes.
@@ -504,7 +555,7 @@ pub fn read_image(path: &Path, name: &str) -> Result<(Vec<u8>, String), InputErr
     let bytes = crate::files::read_file(path, Named::ByUser, IMAGE, name)?;
     let release = bzimage_release(&bytes).map_err(|why| InputError::Refused {
         name: crate::sys::printable(name, false),
-        why,
+        why: why.to_string(),
     })?;
     Ok((bytes, release))
 }
@@ -618,6 +669,7 @@ mod tests {
         assert!(
             bzimage_release(&[0u8; 0x400])
                 .unwrap_err()
+                .to_string()
                 .contains("not a bzImage")
         );
         std::fs::write(&img, b"#!/bin/sh\n").unwrap();
@@ -673,7 +725,7 @@ mod tests {
             assert!(check_name(ok).is_ok(), "{ok}");
         }
         for bad in ["", "../x", "-x", ".x", "a/b", "a b", &"x".repeat(65)] {
-            let e = check_name(bad).unwrap_err();
+            let e = check_name(bad).unwrap_err().to_string();
             assert!(e.contains("allowed"), "{e}");
         }
     }

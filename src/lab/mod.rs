@@ -57,12 +57,96 @@ pub struct VmRemote {
 /// What `vm:` allows, for messages.
 pub const VM_SPEC_RULE: &str = "vm:KERNEL[:cpus=1..64][:mem=256..65536 (MiB, at most the host's memory)][:cache=none|writeback|writethrough|directsync|unsafe][:accel=kvm|tcg][:aes=on|off][:queues=1..64 (the disk's virtio-blk queues; default one per vCPU)], KERNEL a lab kernel (`readpath lab kernels`) or a path to a bzImage (holding a /)";
 
+/// Why what follows `vm:` was refused ([`VmRemote::parse_spec`]): the
+/// field as given and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VmSpecError {
+    /// A kernel name that breaks the lab's name rule.
+    #[error(transparent)]
+    Name(#[from] kernels::BadName),
+    /// A field without `=`.
+    #[error(
+        "{:?}: expected KEY=VALUE; allowed {VM_SPEC_RULE}",
+        crate::sys::printable(field, false)
+    )]
+    NoValue {
+        /// The field as given.
+        field: String,
+    },
+    /// A field given twice.
+    #[error(
+        "{:?}: {} given twice; each field is given at most once",
+        crate::sys::printable(field, false),
+        crate::sys::printable(key, false)
+    )]
+    Twice {
+        /// The field as given the second time.
+        field: String,
+        /// Its key.
+        key: String,
+    },
+    /// A number that is not plain digits in range.
+    #[error(
+        "{key}={:?}: allowed {lo}..={hi}{unit}",
+        crate::sys::printable(value, false)
+    )]
+    Number {
+        /// The key (`cpus`, `mem`, `queues`).
+        key: String,
+        /// The value as given.
+        value: String,
+        /// The least allowed.
+        lo: u32,
+        /// The most allowed.
+        hi: u32,
+        /// What follows the range (`mem`'s unit and the host's memory).
+        unit: String,
+    },
+    /// A key that is none of the fields, or a value the field does not take.
+    #[error(
+        "{}={:?}: allowed {VM_SPEC_RULE}",
+        crate::sys::printable(key, false),
+        crate::sys::printable(value, false)
+    )]
+    Field {
+        /// The key as given.
+        key: String,
+        /// The value as given.
+        value: String,
+    },
+    /// No `mem=`, and the default is more than the host has.
+    #[error(
+        "the default mem={default_mib} MiB is more than this machine's memory ({host_mib} MiB): give mem=256..={host_mib}"
+    )]
+    DefaultMemory {
+        /// The default, MiB.
+        default_mib: u32,
+        /// The most allowed here, MiB.
+        host_mib: u32,
+    },
+}
+
+/// Why the kernel a `vm:` spec names cannot be booted from here
+/// ([`VmRemote::check_kernel`]), each in its own words.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelCheckError {
+    /// The data dir fails the trust rule.
+    #[error(transparent)]
+    DataDir(#[from] crate::dataset::DatasetError),
+    /// The bzImage path is no image readpath may read.
+    #[error(transparent)]
+    Image(#[from] crate::files::InputError),
+    /// The lab kernel is missing, or does not open.
+    #[error(transparent)]
+    Open(#[from] std::io::Error),
+}
+
 impl VmRemote {
     /// Reads what follows `vm:`, each field once, numbers as plain decimal
     /// digits in range; `mem=` (and the default, 2048) at most `host_mib`,
     /// the host's memory in MiB, where known: QEMU cannot allocate more.
     /// Nothing is read from the lab.
-    pub fn parse_spec(rest: &str, host_mib: Option<u64>) -> Result<VmRemote, String> {
+    pub fn parse_spec(rest: &str, host_mib: Option<u64>) -> Result<VmRemote, VmSpecError> {
         let mut parts = rest.split(':');
         let kernel = parts.next().unwrap_or_default();
         let (kernel, image) = if kernel.contains('/') {
@@ -84,31 +168,31 @@ impl VmRemote {
         let mem_hi = host_mib.map_or(65536, |h| h.min(65536) as u32);
         let mut seen: Vec<&str> = Vec::new();
         for p in parts {
-            let shown = crate::sys::printable(p, false);
-            let (k, val) = p
-                .split_once('=')
-                .ok_or_else(|| format!("{shown:?}: expected KEY=VALUE; allowed {VM_SPEC_RULE}"))?;
+            let (k, val) = p.split_once('=').ok_or_else(|| VmSpecError::NoValue {
+                field: p.to_string(),
+            })?;
             if seen.contains(&k) {
-                return Err(format!(
-                    "{:?}: {} given twice; each field is given at most once",
-                    shown,
-                    crate::sys::printable(k, false)
-                ));
+                return Err(VmSpecError::Twice {
+                    field: p.to_string(),
+                    key: k.to_string(),
+                });
             }
             seen.push(k);
-            let num = |lo: u32, hi: u32, unit: &str| -> Result<u32, String> {
+            let num = |lo: u32, hi: u32, unit: &str| -> Result<u32, VmSpecError> {
                 // Plain digits: no sign, no space, no leading `+`.
                 let n = Some(val)
                     .filter(|v| {
                         (1..=10).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_digit())
                     })
                     .and_then(|v| v.parse::<u32>().ok());
-                n.filter(|n| (lo..=hi).contains(n)).ok_or_else(|| {
-                    format!(
-                        "{k}={:?}: allowed {lo}..={hi}{unit}",
-                        crate::sys::printable(val, false)
-                    )
-                })
+                n.filter(|n| (lo..=hi).contains(n))
+                    .ok_or_else(|| VmSpecError::Number {
+                        key: k.to_string(),
+                        value: val.to_string(),
+                        lo,
+                        hi,
+                        unit: unit.to_string(),
+                    })
             };
             let host = |m: Option<u64>| {
                 m.filter(|&h| h < 65536).map_or(String::new(), |h| {
@@ -124,19 +208,18 @@ impl VmRemote {
                 "aes" if val == "on" || val == "off" => v.aes = val == "on",
                 "queues" => v.queues = Some(num(1, 64, "")?),
                 _ => {
-                    return Err(format!(
-                        "{}={:?}: allowed {VM_SPEC_RULE}",
-                        crate::sys::printable(k, false),
-                        crate::sys::printable(val, false)
-                    ));
+                    return Err(VmSpecError::Field {
+                        key: k.to_string(),
+                        value: val.to_string(),
+                    });
                 }
             }
         }
         if v.memory_mib > mem_hi {
-            return Err(format!(
-                "the default mem={} MiB is more than this machine's memory ({mem_hi} MiB): give mem=256..={mem_hi}",
-                v.memory_mib
-            ));
+            return Err(VmSpecError::DefaultMemory {
+                default_mib: v.memory_mib,
+                host_mib: mem_hi,
+            });
         }
         Ok(v)
     }
@@ -148,14 +231,12 @@ impl VmRemote {
     /// for a path, a bzImage readpath may read ([`kernels::check_image`]:
     /// a regular file on a real filesystem, at most
     /// [`kernels::IMAGE_CAP`] bytes, with a bzImage's header).
-    pub fn check_kernel(&self, data: &Path) -> Result<(), String> {
+    pub fn check_kernel(&self, data: &Path) -> Result<(), KernelCheckError> {
         // Nothing in a data dir that fails the trust rule is opened.
-        crate::dataset::check_data_dir(data).map_err(|e| e.to_string())?;
+        crate::dataset::check_data_dir(data)?;
         match &self.image {
-            Some(p) => kernels::check_image(p).map_err(|e| e.to_string()),
-            None => kernels::open(data, &self.kernel)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
+            Some(p) => Ok(kernels::check_image(p)?),
+            None => Ok(kernels::open(data, &self.kernel).map(|_| ())?),
         }
     }
 
@@ -377,6 +458,7 @@ mod tests {
         assert!(
             VmRemote::parse_spec("k:cpus=99", None)
                 .unwrap_err()
+                .to_string()
                 .contains("1..=64")
         );
         // A field given twice, a signed or padded number: refused.
@@ -388,12 +470,14 @@ mod tests {
             ("k:cpus= 4", "allowed 1..=64"),
             ("k:cpus=4 ", "allowed 1..=64"),
         ] {
-            let e = VmRemote::parse_spec(bad, None).unwrap_err();
+            let e = VmRemote::parse_spec(bad, None).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
         // mem= held to the host's memory (QEMU could not allocate more),
         // the default too.
-        let e = VmRemote::parse_spec("k:mem=65536", Some(4096)).unwrap_err();
+        let e = VmRemote::parse_spec("k:mem=65536", Some(4096))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("allowed 256..=4096 MiB, at most this machine's memory (4096 MiB)"),
             "{e}"
@@ -410,15 +494,17 @@ mod tests {
                 .memory_mib,
             65536
         );
-        let e = VmRemote::parse_spec("k", Some(1024)).unwrap_err();
+        let e = VmRemote::parse_spec("k", Some(1024))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("default mem=2048"), "{e}");
         // The kernel must be in the lab, or the path a regular file.
         let d = tempfile::tempdir().unwrap();
         let v = VmRemote::parse_spec("no-such-kernel", None).unwrap();
-        let e = v.check_kernel(d.path()).unwrap_err();
+        let e = v.check_kernel(d.path()).unwrap_err().to_string();
         assert!(e.contains("no lab kernel \"no-such-kernel\""), "{e}");
         let v = VmRemote::parse_spec(&format!("{}/", d.path().display()), None).unwrap();
-        let e = v.check_kernel(d.path()).unwrap_err();
+        let e = v.check_kernel(d.path()).unwrap_err().to_string();
         assert!(
             e.contains("is a directory; a kernel image (bzImage) is read only from a regular file"),
             "{e}"

@@ -154,24 +154,38 @@ fn shared_libraries(bin: &Path) -> io::Result<Vec<PathBuf>> {
 
 /// The binary `READPATH_AGENT_BINARY` names for a target or a guest,
 /// where it is set: the file, or why it cannot be used.
-pub fn agent_binary_override() -> Option<Result<PathBuf, String>> {
+pub fn agent_binary_override() -> Option<Result<PathBuf, AgentBinaryError>> {
     let p = PathBuf::from(std::env::var_os("READPATH_AGENT_BINARY")?);
     Some(if p.is_file() {
         Ok(p)
     } else {
-        Err(format!("READPATH_AGENT_BINARY={}: not a file", p.display()))
+        Err(AgentBinaryError::NotAFile { path: p })
     })
+}
+
+/// Why no readpath binary can be given to a target or a guest.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentBinaryError {
+    /// `READPATH_AGENT_BINARY` names something that is not a file.
+    #[error("READPATH_AGENT_BINARY={}: not a file", path.display())]
+    NotAFile {
+        /// What it names.
+        path: PathBuf,
+    },
+    /// This binary's own path could not be found.
+    #[error("finding this binary: {0}")]
+    CurrentExe(#[source] io::Error),
 }
 
 /// The readpath a lab guest runs (this machine's architecture):
 /// `READPATH_AGENT_BINARY`, else the static musl build beside this one's
 /// target dir (`target/x86_64-unknown-linux-musl/release/readpath`: no
 /// libraries to carry), else this binary (its libraries go with it).
-fn local_binary_for_guest() -> Result<PathBuf, String> {
+fn local_binary_for_guest() -> Result<PathBuf, AgentBinaryError> {
     if let Some(chosen) = agent_binary_override() {
         return chosen;
     }
-    let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
+    let exe = std::env::current_exe().map_err(AgentBinaryError::CurrentExe)?;
     let triple = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
     let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     // target/{release,debug}/readpath, or target/debug/deps/TEST for a
@@ -487,21 +501,76 @@ pub fn max_line_bytes() -> usize {
 /// The kernel command line (`-append`) of a guest that runs shell line
 /// `line` (the agent where None); an error where it would not fit the
 /// kernel's [`KERNEL_CMDLINE_SIZE`] bytes, naming the limit.
-pub fn kernel_append(line: Option<&str>) -> Result<String, String> {
+pub fn kernel_append(line: Option<&str>) -> Result<String, LineTooLong> {
     let Some(l) = line else {
         return Ok(APPEND_BASE.to_string());
     };
     let append = format!("{APPEND_BASE} {}", super::initramfs::cmdline_arg(l));
     if append.len() >= KERNEL_CMDLINE_SIZE {
-        return Err(format!(
-            "the command line for the guest is {} bytes, {} on the kernel's command line (base64), which holds {} bytes: at most {} bytes of command line fit; shorten it",
-            l.len(),
-            append.len() + 1,
-            KERNEL_CMDLINE_SIZE,
-            max_line_bytes()
-        ));
+        return Err(LineTooLong {
+            line: l.len(),
+            encoded: append.len() + 1,
+        });
     }
     Ok(append)
+}
+
+/// A command line for a guest that does not fit the kernel's command line
+/// ([`kernel_append`]): its size, encoded and as given, and the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the command line for the guest is {line} bytes, {encoded} on the kernel's command line (base64), which holds {KERNEL_CMDLINE_SIZE} bytes: at most {} bytes of command line fit; shorten it",
+    max_line_bytes()
+)]
+pub struct LineTooLong {
+    /// The line's bytes.
+    pub line: usize,
+    /// The bytes it takes on the kernel's command line (with its NUL).
+    pub encoded: usize,
+}
+
+/// Why QEMU's command line for a guest was refused ([`qemu_command`]):
+/// what would reach QEMU's option parser as more than a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QemuArgError {
+    /// A kernel name outside the lab's name rule.
+    #[error(transparent)]
+    Name(#[from] super::kernels::BadName),
+    /// A relative path, or one with `.` or `..`.
+    #[error(
+        "{what} {:?}: QEMU is given only absolute, canonical paths",
+        crate::sys::printable(&path.display().to_string(), false)
+    )]
+    NotCanonical {
+        /// Which file (`the initramfs`).
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// A comma in `-kernel` or `-initrd`.
+    #[error(
+        "{what} {:?}: holds a ',', which QEMU would split",
+        crate::sys::printable(&path.display().to_string(), false)
+    )]
+    Comma {
+        /// Which file.
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// A disk cache mode QEMU does not have.
+    #[error(
+        "cache={:?}: allowed {}",
+        crate::sys::printable(mode, false),
+        DISK_CACHE_MODES.join(", ")
+    )]
+    Cache {
+        /// The mode.
+        mode: String,
+    },
+    /// The guest's command line does not fit the kernel's.
+    #[error(transparent)]
+    Line(#[from] LineTooLong),
 }
 
 /// `path` as a value inside one of QEMU's `key=value,...` options: its
@@ -514,7 +583,7 @@ pub fn qemu_opt_value(path: &Path) -> String {
 /// Checks a path for QEMU's command line: absolute, without `.` or `..`
 /// (what the caller made canonical), so QEMU reads no protocol prefix
 /// (`nbd:`) and no directory but the one meant.
-fn qemu_path<'a>(what: &str, p: &'a Path) -> Result<&'a Path, String> {
+fn qemu_path<'a>(what: &'static str, p: &'a Path) -> Result<&'a Path, QemuArgError> {
     use std::path::Component;
     if p.is_absolute()
         && p.components()
@@ -522,10 +591,10 @@ fn qemu_path<'a>(what: &str, p: &'a Path) -> Result<&'a Path, String> {
     {
         Ok(p)
     } else {
-        Err(format!(
-            "{what} {:?}: QEMU is given only absolute, canonical paths",
-            crate::sys::printable(&p.display().to_string(), false)
-        ))
+        Err(QemuArgError::NotCanonical {
+            what,
+            path: p.to_path_buf(),
+        })
     }
 }
 
@@ -556,27 +625,25 @@ pub fn qemu_command(
     disk: &Path,
     console: &Path,
     line: Option<&str>,
-) -> Result<Command, String> {
+) -> Result<Command, QemuArgError> {
     super::kernels::check_name(&spec.kernel.info.name)?;
     let image = spec.kernel.image();
     let kernel = qemu_path("the kernel image", &image)?;
     let initrd = qemu_path("the initramfs", initrd)?;
     for (what, p) in [("the kernel image", kernel), ("the initramfs", initrd)] {
         if p.to_string_lossy().contains(',') {
-            return Err(format!(
-                "{what} {:?}: holds a ',', which QEMU would split",
-                crate::sys::printable(&p.display().to_string(), false)
-            ));
+            return Err(QemuArgError::Comma {
+                what,
+                path: p.to_path_buf(),
+            });
         }
     }
     let disk = qemu_path("the lab disk", disk)?;
     let console = qemu_path("the console log", console)?;
     if !DISK_CACHE_MODES.contains(&spec.disk_cache.as_str()) {
-        return Err(format!(
-            "cache={:?}: allowed {}",
-            crate::sys::printable(&spec.disk_cache, false),
-            DISK_CACHE_MODES.join(", ")
-        ));
+        return Err(QemuArgError::Cache {
+            mode: spec.disk_cache.clone(),
+        });
     }
     let append = kernel_append(line)?;
     let mut c = Command::new("qemu-system-x86_64");
@@ -837,7 +904,7 @@ pub fn prepare(
         return Err(comma(&lab));
     }
     // Before anything is made: a line that cannot reach the guest whole.
-    kernel_append(line).map_err(invalid)?;
+    kernel_append(line).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     trust::ensure_dir(&lab)?;
     let lab = lab.canonicalize()?;
     if lab.to_string_lossy().contains(',') {
@@ -850,7 +917,8 @@ pub fn prepare(
     let console = lab.join(console_name(&spec.kernel.info.name));
     let _ = trust::remove_state(&console);
     watch_console(&console, trust::create_new(&console, 0o600)?)?;
-    qemu_command(&spec, &initrd, &disk, &console, line).map_err(invalid)
+    qemu_command(&spec, &initrd, &disk, &console, line)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 /// A lab guest readpath started, as recorded in the lab
@@ -1245,7 +1313,8 @@ mod tests {
             Path::new("/d/lab/c.log"),
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("allowed"), "{e}");
         for (initrd, disk, console) in [
             ("nbd:127.0.0.1:9/lab/i.cpio", "/d/disk.img", "/d/c.log"),
@@ -1275,7 +1344,8 @@ mod tests {
             Path::new("/d/c.log"),
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("absolute"), "{e}");
         let mut cache = ok.clone();
         cache.disk_cache = "none,file.filename=/etc/shadow".into();
@@ -1286,7 +1356,8 @@ mod tests {
             Path::new("/d/c.log"),
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("allowed none, writeback"), "{e}");
     }
 
@@ -1297,7 +1368,9 @@ mod tests {
         let fits = "x".repeat(max);
         let append = kernel_append(Some(&fits)).unwrap();
         assert!(append.len() < KERNEL_CMDLINE_SIZE, "{}", append.len());
-        let e = kernel_append(Some(&"x".repeat(max + 1))).unwrap_err();
+        let e = kernel_append(Some(&"x".repeat(max + 1)))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("2048") && e.contains("1491"), "{e}");
         // Refused before anything is made.
         let d = tempfile::tempdir().unwrap();

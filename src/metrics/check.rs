@@ -23,33 +23,124 @@ const MAX_T_S: f64 = 1e9;
 /// Largest rate, or time total in us, a record may carry.
 const MAX_RATE: f64 = 1e13;
 
-fn check_f64(name: &str, v: f64, lo: f64, hi: f64) -> Result<(), String> {
-    if v.is_finite() && (lo..=hi).contains(&v) {
-        Ok(())
+/// Why a record read from outside was refused: the field, its value and
+/// what is allowed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RecordError {
+    /// A number outside its range, or not finite.
+    #[error("{field} = {} is out of range: allowed {}..={}", num(*value), num(*lo), num(*hi))]
+    Number {
+        /// The field (`stages_us.queue.p99`).
+        field: String,
+        /// Its value.
+        value: f64,
+        /// The least allowed.
+        lo: f64,
+        /// The most allowed.
+        hi: f64,
+    },
+    /// A count above its most.
+    #[error("{field} = {value} is out of range: allowed 0..={max}")]
+    Count {
+        /// The field (`counters.reads`, `cpus[].cpu`).
+        field: String,
+        /// Its value.
+        value: u64,
+        /// The most allowed.
+        max: u64,
+    },
+    /// A histogram value above the longest latency readpath records.
+    #[error("{field}: value {value} ns is out of range: allowed 0..={MAX_LATENCY_NS}")]
+    Latency {
+        /// The histogram.
+        field: String,
+        /// The value, ns.
+        value: u64,
+    },
+    /// A list longer than allowed.
+    #[error("{field} has {len} entries: allowed at most {max}")]
+    TooMany {
+        /// The list.
+        field: String,
+        /// Its length.
+        len: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// Latency buckets neither absent nor of the recorder's count.
+    #[error("latency_buckets.counts has {len} entries: allowed 0 or {BUCKET_COUNT}")]
+    Buckets {
+        /// How many there are.
+        len: usize,
+    },
+    /// A name that is none of its list's.
+    #[error("{field} = {value:?}: allowed {allowed}")]
+    Name {
+        /// The field (`pools[].kind`).
+        field: &'static str,
+        /// The name.
+        value: String,
+        /// The names allowed, as the message lists them.
+        allowed: String,
+    },
+    /// An event's or notice's text longer than allowed.
+    #[error("{field}[]: a text of {len} bytes: allowed at most {MAX_TEXT}")]
+    Text {
+        /// `events` or `notices`.
+        field: &'static str,
+        /// The text's length, bytes.
+        len: usize,
+    },
+}
+
+/// A number as a range message writes it: plain, or in exponent form when
+/// far from 1.
+fn num(x: f64) -> String {
+    if x != 0.0 && !(1e-3..1e9).contains(&x.abs()) {
+        format!("{x:e}")
     } else {
-        let num = |x: f64| {
-            if x != 0.0 && !(1e-3..1e9).contains(&x.abs()) {
-                format!("{x:e}")
-            } else {
-                format!("{x}")
-            }
-        };
-        Err(format!(
-            "{name} = {} is out of range: allowed {}..={}",
-            num(v),
-            num(lo),
-            num(hi)
-        ))
+        format!("{x}")
     }
 }
 
-fn check_u64(name: &str, v: u64) -> Result<(), String> {
-    if v <= MAX_RECORD_COUNT {
+fn check_f64(name: &str, v: f64, lo: f64, hi: f64) -> Result<(), RecordError> {
+    if v.is_finite() && (lo..=hi).contains(&v) {
         Ok(())
     } else {
-        Err(format!(
-            "{name} = {v} is out of range: allowed 0..={MAX_RECORD_COUNT}"
-        ))
+        Err(RecordError::Number {
+            field: name.to_string(),
+            value: v,
+            lo,
+            hi,
+        })
+    }
+}
+
+fn check_count(name: &str, v: u64, max: u64) -> Result<(), RecordError> {
+    if v <= max {
+        Ok(())
+    } else {
+        Err(RecordError::Count {
+            field: name.to_string(),
+            value: v,
+            max,
+        })
+    }
+}
+
+fn check_u64(name: &str, v: u64) -> Result<(), RecordError> {
+    check_count(name, v, MAX_RECORD_COUNT)
+}
+
+fn check_len(name: &str, len: usize, max: usize) -> Result<(), RecordError> {
+    if len <= max {
+        Ok(())
+    } else {
+        Err(RecordError::TooMany {
+            field: name.to_string(),
+            len,
+            max,
+        })
     }
 }
 
@@ -64,7 +155,7 @@ fn number_fields<T: Serialize>(v: &T) -> Vec<(String, serde_json::Value)> {
 }
 
 impl Percentiles {
-    fn check(&self, name: &str) -> Result<(), String> {
+    fn check(&self, name: &str) -> Result<(), RecordError> {
         let max_us = MAX_LATENCY_NS as f64 / 1e3;
         check_u64(&format!("{name}.count"), self.count)?;
         for (field, v) in number_fields(self) {
@@ -78,18 +169,14 @@ impl Percentiles {
 }
 
 impl SparseHist {
-    fn check(&self, name: &str) -> Result<(), String> {
-        if self.0.len() > MAX_HIST_ENTRIES {
-            return Err(format!(
-                "{name} has {} entries: allowed at most {MAX_HIST_ENTRIES}",
-                self.0.len()
-            ));
-        }
+    fn check(&self, name: &str) -> Result<(), RecordError> {
+        check_len(name, self.0.len(), MAX_HIST_ENTRIES)?;
         for &(v, n) in &self.0 {
             if v > MAX_LATENCY_NS {
-                return Err(format!(
-                    "{name}: value {v} ns is out of range: allowed 0..={MAX_LATENCY_NS}"
-                ));
+                return Err(RecordError::Latency {
+                    field: name.to_string(),
+                    value: v,
+                });
             }
             check_u64(&format!("{name}: count"), n)?;
         }
@@ -98,7 +185,7 @@ impl SparseHist {
 }
 
 impl Counters {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), RecordError> {
         for (field, v) in number_fields(self) {
             check_u64(&format!("counters.{field}"), v.as_u64().unwrap_or(u64::MAX))?;
         }
@@ -110,7 +197,7 @@ impl IntervalRecord {
     /// Range-checks a record read from outside (a recording): every number
     /// finite and within what readpath can produce, every list bounded. The
     /// error names the field, its value and what is allowed.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), RecordError> {
         self.check_totals()?;
         self.check_hists()?;
         self.check_sched()?;
@@ -123,7 +210,7 @@ impl IntervalRecord {
     }
 
     /// The time, the interval, the totals, the rates and the latency percentiles.
-    fn check_totals(&self) -> Result<(), String> {
+    fn check_totals(&self) -> Result<(), RecordError> {
         check_f64("t_s", self.t_s, -1.0, MAX_T_S)?;
         check_f64("interval_s", self.interval_s, 1e-6, 3600.0)?;
         check_u64("reads", self.reads)?;
@@ -143,12 +230,10 @@ impl IntervalRecord {
     }
 
     /// The latency buckets and the exact histograms.
-    fn check_hists(&self) -> Result<(), String> {
+    fn check_hists(&self) -> Result<(), RecordError> {
         let n = self.latency_buckets.counts.len();
         if n != 0 && n != BUCKET_COUNT {
-            return Err(format!(
-                "latency_buckets.counts has {n} entries: allowed 0 or {BUCKET_COUNT}"
-            ));
+            return Err(RecordError::Buckets { len: n });
         }
         for &c in &self.latency_buckets.counts {
             check_u64("latency_buckets.counts", c)?;
@@ -159,7 +244,7 @@ impl IntervalRecord {
     }
 
     /// The workers' and the irq threads' scheduling, and the run's run_delay.
-    fn check_sched(&self) -> Result<(), String> {
+    fn check_sched(&self) -> Result<(), RecordError> {
         let w = &self.workers;
         check_f64("workers.run_delay_us", w.run_delay_us, 0.0, MAX_RATE)?;
         check_f64("workers.cpu_us", w.cpu_us, 0.0, MAX_RATE)?;
@@ -185,22 +270,14 @@ impl IntervalRecord {
     }
 
     /// The per-CPU figures, the process's CPU and memory.
-    fn check_cpus(&self) -> Result<(), String> {
-        if self.cpus.len() > crate::settings::MAX_CPU_NUMBER + 1 {
-            return Err(format!(
-                "cpus has {} entries: allowed at most {}",
-                self.cpus.len(),
-                crate::settings::MAX_CPU_NUMBER + 1
-            ));
-        }
+    fn check_cpus(&self) -> Result<(), RecordError> {
+        check_len("cpus", self.cpus.len(), crate::settings::MAX_CPU_NUMBER + 1)?;
         for c in &self.cpus {
-            if c.cpu > crate::settings::MAX_CPU_NUMBER {
-                return Err(format!(
-                    "cpus[].cpu = {} is out of range: allowed 0..={}",
-                    c.cpu,
-                    crate::settings::MAX_CPU_NUMBER
-                ));
-            }
+            check_count(
+                "cpus[].cpu",
+                c.cpu as u64,
+                crate::settings::MAX_CPU_NUMBER as u64,
+            )?;
             check_f64("cpus[].busy_pct", c.busy_pct, 0.0, 100.0)?;
             check_f64("cpus[].iowait_pct", c.iowait_pct, 0.0, 100.0)?;
         }
@@ -210,7 +287,7 @@ impl IntervalRecord {
     }
 
     /// The page cache's and the hash cache's figures.
-    fn check_caches(&self) -> Result<(), String> {
+    fn check_caches(&self) -> Result<(), RecordError> {
         if let Some(h) = self.page_cache.hit_pct {
             check_f64("page_cache.hit_pct", h, 0.0, 100.0)?;
         }
@@ -225,22 +302,16 @@ impl IntervalRecord {
     }
 
     /// The kernel target's queues and counts.
-    fn check_kernel(&self) -> Result<(), String> {
+    fn check_kernel(&self) -> Result<(), RecordError> {
         if let Some(k) = &self.kernel {
-            if k.queues.len() > POST_READ_QUEUES.len() {
-                return Err(format!(
-                    "kernel.queues has {} entries: allowed at most {}",
-                    k.queues.len(),
-                    POST_READ_QUEUES.len()
-                ));
-            }
+            check_len("kernel.queues", k.queues.len(), POST_READ_QUEUES.len())?;
             for q in &k.queues {
                 if !POST_READ_QUEUES.contains(&q.queue.as_str()) {
-                    return Err(format!(
-                        "kernel.queues[].queue = {:?}: allowed {}",
-                        q.queue,
-                        POST_READ_QUEUES.join(", ")
-                    ));
+                    return Err(RecordError::Name {
+                        field: "kernel.queues[].queue",
+                        value: q.queue.clone(),
+                        allowed: POST_READ_QUEUES.join(", "),
+                    });
                 }
                 check_u64("kernel.queues[].items", q.items)?;
                 q.queue_us.check("kernel.queues[].queue_us")?;
@@ -257,25 +328,22 @@ impl IntervalRecord {
     }
 
     /// The worker pools: at most two, named, their counts bounded.
-    fn check_pools(&self) -> Result<(), String> {
-        if self.pools.len() > 2 {
-            return Err(format!(
-                "pools has {} entries: allowed at most 2",
-                self.pools.len()
-            ));
-        }
+    fn check_pools(&self) -> Result<(), RecordError> {
+        check_len("pools", self.pools.len(), 2)?;
         for p in &self.pools {
             if !matches!(p.queue.as_str(), "fscrypt" | "fsverity" | "highpri") {
-                return Err(format!(
-                    "pools[].queue = {:?}: allowed \"fscrypt\", \"fsverity\", \"highpri\"",
-                    p.queue
-                ));
+                return Err(RecordError::Name {
+                    field: "pools[].queue",
+                    value: p.queue.clone(),
+                    allowed: "\"fscrypt\", \"fsverity\", \"highpri\"".into(),
+                });
             }
             if !matches!(p.kind.as_str(), "bound" | "unbound") {
-                return Err(format!(
-                    "pools[].kind = {:?}: allowed \"bound\", \"unbound\"",
-                    p.kind
-                ));
+                return Err(RecordError::Name {
+                    field: "pools[].kind",
+                    value: p.kind.clone(),
+                    allowed: "\"bound\", \"unbound\"".into(),
+                });
             }
             let most = (crate::settings::MAX_CPU_NUMBER as u64 + 1) * 64;
             for (f, v) in [
@@ -285,11 +353,7 @@ impl IntervalRecord {
                 ("blocked_peak", p.blocked_peak),
                 ("created", p.created),
             ] {
-                if u64::from(v) > most {
-                    return Err(format!(
-                        "pools[].{f} = {v} is out of range: allowed 0..={most}"
-                    ));
-                }
+                check_count(&format!("pools[].{f}"), u64::from(v), most)?;
             }
             check_u64("pools[].pending", p.pending)?;
         }
@@ -297,7 +361,7 @@ impl IntervalRecord {
     }
 
     /// The events and notices: bounded in number, their times in range, their texts in length.
-    fn check_events(&self) -> Result<(), String> {
+    fn check_events(&self) -> Result<(), RecordError> {
         for (name, len, items) in [
             (
                 "events",
@@ -313,17 +377,14 @@ impl IntervalRecord {
                 self.notices.iter().map(|n| (n.t_s, n.text.len())).collect(),
             ),
         ] {
-            if len > MAX_EVENTS {
-                return Err(format!(
-                    "{name} has {len} entries: allowed at most {MAX_EVENTS}"
-                ));
-            }
+            check_len(name, len, MAX_EVENTS)?;
             for (t, text_len) in items {
                 check_f64(&format!("{name}[].t_s"), t, -1.0, MAX_T_S)?;
                 if text_len > MAX_TEXT {
-                    return Err(format!(
-                        "{name}[]: a text of {text_len} bytes: allowed at most {MAX_TEXT}"
-                    ));
+                    return Err(RecordError::Text {
+                        field: name,
+                        len: text_len,
+                    });
                 }
             }
         }

@@ -40,6 +40,56 @@ pub fn encode_hist(h: &Histogram<u64>) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// Why an encoded histogram was refused ([`decode`]).
+#[derive(Debug, thiserror::Error)]
+pub enum HdrError {
+    /// Longer than [`MAX_ENCODED`].
+    #[error("an encoded histogram of {len} characters: allowed at most {MAX_ENCODED}")]
+    TooLong {
+        /// Its length, characters.
+        len: usize,
+    },
+    /// Not base64.
+    #[error("not a base64 HdrHistogram ({0})")]
+    Base64(#[source] base64::DecodeError),
+    /// A compressed payload that does not inflate.
+    #[error("a damaged compressed HdrHistogram ({0})")]
+    Inflate(#[source] std::io::Error),
+    /// A compressed payload inflating past 1 MiB.
+    #[error("a compressed HdrHistogram inflating past {} KiB", MAX_INFLATED / 1024)]
+    Inflates,
+    /// No V2 cookie.
+    #[error("not an HdrHistogram V2 encoding (unknown cookie)")]
+    Cookie,
+    /// A short or foreign header.
+    #[error("a damaged HdrHistogram (short or foreign header)")]
+    Header,
+    /// A payload longer than what is there.
+    #[error("a damaged HdrHistogram (payload of {payload} bytes, {present} present)")]
+    Payload {
+        /// The payload's length the header says.
+        payload: usize,
+        /// The bytes there are.
+        present: usize,
+    },
+    /// More significant digits than readpath's, or a bad value range.
+    #[error(
+        "an HdrHistogram with {digits} significant digits over {low}..={high}: \
+         allowed at most {SIGFIG} digits and a lowest value of at least 1"
+    )]
+    Range {
+        /// Its significant digits.
+        digits: u32,
+        /// Its lowest trackable value.
+        low: u64,
+        /// Its highest.
+        high: u64,
+    },
+    /// The library refused it.
+    #[error("a damaged HdrHistogram ({0:?})")]
+    Deserialize(hdrhistogram::serialization::DeserializeError),
+}
+
 /// Decodes a compressed (or plain) V2 histogram written by any HdrHistogram
 /// library into `(value_ns, count)` pairs, each value its bucket's highest
 /// equivalent, values above the recorders' 100 s saturating there as they
@@ -47,58 +97,49 @@ pub fn encode_hist(h: &Histogram<u64>) -> String {
 /// payload that inflates past 1 MiB or is longer than what is there, more
 /// than 3 significant digits (which bounds what the library allocates for
 /// any value range).
-pub fn decode(text: &str) -> Result<Vec<(u64, u64)>, String> {
+pub fn decode(text: &str) -> Result<Vec<(u64, u64)>, HdrError> {
     if text.len() > MAX_ENCODED {
-        return Err(format!(
-            "an encoded histogram of {} characters: allowed at most {MAX_ENCODED}",
-            text.len()
-        ));
+        return Err(HdrError::TooLong { len: text.len() });
     }
     let raw = base64::engine::general_purpose::STANDARD
         .decode(text.trim())
-        .map_err(|e| format!("not a base64 HdrHistogram ({e})"))?;
+        .map_err(HdrError::Base64)?;
     let v2 = match cookie(&raw, 0) {
         Some(V2_COMPRESSED_COOKIE) => {
             let mut out = Vec::new();
             flate2::read::ZlibDecoder::new(raw.get(8..).unwrap_or_default())
                 .take(MAX_INFLATED + 1)
                 .read_to_end(&mut out)
-                .map_err(|e| format!("a damaged compressed HdrHistogram ({e})"))?;
+                .map_err(HdrError::Inflate)?;
             if out.len() as u64 > MAX_INFLATED {
-                return Err(format!(
-                    "a compressed HdrHistogram inflating past {} KiB",
-                    MAX_INFLATED / 1024
-                ));
+                return Err(HdrError::Inflates);
             }
             out
         }
         Some(V2_COOKIE) => raw,
-        _ => return Err("not an HdrHistogram V2 encoding (unknown cookie)".into()),
+        _ => return Err(HdrError::Cookie),
     };
     // The header: cookie, payload length, normalizing offset, significant
     // digits, lowest and highest trackable value, integer-to-double ratio.
     if cookie(&v2, 0) != Some(V2_COOKIE) || v2.len() < 40 {
-        return Err("a damaged HdrHistogram (short or foreign header)".into());
+        return Err(HdrError::Header);
     }
     let payload = u32::from_be_bytes(v2[4..8].try_into().unwrap()) as usize;
     let digits = u32::from_be_bytes(v2[12..16].try_into().unwrap());
     let low = u64::from_be_bytes(v2[16..24].try_into().unwrap());
     let high = u64::from_be_bytes(v2[24..32].try_into().unwrap());
     if payload > v2.len() - 40 {
-        return Err(format!(
-            "a damaged HdrHistogram (payload of {payload} bytes, {} present)",
-            v2.len() - 40
-        ));
+        return Err(HdrError::Payload {
+            payload,
+            present: v2.len() - 40,
+        });
     }
     if digits > u32::from(SIGFIG) || low < 1 || low > high {
-        return Err(format!(
-            "an HdrHistogram with {digits} significant digits over {low}..={high}: \
-             allowed at most {SIGFIG} digits and a lowest value of at least 1"
-        ));
+        return Err(HdrError::Range { digits, low, high });
     }
     let h: Histogram<u64> = Deserializer::new()
         .deserialize(&mut &v2[..])
-        .map_err(|e| format!("a damaged HdrHistogram ({e:?})"))?;
+        .map_err(HdrError::Deserialize)?;
     let mut pairs: Vec<(u64, u64)> = Vec::new();
     for v in h.iter_recorded() {
         let value = v.value_iterated_to().min(MAX_LATENCY_NS);
@@ -151,10 +192,16 @@ mod tests {
     #[test]
     fn refuses_hostile_encodings() {
         let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-        assert!(decode("not base64 at all!").unwrap_err().contains("base64"));
+        assert!(
+            decode("not base64 at all!")
+                .unwrap_err()
+                .to_string()
+                .contains("base64")
+        );
         assert!(
             decode(&b64(b"\x00\x00\x00\x00"))
                 .unwrap_err()
+                .to_string()
                 .contains("cookie")
         );
         // A plain V2 header claiming 5 digits (the library would allocate
@@ -167,7 +214,7 @@ mod tests {
         v2.extend(1u64.to_be_bytes());
         v2.extend(u64::MAX.to_be_bytes());
         v2.extend(1f64.to_be_bytes());
-        let e = decode(&b64(&v2)).unwrap_err();
+        let e = decode(&b64(&v2)).unwrap_err().to_string();
         assert!(
             e.contains("5 significant digits") && e.contains("allowed"),
             "{e}"
@@ -175,7 +222,12 @@ mod tests {
         // A payload length past the end (the library would allocate it).
         v2[12..16].copy_from_slice(&3u32.to_be_bytes());
         v2[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
-        assert!(decode(&b64(&v2)).unwrap_err().contains("payload"));
+        assert!(
+            decode(&b64(&v2))
+                .unwrap_err()
+                .to_string()
+                .contains("payload")
+        );
         // A zlib bomb: 64 MiB of zeros behind a compressed cookie.
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
         std::io::Write::write_all(&mut z, &vec![0u8; 64 << 20]).unwrap();
@@ -183,10 +235,16 @@ mod tests {
         let body = z.finish().unwrap();
         bomb.extend((body.len() as u32).to_be_bytes());
         bomb.extend(body);
-        assert!(decode(&b64(&bomb)).unwrap_err().contains("inflating past"));
+        assert!(
+            decode(&b64(&bomb))
+                .unwrap_err()
+                .to_string()
+                .contains("inflating past")
+        );
         assert!(
             decode(&"A".repeat(MAX_ENCODED + 4))
                 .unwrap_err()
+                .to_string()
                 .contains("allowed at most")
         );
     }

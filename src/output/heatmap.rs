@@ -10,6 +10,7 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::output::plot::DrawError;
 use crate::output::sweep::{SweepPoint, SweepReport};
 use crate::output::verdict::Kind;
 
@@ -18,10 +19,6 @@ const RED: RGBColor = RGBColor(200, 45, 45);
 const BLUE: RGBColor = RGBColor(40, 90, 200);
 const ORANGE: RGBColor = RGBColor(220, 130, 0);
 const GREY: RGBColor = RGBColor(200, 200, 200);
-
-fn err(e: &dyn std::fmt::Display) -> String {
-    e.to_string()
-}
 
 /// A cell's fill: the verdict's colour, paler for a smaller change (a
 /// log scale: 1% pale, 100% and more full), grey for noise or nothing.
@@ -48,7 +45,7 @@ fn fill(p: &SweepPoint, published: bool) -> RGBColor {
 }
 
 /// The map as an SVG document of `width` x `height`.
-pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, String> {
+pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, DrawError> {
     let scale = (f64::from(width) / 1600.0).min(f64::from(height) / 1000.0);
     let px = |n: f64| ((n * scale).round() as u32).max(1);
     let metric = r.metric().map_or(r.metric.as_str(), |m| m.label);
@@ -61,14 +58,13 @@ pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, String> {
     let mut doc = String::new();
     {
         let root = SVGBackend::with_string(&mut doc, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(&e))?;
+        root.fill(&WHITE)?;
         let text = |s: &str, at: (i32, i32), size: u32, pos: Pos, color: &RGBColor| {
             root.draw(&Text::new(
                 crate::output::format::printable(s, false),
                 at,
                 ("sans-serif", size).into_font().color(color).pos(pos),
             ))
-            .map_err(|e| err(&e))
         };
         let lt = Pos::new(HPos::Left, VPos::Top);
         let cc = Pos::new(HPos::Center, VPos::Center);
@@ -191,8 +187,7 @@ pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, String> {
                 root.draw(&Rectangle::new(
                     [(x0, y0), (x1, y1)],
                     fill(p, published).filled(),
-                ))
-                .map_err(|e| err(&e))?;
+                ))?;
                 // Overlapping ranges: hatched, so no colour is read as a
                 // direction.
                 if p.verdict.overlap || matches!(p.verdict.kind, Kind::Noise) {
@@ -204,8 +199,7 @@ pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, String> {
                         root.draw(&PathElement::new(
                             [(sx, sy), (sx + len, sy - len)],
                             RGBColor(150, 150, 150).stroke_width(px(2.0)),
-                        ))
-                        .map_err(|e| err(&e))?;
+                        ))?;
                         k += step;
                     }
                 }
@@ -244,7 +238,7 @@ pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, String> {
             text(l, (margin, y), foot, lt, color)?;
             y += line;
         }
-        root.present().map_err(|e| err(&e))?;
+        root.present()?;
     }
     Ok(doc)
 }

@@ -103,10 +103,42 @@ const PANELS: &[Panel] = &[
 /// `sched` for both scheduler panels (queue and run_delay).
 pub const METRIC_NAMES: [&str; 5] = ["latency", "throughput", "queue", "run_delay", "sched"];
 
+/// A `--metric` name that is no panel's: the name and those allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--metric {name:?}: allowed {}", METRIC_NAMES.join(", "))]
+pub struct UnknownMetric {
+    /// The name as written.
+    pub name: String,
+}
+
+/// An error of the SVG backend's drawing (what [`svg`] and the heat map
+/// draw on).
+pub type DrawError = DrawingAreaErrorKind<std::io::Error>;
+
+/// Why a recording's charts could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// No interval to draw.
+    #[error("the recording holds no measured interval")]
+    NoIntervals,
+    /// None of the panels asked for was measured.
+    #[error(
+        "nothing to draw for --metric {}: the recording measured none of it (no workqueue workers)",
+        metrics.join(",")
+    )]
+    NothingMeasured {
+        /// The panels' metrics asked for.
+        metrics: Vec<&'static str>,
+    },
+    /// The drawing itself failed.
+    #[error("{0}")]
+    Draw(#[from] DrawError),
+}
+
 /// The panels (indexes for [`svg`], in drawing order, each once) that
 /// `--metric` names; an unknown name is an error naming it and the
 /// allowed ones.
-pub fn metric_panels(names: &[String]) -> Result<Vec<usize>, String> {
+pub fn metric_panels(names: &[String]) -> Result<Vec<usize>, UnknownMetric> {
     let mut out = Vec::new();
     for name in names {
         let picked: Vec<usize> = match name.as_str() {
@@ -119,10 +151,7 @@ pub fn metric_panels(names: &[String]) -> Result<Vec<usize>, String> {
             n => match PANELS.iter().position(|p| p.metric == n) {
                 Some(i) => vec![i],
                 None => {
-                    return Err(format!(
-                        "--metric {name:?}: allowed {}",
-                        METRIC_NAMES.join(", ")
-                    ));
+                    return Err(UnknownMetric { name: name.clone() });
                 }
             },
         };
@@ -363,7 +392,7 @@ pub fn svg(
     height: u32,
     metrics: &[usize],
     captions_on: bool,
-) -> Result<String, String> {
+) -> Result<String, PlotError> {
     let records = measured_records(rec)?;
     let panels = chosen_panels(&records, metrics)?;
     let lay = Layout::new(rec, width, height, captions_on);
@@ -373,15 +402,14 @@ pub fn svg(
     let mut doc = String::new();
     {
         let root = SVGBackend::with_string(&mut doc, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(|x| draw_err(&x))?;
+        root.fill(&WHITE)?;
         let title = match &rec.header.preset {
             Some(p) => format!("readpath: {}", crate::output::format::printable(p, false)),
             None => "readpath".to_string(),
         };
         let title_h = px(32.0);
         let (top, rest) = root.split_vertically(title_h);
-        top.titled(&title, ("sans-serif", px(22.0)))
-            .map_err(|x| draw_err(&x))?;
+        top.titled(&title, ("sans-serif", px(22.0)))?;
         let list_h = if list.is_empty() {
             0
         } else {
@@ -393,19 +421,14 @@ pub fn svg(
         for (pi, (area, panel)) in areas.iter().zip(&panels).enumerate() {
             draw_panel(area, panel, pi + 1 == panels.len(), &lay, &records)?;
         }
-        root.present().map_err(|x| draw_err(&x))?;
+        root.present()?;
     }
     Ok(doc)
 }
 
-/// A drawing error as text.
-fn draw_err(e: &dyn std::fmt::Display) -> String {
-    e.to_string()
-}
-
 /// The intervals drawn: those measured (not paused) and of about the usual
 /// length; an error when there is none.
-fn measured_records(rec: &Recording) -> Result<Vec<&IntervalRecord>, String> {
+fn measured_records(rec: &Recording) -> Result<Vec<&IntervalRecord>, PlotError> {
     // A last (or first) partial interval is not a dip: only intervals of
     // about the usual length are drawn.
     let usual = median(
@@ -421,7 +444,7 @@ fn measured_records(rec: &Recording) -> Result<Vec<&IntervalRecord>, String> {
         .filter(|r| !r.paused && (!usual.is_finite() || r.interval_s >= usual * 0.8))
         .collect();
     if records.is_empty() {
-        return Err("the recording holds no measured interval".into());
+        return Err(PlotError::NoIntervals);
     }
     Ok(records)
 }
@@ -432,7 +455,7 @@ fn measured_records(rec: &Recording) -> Result<Vec<&IntervalRecord>, String> {
 fn chosen_panels(
     records: &[&IntervalRecord],
     metrics: &[usize],
-) -> Result<Vec<&'static Panel>, String> {
+) -> Result<Vec<&'static Panel>, PlotError> {
     let measured = |p: &Panel| {
         !p.optional
             || records.iter().any(|r| {
@@ -450,11 +473,9 @@ fn chosen_panels(
         .collect();
     let panels: Vec<&Panel> = asked.iter().copied().filter(|p| measured(p)).collect();
     if panels.is_empty() {
-        let names: Vec<&str> = asked.iter().map(|p| p.metric).collect();
-        return Err(format!(
-            "nothing to draw for --metric {}: the recording measured none of it (no workqueue workers)",
-            names.join(",")
-        ));
+        return Err(PlotError::NothingMeasured {
+            metrics: asked.iter().map(|p| p.metric).collect(),
+        });
     }
     Ok(panels)
 }
@@ -600,18 +621,16 @@ fn marker_list(lay: &Layout, width: u32, height: u32) -> Vec<(bool, String)> {
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// Draws the marker list in `bottom`, a wrapped line indented.
-fn draw_list(bottom: &Area, lay: &Layout, list: &[(bool, String)]) -> Result<(), String> {
+fn draw_list(bottom: &Area, lay: &Layout, list: &[(bool, String)]) -> Result<(), PlotError> {
     for (i, (cont, l)) in list.iter().enumerate() {
-        bottom
-            .draw(&Text::new(
-                l.clone(),
-                (
-                    lay.list_x + if *cont { lay.indent } else { 0 },
-                    lay.px(6.0) as i32 + (lay.line_h * i as u32) as i32,
-                ),
-                ("sans-serif", lay.list_font).into_font().color(&BLACK),
-            ))
-            .map_err(|x| draw_err(&x))?;
+        bottom.draw(&Text::new(
+            l.clone(),
+            (
+                lay.list_x + if *cont { lay.indent } else { 0 },
+                lay.px(6.0) as i32 + (lay.line_h * i as u32) as i32,
+            ),
+            ("sans-serif", lay.list_font).into_font().color(&BLACK),
+        ))?;
     }
     Ok(())
 }
@@ -794,7 +813,7 @@ fn draw_panel(
     last: bool,
     lay: &Layout,
     records: &[&IntervalRecord],
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let px = |n: f64| lay.px(n);
     let series = panel.series;
     let (x_lab, x_desc_h) = (px(24.0), px(18.0));
@@ -825,9 +844,7 @@ fn draw_panel(
     };
     let (lo, hi) = y_range(panel.log, &values, max, frac);
     let (unit, scale, name) = axis_unit(panel, lo, hi);
-    let inner = area
-        .titled(&name, ("sans-serif", title_font))
-        .map_err(|x| draw_err(&x))?;
+    let inner = area.titled(&name, ("sans-serif", title_font))?;
     let (strip, chart_area) = inner.split_vertically(lay.strip_h);
     let tick_font = px(12.0);
     // A log axis is labelled at each power of ten (plotters drops
@@ -864,7 +881,7 @@ fn draw_chart(
     l: &Lines,
     lay: &Layout,
     records: &[&IntervalRecord],
-) -> Result<(Range<i32>, Range<i32>), String> {
+) -> Result<(Range<i32>, Range<i32>), PlotError> {
     let mut chart = ChartBuilder::on(chart_area);
     chart
         .margin_left(lay.margin)
@@ -873,9 +890,7 @@ fn draw_chart(
         .x_label_area_size(x_lab_h)
         .y_label_area_size(lay.y_lab);
     if log {
-        let mut c = chart
-            .build_cartesian_2d(lay.t0..lay.t1, (l.lo..l.hi).log_scale())
-            .map_err(|x| draw_err(&x))?;
+        let mut c = chart.build_cartesian_2d(lay.t0..lay.t1, (l.lo..l.hi).log_scale())?;
         // An interval with no completed read has no latency.
         draw_lines(&mut c, l, lay, |g| {
             records
@@ -885,9 +900,7 @@ fn draw_chart(
                 .collect()
         })
     } else {
-        let mut c = chart
-            .build_cartesian_2d(lay.t0..lay.t1, l.lo..l.hi)
-            .map_err(|x| draw_err(&x))?;
+        let mut c = chart.build_cartesian_2d(lay.t0..lay.t1, l.lo..l.hi)?;
         draw_lines(&mut c, l, lay, |g| {
             records.iter().map(|r| (r.t_s, g(r))).collect()
         })
@@ -923,7 +936,7 @@ fn draw_lines<'a, 'b: 'a, Y>(
     l: &Lines,
     lay: &Layout,
     points: impl Fn(Getter) -> Vec<(f64, f64)>,
-) -> Result<(Range<i32>, Range<i32>), String>
+) -> Result<(Range<i32>, Range<i32>), PlotError>
 where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
@@ -941,13 +954,12 @@ where
     if l.last {
         mesh.x_desc("seconds");
     }
-    mesh.draw().map_err(|x| draw_err(&x))?;
+    mesh.draw()?;
     for m in &lay.marks {
         c.draw_series(LineSeries::new(
             [(m.t_s, lo), (m.t_s, hi)],
             MARK.mix(0.7).stroke_width(px(1.0)),
-        ))
-        .map_err(|x| draw_err(&x))?;
+        ))?;
     }
     // Each phase's median, dashed, between its markers.
     for (ms, (_, color, _)) in l.phase_medians.iter().zip(l.series) {
@@ -961,8 +973,7 @@ where
                 px(6.0),
                 px(4.0),
                 color.mix(0.7).stroke_width(px(2.0)),
-            ))
-            .map_err(|x| draw_err(&x))?;
+            ))?;
         }
     }
     for (sname, color, m) in l.series {
@@ -970,8 +981,7 @@ where
         c.draw_series(LineSeries::new(
             points(m.interval),
             color.stroke_width(px(2.0)),
-        ))
-        .map_err(|x| draw_err(&x))?
+        ))?
         .label(*sname)
         .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
     }
@@ -981,8 +991,7 @@ where
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|x| draw_err(&x))?;
+            .draw()?;
     }
     Ok(c.plotting_area().get_pixel_range())
 }
@@ -995,22 +1004,20 @@ fn draw_numbers(
     chart_area: &Area,
     lay: &Layout,
     plot_top: i32,
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let px = |n: f64| lay.px(n);
     let (bx, _) = chart_area.get_base_pixel();
     let (sx, sy) = strip.get_base_pixel();
     for (i, p) in lay.placed.iter().enumerate() {
         let Some((x, row)) = *p else { continue };
         let y = lay.strip_h as i32 - px(2.0) as i32 - (row as i32 + 1) * lay.row_h as i32;
-        strip
-            .draw(&Text::new(
-                lay.numbers[i].clone(),
-                (x + bx - sx, y),
-                ("sans-serif", lay.num_font, FontStyle::Bold)
-                    .into_font()
-                    .color(&MARK),
-            ))
-            .map_err(|x| draw_err(&x))?;
+        strip.draw(&Text::new(
+            lay.numbers[i].clone(),
+            (x + bx - sx, y),
+            ("sans-serif", lay.num_font, FontStyle::Bold)
+                .into_font()
+                .color(&MARK),
+        ))?;
         if row == 0 {
             let from = (
                 x + lay.widths[i] / 2 + bx - sx,
@@ -1018,9 +1025,7 @@ fn draw_numbers(
             );
             let to = (lay.centres[i] + bx - sx, plot_top - sy);
             if from.0 != to.0 {
-                strip
-                    .draw(&PathElement::new([from, to], MARK.mix(0.7).stroke_width(1)))
-                    .map_err(|x| draw_err(&x))?;
+                strip.draw(&PathElement::new([from, to], MARK.mix(0.7).stroke_width(1)))?;
             }
         }
     }
@@ -1036,7 +1041,7 @@ fn draw_results(
     results: &[String],
     corner: (i32, i32),
     lay: &Layout,
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let px = |n: f64| lay.px(n);
     let (bx, by) = chart_area.get_base_pixel();
     let res_font = px(14.0);
@@ -1054,32 +1059,26 @@ fn draw_results(
         // errs wide.
         let near = (f64::from(w) * 0.9) as i32;
         let left = right - near - swatch - px(6.0) as i32;
-        chart_area
-            .draw(&Rectangle::new(
-                [
-                    (left.min(right - w) - 4, y - 2),
-                    (right + 4, y + res_line_h as i32 - 2),
-                ],
-                WHITE.mix(0.85).filled(),
-            ))
-            .map_err(|x| draw_err(&x))?;
+        chart_area.draw(&Rectangle::new(
+            [
+                (left.min(right - w) - 4, y - 2),
+                (right + 4, y + res_line_h as i32 - 2),
+            ],
+            WHITE.mix(0.85).filled(),
+        ))?;
         let mid = y + (f64::from(res_font) / 1.24 / 2.0) as i32;
-        chart_area
-            .draw(&PathElement::new(
-                [(left, mid), (left + swatch, mid)],
-                color.stroke_width(px(3.0)),
-            ))
-            .map_err(|x| draw_err(&x))?;
-        chart_area
-            .draw(&Text::new(
-                text.clone(),
-                (right, y),
-                ("sans-serif", res_font)
-                    .into_font()
-                    .color(&BLACK)
-                    .pos(Pos::new(HPos::Right, VPos::Top)),
-            ))
-            .map_err(|x| draw_err(&x))?;
+        chart_area.draw(&PathElement::new(
+            [(left, mid), (left + swatch, mid)],
+            color.stroke_width(px(3.0)),
+        ))?;
+        chart_area.draw(&Text::new(
+            text.clone(),
+            (right, y),
+            ("sans-serif", res_font)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Right, VPos::Top)),
+        ))?;
     }
     Ok(())
 }
@@ -1216,7 +1215,7 @@ mod tests {
             metric_panels(&names(&["run_delay", "run_delay"])),
             Ok(vec![3])
         );
-        let e = metric_panels(&names(&["iops"])).unwrap_err();
+        let e = metric_panels(&names(&["iops"])).unwrap_err().to_string();
         assert!(
             e.contains("\"iops\"") && e.contains("run_delay, sched"),
             "{e}"

@@ -388,7 +388,7 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
     }
     let header: Header =
         serde_json::from_value(probe).map_err(|e| bad(first, format!("bad header: {e}")))?;
-    header.check().map_err(|e| bad(first, e))?;
+    header.check().map_err(|e| bad(first, e.to_string()))?;
     let mut records = Vec::new();
     while let Some(at) = next(&mut buf)? {
         if records.len() >= MAX_RECORDS {
@@ -398,33 +398,91 @@ pub fn read(path: &Path) -> Result<Recording, RecordingError> {
             ));
         }
         let line: Line = serde_json::from_slice(&buf).map_err(|e| bad(at, e.to_string()))?;
-        line.interval.check().map_err(|e| bad(at, e))?;
+        line.interval.check().map_err(|e| bad(at, e.to_string()))?;
         records.push(line.interval);
     }
     Ok(Recording { header, records })
 }
 
+/// Why a recording header was refused: the field, its value and what is
+/// allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    /// No `"format": "readpath-recording"`.
+    #[error("not a readpath recording header (no \"format\": \"{FORMAT}\")")]
+    NotAHeader,
+    /// Written by a newer readpath.
+    #[error(
+        "recording format version {found} is newer than this readpath's ({VERSION}): upgrade readpath here"
+    )]
+    Newer {
+        /// The version found.
+        found: u64,
+    },
+    /// Not a header's JSON.
+    #[error("bad header: {0}")]
+    Json(#[source] serde_json::Error),
+    /// Its settings or effective settings are invalid.
+    #[error("header {field}: {source}")]
+    Settings {
+        /// `settings` or `effective_settings`.
+        field: &'static str,
+        /// Why.
+        source: crate::settings::SettingsError,
+    },
+    /// A text longer than 4096 bytes.
+    #[error("header {field}: longer than 4096 bytes")]
+    TooLong {
+        /// The field (`machine.hostname`).
+        field: &'static str,
+    },
+    /// More demo headline metrics than a demo has.
+    #[error(
+        "header demo.headline: {count} metrics; at most {}",
+        crate::scenario::demo::Headline::MAX
+    )]
+    Headlines {
+        /// How many.
+        count: usize,
+    },
+    /// A demo headline metric that is none.
+    #[error(
+        "header demo.headline: {:?} is not a metric; allowed: {}",
+        crate::output::format::printable(name, false),
+        crate::scenario::demo::Headline::ALL.map(|h| h.name()).join(", ")
+    )]
+    NotAMetric {
+        /// The name as written.
+        name: String,
+    },
+    /// More CPUs than Linux numbers.
+    #[error(
+        "header machine.cpus = {cpus} is out of range: allowed 0..={}",
+        crate::settings::MAX_CPU_NUMBER + 1
+    )]
+    Cpus {
+        /// The count.
+        cpus: usize,
+    },
+}
+
 /// A header line already parsed as JSON (from a file or a remote agent):
 /// the format and version checked first, then every field range-checked.
-pub fn header_from(v: serde_json::Value) -> Result<Header, String> {
+pub fn header_from(v: serde_json::Value) -> Result<Header, HeaderError> {
     if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-        return Err(format!(
-            "not a readpath recording header (no \"format\": \"{FORMAT}\")"
-        ));
+        return Err(HeaderError::NotAHeader);
     }
     let version = v.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
     if version > VERSION as u64 {
-        return Err(format!(
-            "recording format version {version} is newer than this readpath's ({VERSION}): upgrade readpath here"
-        ));
+        return Err(HeaderError::Newer { found: version });
     }
-    let header: Header = serde_json::from_value(v).map_err(|e| format!("bad header: {e}"))?;
+    let header: Header = serde_json::from_value(v).map_err(HeaderError::Json)?;
     header.check()?;
     Ok(header)
 }
 
 /// Range-checks one interval record (from a file or a remote agent).
-pub fn check_record(r: &IntervalRecord) -> Result<(), String> {
+pub fn check_record(r: &IntervalRecord) -> Result<(), crate::metrics::check::RecordError> {
     r.check()
 }
 
@@ -451,13 +509,13 @@ impl Header {
     }
 
     /// Range-checks what replay and plot use from the header.
-    pub fn check(&self) -> Result<(), String> {
-        for (name, s) in [
+    pub fn check(&self) -> Result<(), HeaderError> {
+        for (field, s) in [
             ("settings", &self.settings),
             ("effective_settings", &self.effective_settings),
         ] {
             s.validate(crate::settings::MAX_CPU_NUMBER + 1)
-                .map_err(|e| format!("header {name}: {e}"))?;
+                .map_err(|source| HeaderError::Settings { field, source })?;
         }
         for (name, text) in [
             ("command", &self.command),
@@ -466,42 +524,34 @@ impl Header {
             ("machine.cpu_model", &self.machine.cpu_model),
         ] {
             if text.len() > 4096 {
-                return Err(format!("header {name}: longer than 4096 bytes"));
+                return Err(HeaderError::TooLong { field: name });
             }
         }
         if let Some(p) = &self.preset
             && p.len() > 4096
         {
-            return Err("header preset: longer than 4096 bytes".into());
+            return Err(HeaderError::TooLong { field: "preset" });
         }
         if let Some(d) = &self.demo {
             if d.name.len() > 4096 {
-                return Err("header demo.name: longer than 4096 bytes".into());
+                return Err(HeaderError::TooLong { field: "demo.name" });
             }
             use crate::scenario::demo::Headline;
             if d.headline.len() > Headline::MAX {
-                return Err(format!(
-                    "header demo.headline: {} metrics; at most {}",
-                    d.headline.len(),
-                    Headline::MAX
-                ));
+                return Err(HeaderError::Headlines {
+                    count: d.headline.len(),
+                });
             }
             for n in &d.headline {
                 if Headline::parse(n).is_none() {
-                    return Err(format!(
-                        "header demo.headline: {:?} is not a metric; allowed: {}",
-                        crate::output::format::printable(n, false),
-                        Headline::ALL.map(|h| h.name()).join(", ")
-                    ));
+                    return Err(HeaderError::NotAMetric { name: n.clone() });
                 }
             }
         }
         if self.machine.cpus > crate::settings::MAX_CPU_NUMBER + 1 {
-            return Err(format!(
-                "header machine.cpus = {} is out of range: allowed 0..={}",
-                self.machine.cpus,
-                crate::settings::MAX_CPU_NUMBER + 1
-            ));
+            return Err(HeaderError::Cpus {
+                cpus: self.machine.cpus,
+            });
         }
         Ok(())
     }

@@ -24,7 +24,7 @@ use crate::output::experiment::{
 };
 use crate::output::verdict::{self, Kind, Verdict};
 use crate::scenario::preset::{Compare, Published};
-use crate::settings::Settings;
+use crate::settings::{Settings, SettingsError};
 use crate::sys::{Features, MachineInfo};
 
 /// Version of the sweep report's JSON.
@@ -46,27 +46,51 @@ impl Axis {
     /// Parses `KEY=V1,V2,...` (`--across`); a value holding a comma (a CPU
     /// list) is written with `;` between the values instead
     /// (`workload.cpus=0-1;2-3`).
-    pub fn parse(spec: &str) -> Result<Axis, String> {
-        let (key, values) = spec
-            .split_once('=')
-            .ok_or_else(|| format!("--across {spec:?}: expected KEY=V1,V2[,V3...]"))?;
+    pub fn parse(spec: &str) -> Result<Axis, AxisError> {
+        let (key, values) = spec.split_once('=').ok_or_else(|| AxisError::NoValues {
+            spec: spec.to_string(),
+        })?;
         let key = key.trim();
         let sep = if values.contains(';') { ';' } else { ',' };
         let values: Vec<String> = values.split(sep).map(|v| v.trim().to_string()).collect();
         if values.is_empty() || values.iter().any(String::is_empty) {
-            return Err(format!(
-                "--across {spec:?}: give one or more values, comma-separated (e.g. {key}=1,2,4)"
-            ));
+            return Err(AxisError::EmptyValue {
+                spec: spec.to_string(),
+                key: key.to_string(),
+            });
         }
         let mut probe = Settings::default();
         for v in &values {
-            probe.set(key, v).map_err(|e| format!("--across: {e}"))?;
+            probe.set(key, v).map_err(AxisError::Value)?;
         }
         Ok(Axis {
             key: key.to_string(),
             values,
         })
     }
+}
+
+/// Why an `--across KEY=V1,V2,...` was refused: the spec, or the setting's
+/// own error for a key or a value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AxisError {
+    /// No `=`.
+    #[error("--across {spec:?}: expected KEY=V1,V2[,V3...]")]
+    NoValues {
+        /// The spec as written.
+        spec: String,
+    },
+    /// An empty value.
+    #[error("--across {spec:?}: give one or more values, comma-separated (e.g. {key}=1,2,4)")]
+    EmptyValue {
+        /// The spec as written.
+        spec: String,
+        /// The key.
+        key: String,
+    },
+    /// A key that is not a setting, or a value it does not take.
+    #[error("--across: {0}")]
+    Value(#[source] SettingsError),
 }
 
 /// The grid's points, first axis slowest: each a list of (key, value).
@@ -88,10 +112,10 @@ pub fn points(axes: &[Axis]) -> Vec<Vec<(String, String)>> {
 }
 
 /// `base` at point `at`.
-pub fn at_point(base: &Settings, at: &[(String, String)]) -> Result<Settings, String> {
+pub fn at_point(base: &Settings, at: &[(String, String)]) -> Result<Settings, SettingsError> {
     let mut s = base.clone();
     for (k, v) in at {
-        s.set(k, v).map_err(|e| e.to_string())?;
+        s.set(k, v)?;
     }
     Ok(s)
 }
@@ -228,7 +252,7 @@ pub fn grid_runs(plan: &SweepPlan<'_>) -> Result<(Vec<Point>, Vec<Vec<Settings>>
     let grid = points(plan.across);
     let mut runs: Vec<Vec<Settings>> = Vec::new();
     for at in &grid {
-        let s = at_point(plan.base, at).map_err(EngineError::Output)?;
+        let s = at_point(plan.base, at).map_err(|e| EngineError::Output(e.to_string()))?;
         runs.push(plan.compare.variants(&s)?);
     }
     Ok((grid, runs))
@@ -630,23 +654,131 @@ fn short_key(key: &str) -> &str {
     if shared { key } else { name }
 }
 
+/// A `--metric` that is none of [`METRICS`]: the name and those allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--metric {:?}: allowed {}",
+    crate::sys::printable(name, false),
+    METRICS.iter().map(|m| m.name).collect::<Vec<_>>().join(", ")
+)]
+pub struct UnknownMetric {
+    /// The name as written.
+    pub name: String,
+}
+
 /// The metric named `name`, or an error naming those allowed.
-pub fn metric_named(name: &str) -> Result<&'static Metric, String> {
-    crate::metrics::table::metric(name).ok_or_else(|| {
-        format!(
-            "--metric {:?}: allowed {}",
-            crate::sys::printable(name, false),
-            METRICS
-                .iter()
-                .map(|m| m.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+pub fn metric_named(name: &str) -> Result<&'static Metric, UnknownMetric> {
+    crate::metrics::table::metric(name).ok_or_else(|| UnknownMetric {
+        name: name.to_string(),
     })
 }
 
+/// Why a sweep report (JSON) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// Not JSON, or no object.
+    #[error("not a sweep report: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// No `"kind": "sweep"`.
+    #[error("not a sweep report (no \"kind\": \"sweep\")")]
+    NotASweep,
+    /// Written by a newer readpath.
+    #[error(
+        "{}",
+        crate::files::newer_version("sweep report", found, SWEEP_VERSION)
+    )]
+    Newer {
+        /// Its version.
+        found: u32,
+    },
+    /// More or other than `readpath sweep` writes.
+    #[error("a broken sweep report: {0}")]
+    Broken(#[from] Broken),
+}
+
+/// What is wrong with a sweep report beyond what `readpath sweep` writes
+/// ([`ReportError::Broken`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Broken {
+    /// Its JSON does not hold a report's fields.
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// Not one or two axes.
+    #[error("{axes} axes; a sweep's grid has one or two")]
+    Axes {
+        /// How many.
+        axes: usize,
+    },
+    /// A grid of no points or more than [`MAX_POINTS`].
+    #[error(
+        "a grid of {} = {cells} points; `readpath sweep` runs 1..={MAX_POINTS} points, so no report of it has more (refused, not drawn)",
+        dims.iter().map(usize::to_string).collect::<Vec<_>>().join("x")
+    )]
+    Grid {
+        /// The values per axis.
+        dims: Vec<usize>,
+        /// Their product.
+        cells: usize,
+    },
+    /// Not one point per cell.
+    #[error("{axes} axes and {points} points for a grid of {cells}")]
+    Points {
+        /// How many axes.
+        axes: usize,
+        /// How many points.
+        points: usize,
+        /// How many cells the axes make.
+        cells: usize,
+    },
+    /// An axis that is no setting, or a value it does not take.
+    #[error("across: {0}")]
+    Across(#[source] SettingsError),
+    /// Rounds out of range.
+    #[error("rounds = {rounds}; allowed 1..={MAX_REPORT_ROUNDS}")]
+    Rounds {
+        /// The rounds it says.
+        rounds: u32,
+    },
+    /// Too many notices, for the sweep (`point` None) or at a point
+    /// (1-based).
+    #[error(
+        "{}{count} notices; at most {MAX_REPORT_NOTICES}",
+        point.map_or(String::new(), |p| format!("point {p}: "))
+    )]
+    Notices {
+        /// The point, 1-based, or None for the sweep's own.
+        point: Option<usize>,
+        /// How many.
+        count: usize,
+    },
+    /// A point of fewer than two or too many variants.
+    #[error("point {point}: {count} variants; allowed 2..={MAX_REPORT_VARIANTS}")]
+    Variants {
+        /// The point, 1-based.
+        point: usize,
+        /// How many variants.
+        count: usize,
+    },
+    /// A variant with more rounds than the report.
+    #[error(
+        "point {point}: {rounds} rounds of {key} = {value}, in a report of {report_rounds} rounds"
+    )]
+    VariantRounds {
+        /// The point, 1-based.
+        point: usize,
+        /// The variant's rounds.
+        rounds: usize,
+        /// The compared key.
+        key: String,
+        /// The variant's value.
+        value: String,
+        /// The report's rounds.
+        report_rounds: u32,
+    },
+}
+
 /// Parses a sweep report (JSON), checking its kind and version.
-pub fn parse(text: &str) -> Result<SweepReport, String> {
+pub fn parse(text: &str) -> Result<SweepReport, ReportError> {
     #[derive(Deserialize)]
     struct Head {
         kind: Option<String>,
@@ -654,24 +786,19 @@ pub fn parse(text: &str) -> Result<SweepReport, String> {
         #[serde(default)]
         across: Vec<Axis>,
     }
-    let head: Head = serde_json::from_str(text).map_err(|e| format!("not a sweep report: {e}"))?;
+    let head: Head = serde_json::from_str(text).map_err(ReportError::NotJson)?;
     if head.kind.as_deref() != Some("sweep") {
-        return Err("not a sweep report (no \"kind\": \"sweep\")".into());
+        return Err(ReportError::NotASweep);
     }
     if let Some(v) = head.version
         && v > SWEEP_VERSION
     {
-        return Err(crate::files::newer_version(
-            "sweep report",
-            v,
-            SWEEP_VERSION,
-        ));
+        return Err(ReportError::Newer { found: v });
     }
     // The grid's size first, before its points are held (a 255x260 grid
     // in 31 MB would take five times that once parsed).
     check_grid(&head.across, None)?;
-    let r: SweepReport =
-        serde_json::from_str(text).map_err(|e| format!("a broken sweep report: {e}"))?;
+    let r: SweepReport = serde_json::from_str(text).map_err(Broken::Json)?;
     check_report(&r)?;
     Ok(r)
 }
@@ -686,32 +813,28 @@ const MAX_REPORT_NOTICES: usize = 1000;
 
 /// Checks a report's grid: one or two axes of at most [`MAX_POINTS`]
 /// cells in all, and (`points`, once parsed) one point per cell.
-fn check_grid(across: &[Axis], points: Option<usize>) -> Result<(), String> {
-    let broken = |why: String| Err(format!("a broken sweep report: {why}"));
+fn check_grid(across: &[Axis], points: Option<usize>) -> Result<(), Broken> {
     if across.is_empty() || across.len() > 2 {
-        return broken(format!(
-            "{} axes; a sweep's grid has one or two",
-            across.len()
-        ));
+        return Err(Broken::Axes { axes: across.len() });
     }
     let cells = across
         .iter()
         .try_fold(1usize, |n, a| n.checked_mul(a.values.len()))
         .unwrap_or(usize::MAX);
     if cells == 0 || cells > MAX_POINTS {
-        let dims: Vec<String> = across.iter().map(|a| a.values.len().to_string()).collect();
-        return broken(format!(
-            "a grid of {} = {cells} points; `readpath sweep` runs 1..={MAX_POINTS} points, so no report of it has more (refused, not drawn)",
-            dims.join("x")
-        ));
+        return Err(Broken::Grid {
+            dims: across.iter().map(|a| a.values.len()).collect(),
+            cells,
+        });
     }
     if let Some(n) = points
         && n != cells
     {
-        return broken(format!(
-            "{} axes and {n} points for a grid of {cells}",
-            across.len()
-        ));
+        return Err(Broken::Points {
+            axes: across.len(),
+            points: n,
+            cells,
+        });
     }
     Ok(())
 }
@@ -722,57 +845,49 @@ fn check_grid(across: &[Axis], points: Option<usize>) -> Result<(), String> {
 /// real setting with values it takes, two to [`MAX_REPORT_VARIANTS`]
 /// variants per point, each with at most `rounds` rounds of at most 100.
 /// A 581x582 grid made a 131 MB SVG and a 2.57 GB PNG before this.
-fn check_report(r: &SweepReport) -> Result<(), String> {
-    let broken = |why: String| Err(format!("a broken sweep report: {why}"));
+fn check_report(r: &SweepReport) -> Result<(), Broken> {
     check_grid(&r.across, Some(r.points.len()))?;
     for a in &r.across {
         let mut probe = Settings::default();
         for v in &a.values {
-            probe
-                .set(&a.key, v)
-                .map_err(|e| format!("a broken sweep report: across: {e}"))?;
+            probe.set(&a.key, v).map_err(Broken::Across)?;
         }
     }
     if !(1..=MAX_REPORT_ROUNDS).contains(&r.rounds) {
-        return broken(format!(
-            "rounds = {}; allowed 1..={MAX_REPORT_ROUNDS}",
-            r.rounds
-        ));
+        return Err(Broken::Rounds { rounds: r.rounds });
     }
     if r.notices.len() > MAX_REPORT_NOTICES {
-        return broken(format!(
-            "{} notices; at most {MAX_REPORT_NOTICES}",
-            r.notices.len()
-        ));
+        return Err(Broken::Notices {
+            point: None,
+            count: r.notices.len(),
+        });
     }
     for (i, p) in r.points.iter().enumerate() {
         let n = p.variants.len();
         if !(2..=MAX_REPORT_VARIANTS).contains(&n) {
-            return broken(format!(
-                "point {}: {n} variants; allowed 2..={MAX_REPORT_VARIANTS}",
-                i + 1
-            ));
+            return Err(Broken::Variants {
+                point: i + 1,
+                count: n,
+            });
         }
         if p.notices.len() > MAX_REPORT_NOTICES {
-            return broken(format!(
-                "point {}: {} notices; at most {MAX_REPORT_NOTICES}",
-                i + 1,
-                p.notices.len()
-            ));
+            return Err(Broken::Notices {
+                point: Some(i + 1),
+                count: p.notices.len(),
+            });
         }
         if let Some(v) = p
             .variants
             .iter()
             .find(|v| v.rounds.len() > r.rounds as usize)
         {
-            return broken(format!(
-                "point {}: {} rounds of {} = {}, in a report of {} rounds",
-                i + 1,
-                v.rounds.len(),
-                r.compare.key,
-                v.value,
-                r.rounds
-            ));
+            return Err(Broken::VariantRounds {
+                point: i + 1,
+                rounds: v.rounds.len(),
+                key: r.compare.key.clone(),
+                value: v.value.clone(),
+                report_rounds: r.rounds,
+            });
         }
     }
     Ok(())
@@ -894,11 +1009,16 @@ mod tests {
         // Lists with commas: `;` between values.
         let c = Axis::parse("workload.cpus=0-1;0,1").unwrap();
         assert_eq!(c.values, ["0-1", "0,1"]);
-        let e = Axis::parse("load.hogs=1,x").unwrap_err();
+        let e = Axis::parse("load.hogs=1,x").unwrap_err().to_string();
         assert!(e.starts_with("--across: load.hogs"), "{e}");
         assert!(Axis::parse("load.hogs").is_err());
         assert!(Axis::parse("load.hogs=1,,2").is_err());
-        assert!(Axis::parse("load.hgs=1").unwrap_err().contains("load.hogs"));
+        assert!(
+            Axis::parse("load.hgs=1")
+                .unwrap_err()
+                .to_string()
+                .contains("load.hogs")
+        );
         assert_eq!(short_key("workload.cpus"), "cpus");
         assert_eq!(short_key("load.hogs"), "hogs");
     }
@@ -1051,7 +1171,11 @@ mod tests {
         // drawn: a grid beyond MAX_POINTS (its points made to match it),
         // rounds out of range, one variant, an axis value its setting
         // refuses.
-        let refused = |r: &SweepReport| parse(&serde_json::to_string(r).unwrap()).unwrap_err();
+        let refused = |r: &SweepReport| {
+            parse(&serde_json::to_string(r).unwrap())
+                .unwrap_err()
+                .to_string()
+        };
         let mut big = r.clone();
         big.across[0].values = (1..=9).map(|n| n.to_string()).collect();
         big.across[1].values = (0..8).map(|n| n.to_string()).collect();
@@ -1073,6 +1197,7 @@ mod tests {
         assert!(
             parse("{\"kind\":\"sweep\",\"version\":99}")
                 .unwrap_err()
+                .to_string()
                 .contains("newer")
         );
     }

@@ -21,7 +21,7 @@ const INTERVAL_MS: std::ops::RangeInclusive<u64> = 10..=60_000;
 /// What the stdin thread hands over: a request, a line refused, or the end.
 enum In {
     Request(Box<Request>),
-    Refused(String),
+    Refused(super::protocol::RequestError),
     Closed,
 }
 
@@ -34,10 +34,7 @@ fn read_stdin(tx: Sender<In>) {
         match crate::output::recording::read_line_capped(&mut r, &mut buf) {
             Ok(false) | Err(Ok(_)) => break,
             Err(Err(())) => {
-                let _ = tx.send(In::Refused(format!(
-                    "request longer than {} bytes",
-                    super::protocol::MAX_LINE
-                )));
+                let _ = tx.send(In::Refused(super::protocol::RequestError::TooLong));
                 break;
             }
             Ok(true) => {}
@@ -210,7 +207,7 @@ fn await_start(rx: &Receiver<In>, out: &Sender<String>) -> Result<Start, i32> {
                     );
                 }
             },
-            Ok(In::Refused(e)) => return Err(fatal(out, e, true)),
+            Ok(In::Refused(e)) => return Err(fatal(out, e.to_string(), true)),
             Ok(In::Closed) | Err(_) => return Err(0),
         }
     }
@@ -266,7 +263,10 @@ fn run_until_stopped(engine: &mut Engine, rx: &Receiver<In>, out: &Sender<String
             }
             Ok(In::Refused(e)) => {
                 // A bad line mid-run: said, and the run goes on.
-                send(out, Message::Reply(Box::new(Reply::refused("?", e, true))));
+                send(
+                    out,
+                    Message::Reply(Box::new(Reply::refused("?", e.to_string(), true))),
+                );
             }
             Ok(In::Closed) | Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
             Err(std::sync::mpsc::TryRecvError::Empty) => {}

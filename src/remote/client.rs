@@ -31,8 +31,8 @@ use std::sync::mpsc::{
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::pace::Pace;
-use super::protocol::{Command, Message, Reply};
+use super::pace::{Pace, PaceError};
+use super::protocol::{Command, Fatal, LineError, LineProblem, Message, Reply};
 use super::transport::Remote;
 use crate::engine::EngineError;
 use crate::engine::workload::Workload;
@@ -66,14 +66,101 @@ pub const SIGNAL_GRACE: Duration = Duration::from_millis(1500);
 /// and unmounts its disk first); QEMU is killed after.
 const POWEROFF_WAIT: Duration = Duration::from_secs(30);
 
-/// Why the lines stopped when they simply ended.
-const ENDED: &str = "the agent's output ended";
+/// Why the agent's lines stopped, or why there is no summary: kept by the
+/// reader, said when the workload asks ([`Workload::lost`]) and as the
+/// [`Finished::summary`]'s error. Clone: the workload reads it while the
+/// reader holds it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Lost {
+    /// The lines simply ended.
+    #[error("the agent's output ended")]
+    Ended,
+    /// Reading them failed.
+    #[error("reading from the agent: {0}")]
+    Read(Arc<std::io::Error>),
+    /// A line the protocol refuses.
+    #[error(transparent)]
+    Line(#[from] LineError),
+    /// The agent's own fatal error.
+    #[error("{}", .0.message)]
+    Fatal(Fatal),
+    /// A message other than the hello or the header, first.
+    #[error("agent line {line}: {kind} out of turn")]
+    OutOfTurn {
+        /// The line, 1-based.
+        line: usize,
+        /// What it was (`an interval`).
+        kind: &'static str,
+    },
+    /// A line after the summary.
+    #[error("agent line {line}: {what} after the summary: the summary is the agent's last line")]
+    AfterSummary {
+        /// The line, 1-based.
+        line: usize,
+        /// What it was (`a line` where it was no message).
+        what: &'static str,
+    },
+    /// A record breaking the pace of a run.
+    #[error("agent line {line}: {source}")]
+    Pace {
+        /// The line, 1-based.
+        line: usize,
+        /// The rule it broke.
+        source: PaceError,
+    },
+    /// A reply to no request.
+    #[error(
+        "agent line {line}: a reply to {:?} that no request asked for: the agent answers each request at most once",
+        crate::output::format::printable(cmd, false)
+    )]
+    UnaskedReply {
+        /// The line, 1-based.
+        line: usize,
+        /// The request it says it answers.
+        cmd: String,
+    },
+    /// A hello or a header once the run started.
+    #[error("agent line {line}: a second hello or header")]
+    SecondHello {
+        /// The line, 1-based.
+        line: usize,
+    },
+    /// After the summary, the agent went on.
+    #[error("the agent did not end after its summary")]
+    NoEnd,
+    /// After the stop, the agent fell silent without its summary.
+    #[error(
+        "no summary from the agent: it said nothing for {:.1} s after the stop (its last line: line {lines}); a run's agent sends a record each interval and its summary once stopped",
+        silence.as_secs_f64()
+    )]
+    Silent {
+        /// How long it said nothing.
+        silence: Duration,
+        /// Lines read.
+        lines: usize,
+    },
+    /// No summary within [`STOP_LIMIT`] of the stop.
+    #[error("no summary from the agent in {} s after the stop", STOP_LIMIT.as_secs())]
+    StopLimit,
+    /// A stop signal came while waiting for the summary.
+    #[error(
+        "interrupted by {} while waiting for the agent's summary",
+        crate::sys::signal_name(*sig)
+    )]
+    Interrupted {
+        /// The signal.
+        sig: i32,
+    },
+    /// The agent ended, and sent no summary.
+    #[error("the agent ended without its summary")]
+    NoSummary,
+}
 
 /// What the reader thread saw last, shared with the workload.
 #[derive(Default)]
 struct Shared {
     /// Why the lines stopped (None while they come, or after a summary).
-    lost: Option<String>,
+    lost: Option<Lost>,
     /// The summary, once it came.
     summary: Option<RunSummary>,
     /// Seconds the newest record arrived after it was due.
@@ -135,7 +222,7 @@ pub struct RemoteWorkload {
 /// A remote workload's end.
 pub struct Finished {
     /// The target's summary, or why there is none.
-    pub summary: Result<RunSummary, String>,
+    pub summary: Result<RunSummary, Lost>,
     /// Records not taken yet.
     pub rest: Vec<IntervalRecord>,
     /// The most any record arrived late, s.
@@ -209,8 +296,9 @@ pub struct StartSpec {
     pub refresh: bool,
 }
 
-fn err(place: &str, message: String, bad_input: bool) -> EngineError {
+fn err(place: &str, message: impl std::fmt::Display, bad_input: bool) -> EngineError {
     // The transport's messages already start with the place.
+    let message = message.to_string();
     let message = match message.strip_prefix(&format!("{place}: ")) {
         Some(rest) => rest.to_string(),
         None => message,
@@ -229,7 +317,7 @@ fn lock(s: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 /// The reader thread's ends of the channels.
 struct Outlets {
     /// The hello and the header, to whoever waits for the start.
-    first: Sender<Result<Message, String>>,
+    first: Sender<Result<Message, LineError>>,
     /// Interval records, to the workload ([`RECORDS_CAP`]).
     records: SyncSender<IntervalRecord>,
     /// Replies (at most one per request sent).
@@ -255,10 +343,10 @@ fn read_agent(
     let mut pace = Pace::new(interval_ms);
     // Notices of refused lines, for the next record.
     let mut pending: Vec<String> = Vec::new();
-    let end = |why: Option<String>| {
+    let end = |why: Option<Lost>| {
         let mut s = lock(&shared);
         if s.summary.is_none() && s.lost.is_none() {
-            s.lost = Some(why.unwrap_or_else(|| ENDED.into()));
+            s.lost = Some(why.unwrap_or(Lost::Ended));
         }
     };
     let interval_s = interval_ms as f64 / 1e3;
@@ -273,12 +361,12 @@ fn read_agent(
         match read {
             Ok(true) => {}
             Ok(false) => return end(None),
-            Err(Ok(e)) => return end(Some(format!("reading from the agent: {e}"))),
+            Err(Ok(e)) => return end(Some(Lost::Read(Arc::new(e)))),
             Err(Err(())) if first.is_some() => {
-                return end(Some(format!(
-                    "agent line {n}: longer than {} bytes",
-                    super::protocol::MAX_LINE
-                )));
+                return end(Some(Lost::Line(LineError {
+                    line: n,
+                    problem: LineProblem::TooLong,
+                })));
             }
             Err(Err(())) => {
                 // Skipped to its newline, said, and the session goes on.
@@ -318,19 +406,19 @@ fn read_agent(
                 continue;
             }
             return end(Some(match msg {
-                Err(e) => e,
-                Ok(Message::Fatal(f)) => f.message,
-                Ok(m) => format!("agent line {n}: {} out of turn", m.kind()),
+                Err(e) => Lost::Line(e),
+                Ok(Message::Fatal(f)) => Lost::Fatal(f),
+                Ok(m) => Lost::OutOfTurn {
+                    line: n,
+                    kind: m.kind(),
+                },
             }));
         }
         if lock(&shared).summary.is_some() {
             let what = msg.as_ref().map_or("a line", |m| m.kind());
-            let why = format!(
-                "agent line {n}: {what} after the summary: the summary is the agent's last line"
-            );
             let mut s = lock(&shared);
             s.summary = None;
-            s.lost = Some(why);
+            s.lost = Some(Lost::AfterSummary { line: n, what });
             return;
         }
         match msg {
@@ -338,8 +426,8 @@ fn read_agent(
                 let since = lock(&shared)
                     .start_sent
                     .map_or(0.0, |t| t.elapsed().as_secs_f64());
-                if let Err(e) = pace.take(rec.seq, rec.t_s, since) {
-                    return end(Some(format!("agent line {n}: {e}")));
+                if let Err(source) = pace.take(rec.seq, rec.t_s, since) {
+                    return end(Some(Lost::Pace { line: n, source }));
                 }
                 let clock = Clock {
                     started,
@@ -356,10 +444,10 @@ fn read_agent(
                 let mut s = lock(&shared);
                 if s.asked == 0 {
                     drop(s);
-                    return end(Some(format!(
-                        "agent line {n}: a reply to {:?} that no request asked for: the agent answers each request at most once",
-                        crate::output::format::printable(&rep.cmd, false)
-                    )));
+                    return end(Some(Lost::UnaskedReply {
+                        line: n,
+                        cmd: rep.cmd.clone(),
+                    }));
                 }
                 s.asked -= 1;
                 drop(s);
@@ -372,11 +460,11 @@ fn read_agent(
             Ok(Message::Summary(s)) => {
                 lock(&shared).summary = Some(*s);
             }
-            Ok(Message::Fatal(f)) => return end(Some(f.message)),
+            Ok(Message::Fatal(f)) => return end(Some(Lost::Fatal(f))),
             Ok(Message::Hello(_) | Message::Header(_)) => {
-                return end(Some(format!("agent line {n}: a second hello or header")));
+                return end(Some(Lost::SecondHello { line: n }));
             }
-            Err(e) => return end(Some(e)),
+            Err(e) => return end(Some(Lost::Line(e))),
         }
     }
 }
@@ -466,10 +554,10 @@ fn skip_overlong(
     n: usize,
     shared: &Mutex<Shared>,
     pending: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), Lost> {
     let skipped = match skip_line(r) {
         Ok(k) => k,
-        Err(e) => return Err(format!("reading from the agent: {e}")),
+        Err(e) => return Err(Lost::Read(Arc::new(e))),
     };
     let text = format!(
         "agent line {n}: {} bytes, longer than {} bytes: skipped",
@@ -563,9 +651,9 @@ fn skip_line(r: &mut impl std::io::BufRead) -> std::io::Result<u64> {
 /// Waits up to `timeout` for the next of the first messages, ending at
 /// once on a stop signal: the message, or why there is none.
 fn wait_first(
-    rx: &Receiver<Result<Message, String>>,
+    rx: &Receiver<Result<Message, LineError>>,
     timeout: Duration,
-) -> Result<Result<Message, String>, Waited> {
+) -> Result<Result<Message, LineError>, Waited> {
     let start = Instant::now();
     loop {
         let sig = crate::sys::stop_signal();
@@ -635,7 +723,7 @@ impl RemoteWorkload {
         say(&format!("{place}: checking the target"));
         let (bin, done) = super::transport::prepare(&remote, &dir, spec.refresh).map_err(|e| {
             let bad = e.is_bad_input();
-            err(&place, e.message, bad)
+            err(&place, e.problem, bad)
         })?;
         say(&done);
         // `--data-dir=PATH`: one word, whatever the path starts with.
@@ -760,7 +848,7 @@ impl RemoteWorkload {
     /// Waits for the agent's hello (another protocol is refused by name).
     fn await_hello(
         &mut self,
-        first_rx: &Receiver<Result<Message, String>>,
+        first_rx: &Receiver<Result<Message, LineError>>,
         place: &str,
         bin: &str,
         timeout: Duration,
@@ -801,7 +889,7 @@ impl RemoteWorkload {
     /// takes its settings: the workload, or why it did not start.
     fn await_header(
         mut self,
-        first_rx: &Receiver<Result<Message, String>>,
+        first_rx: &Receiver<Result<Message, LineError>>,
         place: &str,
         bin: &str,
     ) -> Result<RemoteWorkload, EngineError> {
@@ -854,7 +942,7 @@ impl RemoteWorkload {
             status.map_or("?".into(), |s| s.to_string()),
             crate::output::format::printable(bin, false)
         );
-        if let Some(why) = why.filter(|w| w != ENDED) {
+        if let Some(why) = why.filter(|w| !matches!(w, Lost::Ended)) {
             m = format!("{why}; {m}");
         }
         err(place, m, false)
@@ -868,7 +956,7 @@ impl RemoteWorkload {
         let line = super::protocol::request_line(cmd);
         let place = self.remote.label();
         let Some(stdin) = self.stdin.as_mut() else {
-            return Err(err(&place, "the connection is closed".into(), false));
+            return Err(err(&place, "the connection is closed", false));
         };
         if answered {
             lock(&self.shared).asked += 1;
@@ -913,7 +1001,7 @@ impl RemoteWorkload {
                     let why = lock(&self.shared).lost.clone();
                     return Err(err(
                         &place,
-                        why.unwrap_or_else(|| "the connection is closed".into()),
+                        why.map_or_else(|| "the connection is closed".into(), |w| w.to_string()),
                         false,
                     ));
                 }
@@ -998,9 +1086,9 @@ impl RemoteWorkload {
         s.held_bytes = 0;
         let summary = match (&s.summary, &s.lost, gave_up) {
             (Some(sum), _, _) => Ok(sum.clone()),
-            (None, Some(why), _) if why != ENDED => Err(why.clone()),
+            (None, Some(why), _) if !matches!(why, Lost::Ended) => Err(why.clone()),
             (None, _, Some(why)) => Err(why),
-            (None, _, None) => Err("the agent ended without its summary".into()),
+            (None, _, None) => Err(Lost::NoSummary),
         };
         Finished {
             summary,
@@ -1019,7 +1107,7 @@ impl RemoteWorkload {
     /// [`SIGNAL_GRACE`] after a stop signal; a lab guest, once it sent
     /// its summary, gets [`POWEROFF_WAIT`] to power off. None when the
     /// lines ended, else why the wait was given up.
-    fn await_end(&mut self) -> Option<String> {
+    fn await_end(&mut self) -> Option<Lost> {
         let reader = self.reader.as_ref()?;
         let stopped = Instant::now();
         let silence = super::pace::stop_silence(self.restart.interval);
@@ -1043,33 +1131,24 @@ impl RemoteWorkload {
                     Duration::from_secs(1)
                 };
                 if now.duration_since(at) >= wait {
-                    return Some("the agent did not end after its summary".into());
+                    return Some(Lost::NoEnd);
                 }
             } else {
                 // Silence counts from the stop or the last line, whichever is later.
                 let quiet_since = last_line.map_or(stopped, |l| l.max(stopped));
                 if now.duration_since(quiet_since) >= silence {
                     let lines = lock(&self.shared).lines;
-                    return Some(format!(
-                        "no summary from the agent: it said nothing for {:.1} s after the stop (its last line: line {lines}); a run's agent sends a record each interval and its summary once stopped",
-                        silence.as_secs_f64(),
-                    ));
+                    return Some(Lost::Silent { silence, lines });
                 }
                 if now.duration_since(stopped) >= STOP_LIMIT {
-                    return Some(format!(
-                        "no summary from the agent in {} s after the stop",
-                        STOP_LIMIT.as_secs()
-                    ));
+                    return Some(Lost::StopLimit);
                 }
             }
             let sig = crate::sys::stop_signal();
             if sig != 0 {
                 let (at, sig) = *signalled.get_or_insert((now, sig));
                 if now.duration_since(at) >= SIGNAL_GRACE {
-                    return Some(format!(
-                        "interrupted by {} while waiting for the agent's summary",
-                        crate::sys::signal_name(sig)
-                    ));
+                    return Some(Lost::Interrupted { sig });
                 }
             }
             std::thread::sleep(POLL);
@@ -1196,7 +1275,7 @@ impl Workload for RemoteWorkload {
         Some(s)
     }
     fn lost(&self) -> Option<String> {
-        lock(&self.shared).lost.clone()
+        lock(&self.shared).lost.as_ref().map(Lost::to_string)
     }
     fn reconnect(&mut self) -> Option<Result<(), EngineError>> {
         Some(RemoteWorkload::reconnect(self))
@@ -1267,7 +1346,7 @@ mod tests {
         );
         assert_eq!(s.unkept, 2);
         let f = Finished {
-            summary: Err("x".into()),
+            summary: Err(Lost::NoSummary),
             rest: Vec::new(),
             max_lag_s: 0.0,
             missing: 0,
@@ -1307,7 +1386,7 @@ mod tests {
     #[test]
     fn the_refused_lines_are_said_once_counted() {
         let mut f = Finished {
-            summary: Err("x".into()),
+            summary: Err(Lost::NoSummary),
             rest: Vec::new(),
             max_lag_s: 0.0,
             missing: 0,

@@ -64,6 +64,69 @@ fn interval_text(s: f64) -> String {
     }
 }
 
+/// The rule an agent's interval record broke ([`Pace::take`]), with its
+/// numbers (the caller adds the line).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PaceError {
+    /// A seq not above the last one's.
+    #[error(
+        "interval seq {seq} after seq {last_seq}: records must come in order, each seq above the last"
+    )]
+    SeqOrder {
+        /// The record's seq.
+        seq: u64,
+        /// The last record's.
+        last_seq: u64,
+    },
+    /// An end time not after the last record's.
+    #[error(
+        "interval seq {seq} ends at t_s {t_s} s, not after seq {last_seq}'s {last_t} s: records must come in order, each t_s above the last"
+    )]
+    TimeOrder {
+        /// The record's seq.
+        seq: u64,
+        /// Its end, s.
+        t_s: f64,
+        /// The last record's seq.
+        last_seq: u64,
+        /// Its end, s.
+        last_t: f64,
+    },
+    /// More records by its end time than one per interval makes.
+    #[error(
+        "interval seq {seq} ends at t_s {t_s:.3} s, and a {} interval makes at most {} records (seq 0..={most_seq}) in that time: the agent is flooding",
+        interval_text(*interval_s),
+        most_seq + 1
+    )]
+    SeqAhead {
+        /// The record's seq.
+        seq: u64,
+        /// Its end, s.
+        t_s: f64,
+        /// The run's interval, s.
+        interval_s: f64,
+        /// The highest seq allowed by then.
+        most_seq: u64,
+    },
+    /// An end later than this machine's clock allows.
+    #[error(
+        "interval seq {seq} ends at t_s {t_s:.3} s, but the workload started at most {since_start_s:.3} s ago (allowed up to {most_t:.3} s, one {} interval at a time): the agent is flooding",
+        interval_text(*interval_s)
+    )]
+    TimeAhead {
+        /// The record's seq.
+        seq: u64,
+        /// Its end, s.
+        t_s: f64,
+        /// Seconds since the start was sent.
+        since_start_s: f64,
+        /// The latest end allowed, s.
+        most_t: f64,
+        /// The run's interval, s.
+        interval_s: f64,
+    },
+}
+
 impl Pace {
     /// The rules for a run of `interval_ms` milliseconds per interval (what
     /// the start request said).
@@ -77,35 +140,41 @@ impl Pace {
     /// Takes the record `seq` ending at `t_s` (the agent's seconds), which
     /// arrived `since_start_s` seconds after the start was sent; the error
     /// says which rule it broke (without the line number).
-    pub fn take(&mut self, seq: u64, t_s: f64, since_start_s: f64) -> Result<(), String> {
+    pub fn take(&mut self, seq: u64, t_s: f64, since_start_s: f64) -> Result<(), PaceError> {
         if let Some((last_seq, last_t)) = self.last {
             if seq <= last_seq {
-                return Err(format!(
-                    "interval seq {seq} after seq {last_seq}: records must come in order, each seq above the last"
-                ));
+                return Err(PaceError::SeqOrder { seq, last_seq });
             }
             if t_s <= last_t {
-                return Err(format!(
-                    "interval seq {seq} ends at t_s {t_s} s, not after seq {last_seq}'s {last_t} s: records must come in order, each t_s above the last"
-                ));
+                return Err(PaceError::TimeOrder {
+                    seq,
+                    t_s,
+                    last_seq,
+                    last_t,
+                });
             }
         }
-        let every = interval_text(self.interval_s);
+        let interval_s = self.interval_s;
         // Records are numbered one per interval from 0: by t_s, at most
         // floor(t_s / interval) + 1 of them (the last one at stop).
         let most_seq = (t_s / self.interval_s + 1e-6).floor().max(0.0);
         if seq as f64 > most_seq {
-            return Err(format!(
-                "interval seq {seq} ends at t_s {t_s:.3} s, and a {every} interval makes at most {} records (seq 0..={}) in that time: the agent is flooding",
-                most_seq as u64 + 1,
-                most_seq as u64
-            ));
+            return Err(PaceError::SeqAhead {
+                seq,
+                t_s,
+                interval_s,
+                most_seq: most_seq as u64,
+            });
         }
         let most_t = since_start_s.max(0.0) * FAST_CLOCK + slack_s(self.interval_s);
         if t_s > most_t {
-            return Err(format!(
-                "interval seq {seq} ends at t_s {t_s:.3} s, but the workload started at most {since_start_s:.3} s ago (allowed up to {most_t:.3} s, one {every} interval at a time): the agent is flooding"
-            ));
+            return Err(PaceError::TimeAhead {
+                seq,
+                t_s,
+                since_start_s,
+                most_t,
+                interval_s,
+            });
         }
         self.last = Some((seq, t_s));
         Ok(())
@@ -129,7 +198,7 @@ mod tests {
         let mut p = Pace::new(100);
         p.take(1, 0.2, 0.3).unwrap();
         assert_eq!(
-            p.take(1, 0.2, 0.3).unwrap_err(),
+            p.take(1, 0.2, 0.3).unwrap_err().to_string(),
             "interval seq 1 after seq 1: records must come in order, each seq above the last"
         );
         let mut p = Pace::new(100);
@@ -137,6 +206,7 @@ mod tests {
         assert!(
             p.take(2, 0.2, 0.3)
                 .unwrap_err()
+                .to_string()
                 .contains("not after seq 1's 0.2 s"),
         );
     }
@@ -144,13 +214,13 @@ mod tests {
     #[test]
     fn a_seq_ahead_of_its_time_or_a_time_ahead_of_the_clock_is_flooding() {
         let mut p = Pace::new(100);
-        let e = p.take(412, 1.0, 1.0).unwrap_err();
+        let e = p.take(412, 1.0, 1.0).unwrap_err().to_string();
         assert_eq!(
             e,
             "interval seq 412 ends at t_s 1.000 s, and a 100 ms interval makes at most 11 records (seq 0..=10) in that time: the agent is flooding"
         );
         let mut p = Pace::new(100);
-        let e = p.take(9000, 900.0, 1.0).unwrap_err();
+        let e = p.take(9000, 900.0, 1.0).unwrap_err().to_string();
         assert_eq!(
             e,
             "interval seq 9000 ends at t_s 900.000 s, but the workload started at most 1.000 s ago (allowed up to 6.100 s, one 100 ms interval at a time): the agent is flooding"

@@ -7,6 +7,8 @@
 //! at the end. Every line is checked where it is read: a line that is not
 //! one of these is refused by its number, never guessed at.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::IntervalRecord;
@@ -197,27 +199,37 @@ impl Message {
     /// Reads line `n` (1-based) from the agent: one of the messages, with
     /// what replay and plot check of a recording checked here too (the
     /// header's version and ranges, each interval's numbers).
-    pub fn parse(line: &str, n: usize) -> Result<Message, String> {
-        let at = |e: &dyn std::fmt::Display| format!("agent line {n}: {e}");
+    pub fn parse(line: &str, n: usize) -> Result<Message, LineError> {
+        let at = |problem: LineProblem| LineError { line: n, problem };
         if line.len() > MAX_LINE {
-            return Err(at(&format!("longer than {MAX_LINE} bytes")));
+            return Err(at(LineProblem::TooLong));
         }
-        let v: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| at(&format!("not JSON ({e}): {}", preview(line))))?;
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+            at(LineProblem::NotJson {
+                error: Arc::new(e),
+                preview: preview(line),
+            })
+        })?;
         if v.get("format").is_some() {
-            let h = crate::output::recording::header_from(v).map_err(|e| at(&e))?;
+            let h = crate::output::recording::header_from(v)
+                .map_err(|e| at(LineProblem::Header(Arc::new(e))))?;
             return Ok(Message::Header(Box::new(h)));
         }
-        let w: Wire = serde_json::from_value(v)
-            .map_err(|e| at(&format!("not a protocol message ({e}): {}", preview(line))))?;
+        let w: Wire = serde_json::from_value(v).map_err(|e| {
+            at(LineProblem::NotAMessage {
+                error: Arc::new(e),
+                preview: preview(line),
+            })
+        })?;
         Ok(match w {
             Wire::Hello(h) => Message::Hello(h),
             Wire::Interval(r) => {
-                crate::output::recording::check_record(&r).map_err(|e| at(&e))?;
+                crate::output::recording::check_record(&r)
+                    .map_err(|e| at(LineProblem::Record(e)))?;
                 Message::Interval(r)
             }
             Wire::Reply(r) => {
-                check_reply(&r).map_err(|e| at(&e))?;
+                check_reply(&r).map_err(|e| at(LineProblem::Reply(e)))?;
                 Message::Reply(r)
             }
             Wire::Summary(s) => Message::Summary(s),
@@ -226,18 +238,149 @@ impl Message {
     }
 }
 
+/// Why a line from the agent was refused: its number and what is wrong.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("agent line {line}: {problem}")]
+pub struct LineError {
+    /// The line, 1-based.
+    pub line: usize,
+    /// What is wrong with it.
+    pub problem: LineProblem,
+}
+
+/// What is wrong with a line from the agent ([`LineError`]). Clone (the
+/// reader hands the error to the waiter and keeps it as why the reading
+/// ended): the errors of other crates are shared.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LineProblem {
+    /// Longer than [`MAX_LINE`].
+    #[error("longer than {MAX_LINE} bytes")]
+    TooLong,
+    /// Not JSON.
+    #[error("not JSON ({error}): {preview}")]
+    NotJson {
+        /// The parser's error.
+        error: Arc<serde_json::Error>,
+        /// The line's start, quoted and printable.
+        preview: String,
+    },
+    /// A recording header that is refused.
+    #[error(transparent)]
+    Header(Arc<crate::output::recording::HeaderError>),
+    /// JSON that is no message of the protocol.
+    #[error("not a protocol message ({error}): {preview}")]
+    NotAMessage {
+        /// The parser's error.
+        error: Arc<serde_json::Error>,
+        /// The line's start, quoted and printable.
+        preview: String,
+    },
+    /// An interval record out of range.
+    #[error(transparent)]
+    Record(crate::metrics::check::RecordError),
+    /// A reply beyond what an agent sends.
+    #[error(transparent)]
+    Reply(ReplyError),
+}
+
+/// A reply beyond what an agent sends ([`check_reply`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplyError {
+    /// More changes than settings.
+    #[error("reply changes has {count} entries: allowed at most {keys} (one per setting)")]
+    Changes {
+        /// How many.
+        count: usize,
+        /// How many settings there are.
+        keys: usize,
+    },
+    /// A text over [`MAX_REPLY_TEXT`] bytes.
+    #[error("{field}: {len} bytes: allowed at most {MAX_REPLY_TEXT}")]
+    Text {
+        /// Which (`reply error`, `reply changes[].key`).
+        field: &'static str,
+        /// Its length, bytes.
+        len: usize,
+    },
+    /// Settings that are invalid.
+    #[error("reply {field}: {source}")]
+    Settings {
+        /// `settings` or `effective`.
+        field: &'static str,
+        /// Why.
+        source: Box<crate::settings::SettingsError>,
+    },
+}
+
+/// The agent speaks another protocol than this readpath ([`check_hello`]):
+/// which side to update.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HelloError {
+    /// The agent's is newer.
+    #[error(
+        "{place}: the agent (readpath {readpath}) speaks protocol {protocol}, newer than this readpath's ({PROTOCOL}): upgrade readpath here"
+    )]
+    Newer {
+        /// The target's label.
+        place: String,
+        /// The agent's version.
+        readpath: String,
+        /// Its protocol.
+        protocol: u32,
+    },
+    /// The agent's is older.
+    #[error(
+        "{place}: the agent (readpath {readpath}) speaks protocol {protocol}, older than this readpath's ({PROTOCOL}): update readpath on the target (--remote copies this one there when the target's is older)"
+    )]
+    Older {
+        /// The target's label.
+        place: String,
+        /// The agent's version.
+        readpath: String,
+        /// Its protocol.
+        protocol: u32,
+    },
+}
+
+/// Why the agent refused a request line ([`parse_request`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// Longer than [`MAX_LINE`].
+    #[error("request longer than {MAX_LINE} bytes")]
+    TooLong,
+    /// Not JSON.
+    #[error("request is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The client's protocol is newer.
+    #[error(
+        "protocol {0} from the client is newer than this agent's ({PROTOCOL}): update readpath on the target"
+    )]
+    Newer(u64),
+    /// The client's protocol is older.
+    #[error(
+        "protocol {0} from the client is older than this agent's ({PROTOCOL}): upgrade readpath on the client"
+    )]
+    Older(u64),
+    /// No protocol number.
+    #[error("request without a protocol number")]
+    NoProtocol,
+    /// Not a request of this protocol.
+    #[error("request refused: {0}")]
+    Refused(#[source] serde_json::Error),
+}
+
 /// Longest text of a reply (its error, its pods, a change's key or value).
 pub const MAX_REPLY_TEXT: usize = 16 * 1024;
 
 /// Checks a reply as a header is checked: at most one change per setting,
 /// its texts at most [`MAX_REPLY_TEXT`] bytes, its settings valid.
-fn check_reply(r: &Reply) -> Result<(), String> {
+fn check_reply(r: &Reply) -> Result<(), ReplyError> {
     let keys = crate::settings::KEYS.len();
     if r.changes.len() > keys {
-        return Err(format!(
-            "reply changes has {} entries: allowed at most {keys} (one per setting)",
-            r.changes.len()
-        ));
+        return Err(ReplyError::Changes {
+            count: r.changes.len(),
+            keys,
+        });
     }
     let texts = [
         ("reply error", r.error.as_deref().unwrap_or("")),
@@ -251,18 +394,21 @@ fn check_reply(r: &Reply) -> Result<(), String> {
             ("reply changes[].to", c.to.as_str()),
         ]
     });
-    for (name, text) in texts.into_iter().chain(changes) {
+    for (field, text) in texts.into_iter().chain(changes) {
         if text.len() > MAX_REPLY_TEXT {
-            return Err(format!(
-                "{name}: {} bytes: allowed at most {MAX_REPLY_TEXT}",
-                text.len()
-            ));
+            return Err(ReplyError::Text {
+                field,
+                len: text.len(),
+            });
         }
     }
-    for (name, s) in [("settings", &r.settings), ("effective", &r.effective)] {
+    for (field, s) in [("settings", &r.settings), ("effective", &r.effective)] {
         if let Some(s) = s {
             s.validate(crate::settings::MAX_CPU_NUMBER + 1)
-                .map_err(|e| format!("reply {name}: {e}"))?;
+                .map_err(|e| ReplyError::Settings {
+                    field,
+                    source: Box::new(e),
+                })?;
         }
     }
     Ok(())
@@ -281,43 +427,37 @@ fn preview(line: &str) -> String {
 
 /// Checks the agent's hello against this readpath: another protocol is
 /// refused by name, saying which side to update.
-pub fn check_hello(h: &Hello, place: &str) -> Result<(), String> {
+pub fn check_hello(h: &Hello, place: &str) -> Result<(), HelloError> {
     use std::cmp::Ordering::*;
+    let (place, readpath, protocol) = (place.to_string(), h.readpath.clone(), h.protocol);
     match h.protocol.cmp(&PROTOCOL) {
         Equal => Ok(()),
-        Greater => Err(format!(
-            "{place}: the agent (readpath {}) speaks protocol {}, newer than this readpath's ({PROTOCOL}): upgrade readpath here",
-            h.readpath, h.protocol
-        )),
-        Less => Err(format!(
-            "{place}: the agent (readpath {}) speaks protocol {}, older than this readpath's ({PROTOCOL}): update readpath on the target (--remote copies this one there when the target's is older)",
-            h.readpath, h.protocol
-        )),
+        Greater => Err(HelloError::Newer {
+            place,
+            readpath,
+            protocol,
+        }),
+        Less => Err(HelloError::Older {
+            place,
+            readpath,
+            protocol,
+        }),
     }
 }
 
 /// Reads a request line on the agent: another protocol is refused by name.
-pub fn parse_request(line: &str) -> Result<Request, String> {
+pub fn parse_request(line: &str) -> Result<Request, RequestError> {
     if line.len() > MAX_LINE {
-        return Err(format!("request longer than {MAX_LINE} bytes"));
+        return Err(RequestError::TooLong);
     }
-    let v: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| format!("request is not JSON: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(line).map_err(RequestError::NotJson)?;
     match v.get("protocol").and_then(serde_json::Value::as_u64) {
         Some(p) if p == u64::from(PROTOCOL) => {}
-        Some(p) if p > u64::from(PROTOCOL) => {
-            return Err(format!(
-                "protocol {p} from the client is newer than this agent's ({PROTOCOL}): update readpath on the target"
-            ));
-        }
-        Some(p) => {
-            return Err(format!(
-                "protocol {p} from the client is older than this agent's ({PROTOCOL}): upgrade readpath on the client"
-            ));
-        }
-        None => return Err("request without a protocol number".into()),
+        Some(p) if p > u64::from(PROTOCOL) => return Err(RequestError::Newer(p)),
+        Some(p) => return Err(RequestError::Older(p)),
+        None => return Err(RequestError::NoProtocol),
     }
-    serde_json::from_value(v).map_err(|e| format!("request refused: {e}"))
+    serde_json::from_value(v).map_err(RequestError::Refused)
 }
 
 /// The line of a request (no newline).
@@ -340,14 +480,14 @@ mod tests {
         let change = r#"{"key":"workers.mode","from":"bound","to":"unbound"}"#;
         let many = vec![change; crate::settings::KEYS.len() + 1].join(",");
         let line = format!(r#"{{"reply":{{"cmd":"apply","ok":true,"changes":[{many}]}}}}"#);
-        let e = Message::parse(&line, 7).unwrap_err();
+        let e = Message::parse(&line, 7).unwrap_err().to_string();
         assert!(
             e.starts_with("agent line 7: reply changes has ") && e.contains("one per setting"),
             "{e}"
         );
         let long = "x".repeat(MAX_REPLY_TEXT + 1);
         let line = format!(r#"{{"reply":{{"cmd":"apply","ok":false,"error":"{long}"}}}}"#);
-        let e = Message::parse(&line, 8).unwrap_err();
+        let e = Message::parse(&line, 8).unwrap_err().to_string();
         assert!(
             e.starts_with("agent line 8: reply error: 16385 bytes: allowed at most 16384"),
             "{e}"

@@ -71,14 +71,169 @@ pub enum Remote {
     Vm(crate::lab::VmRemote),
 }
 
-/// Why a setup step failed, and whether the user's input is to blame
-/// (exit status 2).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a setup step failed: the target's label and what went wrong there;
+/// what went wrong says whether the user's input is to blame (exit status
+/// 2, [`SetupError::kind`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{place}: {problem}")]
 pub struct SetupError {
-    /// What went wrong, starting with the target's label.
-    pub message: String,
-    /// What kind of failure.
-    pub kind: SetupFailure,
+    /// The target's label (`ssh:pixel`).
+    pub place: String,
+    /// What went wrong.
+    pub problem: SetupProblem,
+}
+
+/// What went wrong in a setup step ([`SetupError`]), in the step's words.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupProblem {
+    /// The command (ssh, scp, adb, QEMU) could not be started.
+    #[error("{step}: running {program}: {source}")]
+    Spawn {
+        /// The step (`uname -m`).
+        step: String,
+        /// The program, printable.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Waiting for the command failed.
+    #[error("{step}: waiting for {program}: {source}")]
+    Wait {
+        /// The step.
+        step: String,
+        /// The program, printable.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A stop signal came during the step.
+    #[error("{step}: interrupted by {}", crate::sys::signal_name(*signal))]
+    Interrupted {
+        /// The step.
+        step: String,
+        /// The signal.
+        signal: i32,
+    },
+    /// The step took longer than its timeout.
+    #[error(
+        "{step}: no answer in {} (the target or the link hangs; {TIMEOUT_VAR}=SECONDS gives a slow link longer)",
+        secs(*timeout)
+    )]
+    TimedOut {
+        /// The step.
+        step: String,
+        /// Its timeout.
+        timeout: Duration,
+    },
+    /// The command ran and failed: its status and its stderr.
+    #[error("{step} failed ({status}): {}", printable(stderr.trim(), false))]
+    Failed {
+        /// The step.
+        step: String,
+        /// Its exit status.
+        status: ExitStatus,
+        /// What it said on stderr.
+        stderr: String,
+    },
+    /// The command for the target could not be made (an empty tool
+    /// variable, a lab guest that cannot be made ready).
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// A local file could not be read.
+    #[error("reading {}: {source}", path.display())]
+    ReadLocal {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A copy to a lab guest (which gets readpath in its initramfs).
+    #[error("a lab guest gets readpath in its initramfs, not by a copy")]
+    GuestCopy,
+    /// scp failed, and so did the stream through ssh.
+    #[error("the copy failed both ways: {first}; then {second}")]
+    BothWays {
+        /// Why scp failed.
+        first: Box<SetupProblem>,
+        /// Why the stream failed.
+        second: Box<SetupProblem>,
+    },
+    /// [`TIMEOUT_VAR`] is refused.
+    #[error(transparent)]
+    Timeout(#[from] BadTimeout),
+    /// `--remote-dir` is refused.
+    #[error(transparent)]
+    Dir(#[from] FlagPathError),
+    /// `uname -m` said no architecture.
+    #[error("`uname -m` said {:?}, not an architecture", printable(arch, false))]
+    Arch {
+        /// What it said.
+        arch: String,
+    },
+    /// No readpath binary for the target's architecture.
+    #[error(transparent)]
+    Binary(#[from] LocalBinaryError),
+    /// The copy's SHA-256 there is not this binary's.
+    #[error(
+        "the copy at {tmp} has SHA-256 {theirs}, but {} has {ours}: it arrived damaged (a truncated transfer, a full disk?); it was removed and nothing was run",
+        local.display()
+    )]
+    Hash {
+        /// The copy's path there.
+        tmp: String,
+        /// Its SHA-256.
+        theirs: String,
+        /// The binary copied.
+        local: PathBuf,
+        /// Its SHA-256.
+        ours: String,
+    },
+    /// The copy's size there is not this binary's.
+    #[error(
+        "the copy at {tmp} is {:?} bytes, but {} has {size}: it arrived damaged; it was removed and nothing else was run",
+        printable(said.trim(), false),
+        local.display()
+    )]
+    Size {
+        /// The copy's path there.
+        tmp: String,
+        /// What `wc -c` said.
+        said: String,
+        /// The binary copied.
+        local: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// The copy's `--version` is not this readpath's.
+    #[error(
+        "the copy at {tmp} says {:?} to --version, not readpath {}; it was removed",
+        printable(said.trim(), false),
+        env!("CARGO_PKG_VERSION")
+    )]
+    Version {
+        /// The copy's path there.
+        tmp: String,
+        /// What it said.
+        said: String,
+    },
+    /// A lab guest's kernel, initramfs or disk could not be made ready.
+    #[error("{0}")]
+    Guest(std::io::Error),
+}
+
+impl SetupProblem {
+    /// What kind of failure it is.
+    pub fn kind(&self) -> SetupFailure {
+        match self {
+            SetupProblem::Interrupted { .. } => SetupFailure::Interrupted,
+            SetupProblem::TimedOut { .. } => SetupFailure::TimedOut,
+            SetupProblem::Command(_) | SetupProblem::Timeout(_) | SetupProblem::Dir(_) => {
+                SetupFailure::BadInput
+            }
+            SetupProblem::BothWays { second, .. } => second.kind(),
+            _ => SetupFailure::Failed,
+        }
+    }
 }
 
 /// The kinds of [`SetupError`].
@@ -95,23 +250,37 @@ pub enum SetupFailure {
 }
 
 impl SetupError {
-    fn new(kind: SetupFailure, message: String) -> SetupError {
-        SetupError { message, kind }
+    fn new(place: &str, problem: impl Into<SetupProblem>) -> SetupError {
+        SetupError {
+            place: place.to_string(),
+            problem: problem.into(),
+        }
+    }
+
+    /// What kind of failure it is.
+    pub fn kind(&self) -> SetupFailure {
+        self.problem.kind()
     }
 
     /// The user's input is to blame (exit status 2).
     pub fn is_bad_input(&self) -> bool {
-        self.kind == SetupFailure::BadInput
+        self.kind() == SetupFailure::BadInput
     }
 }
 
-impl std::fmt::Display for SetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
+/// A [`TIMEOUT_VAR`] that is no number of seconds in range: its value and
+/// what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{TIMEOUT_VAR}={:?} is not a number of seconds: allowed {}..={}",
+    printable(value, false),
+    TIMEOUT_RANGE.start(),
+    TIMEOUT_RANGE.end()
+)]
+pub struct BadTimeout {
+    /// The variable's value.
+    pub value: String,
 }
-
-impl std::error::Error for SetupError {}
 
 /// How long the setup steps and the agent's hello may take.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,12 +293,12 @@ pub struct Timeouts {
 
 impl Timeouts {
     /// The defaults, or [`TIMEOUT_VAR`] (seconds) for every one of them.
-    pub fn from_env() -> Result<Timeouts, String> {
+    pub fn from_env() -> Result<Timeouts, BadTimeout> {
         Timeouts::from_value(std::env::var(TIMEOUT_VAR).ok())
     }
 
     /// The defaults, or `value` (seconds) for every one of them.
-    fn from_value(value: Option<String>) -> Result<Timeouts, String> {
+    fn from_value(value: Option<String>) -> Result<Timeouts, BadTimeout> {
         let Some(v) = value else {
             return Ok(Timeouts {
                 setup: SETUP_TIMEOUT,
@@ -141,12 +310,7 @@ impl Timeouts {
                 let d = Duration::from_secs_f64(s);
                 Ok(Timeouts { setup: d, hello: d })
             }
-            _ => Err(format!(
-                "{TIMEOUT_VAR}={:?} is not a number of seconds: allowed {}..={}",
-                printable(&v, false),
-                TIMEOUT_RANGE.start(),
-                TIMEOUT_RANGE.end()
-            )),
+            _ => Err(BadTimeout { value: v }),
         }
     }
 
@@ -176,24 +340,187 @@ fn bad_char(c: char) -> bool {
 /// `--remote-data-dir`), with the rules that hold on every transport (see
 /// [`PATH_RULE`]); the error has the value and what is allowed, the caller
 /// adds the flag.
-pub fn check_path(value: &str) -> Result<(), String> {
+pub fn check_path(value: &str) -> Result<(), PathError> {
     let why = if value.is_empty() {
-        "is empty"
+        PathProblem::Empty
     } else if value.len() > MAX_PATH {
-        "is longer than 4096 bytes"
+        PathProblem::TooLong
     } else if value.starts_with('-') {
-        "starts with '-' (a command there would read it as an option)"
+        PathProblem::Dash
     } else if value.chars().any(bad_char) {
-        "has a control or format character"
+        PathProblem::BadChar
     } else if value.starts_with('~') && !(value == "~" || value.starts_with("~/")) {
-        "names another login's home ('~user' is not expanded)"
+        PathProblem::OtherHome
     } else {
         return Ok(());
     };
-    Err(format!(
-        "{:?} is not a usable path: it {why}; {PATH_RULE}",
+    Err(PathError {
+        value: value.to_string(),
+        why,
+    })
+}
+
+/// A path for the target that breaks [`PATH_RULE`] ([`check_path`]): the
+/// value (shown printable), what is wrong with it and the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{:?} is not a usable path: it {why}; {PATH_RULE}",
+    printable(value, false)
+)]
+pub struct PathError {
+    /// The path as given.
+    pub value: String,
+    /// What is wrong with it.
+    pub why: PathProblem,
+}
+
+/// What is wrong with a path for the target ([`PathError`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PathProblem {
+    /// Nothing.
+    #[error("is empty")]
+    Empty,
+    /// Over [`MAX_PATH`] bytes.
+    #[error("is longer than 4096 bytes")]
+    TooLong,
+    /// It starts with `-`.
+    #[error("starts with '-' (a command there would read it as an option)")]
+    Dash,
+    /// A control or invisible format character.
+    #[error("has a control or format character")]
+    BadChar,
+    /// `~user`.
+    #[error("names another login's home ('~user' is not expanded)")]
+    OtherHome,
+}
+
+/// A path for the target given by a flag that cannot be used there
+/// ([`Remote::resolve_path`]): the flag, the value and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagPathError {
+    /// It breaks the rule of every transport.
+    #[error("{flag} {error}")]
+    Rule {
+        /// The flag (`--remote-dir`).
+        flag: String,
+        /// Why.
+        error: PathError,
+    },
+    /// A relative path on adb or a lab guest.
+    #[error(
+        "{flag} {:?} is not a usable path on adb or vm: it is not absolute (e.g. /data/local/tmp/readpath); {PATH_RULE}",
         printable(value, false)
-    ))
+    )]
+    NotAbsolute {
+        /// The flag.
+        flag: String,
+        /// The path as given.
+        value: String,
+    },
+}
+
+/// What `--remote` allows, for messages.
+const REMOTE_RULE: &str = "ssh:[user@]host[:port], adb:[serial] or vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg][:aes=on|off][:queues=N]";
+
+/// Why a `--remote` spec was refused ([`Remote::parse`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteSpecError {
+    /// The spec itself: what is wrong, and what is allowed.
+    #[error(
+        "--remote {:?}: {problem}; allowed: {REMOTE_RULE}",
+        printable(spec, false)
+    )]
+    Bad {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong with it.
+        problem: SpecProblem,
+    },
+    /// The lab kernel a `vm:` spec names is not there, or may not be read.
+    #[error(transparent)]
+    Kernel(#[from] crate::lab::KernelCheckError),
+}
+
+/// What is wrong with a `--remote` spec ([`RemoteSpecError::Bad`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecProblem {
+    /// A login with characters a login cannot have.
+    #[error("the user has characters a login cannot have")]
+    User,
+    /// `[` without `]`.
+    #[error("an IPv6 address needs its closing ]")]
+    Bracket,
+    /// Something other than `:PORT` after `]`.
+    #[error(
+        "{:?} after the address: only :PORT may follow ]",
+        printable(after, false)
+    )]
+    AfterAddress {
+        /// What follows `]`.
+        after: String,
+    },
+    /// No host.
+    #[error("no host given")]
+    NoHost,
+    /// Not an IPv6 address between the brackets.
+    #[error("between [ and ] goes an IPv6 address")]
+    Ipv6,
+    /// A host with characters a host name cannot have.
+    #[error("the host has characters a host name cannot have")]
+    Host,
+    /// A port that is not 1..=65535 in plain digits.
+    #[error("port {:?} is not 1..=65535", printable(port, false))]
+    Port {
+        /// The port as given.
+        port: String,
+    },
+    /// A `vm:` spec's fields.
+    #[error(transparent)]
+    Vm(#[from] crate::lab::VmSpecError),
+    /// An adb serial with characters a serial cannot have.
+    #[error("the serial has characters a device serial cannot have")]
+    Serial,
+    /// Neither `ssh:`, `adb:` nor `vm:`.
+    #[error("unknown transport")]
+    Transport,
+}
+
+/// A command-replacing variable (`READPATH_SSH_COMMAND`) set to nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var} is empty: allowed a command and its options")]
+pub struct EmptyTool {
+    /// The variable.
+    pub var: &'static str,
+}
+
+/// Why the command that runs a line on the target could not be made
+/// ([`Remote::command`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// Its tool's variable is empty.
+    #[error(transparent)]
+    Tool(#[from] EmptyTool),
+    /// A lab guest's kernel, initramfs or disk could not be made ready.
+    #[error(transparent)]
+    Guest(#[from] std::io::Error),
+}
+
+/// Why there is no readpath binary for a target here ([`local_binary`]).
+#[derive(Debug, thiserror::Error)]
+pub enum LocalBinaryError {
+    /// `READPATH_AGENT_BINARY` is no file, or this binary cannot be found.
+    #[error(transparent)]
+    Agent(#[from] crate::lab::vm::AgentBinaryError),
+    /// Another architecture, and no static build for it.
+    #[error(
+        "no readpath binary for {arch} at hand: build one with `rustup target add {triple} && cargo build --release --target {triple}` (README: Static builds for targets), or set READPATH_AGENT_BINARY=PATH"
+    )]
+    NoBuild {
+        /// The target's architecture (`uname -m`).
+        arch: String,
+        /// The Rust target triple of its static build.
+        triple: String,
+    },
 }
 
 /// A path scp can be given as it is: plain characters only, so neither
@@ -255,12 +582,10 @@ fn end_child(child: &mut Child) {
 impl Remote {
     /// Reads `ssh:[user@]host[:port]` or `adb:[serial]`; anything after
     /// these (`ssh:[::1]junk`) is refused.
-    pub fn parse(spec: &str) -> Result<Remote, String> {
-        let bad = |why: &str| {
-            format!(
-                "--remote {:?}: {why}; allowed: ssh:[user@]host[:port], adb:[serial] or vm:KERNEL[:cpus=N][:mem=MIB][:cache=MODE][:accel=kvm|tcg][:aes=on|off][:queues=N]",
-                printable(spec, false)
-            )
+    pub fn parse(spec: &str) -> Result<Remote, RemoteSpecError> {
+        let bad = |problem: SpecProblem| RemoteSpecError::Bad {
+            spec: spec.to_string(),
+            problem,
         };
         if let Some(rest) = spec.strip_prefix("ssh:") {
             let (user, hostport) = match rest.split_once('@') {
@@ -270,20 +595,19 @@ impl Remote {
             if let Some(u) = user
                 && !word_ok(u, &[])
             {
-                return Err(bad("the user has characters a login cannot have"));
+                return Err(bad(SpecProblem::User));
             }
             let v6 = hostport.starts_with('[');
             let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
                 let (h, after) = inner
                     .split_once(']')
-                    .ok_or_else(|| bad("an IPv6 address needs its closing ]"))?;
+                    .ok_or_else(|| bad(SpecProblem::Bracket))?;
                 let port = match after {
                     "" => None,
                     a => Some(a.strip_prefix(':').ok_or_else(|| {
-                        bad(&format!(
-                            "{:?} after the address: only :PORT may follow ]",
-                            printable(a, false)
-                        ))
+                        bad(SpecProblem::AfterAddress {
+                            after: a.to_string(),
+                        })
                     })?),
                 };
                 (h.to_string(), port)
@@ -294,7 +618,7 @@ impl Remote {
                 }
             };
             if host.is_empty() {
-                return Err(bad("no host given"));
+                return Err(bad(SpecProblem::NoHost));
             }
             if v6 {
                 // An address, with a zone (`fe80::1%eth0`) where it has one.
@@ -305,20 +629,19 @@ impl Remote {
                 if addr.parse::<std::net::Ipv6Addr>().is_err()
                     || zone.is_some_and(|z| !word_ok(z, &[]))
                 {
-                    return Err(bad("between [ and ] goes an IPv6 address"));
+                    return Err(bad(SpecProblem::Ipv6));
                 }
             } else if !word_ok(&host, &[]) {
-                return Err(bad("the host has characters a host name cannot have"));
+                return Err(bad(SpecProblem::Host));
             }
             let port = match port {
                 None => None,
                 Some(p) => match p.parse::<u16>() {
                     Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Some(n),
                     _ => {
-                        return Err(bad(&format!(
-                            "port {:?} is not 1..=65535",
-                            printable(p, false)
-                        )));
+                        return Err(bad(SpecProblem::Port {
+                            port: p.to_string(),
+                        }));
                     }
                 },
             };
@@ -333,19 +656,20 @@ impl Remote {
             // names (the data dir trusted, a lab kernel that opens or a
             // bzImage path readpath may read) in its own words, once.
             let host_mib = crate::sys::memory_total_bytes().map(|b| b >> 20);
-            let v = crate::lab::VmRemote::parse_spec(rest, host_mib).map_err(|e| bad(&e))?;
+            let v = crate::lab::VmRemote::parse_spec(rest, host_mib)
+                .map_err(|e| bad(SpecProblem::Vm(e)))?;
             v.check_kernel(&crate::lab::data_dir())?;
             return Ok(Remote::Vm(v));
         }
         if let Some(serial) = spec.strip_prefix("adb:") {
             if !serial.is_empty() && !word_ok(serial, &[':']) {
-                return Err(bad("the serial has characters a device serial cannot have"));
+                return Err(bad(SpecProblem::Serial));
             }
             return Ok(Remote::Adb {
                 serial: (!serial.is_empty()).then(|| serial.to_string()),
             });
         }
-        Err(bad("unknown transport"))
+        Err(bad(SpecProblem::Transport))
     }
 
     /// The spec, as the header shows it (`ssh:pixel`).
@@ -400,32 +724,35 @@ impl Remote {
     /// relative path means the same. On adb the path must be absolute (the
     /// device's shell has no home of readpath's, and `adb push` resolves
     /// relative paths its own way).
-    pub fn resolve_path(&self, flag: &str, value: &str) -> Result<String, String> {
-        check_path(value).map_err(|e| format!("{flag} {e}"))?;
+    pub fn resolve_path(&self, flag: &str, value: &str) -> Result<String, FlagPathError> {
+        check_path(value).map_err(|error| FlagPathError::Rule {
+            flag: flag.to_string(),
+            error,
+        })?;
         match self {
             Remote::Ssh { .. } => Ok(match value.strip_prefix('~') {
                 Some(rest) => format!(".{rest}"),
                 None => value.to_string(),
             }),
             Remote::Adb { .. } | Remote::Vm(_) if value.starts_with('/') => Ok(value.to_string()),
-            Remote::Adb { .. } | Remote::Vm(_) => Err(format!(
-                "{flag} {:?} is not a usable path on adb or vm: it is not absolute (e.g. /data/local/tmp/readpath); {PATH_RULE}",
-                printable(value, false)
-            )),
+            Remote::Adb { .. } | Remote::Vm(_) => Err(FlagPathError::NotAbsolute {
+                flag: flag.to_string(),
+                value: value.to_string(),
+            }),
         }
     }
 
-    fn tool(var: &str, default: &str) -> Result<Vec<String>, String> {
+    fn tool(var: &'static str, default: &str) -> Result<Vec<String>, EmptyTool> {
         let line = std::env::var(var).unwrap_or_else(|_| default.to_string());
         let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
         if words.is_empty() {
-            return Err(format!("{var} is empty: allowed a command and its options"));
+            return Err(EmptyTool { var });
         }
         Ok(words)
     }
 
     /// `adb [-s SERIAL]`, from `READPATH_ADB`.
-    fn adb(serial: &Option<String>) -> Result<Command, String> {
+    fn adb(serial: &Option<String>) -> Result<Command, EmptyTool> {
         let words = Remote::tool("READPATH_ADB", "adb")?;
         let mut c = Command::new(&words[0]);
         c.args(&words[1..]);
@@ -468,7 +795,7 @@ impl Remote {
 
     /// The command that runs `remote` (a shell command line, its paths
     /// quoted with [`sh_quote`]) on the target.
-    pub fn command(&self, remote: &str) -> Result<Command, String> {
+    pub fn command(&self, remote: &str) -> Result<Command, CommandError> {
         match self {
             Remote::Ssh { port, .. } => {
                 let words = Remote::tool("READPATH_SSH_COMMAND", "ssh")?;
@@ -493,10 +820,13 @@ impl Remote {
             Remote::Vm(v) => {
                 let spec = crate::lab::spec_for(v, &mut |m| {
                     crate::invocation::say(&format!("readpath: {m}"))
-                })
-                .map_err(|e| e.to_string())?;
-                crate::lab::vm::prepare(&crate::lab::data_dir(), &spec, Some(remote), &mut |_| {})
-                    .map_err(|e| e.to_string())
+                })?;
+                Ok(crate::lab::vm::prepare(
+                    &crate::lab::data_dir(),
+                    &spec,
+                    Some(remote),
+                    &mut |_| {},
+                )?)
             }
         }
     }
@@ -504,9 +834,8 @@ impl Remote {
     /// Runs `remote` on the target and returns its stdout; a failure gives
     /// its stderr. For commands that are no setup step (a benchmark there):
     /// two minutes at most, and a stop signal ends it at once.
-    pub fn run(&self, remote: &str) -> Result<String, String> {
+    pub fn run(&self, remote: &str) -> Result<String, SetupError> {
         self.step(remote, remote, LONG_TIMEOUT)
-            .map_err(|e| e.message)
     }
 
     /// Runs `c` (step `step`, for messages) with `stdin`, for at most
@@ -520,7 +849,6 @@ impl Remote {
         stdin: Stdio,
     ) -> Result<Ran, SetupError> {
         let place = self.label();
-        let failed = |m: String| SetupError::new(SetupFailure::Failed, m);
         if let Some(sig) = stopped() {
             return Err(interrupted(&place, step, sig));
         }
@@ -533,7 +861,16 @@ impl Remote {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| failed(format!("{place}: {step}: running {program}: {e}")))?;
+            .map_err(|source| {
+                SetupError::new(
+                    &place,
+                    SetupProblem::Spawn {
+                        step: step.to_string(),
+                        program: program.clone(),
+                        source,
+                    },
+                )
+            })?;
         if vm {
             // What lets `kernel restore` prove it readpath's guest.
             let _ = crate::lab::vm::record_guest(&crate::lab::data_dir(), child.id());
@@ -567,9 +904,14 @@ impl Remote {
                 Ok(None) => {}
                 Err(e) => {
                     end_child(&mut child);
-                    return Err(failed(format!(
-                        "{place}: {step}: waiting for {program}: {e}"
-                    )));
+                    return Err(SetupError::new(
+                        &place,
+                        SetupProblem::Wait {
+                            step: step.to_string(),
+                            program,
+                            source: e,
+                        },
+                    ));
                 }
             }
             if let Some(sig) = stopped() {
@@ -579,11 +921,11 @@ impl Remote {
             if start.elapsed() > timeout {
                 end_child(&mut child);
                 return Err(SetupError::new(
-                    SetupFailure::TimedOut,
-                    format!(
-                        "{place}: {step}: no answer in {} (the target or the link hangs; {TIMEOUT_VAR}=SECONDS gives a slow link longer)",
-                        secs(timeout)
-                    ),
+                    &place,
+                    SetupProblem::TimedOut {
+                        step: step.to_string(),
+                        timeout,
+                    },
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -620,9 +962,9 @@ impl Remote {
     /// Runs the shell command line `remote` there; its stdout, or an error
     /// with its stderr when it failed.
     fn step(&self, step: &str, remote: &str, timeout: Duration) -> Result<String, SetupError> {
-        let c = self.command(remote).map_err(|e| {
-            SetupError::new(SetupFailure::BadInput, format!("{}: {e}", self.label()))
-        })?;
+        let c = self
+            .command(remote)
+            .map_err(|e| SetupError::new(&self.label(), e))?;
         let ran = self.exec(c, step, timeout, Stdio::null())?;
         self.succeeded(step, ran)
     }
@@ -632,13 +974,12 @@ impl Remote {
             return Ok(ran.stdout);
         }
         Err(SetupError::new(
-            SetupFailure::Failed,
-            format!(
-                "{}: {step} failed ({}): {}",
-                self.label(),
-                ran.status,
-                printable(ran.stderr.trim(), false)
-            ),
+            &self.label(),
+            SetupProblem::Failed {
+                step: step.to_string(),
+                status: ran.status,
+                stderr: ran.stderr,
+            },
         ))
     }
 
@@ -655,22 +996,23 @@ impl Remote {
     ) -> Result<String, SetupError> {
         let place = self.label();
         let open = || {
-            std::fs::File::open(local).map(Stdio::from).map_err(|e| {
-                SetupError::new(
-                    SetupFailure::Failed,
-                    format!("{place}: reading {}: {e}", local.display()),
-                )
-            })
+            std::fs::File::open(local)
+                .map(Stdio::from)
+                .map_err(|source| {
+                    SetupError::new(
+                        &place,
+                        SetupProblem::ReadLocal {
+                            path: local.to_path_buf(),
+                            source,
+                        },
+                    )
+                })
         };
+        let tool = |e: EmptyTool| SetupError::new(&place, CommandError::Tool(e));
         match self {
-            Remote::Vm(_) => Err(SetupError::new(
-                SetupFailure::Failed,
-                format!("{place}: a lab guest gets readpath in its initramfs, not by a copy"),
-            )),
+            Remote::Vm(_) => Err(SetupError::new(&place, SetupProblem::GuestCopy)),
             Remote::Adb { serial } => {
-                let mut c = Remote::adb(serial).map_err(|e| {
-                    SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
-                })?;
+                let mut c = Remote::adb(serial).map_err(tool)?;
                 c.arg("push").arg(local).arg(remote);
                 let ran = self.exec(c, "copy (adb push)", timeout, Stdio::null())?;
                 self.succeeded("copy (adb push)", ran)
@@ -679,9 +1021,7 @@ impl Remote {
             Remote::Ssh { port, .. } => {
                 let cat = format!("cat > {}", sh_quote(remote));
                 let by_cat = |how: String| -> Result<String, SetupError> {
-                    let c = self.command(&cat).map_err(|e| {
-                        SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
-                    })?;
+                    let c = self.command(&cat).map_err(|e| SetupError::new(&place, e))?;
                     let ran = self.exec(c, "copy (ssh cat)", timeout, open()?)?;
                     self.succeeded("copy (ssh cat)", ran).map(|_| how)
                 };
@@ -691,9 +1031,7 @@ impl Remote {
                             .into(),
                     );
                 }
-                let words = Remote::tool("READPATH_SCP_COMMAND", "scp").map_err(|e| {
-                    SetupError::new(SetupFailure::BadInput, format!("{place}: {e}"))
-                })?;
+                let words = Remote::tool("READPATH_SCP_COMMAND", "scp").map_err(tool)?;
                 let mut c = Command::new(&words[0]);
                 c.args(&words[1..]);
                 c.args(["-q", "-o", "BatchMode=yes"]);
@@ -706,23 +1044,16 @@ impl Remote {
                     .and_then(|ran| self.succeeded("copy (scp)", ran));
                 match scp {
                     Ok(_) => Ok("scp".into()),
-                    Err(e) if e.kind == SetupFailure::Interrupted => Err(e),
+                    Err(e) if e.kind() == SetupFailure::Interrupted => Err(e),
                     Err(first) => {
-                        let why = first
-                            .message
-                            .strip_prefix(&format!("{place}: "))
-                            .unwrap_or(&first.message)
-                            .to_string();
+                        let why = first.problem.to_string();
                         by_cat(format!("ssh (cat), as {why}")).map_err(|second| {
                             SetupError::new(
-                                second.kind,
-                                format!(
-                                    "{place}: the copy failed both ways: {why}; then {}",
-                                    second
-                                        .message
-                                        .strip_prefix(&format!("{place}: "))
-                                        .unwrap_or(&second.message)
-                                ),
+                                &place,
+                                SetupProblem::BothWays {
+                                    first: Box::new(first.problem),
+                                    second: Box::new(second.problem),
+                                },
                             )
                         })
                     }
@@ -740,11 +1071,11 @@ fn stopped() -> Option<i32> {
 
 fn interrupted(place: &str, step: &str, sig: i32) -> SetupError {
     SetupError::new(
-        SetupFailure::Interrupted,
-        format!(
-            "{place}: {step}: interrupted by {}",
-            crate::sys::signal_name(sig)
-        ),
+        place,
+        SetupProblem::Interrupted {
+            step: step.to_string(),
+            signal: sig,
+        },
     )
 }
 
@@ -791,7 +1122,7 @@ fn remote_sha256(
             .next()
             .map(str::to_ascii_lowercase)
             .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))),
-        Err(e) if e.kind == SetupFailure::Failed => Ok(None),
+        Err(e) if e.kind() == SetupFailure::Failed => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -818,11 +1149,11 @@ pub fn older(a: &str, b: &str) -> bool {
 /// `READPATH_AGENT_BINARY` avoids that), else the static musl build for
 /// that architecture beside this one's target dir
 /// (`target/aarch64-unknown-linux-musl/release/readpath`).
-pub fn local_binary(arch: &str) -> Result<PathBuf, String> {
+pub fn local_binary(arch: &str) -> Result<PathBuf, LocalBinaryError> {
     if let Some(chosen) = crate::lab::vm::agent_binary_override() {
-        return chosen;
+        return Ok(chosen?);
     }
-    let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
+    let exe = std::env::current_exe().map_err(crate::lab::vm::AgentBinaryError::CurrentExe)?;
     if arch == std::env::consts::ARCH {
         return Ok(exe);
     }
@@ -833,9 +1164,10 @@ pub fn local_binary(arch: &str) -> Result<PathBuf, String> {
             return Ok(musl);
         }
     }
-    Err(format!(
-        "no readpath binary for {arch} at hand: build one with `rustup target add {triple} && cargo build --release --target {triple}` (README: Static builds for targets), or set READPATH_AGENT_BINARY=PATH"
-    ))
+    Err(LocalBinaryError::NoBuild {
+        arch: arch.to_string(),
+        triple,
+    })
 }
 
 /// Makes sure a readpath no older than this one is at `dir/readpath` on the
@@ -851,19 +1183,17 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
     if let Remote::Vm(v) = remote {
         return prepare_vm(v, &place);
     }
-    let bad = |m: String| SetupError::new(SetupFailure::BadInput, format!("{place}: {m}"));
-    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
-    let t = Timeouts::from_env().map_err(bad)?;
-    let dir = remote.resolve_path("--remote-dir", dir).map_err(bad)?;
+    let failed = |problem: SetupProblem| SetupError::new(&place, problem);
+    let t = Timeouts::from_env().map_err(|e| SetupError::new(&place, e))?;
+    let dir = remote
+        .resolve_path("--remote-dir", dir)
+        .map_err(|e| SetupError::new(&place, e))?;
     let arch = remote
         .step("uname -m", "uname -m", t.setup)?
         .trim()
         .to_string();
     if arch.is_empty() || !word_ok(&arch, &[]) {
-        return Err(failed(format!(
-            "`uname -m` said {:?}, not an architecture",
-            printable(&arch, false)
-        )));
+        return Err(failed(SetupProblem::Arch { arch }));
     }
     let bin = format!("{dir}/readpath");
     let q = sh_quote(&bin);
@@ -872,7 +1202,7 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
     // The same version may be another build (a developer's), or not ours
     // at all: compare the bytes; where the target cannot hash them, they
     // cannot be trusted, and this binary is copied (and checked) again.
-    let local = local_binary(&arch).map_err(failed);
+    let local = local_binary(&arch).map_err(|e| SetupError::new(&place, e));
     let mut differs = false;
     let mut unhashed = false;
     if theirs.as_deref() == Some(ours)
@@ -895,11 +1225,14 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
         ));
     }
     let local = local?;
-    let mine =
-        file_sha256(&local).map_err(|e| failed(format!("reading {}: {e}", local.display())))?;
-    let size = std::fs::metadata(&local)
-        .map_err(|e| failed(format!("reading {}: {e}", local.display())))?
-        .len();
+    let read = |source| {
+        failed(SetupProblem::ReadLocal {
+            path: local.clone(),
+            source,
+        })
+    };
+    let mine = file_sha256(&local).map_err(read)?;
+    let size = std::fs::metadata(&local).map_err(read)?.len();
     let nonce = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -909,7 +1242,7 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
     // From here on a failure removes the copy (a stop signal leaves it:
     // nothing more is run then).
     let remove = |e: SetupError| {
-        if e.kind != SetupFailure::Interrupted {
+        if e.kind() != SetupFailure::Interrupted {
             let _ = remote.step("removing the copy", &format!("rm -f {qt}"), t.setup);
         }
         e
@@ -941,16 +1274,16 @@ pub fn prepare(remote: &Remote, dir: &str, refresh: bool) -> Result<(String, Str
 /// A lab guest made ready: its kernel found, its initramfs (with this
 /// readpath) and disk made or reused; what was done, for the user.
 fn prepare_vm(v: &crate::lab::VmRemote, place: &str) -> Result<(String, String), SetupError> {
-    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
+    let failed = |e| SetupError::new(place, SetupProblem::Guest(e));
     let mut made = Vec::new();
     let spec = crate::lab::spec_for(v, &mut |m| {
         crate::invocation::say(&format!("readpath: {m}"))
     })
-    .map_err(|e| failed(e.to_string()))?;
+    .map_err(failed)?;
     crate::lab::vm::prepare(&crate::lab::data_dir(), &spec, None, &mut |m| {
         made.push(m.to_string())
     })
-    .map_err(|e| failed(e.to_string()))?;
+    .map_err(failed)?;
     Ok((
         "/bin/readpath".into(),
         format!(
@@ -989,7 +1322,7 @@ fn installed_version(
         setup,
     ) {
         Ok(out) => out,
-        Err(e) if e.kind == SetupFailure::Failed => String::new(),
+        Err(e) if e.kind() == SetupFailure::Failed => String::new(),
         Err(e) => return Err(e),
     };
     Ok(there
@@ -1013,16 +1346,18 @@ fn check_copy(
     remove: &dyn Fn(SetupError) -> SetupError,
 ) -> Result<String, SetupError> {
     let place = remote.label();
-    let failed = |m: String| SetupError::new(SetupFailure::Failed, format!("{place}: {m}"));
+    let failed = |problem: SetupProblem| SetupError::new(&place, problem);
     let ours = env!("CARGO_PKG_VERSION");
     let qt = sh_quote(tmp);
     let ok = match remote_sha256(remote, tmp, setup).map_err(remove)? {
         Some(h) if h == mine => "its SHA-256 checked there".to_string(),
         Some(h) => {
-            return Err(remove(failed(format!(
-                "the copy at {tmp} has SHA-256 {h}, but {} has {mine}: it arrived damaged (a truncated transfer, a full disk?); it was removed and nothing was run",
-                local.display()
-            ))));
+            return Err(remove(failed(SetupProblem::Hash {
+                tmp: tmp.to_string(),
+                theirs: h,
+                local: local.to_path_buf(),
+                ours: mine.to_string(),
+            })));
         }
         None => {
             // No hashing tool there: the size, then the binary's own word.
@@ -1030,11 +1365,12 @@ fn check_copy(
                 .step("wc -c", &format!("wc -c < {qt}"), setup)
                 .map_err(remove)?;
             if theirs_size.trim().parse::<u64>().ok() != Some(size) {
-                return Err(remove(failed(format!(
-                    "the copy at {tmp} is {:?} bytes, but {} has {size}: it arrived damaged; it was removed and nothing else was run",
-                    printable(theirs_size.trim(), false),
-                    local.display()
-                ))));
+                return Err(remove(failed(SetupProblem::Size {
+                    tmp: tmp.to_string(),
+                    said: theirs_size,
+                    local: local.to_path_buf(),
+                    size,
+                })));
             }
             let v = remote
                 .step(
@@ -1044,10 +1380,10 @@ fn check_copy(
                 )
                 .map_err(remove)?;
             if !v.starts_with(&format!("readpath {ours}")) {
-                return Err(remove(failed(format!(
-                    "the copy at {tmp} says {:?} to --version, not readpath {ours}; it was removed",
-                    printable(v.trim(), false)
-                ))));
+                return Err(remove(failed(SetupProblem::Version {
+                    tmp: tmp.to_string(),
+                    said: v,
+                })));
             }
             "its SHA-256 could not be checked there (no sha256sum, toybox or busybox): its size and --version were".to_string()
         }
@@ -1095,7 +1431,7 @@ mod tests {
             "ssh:a@b@c",
             "ssh:@host",
         ] {
-            let e = Remote::parse(bad).unwrap_err();
+            let e = Remote::parse(bad).unwrap_err().to_string();
             assert!(
                 e.contains("--remote") && e.contains("allowed"),
                 "{bad}: {e}"
@@ -1139,7 +1475,7 @@ mod tests {
             "~root/x",
             "~x",
         ] {
-            let e = check_path(bad).unwrap_err();
+            let e = check_path(bad).unwrap_err().to_string();
             assert!(
                 e.contains("not a usable path") && e.contains("allowed"),
                 "{bad:?}: {e}"
@@ -1152,7 +1488,10 @@ mod tests {
         // Never an option, even after the resolution.
         assert_eq!(ssh.resolve_path("--remote-dir", "~/-x").unwrap(), "./-x");
         assert_eq!(ssh.resolve_path("--remote-dir", "rel").unwrap(), "rel");
-        let e = ssh.resolve_path("--remote-data-dir", "--help").unwrap_err();
+        let e = ssh
+            .resolve_path("--remote-data-dir", "--help")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--remote-data-dir \"--help\""), "{e}");
         let adb = Remote::parse("adb:").unwrap();
         assert_eq!(
@@ -1160,7 +1499,10 @@ mod tests {
             "/data/x"
         );
         for bad in ["~/x", "rel"] {
-            let e = adb.resolve_path("--remote-dir", bad).unwrap_err();
+            let e = adb
+                .resolve_path("--remote-dir", bad)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("--remote-dir") && e.contains("absolute"), "{e}");
         }
         // scp gets plain paths only.
@@ -1190,7 +1532,9 @@ mod tests {
             (Duration::from_millis(2500), Duration::from_millis(2500))
         );
         for bad in ["0", "-1", "x", "", "1e9", "NaN"] {
-            let e = Timeouts::from_value(Some(bad.into())).unwrap_err();
+            let e = Timeouts::from_value(Some(bad.into()))
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains(TIMEOUT_VAR) && e.contains("allowed 0.1..=3600"),
                 "{e}"

@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::settings::Settings;
+use crate::scenario::preset::PresetError;
+use crate::settings::{Settings, SettingsError};
 
 /// The script format this readpath reads.
 pub const DEMO_VERSION: u32 = 1;
@@ -257,29 +258,164 @@ const MIN_WAIT: Duration = Duration::from_millis(100);
 /// Longest timed step (a talk is shorter; "key" waits for ever).
 const MAX_WAIT: Duration = Duration::from_secs(86_400);
 
-fn wait_of(s: Option<&str>, origin: &str, i: usize) -> Result<Wait, String> {
+/// Why a demo could not be found, read or checked. Every error about a
+/// script starts with its file (and line and column, or step, where it has
+/// one).
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The script file could not be read.
+    #[error(transparent)]
+    Read(#[from] crate::files::ReadError),
+    /// Not TOML, or not a demo script's fields.
+    #[error(
+        "{origin}{}: {message}",
+        at.map_or(String::new(), |(l, c)| format!(":{l}:{c}"))
+    )]
+    Parse {
+        /// The file.
+        origin: String,
+        /// 1-based line and column, where the parser gave one.
+        at: Option<(usize, usize)>,
+        /// The parser's message, on one line.
+        message: String,
+    },
+    /// Written for a newer readpath.
+    #[error(
+        "{origin}: version {}",
+        crate::files::newer_version("demo script", found, DEMO_VERSION)
+    )]
+    Newer {
+        /// The file.
+        origin: String,
+        /// Its version.
+        found: u32,
+    },
+    /// The demo's own preset.
+    #[error("{origin}: preset: {source}")]
+    Preset {
+        /// The file.
+        origin: String,
+        /// Why.
+        source: Box<PresetError>,
+    },
+    /// A step.
+    #[error("{origin}: step {step}: {problem}")]
+    Step {
+        /// The file.
+        origin: String,
+        /// The step, 1-based.
+        step: usize,
+        /// What is wrong with it.
+        problem: Box<StepProblem>,
+    },
+    /// No steps.
+    #[error("{origin}: no [[step]]: a demo needs at least one")]
+    NoSteps {
+        /// The file.
+        origin: String,
+    },
+    /// The headline metrics.
+    #[error("{origin}: headline: {problem}")]
+    Headline {
+        /// The file.
+        origin: String,
+        /// What is wrong with them.
+        problem: HeadlineProblem,
+    },
+    /// No shipped demo of that name.
+    #[error(
+        "no demo named {name:?}: the demos are {} (or give a path to a .toml file)",
+        SHIPPED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    )]
+    NotFound {
+        /// The name asked for.
+        name: String,
+    },
+}
+
+/// What is wrong with one step of a demo ([`DemoError::Step`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StepProblem {
+    /// Its preset.
+    #[error(transparent)]
+    Preset(Box<PresetError>),
+    /// One of its `set` lines.
+    #[error("set: {0}")]
+    Set(#[source] SettingsError),
+    /// Its settings, as a whole, on this machine.
+    #[error(transparent)]
+    Invalid(SettingsError),
+    /// Its settings need more memory than this machine has.
+    #[error(transparent)]
+    Memory(crate::engine::memory::TooMuchMemory),
+    /// `ab = true` without a baseline to compare with.
+    #[error(
+        "ab = true needs a baseline marked at this step or before (baseline = true) and settings that differ from it"
+    )]
+    AbWithoutBaseline,
+    /// Its `wait`.
+    #[error("wait: {0}; or \"key\"")]
+    Wait(#[source] crate::settings::DurationError),
+}
+
+/// What is wrong with a demo's headline metrics ([`DemoError::Headline`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeadlineProblem {
+    /// A name that is no metric.
+    #[error(
+        "{:?} is not a metric; allowed: {}",
+        crate::sys::printable(name, false),
+        Headline::ALL.iter().map(|h| h.name()).collect::<Vec<_>>().join(", ")
+    )]
+    NotAMetric {
+        /// The name as written.
+        name: String,
+    },
+    /// A metric named twice.
+    #[error("{name} is named twice")]
+    Twice {
+        /// The name as written.
+        name: String,
+    },
+    /// More than fit the screen.
+    #[error("{count} metrics; at most {} fit the screen", Headline::MAX)]
+    TooMany {
+        /// How many.
+        count: usize,
+    },
+}
+
+fn wait_of(s: Option<&str>) -> Result<Wait, StepProblem> {
     match s.map(str::trim) {
         None | Some("key") => Ok(Wait::Key),
         Some(d) => crate::settings::parse_duration_in(d, MIN_WAIT, MAX_WAIT)
             .map(Wait::For)
-            .map_err(|e| format!("{origin}: step {}: wait: {e}; or \"key\"", i + 1)),
+            .map_err(StepProblem::Wait),
     }
 }
 
 impl Demo {
     /// Reads and validates a script: every preset exists and every step's
     /// settings are valid on this machine, before anything runs.
-    pub fn from_toml_str(src: &str, origin: &str, cpus: usize) -> Result<Demo, String> {
+    pub fn from_toml_str(src: &str, origin: &str, cpus: usize) -> Result<Demo, DemoError> {
         let raw = parse_script(src, origin)?;
         let start = match &raw.preset {
-            Some(p) => preset_settings(p, None, origin)?,
+            Some(p) => preset_settings(p).map_err(|e| DemoError::Preset {
+                origin: origin.to_string(),
+                source: Box::new(e),
+            })?,
             None => Settings::default(),
         };
         let steps = steps_of(&raw.steps, &start, origin, cpus)?;
         if steps.is_empty() {
-            return Err(format!("{origin}: no [[step]]: a demo needs at least one"));
+            return Err(DemoError::NoSteps {
+                origin: origin.to_string(),
+            });
         }
-        let headline = headlines_of(&raw.headline, origin)?;
+        let headline = headlines_of(&raw.headline).map_err(|problem| DemoError::Headline {
+            origin: origin.to_string(),
+            problem,
+        })?;
         Ok(Demo {
             name: crate::sys::printable(&raw.name, false),
             description: crate::sys::printable(&raw.description, true),
@@ -292,34 +428,24 @@ impl Demo {
 }
 
 /// Parses a demo script's TOML (errors name the line and column) and refuses a newer version.
-fn parse_script(src: &str, origin: &str) -> Result<RawScript, String> {
-    let raw: RawScript = toml::from_str(src).map_err(|e| {
-        let at = e
-            .span()
-            .map(|r| {
-                let (l, c) = crate::settings::line_col(src, r.start);
-                format!(":{l}:{c}")
-            })
-            .unwrap_or_default();
-        format!("{origin}{at}: {}", e.message().replace('\n', "; "))
+fn parse_script(src: &str, origin: &str) -> Result<RawScript, DemoError> {
+    let raw: RawScript = toml::from_str(src).map_err(|e| DemoError::Parse {
+        origin: origin.to_string(),
+        at: e.span().map(|r| crate::settings::line_col(src, r.start)),
+        message: e.message().replace('\n', "; "),
     })?;
     if raw.version > DEMO_VERSION {
-        return Err(format!(
-            "{origin}: version {}",
-            crate::files::newer_version("demo script", raw.version, DEMO_VERSION)
-        ));
+        return Err(DemoError::Newer {
+            origin: origin.to_string(),
+            found: raw.version,
+        });
     }
     Ok(raw)
 }
 
-/// The settings of preset `name`, named in errors by the step `i` that loads it (None: the demo's own preset).
-fn preset_settings(name: &str, i: Option<usize>, origin: &str) -> Result<Settings, String> {
-    crate::scenario::preset::resolve(name)
-        .map(|(p, _)| p.settings)
-        .map_err(|e| match i {
-            Some(i) => format!("{origin}: step {}: {e}", i + 1),
-            None => format!("{origin}: preset: {e}"),
-        })
+/// The settings of preset `name`.
+fn preset_settings(name: &str) -> Result<Settings, PresetError> {
+    crate::scenario::preset::resolve(name).map(|(p, _)| p.settings)
 }
 
 /// The steps from `start`: each applies its preset, then its `set` lines, and must validate and fit in memory.
@@ -328,7 +454,12 @@ fn steps_of(
     start: &Settings,
     origin: &str,
     cpus: usize,
-) -> Result<Vec<Step>, String> {
+) -> Result<Vec<Step>, DemoError> {
+    let step = |i: usize, problem: StepProblem| DemoError::Step {
+        origin: origin.to_string(),
+        step: i + 1,
+        problem: Box::new(problem),
+    };
     let mut current = start.clone();
     let mut baseline: Option<Settings> = None;
     let mut steps = Vec::new();
@@ -338,7 +469,7 @@ fn steps_of(
         }
         let mut settings = None;
         if let Some(p) = &s.preset {
-            current = preset_settings(p, Some(i), origin)?;
+            current = preset_settings(p).map_err(|e| step(i, StepProblem::Preset(Box::new(e))))?;
             settings = Some(current.clone());
         }
         for (k, v) in &s.set {
@@ -348,19 +479,16 @@ fn steps_of(
             };
             current
                 .set(k, &text)
-                .map_err(|e| format!("{origin}: step {}: set: {e}", i + 1))?;
+                .map_err(|e| step(i, StepProblem::Set(e)))?;
             settings = Some(current.clone());
         }
         current
             .validate(cpus)
-            .map_err(|e| e.to_string())
-            .and_then(|()| crate::engine::memory::check_fits(&current))
-            .map_err(|e| format!("{origin}: step {}: {e}", i + 1))?;
+            .map_err(StepProblem::Invalid)
+            .and_then(|()| crate::engine::memory::check_fits(&current).map_err(StepProblem::Memory))
+            .map_err(|e| step(i, e))?;
         if s.ab && baseline.as_ref().is_none_or(|b| *b == current) {
-            return Err(format!(
-                "{origin}: step {}: ab = true needs a baseline marked at this step or before (baseline = true) and settings that differ from it",
-                i + 1
-            ));
+            return Err(step(i, StepProblem::AbWithoutBaseline));
         }
         steps.push(Step {
             settings,
@@ -369,47 +497,33 @@ fn steps_of(
             drop_cache: s.drop_cache,
             ab: s.ab,
             caption: s.caption.as_deref().map(|c| crate::sys::printable(c, true)),
-            wait: wait_of(s.wait.as_deref(), origin, i)?,
+            wait: wait_of(s.wait.as_deref()).map_err(|e| step(i, e))?,
         });
     }
     Ok(steps)
 }
 
 /// The headline metrics named by the script: known, each once, and no more than fit the screen.
-fn headlines_of(names: &[String], origin: &str) -> Result<Vec<Headline>, String> {
-    let allowed = || {
-        Headline::ALL
-            .iter()
-            .map(|h| h.name())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+fn headlines_of(names: &[String]) -> Result<Vec<Headline>, HeadlineProblem> {
     let mut headline = Vec::new();
     for name in names {
-        let h = Headline::parse(name).ok_or_else(|| {
-            format!(
-                "{origin}: headline: {:?} is not a metric; allowed: {}",
-                crate::sys::printable(name, false),
-                allowed()
-            )
-        })?;
+        let h = Headline::parse(name)
+            .ok_or_else(|| HeadlineProblem::NotAMetric { name: name.clone() })?;
         if headline.contains(&h) {
-            return Err(format!("{origin}: headline: {name} is named twice"));
+            return Err(HeadlineProblem::Twice { name: name.clone() });
         }
         headline.push(h);
     }
     if headline.len() > Headline::MAX {
-        return Err(format!(
-            "{origin}: headline: {} metrics; at most {} fit the screen",
-            headline.len(),
-            Headline::MAX
-        ));
+        return Err(HeadlineProblem::TooMany {
+            count: headline.len(),
+        });
     }
     Ok(headline)
 }
 
 /// Finds `NAME|FILE`: a path as given, else a shipped demo.
-pub fn resolve(spec: &str, cpus: usize) -> Result<Demo, String> {
+pub fn resolve(spec: &str, cpus: usize) -> Result<Demo, DemoError> {
     if spec.contains('/') || spec.ends_with(".toml") {
         let src =
             crate::files::read_capped(std::path::Path::new(spec), crate::files::MAX_TEXT_INPUT)?;
@@ -417,14 +531,9 @@ pub fn resolve(spec: &str, cpus: usize) -> Result<Demo, String> {
     }
     match SHIPPED.iter().find(|(n, _)| *n == spec) {
         Some((name, src)) => Demo::from_toml_str(src, &format!("presets/demos/{name}.toml"), cpus),
-        None => Err(format!(
-            "no demo named {spec:?}: the demos are {} (or give a path to a .toml file)",
-            SHIPPED
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        None => Err(DemoError::NotFound {
+            name: spec.to_string(),
+        }),
     }
 }
 
@@ -700,7 +809,8 @@ mod tests {
             "d.toml",
             2,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("headline: \"latency\"") && e.contains("throughput, iops, p50"),
             "{e}"
@@ -710,7 +820,8 @@ mod tests {
             "d.toml",
             2,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("at most 3"), "{e}");
     }
 
@@ -721,7 +832,8 @@ mod tests {
             "d.toml",
             2,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("d.toml: step 1: set:") && e.contains("inline, bound, unbound"),
             "{e}"
@@ -731,17 +843,20 @@ mod tests {
             "d.toml",
             2,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("d.toml:4:1") && e.contains("wiat"), "{e}");
-        let e =
-            Demo::from_toml_str("version = 9\nname = \"x\"\n[[step]]\n", "d.toml", 2).unwrap_err();
+        let e = Demo::from_toml_str("version = 9\nname = \"x\"\n[[step]]\n", "d.toml", 2)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("newer"), "{e}");
         let e = Demo::from_toml_str(
             "version = 1\nname = \"x\"\n[[step]]\nwait = \"soon\"\n",
             "d.toml",
             2,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("step 1: wait"), "{e}");
     }
 
@@ -760,7 +875,9 @@ mod tests {
             "version = 1\nname = \"x\"\n[[step]]\nset = { \"workers.mode\" = \"bound\" }\nab = true\n",
             "version = 1\nname = \"x\"\n[[step]]\nbaseline = true\nab = true\n",
         ] {
-            let e = Demo::from_toml_str(script, "d.toml", 2).unwrap_err();
+            let e = Demo::from_toml_str(script, "d.toml", 2)
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("d.toml: step 1: ab = true needs a baseline"),
                 "{e}"

@@ -72,34 +72,70 @@ impl Compare {
     }
 
     /// Parses `KEY=V1,V2[,V3...]` (`--vary`).
-    pub fn parse_vary(spec: &str, base: &Settings) -> Result<Compare, String> {
-        let (key, values) = spec
-            .split_once('=')
-            .ok_or_else(|| format!("--vary {spec:?}: expected KEY=V1,V2[,V3...]"))?;
+    pub fn parse_vary(spec: &str, base: &Settings) -> Result<Compare, VaryError> {
+        let (key, values) = spec.split_once('=').ok_or_else(|| VaryError::NoValues {
+            spec: spec.to_string(),
+        })?;
         let key = key.trim();
         if key_info(key).is_none() {
             let mut probe = Settings::default();
-            return Err(format!(
-                "--vary: {}",
-                probe
-                    .set(key, "")
-                    .err()
-                    .map_or_else(|| format!("unknown setting {key:?}"), |e| e.to_string())
-            ));
+            return Err(VaryError::UnknownKey {
+                key: key.to_string(),
+                error: probe.set(key, "").err().map(Box::new),
+            });
         }
         let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
         if values.len() < 2 || values.iter().any(String::is_empty) {
-            return Err(format!(
-                "--vary {spec:?}: give at least two values, comma-separated (e.g. {key}=a,b)"
-            ));
+            return Err(VaryError::TooFewValues {
+                spec: spec.to_string(),
+                key: key.to_string(),
+            });
         }
         let c = Compare {
             key: key.to_string(),
             values,
         };
-        c.variants(base).map_err(|e| format!("--vary: {e}"))?;
+        c.variants(base).map_err(VaryError::Value)?;
         Ok(c)
     }
+}
+
+/// Why a `--vary KEY=V1,V2[,V3...]` was refused: the spec, the key, or the
+/// setting's own error for a value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VaryError {
+    /// No `=`.
+    #[error("--vary {spec:?}: expected KEY=V1,V2[,V3...]")]
+    NoValues {
+        /// The spec as written.
+        spec: String,
+    },
+    /// A key that is not a setting: the settings' own error (with its
+    /// did-you-mean) where they give one.
+    #[error(
+        "--vary: {}",
+        match error {
+            Some(e) => e.to_string(),
+            None => format!("unknown setting {key:?}"),
+        }
+    )]
+    UnknownKey {
+        /// The key as written.
+        key: String,
+        /// The settings' error for it.
+        error: Option<Box<SettingsError>>,
+    },
+    /// Fewer than two values, or an empty one.
+    #[error("--vary {spec:?}: give at least two values, comma-separated (e.g. {key}=a,b)")]
+    TooFewValues {
+        /// The spec as written.
+        spec: String,
+        /// The key.
+        key: String,
+    },
+    /// A value the setting refuses.
+    #[error("--vary: {0}")]
+    Value(#[source] SettingsError),
 }
 
 /// A preset: settings plus what they are for.
@@ -253,8 +289,14 @@ pub enum PresetError {
     BadName(String),
     /// A preset file that cannot be read (missing, unreadable, too large,
     /// not text): the user's input.
-    #[error("{0}")]
-    Input(String),
+    #[error(transparent)]
+    Input(crate::files::ReadError),
+    /// Something other than a regular file where a preset is to be saved.
+    #[error("{}: not a regular file: a preset is saved only as a file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
     /// The preset could not be saved.
     #[error(transparent)]
     Output(#[from] crate::files::OutputError),
@@ -702,8 +744,8 @@ pub fn resolve(spec: &str) -> Result<(Preset, Origin), PresetError> {
 /// Every preset: the user's (overriding a shipped one of the same name),
 /// then the shipped ones; invalid user files are listed with their error as
 /// the description.
-pub fn list() -> Vec<(String, Origin, Result<Preset, String>)> {
-    let mut out: Vec<(String, Origin, Result<Preset, String>)> = Vec::new();
+pub fn list() -> Vec<(String, Origin, Result<Preset, PresetError>)> {
+    let mut out: Vec<(String, Origin, Result<Preset, PresetError>)> = Vec::new();
     if let Some(dir) = user_dir()
         && let Ok(rd) = std::fs::read_dir(&dir)
     {
@@ -716,7 +758,7 @@ pub fn list() -> Vec<(String, Origin, Result<Preset, String>)> {
             let name = p
                 .file_stem()
                 .map_or(String::new(), |s| s.to_string_lossy().into_owned());
-            let r = load_file(&p).map_err(|e| e.to_string());
+            let r = load_file(&p);
             out.push((name, Origin::User(p), r));
         }
     }
@@ -724,8 +766,7 @@ pub fn list() -> Vec<(String, Origin, Result<Preset, String>)> {
         if out.iter().any(|(n, _, _)| n == name) {
             continue;
         }
-        let r = Preset::from_toml_str(src, &format!("presets/{name}.toml"), name)
-            .map_err(|e| e.to_string());
+        let r = Preset::from_toml_str(src, &format!("presets/{name}.toml"), name);
         out.push((name.to_string(), Origin::Shipped, r));
     }
     out
@@ -753,10 +794,9 @@ pub fn save_atomic(preset: &Preset, path: &Path) -> Result<(), PresetError> {
     })?;
     let out = crate::files::OutputPath::check("preset", path, &[])?;
     if out.mode() != crate::files::Mode::Atomic {
-        return Err(PresetError::Input(format!(
-            "{}: not a regular file: a preset is saved only as a file",
-            path.display()
-        )));
+        return Err(PresetError::NotAFile {
+            path: path.to_path_buf(),
+        });
     }
     out.write_all(preset.to_toml_string().as_bytes())?;
     Ok(())
@@ -788,11 +828,17 @@ mod tests {
         let s = Settings::default();
         let c = Compare::parse_vary("workers.mode=unbound,bound", &s).unwrap();
         assert_eq!(c.values, ["unbound", "bound"]);
-        let e = Compare::parse_vary("workers.mod=a,b", &s).unwrap_err();
+        let e = Compare::parse_vary("workers.mod=a,b", &s)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("workers.mode"), "{e}");
-        let e = Compare::parse_vary("workers.mode=unbound", &s).unwrap_err();
+        let e = Compare::parse_vary("workers.mode=unbound", &s)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at least two"), "{e}");
-        let e = Compare::parse_vary("workload.queue_depth=1,0", &s).unwrap_err();
+        let e = Compare::parse_vary("workload.queue_depth=1,0", &s)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("1..=1024"), "{e}");
     }
 

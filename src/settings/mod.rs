@@ -417,7 +417,7 @@ mod hex_bytes {
 mod key;
 pub use key::Key;
 mod table;
-pub use table::{Apply, Bind, KEYS, Kind, Scope, Setting, Step, key_info, reference};
+pub use table::{Apply, Bind, KEYS, Kind, Scope, Setting, Step, StepError, key_info, reference};
 use table::{sections_list, unknown_key_error};
 
 fn section_names(section: &str) -> Vec<&'static str> {
@@ -464,8 +464,8 @@ use value::{
 pub(crate) mod units;
 
 pub use units::{
-    MAX_DURATION, MIN_DURATION, format_cpu_list, format_duration, format_size, parse_cpu_list,
-    parse_duration, parse_duration_in, parse_size,
+    CpuListError, DurationError, MAX_DURATION, MIN_DURATION, SizeError, format_cpu_list,
+    format_duration, format_size, parse_cpu_list, parse_duration, parse_duration_in, parse_size,
 };
 
 // ---------------------------------------------------------------------------
@@ -1530,15 +1530,15 @@ mod tests {
         assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
         assert_eq!(parse_cpu_list("5-5").unwrap(), vec![5]);
         assert_eq!(
-            parse_cpu_list("3-1").unwrap_err(),
+            parse_cpu_list("3-1").unwrap_err().to_string(),
             "range 3-1 is backwards (did you mean 1-3?)"
         );
         assert_eq!(
-            parse_cpu_list("0,,1").unwrap_err(),
+            parse_cpu_list("0,,1").unwrap_err().to_string(),
             "empty entry in CPU list"
         );
         assert_eq!(
-            parse_cpu_list("a").unwrap_err(),
+            parse_cpu_list("a").unwrap_err().to_string(),
             "\"a\" is not a CPU number"
         );
         assert!(parse_cpu_list("0-99999").is_err());
@@ -1629,7 +1629,7 @@ mod tests {
         assert_eq!(SleepMode::ALL.len(), 3);
         assert_eq!(format!("{:>7}", Pattern::Random), " random");
         assert_eq!(
-            "x".parse::<SleepMode>().unwrap_err(),
+            "x".parse::<SleepMode>().unwrap_err().to_string(),
             "\"x\" is not one of iowait, plain, poll"
         );
         assert_eq!(

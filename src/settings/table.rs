@@ -112,6 +112,30 @@ pub enum Scope {
     Kernel,
 }
 
+/// Why the explorer's step of a setting ([`Setting::step`]) goes nowhere.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StepError {
+    /// The setting has no explorer key.
+    #[error("{key} has no key")]
+    NoKey {
+        /// The setting.
+        key: super::Key,
+    },
+    /// A number already at the end of its range the step goes towards.
+    #[error("{key} is already at its {} ({edge})", if *up { "maximum" } else { "minimum" })]
+    AtLimit {
+        /// The setting.
+        key: super::Key,
+        /// The end, as the setting writes it.
+        edge: String,
+        /// Stepping up (towards the maximum).
+        up: bool,
+    },
+    /// The settings refused the new value.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+}
+
 /// One setting.
 #[derive(Debug, Clone, Copy)]
 pub struct Setting {
@@ -749,7 +773,7 @@ impl Setting {
             Val::Int(n) => vec![*n],
             Val::Str(s) if s.trim() == "[]" => Vec::new(),
             Val::Str(s) => parse_cpu_list(s)
-                .map_err(|e| self.invalid(v, e))?
+                .map_err(|e| self.invalid(v, e.to_string()))?
                 .into_iter()
                 .map(|c| c as i128)
                 .collect(),
@@ -963,9 +987,9 @@ impl Setting {
     /// cycle (or the previous one, `back`), doubled or halved, or one more
     /// or less; `up` picks which key of a pair. The new settings, or why
     /// the step goes nowhere (a limit).
-    pub fn step(&self, s: &Settings, up: bool, back: bool) -> Result<Settings, String> {
+    pub fn step(&self, s: &Settings, up: bool, back: bool) -> Result<Settings, StepError> {
         let Some(bind) = self.bind else {
-            return Err(format!("{} has no key", self.key));
+            return Err(StepError::NoKey { key: self.key });
         };
         let mut n = s.clone();
         let current = s.get(self.key).unwrap_or_default();
@@ -996,14 +1020,17 @@ impl Setting {
                 };
                 let next = want.clamp(lo, hi);
                 if next == v {
-                    let (edge, what) = if up { (hi, "maximum") } else { (lo, "minimum") };
-                    let edge = self.display(edge);
-                    return Err(format!("{} is already at its {what} ({edge})", self.key));
+                    let edge = self.display(if up { hi } else { lo });
+                    return Err(StepError::AtLimit {
+                        key: self.key,
+                        edge,
+                        up,
+                    });
                 }
                 next.to_string()
             }
         };
-        n.set(self.key, &next).map_err(|e| e.to_string())?;
+        n.set(self.key, &next)?;
         Ok(n)
     }
 
@@ -1280,7 +1307,7 @@ mod tests {
         let qd = key_info("workload.queue_depth").unwrap();
         let mut s = Settings::default();
         assert_eq!(
-            qd.step(&s, false, false).unwrap_err(),
+            qd.step(&s, false, false).unwrap_err().to_string(),
             "workload.queue_depth is already at its minimum (1)"
         );
         s.workload.queue_depth = 1000;
@@ -1288,7 +1315,7 @@ mod tests {
         let bs = key_info("workload.block_size").unwrap();
         s.workload.block_size = 1 << 20;
         assert_eq!(
-            bs.step(&s, true, false).unwrap_err(),
+            bs.step(&s, true, false).unwrap_err().to_string(),
             "workload.block_size is already at its maximum (1M)"
         );
         let scope = key_info("kernel.affinity_scope").unwrap();

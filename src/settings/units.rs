@@ -3,8 +3,69 @@
 //! range checked and written back the same way. Shared by the settings,
 //! the command line and demo scripts, so `10s` means the same everywhere.
 
+use std::time::Duration;
+
+/// Why a duration could not be read: the value as written and the range
+/// allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// A number with a unit, outside the range.
+    #[error(
+        "duration \"{value}\" is out of range: allowed {}..={}",
+        format_duration(*lo),
+        format_duration(*hi)
+    )]
+    OutOfRange {
+        /// The value as written.
+        value: String,
+        /// The shortest allowed.
+        lo: Duration,
+        /// The longest allowed.
+        hi: Duration,
+    },
+    /// Not a finite number with a known unit.
+    #[error(
+        "invalid duration \"{value}\": expected a positive number with a unit (e.g. 10s, 250ms, 2m), allowed {}..={}",
+        format_duration(*lo),
+        format_duration(*hi)
+    )]
+    Invalid {
+        /// The value as written.
+        value: String,
+        /// The shortest allowed.
+        lo: Duration,
+        /// The longest allowed.
+        hi: Duration,
+    },
+}
+
+/// Why a size could not be read: the value as written, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// It does not start with digits.
+    #[error("{value:?} is not a size: expected bytes or a number with K, M, G or T, like \"4K\"")]
+    NotASize {
+        /// The value as written.
+        value: String,
+    },
+    /// A unit that is none of K, M, G or T (lowercased as it was read).
+    #[error("{value:?} is not a size: unknown unit {unit:?} (use K, M, G or T)")]
+    UnknownUnit {
+        /// The value as written.
+        value: String,
+        /// The unit, trimmed and lowercased.
+        unit: String,
+    },
+    /// More bytes than a u64 holds.
+    #[error("{value:?} is too large for a size")]
+    TooLarge {
+        /// The value as written.
+        value: String,
+    },
+}
+
 /// Parses "10s", "250ms", "2m", "1h" or plain seconds.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, DurationError> {
     parse_duration_in(s, MIN_DURATION, MAX_DURATION)
 }
 
@@ -40,7 +101,7 @@ pub fn parse_duration_in(
     s: &str,
     lo: std::time::Duration,
     hi: std::time::Duration,
-) -> Result<std::time::Duration, String> {
+) -> Result<std::time::Duration, DurationError> {
     let t = s.trim();
     let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -57,7 +118,6 @@ pub fn parse_duration_in(
     } else {
         (t, 1.0)
     };
-    let range = || format!("allowed {}..={}", format_duration(lo), format_duration(hi));
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() => {
             let secs = v * mult;
@@ -65,26 +125,31 @@ pub fn parse_duration_in(
             if secs >= lo.as_secs_f64() * (1.0 - 1e-12) && secs <= hi.as_secs_f64() {
                 Ok(std::time::Duration::from_secs_f64(secs).clamp(lo, hi))
             } else {
-                Err(format!("duration \"{s}\" is out of range: {}", range()))
+                Err(DurationError::OutOfRange {
+                    value: s.to_string(),
+                    lo,
+                    hi,
+                })
             }
         }
-        _ => Err(format!(
-            "invalid duration \"{s}\": expected a positive number with a unit (e.g. 10s, 250ms, 2m), {}",
-            range()
-        )),
+        _ => Err(DurationError::Invalid {
+            value: s.to_string(),
+            lo,
+            hi,
+        }),
     }
 }
 
 /// Parse a size: plain bytes (`4096`) or a number with a binary unit
 /// (`4K`, `4k`, `4KiB`, `4KB`, `256M`, `1G`, `1T`; K = 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits_end);
     if num.is_empty() {
-        return Err(format!(
-            "{s:?} is not a size: expected bytes or a number with K, M, G or T, like \"4K\""
-        ));
+        return Err(SizeError::NotASize {
+            value: s.to_string(),
+        });
     }
     let unit = unit.trim().to_ascii_lowercase();
     let shift = match unit.as_str() {
@@ -94,17 +159,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
         _ => {
-            return Err(format!(
-                "{s:?} is not a size: unknown unit {:?} (use K, M, G or T)",
-                unit
-            ));
+            return Err(SizeError::UnknownUnit {
+                value: s.to_string(),
+                unit,
+            });
         }
     };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is too large for a size"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s:?} is too large for a size"))
+    let too_large = || SizeError::TooLarge {
+        value: s.to_string(),
+    };
+    let n: u64 = num.parse().map_err(|_| too_large())?;
+    n.checked_mul(1u64 << shift).ok_or_else(too_large)
 }
 
 /// Format a size the way users write it: `4K`, `256M`, `1G`, `1T`, or plain
@@ -123,4 +188,4 @@ pub fn format_size(bytes: u64) -> String {
 
 // CPU lists are parsed in `sys` (it reads them from sysfs too); the
 // settings and the command line name them here as before.
-pub use crate::sys::{format_cpu_list, parse_cpu_list};
+pub use crate::sys::{CpuListError, format_cpu_list, parse_cpu_list};

@@ -48,11 +48,10 @@ impl Drop for AlgTfm {
     }
 }
 
-/// Why AF_ALG cannot give `kind` `name` here, or `Ok` when it can.
-pub fn probe(kind: &str, name: &str) -> Result<(), String> {
-    AlgTfm::bind(kind, name)
-        .map(drop)
-        .map_err(|e| e.to_string())
+/// Why AF_ALG cannot give `kind` `name` here (the step and the OS
+/// error), or `Ok` when it can.
+pub fn probe(kind: &str, name: &str) -> io::Result<()> {
+    AlgTfm::bind(kind, name).map(drop)
 }
 
 fn os_err(what: &str) -> io::Error {
@@ -531,6 +530,7 @@ mod tests {
         match probe("skcipher", "xts(aes)") {
             Ok(()) => eprintln!("AF_ALG available here: nothing refused"),
             Err(why) => {
+                let why = why.to_string();
                 assert!(why.starts_with("AF_ALG skcipher xts(aes): "), "{why}");
                 assert!(
                     why.contains("socket(AF_ALG)") || why.contains("bind"),

@@ -102,14 +102,37 @@ fn under(mount: &Path, path: &Path) -> PathBuf {
     mount.join(path.strip_prefix("/").unwrap_or(path))
 }
 
+/// Why no memory cgroup can be made for this process ([`probe`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// Not root.
+    #[error("moving readpath into a memory cgroup needs root")]
+    NotRoot,
+    /// `/proc/self/cgroup` could not be read.
+    #[error("/proc/self/cgroup: {0}")]
+    ProcSelf(#[source] io::Error),
+    /// The process is in a v1 memory cgroup whose hierarchy is not mounted.
+    #[error("the memory cgroup hierarchy this process is in is not mounted")]
+    V1NotMounted,
+    /// cgroup v2 without its memory controller, and no v1 memory hierarchy.
+    #[error(
+        "the memory controller is not available on cgroup v2 here (its root's cgroup.controllers has no memory) and no cgroup v1 memory hierarchy is mounted"
+    )]
+    NoV2Memory,
+    /// No memory cgroup at all.
+    #[error(
+        "this kernel has no memory cgroup (neither cgroup v2 nor v1 memory in /proc/self/cgroup)"
+    )]
+    NoMemoryCgroup,
+}
+
 /// Where a memory cgroup can be made for this process, or why none can:
 /// not root, no memory controller on cgroup v2 nor v1.
-pub fn probe() -> Result<Placement, String> {
+pub fn probe() -> Result<Placement, CgroupError> {
     if trust::euid() != 0 {
-        return Err("moving readpath into a memory cgroup needs root".into());
+        return Err(CgroupError::NotRoot);
     }
-    let text = read_small(Path::new("/proc/self/cgroup"))
-        .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+    let text = read_small(Path::new("/proc/self/cgroup")).map_err(CgroupError::ProcSelf)?;
     let (v2, v1) = self_paths(&text);
     let mounts = trust::mounts();
     if let Some(path) = &v2
@@ -144,9 +167,9 @@ pub fn probe() -> Result<Placement, String> {
         }
     }
     Err(match (v2.is_some(), v1.is_some()) {
-        (_, true) => "the memory cgroup hierarchy this process is in is not mounted".into(),
-        (true, false) => "the memory controller is not available on cgroup v2 here (its root's cgroup.controllers has no memory) and no cgroup v1 memory hierarchy is mounted".into(),
-        (false, false) => "this kernel has no memory cgroup (neither cgroup v2 nor v1 memory in /proc/self/cgroup)".into(),
+        (_, true) => CgroupError::V1NotMounted,
+        (true, false) => CgroupError::NoV2Memory,
+        (false, false) => CgroupError::NoMemoryCgroup,
     })
 }
 

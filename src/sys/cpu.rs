@@ -164,39 +164,60 @@ pub const MAX_CPU_NUMBER: usize = 8191;
 
 /// The message for a CPU number above [`MAX_CPU_NUMBER`].
 pub fn cpu_number_error(n: impl std::fmt::Display) -> String {
-    format!("CPU {n} is out of range: CPU numbers are 0..={MAX_CPU_NUMBER}")
+    CpuListError::OutOfRange(n.to_string()).to_string()
+}
+
+/// Why a CPU list (`0-3,6`) could not be read: the entry at fault, as
+/// written, and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    /// An entry that is not a decimal number.
+    #[error("{0:?} is not a CPU number")]
+    NotANumber(String),
+    /// A number above [`MAX_CPU_NUMBER`], as written.
+    #[error("CPU {0} is out of range: CPU numbers are 0..={MAX_CPU_NUMBER}")]
+    OutOfRange(String),
+    /// Two commas with nothing between them (or a leading or trailing one).
+    #[error("empty entry in CPU list")]
+    EmptyEntry,
+    /// A range whose start is above its end.
+    #[error("range {start}-{end} is backwards (did you mean {end}-{start}?)")]
+    Backwards {
+        /// The range's first CPU as written.
+        start: usize,
+        /// Its last.
+        end: usize,
+    },
 }
 
 /// Parse a Linux-style CPU list: `"0-3,6"` is `[0, 1, 2, 3, 6]`; `""` is
 /// empty. Order is kept as written.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, CpuListError> {
     let s = s.trim();
     let mut out = Vec::new();
     if s.is_empty() {
         return Ok(out);
     }
-    let number = |t: &str| -> Result<usize, String> {
+    let number = |t: &str| -> Result<usize, CpuListError> {
         let t = t.trim();
         if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!("{t:?} is not a CPU number"));
+            return Err(CpuListError::NotANumber(t.to_string()));
         }
         t.parse::<usize>()
             .ok()
             .filter(|&n| n <= MAX_CPU_NUMBER)
-            .ok_or_else(|| cpu_number_error(t))
+            .ok_or_else(|| CpuListError::OutOfRange(t.to_string()))
     };
     for part in s.split(',') {
         let part = part.trim();
         if part.is_empty() {
-            return Err("empty entry in CPU list".to_string());
+            return Err(CpuListError::EmptyEntry);
         }
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (number(a)?, number(b)?);
                 if a > b {
-                    return Err(format!(
-                        "range {a}-{b} is backwards (did you mean {b}-{a}?)"
-                    ));
+                    return Err(CpuListError::Backwards { start: a, end: b });
                 }
                 out.extend(a..=b);
             }
@@ -258,39 +279,91 @@ pub fn cpu_mask_hex(cpus: &[usize]) -> String {
     out
 }
 
+/// Why a hex CPU mask (`ff,ffffffff`) could not be read: the mask (or its
+/// start) and the word at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuMaskError {
+    /// Nothing but white space.
+    #[error("an empty CPU mask")]
+    Empty,
+    /// More words than a mask may have (1024).
+    #[error("CPU mask {start:?}... has {words} words, more than {MAX_MASK_WORDS}")]
+    TooManyWords {
+        /// The mask's first 20 characters.
+        start: String,
+        /// How many words it has.
+        words: usize,
+    },
+    /// A word that is not 1 to 8 hex digits.
+    #[error(
+        "CPU mask {mask:?}: {word:?} is not a word of 1 to 8 hex digits (a mask is hex words separated by commas, e.g. ff,ffffffff)"
+    )]
+    BadWord {
+        /// The mask, trimmed.
+        mask: String,
+        /// The word.
+        word: String,
+    },
+    /// A word the number parser refused.
+    #[error("CPU mask {mask:?}: {word:?}: {source}")]
+    Number {
+        /// The mask, trimmed.
+        mask: String,
+        /// The word.
+        word: String,
+        /// The parser's error.
+        source: std::num::ParseIntError,
+    },
+    /// A CPU from [`MAX_CPUS`] up.
+    #[error(
+        "CPU mask {mask:?} names CPU {cpu}; at most {MAX_CPUS} CPUs (0-{}) are allowed",
+        MAX_CPUS - 1
+    )]
+    TooHigh {
+        /// The mask, trimmed.
+        mask: String,
+        /// The CPU it names.
+        cpu: usize,
+    },
+}
+
 /// A hex CPU mask as sysfs prints it (`ff,ffffffff`, surrounding white
 /// space ignored) -> the sorted CPU list. Refuses anything but hex words
 /// of at most 8 digits separated by single commas, and CPUs from
 /// [`MAX_CPUS`] up.
-pub fn parse_cpu_mask_hex(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_mask_hex(s: &str) -> Result<Vec<usize>, CpuMaskError> {
     let t = s.trim();
     if t.is_empty() {
-        return Err("an empty CPU mask".to_string());
+        return Err(CpuMaskError::Empty);
     }
     let words: Vec<&str> = t.split(',').collect();
     if words.len() > MAX_MASK_WORDS {
-        return Err(format!(
-            "CPU mask {:?}... has {} words, more than {MAX_MASK_WORDS}",
-            t.chars().take(20).collect::<String>(),
-            words.len()
-        ));
+        return Err(CpuMaskError::TooManyWords {
+            start: t.chars().take(20).collect::<String>(),
+            words: words.len(),
+        });
     }
     let mut cpus = Vec::new();
     for (i, w) in words.iter().rev().enumerate() {
         if w.is_empty() || w.len() > 8 || !w.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!(
-                "CPU mask {t:?}: {w:?} is not a word of 1 to 8 hex digits (a mask is hex words separated by commas, e.g. ff,ffffffff)"
-            ));
+            return Err(CpuMaskError::BadWord {
+                mask: t.to_string(),
+                word: w.to_string(),
+            });
         }
-        let v = u32::from_str_radix(w, 16).map_err(|e| format!("CPU mask {t:?}: {w:?}: {e}"))?;
+        let v = u32::from_str_radix(w, 16).map_err(|source| CpuMaskError::Number {
+            mask: t.to_string(),
+            word: w.to_string(),
+            source,
+        })?;
         for b in 0..32 {
             if v & (1 << b) != 0 {
                 let cpu = i * 32 + b;
                 if cpu >= MAX_CPUS {
-                    return Err(format!(
-                        "CPU mask {t:?} names CPU {cpu}; at most {MAX_CPUS} CPUs (0-{}) are allowed",
-                        MAX_CPUS - 1
-                    ));
+                    return Err(CpuMaskError::TooHigh {
+                        mask: t.to_string(),
+                        cpu,
+                    });
                 }
                 cpus.push(cpu);
             }

@@ -186,12 +186,12 @@ pub fn probe_features() -> Features {
         vaes,
         schedstat: schedstat_available(),
         highpri: highpri.is_ok(),
-        highpri_reason: highpri.err(),
+        highpri_reason: highpri.err().map(|e| e.to_string()),
         kernel_verity: ext4_has_verity(),
         kernel_target_reason: kernel_target_reason(),
-        kernel_cipher_reason: probe("skcipher", "xts(aes)").err(),
-        kernel_hash_reason: probe("hash", "sha256").err(),
-        kernel_cache_limit_reason: super::cgroup::probe().err(),
+        kernel_cipher_reason: probe("skcipher", "xts(aes)").err().map(|e| e.to_string()),
+        kernel_hash_reason: probe("hash", "sha256").err().map(|e| e.to_string()),
+        kernel_cache_limit_reason: super::cgroup::probe().err().map(|e| e.to_string()),
         autogroup_reason: autogroup_reason(),
         kernel_switches: Path::new(LAB_SWITCHES_DIR)
             .join("fsverity_unbound")

@@ -85,9 +85,9 @@ pub use rawio::{
 /// CPUs: which one runs, affinity, CPU lists as Linux writes them, and the
 /// topology the workqueue groups CPUs by.
 pub use cpu::{
-    MAX_CPU_NUMBER, MAX_CPUS, cpu_mask_hex, cpu_number_error, current_cpu, current_thread_affinity,
-    format_cpu_list, gettid, online_cpus, parse_cpu_list, parse_cpu_mask_hex, pin_current_thread,
-    thread_affinity, unpin_current_thread,
+    CpuListError, CpuMaskError, MAX_CPU_NUMBER, MAX_CPUS, cpu_mask_hex, cpu_number_error,
+    current_cpu, current_thread_affinity, format_cpu_list, gettid, online_cpus, parse_cpu_list,
+    parse_cpu_mask_hex, pin_current_thread, thread_affinity, unpin_current_thread,
 };
 pub use topology::{
     CpuTopo, cpu_capacities, cpu_topology, default_affinity_scope, pods_by, read_capacities,
@@ -102,8 +102,8 @@ pub use irqs::{
 
 /// Priority and scheduling policy of threads.
 pub use priority::{
-    IRQ_FIFO_PRIORITY, NiceError, can_raise_priority, current_thread_nice, set_current_thread_fifo,
-    set_current_thread_nice, thread_policy,
+    FifoError, IRQ_FIFO_PRIORITY, NiceError, RaiseError, can_raise_priority, current_thread_nice,
+    set_current_thread_fifo, set_current_thread_nice, thread_policy,
 };
 
 /// The kernel's per-thread and per-CPU bookkeeping (`/proc`).

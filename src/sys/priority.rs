@@ -156,15 +156,37 @@ pub(super) fn nice_permitted(
     wanted >= current || cap_sys_nice || rlim_cur.is_some_and(|r| rlimit_needed_for(wanted) <= r)
 }
 
+/// Why [`can_raise_priority`] says threads may not run at a nice value.
+#[derive(Debug, thiserror::Error)]
+pub enum RaiseError {
+    /// The kernel refuses it (or refused the trial): what it checks and
+    /// what this process has.
+    #[error("{}", nice_denied_reason(*wanted, *cap_sys_nice, *rlim_cur))]
+    Denied {
+        /// The nice value asked for.
+        wanted: i32,
+        /// CAP_SYS_NICE in CapEff, if it could be read.
+        cap_sys_nice: Option<bool>,
+        /// The soft RLIMIT_NICE, if it could be read.
+        rlim_cur: Option<u64>,
+    },
+    /// The trial thread's `setpriority(2)` failed otherwise.
+    #[error(transparent)]
+    Failed(NiceError),
+    /// The trial thread panicked.
+    #[error("nice probe thread panicked")]
+    Panicked,
+}
+
 /// Probes whether this process may run threads at nice `nice`, without
-/// changing anything lasting: `Ok(())` if so, else `Err(reason)`.
+/// changing anything lasting: `Ok(())` if so, else why not.
 ///
 /// Checks CAP_SYS_NICE in `/proc/thread-self/status` (CapEff, bit 23) and the
 /// soft RLIMIT_NICE (`20 - nice <= rlim_cur`). When those say yes, it confirms
 /// by setting the nice value on a short-lived scratch thread (which then exits),
 /// because a capability held only inside a user namespace shows in CapEff but
 /// does not satisfy the kernel.
-pub fn can_raise_priority(nice: i32) -> Result<(), String> {
+pub fn can_raise_priority(nice: i32) -> Result<(), RaiseError> {
     let current = current_thread_nice().unwrap_or(0);
     if nice >= current {
         return Ok(());
@@ -172,19 +194,26 @@ pub fn can_raise_priority(nice: i32) -> Result<(), String> {
     let cap = has_cap_sys_nice();
     let rlim = rlimit_nice_soft();
     if !nice_permitted(nice, current, cap == Some(true), rlim) {
-        return Err(nice_denied_reason(nice, cap, rlim));
+        return Err(RaiseError::Denied {
+            wanted: nice,
+            cap_sys_nice: cap,
+            rlim_cur: rlim,
+        });
     }
     let trial = std::thread::Builder::new()
         .name("nice-probe".into())
         .spawn(move || match set_current_thread_nice(nice) {
             Ok(()) => Ok(()),
-            Err(NiceError::Denied { reason, .. }) => Err(reason),
-            Err(e) => Err(e.to_string()),
+            // What the kernel checks, read as the trial thread read it.
+            Err(NiceError::Denied { .. }) => Err(RaiseError::Denied {
+                wanted: nice,
+                cap_sys_nice: has_cap_sys_nice(),
+                rlim_cur: rlimit_nice_soft(),
+            }),
+            Err(e) => Err(RaiseError::Failed(e)),
         });
     match trial {
-        Ok(handle) => handle
-            .join()
-            .unwrap_or_else(|_| Err("nice probe thread panicked".to_string())),
+        Ok(handle) => handle.join().unwrap_or(Err(RaiseError::Panicked)),
         // Could not start the scratch thread: trust the static check.
         Err(_) => Ok(()),
     }
@@ -194,10 +223,29 @@ pub fn can_raise_priority(nice: i32) -> Result<(), String> {
 /// threaded IRQ handlers run at SCHED_FIFO 50 (`sched_set_fifo()`).
 pub const IRQ_FIFO_PRIORITY: i32 = 50;
 
+/// Why [`set_current_thread_fifo`] was refused: the OS error and what the
+/// kernel asks for, with the soft `RLIMIT_RTPRIO` when it could be read.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "SCHED_FIFO {priority} refused ({source}): needs CAP_SYS_NICE or RLIMIT_RTPRIO >= {priority}{}",
+    match rlim_cur {
+        Some(cur) => format!(" (current soft limit {cur})"),
+        None => String::new(),
+    }
+)]
+pub struct FifoError {
+    /// The priority asked for.
+    pub priority: i32,
+    /// `sched_setscheduler(2)`'s error.
+    pub source: io::Error,
+    /// The soft `RLIMIT_RTPRIO`, if it could be read.
+    pub rlim_cur: Option<u64>,
+}
+
 /// Puts the calling thread in SCHED_FIFO at `priority`. Refused without
 /// CAP_SYS_NICE or an `RLIMIT_RTPRIO` of at least `priority`: the error
 /// says which.
-pub fn set_current_thread_fifo(priority: i32) -> Result<(), String> {
+pub fn set_current_thread_fifo(priority: i32) -> Result<(), FifoError> {
     // musl's sched_param has extra (SCHED_SPORADIC) fields the kernel never
     // reads: start from zero and set the one field Linux knows.
     // SAFETY: sched_param is plain integers, for which all zeroes is valid.
@@ -216,14 +264,14 @@ pub fn set_current_thread_fifo(priority: i32) -> Result<(), String> {
     };
     // SAFETY: getrlimit writes one rlimit into `lim`, which is live.
     let got = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut lim) } == 0;
-    Err(format!(
-        "SCHED_FIFO {priority} refused ({err}): needs CAP_SYS_NICE or RLIMIT_RTPRIO >= {priority}{}",
-        if got {
-            format!(" (current soft limit {})", lim.rlim_cur)
-        } else {
-            String::new()
-        }
-    ))
+    // rlim_t is 32 bits on some 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    let rlim_cur = got.then_some(lim.rlim_cur as u64);
+    Err(FifoError {
+        priority,
+        source: err,
+        rlim_cur,
+    })
 }
 
 /// The scheduling policy of thread `tid` (`SCHED_OTHER` 0, `SCHED_FIFO` 1, ...).

@@ -364,7 +364,7 @@ fn unprivileged_child_checks() {
     // SAFETY: geteuid cannot fail.
     assert_ne!(unsafe { libc::geteuid() }, 0);
     std::thread::spawn(|| {
-        let probe = can_raise_priority(-20).unwrap_err();
+        let probe = can_raise_priority(-20).unwrap_err().to_string();
         assert!(probe.contains("CAP_SYS_NICE") && probe.contains("RLIMIT_NICE"));
         match set_current_thread_nice(-20) {
             Err(e @ NiceError::Denied { .. }) => {

@@ -164,7 +164,9 @@ pub struct Change {
 impl Change {
     /// The settings the step leads to from `s`, or why it goes nowhere.
     pub fn apply(&self, s: &Settings) -> Result<Settings, String> {
-        self.setting.step(s, self.up, self.back)
+        self.setting
+            .step(s, self.up, self.back)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -712,7 +712,7 @@ fn open_picker(app: &mut App) {
                 Err(e) => PickItem {
                     name,
                     origin,
-                    description: e,
+                    description: e.to_string(),
                     settings: None,
                 },
             }

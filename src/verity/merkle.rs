@@ -2123,7 +2123,7 @@ mod tests {
 
     /// Whether this kernel gives `sha256` through AF_ALG.
     fn kernel_sha256() -> Result<(), String> {
-        crate::sys::afalg_probe("hash", KERNEL_SHA256)
+        crate::sys::afalg_probe("hash", KERNEL_SHA256).map_err(|e| e.to_string())
     }
 
     #[test]
