@@ -8,6 +8,7 @@
 # limit, and completions on the irq threads). Post-processing stays on
 # where the case is about the loop's handoff to the workers.
 # Usage: bench/builds.sh OLD_BINARY NEW_BINARY [rounds=5] [seconds=3]
+# (ONLY=REGEX runs the cases whose name matches.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=${1:?usage: bench/builds.sh OLD_BINARY NEW_BINARY [rounds] [seconds]}
@@ -30,6 +31,10 @@ CASES=(
   "cache-uring-memory-miss|workload.direct=false workload.engine=uring cache.device=memory cache.size=16M workload.pattern=sequential workload.block_size=128K workload.queue_depth=32 workload.readers=$NCPU"
   "cache-uring-irq|workload.direct=false workload.engine=uring cache.device=disk workload.completion=irq"
 )
+if [ -n "${ONLY:-}" ]; then
+  kept=(); for c in "${CASES[@]}"; do [[ ${c%%|*} =~ $ONLY ]] && kept+=("$c"); done
+  CASES=("${kept[@]}")
+fi
 for c in "${CASES[@]}"; do
   IFS='|' read -r name sets <<<"$c"
   args=(); for kv in $sets; do args+=(--set "$kv"); done
