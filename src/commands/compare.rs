@@ -15,7 +15,7 @@ use crate::remote::transport::Remote;
 use crate::scenario::preset::{Compare, Preset};
 use crate::settings::Settings;
 
-use super::outputs::{check_output, emit, open_output, preset_input, say_raw};
+use super::outputs::{check_output, emit, open_output, preset_input, round_progress, say_raw};
 use super::prepare::{prepare_dataset, progress_reporter};
 use super::target::{remote_spec, start_remote};
 use super::{RemoteLost, engine_error};
@@ -112,19 +112,14 @@ pub(super) fn compare(
     let published = preset.as_ref().and_then(|p| published_for(p, &cmp));
     let total = cmp.values.len() as u32 * opts.rounds;
     let tty = std::io::stderr().is_terminal();
-    let mut progress = |round: u32, i: usize| {
-        if tty {
-            say_raw(&format!(
-                "\rcompare: round {}/{}, {} = {} ({} of {})   ",
-                round + 1,
-                opts.rounds,
-                cmp.key,
-                cmp.values[i],
-                round * cmp.values.len() as u32 + i as u32 + 1,
-                total
-            ));
-        }
-    };
+    let mut progress = round_progress("compare", opts.rounds, |round, i| {
+        format!(
+            "{} = {} ({} of {total})",
+            cmp.key,
+            cmp.values[i],
+            round * cmp.values.len() as u32 + i as u32 + 1,
+        )
+    });
     let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
     let record = match record {
         Some(p) => Some(check_output(

@@ -20,6 +20,26 @@ pub(super) fn say_raw(msg: &str) {
     let _ = write!(std::io::stderr(), "{msg}");
 }
 
+/// The line an experiment rewrites in place on a terminal as its runs go
+/// by (nothing where stderr is no terminal): `{command}: round R/N, ` and
+/// what `run` says of variant `i`.
+pub(super) fn round_progress(
+    command: &'static str,
+    rounds: u32,
+    run: impl Fn(u32, usize) -> String,
+) -> impl FnMut(u32, usize) {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    move |round, i| {
+        if tty {
+            say_raw(&format!(
+                "\r{command}: round {}/{rounds}, {}   ",
+                round + 1,
+                run(round, i)
+            ));
+        }
+    }
+}
+
 /// The file a `--preset` reads, when it is a file (a path, or a saved user
 /// preset): an input no output may replace.
 pub(super) fn preset_input(args: &SettingsArgs) -> Option<PathBuf> {

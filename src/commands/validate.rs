@@ -12,7 +12,7 @@ use crate::scenario::preset::Compare;
 
 use super::compare::check_variants;
 use super::engine_error;
-use super::outputs::{emit, say_raw};
+use super::outputs::{emit, round_progress, say_raw};
 use super::prepare::{prepare_dataset, progress_reporter};
 
 /// `readpath validate`: `tolerance_pct` is the verdicts' bound.
@@ -39,16 +39,7 @@ pub(super) fn validate(
     .map_err(bad_input)?;
     check_variants(&settings, &cmp, cpus, true)?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let mut progress = |round: u32, i: usize| {
-        if tty {
-            say_raw(&format!(
-                "\rvalidate: round {}/{}, {}   ",
-                round + 1,
-                opts.rounds,
-                cmp.values[i],
-            ));
-        }
-    };
+    let mut progress = round_progress("validate", opts.rounds, |_, i| cmp.values[i].to_string());
     crate::sys::install_stop_handlers();
     prepare_dataset(&opts.engine.data_dir, &settings)?;
     if tty && !adjustments.is_empty() {

@@ -771,7 +771,7 @@ impl Engine {
             },
         };
         r.map_err(|source| KernelError::Knob {
-            key: "kernel.autogroup",
+            key: crate::key!(kernel.autogroup).name(),
             source,
         })?;
         Ok(read() != before)
