@@ -119,15 +119,12 @@ impl Headline {
         }
     }
 
-    /// Its name on screen (a box title: short).
+    /// Its name on screen (a box title): the metric's short name, but
+    /// "throughput" for MiB/s (the box shows the unit under the number).
     pub fn title(self) -> &'static str {
         match self {
             Headline::Throughput => "throughput",
-            Headline::Iops => "IOPS",
-            Headline::P50 => "p50",
-            Headline::P99 => "p99",
-            Headline::QueueP99 => "queue p99",
-            Headline::RunDelay => "run_delay/s",
+            _ => self.metric().short,
         }
     }
 
