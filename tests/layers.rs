@@ -460,6 +460,7 @@ const FACES: &[(&str, &[&str])] = &[
             "SettingsError",
             "SleepMode",
             "Step",
+            "StepError",
             "Target",
             "VerifyMode",
             "WorkerMode",

@@ -163,10 +163,8 @@ pub struct Change {
 
 impl Change {
     /// The settings the step leads to from `s`, or why it goes nowhere.
-    pub fn apply(&self, s: &Settings) -> Result<Settings, String> {
-        self.setting
-            .step(s, self.up, self.back)
-            .map_err(|e| e.to_string())
+    pub fn apply(&self, s: &Settings) -> Result<Settings, crate::settings::StepError> {
+        self.setting.step(s, self.up, self.back)
     }
 }
 

@@ -573,7 +573,7 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
         Action::TogglePause => toggle_pause(app, engine),
         Action::FlipBaseline => match app.baseline.flip(app.running.settings()) {
             Ok(s) => apply(app, engine, s),
-            Err(why) => app.flash(why),
+            Err(why) => app.flash(why.to_string()),
         },
         Action::ToggleAb => toggle_ab(app, engine),
         Action::Refuse(why) => app.flash(why),
@@ -619,7 +619,7 @@ pub(crate) fn begin_ab(app: &mut App, engine: &mut dyn Workload) {
                 ab::SETTLE_S
             ));
         }
-        Err(why) => app.flash(why),
+        Err(why) => app.flash(why.to_string()),
     }
 }
 

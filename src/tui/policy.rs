@@ -29,7 +29,7 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
         Does::Act(a) => a.clone(),
         Does::Change(f) => match change(f, settings, cpus) {
             Ok(s) => Action::Apply(Box::new(s)),
-            Err(why) => Action::Refuse(why),
+            Err(why) => Action::Refuse(why.to_string()),
         },
     }
 }
@@ -37,7 +37,11 @@ pub fn action_for_key(key: KeyEvent, settings: &Settings, cpus: usize) -> Action
 /// The settings a change leads to, or why it cannot be made (a step past
 /// a limit). Not validated here: [`crate::engine::Engine::apply`] validates
 /// once, and a refusal there leaves the running workload as it was.
-fn change(f: &keys::Change, s: &Settings, _cpus: usize) -> Result<Settings, String> {
+fn change(
+    f: &keys::Change,
+    s: &Settings,
+    _cpus: usize,
+) -> Result<Settings, crate::settings::StepError> {
     f.apply(s)
 }
 

@@ -18,35 +18,54 @@ use crate::tui::state::{Overlay, Running};
 /// The longest command the prompt takes.
 const PROMPT_MAX: usize = 200;
 
+/// The prompt's usage, which each of its errors ends with.
+const USAGE: &str =
+    "type set section.key=value (e.g. set workers.verify_mode=bound); Tab completes a key";
+
+/// Why a prompt command does not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// Nothing after `set`.
+    #[error("{USAGE}")]
+    Empty,
+    /// No `key=value`.
+    #[error("{0:?}: expected section.key=value; {USAGE}")]
+    NotAssignment(String),
+    /// The settings refused the value (the key, the value, what is allowed).
+    #[error(transparent)]
+    Setting(#[from] crate::settings::SettingsError),
+    /// The value parses, but cannot run here (the resolver's reason).
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// `:set k=v`, `set k=v` or `k=v` to (key, value); the error says what
 /// the prompt takes.
-pub fn parse_command(text: &str) -> Result<(&str, &str), String> {
+pub fn parse_command(text: &str) -> Result<(&str, &str), PromptError> {
     let t = text.trim();
     let t = t.strip_prefix(':').unwrap_or(t).trim_start();
     let t = match t.strip_prefix("set") {
         Some(rest) if rest.is_empty() || rest.starts_with(' ') => rest.trim_start(),
         _ => t,
     };
-    let usage =
-        "type set section.key=value (e.g. set workers.verify_mode=bound); Tab completes a key";
     if t.is_empty() {
-        return Err(usage.into());
+        return Err(PromptError::Empty);
     }
     match t.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim(), v.trim())),
-        _ => Err(format!("{t:?}: expected section.key=value; {usage}")),
+        _ => Err(PromptError::NotAssignment(t.to_string())),
     }
 }
 
 /// The settings a prompt command leads to, parsed as `--set` parses
 /// (the error names the key, the value and what is allowed), then checked
 /// as the engine checks: or why not.
-pub fn command_settings(run: &Running, text: &str) -> Result<Settings, String> {
+pub fn command_settings(run: &Running, text: &str) -> Result<Settings, PromptError> {
     let (key, value) = parse_command(text)?;
     let mut n = run.settings().clone();
-    n.set(key, value).map_err(|e| e.to_string())?;
+    n.set(key, value)?;
     if let Some(why) = policy::refusal(run, &n, key.trim()) {
-        return Err(why);
+        return Err(PromptError::Refused(why));
     }
     Ok(n)
 }
@@ -175,7 +194,7 @@ pub fn prompt_key(app: &mut App, key: KeyEvent) -> OverlayAction {
                 }
                 Err(e) => {
                     history.remember(cmd);
-                    *error = Some(e);
+                    *error = Some(e.to_string());
                     *recall = None;
                     OverlayAction::None
                 }
@@ -257,6 +276,7 @@ mod tests {
         assert!(
             parse_command("workers.mode")
                 .unwrap_err()
+                .to_string()
                 .contains("key=value")
         );
         // "settle=1" is a key named settle, not set + tle.
@@ -269,7 +289,9 @@ mod tests {
             (d[0].key.as_str(), d[0].to.as_str()),
             ("workers.verify_mode", "unbound")
         );
-        let e = command_settings(&a.running, "set workers.verify_mode=boundd").unwrap_err();
+        let e = command_settings(&a.running, "set workers.verify_mode=boundd")
+            .unwrap_err()
+            .to_string();
         for want in [
             "workers.verify_mode",
             "boundd",
@@ -277,9 +299,13 @@ mod tests {
         ] {
             assert!(e.contains(want), "{want:?} in {e}");
         }
-        let e = command_settings(&a.running, "workers.verfy_mode=bound").unwrap_err();
+        let e = command_settings(&a.running, "workers.verfy_mode=bound")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("workers.verify_mode"), "a suggestion: {e}");
-        let e = command_settings(&a.running, "workload.queue_depth=5000").unwrap_err();
+        let e = command_settings(&a.running, "workload.queue_depth=5000")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("5000") && e.contains("1..=1024"), "{e}");
     }
 

@@ -12,6 +12,23 @@ use crate::metrics::WindowStats;
 use crate::settings::Settings;
 use crate::tui::ab::{self, AbRun, TurnSpan};
 
+/// Why `B` (flip to the baseline) or `A` (the live A/B) cannot start yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotYet {
+    /// `B` before `b`.
+    #[error("no baseline yet: mark one with b, change settings, then B flips")]
+    FlipBeforeB,
+    /// `B` on the baseline's settings, with nothing to flip back to.
+    #[error("the settings are the baseline's: change one, then B flips between the two")]
+    FlipSame,
+    /// `A` before `b`.
+    #[error("no baseline yet: mark one with b, change a setting, then A runs the A/B")]
+    AbBeforeB,
+    /// `A` on the baseline's settings: nothing to compare.
+    #[error("the settings are the baseline's: change one, then A runs the A/B")]
+    AbSame,
+}
+
 /// Seconds within which a live A/B switch's events are expected (they
 /// come with the next record); one not seen by then is forgotten, so a
 /// later change of the same key is marked as any change is.
@@ -79,17 +96,15 @@ impl Comparison {
     /// A/B (`B`): the settings to run next, given the `current` ones,
     /// flipping between the baseline's and the ones run before the last
     /// flip; or why not.
-    pub fn flip(&mut self, current: &Settings) -> Result<Settings, String> {
+    pub fn flip(&mut self, current: &Settings) -> Result<Settings, NotYet> {
         let Some(b) = &self.baseline else {
-            return Err("no baseline yet: mark one with b, change settings, then B flips".into());
+            return Err(NotYet::FlipBeforeB);
         };
         if *current != b.settings {
             self.ab_other = Some(current.clone());
             Ok(b.settings.clone())
         } else {
-            self.ab_other.clone().ok_or_else(|| {
-                "the settings are the baseline's: change one, then B flips between the two".into()
-            })
+            self.ab_other.clone().ok_or(NotYet::FlipSame)
         }
     }
 
@@ -140,14 +155,12 @@ impl Comparison {
 
     /// Starts the live A/B (`A`) at `t_s` between the baseline's settings
     /// and the `current` ones, on the current ones; or why not.
-    pub fn start_ab(&mut self, current: &Settings, t_s: f64) -> Result<(), String> {
+    pub fn start_ab(&mut self, current: &Settings, t_s: f64) -> Result<(), NotYet> {
         let Some(b) = &self.baseline else {
-            return Err(
-                "no baseline yet: mark one with b, change a setting, then A runs the A/B".into(),
-            );
+            return Err(NotYet::AbBeforeB);
         };
         if *current == b.settings {
-            return Err("the settings are the baseline's: change one, then A runs the A/B".into());
+            return Err(NotYet::AbSame);
         }
         self.ab = Some(AbRun::new(b.settings.clone(), current.clone(), t_s));
         Ok(())
@@ -251,7 +264,7 @@ mod tests {
     #[test]
     fn b_flips_between_the_baseline_and_the_current_settings() {
         let (mut c, run) = measured(false);
-        assert!(c.flip(run.settings()).unwrap_err().contains("no baseline"));
+        assert_eq!(c.flip(run.settings()), Err(NotYet::FlipBeforeB));
         let (mut c, mut run) = measured(true);
         let base = c.get().unwrap().settings.clone();
         assert_ne!(*run.settings(), base, "workers.mode changed after b");
@@ -272,7 +285,7 @@ mod tests {
         }
         let mut c = Comparison::default();
         assert!(c.mark(&w, &run));
-        assert!(c.flip(run.settings()).unwrap_err().contains("baseline's"));
+        assert_eq!(c.flip(run.settings()), Err(NotYet::FlipSame));
     }
 
     /// A switch's events are taken once each, and forgotten when late.
