@@ -1259,14 +1259,7 @@ fn the_change_vs_the_baseline_is_the_verdicts_once_it_has_windows() {
     assert!(kind.unwrap().is_significant());
     // "now" under two windows (1.5 s after the change): the whole
     // windows' figures, no verdict.
-    let s = readpath::settings::Settings::default();
-    let mut a = App::new(s.clone(), s, readpath::tui::fixture::features(), 2);
-    for seq in 0..126 {
-        if seq == 116 {
-            assert!(a.mark_baseline());
-        }
-        a.push(readpath::tui::fixture::record(seq));
-    }
+    let a = baseline_then_short_now();
     assert!(a.window.now_windows().len() < 2);
     let (c, kind) = a.baseline.change(&a.window, rd).unwrap();
     assert!((c - (1.2 / 36.0 - 1.0) * 100.0).abs() < 0.5, "{c}");
@@ -1667,11 +1660,9 @@ fn nows_windows_taken_in_per_record_are_the_rules_windows() {
     );
 }
 
-/// Presentation's change box says a change is not judged yet while
-/// "now" holds under two verdict windows ("too short to judge"), never
-/// "within noise", which is a verdict.
-#[test]
-fn presentation_says_too_short_before_it_says_noise() {
+/// The fixture's records to 126 intervals with the baseline marked at
+/// 116: "now" holds under two verdict windows after it.
+fn baseline_then_short_now() -> App {
     let s = readpath::settings::Settings::default();
     let mut a = App::new(s.clone(), s, readpath::tui::fixture::features(), 2);
     for seq in 0..126 {
@@ -1680,6 +1671,15 @@ fn presentation_says_too_short_before_it_says_noise() {
         }
         a.push(readpath::tui::fixture::record(seq));
     }
+    a
+}
+
+/// Presentation's change box says a change is not judged yet while
+/// "now" holds under two verdict windows ("too short to judge"), never
+/// "within noise", which is a verdict.
+#[test]
+fn presentation_says_too_short_before_it_says_noise() {
+    let mut a = baseline_then_short_now();
     let mut bound = a.running.settings().clone();
     bound.workers.mode = readpath::settings::WorkerMode::Bound;
     a.running.set(bound.clone(), bound);

@@ -30,6 +30,16 @@ pub const MAX_WAIT_NS: u64 = 20_000_000;
 /// user_data of the eventfd read armed on every ring (no read's tag).
 const EVENTFD_TAG: u64 = u64::MAX;
 
+/// What a read's result says went wrong, when it is not `want` bytes:
+/// the OS error for `-errno`, or a short read.
+pub fn failure(res: i64) -> String {
+    if res < 0 {
+        io::Error::from_raw_os_error(-res as i32).to_string()
+    } else {
+        format!("short read of {res} bytes")
+    }
+}
+
 /// One read handed to a backend, of the file the backend was made for.
 #[derive(Clone, Copy)]
 pub enum Op {
@@ -398,6 +408,12 @@ mod tests {
         assert_eq!(one, &bytes[2 * 4096..3 * 4096]);
         assert_eq!(halves.concat(), &bytes[..4096]);
         assert!(b.reap().is_none());
+    }
+
+    #[test]
+    fn a_failed_read_says_the_os_error_or_how_short_it_was() {
+        assert_eq!(failure(-9), io::Error::from_raw_os_error(9).to_string());
+        assert_eq!(failure(100), "short read of 100 bytes");
     }
 
     #[test]

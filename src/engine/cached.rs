@@ -32,7 +32,7 @@ use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::SleepMode;
 use crate::sys::{EMPTY_IOVEC, IoVec};
 
-use super::backend::{Backend, MAX_WAIT_NS, Op, Queued, Sync, Uring};
+use super::backend::{Backend, MAX_WAIT_NS, Op, Queued, Sync, Uring, failure};
 use super::pagecache::{Lookup, MAX_BIO_PAGES, PAGE, Page, PageCache, Readahead, Window, seq_key};
 use super::queue::{ReaderWaker, WorkItem};
 use super::reader::{Io, Owner};
@@ -533,15 +533,11 @@ impl Reader<'_> {
         if res != len as i64 {
             if !self.src.io_error_noticed {
                 self.src.io_error_noticed = true;
-                let why = if res < 0 {
-                    std::io::Error::from_raw_os_error(-res as i32).to_string()
-                } else {
-                    format!("short read of {res} bytes")
-                };
                 self.ctx.notices.push(format!(
-                    "reader-{}: bio at offset {} failed: {why}",
+                    "reader-{}: bio at offset {} failed: {}",
                     self.index,
-                    first * PAGE as u64
+                    first * PAGE as u64,
+                    failure(res)
                 ));
             }
             self.pc

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 
 use crate::metrics::{Role, Stage, ThreadHandle, stamp};
 
-use super::backend::{Backend, MAX_WAIT_NS, Op, Uring};
+use super::backend::{Backend, MAX_WAIT_NS, Op, Uring, failure};
 use super::pagecache::PAGE;
 use super::queue::WorkItem;
 use super::resolve::Ring;
@@ -139,14 +139,11 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
             if res != len as i64 {
                 if !io_error_noticed {
                     io_error_noticed = true;
-                    let why = if res < 0 {
-                        std::io::Error::from_raw_os_error(-res as i32).to_string()
-                    } else {
-                        format!("short read of {res} bytes")
-                    };
                     ctx.notices.push(format!(
-                        "irq-cpu{}: bio at offset {} failed: {why}",
-                        line.cpu, r.offset
+                        "irq-cpu{}: bio at offset {} failed: {}",
+                        line.cpu,
+                        r.offset,
+                        failure(res)
                     ));
                 }
                 pc.end_bio(r.bio, false, true, |rd| ctx.returns[rd].poke());

@@ -41,7 +41,7 @@ use std::sync::atomic::Ordering;
 use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, Settings, SleepMode};
 
-use super::backend::{Backend, MAX_WAIT_NS, Op, Queued, Sync, Uring};
+use super::backend::{Backend, MAX_WAIT_NS, Op, Queued, Sync, Uring, failure};
 use super::queue::{ReaderWaker, ReturnQueue, WorkItem};
 use super::source::Source;
 use super::stages::Ctx;
@@ -455,14 +455,11 @@ impl Direct<'_> {
             h.rec.counters.io_errors += 1;
             if !self.src.io_error_noticed {
                 self.src.io_error_noticed = true;
-                let why = if res < 0 {
-                    std::io::Error::from_raw_os_error(-res as i32).to_string()
-                } else {
-                    format!("short read of {res} bytes")
-                };
                 self.ctx.notices.push(format!(
-                    "reader-{}: read at offset {} failed: {why}",
-                    self.index, info.offset
+                    "reader-{}: read at offset {} failed: {}",
+                    self.index,
+                    info.offset,
+                    failure(res)
                 ));
             }
             return true;

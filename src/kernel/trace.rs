@@ -1188,9 +1188,9 @@ mod tests {
         assert!(function_addresses("", POST_READ_FUNCTIONS).is_empty());
     }
 
-    fn feed(a: &mut Aggregator, lines: &[&str]) {
+    fn feed(a: &mut Aggregator, lines: &[impl AsRef<str>]) {
         for l in lines {
-            if let Some(e) = parse_line(l) {
+            if let Some(e) = parse_line(l.as_ref()) {
                 a.add(&e);
             }
         }
@@ -1386,7 +1386,6 @@ mod tests {
             // A queue the tracer does not follow is ignored.
             "  x-1 [000] ..... 10.000030: workqueue_queue_work: work struct=cc function=f workqueue=events req_cpu=1 cpu=1".to_string(),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         feed(&mut a, &lines);
         let one = a.take_interval();
         assert_eq!(one.queues["fscrypt_read_queue"].items, 1);
@@ -1398,7 +1397,6 @@ mod tests {
             e("10.000300", "bb"),
             s("10.000400", "cc", "kworker/u9:1-71"),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         feed(&mut a, &lines);
         let two = a.take_interval();
         let f = &two.queues["fscrypt_read_queue"];
@@ -1437,7 +1435,6 @@ mod tests {
             line("1.000050", "s", "cc", "kworker/u9:0-70"),
             line("1.000060", "e", "cc", "kworker/u9:0-70"),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         feed(&mut a, &lines);
         let k = a.take_interval();
         assert_eq!(k.peak["fscrypt_read_queue"], 2);
@@ -1451,7 +1448,6 @@ mod tests {
             line("2.000030", "s", "ee", "kworker/u9:1-71"),
             line("2.000040", "e", "ee", "kworker/u9:1-71"),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         feed(&mut a, &lines);
         assert_eq!(a.take_interval().peak["fscrypt_read_queue"], 1);
         // An item whose end was lost with the ring buffer's overrun stops
@@ -1466,7 +1462,6 @@ mod tests {
             line("3.500010", "s", "f2", "kworker/u9:1-71"),
             line("3.500020", "e", "f2", "kworker/u9:1-71"),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         feed(&mut a, &lines);
         assert_eq!(a.take_interval().peak["fscrypt_read_queue"], 2);
         let lines = [
@@ -1477,7 +1472,6 @@ mod tests {
             line("5.000040", "s", "f4", "kworker/u9:1-71"),
             line("5.000050", "e", "f4", "kworker/u9:1-71"),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         feed(&mut a, &lines);
         let k = a.take_interval();
         assert_eq!(
