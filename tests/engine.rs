@@ -896,7 +896,15 @@ fn a_refusal_at_run_time_is_one_notice_and_the_effective_setting() {
         &mut quiet,
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Reads done by the (bound) workers: they started, and set their nice.
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while !engine
+        .records()
+        .recv_timeout(Duration::from_secs(1))
+        .is_ok_and(|r| r.reads > 0)
+    {
+        assert!(std::time::Instant::now() < until, "no reads in 30 s");
+    }
     assert!(engine.effective().workers.highpri);
     let (totals, _) = engine.stop_with_records();
     assert!(
@@ -909,14 +917,20 @@ fn a_refusal_at_run_time_is_one_notice_and_the_effective_setting() {
     let mut opts = EngineOptions::new(Duration::from_millis(50), data_dir());
     opts.faults.deny_highpri = true;
     let mut engine = Engine::start(s.clone(), opts, &mut quiet).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The workers are refused as they start: wait for that, not a time.
+    let refused_now = |e: &Engine| {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while e.effective().workers.highpri && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        !e.effective().workers.highpri
+    };
+    assert!(refused_now(&engine), "what ran: nice 0");
     assert!(engine.settings().workers.highpri, "asked for");
-    assert!(!engine.effective().workers.highpri, "what ran");
     let mut next = s.clone();
     next.workload.queue_depth += 1;
     engine.apply(next).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(!engine.effective().workers.highpri);
+    assert!(refused_now(&engine), "the new workers are refused again");
     let (totals, _) = engine.stop_with_records();
     let said: Vec<&str> = totals
         .notices
