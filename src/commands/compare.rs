@@ -189,6 +189,7 @@ pub(super) fn compare(
     }
     for (i, a) in like.into_iter().enumerate() {
         report
+            .ran
             .notices
             .insert(i, format!("made like for like (model vs kernel): {a}"));
     }

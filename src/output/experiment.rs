@@ -100,21 +100,58 @@ pub struct CompareReport {
     pub effective_settings: Settings,
     /// Results, in the order given.
     pub variants: Vec<VariantResult>,
-    /// Notices raised during the runs (fallbacks, refused privileges).
-    pub notices: Vec<String>,
-    /// The machine.
-    pub machine: MachineInfo,
-    /// Kernel and CPU features; `highpri` says whether nice -20 was granted.
-    pub features: Features,
-    /// Set when a signal stopped the experiment early: what was measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interrupted: Option<String>,
+    /// The notices, the machine and why the runs ended early, if they did.
+    #[serde(flatten)]
+    pub ran: Conditions,
     /// The published result of the preset's comparison, when this is it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<crate::scenario::preset::Published>,
     /// This machine's verdict on it, computed from the first two variants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<crate::output::verdict::Verdict>,
+}
+
+/// What a report's runs met, written the same way by `compare` and
+/// `sweep` (flattened into each report's JSON, so both files keep their
+/// fields in place): the notices they raised, the machine and its
+/// features, and why they ended early.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conditions {
+    /// Notices raised during the runs (fallbacks, refused privileges), each
+    /// once.
+    pub notices: Vec<String>,
+    /// The machine.
+    pub machine: MachineInfo,
+    /// Kernel and CPU features; `highpri` says whether nice -20 was granted.
+    pub features: Features,
+    /// Set when a signal or a lost connection stopped the runs early: what
+    /// was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
+}
+
+impl Conditions {
+    /// The lines under a report's title: why it ended early, if it did,
+    /// then the machine.
+    pub(super) fn write_heading(&self, out: &mut String) {
+        if let Some(why) = &self.interrupted {
+            out.push_str(&format!("INTERRUPTED: {why}\n"));
+        }
+        out.push_str(&machine_lines(&self.machine, &self.features));
+    }
+
+    /// Adds a later part's conditions: its new notices, and why it ended
+    /// early when this part did not.
+    fn merge(&mut self, later: Conditions) {
+        for n in later.notices {
+            if !self.notices.contains(&n) {
+                self.notices.push(n);
+            }
+        }
+        if self.interrupted.is_none() {
+            self.interrupted = later.interrupted;
+        }
+    }
 }
 
 /// Collects records for `warmup` (dropped) then `duration` (kept), after
@@ -332,10 +369,12 @@ pub fn run_on(
         settings: variants[0].clone(),
         effective_settings: effective,
         variants: results,
-        notices: tally.notices,
-        machine,
-        features,
-        interrupted,
+        ran: Conditions {
+            notices: tally.notices,
+            machine,
+            features,
+            interrupted,
+        },
         published: None,
         verdict: None,
     })
@@ -447,14 +486,7 @@ pub fn merge_rounds(compare: &Compare, parts: Vec<CompareReport>) -> Option<Comp
                 *f += v.failed_reads;
             }
         }
-        for n in p.notices {
-            if !first.notices.contains(&n) {
-                first.notices.push(n);
-            }
-        }
-        if first.interrupted.is_none() {
-            first.interrupted = p.interrupted;
-        }
+        first.ran.merge(p.ran);
     }
     first.variants = variant_results(compare, per_variant, &failed);
     first.rounds = rounds;
@@ -647,7 +679,8 @@ impl SeedVerdict {
                 .iter()
                 .filter_map(|h| h.and_then(|h| h.report.as_ref().map(|r| (h, r))))
                 .flat_map(|(h, r)| {
-                    r.notices
+                    r.ran
+                        .notices
                         .iter()
                         .filter(|n| n.contains(seed.setting))
                         .map(move |n| format!("{}: {n}", h.host))
@@ -779,8 +812,8 @@ impl HostsReport {
         for h in &self.hosts {
             match (&h.report, &h.error) {
                 (Some(r), e) => {
-                    out.push_str(&format!("{}: {}\n", h.host, r.machine.line()));
-                    if let Some(why) = &r.interrupted {
+                    out.push_str(&format!("{}: {}\n", h.host, r.ran.machine.line()));
+                    if let Some(why) = &r.ran.interrupted {
                         out.push_str(&format!("  INTERRUPTED: {why}\n"));
                     }
                     if let Some(e) = e {
@@ -1039,10 +1072,7 @@ impl CompareReport {
                 .as_ref()
                 .map_or(String::new(), |p| format!(" | preset {p}")),
         ));
-        if let Some(why) = &self.interrupted {
-            out.push_str(&format!("INTERRUPTED: {why}\n"));
-        }
-        out.push_str(&machine_lines(&self.machine, &self.features));
+        self.ran.write_heading(out);
         out.push_str(&format!(
             "plan of the first variant: {}\n\n",
             crate::engine::stages::Plan::label(&self.effective_settings)
@@ -1158,7 +1188,7 @@ impl CompareReport {
             ));
         }
         out.push_str("\nrun_delay ms/s: ms per second of wall time the workers spent runnable but not running (summed over the workers).\n");
-        for n in &self.notices {
+        for n in &self.ran.notices {
             out.push_str(&format!("notice: {n}\n"));
         }
     }
@@ -1304,13 +1334,51 @@ mod tests {
                 variant("bound", a, None),
                 variant("unbound", b, Some(change)),
             ],
-            notices: Vec::new(),
-            machine: Default::default(),
-            features: Default::default(),
-            interrupted: None,
+            ran: Conditions {
+                notices: Vec::new(),
+                machine: Default::default(),
+                features: Default::default(),
+                interrupted: None,
+            },
             published: None,
             verdict: None,
         }
+    }
+
+    #[test]
+    fn the_conditions_keep_their_place_in_both_reports_json() {
+        let mut r = report(1, (1.0, 1.0, 1.0), (2.0, 2.0, 2.0));
+        r.ran.interrupted = Some("stopped".into());
+        r.published = crate::output::sweep::fixture().published;
+        let json = serde_json::to_string(&r).unwrap();
+        let at = |k: &str| json.find(&format!("\"{k}\":")).unwrap();
+        assert!(at("variants") < at("notices"));
+        assert!(at("notices") < at("machine") && at("machine") < at("features"));
+        assert!(at("features") < at("interrupted") && at("interrupted") < at("published"));
+        assert_eq!(serde_json::from_str::<CompareReport>(&json).unwrap(), r);
+        // The sweep's conditions come last, after its published result.
+        let s = crate::output::sweep::fixture();
+        let json = serde_json::to_string(&s).unwrap();
+        let at = |k: &str| json.rfind(&format!("\"{k}\":")).unwrap();
+        assert!(at("published") < at("notices") && at("notices") < at("machine"));
+        assert!(json.ends_with(&format!(
+            "\"features\":{}}}",
+            serde_json::to_string(&s.ran.features).unwrap()
+        )));
+    }
+
+    #[test]
+    fn a_later_part_adds_its_new_notices_and_the_first_reason_to_stop_stays() {
+        let c = |n: &[&str], why: Option<&str>| Conditions {
+            notices: n.iter().map(|s| s.to_string()).collect(),
+            machine: Default::default(),
+            features: Default::default(),
+            interrupted: why.map(String::from),
+        };
+        let mut first = c(&["a", "b"], None);
+        first.merge(c(&["b", "c"], Some("lost")));
+        first.merge(c(&[], Some("later")));
+        assert_eq!(first, c(&["a", "b", "c"], Some("lost")));
     }
 
     #[test]
@@ -1324,7 +1392,7 @@ mod tests {
                 }];
                 v.failed_reads = 1;
             }
-            r.notices = vec![format!("n{a}"), "same".into()];
+            r.ran.notices = vec![format!("n{a}"), "same".into()];
             r
         };
         let cmp = Compare {
@@ -1350,7 +1418,7 @@ mod tests {
         assert_eq!(b.change_pct, Some(50.0));
         assert_eq!(m.variants[1].rounds.len(), 3);
         assert_eq!(m.variants[0].failed_reads, 3);
-        assert_eq!(m.notices, vec!["n100", "same", "n120", "n80"]);
+        assert_eq!(m.ran.notices, vec!["n100", "same", "n120", "n80"]);
         assert!(merge_rounds(&cmp, Vec::new()).is_none());
     }
 

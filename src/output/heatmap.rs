@@ -86,8 +86,11 @@ pub fn svg(r: &SweepReport, width: u32, height: u32) -> Result<String, DrawError
                 "change per point, median of {} round(s) x {:.0} s, interleaved; {} {}",
                 r.rounds,
                 r.duration_s,
-                r.machine.cpu_model,
-                format_args!("({} CPUs, Linux {})", r.machine.cpus, r.machine.kernel)
+                r.ran.machine.cpu_model,
+                format_args!(
+                    "({} CPUs, Linux {})",
+                    r.ran.machine.cpus, r.ran.machine.kernel
+                )
             ),
             (margin, px(68.0) as i32),
             px(20.0),

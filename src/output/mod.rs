@@ -1,9 +1,12 @@
 //! Everything readpath writes for people and other tools, all read from the
 //! same per-interval records: the headless summary (`report`), recordings
 //! for replay (`recording`), slide charts and CSV (`plot`), A/B experiment
-//! tables (`experiment`), the shared number formatting (`format`), and the
-//! one way an output file is written (`file`: never onto a device or an
-//! input, atomically for regular files).
+//! tables (`experiment`) and their verdicts against the published figure
+//! (`verdict`), sweeps over a grid of load and CPUs (`sweep`, drawn by
+//! `heatmap`), the model-against-kernel table (`validate`) and the shared
+//! number formatting (`format`). Every file is written the one way
+//! [`crate::files`] allows: never onto a device or an input, atomically for
+//! regular files.
 
 pub mod experiment;
 pub(crate) mod format;

@@ -19,13 +19,11 @@ use crate::engine::workload::Workload;
 use crate::engine::{Engine, EngineError};
 use crate::metrics::{METRICS, Metric, Spread};
 use crate::output::experiment::{
-    CompareOptions, Tally, VariantResult, machine_lines, measure, run_label, stopped,
-    variant_results,
+    CompareOptions, Conditions, Tally, VariantResult, measure, run_label, stopped, variant_results,
 };
 use crate::output::verdict::{self, Kind, Verdict};
 use crate::scenario::preset::{Compare, Published};
 use crate::settings::{Settings, SettingsError};
-use crate::sys::{Features, MachineInfo};
 
 /// Version of the sweep report's JSON.
 pub const SWEEP_VERSION: u32 = 1;
@@ -216,15 +214,10 @@ pub struct SweepReport {
     /// its own and the metric its.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<Published>,
-    /// Notices raised at every point.
-    pub notices: Vec<String>,
-    /// The machine.
-    pub machine: MachineInfo,
-    /// Kernel and CPU features.
-    pub features: Features,
-    /// Set when a signal stopped the sweep early.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interrupted: Option<String>,
+    /// The notices raised at every point, the machine and why the sweep
+    /// ended early, if it did.
+    #[serde(flatten)]
+    pub ran: Conditions,
 }
 
 /// What to sweep.
@@ -378,10 +371,12 @@ fn run_on(
         settings: plan.base.clone(),
         points,
         published,
-        notices: common,
-        machine: engine.machine(),
-        features: engine.features().clone(),
-        interrupted,
+        ran: Conditions {
+            notices: common,
+            machine: engine.machine(),
+            features: engine.features().clone(),
+            interrupted,
+        },
     })
 }
 
@@ -552,10 +547,7 @@ impl SweepReport {
                 .as_ref()
                 .map_or(String::new(), |p| format!(" | preset {p}")),
         );
-        if let Some(why) = &self.interrupted {
-            out.push_str(&format!("INTERRUPTED: {why}\n"));
-        }
-        out.push_str(&machine_lines(&self.machine, &self.features));
+        self.ran.write_heading(&mut out);
         if let Some(p) = &self.published {
             out.push_str(&format!(
                 "published ({}): {}: {label} {}\n",
@@ -635,7 +627,7 @@ impl SweepReport {
                 out.push_str(&format!("    notice: {n}\n"));
             }
         }
-        for n in &self.notices {
+        for n in &self.ran.notices {
             out.push_str(&format!("notice: {n}\n"));
         }
         out
@@ -856,10 +848,10 @@ fn check_report(r: &SweepReport) -> Result<(), Broken> {
     if !(1..=MAX_REPORT_ROUNDS).contains(&r.rounds) {
         return Err(Broken::Rounds { rounds: r.rounds });
     }
-    if r.notices.len() > MAX_REPORT_NOTICES {
+    if r.ran.notices.len() > MAX_REPORT_NOTICES {
         return Err(Broken::Notices {
             point: None,
-            count: r.notices.len(),
+            count: r.ran.notices.len(),
         });
     }
     for (i, p) in r.points.iter().enumerate() {
@@ -975,16 +967,18 @@ pub fn fixture() -> SweepReport {
         settings: Settings::default(),
         points,
         published: Some(published),
-        notices: Vec::new(),
-        machine: crate::sys::MachineInfo {
-            cpu_model: "AMD EPYC".into(),
-            cpus: 2,
-            kernel: "6.18.44".into(),
-            ..Default::default()
+        ran: Conditions {
+            notices: Vec::new(),
+            machine: crate::sys::MachineInfo {
+                cpu_model: "AMD EPYC".into(),
+                cpus: 2,
+                kernel: "6.18.44".into(),
+                ..Default::default()
+            },
+            // As the explorer's fixture has them (high priority refused).
+            features: crate::sys::testing::fixture_features(),
+            interrupted: None,
         },
-        // As the explorer's fixture has them (high priority refused).
-        features: crate::sys::testing::fixture_features(),
-        interrupted: None,
     }
 }
 
@@ -1127,10 +1121,12 @@ mod tests {
                 ),
             ],
             published: Some(published.clone()),
-            notices: Vec::new(),
-            machine: Default::default(),
-            features: Default::default(),
-            interrupted: None,
+            ran: Conditions {
+                notices: Vec::new(),
+                machine: Default::default(),
+                features: Default::default(),
+                interrupted: None,
+            },
         };
         let t = r.to_text();
         let row1 = t.lines().find(|l| l.starts_with("cpus=1")).unwrap();

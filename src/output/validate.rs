@@ -331,14 +331,14 @@ impl ValidateReport {
                 .as_ref()
                 .map_or(String::new(), |p| format!(" | preset {p}")),
         );
-        if let Some(why) = &c.interrupted {
+        if let Some(why) = &c.ran.interrupted {
             out.push_str(&format!("INTERRUPTED: {why}\n"));
         }
         out.push_str(&format!(
             "machine: Linux {}, {} ({} CPUs)\nplan: {}\n",
-            c.machine.kernel,
-            c.machine.cpu_model,
-            c.machine.cpus,
+            c.ran.machine.kernel,
+            c.ran.machine.cpu_model,
+            c.ran.machine.cpus,
             crate::engine::stages::Plan::label(&c.effective_settings)
         ));
         if !self.adjustments.is_empty() {
@@ -431,7 +431,7 @@ impl ValidateReport {
                 ));
             }
         }
-        for n in &c.notices {
+        for n in &c.ran.notices {
             out.push_str(&format!("notice: {n}\n"));
         }
         out

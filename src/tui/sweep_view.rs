@@ -118,7 +118,10 @@ pub fn render(r: &SweepReport, at: Cursor, th: &Theme, area: Rect, buf: &mut Buf
                 "{} round(s) x {:.0} s, interleaved",
                 r.rounds, r.duration_s
             )),
-            Some(format!("{} ({} CPUs)", r.machine.cpu_model, r.machine.cpus)),
+            Some(format!(
+                "{} ({} CPUs)",
+                r.ran.machine.cpu_model, r.ran.machine.cpus
+            )),
         ]
         .into_iter()
         .flatten()
