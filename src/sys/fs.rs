@@ -142,7 +142,13 @@ impl Drop for Mapping {
 /// (`pread` of the memfd at the frame's offset, `copy_page_to_iter` from
 /// the page the model just decrypted and verified), as the kernel copies
 /// a buffered read's folio, rather than a user-space memcpy.
+///
+/// Under Miri (which has neither `memfd_create` nor shared mappings) the
+/// bytes are a plain heap allocation with no file behind them, so that the
+/// page cache's frame handoff can run under its data-race checker
+/// (`pagecache`'s `frames_are_handed_off_between_threads_without_a_race`).
 pub struct SharedMem {
+    #[cfg(not(miri))]
     fd: std::os::fd::OwnedFd,
     addr: *mut libc::c_void,
     len: usize,
@@ -155,9 +161,27 @@ unsafe impl Send for SharedMem {}
 unsafe impl Sync for SharedMem {}
 
 impl SharedMem {
+    /// `len` bytes (rounded up to pages) of zeroes on the heap (Miri).
+    #[cfg(miri)]
+    pub fn new(_name: &str, len: usize) -> io::Result<SharedMem> {
+        let len = len.max(1).div_ceil(page_size()) * page_size();
+        let layout = std::alloc::Layout::from_size_align(len, page_size())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too large"))?;
+        // SAFETY: the layout's size is at least a page, never zero.
+        let addr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if addr.is_null() {
+            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        }
+        Ok(SharedMem {
+            addr: addr.cast(),
+            len,
+        })
+    }
+
     /// `len` bytes (rounded up to pages) of zeroes, named `name` in
     /// /proc/PID/fd (close-on-exec; the kernel allocates a page when it is
     /// first written, as for anonymous memory).
+    #[cfg(not(miri))]
     pub fn new(name: &str, len: usize) -> io::Result<SharedMem> {
         let len = len.max(1).div_ceil(page_size()) * page_size();
         let cname = std::ffi::CString::new(name)
@@ -209,16 +233,37 @@ impl SharedMem {
     }
 
     /// The memfd: byte `n` of the file is byte `n` of the mapping.
+    #[cfg(not(miri))]
     pub fn fd(&self) -> std::os::fd::RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// No file under Miri: -1, which every read refuses (`EBADF`).
+    #[cfg(miri)]
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        -1
     }
 }
 
 impl Drop for SharedMem {
+    #[cfg(not(miri))]
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping made in `new`; the owner ends
         // every use of `ptr()` before dropping.
         unsafe { libc::munmap(self.addr, self.len) };
+    }
+
+    #[cfg(miri)]
+    fn drop(&mut self) {
+        // SAFETY: the allocation made in `new`, with the same layout (its
+        // size and alignment were valid then); the owner ends every use of
+        // `ptr()` before dropping.
+        unsafe {
+            std::alloc::dealloc(
+                self.addr.cast(),
+                std::alloc::Layout::from_size_align_unchecked(self.len, page_size()),
+            )
+        };
     }
 }
 
