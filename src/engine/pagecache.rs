@@ -533,7 +533,13 @@ impl PageCache {
                     None => break,
                 },
             };
-            self.refs[f as usize].store(1, Ordering::SeqCst);
+            // An add, not a store of 1: a hit that read the frame's old
+            // page just before it went may hold a pin for a moment (it
+            // finds the page changed and drops it); a store would erase
+            // that pin, its drop would then take the bio's, and the frame,
+            // unpinned while its bio still owns it, could be evicted and
+            // handed to a second bio.
+            self.refs[f as usize].fetch_add(1, Ordering::SeqCst);
             self.referenced[f as usize].store(false, Ordering::Relaxed);
             self.checked[f as usize].store(false, Ordering::Relaxed);
             self.used[f as usize].store(false, Ordering::Relaxed);
@@ -841,7 +847,8 @@ impl PageCache {
         }
         let mut a = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
         for &f in frames {
-            self.refs[f as usize].store(0, Ordering::SeqCst);
+            // The take's pin only (see take_frames).
+            self.refs[f as usize].fetch_sub(1, Ordering::SeqCst);
             a.free.push(f);
         }
     }
@@ -1313,6 +1320,34 @@ mod tests {
             }
         }
         assert!(c.resident() <= c.frames());
+    }
+
+    /// The interleaving the thread test found: a hit loads page 1's word
+    /// (frame f), page 1 goes and f is taken for a bio, the hit pins f,
+    /// finds the page changed and unpins. The bio's pin must survive it.
+    #[test]
+    fn a_hits_passing_pin_on_a_frame_being_taken_leaves_the_bios_pin() {
+        let c = cache(4, 1);
+        fill(&c, 1, 0x11);
+        let Page::Uptodate { frame } = c.page(1).0 else {
+            panic!("page 1 is cached")
+        };
+        assert_eq!(c.drop_all(), 1);
+        let f = frame as usize;
+        // The hit's pin, on its stale word, lands before the take.
+        c.refs[f].fetch_add(1, Ordering::SeqCst);
+        let mut taken = [u32::MAX; 8];
+        let n = c.take_frames(&mut taken);
+        assert!(taken[..n].contains(&frame));
+        // The hit finds page 1 changed and drops its pin.
+        c.refs[f].fetch_sub(1, Ordering::SeqCst);
+        assert_eq!(c.refs[f].load(Ordering::SeqCst), 1, "the bio's pin");
+        c.return_frames(&taken[..n]);
+        assert!(
+            taken[..n]
+                .iter()
+                .all(|&t| c.refs[t as usize].load(Ordering::SeqCst) == 0)
+        );
     }
 
     #[test]
