@@ -1293,6 +1293,9 @@ struct FakeWorkload {
     rx: std::sync::mpsc::Receiver<readpath::metrics::IntervalRecord>,
     events: std::rc::Rc<std::cell::RefCell<Vec<readpath::metrics::Event>>>,
     t_s: std::rc::Rc<std::cell::Cell<f64>>,
+    /// What runs, when a refusal at run time made it differ from what was
+    /// asked.
+    ran: std::rc::Rc<std::cell::RefCell<Option<readpath::settings::Settings>>>,
 }
 
 impl FakeWorkload {
@@ -1311,6 +1314,7 @@ impl FakeWorkload {
             rx,
             events: Default::default(),
             t_s: std::rc::Rc::new(std::cell::Cell::new(app.window.elapsed_s())),
+            ran: Default::default(),
         };
         (fake, tx)
     }
@@ -1321,7 +1325,10 @@ impl readpath::engine::workload::Workload for FakeWorkload {
         &self.settings
     }
     fn effective(&self) -> readpath::settings::Settings {
-        self.settings.clone()
+        self.ran
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| self.settings.clone())
     }
     fn features(&self) -> &readpath::sys::Features {
         &self.features
@@ -1362,6 +1369,36 @@ impl readpath::engine::workload::Workload for FakeWorkload {
     fn pods(&self) -> Option<String> {
         None
     }
+}
+
+/// A refusal at run time (the target's kernel refused the workers' nice
+/// -20) greys the setting out with the record whose notice says so, not
+/// at the next change the user makes.
+#[test]
+fn a_refusal_at_run_time_greys_the_setting_out_with_its_notice() {
+    use readpath::tui::Driver;
+    let mut a = app(true);
+    let mut asked = a.running.settings().clone();
+    asked.workers.highpri = true;
+    a.running.set(asked.clone(), asked.clone());
+    let (mut fake, tx) = FakeWorkload::of(&a);
+    let ran = fake.ran.clone();
+    let mut d = readpath::tui::EngineDriver {
+        engine: &mut fake,
+        recording: None,
+    };
+    let mut refused = asked.clone();
+    refused.workers.highpri = false;
+    *ran.borrow_mut() = Some(refused.clone());
+    let mut r = readpath::tui::fixture::record(180);
+    r.notices.push(readpath::metrics::Notice {
+        t_s: r.t_s,
+        text: "workers.highpri: running at nice 0 instead of -20: cannot set nice -20".into(),
+    });
+    tx.send(r).unwrap();
+    d.poll(&mut a);
+    assert_eq!(a.running.effective(), &refused);
+    assert!(a.running.settings().workers.highpri, "still asked for");
 }
 
 /// The live A/B's switches are neither chart markers nor log lines: the

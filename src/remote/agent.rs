@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
-use super::protocol::{Command, Fatal, Hello, Message, PROTOCOL, Reply, Request};
-use crate::engine::{Engine, EngineOptions};
+use super::protocol::{Command, Fatal, Hello, Message, PROTOCOL, Reply, Request, Running};
+use crate::engine::{Engine, EngineOptions, Faults};
 use crate::settings::Settings;
 
 /// Shortest and longest interval an agent accepts.
@@ -107,7 +107,7 @@ pub fn run(data_dir: &Path) -> i32 {
         .name("agent-in".into())
         .spawn(move || read_stdin(tx))
         .expect("spawning the agent's reader");
-    let status = serve(data_dir, &rx, &out);
+    let status = serve(data_dir, &rx, &out, Faults::default());
     drop(out);
     let _ = writer.join();
     status
@@ -118,7 +118,9 @@ fn fatal(out: &Sender<String>, message: String, bad_input: bool) -> i32 {
     if bad_input { 2 } else { 1 }
 }
 
-fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
+/// Runs one session: the start request, the workload with its records and
+/// replies, the summary. `faults` only in tests.
+fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>, faults: Faults) -> i32 {
     let start = match await_start(rx, out) {
         Ok(start) => start,
         Err(status) => return status,
@@ -146,11 +148,9 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
         Err((e, bad)) => return fatal(out, e, bad),
     };
     let mut quiet = |_: u64, _: u64| {};
-    let mut engine = match Engine::start(
-        s,
-        EngineOptions::new(Duration::from_millis(interval_ms), data_dir.to_path_buf()),
-        &mut quiet,
-    ) {
+    let mut opts = EngineOptions::new(Duration::from_millis(interval_ms), data_dir.to_path_buf());
+    opts.faults = faults;
+    let mut engine = match Engine::start(s, opts, &mut quiet) {
         Ok(e) => e,
         Err(e) => {
             let bad = e.is_bad_input();
@@ -158,8 +158,9 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>) -> i32 {
         }
     };
     let header = crate::output::recording::Header::of(&command, &engine, preset_name.or(preset));
+    let told = header.effective_settings.clone();
     send(out, Message::Header(Box::new(header)));
-    run_until_stopped(&mut engine, rx, out);
+    run_until_stopped(&mut engine, rx, out, told);
     finish(engine, out);
     0
 }
@@ -245,19 +246,42 @@ fn load(
 
 /// Sends the engine's records and handles requests until a stop signal,
 /// a stop request, the end of the input or of the engine.
-fn run_until_stopped(engine: &mut Engine, rx: &Receiver<In>, out: &Sender<String>) {
+///
+/// The settings as they run go to the client whenever a refusal at run
+/// time changed them since it last heard ([`Running`]), before the record
+/// whose notice says so.
+fn run_until_stopped(
+    engine: &mut Engine,
+    rx: &Receiver<In>,
+    out: &Sender<String>,
+    // What the client knows runs: the header's, then each apply reply's.
+    mut told: Settings,
+) {
     loop {
         if crate::sys::stop_requested() {
             break;
         }
         match engine.records().recv_timeout(Duration::from_millis(20)) {
-            Ok(r) => send(out, Message::Interval(Box::new(r))),
+            Ok(r) => {
+                let now = engine.effective();
+                if now != told {
+                    send(
+                        out,
+                        Message::Running(Box::new(Running {
+                            pods: crate::engine::pipeline::pods_label(&now),
+                            effective: Box::new(now.clone()),
+                        })),
+                    );
+                    told = now;
+                }
+                send(out, Message::Interval(Box::new(r)));
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
         match rx.try_recv() {
             Ok(In::Request(r)) => {
-                if !handle(engine, r.cmd, out) {
+                if !handle(engine, r.cmd, out, &mut told) {
                     break;
                 }
             }
@@ -304,8 +328,9 @@ fn cmd_name(c: &Command) -> String {
     .into()
 }
 
-/// Does one command on the running engine; false to stop.
-fn handle(engine: &mut Engine, cmd: Command, out: &Sender<String>) -> bool {
+/// Does one command on the running engine; false to stop. `told`: the
+/// settings as running that the client was last sent.
+fn handle(engine: &mut Engine, cmd: Command, out: &Sender<String>, told: &mut Settings) -> bool {
     let name = cmd_name(&cmd);
     match cmd {
         Command::Stop => return false,
@@ -319,13 +344,16 @@ fn handle(engine: &mut Engine, cmd: Command, out: &Sender<String>) -> bool {
         ),
         Command::Apply { settings } => {
             let reply = match engine.apply(*settings) {
-                Ok(changes) => Reply {
-                    changes,
-                    settings: Some(Box::new(engine.settings().clone())),
-                    effective: Some(Box::new(engine.effective())),
-                    pods: crate::engine::pipeline::pods_label(&engine.effective()),
-                    ..Reply::ok(&name)
-                },
+                Ok(changes) => {
+                    *told = engine.effective();
+                    Reply {
+                        changes,
+                        settings: Some(Box::new(engine.settings().clone())),
+                        effective: Some(Box::new(told.clone())),
+                        pods: crate::engine::pipeline::pods_label(told),
+                        ..Reply::ok(&name)
+                    }
+                }
                 Err(e) => Reply::refused(&name, e.to_string(), e.is_bad_input()),
             };
             send(out, Message::Reply(Box::new(reply)));
@@ -358,4 +386,101 @@ fn handle(engine: &mut Engine, cmd: Command, out: &Sender<String>) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client reading the agent's lines in order knows what runs when it
+    /// reads the notice of a refusal at run time: the agent sends the
+    /// settings as running (or its header already had them) before the
+    /// interval whose notice says so, and again after an apply.
+    #[test]
+    fn a_refusal_at_run_time_reaches_the_client_before_its_notice() {
+        let f = crate::sys::probe_features();
+        if !f.highpri {
+            eprintln!(
+                "skipped: nice -20 is refused up front here ({:?}): the header says so",
+                f.highpri_reason
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Settings::default();
+        for o in [
+            "workers.highpri=true",
+            "workers.mode=bound",
+            "workload.file_size=4M",
+            "workload.rate_iops=2000",
+        ] {
+            s.apply_override(o).unwrap();
+        }
+        let (tx, rx) = channel();
+        let (out, lines) = channel();
+        let request = |cmd| {
+            In::Request(Box::new(Request {
+                protocol: PROTOCOL,
+                cmd,
+            }))
+        };
+        tx.send(request(Command::Start {
+            preset: None,
+            settings: Some(Box::new(s.clone())),
+            set: Vec::new(),
+            interval_ms: 50,
+            command: "test".into(),
+        }))
+        .unwrap();
+        let faults = Faults {
+            deny_highpri: true,
+            ..Faults::default()
+        };
+        let agent = std::thread::spawn(move || serve(dir.path(), &rx, &out, faults));
+        // The client's side: what it knows runs, line by line.
+        let mut knows: Option<Settings> = None;
+        let (mut notices, mut applied, mut n) = (0, false, 0);
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while let Ok(line) = lines.recv_timeout(Duration::from_secs(30)) {
+            n += 1;
+            match Message::parse(&line, n).unwrap() {
+                Message::Header(h) => knows = Some(h.effective_settings),
+                Message::Running(r) => knows = Some(*r.effective),
+                Message::Reply(r) => {
+                    if let Some(e) = r.effective {
+                        knows = Some(*e);
+                    }
+                }
+                Message::Interval(r) => {
+                    if r.notices
+                        .iter()
+                        .any(|n| n.text.starts_with("workers.highpri"))
+                    {
+                        let k = knows.as_ref().expect("a header first");
+                        assert!(!k.workers.highpri, "the notice came before what runs");
+                        notices += 1;
+                        if !applied {
+                            // A new pipeline is refused again, after the
+                            // apply reply said what ran when it was built.
+                            let mut next = s.clone();
+                            next.workload.queue_depth += 1;
+                            tx.send(request(Command::Apply {
+                                settings: Box::new(next),
+                            }))
+                            .unwrap();
+                            applied = true;
+                        } else {
+                            tx.send(request(Command::Stop)).unwrap();
+                        }
+                    }
+                }
+                Message::Summary(_) => break,
+                other => panic!("unexpected {other:?}"),
+            }
+            assert!(std::time::Instant::now() < until, "no end in 60 s");
+        }
+        assert_eq!(agent.join().unwrap(), 0);
+        assert_eq!(notices, 2, "one notice per pipeline");
+        assert!(!knows.unwrap().workers.highpri);
+    }
 }

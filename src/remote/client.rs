@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::pace::{Pace, PaceError};
-use super::protocol::{Command, Fatal, LineError, LineProblem, Message, Reply};
+use super::protocol::{Command, Fatal, LineError, LineProblem, Message, Reply, Running};
 use super::transport::Remote;
 use crate::engine::EngineError;
 use crate::engine::workload::Workload;
@@ -198,6 +198,10 @@ struct Shared {
     held_bytes: usize,
     /// Records after the stop beyond [`HELD_BYTES`]: not kept, said.
     unkept: u64,
+    /// The settings as they run and the unbound queues' pods, as the agent
+    /// last said (its header, an apply reply, or a running line after a
+    /// refusal at run time), in the order its lines came.
+    running: Option<Running>,
 }
 
 /// A workload running on another machine.
@@ -210,9 +214,7 @@ pub struct RemoteWorkload {
     /// The recording header the agent sent at its start.
     pub header: Header,
     settings: Settings,
-    effective: Settings,
     paused: bool,
-    pods: Option<String>,
     records: Receiver<IntervalRecord>,
     replies: Receiver<Reply>,
     shared: Arc<Mutex<Shared>>,
@@ -450,6 +452,12 @@ fn read_agent(
                     }));
                 }
                 s.asked -= 1;
+                if let Some(e) = &rep.effective {
+                    s.running = Some(Running {
+                        effective: e.clone(),
+                        pods: rep.pods.clone(),
+                    });
+                }
                 drop(s);
                 let _ = to.replies.send(*rep);
                 // What was held while the reply was awaited goes first.
@@ -457,6 +465,7 @@ fn read_agent(
                     return;
                 }
             }
+            Ok(Message::Running(r)) => lock(&shared).running = Some(*r),
             Ok(Message::Summary(s)) => {
                 lock(&shared).summary = Some(*s);
             }
@@ -829,9 +838,7 @@ impl RemoteWorkload {
                 demo: None,
             },
             settings: Settings::default(),
-            effective: Settings::default(),
             paused: false,
-            pods: None,
             records: rec_rx,
             replies: rep_rx,
             shared,
@@ -896,8 +903,10 @@ impl RemoteWorkload {
         match wait_first(first_rx, START_TIMEOUT) {
             Ok(Ok(Message::Header(h))) => {
                 self.settings = h.settings.clone();
-                self.effective = h.effective_settings.clone();
-                self.pods = crate::engine::pipeline::pods_label(&self.effective);
+                lock(&self.shared).running = Some(Running {
+                    pods: crate::engine::pipeline::pods_label(&h.effective_settings),
+                    effective: Box::new(h.effective_settings.clone()),
+                });
                 self.header = *h;
                 Ok(self)
             }
@@ -1163,6 +1172,7 @@ impl Message {
             Message::Header(_) => "a header",
             Message::Interval(_) => "an interval",
             Message::Reply(_) => "a reply",
+            Message::Running(_) => "a running line",
             Message::Summary(_) => "a summary",
             Message::Fatal(_) => "an error",
         }
@@ -1182,7 +1192,10 @@ impl Workload for RemoteWorkload {
         &self.settings
     }
     fn effective(&self) -> Settings {
-        self.effective.clone()
+        lock(&self.shared).running.as_ref().map_or_else(
+            || self.header.effective_settings.clone(),
+            |r| (*r.effective).clone(),
+        )
     }
     fn features(&self) -> &Features {
         &self.header.features
@@ -1214,10 +1227,7 @@ impl Workload for RemoteWorkload {
         if let Some(s) = r.settings {
             self.settings = *s;
         }
-        if let Some(e) = r.effective {
-            self.effective = *e;
-        }
-        self.pods = r.pods;
+        // The settings as running were taken by the reader, in line order.
         Ok(r.changes)
     }
     fn mark_event(&self, label: &str) {
@@ -1252,7 +1262,10 @@ impl Workload for RemoteWorkload {
         self.reply("drop_cache").ok()?.dropped
     }
     fn pods(&self) -> Option<String> {
-        self.pods.clone()
+        lock(&self.shared)
+            .running
+            .as_ref()
+            .and_then(|r| r.pods.clone())
     }
     fn place(&self) -> Option<String> {
         let (lag, quiet) = {
@@ -1381,6 +1394,82 @@ mod tests {
         let mut r = std::io::BufReader::with_capacity(4096, &b"abc"[..]);
         assert_eq!(skip_line(&mut r).unwrap(), 3);
         assert_eq!(skip_line(&mut r).unwrap(), 0);
+    }
+
+    /// What runs is what the agent's lines said last, in their order: the
+    /// header's, then a running line's (a refusal at run time), and a
+    /// record after it finds the client knowing.
+    #[test]
+    fn a_running_line_changes_what_the_client_says_runs() {
+        use crate::output::recording::{FORMAT, Header, VERSION};
+        let mut asked = Settings::default();
+        asked.workers.highpri = true;
+        let mut ran = asked.clone();
+        ran.workers.highpri = false;
+        let header = Header {
+            format: FORMAT.into(),
+            version: VERSION,
+            command: "test".into(),
+            started_unix_s: 0,
+            preset: None,
+            settings: asked.clone(),
+            effective_settings: asked.clone(),
+            features: Features::default(),
+            machine: MachineInfo::default(),
+            demo: None,
+        };
+        let lines = [
+            Message::Hello(super::super::protocol::Hello {
+                protocol: super::super::protocol::PROTOCOL,
+                readpath: "test".into(),
+                arch: "x86_64".into(),
+            }),
+            Message::Header(Box::new(header)),
+            Message::Running(Box::new(Running {
+                effective: Box::new(ran.clone()),
+                pods: Some("2 pods".into()),
+            })),
+            Message::Interval(Box::new(IntervalRecord {
+                seq: 0,
+                interval_s: 0.05,
+                t_s: 0.05,
+                ..Default::default()
+            })),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.out");
+        let text: String = lines.iter().map(|m| m.to_line() + "\n").collect();
+        std::fs::write(&path, text).unwrap();
+        let mut cat = std::process::Command::new("cat")
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (first, first_rx) = std::sync::mpsc::channel();
+        let (records, records_rx) = sync_channel(8);
+        let (replies, _replies_rx) = std::sync::mpsc::channel();
+        let sh = Arc::new(Mutex::new(Shared::default()));
+        let out = cat.stdout.take().unwrap();
+        let to = Outlets {
+            first,
+            records,
+            replies,
+        };
+        let sh2 = sh.clone();
+        let reader = std::thread::spawn(move || read_agent(out, to, sh2, 50, 0.0));
+        for _ in 0..2 {
+            first_rx
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+                .unwrap();
+        }
+        // The record comes after the running line: by then the client knows.
+        records_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let running = lock(&sh).running.clone().expect("a running line");
+        assert_eq!(*running.effective, ran);
+        assert_eq!(running.pods.as_deref(), Some("2 pods"));
+        reader.join().unwrap();
+        let _ = cat.wait();
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::output::report::RunSummary;
 use crate::settings::{SettingChange, Settings};
 
 /// The protocol this readpath speaks. Both sides refuse another by name.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// Longest line either side reads: a recording's (a header with its
 /// settings and machine is a few KiB; an interval with its histograms some
@@ -116,6 +116,20 @@ pub struct Reply {
     pub dropped: Option<usize>,
 }
 
+/// The settings as they run now, sent unasked when a refusal at run time
+/// (a worker's nice -20, a hog's nice, an irq thread's SCHED_FIFO refused
+/// by the target's kernel) changed them: before the interval whose notice
+/// says so, so that a client showing that notice already shows what runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Running {
+    /// The settings as running.
+    pub effective: Box<Settings>,
+    /// The pods of the unbound queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<String>,
+}
+
 impl Reply {
     /// A command done.
     pub fn ok(cmd: &str) -> Reply {
@@ -164,6 +178,8 @@ pub enum Message {
     Interval(Box<IntervalRecord>),
     /// The answer to a command.
     Reply(Box<Reply>),
+    /// The settings as they run now, changed by a refusal at run time.
+    Running(Box<Running>),
     /// The run's summary, last.
     Summary(Box<RunSummary>),
     /// A fatal error.
@@ -178,6 +194,7 @@ enum Wire {
     Hello(Hello),
     Interval(Box<IntervalRecord>),
     Reply(Box<Reply>),
+    Running(Box<Running>),
     Summary(Box<RunSummary>),
     Error(Fatal),
 }
@@ -190,6 +207,7 @@ impl Message {
             Message::Hello(h) => serde_json::to_string(&Wire::Hello(h.clone())),
             Message::Interval(r) => serde_json::to_string(&Wire::Interval(r.clone())),
             Message::Reply(r) => serde_json::to_string(&Wire::Reply(r.clone())),
+            Message::Running(r) => serde_json::to_string(&Wire::Running(r.clone())),
             Message::Summary(s) => serde_json::to_string(&Wire::Summary(s.clone())),
             Message::Fatal(f) => serde_json::to_string(&Wire::Error(f.clone())),
         };
@@ -231,6 +249,10 @@ impl Message {
             Wire::Reply(r) => {
                 check_reply(&r).map_err(|e| at(LineProblem::Reply(e)))?;
                 Message::Reply(r)
+            }
+            Wire::Running(r) => {
+                check_running(&r).map_err(|e| at(LineProblem::Reply(e)))?;
+                Message::Running(r)
             }
             Wire::Summary(s) => Message::Summary(s),
             Wire::Error(f) => Message::Fatal(f),
@@ -303,9 +325,9 @@ pub enum ReplyError {
         len: usize,
     },
     /// Settings that are invalid.
-    #[error("reply {field}: {source}")]
+    #[error("{field}: {source}")]
     Settings {
-        /// `settings` or `effective`.
+        /// `reply settings`, `reply effective` or `running effective`.
         field: &'static str,
         /// Why.
         source: Box<crate::settings::SettingsError>,
@@ -402,16 +424,38 @@ fn check_reply(r: &Reply) -> Result<(), ReplyError> {
             });
         }
     }
-    for (field, s) in [("settings", &r.settings), ("effective", &r.effective)] {
+    for (field, s) in [
+        ("reply settings", &r.settings),
+        ("reply effective", &r.effective),
+    ] {
         if let Some(s) = s {
-            s.validate(crate::settings::MAX_CPU_NUMBER + 1)
-                .map_err(|e| ReplyError::Settings {
-                    field,
-                    source: Box::new(e),
-                })?;
+            check_settings(field, s)?;
         }
     }
     Ok(())
+}
+
+/// Checks a running line as a reply is checked: its pods at most
+/// [`MAX_REPLY_TEXT`] bytes, its settings valid.
+fn check_running(r: &Running) -> Result<(), ReplyError> {
+    let pods = r.pods.as_deref().unwrap_or("");
+    if pods.len() > MAX_REPLY_TEXT {
+        return Err(ReplyError::Text {
+            field: "running pods",
+            len: pods.len(),
+        });
+    }
+    check_settings("running effective", &r.effective)
+}
+
+/// Settings from the agent, checked as a recording header's are (any CPU
+/// number this readpath allows: they are the target's CPUs).
+fn check_settings(field: &'static str, s: &Settings) -> Result<(), ReplyError> {
+    s.validate(crate::settings::MAX_CPU_NUMBER + 1)
+        .map_err(|e| ReplyError::Settings {
+            field,
+            source: Box::new(e),
+        })
 }
 
 /// The start of a line, printable, for an error message.

@@ -209,7 +209,7 @@ pub struct EngineDriver<'a> {
 
 impl Driver for EngineDriver<'_> {
     fn poll(&mut self, app: &mut App) -> bool {
-        let mut any = false;
+        let (mut any, mut noticed) = (false, false);
         while let Ok(rec) = self.engine.records().try_recv() {
             if let Some(w) = self.recording.as_mut()
                 && let Err(e) = w.record(&rec)
@@ -217,8 +217,18 @@ impl Driver for EngineDriver<'_> {
                 app.overlays.error(format!("recording stopped: {e}"));
                 self.recording = None;
             }
+            noticed |= !rec.notices.is_empty();
             app.push(rec);
             any = true;
+        }
+        if noticed {
+            // A notice may be a refusal at run time (a worker's nice -20):
+            // what runs changed with it, and the settings grey out now.
+            let effective = self.engine.effective();
+            if &effective != app.running.effective() {
+                app.running.set(self.engine.settings().clone(), effective);
+                app.running.set_pods(self.engine.pods());
+            }
         }
         if any {
             ab_tick(app, self.engine);
