@@ -294,6 +294,7 @@ const FACES: &[(&str, &[&str])] = &[
             "Engine",
             "EngineError",
             "EngineOptions",
+            "Faults",
             "ReadPath",
             "Resolution",
             "RunTotals",
