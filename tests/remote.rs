@@ -221,7 +221,9 @@ fn a_newer_protocol_is_refused_by_name_on_both_sides() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("ssh:phone") && e.contains("protocol 2") && e.contains("upgrade readpath here"),
+        e.contains("ssh:phone")
+            && e.contains(&format!("protocol {}", PROTOCOL + 1))
+            && e.contains("upgrade readpath here"),
         "{e}"
     );
 }
