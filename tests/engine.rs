@@ -713,7 +713,8 @@ fn a_corrupted_tree_page_fails_the_reads_it_covers_and_no_other() {
 /// per NUMA node before 6.5 (per pod of the scope, here `cpu`, since), per-CPU
 /// pools created on demand with CPU_INTENSIVE marking only since 6.5, and
 /// the era's tree readahead (a quarter of each readahead bio before 6.3,
-/// none since: one tree page per read).
+/// none since: one tree page per read), and its hashing (data blocks two
+/// at a time in 6.18, one per hash call before).
 #[test]
 fn each_kernel_era_builds_its_kernels_queues() {
     let online = readpath::sys::online_cpus();
@@ -778,6 +779,16 @@ fn each_kernel_era_builds_its_kernels_queues() {
         let c = &t.rec.counters;
         assert_eq!(c.verity_failures, 0, "{era}");
         assert!(c.tree_reads > 0, "{era}: the tree was read cold: {c:?}");
+        assert!(c.verified_blocks > 0, "{era}");
+        if v65 {
+            // Sequential bios of 32 pages: all but an odd block's last.
+            assert!(
+                c.paired_blocks * 10 >= c.verified_blocks * 9,
+                "{era}: {c:?}"
+            );
+        } else {
+            assert_eq!(c.paired_blocks, 0, "{era}: one block per hash call");
+        }
         if v65 {
             assert_eq!(c.tree_pages_read, c.tree_reads, "{era}: no tree readahead");
         } else {

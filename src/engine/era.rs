@@ -77,6 +77,16 @@ impl Era {
         matches!(self.0, KernelEra::V6_18)
     }
 
+    /// The data blocks of one bio are hashed two at a time: 6.18's
+    /// `fsverity_verify_pending_blocks()` calls `sha256_finup_2x()` for
+    /// each pair (interleaved where the CPU has an optimized SHA-256).
+    /// Before, each block had a hash call of its own (6.1's `verify_page()`
+    /// -> `fsverity_hash_page()`, one page per call), so a verify item
+    /// costs about twice the hashing.
+    pub fn hashes_pairs(self) -> bool {
+        self == Era(KernelEra::V6_18)
+    }
+
     /// A per-CPU work item running over [`CPU_INTENSIVE_THRESH_NS`] of CPU
     /// is marked CPU_INTENSIVE and leaves concurrency management (6.5+).
     pub fn detects_cpu_intensive(self) -> bool {
@@ -123,5 +133,9 @@ mod tests {
         assert_eq!(e(KernelEra::V6_18).tree_readahead(32, true), 0);
         assert!(!e(KernelEra::V6_1).has_affinity_scopes());
         assert!(e(KernelEra::V6_18).detects_cpu_intensive());
+        assert!(e(KernelEra::V6_18).hashes_pairs());
+        for k in [KernelEra::V4_19, KernelEra::V5_15Android, KernelEra::V6_1] {
+            assert!(!e(k).hashes_pairs(), "{k:?} hashes one block per call");
+        }
     }
 }

@@ -405,9 +405,10 @@ impl Ctx {
         }
     }
 
-    /// Verifies `n` consecutive data blocks from `first_block`, two at a
-    /// time (interleaved SHA-256 where the CPU has it, as fs-verity since
-    /// Linux 6.18), in order; the first failure ends it (false) and is
+    /// Verifies `n` consecutive data blocks from `first_block` in order,
+    /// two at a time where the era did so (interleaved SHA-256 where the
+    /// CPU has it, as fs-verity since Linux 6.18: `era::Era::hashes_pairs`),
+    /// else one per hash call; the first failure ends it (false) and is
     /// noticed once per pipeline, naming `what` and `then`.
     #[allow(clippy::too_many_arguments)]
     fn verify_blocks<'b>(
@@ -440,9 +441,13 @@ impl Ctx {
                 }
             },
         };
+        let pairs = super::era::Era::of(self.settings.workers.kernel_era).hashes_pairs();
         let mut i = 0;
         while i < n {
-            let pair = i + 1 < n;
+            let pair = pairs && i + 1 < n;
+            if pair {
+                rec.counters.paired_blocks += 2;
+            }
             let blk = first_block + i as u64;
             let results = if pair {
                 tree.verify_block_pair_in(blocks, [blk, blk + 1], [block(i), block(i + 1)])
@@ -471,7 +476,7 @@ impl Ctx {
                     }
                 }
             }
-            i += 2;
+            i += if pair { 2 } else { 1 };
         }
         true
     }

@@ -102,6 +102,9 @@ pub struct Counters {
     pub verified_blocks: u64,
     /// SHA-256 computations done by verification.
     pub hashes: u64,
+    /// Of the data blocks verified, those hashed two at a time (6.18's
+    /// `sha256_finup_2x`; 0 in the eras that hashed one block per call).
+    pub paired_blocks: u64,
     /// Verifications whose leaf hash block was already verified (only the
     /// data block was hashed).
     pub cache_hits: u64,
@@ -193,6 +196,7 @@ impl Counters {
         self.decrypted_units += o.decrypted_units;
         self.verified_blocks += o.verified_blocks;
         self.hashes += o.hashes;
+        self.paired_blocks += o.paired_blocks;
         self.cache_hits += o.cache_hits;
         self.cache_misses += o.cache_misses;
         self.corrupted += o.corrupted;

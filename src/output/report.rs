@@ -77,6 +77,10 @@ pub struct RunSummary {
     /// SHA-256 computations of verification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hashes: Option<u64>,
+    /// Of the data blocks verified, those hashed two at a time (the 6.18
+    /// era's `sha256_finup_2x`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_blocks: Option<u64>,
     /// Hash-cache hit rate, % (None without verification).
     pub hash_cache_hit_pct: Option<f64>,
     /// Post-read work items run on another CPU than the one that queued
@@ -366,6 +370,7 @@ impl RunSummary {
             decrypted_units: model.then_some(c.decrypted_units),
             verified_blocks: model.then_some(c.verified_blocks),
             hashes: model.then_some(c.hashes),
+            paired_blocks: model.then_some(c.paired_blocks),
             hash_cache_hit_pct: hit_pct(c),
             moved_pct: c.moved_pct(),
             read_path: crate::engine::ReadPath::of(effective)
@@ -672,8 +677,12 @@ impl RunSummary {
         {
             let _ = writeln!(
                 o,
-                "  verity: {} blocks verified, {} hashes, {} failures, hash cache hit {}",
+                "  verity: {} blocks verified ({}), {} hashes, {} failures, hash cache hit {}",
                 blocks,
+                match self.paired_blocks {
+                    Some(p) if p > 0 => format!("{p} two at a time"),
+                    _ => "one per hash call".into(),
+                },
                 hashes,
                 self.verity_failures,
                 self.hash_cache_hit_pct
