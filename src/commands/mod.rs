@@ -170,11 +170,12 @@ fn remote_choice(cli: &Cli) -> Result<RemoteChoice> {
             | Some(Command::Bench { .. })
             | Some(Command::Compare { hosts: None, .. })
             | Some(Command::Sweep { .. })
+            | Some(Command::Validate { .. })
     );
     if !ok {
         return Err(BadInput(
             "--remote works with the explorer (readpath, tui), `run`, `demo NAME`, \
-             `compare` (or `compare --hosts local,ssh:HOST`, not both), `sweep` and `bench crypto`"
+             `compare` (or `compare --hosts local,ssh:HOST`, not both), `sweep`, `validate` and `bench crypto`"
                 .into(),
         )
         .into());
@@ -268,6 +269,7 @@ fn run_command(
             tolerance,
             &pair,
             format,
+            remote,
         ),
         Command::Presets { action } => presets::presets(action),
         Command::Lab { action } => lab::lab(data_dir, action),

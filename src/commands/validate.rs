@@ -1,6 +1,8 @@
 //! `readpath validate`: the model and the running kernel side by side on
 //! like-for-like conditions, each metric's ratio and verdict computed
-//! (see [`crate::output::validate`]).
+//! (see [`crate::output::validate`]), here or on `--remote`'s target (a
+//! lab guest: the model and the guest's kernel on the same emulated CPUs,
+//! made like for like by the target's own features).
 
 use anyhow::Result;
 
@@ -22,7 +24,11 @@ pub(super) fn validate(
     tolerance_pct: f64,
     pair: &[String; 2],
     format: Format,
+    remote: super::RemoteChoice,
 ) -> Result<()> {
+    if let Some((r, ra)) = remote {
+        return on_target(args, opts, tolerance_pct, pair, format, r, &ra);
+    }
     let cpus = crate::sys::online_cpus().len();
     let (mut settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
     let features = crate::sys::probe_features();
@@ -61,6 +67,77 @@ pub(super) fn validate(
     .map_err(engine_error)?;
     if tty {
         say_raw("\r\x1b[K");
+    }
+    let v = ValidateReport::of(report, adjustments, tolerance_pct);
+    emit(format, &v, || v.to_text())
+}
+
+/// `validate --remote`: the agent starts on the target with the settings
+/// as given (their ranges checked here, its CPUs there), the adjustments
+/// are made from the target's features (its kernel's fs-verity, AF_ALG,
+/// autogroups: what its header says), and every round runs in that one
+/// session, model and kernel interleaved.
+fn on_target(
+    args: &SettingsArgs,
+    opts: CompareOptions,
+    tolerance_pct: f64,
+    pair: &[String; 2],
+    format: Format,
+    r: crate::remote::transport::Remote,
+    ra: &crate::cli::RemoteArgs,
+) -> Result<()> {
+    let cpus = crate::settings::MAX_CPU_NUMBER + 1;
+    let (mut settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
+    let label = r.label();
+    let mut spec = super::target::remote_spec(args, "validate", opts.engine.interval, ra)?;
+    spec.preset = None;
+    spec.set = Vec::new();
+    spec.settings = Some(settings.clone());
+    let mut w = super::target::start_remote(r, spec)?;
+    let features = crate::engine::workload::Workload::features(&w).clone();
+    if let Some(why) = &features.kernel_target_reason
+        && pair.iter().any(|t| t == "kernel")
+    {
+        let _ = w.finish();
+        anyhow::bail!("validate runs the kernel target, which cannot run on {label}: {why}");
+    }
+    // The target's cipher driver is not known here: with AF_ALG (a lab
+    // guest) the model uses the kernel's own, which needs none.
+    let adjustments =
+        crate::output::validate::like_for_like_with(&mut settings, &features, None);
+    let cmp = Compare::parse_vary(
+        &format!("workload.target={},{}", pair[0], pair[1]),
+        &settings,
+    )
+    .map_err(bad_input)?;
+    check_variants(&settings, &cmp, cpus, false)?;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if tty && !adjustments.is_empty() {
+        say(&format!(
+            "readpath: validate: made like for like on {label}: {}",
+            adjustments.join("; ")
+        ));
+    }
+    let mut progress = round_progress("validate", opts.rounds, |_, i| cmp.values[i].to_string());
+    let mut rec = None;
+    let run = crate::output::experiment::run_on(
+        &mut w,
+        &settings,
+        &cmp,
+        preset.map(|p| p.name),
+        &opts,
+        &mut progress,
+        &mut rec,
+    );
+    let finished = w.finish();
+    if tty {
+        say_raw("\r\x1b[K");
+    }
+    let mut report = run.map_err(engine_error)?;
+    if let Err(e) = finished.summary
+        && report.ran.interrupted.is_none()
+    {
+        report.ran.interrupted = Some(format!("{label}: the session ended badly: {e}"));
     }
     let v = ValidateReport::of(report, adjustments, tolerance_pct);
     emit(format, &v, || v.to_text())
