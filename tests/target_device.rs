@@ -193,6 +193,87 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
     );
 }
 
+/// `validate --remote`: the same validation run by the target's agent (here
+/// this machine's, behind a fake `ssh` that answers as a target with this
+/// readpath on it), made like for like by the features the target's header
+/// reports: its kernel's lack of fs-verity turns verification off on both
+/// sides, and both variants ran there.
+#[test]
+fn validate_runs_on_the_target_made_like_for_like_by_its_features() {
+    let _g = serial();
+    if let Some(why) = probe::missing() {
+        skip::skip(
+            "validate_runs_on_the_target_made_like_for_like_by_its_features",
+            &format!("needs {why}"),
+            skip::root(),
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_readpath");
+    let sum = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(exe).unwrap()))
+    };
+    let ssh = tmp.path().join("fake-ssh");
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\nfor last; do :; done\ncase \"$last\" in\n\
+             \"uname -m\") echo {arch} ;;\n*--version*) echo 'readpath {v}' ;;\n\
+             sha256sum*) echo '{sum}  {exe}' ;;\n\
+             *agent*) exec {exe} agent --data-dir {data} ;;\n*) exit 3 ;;\nesac\n",
+            arch = std::env::consts::ARCH,
+            v = env!("CARGO_PKG_VERSION"),
+            data = tmp.path().join("data").display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new(exe)
+        .args(["validate", "--remote", "ssh:target"])
+        .args(["--rounds", "1", "--duration", "1s", "--warmup", "200ms"])
+        .args([
+            "--set",
+            "workload.file_size=16M",
+            "--set",
+            "cache.cold_start=true",
+        ])
+        .args(["--format", "json"])
+        .env("READPATH_SSH_COMMAND", &ssh)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let adjusted = j["adjustments"].to_string();
+    assert!(adjusted.contains("cache.device = target"), "{adjusted}");
+    let verity = readpath::sys::probe_features().kernel_verity;
+    assert_eq!(
+        adjusted.contains("pipeline.verity = false"),
+        !verity,
+        "{adjusted}"
+    );
+    let values: Vec<&str> = j["compare"]["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["model", "kernel"]);
+    let iops = j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "iops")
+        .unwrap();
+    assert!(iops["ratio"].as_f64().is_some_and(|r| r > 0.0), "{iops}");
+    // Its dataset is the target's, in the agent's data dir.
+    assert!(tmp.path().join("data/dataset-16777216").is_dir());
+}
+
 /// The kernel target's O_DIRECT reads bypass its page cache: no hit or
 /// miss is counted for them (they once counted every page a hit, as the
 /// tracepoint saw no page added).

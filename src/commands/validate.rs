@@ -103,8 +103,9 @@ fn on_target(
     }
     // The target's cipher driver is not known here: with AF_ALG (a lab
     // guest) the model uses the kernel's own, which needs none.
+    let release = crate::engine::workload::Workload::machine(&w).kernel;
     let adjustments =
-        crate::output::validate::like_for_like_with(&mut settings, &features, None);
+        crate::output::validate::like_for_like_with(&mut settings, &features, None, &release);
     let cmp = Compare::parse_vary(
         &format!("workload.target={},{}", pair[0], pair[1]),
         &settings,

@@ -28,7 +28,8 @@ pub const DEFAULT_TOLERANCE_PCT: f64 = 15.0;
 /// workload.target=model,kernel`, so both compare the same things.
 pub fn like_for_like(base: &mut Settings, features: &Features) -> Vec<String> {
     let driver = crate::kernel::crypto_driver("xts(aes)").map(|(d, _)| d);
-    like_for_like_with(base, features, driver.as_deref())
+    let release = crate::sys::machine_kernel();
+    like_for_like_with(base, features, driver.as_deref(), &release)
 }
 
 /// The AES-256-XTS cipher of the model nearest the kernel's `xts(aes)`
@@ -54,16 +55,31 @@ pub fn nearest_cipher(driver: &str) -> Option<&'static str> {
     }
 }
 
-/// [`like_for_like`] with the kernel's `xts(aes)` driver given.
+/// [`like_for_like`] with the kernel's `xts(aes)` driver and its release
+/// (`uname -r`) given.
 pub fn like_for_like_with(
     base: &mut Settings,
     features: &Features,
     driver: Option<&str>,
+    release: &str,
 ) -> Vec<String> {
     let mut said = Vec::new();
     if features.kernel_target_reason.is_some() {
         // No kernel to be like: nothing to change.
         return said;
+    }
+    // The model follows the kernel's era (its pools, tree readahead and
+    // hashing). Set as a field, not through `Settings::set`, which would
+    // also supply the era's queue flags: those stay as asked (the kernel
+    // runs its own queues whatever they are).
+    if let Some(era) = crate::settings::KernelEra::of_release(release)
+        && era != base.workers.kernel_era
+    {
+        base.workers.kernel_era = era;
+        said.push(format!(
+            "{} = {era}: the model follows the kernel's era (Linux {release}: its pools, tree readahead and hashing; the queue flags stay as set)",
+            crate::key!(workers.kernel_era).name()
+        ));
     }
     let mut set = |s: &mut Settings, key: &str, value: &str, why: &str| {
         if s.get(key).as_deref() != Some(value) && s.set(key, value).is_ok() {
@@ -562,7 +578,7 @@ mod tests {
             kernel_hash_reason: Some("no AF_ALG".into()),
             ..Features::default()
         };
-        let said = like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))"));
+        let said = like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))"), "6.18.44");
         assert_eq!(s.cache.device, CacheDevice::Target);
         assert!(!s.pipeline.verity);
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Aes256XtsTi);
@@ -571,7 +587,9 @@ mod tests {
         assert_eq!(s.kernel.read_ahead_kb, Some(128), "{said:?}");
         assert_eq!(s.kernel.autogroup, Some(0), "{said:?}");
         // Again: nothing left to change.
-        assert!(like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))")).is_empty());
+        assert!(
+            like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))"), "6.18.44").is_empty()
+        );
         assert_eq!(nearest_cipher("xts-aes-vaes-avx512"), Some("aes-256-xts"));
         assert_eq!(nearest_cipher("xts-aes-aesni"), Some("aes-256-xts"));
         assert_eq!(
@@ -589,7 +607,7 @@ mod tests {
             kernel_cipher_reason: None,
             ..f
         };
-        like_for_like_with(&mut s, &f, Some("xts-aes-vaes-avx512"));
+        like_for_like_with(&mut s, &f, Some("xts-aes-vaes-avx512"), "6.18.44");
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Kernel);
         // Where autogroups cannot be turned, they are left alone.
         let mut s = Settings::default();
@@ -597,7 +615,7 @@ mod tests {
             autogroup_reason: Some("no CONFIG_SCHED_AUTOGROUP".into()),
             ..f
         };
-        like_for_like_with(&mut s, &f, None);
+        like_for_like_with(&mut s, &f, None, "6.18.44");
         assert_eq!(s.kernel.autogroup, None);
         // Where the kernel target cannot run, the device stays.
         let mut s = Settings::default();
@@ -607,6 +625,34 @@ mod tests {
             kernel_cipher_reason: Some("no AF_ALG".into()),
             ..Features::default()
         };
-        assert!(like_for_like_with(&mut s, &f, None).is_empty());
+        assert!(like_for_like_with(&mut s, &f, None, "6.18.44").is_empty());
+    }
+
+    #[test]
+    fn the_model_follows_the_kernels_era_with_the_queue_flags_as_asked() {
+        use crate::settings::{KernelEra, VerifyMode};
+        let f = Features::default();
+        let mut s = Settings::default();
+        s.workers.verify_mode = VerifyMode::Unbound;
+        let said = like_for_like_with(&mut s, &f, None, "6.1.192");
+        assert_eq!(s.workers.kernel_era, KernelEra::V6_1);
+        assert_eq!(s.workers.verify_mode, VerifyMode::Unbound, "as asked");
+        assert!(said[0].starts_with("workers.kernel_era = 6.1"), "{said:?}");
+        for (release, era) in [
+            ("6.1.0-57-cloud-amd64", Some(KernelEra::V6_1)),
+            ("4.19.325", Some(KernelEra::V4_19)),
+            ("5.15.178-android13-8", Some(KernelEra::V5_15Android)),
+            ("5.15.0-91-generic", None),
+            ("6.6.30", None),
+            ("6.18.44-fc-v1272", Some(KernelEra::V6_18)),
+            ("7.0.1", Some(KernelEra::V6_18)),
+            ("unknown kernel", None),
+        ] {
+            assert_eq!(KernelEra::of_release(release), era, "{release}");
+        }
+        // A series without an era leaves the model's as it was.
+        let mut s = Settings::default();
+        like_for_like_with(&mut s, &f, None, "6.6.30");
+        assert_eq!(s.workers.kernel_era, KernelEra::V6_18);
     }
 }

@@ -255,6 +255,26 @@ impl Workers {
 }
 
 impl KernelEra {
+    /// The era whose rules a kernel of release `release` (`uname -r`,
+    /// `6.1.192`, `6.18.44-fc`) follows: 6.1 and 4.19 by their series, 5.15
+    /// only as Android built it (`-android` in the release), 6.18 and later
+    /// as 6.18. None for another series (6.6, 6.12: the model has no era
+    /// with exactly their rules).
+    pub fn of_release(release: &str) -> Option<KernelEra> {
+        let mut nums = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|n| n.parse::<u32>().ok());
+        let (major, minor) = (nums.next()??, nums.next()??);
+        match (major, minor) {
+            (4, 19) => Some(KernelEra::V4_19),
+            (5, 15) if release.contains("android") => Some(KernelEra::V5_15Android),
+            (6, 1) => Some(KernelEra::V6_1),
+            (6, m) if m >= 18 => Some(KernelEra::V6_18),
+            (m, _) if m > 6 => Some(KernelEra::V6_18),
+            _ => None,
+        }
+    }
+
     /// Where the era's fscrypt and fs-verity queues run work and whether
     /// they are WQ_HIGHPRI, as `(mode, verify_mode, highpri)`. fscrypt:
     /// `WQ_UNBOUND | WQ_HIGHPRI` in every era here (the 2018 seed, 4.18).
