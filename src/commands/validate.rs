@@ -101,11 +101,15 @@ fn on_target(
         let _ = w.finish();
         anyhow::bail!("validate runs the kernel target, which cannot run on {label}: {why}");
     }
-    // The target's cipher driver is not known here: with AF_ALG (a lab
-    // guest) the model uses the kernel's own, which needs none.
+    // The target's kernel: its release (the era) and cipher driver, as its
+    // header reports them.
     let release = crate::engine::workload::Workload::machine(&w).kernel;
-    let adjustments =
-        crate::output::validate::like_for_like_with(&mut settings, &features, None, &release);
+    let adjustments = crate::output::validate::like_for_like_with(
+        &mut settings,
+        &features,
+        features.kernel_xts_driver.as_deref(),
+        &release,
+    );
     let cmp = Compare::parse_vary(
         &format!("workload.target={},{}", pair[0], pair[1]),
         &settings,

@@ -1037,6 +1037,8 @@ mod tests {
             kernel_target_reason: None,
             kernel_cipher_reason: None,
             kernel_hash_reason: None,
+            kernel_xts_driver: None,
+            kernel_sha256_driver: None,
             kernel_cache_limit_reason: None,
             autogroup_reason: None,
             kernel_switches: false,

@@ -1030,39 +1030,8 @@ impl Drop for ScratchFs {
     }
 }
 
-/// The driver the kernel's crypto API picks for algorithm `name` (e.g.
-/// `xts(aes)`, what fscrypt's AES-256-XTS contents use): the entry of
-/// highest priority in `/proc/crypto` (`xts-aes-aesni` with AES-NI,
-/// `xts(ecb(aes-fixed-time))` for the generic software AES).
-pub fn crypto_driver(name: &str) -> Option<(String, i64)> {
-    parse_crypto_driver(&std::fs::read_to_string("/proc/crypto").ok()?, name)
-}
-
-/// [`crypto_driver`] over the text of `/proc/crypto`.
-pub fn parse_crypto_driver(text: &str, name: &str) -> Option<(String, i64)> {
-    let mut best: Option<(String, i64)> = None;
-    for entry in text.split("\n\n") {
-        let field = |k: &str| {
-            entry.lines().find_map(|l| {
-                let (key, v) = l.split_once(':')?;
-                (key.trim() == k).then(|| v.trim().to_string())
-            })
-        };
-        if field("name").as_deref() != Some(name) {
-            continue;
-        }
-        let (Some(driver), Some(prio)) = (field("driver"), field("priority")) else {
-            continue;
-        };
-        let Ok(prio) = prio.parse::<i64>() else {
-            continue;
-        };
-        if best.as_ref().is_none_or(|(_, p)| prio > *p) {
-            best = Some((driver, prio));
-        }
-    }
-    best
-}
+/// The drivers live in `sys` (the feature probe reads them at startup).
+pub use crate::sys::{crypto_driver, parse_crypto_driver};
 
 /// The probe lives in `sys` (the feature probe reads it at startup).
 pub use crate::sys::ext4_has_verity;

@@ -48,6 +48,16 @@ pub struct Features {
     /// (`pipeline.hash = "kernel"`), if it cannot.
     #[serde(default)]
     pub kernel_hash_reason: Option<String>,
+    /// The driver the kernel's crypto API picks for `xts(aes)` (fscrypt's
+    /// contents cipher: `xts-aes-aesni`, `xts(ecb(aes-fixed-time))`), if
+    /// `/proc/crypto` lists one: what `validate` makes the model's cipher
+    /// like, on this machine or a target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_xts_driver: Option<String>,
+    /// The driver it picks for `sha256` (fs-verity's hash: `sha256-ni`,
+    /// `sha256-generic`), if listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_sha256_driver: Option<String>,
     /// Why the kernel target's page cache cannot be held to `cache.size`
     /// here (no memory cgroup, not root), if it cannot
     /// ([`super::cgroup::probe`]).
@@ -191,6 +201,8 @@ pub fn probe_features() -> Features {
         kernel_target_reason: kernel_target_reason(),
         kernel_cipher_reason: probe("skcipher", "xts(aes)").err().map(|e| e.to_string()),
         kernel_hash_reason: probe("hash", "sha256").err().map(|e| e.to_string()),
+        kernel_xts_driver: crypto_driver("xts(aes)").map(|(d, _)| d),
+        kernel_sha256_driver: crypto_driver("sha256").map(|(d, _)| d),
         kernel_cache_limit_reason: super::cgroup::probe().err().map(|e| e.to_string()),
         autogroup_reason: autogroup_reason(),
         kernel_switches: Path::new(LAB_SWITCHES_DIR)
@@ -198,6 +210,40 @@ pub fn probe_features() -> Features {
             .is_file(),
         kernel_affinity_scopes: Path::new(WQ_AFFINITY_SCOPE).is_file(),
     }
+}
+
+/// The driver the kernel's crypto API picks for algorithm `name` (e.g.
+/// `xts(aes)`, what fscrypt's AES-256-XTS contents use): the entry of
+/// highest priority in `/proc/crypto` (`xts-aes-aesni` with AES-NI,
+/// `xts(ecb(aes-fixed-time))` for the generic software AES).
+pub fn crypto_driver(name: &str) -> Option<(String, i64)> {
+    parse_crypto_driver(&std::fs::read_to_string("/proc/crypto").ok()?, name)
+}
+
+/// [`crypto_driver`] over the text of `/proc/crypto`.
+pub fn parse_crypto_driver(text: &str, name: &str) -> Option<(String, i64)> {
+    let mut best: Option<(String, i64)> = None;
+    for entry in text.split("\n\n") {
+        let field = |k: &str| {
+            entry.lines().find_map(|l| {
+                let (key, v) = l.split_once(':')?;
+                (key.trim() == k).then(|| v.trim().to_string())
+            })
+        };
+        if field("name").as_deref() != Some(name) {
+            continue;
+        }
+        let (Some(driver), Some(prio)) = (field("driver"), field("priority")) else {
+            continue;
+        };
+        let Ok(prio) = prio.parse::<i64>() else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(_, p)| prio > *p) {
+            best = Some((driver, prio));
+        }
+    }
+    best
 }
 
 /// Whether the running kernel's ext4 has fs-verity (`/sys/fs/ext4/features/verity`).

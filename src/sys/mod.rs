@@ -141,8 +141,8 @@ pub use fs::{collapse_head, pseudo_fs_of};
 /// What the machine and kernel offer, probed once, and the description
 /// recorded with every result.
 pub use features::{
-    AUTOGROUP_SYSCTL, Features, LAB_SWITCHES_DIR, WQ_AFFINITY_SCOPE, ext4_has_verity,
-    probe_features,
+    AUTOGROUP_SYSCTL, Features, LAB_SWITCHES_DIR, WQ_AFFINITY_SCOPE, crypto_driver,
+    ext4_has_verity, parse_crypto_driver, probe_features,
 };
 pub use machine::{
     MachineInfo, fs_type_name, kernel_version, machine_info, machine_kernel,
