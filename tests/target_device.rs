@@ -116,6 +116,26 @@ fn validate_json(data: &std::path::Path, extra: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// A validate report's variants, in order (`model`, `kernel`).
+fn variants(j: &serde_json::Value) -> Vec<&str> {
+    j["compare"]["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["value"].as_str().unwrap())
+        .collect()
+}
+
+/// A validate report's row of `metric`.
+fn row<'a>(j: &'a serde_json::Value, metric: &str) -> &'a serde_json::Value {
+    j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == metric)
+        .unwrap_or_else(|| panic!("no {metric} row"))
+}
+
 /// `readpath validate` on a small configuration: both targets ran, every
 /// measured metric has a ratio and a verdict computed from the two
 /// medians, the adjustments are named, and nothing is left mounted.
@@ -134,13 +154,7 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
     let j = validate_json(data.path(), &[]);
     let adjusted = j["adjustments"].to_string();
     assert!(adjusted.contains("cache.device = target"), "{adjusted}");
-    let variants: Vec<&str> = j["compare"]["variants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["value"].as_str().unwrap())
-        .collect();
-    assert_eq!(variants, ["model", "kernel"]);
+    assert_eq!(variants(&j), ["model", "kernel"]);
     let rows = j["rows"].as_array().unwrap();
     let mut judged = 0;
     for r in rows {
@@ -172,19 +186,9 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
     // every figure the kernel measures judged.
     let aa = validate_json(data.path(), &["--pair", "kernel,kernel"]);
     assert_eq!(aa["sides"], serde_json::json!(["kernel 1st", "kernel 2nd"]));
-    let values: Vec<&str> = aa["compare"]["variants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["value"].as_str().unwrap())
-        .collect();
+    let values = variants(&aa);
     assert_eq!(values, ["kernel", "kernel"]);
-    let iops = aa["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["metric"] == "iops")
-        .unwrap();
+    let iops = row(&aa, "iops");
     assert!(iops["ratio"].is_f64(), "{iops}");
     assert!(
         readpath::sys::trust::mounts()
@@ -256,19 +260,9 @@ fn validate_runs_on_the_target_made_like_for_like_by_its_features() {
         !verity,
         "{adjusted}"
     );
-    let values: Vec<&str> = j["compare"]["variants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["value"].as_str().unwrap())
-        .collect();
+    let values = variants(&j);
     assert_eq!(values, ["model", "kernel"]);
-    let iops = j["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["metric"] == "iops")
-        .unwrap();
+    let iops = row(&j, "iops");
     assert!(iops["ratio"].as_f64().is_some_and(|r| r > 0.0), "{iops}");
     // Its dataset is the target's, in the agent's data dir.
     assert!(tmp.path().join("data/dataset-16777216").is_dir());
