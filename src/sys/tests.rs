@@ -524,9 +524,21 @@ fn thread_reader_without_sched_file() {
 fn thread_reader_of_missing_thread_fails() {
     assert!(ThreadStatReader::open(i32::MAX).is_err());
     let tid = std::thread::spawn(gettid).join().unwrap();
-    // Gone already (or never readable again): open or read fails.
-    if let Ok(mut r) = ThreadStatReader::open(tid) {
-        assert!(r.read().is_err());
+    // The join returns when the kernel clears the thread's tid, which is
+    // before it releases the task: /proc may show it a moment longer
+    // (seen once in CI). Wait for it to go: then open or read fails.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match ThreadStatReader::open(tid) {
+            Err(_) => break,
+            Ok(mut r) if r.read().is_err() => break,
+            Ok(_) => {}
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "thread {tid} still readable 5 s after it ended"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
