@@ -529,10 +529,12 @@ fn thread_reader_of_missing_thread_fails() {
     // (seen once in CI). Wait for it to go: then open or read fails.
     let until = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        match ThreadStatReader::open(tid) {
-            Err(_) => break,
-            Ok(mut r) if r.read().is_err() => break,
-            Ok(_) => {}
+        let gone = match ThreadStatReader::open(tid) {
+            Err(_) => true,
+            Ok(mut r) => r.read().is_err(),
+        };
+        if gone {
+            break;
         }
         assert!(
             std::time::Instant::now() < until,
