@@ -89,9 +89,13 @@ fn on_target(
     let cpus = crate::settings::MAX_CPU_NUMBER + 1;
     let (mut settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
     let label = r.label();
-    let mut spec = super::target::remote_spec(args, "validate", opts.engine.interval, ra)?;
-    spec.preset = None;
-    spec.set = Vec::new();
+    // The settings go whole, as loaded here (the preset and overrides are
+    // not resolved a second time there).
+    let none = SettingsArgs {
+        preset: None,
+        set: Vec::new(),
+    };
+    let mut spec = super::target::remote_spec(&none, "validate", opts.engine.interval, ra)?;
     spec.settings = Some(settings.clone());
     let mut w = super::target::start_remote(r, spec)?;
     let features = crate::engine::workload::Workload::features(&w).clone();
@@ -101,15 +105,11 @@ fn on_target(
         let _ = w.finish();
         anyhow::bail!("validate runs the kernel target, which cannot run on {label}: {why}");
     }
-    // The target's kernel: its release (the era) and cipher driver, as its
-    // header reports them.
+    // The target's kernel: its release (the era) and features (its cipher
+    // driver among them), as its header reports them.
     let release = crate::engine::workload::Workload::machine(&w).kernel;
-    let adjustments = crate::output::validate::like_for_like_with(
-        &mut settings,
-        &features,
-        features.kernel_xts_driver.as_deref(),
-        &release,
-    );
+    let adjustments =
+        crate::output::validate::like_for_like_with(&mut settings, &features, &release);
     let cmp = Compare::parse_vary(
         &format!("workload.target={},{}", pair[0], pair[1]),
         &settings,

@@ -27,9 +27,7 @@ pub const DEFAULT_TOLERANCE_PCT: f64 = 15.0;
 /// why). Used by `validate` and by `compare --vary
 /// workload.target=model,kernel`, so both compare the same things.
 pub fn like_for_like(base: &mut Settings, features: &Features) -> Vec<String> {
-    let release = crate::sys::machine_kernel();
-    let driver = features.kernel_xts_driver.clone();
-    like_for_like_with(base, features, driver.as_deref(), &release)
+    like_for_like_with(base, features, &crate::sys::machine_kernel())
 }
 
 /// The AES-256-XTS cipher of the model nearest the kernel's `xts(aes)`
@@ -55,14 +53,11 @@ pub fn nearest_cipher(driver: &str) -> Option<&'static str> {
     }
 }
 
-/// [`like_for_like`] with the kernel's `xts(aes)` driver and its release
-/// (`uname -r`) given.
-pub fn like_for_like_with(
-    base: &mut Settings,
-    features: &Features,
-    driver: Option<&str>,
-    release: &str,
-) -> Vec<String> {
+/// [`like_for_like`] for the kernel of release `release` (`uname -r`),
+/// whose features (its `xts(aes)` driver among them) are `features`: this
+/// machine's or a target's.
+pub fn like_for_like_with(base: &mut Settings, features: &Features, release: &str) -> Vec<String> {
+    let driver = features.kernel_xts_driver.as_deref();
     let mut said = Vec::new();
     if features.kernel_target_reason.is_some() {
         // No kernel to be like: nothing to change.
@@ -577,6 +572,20 @@ mod tests {
         assert!(!r.is_aa() && r.to_text().contains("model/kernel"));
     }
 
+    /// [`like_for_like_with`] for a kernel whose `xts(aes)` driver is `driver`.
+    fn with_driver(
+        s: &mut Settings,
+        f: &Features,
+        driver: Option<&str>,
+        release: &str,
+    ) -> Vec<String> {
+        let f = Features {
+            kernel_xts_driver: driver.map(String::from),
+            ..f.clone()
+        };
+        like_for_like_with(s, &f, release)
+    }
+
     #[test]
     fn like_for_like_reads_the_kernels_device_and_drops_verity_it_lacks() {
         let mut s = Settings::default();
@@ -587,7 +596,7 @@ mod tests {
             kernel_hash_reason: Some("no AF_ALG".into()),
             ..Features::default()
         };
-        let said = like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))"), "6.18.44");
+        let said = with_driver(&mut s, &f, Some("xts(ecb(aes-fixed-time))"), "6.18.44");
         assert_eq!(s.cache.device, CacheDevice::Target);
         assert!(!s.pipeline.verity);
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Aes256XtsTi);
@@ -596,9 +605,7 @@ mod tests {
         assert_eq!(s.kernel.read_ahead_kb, Some(128), "{said:?}");
         assert_eq!(s.kernel.autogroup, Some(0), "{said:?}");
         // Again: nothing left to change.
-        assert!(
-            like_for_like_with(&mut s, &f, Some("xts(ecb(aes-fixed-time))"), "6.18.44").is_empty()
-        );
+        assert!(with_driver(&mut s, &f, Some("xts(ecb(aes-fixed-time))"), "6.18.44").is_empty());
         assert_eq!(nearest_cipher("xts-aes-vaes-avx512"), Some("aes-256-xts"));
         assert_eq!(nearest_cipher("xts-aes-aesni"), Some("aes-256-xts"));
         assert_eq!(
@@ -620,11 +627,11 @@ mod tests {
             kernel_cipher_reason: None,
             ..f
         };
-        let said = like_for_like_with(&mut s, &f, Some("xts-aes-vaes-avx512"), "6.18.44");
+        let said = with_driver(&mut s, &f, Some("xts-aes-vaes-avx512"), "6.18.44");
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Aes256Xts);
         assert!(said.iter().any(|l| l.contains("not AF_ALG")), "{said:?}");
         let mut s = Settings::default();
-        like_for_like_with(&mut s, &f, Some("xts-aes-mystery"), "6.18.44");
+        with_driver(&mut s, &f, Some("xts-aes-mystery"), "6.18.44");
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Kernel);
         // Where autogroups cannot be turned, they are left alone.
         let mut s = Settings::default();
@@ -632,7 +639,7 @@ mod tests {
             autogroup_reason: Some("no CONFIG_SCHED_AUTOGROUP".into()),
             ..f
         };
-        like_for_like_with(&mut s, &f, None, "6.18.44");
+        with_driver(&mut s, &f, None, "6.18.44");
         assert_eq!(s.kernel.autogroup, None);
         // Where the kernel target cannot run, the device stays.
         let mut s = Settings::default();
@@ -642,7 +649,7 @@ mod tests {
             kernel_cipher_reason: Some("no AF_ALG".into()),
             ..Features::default()
         };
-        assert!(like_for_like_with(&mut s, &f, None, "6.18.44").is_empty());
+        assert!(with_driver(&mut s, &f, None, "6.18.44").is_empty());
     }
 
     #[test]
@@ -651,7 +658,7 @@ mod tests {
         let f = Features::default();
         let mut s = Settings::default();
         s.workers.verify_mode = VerifyMode::Unbound;
-        let said = like_for_like_with(&mut s, &f, None, "6.1.192");
+        let said = with_driver(&mut s, &f, None, "6.1.192");
         assert_eq!(s.workers.kernel_era, KernelEra::V6_1);
         assert_eq!(s.workers.verify_mode, VerifyMode::Unbound, "as asked");
         assert!(said[0].starts_with("workers.kernel_era = 6.1"), "{said:?}");
@@ -669,7 +676,7 @@ mod tests {
         }
         // A series without an era leaves the model's as it was.
         let mut s = Settings::default();
-        like_for_like_with(&mut s, &f, None, "6.6.30");
+        with_driver(&mut s, &f, None, "6.6.30");
         assert_eq!(s.workers.kernel_era, KernelEra::V6_18);
     }
 }
