@@ -707,12 +707,29 @@ impl RunSummary {
     fn write_tail(&self, o: &mut String) {
         let _ = writeln!(o, "  cpu: process {:.1}% of one CPU", self.process_cpu_pct);
         let _ = writeln!(o, "  machine: {}", self.machine.line());
-        for n in &self.notices {
-            let _ = writeln!(o, "  notice: {n}");
-        }
+        write_notices(&self.notices, o);
         for ev in &self.events {
             let _ = writeln!(o, "  event: {ev}");
         }
+    }
+}
+
+/// The notices, each text once in the order first raised, with how often
+/// where it was raised again (a fallback re-resolved at every change); the
+/// JSON keeps each.
+fn write_notices(notices: &[String], o: &mut String) {
+    let mut said: Vec<(&str, usize)> = Vec::new();
+    for n in notices {
+        match said.iter_mut().find(|(t, _)| *t == n.as_str()) {
+            Some((_, count)) => *count += 1,
+            None => said.push((n, 1)),
+        }
+    }
+    for (n, count) in said {
+        let _ = match count {
+            1 => writeln!(o, "  notice: {n}"),
+            c => writeln!(o, "  notice ({c} times): {n}"),
+        };
     }
 }
 
@@ -761,6 +778,14 @@ fn write_phases(phases: &[PhaseSummary], o: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_notice_raised_again_is_said_once_with_how_often() {
+        let n = |t: &str| t.to_string();
+        let mut o = String::new();
+        write_notices(&[n("a"), n("b"), n("a"), n("a")], &mut o);
+        assert_eq!(o, "  notice (3 times): a\n  notice: b\n");
+    }
 
     #[test]
     fn a_phase_says_its_change_from_the_baseline() {
