@@ -637,6 +637,30 @@ fn the_cold_tree_is_read_by_the_verify_workers_and_dropped_with_the_cache() {
 }
 
 #[test]
+fn each_work_item_waits_once_per_queue_as_the_kernels_tracepoints_count() {
+    // One queue sample per item and queue (workqueue_queue_work ->
+    // workqueue_execute_start on the kernel target): a bio decrypted on
+    // fscrypt's queue and verified on fsverity's is two items and two
+    // waits, not one summed wait per read.
+    for (verify_mode, per_bio) in [("bound", 2), ("same", 1)] {
+        let s = settings(&[
+            "cache.size=8M",
+            &format!("workers.verify_mode={verify_mode}"),
+        ]);
+        let (t, _, eff) = run_for(s, Duration::from_millis(400));
+        assert_complete(verify_mode, &t, &eff);
+        let c = &t.rec.counters;
+        let waits = t.rec.hist(readpath::metrics::Stage::Queue).len();
+        assert_eq!(waits, c.items_run, "{verify_mode}: {c:?}");
+        assert_eq!(
+            c.items_run,
+            per_bio * c.bios + c.tree_queued_decrypts,
+            "{verify_mode}: {c:?}"
+        );
+    }
+}
+
+#[test]
 fn tree_pages_are_decrypted_on_the_decrypt_queue_when_verify_has_its_own() {
     // ext4: decrypt on fscrypt's queue, verify on fsverity's; a tree page a
     // verify worker reads is decrypted by a work item on fscrypt's queue.

@@ -425,6 +425,7 @@ const FACES: &[(&str, &[&str])] = &[
     (
         "output",
         &[
+            "agreement",
             "experiment",
             "format",
             "heatmap",

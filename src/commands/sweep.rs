@@ -35,7 +35,7 @@ pub(super) fn sweep(
     } else {
         crate::sys::online_cpus().len()
     };
-    let (settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
+    let (mut settings, preset) = load_settings_for(args.preset.as_deref(), &args.set, cpus)?;
     let cmp = what_varies(vary, preset.as_ref(), &settings)?;
     if cmp.values.len() != 2 {
         return Err(BadInput(format!(
@@ -69,6 +69,15 @@ pub(super) fn sweep(
             return Err(BadInput(format!("--across {}: named twice", a.key)).into());
         }
     }
+    // Model against kernel on one axis: on like-for-like conditions, as
+    // `validate` and `compare` make them (here from this machine; on a
+    // target from its own features and release, once it answers).
+    let both = sweep::model_and_kernel(&axes);
+    let mut like = if both && remote.is_none() {
+        crate::output::validate::like_for_like(&mut settings, &crate::sys::probe_features())
+    } else {
+        Vec::new()
+    };
     let grid = sweep::points(&axes);
     if grid.len() > MAX_POINTS {
         return Err(BadInput(format!(
@@ -145,7 +154,7 @@ pub(super) fn sweep(
         preset: preset.map(|p| p.name),
         published,
     };
-    let report = match remote {
+    let mut report = match remote {
         // One target, one session (a lab guest: one boot) for every point.
         Some((r, ra)) => {
             let label = r.label();
@@ -161,6 +170,23 @@ pub(super) fn sweep(
             let (_, runs) = sweep::grid_runs(&plan).map_err(|e| BadInput(e.to_string()))?;
             spec.settings = Some(runs[0][0].clone());
             let mut w = super::target::start_remote(r, spec)?;
+            let mut settings = settings.clone();
+            if both {
+                let features = crate::engine::workload::Workload::features(&w).clone();
+                let release = crate::engine::workload::Workload::machine(&w).kernel;
+                like =
+                    crate::output::validate::like_for_like_with(&mut settings, &features, &release);
+            }
+            let plan = SweepPlan {
+                base: &settings,
+                ..plan
+            };
+            if tty && !like.is_empty() {
+                say(&format!(
+                    "readpath: sweep: made like for like on {label}: {}",
+                    like.join("; ")
+                ));
+            }
             let r = sweep::run_with(&mut w, &plan, &opts, &mut progress);
             let summary = w.finish().summary;
             say(&format!("readpath: {label}: done"));
@@ -178,6 +204,13 @@ pub(super) fn sweep(
     if tty {
         say_raw("\r\x1b[K");
     }
+    // What was made like for like is said with the sweep's notices.
+    let mut made: Vec<String> = like
+        .iter()
+        .map(|l| format!("made like for like (model against kernel): {l}"))
+        .collect();
+    made.append(&mut report.ran.notices);
+    report.ran.notices = made;
     if let Some(o) = out {
         let json = serde_json::to_string_pretty(&report)?;
         o.write_all(json.as_bytes()).map_err(output_error)?;

@@ -568,7 +568,6 @@ impl Reader<'_> {
             offset: first * PAGE as u64,
             issue_ns: lb.submit_ns,
             enqueue_ns: 0,
-            queued_ns: 0,
             queued_cpu: 0,
             needs_decrypt: self.ctx.plan.decrypt,
             bio: g,

@@ -170,7 +170,6 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
                 offset: r.offset,
                 issue_ns: r.submit_ns,
                 enqueue_ns: 0,
-                queued_ns: 0,
                 queued_cpu: 0,
                 needs_decrypt: ctx.plan.decrypt,
                 bio: r.bio,

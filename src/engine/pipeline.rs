@@ -885,7 +885,6 @@ mod tests {
             offset: 0,
             issue_ns: 0,
             enqueue_ns: 0,
-            queued_ns: 0,
             queued_cpu: 0,
             needs_decrypt: false,
             bio: super::super::queue::NO_BIO,

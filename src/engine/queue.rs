@@ -63,8 +63,6 @@ pub struct WorkItem {
     pub issue_ns: u64,
     /// When the item was put on its current queue, ns.
     pub enqueue_ns: u64,
-    /// Time already spent waiting on earlier queues, ns.
-    pub queued_ns: u64,
     /// Decryption still to do.
     pub needs_decrypt: bool,
     /// The page-cache bio this item is (its global slot), or [`NO_BIO`]
@@ -992,7 +990,6 @@ mod tests {
             offset: 0,
             issue_ns: 0,
             enqueue_ns: 0,
-            queued_ns: 0,
             queued_cpu: 0,
             needs_decrypt: false,
             bio: NO_BIO,

@@ -477,7 +477,6 @@ impl Direct<'_> {
             offset: info.offset,
             issue_ns: info.issue_ns,
             enqueue_ns: 0,
-            queued_ns: 0,
             queued_cpu: 0,
             needs_decrypt: self.ctx.plan.decrypt,
             bio: super::queue::NO_BIO,

@@ -267,9 +267,6 @@ impl Ctx {
         } else {
             rec.counters.verity_failures += 1;
         }
-        if self.first_q.is_some() || self.second_q.is_some() {
-            rec.record(Stage::Queue, item.queued_ns);
-        }
         true
     }
 
@@ -374,9 +371,6 @@ impl Ctx {
             }
             let t2 = stamp();
             rec.record(Stage::Verify, t2 - t);
-        }
-        if self.first_q.is_some() || self.second_q.is_some() {
-            rec.record(Stage::Queue, item.queued_ns);
         }
         pc.end_bio(item.bio, ok, false, |r| self.returns[r].poke());
         true
@@ -500,7 +494,11 @@ impl Ctx {
     /// Worker side: take an item off a queue and finish what it needs.
     pub fn work(&self, rec: &mut Recorder, mut item: WorkItem, q: Option<&WorkQueue>) {
         let start = stamp();
-        item.queued_ns += start.saturating_sub(item.enqueue_ns);
+        // One queue wait per item and queue, from queueing to execution, as
+        // the kernel's workqueue tracepoints give it (workqueue_queue_work
+        // -> workqueue_execute_start): a read decrypted on one queue and
+        // verified on another waits twice and counts twice.
+        rec.record(Stage::Queue, start.saturating_sub(item.enqueue_ns));
         rec.counters.items_run += 1;
         rec.counters.items_moved += u64::from(crate::sys::current_cpu() as u32 != item.queued_cpu);
         rec.counters.items_unbound += u64::from(q.is_some_and(|q| q.unbound()));
@@ -515,7 +513,6 @@ impl Ctx {
             {
                 t.decrypt_job(&item, c);
             }
-            rec.record(Stage::Queue, item.queued_ns);
             return;
         }
         if self.process(rec, &mut item, start, q) {

@@ -310,7 +310,6 @@ impl TreeReader<'_> {
                         offset: g * PAGE as u64,
                         issue_ns: now,
                         enqueue_ns: now,
-                        queued_ns: 0,
                         queued_cpu: 0,
                         needs_decrypt: true,
                         bio: TREE_JOB,

@@ -104,3 +104,15 @@ mod utc_tests {
         assert_eq!(super::utc_rfc3339(1_796_452_800), "2026-12-05T06:40:00Z");
     }
 }
+
+/// `workload.cpus` -> `cpus`: the name without its section, unless two
+/// sections share it.
+pub fn short_key(key: &str) -> &str {
+    let name = key.split_once('.').map_or(key, |(_, n)| n);
+    let shared = crate::settings::KEYS
+        .iter()
+        .filter(|k| k.key.split_once('.').is_some_and(|(_, n)| n == name))
+        .count()
+        > 1;
+    if shared { key } else { name }
+}

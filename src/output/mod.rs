@@ -8,6 +8,7 @@
 //! [`crate::files`] allows: never onto a device or an input, atomically for
 //! regular files.
 
+pub mod agreement;
 pub mod experiment;
 pub(crate) mod format;
 pub(crate) mod heatmap;

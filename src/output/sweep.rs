@@ -18,9 +18,11 @@ use serde::{Deserialize, Serialize};
 use crate::engine::workload::Workload;
 use crate::engine::{Engine, EngineError};
 use crate::metrics::{METRICS, Metric, Spread};
+use crate::output::agreement::{AxisRef, PointRef};
 use crate::output::experiment::{
     CompareOptions, Conditions, Tally, VariantResult, measure, run_label, stopped, variant_results,
 };
+use crate::output::format::short_key;
 use crate::output::verdict::{self, Kind, Verdict};
 use crate::scenario::preset::{Compare, Published};
 use crate::settings::{Settings, SettingsError};
@@ -89,6 +91,16 @@ pub enum AxisError {
     /// A key that is not a setting, or a value it does not take.
     #[error("--across: {0}")]
     Value(#[source] SettingsError),
+}
+
+/// One of `axes` is `workload.target` with both the model and the kernel:
+/// the sweep holds one against the other ([`SweepReport::agreement`]).
+pub fn model_and_kernel(axes: &[Axis]) -> bool {
+    let refs: Vec<AxisRef<'_>> = axes
+        .iter()
+        .map(|a| (a.key.as_str(), a.values.as_slice()))
+        .collect();
+    crate::output::agreement::of_axes(&refs)
 }
 
 /// The grid's points, first axis slowest: each a list of (key, value).
@@ -218,6 +230,11 @@ pub struct SweepReport {
     /// ended early, if it did.
     #[serde(flatten)]
     pub ran: Conditions,
+    /// Where an axis is `workload.target` with the model and the kernel:
+    /// the model's answer against the kernel's on each headline metric
+    /// (computed from `points`; for readers of the JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<crate::output::agreement::Agreement>,
 }
 
 /// What to sweep.
@@ -357,7 +374,7 @@ fn run_on(
             p
         })
         .collect();
-    Ok(SweepReport {
+    let mut report = SweepReport {
         kind: "sweep".into(),
         version: SWEEP_VERSION,
         preset: plan.preset.clone(),
@@ -377,7 +394,10 @@ fn run_on(
             features: engine.features().clone(),
             interrupted,
         },
-    })
+        agreement: None,
+    };
+    report.agreement = report.agreement();
+    Ok(report)
 }
 
 /// The verdict on `metric` from the first variant to the second.
@@ -519,7 +539,26 @@ impl SweepReport {
         say("within noise", of(&[Kind::Noise]), &mut out);
         say("one round, not judged", of(&[Kind::NoSpread]), &mut out);
         say("not measured", of(&[Kind::NotMeasured]), &mut out);
+        if let Some(g) = self.agreement() {
+            out.extend(g.summary());
+        }
         out
+    }
+
+    /// The model against the kernel, metric by metric, where one axis is
+    /// `workload.target` with both ([`crate::output::agreement`]).
+    pub fn agreement(&self) -> Option<crate::output::agreement::Agreement> {
+        let axes: Vec<AxisRef<'_>> = self
+            .across
+            .iter()
+            .map(|a| (a.key.as_str(), a.values.as_slice()))
+            .collect();
+        let points: Vec<PointRef<'_>> = self
+            .points
+            .iter()
+            .map(|p| (p.at.as_slice(), p.variants.as_slice()))
+            .collect();
+        crate::output::agreement::of(&axes, &points, self.rounds)
     }
 
     /// The grid and its details, for a terminal.
@@ -596,6 +635,9 @@ impl SweepReport {
         for l in self.summary() {
             out.push_str(&format!("  {l}\n"));
         }
+        if let Some(g) = self.agreement() {
+            out.push_str(&g.to_text());
+        }
         out.push_str(&format!(
             "\neach point, {label} median (min-max) {a} -> {b}:\n"
         ));
@@ -632,18 +674,6 @@ impl SweepReport {
         }
         out
     }
-}
-
-/// `workload.cpus` -> `cpus`: the name without its section, unless two
-/// sections share it.
-fn short_key(key: &str) -> &str {
-    let name = key.split_once('.').map_or(key, |(_, n)| n);
-    let shared = crate::settings::KEYS
-        .iter()
-        .filter(|k| k.key.split_once('.').is_some_and(|(_, n)| n == name))
-        .count()
-        > 1;
-    if shared { key } else { name }
 }
 
 /// A `--metric` that is none of [`METRICS`]: the name and those allowed.
@@ -979,6 +1009,7 @@ pub fn fixture() -> SweepReport {
             features: crate::sys::testing::fixture_features(),
             interrupted: None,
         },
+        agreement: None,
     }
 }
 
@@ -1127,6 +1158,7 @@ mod tests {
                 features: Default::default(),
                 interrupted: None,
             },
+            agreement: None,
         };
         let t = r.to_text();
         let row1 = t.lines().find(|l| l.starts_with("cpus=1")).unwrap();

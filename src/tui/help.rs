@@ -206,6 +206,7 @@ pub fn rows(mode: Mode, find: &str) -> Vec<(String, &'static str)> {
     out.push((String::new(), ""));
     out.extend(KNOBS.iter().map(|&(k, w)| (k.to_string(), w)));
     out.extend(GLOSSARY.iter().map(|&(k, w)| (k.to_string(), w)));
+    out.extend(held_rows().iter().map(|(k, w)| (k.clone(), w.as_str())));
     // Every setting by its whole name (the panel may show a short form),
     // what `?` on the cursor's row opens at.
     out.push((String::new(), ""));
@@ -225,6 +226,24 @@ pub fn rows(mode: Mode, find: &str) -> Vec<(String, &'static str)> {
             !k.is_empty() && (k.to_lowercase().contains(&find) || w.to_lowercase().contains(&find))
         })
         .collect()
+}
+
+/// How far the model was held against a kernel: one row per shipped map
+/// (`assets/held/`, [`crate::output::agreement::held`]), then what holds
+/// elsewhere. Made once.
+fn held_rows() -> &'static [(String, String)] {
+    static ROWS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    ROWS.get_or_init(|| {
+        let mut rows: Vec<(String, String)> = crate::output::agreement::held_by_preset()
+            .into_iter()
+            .map(|(preset, text)| ("vs kernel".to_string(), format!("{preset}: {text}")))
+            .collect();
+        rows.push((
+            "vs kernel".to_string(),
+            "any other configuration: not held against a kernel as a map. `readpath validate` (root) holds the model against this machine's kernel at one point; `readpath sweep --remote vm:KERNEL --across workload.target=model,kernel --across ...` across a map (docs/kernel.md).".to_string(),
+        ));
+        rows
+    })
 }
 
 /// The live pause's binding (a replay has its own line for space).
@@ -277,6 +296,25 @@ mod tests {
             .take_while(|(k, _)| !k.is_empty())
             .map(|(k, _)| k)
             .collect()
+    }
+
+    /// The help says how far each shipped map held the model against a
+    /// kernel, from the maps themselves, and what holds elsewhere.
+    #[test]
+    fn the_help_says_how_far_the_model_was_held_against_a_kernel() {
+        let rows = rows(Mode::default(), "vs kernel");
+        let said = crate::output::agreement::held_by_preset();
+        assert_eq!(rows.len(), said.len() + 1, "{rows:?}");
+        for ((preset, text), row) in said.iter().zip(&rows) {
+            assert_eq!(row.1, format!("{preset}: {text}"));
+            assert!(row.1.contains("Linux 6.1"), "{row:?}");
+        }
+        assert!(
+            rows.last()
+                .unwrap()
+                .1
+                .starts_with("any other configuration")
+        );
     }
 
     /// Keys in context: a replay lists its own keys (the seek step as the
