@@ -266,9 +266,9 @@ fn the_fs_verity_seed_runs_before_and_after_on_real_kernels() {
     shares(&r, "highpri_pct", [100.0, 0.0]);
     // fscrypt's unbound queue's max_active: one item at a time with 1; with
     // 0 (6.1's num_online_cpus(), 2 here) two at once in some round. At 200
-    // reads/s the readahead bios arrive evenly about 10 ms apart and each
-    // decrypts in about 3 ms, so two seldom overlap (none in 3 rounds in a
-    // CI run): at 600/s they arrive faster than one item ends.
+    // reads/s the bios arrived evenly, about 50 a second, and each decrypted
+    // in about 3 ms, so two seldom overlapped (none in 3 rounds in a CI
+    // run); at 600/s two overlapped in every round (a release build, once).
     let r = flip(
         "fscrypt-slow-cipher",
         &[
