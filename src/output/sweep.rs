@@ -96,11 +96,14 @@ pub enum AxisError {
 /// One of `axes` is `workload.target` with both the model and the kernel:
 /// the sweep holds one against the other ([`SweepReport::agreement`]).
 pub fn model_and_kernel(axes: &[Axis]) -> bool {
-    let refs: Vec<AxisRef<'_>> = axes
-        .iter()
+    crate::output::agreement::of_axes(&axis_refs(axes))
+}
+
+/// `axes` as [`crate::output::agreement`] takes them.
+fn axis_refs(axes: &[Axis]) -> Vec<AxisRef<'_>> {
+    axes.iter()
         .map(|a| (a.key.as_str(), a.values.as_slice()))
-        .collect();
-    crate::output::agreement::of_axes(&refs)
+        .collect()
 }
 
 /// The grid's points, first axis slowest: each a list of (key, value).
@@ -548,11 +551,7 @@ impl SweepReport {
     /// The model against the kernel, metric by metric, where one axis is
     /// `workload.target` with both ([`crate::output::agreement`]).
     pub fn agreement(&self) -> Option<crate::output::agreement::Agreement> {
-        let axes: Vec<AxisRef<'_>> = self
-            .across
-            .iter()
-            .map(|a| (a.key.as_str(), a.values.as_slice()))
-            .collect();
+        let axes = axis_refs(&self.across);
         let points: Vec<PointRef<'_>> = self
             .points
             .iter()
