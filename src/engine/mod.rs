@@ -52,6 +52,7 @@ use crate::verity::merkle::VerifiedCache;
 use hogs::Hogs;
 use kernel_run::KernelRun;
 use pipeline::Pipeline;
+pub use pipeline::unbound_pool_slots;
 pub use resolve::{
     DataFs, Effective, KeyState, ReadPath, Refused, Resolution, in_flight, reconcile, resolve,
 };

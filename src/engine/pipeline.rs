@@ -78,15 +78,22 @@ fn build_queues(
             Some(Queues::Bound { by_cpu, first })
         }
         Placement::Unbound => {
-            let pods: Vec<Pod> = pods
+            let spec = pods;
+            let pods: Vec<Pod> = spec
                 .iter()
                 .map(|(cpus, workers)| Pod {
-                    q: Arc::new(WorkQueue::new(capacity, *workers)),
+                    q: Arc::new(WorkQueue::unbound_on_demand(
+                        capacity,
+                        unbound_pool_slots(*workers),
+                    )),
                     cpus: cpus.clone(),
                 })
                 .collect();
-            // Several pods share their NUMA node's max_active.
-            if pods.len() > 1 {
+            // One pod: its own max_active. Several share their NUMA
+            // node's.
+            if let [(_, items)] = spec {
+                pods[0].q.set_node_limit(Arc::new(NodeLimit::pod(*items)));
+            } else {
                 let topo = crate::sys::cpu_topology(cpus);
                 let node_of = |c: usize| topo.iter().find(|t| t.cpu == c).map_or(0, |t| t.node);
                 let total: usize = pods.iter().map(|p| p.cpus.len()).sum();
@@ -98,7 +105,7 @@ fn build_queues(
                     e.1.push(i);
                 }
                 for (node_cpus, members) in nodes.into_values() {
-                    let workers = members.iter().map(|&i| pods[i].q.worker_count()).sum();
+                    let workers = members.iter().map(|&i| spec[i].1 + UNBOUND_RESERVE).sum();
                     let max = node_max_active(node_max, node_cpus, total);
                     let limit = Arc::new(NodeLimit::new(max, workers));
                     for i in members {
@@ -166,9 +173,19 @@ pub fn node_max_active(max_active: usize, node_cpus: usize, total_cpus: usize) -
         .clamp(min_active, max_active)
 }
 
-/// The most worker threads an unbound queue starts over all its pods (the
-/// kernel makes its on demand; readpath starts them with the pipeline).
+/// The most items an unbound queue's pods run at once, all together, in
+/// the model (each pod's share of them is its `max_active`).
 pub const MAX_UNBOUND_WORKERS: usize = 256;
+
+/// Workers an unbound pod may have beyond the items it runs at once: one
+/// woken that finds no room or no item, and the idle one the pool keeps
+/// in reserve (`may_start_working`). Its manager creates them on demand.
+pub const UNBOUND_RESERVE: usize = 2;
+
+/// The worker slots of an unbound pod that runs `items` at once.
+pub fn unbound_pool_slots(items: usize) -> usize {
+    items.max(1) + UNBOUND_RESERVE
+}
 
 /// The header's "pods cache 0-3|4-7" for `s`, when one of its queues is
 /// unbound.
@@ -290,8 +307,9 @@ impl Pipeline {
             irqs,
             tree,
         });
-        let workers = spawn_workers(&ctx, &pods, &cpus)?;
-        let manager = match Manager::start(&ctx) {
+        let served = served_pools(&ctx, &cpus);
+        let workers = spawn_workers(&ctx, &served)?;
+        let manager = match Manager::start(&ctx, served) {
             Ok(m) => m,
             Err(e) => {
                 stop_workers(&ctx, workers);
@@ -409,9 +427,10 @@ fn worker_queues(ctx: &Ctx) -> impl Iterator<Item = (&Queues, &'static str)> {
         .filter_map(|(q, name)| Some((q?, name)))
 }
 
-/// The per-CPU pools' manager: a thread that creates the workers a pool
-/// asks for (`maybe_create_worker`) and, on eras with it, ticks every
-/// 4 ms (HZ=250) to mark CPU_INTENSIVE items (`wq_worker_tick`).
+/// The pools' manager: a thread that creates the workers a pool asks for
+/// (`maybe_create_worker`, per-CPU and unbound pools alike) and, on eras
+/// with it, ticks every 4 ms (HZ=250) to mark CPU_INTENSIVE items in the
+/// per-CPU pools (`wq_worker_tick`).
 struct Manager {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
@@ -419,18 +438,8 @@ struct Manager {
 }
 
 impl Manager {
-    /// Starts the manager of `ctx`'s per-CPU pools (None without any).
-    fn start(ctx: &Arc<Ctx>) -> std::io::Result<Option<Manager>> {
-        let mut pools: Vec<(Arc<WorkQueue>, usize, &'static str)> = Vec::new();
-        for (qs, prefix) in worker_queues(ctx) {
-            if let Queues::Bound { by_cpu, .. } = qs {
-                for (cpu, q) in by_cpu.iter().enumerate() {
-                    if let Some(q) = q {
-                        pools.push((q.clone(), cpu, prefix));
-                    }
-                }
-            }
-        }
+    /// Starts the manager of `pools` (None without any).
+    fn start(ctx: &Arc<Ctx>, pools: Vec<Served>) -> std::io::Result<Option<Manager>> {
         if pools.is_empty() {
             return Ok(None);
         }
@@ -444,8 +453,8 @@ impl Manager {
                 .name("wq-manager".into())
                 .spawn(move || manage(&ctx, &pools, &stop, &created, intensive))?
         };
-        for (q, _, _) in &pools {
-            q.set_manager(thread.thread().clone(), intensive);
+        for p in &pools {
+            p.q.set_manager(thread.thread().clone(), intensive && p.q.is_managed());
         }
         Ok(Some(Manager {
             stop,
@@ -467,23 +476,22 @@ impl Manager {
 /// CPU_INTENSIVE items when `intensive`.
 fn manage(
     ctx: &Arc<Ctx>,
-    pools: &[(Arc<WorkQueue>, usize, &'static str)],
+    pools: &[Served],
     stop: &AtomicBool,
     created: &std::sync::Mutex<Vec<JoinHandle<()>>>,
     intensive: bool,
 ) {
     let period = std::time::Duration::from_millis(if intensive { 4 } else { 50 });
     while !stop.load(Ordering::SeqCst) {
-        for (q, cpu, prefix) in pools {
+        for p in pools {
             if intensive {
-                q.tick_cpu_intensive(CPU_INTENSIVE_THRESH_NS);
+                p.q.tick_cpu_intensive(CPU_INTENSIVE_THRESH_NS);
             }
-            while let Some(i) = q.needs_worker() {
-                let name = format!("{prefix}-cpu{cpu}.{i}");
-                match spawn_worker(ctx.clone(), q.clone(), i, Some(vec![*cpu]), None, name) {
+            while let Some(i) = p.q.needs_worker() {
+                match p.spawn(ctx, i) {
                     Ok(h) => created.lock().unwrap_or_else(|e| e.into_inner()).push(h),
                     Err(e) => {
-                        q.worker_failed();
+                        p.q.worker_failed();
                         ctx.notices
                             .push(format!("workqueue manager: could not create a worker: {e}"));
                         break;
@@ -632,33 +640,57 @@ fn irqs_for(
 /// `kernel.rq_affinity` in the model when unset: the kernel's default.
 pub const MODEL_RQ_AFFINITY: u8 = 1;
 
-/// Spawns the workers of each queue, named after the kernel queue they model (fscrypt's first when decryption is on, otherwise fsverity's).
-fn spawn_workers(
-    ctx: &Arc<Ctx>,
-    ctx_pods: &[(Vec<usize>, usize)],
-    cpus: &[usize],
-) -> std::io::Result<Vec<JoinHandle<()>>> {
-    let mut workers = Vec::new();
+/// A pool whose workers the pipeline starts and its manager adds to: its
+/// queue, its workers' names and where they run.
+#[derive(Clone)]
+struct Served {
+    q: Arc<WorkQueue>,
+    /// The first worker's name; worker `i > 0` is `base` then `i`.
+    first: String,
+    base: String,
+    /// Pinned to these CPUs at start, when given.
+    pin: Option<Vec<usize>>,
+    /// Then allowed these, when given.
+    widen: Option<Vec<usize>>,
+}
+
+impl Served {
+    fn name(&self, i: usize) -> String {
+        if i == 0 {
+            self.first.clone()
+        } else {
+            format!("{}{i}", self.base)
+        }
+    }
+
+    fn spawn(&self, ctx: &Arc<Ctx>, i: usize) -> std::io::Result<JoinHandle<()>> {
+        spawn_worker(
+            ctx.clone(),
+            self.q.clone(),
+            i,
+            self.pin.clone(),
+            self.widen.clone(),
+            self.name(i),
+        )
+    }
+}
+
+/// Every pool of `ctx`'s queues, named after the kernel queue it models
+/// (fscrypt's first when decryption is on, otherwise fsverity's).
+fn served_pools(ctx: &Ctx, cpus: &[usize]) -> Vec<Served> {
+    let mut out = Vec::new();
     for (qs, prefix) in worker_queues(ctx) {
         match qs {
             Queues::Bound { by_cpu, .. } => {
                 for (cpu, q) in by_cpu.iter().enumerate() {
                     let Some(q) = q else { continue };
-                    for i in 0..q.worker_count() {
-                        let name = if i == 0 {
-                            format!("{prefix}-cpu{cpu}")
-                        } else {
-                            format!("{prefix}-cpu{cpu}.{i}")
-                        };
-                        workers.push(spawn_worker(
-                            ctx.clone(),
-                            q.clone(),
-                            i,
-                            Some(vec![cpu]),
-                            None,
-                            name,
-                        )?);
-                    }
+                    out.push(Served {
+                        q: q.clone(),
+                        first: format!("{prefix}-cpu{cpu}"),
+                        base: format!("{prefix}-cpu{cpu}."),
+                        pin: Some(vec![cpu]),
+                        widen: None,
+                    });
                 }
             }
             Queues::Unbound { pods, .. } => {
@@ -667,31 +699,37 @@ fn spawn_workers(
                 let single = pods.len() == 1
                     && pods[0].cpus.len() == cpus.len()
                     && !ctx.settings.cpus_restricted();
-                for (k, (pod, (_, n))) in pods.iter().zip(ctx_pods).enumerate() {
-                    for i in 0..*n {
-                        let name = if pods.len() == 1 {
-                            format!("{prefix}-u{i}")
-                        } else {
-                            format!("{prefix}-u{k}.{i}")
-                        };
-                        // A pod's worker starts on the pod; unless strict
-                        // (`workers.affinity_strict`), it may then run on
-                        // any of the queue's CPUs, as the kernel's
-                        // non-strict pods let the scheduler move it.
-                        let pin = (!single).then(|| pod.cpus.clone());
-                        let widen = (!single && !ctx.settings.workers.affinity_strict)
-                            .then(|| cpus.to_vec());
-                        workers.push(spawn_worker(
-                            ctx.clone(),
-                            pod.q.clone(),
-                            i,
-                            pin,
-                            widen,
-                            name,
-                        )?);
-                    }
+                for (k, pod) in pods.iter().enumerate() {
+                    let base = if pods.len() == 1 {
+                        format!("{prefix}-u")
+                    } else {
+                        format!("{prefix}-u{k}.")
+                    };
+                    // A pod's worker starts on the pod; unless strict
+                    // (`workers.affinity_strict`), it may then run on
+                    // any of the queue's CPUs, as the kernel's
+                    // non-strict pods let the scheduler move it.
+                    out.push(Served {
+                        q: pod.q.clone(),
+                        first: format!("{base}0"),
+                        base,
+                        pin: (!single).then(|| pod.cpus.clone()),
+                        widen: (!single && !ctx.settings.workers.affinity_strict)
+                            .then(|| cpus.to_vec()),
+                    });
                 }
             }
+        }
+    }
+    out
+}
+
+/// Starts the workers each pool starts with (one; the manager creates more).
+fn spawn_workers(ctx: &Arc<Ctx>, pools: &[Served]) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let mut workers = Vec::new();
+    for p in pools {
+        for i in 0..p.q.worker_count() {
+            workers.push(p.spawn(ctx, i)?);
         }
     }
     Ok(workers)

@@ -19,12 +19,21 @@
 //! and if items wait the pool wakes another of its workers
 //! (`wq_worker_sleeping` -> `kick_pool`); once two run again, the one that
 //! finishes first goes idle (`keep_working`). An unbound pool is not
-//! concurrency-managed: each of its `max_active` workers takes items on its
-//! own, and a blocked one only holds its item. Every queue counts its
-//! running and blocked workers for the sampler.
+//! concurrency-managed (its workers are WORKER_UNBOUND, never in
+//! `nr_running`): every item queued wakes the first idle worker, and a
+//! worker that takes an item while more wait wakes it too
+//! (`process_one_work`'s `need_more_worker` -> `wake_up_worker`, `kick_pool`
+//! since 6.6), where that worker, woken and not yet on a CPU, is still the
+//! first idle one, so a second wake wakes nobody new. `max_active` holds
+//! items, not workers: a worker takes an item only while the pool runs
+//! fewer than `max_active` ([`NodeLimit`]), else it goes back to sleep and
+//! the running ones take the item after theirs. A blocked worker holds its
+//! item's room. Every queue counts its running and blocked workers for the
+//! sampler.
 //!
-//! A per-CPU pool made with [`WorkQueue::per_cpu_on_demand`] starts with
-//! one worker and grows as the kernel's does: when a worker leaves the idle
+//! A pool made with [`WorkQueue::per_cpu_on_demand`] or
+//! [`WorkQueue::unbound_on_demand`] starts with one worker and grows as
+//! the kernel's does: when a worker leaves the idle
 //! list leaving none, or when work waits with no worker running and none
 //! idle (every one blocked), the pool asks its manager
 //! ([`WorkQueue::set_manager`]; `need_to_create_worker` ->
@@ -97,6 +106,11 @@ unsafe impl Send for WorkItem {}
 pub struct NodeLimit {
     active: AtomicUsize,
     max: usize,
+    /// Shared by a node's pods: a worker whose pod has items waits here
+    /// for room (the node activates a pending pod's items when room
+    /// frees). A pod's own limit does not park: its workers running items
+    /// take the waiting ones after theirs.
+    parks: bool,
     /// Workers waiting for room, each with its thread's waiting flag (an
     /// entry whose flag is down is stale: that worker got room itself).
     waiters: ArrayQueue<(Thread, Arc<AtomicBool>)>,
@@ -108,14 +122,30 @@ thread_local! {
 }
 
 impl NodeLimit {
-    /// A limit of `max` items at once, for at most `workers` waiting.
+    /// A node's limit of `max` items at once, shared by its pods, for at
+    /// most `workers` waiting.
     pub fn new(max: usize, workers: usize) -> NodeLimit {
         NodeLimit {
             active: AtomicUsize::new(0),
             max: max.max(1),
+            parks: true,
             // Room for every worker plus the stale entries each may leave.
             waiters: ArrayQueue::new(2 * workers.max(1)),
         }
+    }
+
+    /// One pod's own `max_active` (a pool with one pod, or an era whose
+    /// limit is per pool): nobody waits on it.
+    pub fn pod(max: usize) -> NodeLimit {
+        NodeLimit {
+            parks: false,
+            ..NodeLimit::new(max, 1)
+        }
+    }
+
+    /// The items it lets run at once.
+    pub fn max(&self) -> usize {
+        self.max
     }
 
     fn try_acquire(&self) -> bool {
@@ -208,6 +238,10 @@ pub struct WorkerWake {
     fresh: AtomicBool,
 }
 
+/// An unbound pool's worker woken and not yet running: still the first
+/// idle worker, so a wake finds it and wakes nobody new.
+const NONE_WOKEN: usize = 0;
+
 thread_local! {
     /// The queue (its address) and slot of the worker this thread is.
     static CURRENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
@@ -243,6 +277,11 @@ pub struct WorkQueue {
     cpu_intensive: AtomicU64,
     /// Its manager marks CPU_INTENSIVE items (6.5+).
     detects_intensive: AtomicBool,
+    /// Unbound: 1 while a worker it woke is not running yet (see
+    /// [`NONE_WOKEN`]).
+    woken: AtomicUsize,
+    /// Wakeups of its workers (claims of a sleeping worker).
+    wakes: AtomicU64,
 }
 
 /// What a queue's workers are doing, as the sampler sees it.
@@ -284,6 +323,8 @@ impl WorkQueue {
             manager: OnceLock::new(),
             cpu_intensive: AtomicU64::new(0),
             detects_intensive: AtomicBool::new(false),
+            woken: AtomicUsize::new(NONE_WOKEN),
+            wakes: AtomicU64::new(0),
         }
     }
 
@@ -306,6 +347,23 @@ impl WorkQueue {
         let q = Self::per_cpu(capacity, max_workers.max(2));
         q.nr_workers.store(1, Ordering::Relaxed);
         q
+    }
+
+    /// An unbound pool that starts with one worker (slot 0, which the
+    /// pipeline starts) and whose manager creates more, up to
+    /// `max_workers`: one when a worker leaves the idle list leaving none
+    /// (6.1's `may_start_working` -> `manage_workers`; the pool keeps an
+    /// idle one in reserve). Its `max_active` is the limit set with
+    /// [`Self::set_node_limit`].
+    pub fn unbound_on_demand(capacity: usize, max_workers: usize) -> Self {
+        let q = Self::new(capacity, max_workers.max(2));
+        q.nr_workers.store(1, Ordering::Relaxed);
+        q
+    }
+
+    /// Times one of its workers was woken (tests; each a futex wake).
+    pub fn wakes(&self) -> u64 {
+        self.wakes.load(Ordering::Relaxed)
     }
 
     /// The thread that creates this pool's workers: woken when the pool
@@ -342,9 +400,8 @@ impl WorkQueue {
     /// the new worker's slot, counted as starting. None when every slot is
     /// taken.
     pub fn needs_worker(&self) -> Option<usize> {
-        if !self.managed || self.manager.get().is_none() {
-            return None;
-        }
+        // Only a pool with a manager grows.
+        self.manager.get()?;
         let want = self.want_worker.swap(false, Ordering::SeqCst);
         let none_idle =
             self.idle.load(Ordering::SeqCst) == 0 && self.starting.load(Ordering::SeqCst) == 0;
@@ -534,8 +591,10 @@ impl WorkQueue {
     /// Worker `index`'s loop: takes items and runs `work` on each until
     /// `stop` is set and the queue is empty, sleeping when there is nothing
     /// to do; `tick` runs before each look (the sampler's handoff). In the
-    /// running count while awake: a managed pool's extra workers start
-    /// asleep, and one goes idle after an item when another runs.
+    /// running count while awake: a pool's workers after the first start
+    /// idle (as the kernel's `create_worker` puts a new worker on the idle
+    /// list), and in a managed pool one goes idle after an item when
+    /// another runs.
     pub fn serve<S>(
         &self,
         index: usize,
@@ -549,13 +608,13 @@ impl WorkQueue {
         if let Some(clock) = crate::sys::current_thread_cpu_clock() {
             let _ = self.workers[index].clock.set(clock);
         }
-        let mut running = index == 0 || !self.managed;
+        let mut running = index == 0;
         if running {
             self.run_start();
         }
         loop {
             tick(state);
-            if running && let Some(item) = self.pop() {
+            if running && let Some(item) = self.take(true) {
                 self.item_start(index);
                 self.run_limited(state, item, &mut work);
                 self.item_end(index);
@@ -583,14 +642,13 @@ impl WorkQueue {
         }
     }
 
-    /// Shares `limit` (the node's `max_active`) with the other pods of its
-    /// unbound queue.
+    /// The unbound pool's `max_active`: its own ([`NodeLimit::pod`]) or
+    /// its node's, shared with the other pods of its queue.
     pub fn set_node_limit(&self, limit: Arc<NodeLimit>) {
         let _ = self.limit.set(limit);
     }
 
-    /// Runs `item` once the node has room for it (a read of tree pages
-    /// does not wait: its verifier holds a slot of its own queue).
+    /// Runs `item`, taken with [`Self::take`], and gives its room back.
     #[inline]
     fn run_limited<S>(
         &self,
@@ -598,13 +656,64 @@ impl WorkQueue {
         item: WorkItem,
         work: &mut impl FnMut(&mut S, WorkItem),
     ) {
-        match self.limit.get() {
-            Some(l) if item.bio != TREE_JOB => {
-                l.acquire();
-                work(state, item);
-                l.release();
+        work(state, item);
+        if let Some(l) = self.limit.get() {
+            l.release();
+        }
+    }
+
+    /// A worker takes the next item: in a limited (unbound) pool only with
+    /// room for it, which it then holds. Without room it takes nothing and
+    /// goes back to sleep (the running workers take the item after
+    /// theirs), unless the room is its node's (`park`): then it waits for
+    /// room as the node's pending pods do. A worker that takes an item
+    /// while more wait, with room for them, wakes the first idle worker
+    /// (`process_one_work`: `need_more_worker` -> `wake_up_worker`).
+    #[inline]
+    fn take(&self, park: bool) -> Option<WorkItem> {
+        if self.managed {
+            return self.q.pop();
+        }
+        let Some(l) = self.limit.get() else {
+            let item = self.q.pop();
+            if item.is_some() {
+                self.chain(None);
             }
-            _ => work(state, item),
+            return item;
+        };
+        if self.q.is_empty() {
+            return None;
+        }
+        if !l.try_acquire() {
+            if !(park && l.parks) {
+                return None;
+            }
+            l.acquire();
+        }
+        match self.q.pop() {
+            Some(item) => {
+                self.chain(Some(l));
+                Some(item)
+            }
+            None => {
+                l.release();
+                None
+            }
+        }
+    }
+
+    /// An unbound worker took an item: more wait and there is room for
+    /// them, so it wakes the first idle worker. With none idle (nor one
+    /// being made), it asks the manager for one: the pool keeps one in
+    /// reserve (the kernel's first worker, woken, makes the second).
+    #[inline]
+    fn chain(&self, limit: Option<&NodeLimit>) {
+        if self.idle.load(Ordering::SeqCst) == 0 {
+            if self.starting.load(Ordering::SeqCst) == 0 {
+                self.request_worker();
+            }
+        } else if !self.q.is_empty() && limit.is_none_or(|l| l.active() < l.max) {
+            self.wake_one();
         }
     }
 
@@ -664,6 +773,16 @@ impl WorkQueue {
         {
             return;
         }
+        // An unbound pool wakes its first idle worker: one woken and not
+        // yet running is still that one, and is woken already.
+        if !self.managed
+            && self
+                .woken
+                .compare_exchange(NONE_WOKEN, 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+        {
+            return;
+        }
         // The most recently idle worker first (the kernel's idle list is
         // LIFO): its cache is warm, and in a pool it is the one that just
         // ran, so the others stay asleep.
@@ -675,15 +794,18 @@ impl WorkQueue {
                 .compare_exchange(ASLEEP, WOKEN, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
             {
+                self.wakes.fetch_add(1, Ordering::Relaxed);
                 if let Some(t) = w.thread.get() {
                     t.unpark();
                 }
                 return;
             }
         }
+        // Nobody asleep after all: give the count back.
         if self.managed {
-            // Nobody asleep after all: give the count back.
             self.running.fetch_sub(1, Ordering::SeqCst);
+        } else {
+            self.woken.store(NONE_WOKEN, Ordering::SeqCst);
         }
     }
 
@@ -723,19 +845,23 @@ impl WorkQueue {
         let item = if self.managed && self.running.load(Ordering::SeqCst) > 0 {
             None
         } else {
-            self.q.pop()
+            self.take(false)
         };
         if item.is_none() {
             std::thread::park();
         }
+        let was = me.state.swap(AWAKE, Ordering::SeqCst);
+        if was == WOKEN && !self.managed {
+            // On a CPU now: no longer the woken first idle worker.
+            self.woken.store(NONE_WOKEN, Ordering::SeqCst);
+        }
         // A waker of a managed pool counted this worker running already.
-        if !(self.managed && me.state.swap(AWAKE, Ordering::SeqCst) == WOKEN) {
-            me.state.store(AWAKE, Ordering::SeqCst);
+        if !(self.managed && was == WOKEN) {
             self.run_start();
         }
         // The last idle worker leaves: the pool keeps one in reserve
         // (`may_start_working`), so the manager makes another.
-        if self.idle.fetch_sub(1, Ordering::SeqCst) == 1 && self.managed {
+        if self.idle.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.request_worker();
         }
         item
@@ -1160,9 +1286,19 @@ mod tests {
         items: u32,
         work: impl Fn(&WorkQueue, WorkItem) + Send + Sync + 'static,
     ) -> (PoolState, Vec<u32>) {
+        on_demand_pool_run(WorkQueue::per_cpu_on_demand(64, 16), intensive, items, work)
+    }
+
+    /// [`on_demand_run`] on pool `q`.
+    fn on_demand_pool_run(
+        q: WorkQueue,
+        intensive: bool,
+        items: u32,
+        work: impl Fn(&WorkQueue, WorkItem) + Send + Sync + 'static,
+    ) -> (PoolState, Vec<u32>) {
         use std::sync::Mutex;
         use std::sync::atomic::AtomicBool;
-        let q = Arc::new(WorkQueue::per_cpu_on_demand(64, 16));
+        let q = Arc::new(q);
         let stop = Arc::new(AtomicBool::new(false));
         let stop_manager = Arc::new(AtomicBool::new(false));
         let done = Arc::new(Mutex::new(Vec::new()));
@@ -1279,6 +1415,76 @@ mod tests {
         assert_eq!(others.load(Ordering::SeqCst), 4, "{order:?}");
         assert_eq!(*order.last().unwrap(), 0, "item 0 ended last: {order:?}");
         assert_eq!(st.cpu_intensive, 1, "{st:?}");
+        assert_eq!((st.running, st.pending), (0, 0), "{st:?}");
+    }
+
+    /// Workers of `q` in the woken state (claimed by a waker, not running).
+    fn woken(q: &WorkQueue) -> usize {
+        q.workers
+            .iter()
+            .filter(|w| w.state.load(Ordering::SeqCst) == WOKEN)
+            .count()
+    }
+
+    #[test]
+    fn an_unbound_pool_wakes_its_first_idle_worker_and_chains_as_the_kernel_does() {
+        // Three idle workers (no threads: a wake is the claim), pod
+        // max_active 2.
+        let q = WorkQueue::new(8, 3);
+        for w in &q.workers {
+            w.state.store(ASLEEP, Ordering::SeqCst);
+        }
+        q.idle.store(3, Ordering::SeqCst);
+        q.set_node_limit(Arc::new(NodeLimit::pod(2)));
+        // Each item queued wakes the first idle worker (insert_work, none
+        // in nr_running); woken and not yet on a CPU, it is still the
+        // first idle one, so three items wake one worker, not three.
+        for i in 0..3 {
+            q.push(item(i));
+        }
+        assert_eq!((woken(&q), q.wakes()), (1, 1));
+        // It runs (off the idle list) and takes an item while two wait,
+        // with room for one more: it wakes the next idle worker
+        // (process_one_work's need_more_worker -> wake_up_worker).
+        q.workers[0].state.store(AWAKE, Ordering::SeqCst);
+        q.woken.store(NONE_WOKEN, Ordering::SeqCst);
+        q.idle.store(2, Ordering::SeqCst);
+        assert!(q.take(true).is_some());
+        assert_eq!((woken(&q), q.wakes()), (1, 2));
+        // The second takes the next; at max_active nobody takes the
+        // third, and taking it woke nobody: max_active holds items, not
+        // workers.
+        q.workers[1].state.store(AWAKE, Ordering::SeqCst);
+        q.woken.store(NONE_WOKEN, Ordering::SeqCst);
+        q.idle.store(1, Ordering::SeqCst);
+        assert!(q.take(true).is_some());
+        assert_eq!(q.wakes(), 2, "no room for the waiting item: no wake");
+        assert!(q.take(true).is_none());
+        assert_eq!(q.len(), 1);
+        // An item ends: its worker takes the waiting one.
+        q.run_limited(&mut (), item(9), &mut |_, _| {});
+        assert!(q.take(true).is_some());
+        assert_eq!(q.limit.get().map(|l| l.active()), Some(2));
+    }
+
+    #[test]
+    fn an_unbound_pool_creates_workers_on_demand_and_runs_max_active_items() {
+        // max_active 2, items of 40 ms: the pool starts with one worker;
+        // taking work it leaves no idle one, so the manager creates a
+        // reserve, which the chain wakes; never more than 2 items at once.
+        let now = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let q = WorkQueue::unbound_on_demand(64, 4);
+        q.set_node_limit(Arc::new(NodeLimit::pod(2)));
+        let (n, p) = (now.clone(), peak.clone());
+        let (st, order) = on_demand_pool_run(q, false, 8, move |_, _| {
+            p.fetch_max(n.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(40));
+            n.fetch_sub(1, Ordering::SeqCst);
+        });
+        assert_eq!(order.len(), 8, "{order:?}");
+        assert_eq!(peak.load(Ordering::SeqCst), 2, "{st:?}");
+        assert!(st.created >= 3, "two running and one in reserve: {st:?}");
         assert_eq!((st.running, st.pending), (0, 0), "{st:?}");
     }
 
