@@ -148,11 +148,12 @@ pub fn pods_of_scope(scope: AffinityScope, topo: &[CpuTopo]) -> Vec<Vec<usize>> 
     }
 }
 
-/// Workers of each pod. The kernel's `max_active` of an unbound queue is
-/// per NUMA node and shared by the node's pods (`wq_node_nr_active`,
-/// v6.9+): any one pod may run up to all of it while the others are idle.
-/// So each pod has `max_active` workers and a [`NodeLimit`] holds the
-/// pods together to `max_active` items at once; with more than
+/// The items each pod may run at once. The kernel's `max_active` of an
+/// unbound queue is per NUMA node and shared by the node's pods
+/// (`wq_node_nr_active`, v6.9+): any one pod may run up to all of it while
+/// the others are idle. So each pod may run `max_active` items (and has
+/// [`unbound_pool_slots`] of them for workers) and a [`NodeLimit`] holds
+/// the pods together to `max_active` items at once; with more than
 /// [`MAX_UNBOUND_WORKERS`] in all, each pod gets an equal share of those
 /// (at least 1).
 pub fn pod_workers(pods: &[Vec<usize>], max_active: usize) -> Vec<usize> {
