@@ -602,10 +602,9 @@ impl RunSummary {
             );
         }
         for p in &self.pools {
-            // Say what the worker count is: a per-CPU pool's are its
-            // threads, most of them idle (each pool starts one and creates
-            // more on demand, as the kernel's manager does), not the
-            // concurrency; an unbound pool starts its max_active at once.
+            // Say what the worker count is: a pool's threads, some of
+            // them idle (each pool starts one and creates more on demand,
+            // as the kernel's manager does), not the concurrency.
             let how = if p.kind == "bound" {
                 format!(
                     "{} worker threads in its per-CPU pools, {} created in the run (one a pool at the start, more when one blocks; idle ones wait, as the kernel's do)",
@@ -613,8 +612,8 @@ impl RunSummary {
                 )
             } else {
                 format!(
-                    "{} worker threads (all created at the start: its max_active)",
-                    p.workers
+                    "{} worker threads in its pods, {} created in the run (one a pod at the start, more as work arrives, one kept idle; max_active bounds the items at once, not the threads)",
+                    p.workers, p.created
                 )
             };
             let _ = writeln!(
