@@ -1469,9 +1469,11 @@ mod tests {
 
     #[test]
     fn an_unbound_pool_creates_workers_on_demand_and_runs_max_active_items() {
-        // max_active 2, items of 40 ms: the pool starts with one worker;
-        // taking work it leaves no idle one, so the manager creates a
-        // reserve, which the chain wakes; never more than 2 items at once.
+        // max_active 2: the pool starts with one worker; taking work it
+        // leaves no idle one, so the manager creates a reserve, which the
+        // chain wakes. Each item waits (at most 5 s) until two run at
+        // once, so a slow thread start cannot hide the second; never more
+        // than 2 items at once.
         let now = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
         let q = WorkQueue::unbound_on_demand(64, 4);
@@ -1479,7 +1481,11 @@ mod tests {
         let (n, p) = (now.clone(), peak.clone());
         let (st, order) = on_demand_pool_run(q, false, 8, move |_, _| {
             p.fetch_max(n.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
-            std::thread::sleep(std::time::Duration::from_millis(40));
+            let t0 = std::time::Instant::now();
+            while p.load(Ordering::SeqCst) < 2 && t0.elapsed().as_secs() < 5 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
             n.fetch_sub(1, Ordering::SeqCst);
         });
         assert_eq!(order.len(), 8, "{order:?}");
