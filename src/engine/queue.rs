@@ -615,6 +615,7 @@ impl WorkQueue {
         loop {
             tick(state);
             if running && let Some(item) = self.take(true) {
+                self.chain();
                 self.item_start(index);
                 self.run_limited(state, item, &mut work);
                 self.item_end(index);
@@ -666,20 +667,12 @@ impl WorkQueue {
     /// room for it, which it then holds. Without room it takes nothing and
     /// goes back to sleep (the running workers take the item after
     /// theirs), unless the room is its node's (`park`): then it waits for
-    /// room as the node's pending pods do. A worker that takes an item
-    /// while more wait, with room for them, wakes the first idle worker
-    /// (`process_one_work`: `need_more_worker` -> `wake_up_worker`).
+    /// room as the node's pending pods do. The worker, off the idle list,
+    /// then calls [`Self::chain`].
     #[inline]
     fn take(&self, park: bool) -> Option<WorkItem> {
-        if self.managed {
-            return self.q.pop();
-        }
         let Some(l) = self.limit.get() else {
-            let item = self.q.pop();
-            if item.is_some() {
-                self.chain(None);
-            }
-            return item;
+            return self.q.pop();
         };
         if self.q.is_empty() {
             return None;
@@ -690,24 +683,24 @@ impl WorkQueue {
             }
             l.acquire();
         }
-        match self.q.pop() {
-            Some(item) => {
-                self.chain(Some(l));
-                Some(item)
-            }
-            None => {
-                l.release();
-                None
-            }
+        let item = self.q.pop();
+        if item.is_none() {
+            l.release();
         }
+        item
     }
 
-    /// An unbound worker took an item: more wait and there is room for
-    /// them, so it wakes the first idle worker. With none idle (nor one
+    /// An unbound worker, awake, took an item: more wait and there is room
+    /// for them, so it wakes the first idle worker (`process_one_work`:
+    /// `need_more_worker` -> `wake_up_worker`). With none idle (nor one
     /// being made), it asks the manager for one: the pool keeps one in
     /// reserve (the kernel's first worker, woken, makes the second).
     #[inline]
-    fn chain(&self, limit: Option<&NodeLimit>) {
+    fn chain(&self) {
+        if self.managed {
+            return;
+        }
+        let limit = self.limit.get();
         if self.idle.load(Ordering::SeqCst) == 0 {
             if self.starting.load(Ordering::SeqCst) == 0 {
                 self.request_worker();
@@ -863,6 +856,9 @@ impl WorkQueue {
         // (`may_start_working`), so the manager makes another.
         if self.idle.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.request_worker();
+        }
+        if item.is_some() {
+            self.chain();
         }
         item
     }
@@ -1450,6 +1446,7 @@ mod tests {
         q.woken.store(NONE_WOKEN, Ordering::SeqCst);
         q.idle.store(2, Ordering::SeqCst);
         assert!(q.take(true).is_some());
+        q.chain();
         assert_eq!((woken(&q), q.wakes()), (1, 2));
         // The second takes the next; at max_active nobody takes the
         // third, and taking it woke nobody: max_active holds items, not
@@ -1458,6 +1455,7 @@ mod tests {
         q.woken.store(NONE_WOKEN, Ordering::SeqCst);
         q.idle.store(1, Ordering::SeqCst);
         assert!(q.take(true).is_some());
+        q.chain();
         assert_eq!(q.wakes(), 2, "no room for the waiting item: no wake");
         assert!(q.take(true).is_none());
         assert_eq!(q.len(), 1);
