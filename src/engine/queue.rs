@@ -238,10 +238,6 @@ pub struct WorkerWake {
     fresh: AtomicBool,
 }
 
-/// An unbound pool's worker woken and not yet running: still the first
-/// idle worker, so a wake finds it and wakes nobody new.
-const NONE_WOKEN: usize = 0;
-
 thread_local! {
     /// The queue (its address) and slot of the worker this thread is.
     static CURRENT: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
@@ -277,9 +273,9 @@ pub struct WorkQueue {
     cpu_intensive: AtomicU64,
     /// Its manager marks CPU_INTENSIVE items (6.5+).
     detects_intensive: AtomicBool,
-    /// Unbound: 1 while a worker it woke is not running yet (see
-    /// [`NONE_WOKEN`]).
-    woken: AtomicUsize,
+    /// Unbound: a worker it woke is not running yet. That worker is still
+    /// the first idle one, so a wake finds it and wakes nobody new.
+    woken: AtomicBool,
     /// Wakeups of its workers (claims of a sleeping worker).
     wakes: AtomicU64,
 }
@@ -323,7 +319,7 @@ impl WorkQueue {
             manager: OnceLock::new(),
             cpu_intensive: AtomicU64::new(0),
             detects_intensive: AtomicBool::new(false),
-            woken: AtomicUsize::new(NONE_WOKEN),
+            woken: AtomicBool::new(false),
             wakes: AtomicU64::new(0),
         }
     }
@@ -771,7 +767,7 @@ impl WorkQueue {
         if !self.managed
             && self
                 .woken
-                .compare_exchange(NONE_WOKEN, 1, Ordering::SeqCst, Ordering::SeqCst)
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
                 .is_err()
         {
             return;
@@ -798,7 +794,7 @@ impl WorkQueue {
         if self.managed {
             self.running.fetch_sub(1, Ordering::SeqCst);
         } else {
-            self.woken.store(NONE_WOKEN, Ordering::SeqCst);
+            self.woken.store(false, Ordering::SeqCst);
         }
     }
 
@@ -846,7 +842,7 @@ impl WorkQueue {
         let was = me.state.swap(AWAKE, Ordering::SeqCst);
         if was == WOKEN && !self.managed {
             // On a CPU now: no longer the woken first idle worker.
-            self.woken.store(NONE_WOKEN, Ordering::SeqCst);
+            self.woken.store(false, Ordering::SeqCst);
         }
         // A waker of a managed pool counted this worker running already.
         if !(self.managed && was == WOKEN) {
@@ -1414,6 +1410,14 @@ mod tests {
         assert_eq!((st.running, st.pending), (0, 0), "{st:?}");
     }
 
+    /// Worker `i` of `q` is on a CPU (as `sleep_from` leaves it), `idle`
+    /// others still idle.
+    fn runs(q: &WorkQueue, i: usize, idle: usize) {
+        q.workers[i].state.store(AWAKE, Ordering::SeqCst);
+        q.woken.store(false, Ordering::SeqCst);
+        q.idle.store(idle, Ordering::SeqCst);
+    }
+
     /// Workers of `q` in the woken state (claimed by a waker, not running).
     fn woken(q: &WorkQueue) -> usize {
         q.workers
@@ -1442,18 +1446,14 @@ mod tests {
         // It runs (off the idle list) and takes an item while two wait,
         // with room for one more: it wakes the next idle worker
         // (process_one_work's need_more_worker -> wake_up_worker).
-        q.workers[0].state.store(AWAKE, Ordering::SeqCst);
-        q.woken.store(NONE_WOKEN, Ordering::SeqCst);
-        q.idle.store(2, Ordering::SeqCst);
+        runs(&q, 0, 2);
         assert!(q.take(true).is_some());
         q.chain();
         assert_eq!((woken(&q), q.wakes()), (1, 2));
         // The second takes the next; at max_active nobody takes the
         // third, and taking it woke nobody: max_active holds items, not
         // workers.
-        q.workers[1].state.store(AWAKE, Ordering::SeqCst);
-        q.woken.store(NONE_WOKEN, Ordering::SeqCst);
-        q.idle.store(1, Ordering::SeqCst);
+        runs(&q, 1, 1);
         assert!(q.take(true).is_some());
         q.chain();
         assert_eq!(q.wakes(), 2, "no room for the waiting item: no wake");
