@@ -34,7 +34,7 @@ use crate::sys::{EMPTY_IOVEC, IoVec};
 
 use super::backend::{Backend, MAX_WAIT_NS, Op, Queued, Sync, Uring, failure};
 use super::pagecache::{Lookup, MAX_BIO_PAGES, PAGE, Page, PageCache, Readahead, Window, seq_key};
-use super::queue::{ReaderWaker, WorkItem};
+use super::queue::{NO_PWQ, ReaderWaker, WorkItem};
 use super::reader::{Io, Owner};
 use super::source::Source;
 use super::stages::Ctx;
@@ -569,6 +569,7 @@ impl Reader<'_> {
             issue_ns: lb.submit_ns,
             enqueue_ns: 0,
             queued_cpu: 0,
+            pwq: NO_PWQ,
             needs_decrypt: self.ctx.plan.decrypt,
             bio: g,
             unfilled,

@@ -14,7 +14,7 @@ use crate::metrics::{Role, Stage, ThreadHandle, stamp};
 
 use super::backend::{Backend, MAX_WAIT_NS, Op, Uring, failure};
 use super::pagecache::PAGE;
-use super::queue::WorkItem;
+use super::queue::{NO_PWQ, WorkItem};
 use super::resolve::Ring;
 use super::source::Corruptor;
 use super::stages::Ctx;
@@ -171,6 +171,7 @@ fn run(ctx: &Arc<Ctx>, line: &IrqLine, mut h: ThreadHandle) -> std::io::Result<(
                 issue_ns: r.submit_ns,
                 enqueue_ns: 0,
                 queued_cpu: 0,
+                pwq: NO_PWQ,
                 needs_decrypt: ctx.plan.decrypt,
                 bio: r.bio,
                 unfilled: false,

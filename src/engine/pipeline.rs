@@ -56,8 +56,27 @@ pub fn pool_workers(s: &Settings) -> usize {
     items + 2
 }
 
+/// `max_active` of a workqueue made without one (`alloc_workqueue(..., 0)`).
+pub const WQ_DFL_ACTIVE: usize = 256;
+
+/// The items a per-CPU workqueue runs at once on each CPU (its `max_active`,
+/// per CPU): fsverity's queue is made with `num_online_cpus()` in every era
+/// that has it (`fsverity_init_workqueue`); fscrypt's, when bound, with 0,
+/// the default (before the 2018 seed, and the lab kernel's bound variant).
+/// `decrypt`: the queue is fscrypt's (it decrypts, and verifies too when
+/// verification has no queue of its own).
+pub fn bound_max_active(decrypt: bool, online_cpus: usize) -> usize {
+    if decrypt {
+        WQ_DFL_ACTIVE
+    } else {
+        online_cpus.max(1)
+    }
+}
+
 /// The queues of one placement. Per-CPU pools start with one worker and
-/// grow up to `pool` (their manager creates the others).
+/// grow up to `pool` (their manager creates the others); the queue is
+/// workqueue `pwq` of them, running `bound_max` items at once on each CPU.
+#[allow(clippy::too_many_arguments)]
 fn build_queues(
     p: Placement,
     capacity: usize,
@@ -65,6 +84,8 @@ fn build_queues(
     pods: &[(Vec<usize>, usize)],
     pool: usize,
     node_max: usize,
+    pwq: u8,
+    bound_max: usize,
 ) -> Option<Queues> {
     match p {
         Placement::Inline => None,
@@ -72,10 +93,12 @@ fn build_queues(
             let max_cpu = cpus.iter().copied().max().unwrap_or(0);
             let mut by_cpu: Vec<Option<Arc<WorkQueue>>> = vec![None; max_cpu + 1];
             for &c in cpus {
-                by_cpu[c] = Some(Arc::new(WorkQueue::per_cpu_on_demand(capacity, pool)));
+                let q = WorkQueue::per_cpu_on_demand(capacity, pool);
+                q.set_pwq(pwq, bound_max, capacity);
+                by_cpu[c] = Some(Arc::new(q));
             }
             let first = by_cpu[cpus[0]].clone().expect("queue for first CPU");
-            Some(Queues::Bound { by_cpu, first })
+            Some(Queues::Bound { by_cpu, first, pwq })
         }
         Placement::Unbound => {
             let spec = pods;
@@ -526,19 +549,28 @@ pub fn queues_for(
 ) -> (Option<Queues>, Option<Queues>) {
     let pool = pool_workers(settings).max(capacity + 2);
     let node_max = settings.effective_max_active(cpus.len());
-    let first_q = build_queues(plan.first, capacity, cpus, pods, pool, node_max);
+    let first_max = bound_max_active(plan.decrypt, cpus.len());
+    let second_max = bound_max_active(false, cpus.len());
+    let first_q = build_queues(
+        plan.first, capacity, cpus, pods, pool, node_max, 0, first_max,
+    );
     let second_q = match (&first_q, plan.second) {
-        (Some(Queues::Bound { by_cpu, first }), Some(Placement::Bound))
+        (Some(Queues::Bound { by_cpu, first, .. }), Some(Placement::Bound))
             if settings.workers.highpri =>
         {
+            // fsverity's own share of each CPU's pool.
+            for q in by_cpu.iter().flatten() {
+                q.set_pwq(1, second_max, capacity);
+            }
             Some(Queues::Bound {
                 by_cpu: by_cpu.clone(),
                 first: first.clone(),
+                pwq: 1,
             })
         }
         _ => plan
             .second
-            .and_then(|p| build_queues(p, capacity, cpus, pods, pool, node_max)),
+            .and_then(|p| build_queues(p, capacity, cpus, pods, pool, node_max, 1, second_max)),
     };
     (first_q, second_q)
 }
@@ -925,6 +957,7 @@ mod tests {
             issue_ns: 0,
             enqueue_ns: 0,
             queued_cpu: 0,
+            pwq: super::super::queue::NO_PWQ,
             needs_decrypt: false,
             bio: super::super::queue::NO_BIO,
             unfilled: false,
@@ -936,5 +969,51 @@ mod tests {
         q.push(item, 99);
         let lens: Vec<usize> = q.all().iter().map(|q| q.len()).collect();
         assert_eq!(lens, vec![2, 2]);
+    }
+    #[test]
+    fn each_per_cpu_workqueue_runs_its_kernels_max_active_on_each_cpu() {
+        use crate::settings::{Settings, VerifyMode, WorkerMode};
+        let item = super::super::queue::WorkItem {
+            buf: std::ptr::null_mut(),
+            len: 0,
+            reader: 0,
+            slot: 0,
+            offset: 0,
+            issue_ns: 0,
+            enqueue_ns: 0,
+            queued_cpu: 0,
+            pwq: super::super::queue::NO_PWQ,
+            needs_decrypt: false,
+            bio: super::super::queue::NO_BIO,
+            unfilled: false,
+        };
+        // Three items queued on CPU 0 of 2: the count each queue set aside.
+        let aside = |qs: &Queues| {
+            for _ in 0..3 {
+                qs.push(item, 0);
+            }
+            let Queues::Bound { by_cpu, pwq, .. } = qs else {
+                panic!("a per-CPU queue")
+            };
+            by_cpu[0].as_ref().unwrap().inactive(*pwq).0
+        };
+        let mut s = Settings::default();
+        s.workers.mode = WorkerMode::Bound;
+        s.workers.verify_mode = VerifyMode::Bound;
+        s.workers.highpri = true;
+        // fscrypt's bound queue (256) and fsverity's (num_online_cpus(),
+        // 2), sharing each CPU's high-priority pool.
+        s.pipeline.decrypt = true;
+        s.pipeline.verity = true;
+        let (first, second) = queues_for(&s, &Plan::of(&s), 64, &[0, 1], &[]);
+        assert_eq!(aside(first.as_ref().unwrap()), 0);
+        assert_eq!(aside(second.as_ref().unwrap()), 1);
+        // fs-verity alone: its queue is the first, still 2 a CPU, whatever
+        // workers.max_active (the unbound queue's) says.
+        s.pipeline.decrypt = false;
+        s.workers.max_active = 8;
+        let (first, second) = queues_for(&s, &Plan::of(&s), 64, &[0, 1], &[]);
+        assert!(second.is_none());
+        assert_eq!(aside(first.as_ref().unwrap()), 1);
     }
 }

@@ -82,7 +82,13 @@ pub struct WorkItem {
     pub unfilled: bool,
     /// The CPU that queued it last (set by [`Queues::push`]).
     pub queued_cpu: u32,
+    /// The per-CPU workqueue it was queued on ([`Queues::push`] sets it):
+    /// its [`Pwq`] in its CPU's pool, or [`NO_PWQ`] (unbound).
+    pub pwq: u8,
 }
+
+/// [`WorkItem::pwq`] of an item on an unbound queue.
+pub const NO_PWQ: u8 = u8::MAX;
 
 /// [`WorkItem::bio`] of an item that is not a page-cache bio.
 pub const NO_BIO: u32 = u32::MAX;
@@ -201,6 +207,51 @@ impl NodeLimit {
     }
 }
 
+/// One per-CPU workqueue's share of its CPU's pool: the kernel's
+/// `pool_workqueue` of a per-CPU queue, whose `max_active` holds the
+/// items of that workqueue active on that CPU at once (`alloc_workqueue`'s
+/// `max_active`: fsverity's `num_online_cpus()`, fscrypt's bound queue
+/// `WQ_DFL_ACTIVE` = 256). An item queued beyond it is set aside
+/// (`pwq->inactive_works`), off the pool's worklist, so it wakes nobody
+/// and no worker sees it, whatever blocks; an active item's end moves the
+/// first one onto the worklist (`pwq_dec_nr_in_flight` ->
+/// `pwq_activate_first_inactive`). Two per-CPU workqueues that share a
+/// pool (both WQ_HIGHPRI) each have their own.
+#[derive(Debug)]
+pub struct Pwq {
+    active: AtomicUsize,
+    max: usize,
+    inactive: ArrayQueue<WorkItem>,
+    /// Items that waited here before they were activated.
+    deferred: AtomicU64,
+}
+
+impl Pwq {
+    /// `max` items at once, room for `capacity` set aside.
+    pub fn new(max: usize, capacity: usize) -> Pwq {
+        Pwq {
+            active: AtomicUsize::new(0),
+            max: max.max(1),
+            inactive: ArrayQueue::new(capacity.max(1)),
+            deferred: AtomicU64::new(0),
+        }
+    }
+
+    fn try_acquire(&self) -> bool {
+        let mut a = self.active.load(Ordering::SeqCst);
+        while a < self.max {
+            match self
+                .active
+                .compare_exchange(a, a + 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(now) => a = now,
+            }
+        }
+        false
+    }
+}
+
 /// [`WorkerWake::state`]: awake.
 const AWAKE: u8 = 0;
 /// Asleep (or about to park).
@@ -248,6 +299,9 @@ pub struct WorkQueue {
     /// The node's limit on items run at once, shared with the other pods
     /// of an unbound queue (none for one pod or a per-CPU pool).
     limit: OnceLock<Arc<NodeLimit>>,
+    /// A per-CPU pool's workqueues' shares of it ([`WorkItem::pwq`]
+    /// indexes them): the first queue's and the second's.
+    pwqs: [OnceLock<Pwq>; 2],
     q: ArrayQueue<WorkItem>,
     idle: AtomicUsize,
     workers: Vec<WorkerWake>,
@@ -297,6 +351,9 @@ pub struct PoolState {
     pub created: usize,
     /// Items marked CPU_INTENSIVE since it started.
     pub cpu_intensive: u64,
+    /// Items set aside for their workqueue's per-CPU `max_active` since it
+    /// started (see [`Pwq`]).
+    pub deferred: u64,
 }
 
 impl WorkQueue {
@@ -305,6 +362,7 @@ impl WorkQueue {
     pub fn new(capacity: usize, workers: usize) -> Self {
         WorkQueue {
             limit: OnceLock::new(),
+            pwqs: [OnceLock::new(), OnceLock::new()],
             q: ArrayQueue::new(capacity.max(1)),
             idle: AtomicUsize::new(0),
             workers: (0..workers).map(|_| WorkerWake::default()).collect(),
@@ -653,10 +711,12 @@ impl WorkQueue {
         item: WorkItem,
         work: &mut impl FnMut(&mut S, WorkItem),
     ) {
+        let pwq = item.pwq;
         work(state, item);
         if let Some(l) = self.limit.get() {
             l.release();
         }
+        self.pwq_done(pwq);
     }
 
     /// A worker takes the next item: in a limited (unbound) pool only with
@@ -712,12 +772,24 @@ impl WorkQueue {
             workers: self.worker_count(),
             created: self.worker_count(),
             cpu_intensive: self.cpu_intensive.load(Ordering::Relaxed),
+            deferred: self
+                .pwqs
+                .iter()
+                .filter_map(OnceLock::get)
+                .map(|p| p.deferred.load(Ordering::Relaxed))
+                .sum(),
             running: self.running.load(Ordering::Relaxed),
             blocked: self.blocked.load(Ordering::Relaxed),
             blocked_peak: self
                 .blocked_peak
                 .swap(self.blocked.load(Ordering::Relaxed), Ordering::Relaxed),
-            pending: self.q.len(),
+            pending: self.q.len()
+                + self
+                    .pwqs
+                    .iter()
+                    .filter_map(OnceLock::get)
+                    .map(|p| p.inactive.len())
+                    .sum::<usize>(),
         }
     }
 
@@ -726,9 +798,85 @@ impl WorkQueue {
         let _ = self.workers[i].thread.set(std::thread::current());
     }
 
-    /// Queues an item and wakes a sleeping worker if there is one.
+    /// A per-CPU pool: workqueue `i` (0 the first queue, 1 the second)
+    /// runs at most `max` items at once here; `capacity` bounds the items
+    /// it may set aside.
+    pub fn set_pwq(&self, i: u8, max: usize, capacity: usize) {
+        if let Some(slot) = self.pwqs.get(i as usize) {
+            let _ = slot.set(Pwq::new(max, capacity));
+        }
+    }
+
+    /// Workqueue `i`'s share of this pool, if it has one.
+    #[inline]
+    fn pwq_of(&self, i: u8) -> Option<&Pwq> {
+        self.pwqs.get(i as usize)?.get()
+    }
+
+    /// Workqueue `i`'s items set aside now, and set aside since the start.
+    pub fn inactive(&self, i: u8) -> (usize, u64) {
+        self.pwq_of(i).map_or((0, 0), |p| {
+            (p.inactive.len(), p.deferred.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Queues an item and wakes a sleeping worker if there is one; on a
+    /// per-CPU pool whose workqueue runs `max_active` items already, sets
+    /// it aside instead (see [`Pwq`]).
     #[inline]
     pub fn push(&self, item: WorkItem) {
+        if let Some(p) = self.pwq_of(item.pwq)
+            && !p.try_acquire()
+        {
+            self.set_aside(p, item);
+            return;
+        }
+        self.push_active(item);
+    }
+
+    /// Sets `item` aside on its workqueue `p` (at `max_active`), then
+    /// activates what room freed meanwhile.
+    #[cold]
+    fn set_aside(&self, p: &Pwq, item: WorkItem) {
+        if p.inactive.push(item).is_err() {
+            unreachable!("inactive list sized below the number of buffers in flight");
+        }
+        p.deferred.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.activate(p);
+    }
+
+    /// Moves items set aside on `p` onto the worklist while it has room.
+    /// Whoever last changed either (a push setting an item aside, an
+    /// item's end giving room back) looks after its change, so no item
+    /// stays aside with room free.
+    fn activate(&self, p: &Pwq) {
+        while !p.inactive.is_empty() && p.try_acquire() {
+            match p.inactive.pop() {
+                Some(item) => self.push_active(item),
+                None => {
+                    p.active.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    /// An item of workqueue `i` ended: its room goes to the first item set
+    /// aside, if any.
+    #[inline]
+    fn pwq_done(&self, i: u8) {
+        if let Some(p) = self.pwq_of(i) {
+            p.active.fetch_sub(1, Ordering::SeqCst);
+            if !p.inactive.is_empty() {
+                self.activate(p);
+            }
+        }
+    }
+
+    /// Puts an active item on the worklist and wakes a sleeping worker if
+    /// the pool needs one.
+    #[inline]
+    fn push_active(&self, item: WorkItem) {
         if self.q.push(item).is_err() {
             // Capacity covers every buffer of every reader: unreachable by construction.
             unreachable!("work queue sized below the number of buffers in flight");
@@ -798,14 +946,16 @@ impl WorkQueue {
         }
     }
 
-    /// Takes the next item, if any.
-    #[inline]
+    /// Takes the next item, if any (a test's worker, outside [`Self::serve`]).
+    #[cfg(test)]
     pub fn pop(&self) -> Option<WorkItem> {
         self.q.pop()
     }
 
     /// Worker `i` sleeps until woken, unless an item arrived meanwhile.
-    /// Returns an item if one was found instead of sleeping.
+    /// Returns an item if one was found instead of sleeping (a test's
+    /// worker, outside [`Self::serve`]).
+    #[cfg(test)]
     pub fn sleep(&self, i: usize) -> Option<WorkItem> {
         let item = self.sleep_from(i, false);
         self.run_end();
@@ -1011,6 +1161,9 @@ pub enum Queues {
         by_cpu: Vec<Option<Arc<WorkQueue>>>,
         /// Fallback for an unexpected CPU number.
         first: Arc<WorkQueue>,
+        /// This workqueue's share of each CPU's pool ([`WorkItem::pwq`]):
+        /// two workqueues may share the pools.
+        pwq: u8,
     },
     /// An unbound queue: one pool per pod (`workers.affinity_scope`), a
     /// work item going to the pod of the CPU that queues it, as the kernel's
@@ -1045,12 +1198,16 @@ impl Queues {
     pub fn push(&self, mut item: WorkItem, cpu: usize) {
         item.queued_cpu = cpu as u32;
         match self {
-            Queues::Bound { by_cpu, first } => by_cpu
-                .get(cpu)
-                .and_then(|q| q.as_ref())
-                .unwrap_or(first)
-                .push(item),
+            Queues::Bound { by_cpu, first, pwq } => {
+                item.pwq = *pwq;
+                by_cpu
+                    .get(cpu)
+                    .and_then(|q| q.as_ref())
+                    .unwrap_or(first)
+                    .push(item)
+            }
             Queues::Unbound { pods, pod_of } => {
+                item.pwq = NO_PWQ;
                 pods[pod_of.get(cpu).copied().unwrap_or(0)].q.push(item)
             }
         }
@@ -1109,6 +1266,7 @@ mod tests {
             issue_ns: 0,
             enqueue_ns: 0,
             queued_cpu: 0,
+            pwq: NO_PWQ,
             needs_decrypt: false,
             bio: NO_BIO,
             unfilled: false,
@@ -1218,6 +1376,96 @@ mod tests {
         // items queued behind the blocked one (concurrency management).
         let q = Arc::new(WorkQueue::per_cpu(16, 2));
         assert_eq!(pool_with_one_blocked_item(q), vec![1, 2, 3, 4]);
+    }
+
+    /// Item `slot` of per-CPU workqueue `pwq`.
+    fn pwq_item(slot: u32, pwq: u8) -> WorkItem {
+        WorkItem { pwq, ..item(slot) }
+    }
+
+    #[test]
+    fn a_per_cpu_queue_sets_aside_items_beyond_its_max_active_and_activates_them_in_order() {
+        // Two workqueues share a CPU's pool; the second runs at most 2
+        // items at once there (fsverity's num_online_cpus() on 2 CPUs),
+        // the first has no share set (fscrypt's 256 is never reached).
+        let q = WorkQueue::per_cpu(16, 2);
+        q.set_pwq(1, 2, 16);
+        for slot in 0..4 {
+            q.push(pwq_item(slot, 1));
+        }
+        q.push(pwq_item(10, 0));
+        // Items 2 and 3 wait off the worklist; item 10 is not held behind them.
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.inactive(1), (2, 2));
+        assert_eq!(q.state().pending, 5);
+        let mut order = Vec::new();
+        while let Some(it) = q.take(false) {
+            q.run_limited(&mut order, it, &mut |o: &mut Vec<u32>, it: WorkItem| {
+                o.push(it.slot)
+            });
+        }
+        // Each end of an item of workqueue 1 activated the first set aside,
+        // at the worklist's tail (`pwq_activate_first_inactive`).
+        assert_eq!(order, vec![0, 1, 10, 2, 3]);
+        assert_eq!(q.inactive(1), (0, 2));
+        assert_eq!(q.state().deferred, 2);
+        // All room given back: two more go straight to the worklist.
+        q.push(pwq_item(4, 1));
+        q.push(pwq_item(5, 1));
+        assert_eq!((q.len(), q.inactive(1)), (2, (0, 2)));
+    }
+
+    #[test]
+    fn a_per_cpu_queue_at_max_active_wakes_no_worker_while_its_item_blocks() {
+        // max_active 1 (fsverity's on 1 CPU): with item 0 blocked on a
+        // tree read, the kernel's pool would run a second worker, but the
+        // items queued behind it are inactive; they run after it, in order.
+        use std::sync::Mutex;
+        use std::sync::atomic::AtomicBool;
+        let q = Arc::new(WorkQueue::per_cpu(16, 2));
+        q.set_pwq(0, 1, 16);
+        let stop = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let threads = {
+            let (q2, release, done) = (q.clone(), release.clone(), done.clone());
+            two_workers(&q, &stop, move |_, it| {
+                if it.slot == 0 {
+                    q2.block();
+                    while !release.load(Ordering::SeqCst) {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    q2.unblock();
+                }
+                done.lock().unwrap().push(it.slot);
+            })
+        };
+        q.push(pwq_item(0, 0));
+        let t0 = std::time::Instant::now();
+        while q.state().blocked == 0 && t0.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(q.state().blocked, 1);
+        let wakes = q.wakes();
+        for i in 1..5 {
+            q.push(pwq_item(i, 0));
+        }
+        // Set aside as they were pushed: nothing on the worklist, nobody woken.
+        assert_eq!((q.len(), q.inactive(0)), (0, (4, 4)));
+        assert_eq!(q.wakes(), wakes);
+        assert!(done.lock().unwrap().is_empty());
+        release.store(true, Ordering::SeqCst);
+        let t0 = std::time::Instant::now();
+        while done.lock().unwrap().len() < 5 && t0.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::SeqCst);
+        q.wake_all();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*done.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(q.inactive(0), (0, 4));
     }
 
     /// Items 0..=10 are pushed at once to two sleeping workers; item 0

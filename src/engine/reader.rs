@@ -42,7 +42,7 @@ use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, Settings, SleepMode};
 
 use super::backend::{Backend, MAX_WAIT_NS, Op, Queued, Sync, Uring, failure};
-use super::queue::{ReaderWaker, ReturnQueue, WorkItem};
+use super::queue::{NO_PWQ, ReaderWaker, ReturnQueue, WorkItem};
 use super::source::Source;
 use super::stages::Ctx;
 
@@ -478,6 +478,7 @@ impl Direct<'_> {
             issue_ns: info.issue_ns,
             enqueue_ns: 0,
             queued_cpu: 0,
+            pwq: NO_PWQ,
             needs_decrypt: self.ctx.plan.decrypt,
             bio: super::queue::NO_BIO,
             unfilled: false,

@@ -601,6 +601,7 @@ fn pool_records(shared: &Shared) -> Vec<crate::metrics::PoolRecord> {
                 p.pending += st.pending as u64;
                 p.created += st.created as u32;
                 p.cpu_intensive += st.cpu_intensive;
+                p.deferred += st.deferred;
             }
             p
         })

@@ -36,7 +36,7 @@ use crate::verity::merkle::{BlockUnreadable, HashBlocks};
 
 use super::OpenFile;
 use super::pagecache::{PAGE, Page, PageCache};
-use super::queue::{Queues, TREE_JOB, WorkItem, WorkQueue};
+use super::queue::{NO_PWQ, Queues, TREE_JOB, WorkItem, WorkQueue};
 
 /// Tree pages read by a verify worker, to be decrypted on the decrypt
 /// queue: lives on the waiting worker's stack until `done`.
@@ -311,6 +311,7 @@ impl TreeReader<'_> {
                         issue_ns: now,
                         enqueue_ns: now,
                         queued_cpu: 0,
+                        pwq: NO_PWQ,
                         needs_decrypt: true,
                         bio: TREE_JOB,
                         unfilled: false,

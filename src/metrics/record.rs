@@ -359,6 +359,9 @@ pub struct PoolRecord {
     pub created: u32,
     /// Items marked CPU_INTENSIVE since the pipeline started.
     pub cpu_intensive: u64,
+    /// Items of a per-CPU queue that waited for its `max_active` on their
+    /// CPU (the kernel's inactive items) since the pipeline started.
+    pub deferred: u64,
 }
 
 /// The running kernel's post-read work over an interval, as its

@@ -607,8 +607,8 @@ impl RunSummary {
             // as the kernel's manager does), not the concurrency.
             let how = if p.kind == "bound" {
                 format!(
-                    "{} worker threads in its per-CPU pools, {} created in the run (one a pool at the start, more when one blocks; idle ones wait, as the kernel's do)",
-                    p.workers, p.created
+                    "{} worker threads in its per-CPU pools, {} created in the run (one a pool at the start, more when one blocks; idle ones wait, as the kernel's do), {} items waited for the queue's max_active on their CPU",
+                    p.workers, p.created, p.deferred
                 )
             } else {
                 format!(
