@@ -158,7 +158,8 @@ impl MemoryNeed {
         // queue (unbound; split over pods by their CPUs, each share rounded
         // up: exact when max_active is a multiple of the CPUs, else at most
         // one more per pod, a pod having at least one CPU), two queues.
-        let ma = s.effective_max_active(cpus);
+        // max_active = 0 is the machine's online CPUs, not the run's.
+        let ma = s.effective_max_active(crate::sys::online_count().max(cpus));
         let unbound = if ma.is_multiple_of(cpus.max(1)) {
             ma
         } else {

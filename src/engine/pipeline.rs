@@ -253,8 +253,12 @@ impl Pipeline {
         let bios_per_reader = reader::bios_per_reader(&settings);
         // Room for every buffer, or every bio, that can be in flight.
         let capacity = readers * per_reader.max(bios_per_reader);
-        let pods = pods_for(&settings, &cpus);
-        let (first_q, second_q) = queues_for(&settings, &plan, capacity, &cpus, &pods);
+        // The kernel's num_online_cpus(): a run held to fewer CPUs does
+        // not change it, nor the max_active it sizes.
+        let online = crate::sys::online_count().max(cpus.len());
+        let pods = pods_for(&settings, &cpus, online);
+        let (first_q, second_q) =
+            queues_for(&settings, &plan, capacity, &cpus, &pods, online);
         let kind = settings.pipeline.cipher;
         // Read on the kernel target's device, the data is the kernel's
         // ciphertext, keyed with its file's nonce; the tree is still the
@@ -527,9 +531,11 @@ fn manage(
     }
 }
 
-/// The unbound queues' pods: each pod's CPUs and its workers (see [`pod_workers`]).
-fn pods_for(settings: &Settings, cpus: &[usize]) -> Vec<(Vec<usize>, usize)> {
-    let max_active = settings.effective_max_active(cpus.len());
+/// The unbound queues' pods over the run's `cpus`: each pod's CPUs and its
+/// workers (see [`pod_workers`]), `max_active = 0` being the machine's
+/// `online` CPUs.
+fn pods_for(settings: &Settings, cpus: &[usize], online: usize) -> Vec<(Vec<usize>, usize)> {
+    let max_active = settings.effective_max_active(online);
     let pod_cpus = unbound_pods(settings, cpus);
     pod_cpus
         .iter()
@@ -538,19 +544,22 @@ fn pods_for(settings: &Settings, cpus: &[usize]) -> Vec<(Vec<usize>, usize)> {
         .collect()
 }
 
-/// The first and second queue for `plan`. Both per-CPU with WQ_HIGHPRI:
-/// the second is the first's pools (one high-priority pool per CPU).
+/// The first and second queue for `plan` on the run's `cpus`, on a machine
+/// with `online` CPUs (the kernel's `num_online_cpus()`, which sizes the
+/// default `max_active`s). Both per-CPU with WQ_HIGHPRI: the second is the
+/// first's pools (one high-priority pool per CPU).
 pub fn queues_for(
     settings: &Settings,
     plan: &Plan,
     capacity: usize,
     cpus: &[usize],
     pods: &[(Vec<usize>, usize)],
+    online: usize,
 ) -> (Option<Queues>, Option<Queues>) {
     let pool = pool_workers(settings).max(capacity + 2);
-    let node_max = settings.effective_max_active(cpus.len());
-    let first_max = bound_max_active(plan.decrypt, cpus.len());
-    let second_max = bound_max_active(false, cpus.len());
+    let node_max = settings.effective_max_active(online);
+    let first_max = bound_max_active(plan.decrypt, online);
+    let second_max = bound_max_active(false, online);
     let first_q = build_queues(
         plan.first, capacity, cpus, pods, pool, node_max, 0, first_max,
     );
@@ -1005,15 +1014,21 @@ mod tests {
         // 2), sharing each CPU's high-priority pool.
         s.pipeline.decrypt = true;
         s.pipeline.verity = true;
-        let (first, second) = queues_for(&s, &Plan::of(&s), 64, &[0, 1], &[]);
+        let (first, second) = queues_for(&s, &Plan::of(&s), 64, &[0, 1], &[], 2);
         assert_eq!(aside(first.as_ref().unwrap()), 0);
         assert_eq!(aside(second.as_ref().unwrap()), 1);
         // fs-verity alone: its queue is the first, still 2 a CPU, whatever
         // workers.max_active (the unbound queue's) says.
         s.pipeline.decrypt = false;
         s.workers.max_active = 8;
-        let (first, second) = queues_for(&s, &Plan::of(&s), 64, &[0, 1], &[]);
+        let (first, second) = queues_for(&s, &Plan::of(&s), 64, &[0, 1], &[], 2);
         assert!(second.is_none());
         assert_eq!(aside(first.as_ref().unwrap()), 1);
+        // A run held to CPU 0 of a 2-CPU machine: still 2 on that CPU
+        // (num_online_cpus() is the machine's).
+        let (first, _) = queues_for(&s, &Plan::of(&s), 64, &[0], &[], 2);
+        assert_eq!(aside(first.as_ref().unwrap()), 1);
+        let (first, _) = queues_for(&s, &Plan::of(&s), 64, &[0], &[], 1);
+        assert_eq!(aside(first.as_ref().unwrap()), 2);
     }
 }

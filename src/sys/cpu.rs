@@ -109,6 +109,19 @@ pub fn online_cpus() -> Vec<usize> {
     process_mask().to_vec()
 }
 
+/// How many CPUs the machine has online: the kernel's `num_online_cpus()`,
+/// which sizes a workqueue's default `max_active` whatever CPUs a process
+/// may use (`sysconf(_SC_NPROCESSORS_ONLN)`, at least 1).
+pub fn online_count() -> usize {
+    // SAFETY: sysconf(3) takes a constant name and only returns a value.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n >= 1 {
+        n as usize
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
 /// Pins the calling thread to `cpus` (`sched_setaffinity(0, ...)`).
 pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
     // Capture the process mask before the first change of any thread's mask.
