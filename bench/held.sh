@@ -21,7 +21,11 @@ mkdir -p "$OUT" assets/held
 ARGS=(sweep --remote "vm:$KERNEL" --preset "$PRESET" --across workload.target=model,kernel
   --across "$AXIS" --rounds "$ROUNDS" --duration "$DURATION" --set workload.file_size=64M "$@")
 $BIN "${ARGS[@]}" --out "$OUT/$PRESET-$NAME.json" | tee "$OUT/$PRESET-$NAME.txt"
+# The settings the extra arguments hold fixed (`--set K=V`), kept beside the grid.
+SETS=(); prev=""
+for a in "$@"; do [ "$prev" = "--set" ] && SETS+=("$a"); prev=$a; done
 jq --arg when "$(date -u +%F)" --arg cmd "readpath ${ARGS[*]}" \
-  '{measured: $when, command: $cmd, preset, rounds, duration_s, across, machine, agreement}' \
+  --argjson set "$(printf '%s\n' "${SETS[@]}" | jq -R 'select(. != "")' | jq -s .)" \
+  '{measured: $when, command: $cmd, preset, rounds, duration_s, across, set: $set, machine, agreement}' \
   "$OUT/$PRESET-$NAME.json" > "assets/held/$PRESET-$NAME.json"
 echo "wrote assets/held/$PRESET-$NAME.json" >&2

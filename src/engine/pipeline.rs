@@ -257,8 +257,7 @@ impl Pipeline {
         // not change it, nor the max_active it sizes.
         let online = crate::sys::online_count().max(cpus.len());
         let pods = pods_for(&settings, &cpus, online);
-        let (first_q, second_q) =
-            queues_for(&settings, &plan, capacity, &cpus, &pods, online);
+        let (first_q, second_q) = queues_for(&settings, &plan, capacity, &cpus, &pods, online);
         let kind = settings.pipeline.cipher;
         // Read on the kernel target's device, the data is the kernel's
         // ciphertext, keyed with its file's nonce; the tree is still the

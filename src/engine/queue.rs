@@ -101,6 +101,18 @@ pub const TREE_JOB: u32 = u32::MAX - 1;
 // allocation alive until every item has returned.
 unsafe impl Send for WorkItem {}
 
+/// Counts one more in `active` if it is under `max` (a `max_active`'s room).
+fn take_room(active: &AtomicUsize, max: usize) -> bool {
+    let mut a = active.load(Ordering::SeqCst);
+    while a < max {
+        match active.compare_exchange(a, a + 1, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => return true,
+            Err(now) => a = now,
+        }
+    }
+    false
+}
+
 /// The kernel's per-node `max_active` of an unbound workqueue
 /// (`wq_node_nr_active`, v6.9+): the items its pods run at once, together.
 /// A worker holding an item waits here for room, as the kernel keeps an
@@ -155,17 +167,7 @@ impl NodeLimit {
     }
 
     fn try_acquire(&self) -> bool {
-        let mut a = self.active.load(Ordering::SeqCst);
-        while a < self.max {
-            match self
-                .active
-                .compare_exchange(a, a + 1, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                Ok(_) => return true,
-                Err(now) => a = now,
-            }
-        }
-        false
+        take_room(&self.active, self.max)
     }
 
     /// Takes room for one item, parking until there is.
@@ -238,17 +240,7 @@ impl Pwq {
     }
 
     fn try_acquire(&self) -> bool {
-        let mut a = self.active.load(Ordering::SeqCst);
-        while a < self.max {
-            match self
-                .active
-                .compare_exchange(a, a + 1, Ordering::SeqCst, Ordering::SeqCst)
-            {
-                Ok(_) => return true,
-                Err(now) => a = now,
-            }
-        }
-        false
+        take_room(&self.active, self.max)
     }
 }
 

@@ -367,6 +367,10 @@ pub struct Held {
     pub duration_s: f64,
     /// The grid.
     pub across: Vec<HeldAxis>,
+    /// Settings held fixed beside the preset's at every point
+    /// (`workload.cpus=1`), the file size of `bench/held.sh` aside.
+    #[serde(default)]
+    pub set: Vec<String>,
     /// The kernel's machine (a lab guest).
     pub machine: crate::sys::MachineInfo,
     /// The answers.
@@ -387,6 +391,7 @@ const HELD_FILES: &[&str] = &[
     include_str!("../../assets/held/fsverity-bound-vs-unbound-hogs.json"),
     include_str!("../../assets/held/fsverity-bound-vs-unbound-qd.json"),
     include_str!("../../assets/held/fsverity-bound-vs-unbound-readers.json"),
+    include_str!("../../assets/held/fsverity-bound-vs-unbound-cpus1-hogs.json"),
     include_str!("../../assets/held/fscrypt-aes-instructions-hogs.json"),
     include_str!("../../assets/held/fscrypt-aes-instructions-qd.json"),
     include_str!("../../assets/held/fscrypt-aes-instructions-readers.json"),
@@ -402,8 +407,12 @@ pub fn held() -> Vec<Held> {
 }
 
 impl Held {
-    /// The point at the preset's own settings, if the map has it.
+    /// The point at the preset's own settings, if the map has it (a map
+    /// that holds a setting of its own fixed has none).
     fn own_point(&self) -> Option<&Point> {
+        if !self.set.is_empty() {
+            return None;
+        }
         let preset = crate::scenario::preset::shipped(self.preset.as_deref()?)?;
         self.agreement.points.iter().find(|p| {
             p.at.iter().all(|(k, v)| {
@@ -445,8 +454,24 @@ fn paragraph(maps: &[&Held]) -> String {
     let first = maps[0];
     let axes: Vec<String> = maps
         .iter()
-        .flat_map(|h| h.across.iter().filter(|a| a.key != TARGET))
-        .map(|a| format!("{} {}", short_key(&a.key), a.values.join("/")))
+        .flat_map(|h| {
+            let fixed: Vec<String> = h
+                .set
+                .iter()
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) => format!("{}={v}", short_key(k)),
+                    None => kv.clone(),
+                })
+                .collect();
+            h.across.iter().filter(|a| a.key != TARGET).map(move |a| {
+                let at = if fixed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" at {}", fixed.join(" "))
+                };
+                format!("{} {}{at}", short_key(&a.key), a.values.join("/"))
+            })
+        })
         .collect();
     let points: usize = maps.iter().map(|h| h.agreement.points.len()).sum();
     let tally: Vec<String> = HEADLINE
