@@ -946,17 +946,9 @@ mod tests {
         assert_eq!(pod_workers(&many, 64), vec![4; 64]);
     }
 
-    #[test]
-    fn work_goes_to_the_queueing_cpus_pod() {
-        let pods: Vec<Pod> = [vec![0, 1], vec![2, 3]]
-            .into_iter()
-            .map(|cpus| Pod {
-                q: Arc::new(WorkQueue::new(4, 1)),
-                cpus,
-            })
-            .collect();
-        let q = Queues::unbound(pods);
-        let item = super::super::queue::WorkItem {
+    /// An empty work item (its queue sets its CPU and workqueue).
+    fn test_item() -> super::super::queue::WorkItem {
+        super::super::queue::WorkItem {
             buf: std::ptr::null_mut(),
             len: 0,
             reader: 0,
@@ -969,7 +961,20 @@ mod tests {
             needs_decrypt: false,
             bio: super::super::queue::NO_BIO,
             unfilled: false,
-        };
+        }
+    }
+
+    #[test]
+    fn work_goes_to_the_queueing_cpus_pod() {
+        let pods: Vec<Pod> = [vec![0, 1], vec![2, 3]]
+            .into_iter()
+            .map(|cpus| Pod {
+                q: Arc::new(WorkQueue::new(4, 1)),
+                cpus,
+            })
+            .collect();
+        let q = Queues::unbound(pods);
+        let item = test_item();
         q.push(item, 3);
         q.push(item, 1);
         q.push(item, 2);
@@ -981,20 +986,7 @@ mod tests {
     #[test]
     fn each_per_cpu_workqueue_runs_its_kernels_max_active_on_each_cpu() {
         use crate::settings::{Settings, VerifyMode, WorkerMode};
-        let item = super::super::queue::WorkItem {
-            buf: std::ptr::null_mut(),
-            len: 0,
-            reader: 0,
-            slot: 0,
-            offset: 0,
-            issue_ns: 0,
-            enqueue_ns: 0,
-            queued_cpu: 0,
-            pwq: super::super::queue::NO_PWQ,
-            needs_decrypt: false,
-            bio: super::super::queue::NO_BIO,
-            unfilled: false,
-        };
+        let item = test_item();
         // Three items queued on CPU 0 of 2: the count each queue set aside.
         let aside = |qs: &Queues| {
             for _ in 0..3 {

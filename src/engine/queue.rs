@@ -1311,52 +1311,89 @@ mod tests {
             .collect()
     }
 
+    /// Two workers serving `q` until `stop`, the one that takes slot 0
+    /// blocked in it (out of the running count) until `release`; each
+    /// item's slot goes to `done` as it ends.
+    struct BlockingPool {
+        stop: Arc<std::sync::atomic::AtomicBool>,
+        release: Arc<std::sync::atomic::AtomicBool>,
+        done: Arc<std::sync::Mutex<Vec<u32>>>,
+        threads: Vec<std::thread::JoinHandle<()>>,
+    }
+
+    impl BlockingPool {
+        /// Starts the workers and pushes `first` (slot 0), returning once
+        /// its worker blocks.
+        fn start(q: &Arc<WorkQueue>, first: WorkItem) -> BlockingPool {
+            use std::sync::atomic::AtomicBool;
+            let stop = Arc::new(AtomicBool::new(false));
+            let release = Arc::new(AtomicBool::new(false));
+            let done = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let threads = {
+                let (q2, release, done) = (q.clone(), release.clone(), done.clone());
+                two_workers(q, &stop, move |_, it| {
+                    if it.slot == 0 {
+                        q2.block();
+                        while !release.load(Ordering::SeqCst) {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                        q2.unblock();
+                    }
+                    done.lock().unwrap().push(it.slot);
+                })
+            };
+            q.push(first);
+            let t0 = std::time::Instant::now();
+            while q.state().blocked == 0 && t0.elapsed().as_secs() < 10 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert_eq!(q.state().blocked, 1);
+            BlockingPool {
+                stop,
+                release,
+                done,
+                threads,
+            }
+        }
+
+        /// Slots done so far.
+        fn done(&self) -> Vec<u32> {
+            self.done.lock().unwrap().clone()
+        }
+
+        /// Waits (at most `secs`) until `n` items are done.
+        fn wait_done(&self, n: usize, secs: u64) {
+            let t0 = std::time::Instant::now();
+            while self.done.lock().unwrap().len() < n && t0.elapsed().as_secs() < secs {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+
+        /// Releases slot 0, waits for `n` items in all, stops the workers.
+        fn finish(self, q: &WorkQueue, n: usize) -> Vec<u32> {
+            self.release.store(true, Ordering::SeqCst);
+            self.wait_done(n, 10);
+            self.stop.store(true, Ordering::SeqCst);
+            q.wake_all();
+            for t in self.threads {
+                t.join().unwrap();
+            }
+            self.done.lock().unwrap().clone()
+        }
+    }
+
     /// Two workers of one queue serve it until `stop`; item 0 blocks
     /// (leaving the running count) until `release` is set. Returns the
     /// slots done while item 0 was still blocked.
     fn pool_with_one_blocked_item(q: Arc<WorkQueue>) -> Vec<u32> {
-        use std::sync::Mutex;
-        use std::sync::atomic::AtomicBool;
-        let stop = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(Mutex::new(Vec::new()));
-        let threads = {
-            let (q2, release, done) = (q.clone(), release.clone(), done.clone());
-            two_workers(&q, &stop, move |_, it| {
-                if it.slot == 0 {
-                    q2.block();
-                    while !release.load(Ordering::SeqCst) {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                    }
-                    q2.unblock();
-                }
-                done.lock().unwrap().push(it.slot);
-            })
-        };
-        q.push(item(0));
         // Item 0 is taken and blocks: its worker leaves the running count.
-        let t0 = std::time::Instant::now();
-        while q.state().blocked == 0 && t0.elapsed().as_secs() < 10 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        assert_eq!(q.state().blocked, 1);
+        let pool = BlockingPool::start(&q, item(0));
         for i in 1..5 {
             q.push(item(i));
         }
-        let t0 = std::time::Instant::now();
-        while done.lock().unwrap().len() < 4 && t0.elapsed().as_secs() < 2 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let while_blocked = done.lock().unwrap().clone();
-        release.store(true, Ordering::SeqCst);
-        while done.lock().unwrap().len() < 5 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        stop.store(true, Ordering::SeqCst);
-        q.wake_all();
-        for t in threads {
-            t.join().unwrap();
-        }
+        pool.wait_done(4, 2);
+        let while_blocked = pool.done();
+        assert_eq!(pool.finish(&q, 5).len(), 5);
         let st = q.state();
         assert_eq!((st.running, st.blocked, st.pending), (0, 0, 0), "{st:?}");
         while_blocked
@@ -1412,32 +1449,9 @@ mod tests {
         // max_active 1 (fsverity's on 1 CPU): with item 0 blocked on a
         // tree read, the kernel's pool would run a second worker, but the
         // items queued behind it are inactive; they run after it, in order.
-        use std::sync::Mutex;
-        use std::sync::atomic::AtomicBool;
         let q = Arc::new(WorkQueue::per_cpu(16, 2));
         q.set_pwq(0, 1, 16);
-        let stop = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(Mutex::new(Vec::new()));
-        let threads = {
-            let (q2, release, done) = (q.clone(), release.clone(), done.clone());
-            two_workers(&q, &stop, move |_, it| {
-                if it.slot == 0 {
-                    q2.block();
-                    while !release.load(Ordering::SeqCst) {
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                    }
-                    q2.unblock();
-                }
-                done.lock().unwrap().push(it.slot);
-            })
-        };
-        q.push(pwq_item(0, 0));
-        let t0 = std::time::Instant::now();
-        while q.state().blocked == 0 && t0.elapsed().as_secs() < 10 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        assert_eq!(q.state().blocked, 1);
+        let pool = BlockingPool::start(&q, pwq_item(0, 0));
         let wakes = q.wakes();
         for i in 1..5 {
             q.push(pwq_item(i, 0));
@@ -1445,18 +1459,8 @@ mod tests {
         // Set aside as they were pushed: nothing on the worklist, nobody woken.
         assert_eq!((q.len(), q.inactive(0)), (0, (4, 4)));
         assert_eq!(q.wakes(), wakes);
-        assert!(done.lock().unwrap().is_empty());
-        release.store(true, Ordering::SeqCst);
-        let t0 = std::time::Instant::now();
-        while done.lock().unwrap().len() < 5 && t0.elapsed().as_secs() < 10 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        stop.store(true, Ordering::SeqCst);
-        q.wake_all();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(*done.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+        assert!(pool.done().is_empty());
+        assert_eq!(pool.finish(&q, 5), vec![0, 1, 2, 3, 4]);
         assert_eq!(q.inactive(0), (0, 4));
     }
 
