@@ -765,9 +765,7 @@ impl WorkQueue {
             created: self.worker_count(),
             cpu_intensive: self.cpu_intensive.load(Ordering::Relaxed),
             deferred: self
-                .pwqs
-                .iter()
-                .filter_map(OnceLock::get)
+                .pwqs()
                 .map(|p| p.deferred.load(Ordering::Relaxed))
                 .sum(),
             running: self.running.load(Ordering::Relaxed),
@@ -775,13 +773,7 @@ impl WorkQueue {
             blocked_peak: self
                 .blocked_peak
                 .swap(self.blocked.load(Ordering::Relaxed), Ordering::Relaxed),
-            pending: self.q.len()
-                + self
-                    .pwqs
-                    .iter()
-                    .filter_map(OnceLock::get)
-                    .map(|p| p.inactive.len())
-                    .sum::<usize>(),
+            pending: self.q.len() + self.pwqs().map(|p| p.inactive.len()).sum::<usize>(),
         }
     }
 
@@ -797,6 +789,11 @@ impl WorkQueue {
         if let Some(slot) = self.pwqs.get(i as usize) {
             let _ = slot.set(Pwq::new(max, capacity));
         }
+    }
+
+    /// The workqueues' shares of this pool that are set.
+    fn pwqs(&self) -> impl Iterator<Item = &Pwq> {
+        self.pwqs.iter().filter_map(OnceLock::get)
     }
 
     /// Workqueue `i`'s share of this pool, if it has one.
@@ -1391,7 +1388,7 @@ mod tests {
         for i in 1..5 {
             q.push(item(i));
         }
-        pool.wait_done(4, 2);
+        pool.wait_done(4, 10);
         let while_blocked = pool.done();
         assert_eq!(pool.finish(&q, 5).len(), 5);
         let st = q.state();
