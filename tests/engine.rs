@@ -660,6 +660,82 @@ fn each_work_item_waits_once_per_queue_as_the_kernels_tracepoints_count() {
     }
 }
 
+/// A work item's execution is what the kernel's `workqueue_execute_start`
+/// -> `workqueue_execute_end` time: it covers the item's hand-on, the
+/// queueing of the bio on fs-verity's queue or the read's end (pages
+/// uptodate, waiting readers woken), as ext4's `decrypt_work` and
+/// `verity_work` end with them. With every hand-on slowed by 3 ms, every
+/// bio's item on the queue that ends it records at least that; a
+/// decryption that verification follows in the same item keeps only its
+/// own share; a tree page decrypted on fscrypt's queue is one more decrypt
+/// item, as the kernel traces it.
+#[test]
+fn an_items_execution_covers_its_hand_on_as_the_kernels_tracepoints_time_it() {
+    use readpath::metrics::Stage;
+    let slow = Duration::from_millis(3);
+    let at_least = |h: &hdrhistogram::Histogram<u64>| {
+        h.count_between(slow.as_nanos() as u64 * 99 / 100, u64::MAX)
+    };
+    // (label, overrides, decrypt items slowed, verify items slowed)
+    for (label, set, dec_slow, ver_slow) in [
+        ("two queues", &["workers.verify_mode=bound"][..], true, true),
+        ("one item", &["workers.verify_mode=same"][..], false, true),
+        ("decrypt only", &["pipeline.verity=false"][..], true, false),
+        (
+            "direct, two queues",
+            &["workload.direct=true", "workers.verify_mode=bound"][..],
+            true,
+            true,
+        ),
+    ] {
+        let mut s = settings(&["cache.size=8M", "workload.readers=1"]);
+        for o in set {
+            s.apply_override(o).unwrap();
+        }
+        let mut opts = EngineOptions::new(Duration::from_millis(50), data_dir());
+        opts.faults.slow_hand_on = Some(slow);
+        let mut quiet = |_: u64, _: u64| {};
+        let engine = Engine::start(s, opts, &mut quiet).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let (t, _) = engine.stop_with_records();
+        let c = &t.rec.counters;
+        let (dec, ver) = (t.rec.hist(Stage::Decrypt), t.rec.hist(Stage::Verify));
+        assert!(c.items_run > 0, "{label}: no items ran: {c:?}");
+        // The items that end a bio (or a direct read): one per bio, or
+        // per read on the direct path.
+        let ended = if c.bios > 0 { c.bios } else { c.reads };
+        assert!(ended > 0, "{label}: {c:?}");
+        let tree = c.tree_queued_decrypts;
+        if dec_slow {
+            // Only the tree pages' items, whose end is a waiting verify
+            // worker's wake, were not slowed.
+            assert_eq!(dec.len(), ended + tree, "{label}: {c:?}");
+            assert!(
+                at_least(dec) >= ended.saturating_sub(1),
+                "{label}: {} of {} decrypt items took {slow:?}: {c:?}",
+                at_least(dec),
+                dec.len()
+            );
+        } else {
+            assert_eq!(
+                at_least(dec),
+                0,
+                "{label}: decryption's share in a shared item: {c:?}"
+            );
+        }
+        if ver_slow {
+            assert!(
+                at_least(ver) >= ended.saturating_sub(1),
+                "{label}: {} of {} verify items took {slow:?}: {c:?}",
+                at_least(ver),
+                ver.len()
+            );
+        } else {
+            assert_eq!(ver.len(), 0, "{label}");
+        }
+    }
+}
+
 #[test]
 fn tree_pages_are_decrypted_on_the_decrypt_queue_when_verify_has_its_own() {
     // ext4: decrypt on fscrypt's queue, verify on fsverity's; a tree page a

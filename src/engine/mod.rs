@@ -401,7 +401,8 @@ impl EngineOptions {
 }
 
 /// Failures a test can make the engine meet, to prove the error paths
-/// never free memory the kernel or a worker still uses.
+/// never free memory the kernel or a worker still uses, and delays that
+/// show what a measurement covers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Faults {
     /// A uring reader's submission fails once it has reads in the kernel
@@ -411,6 +412,11 @@ pub struct Faults {
     /// it to no thread of this process would, though the machine's
     /// features said it could be had.
     pub deny_highpri: bool,
+    /// Every post-read item's hand-on (queueing the bio on the verify
+    /// queue, or ending the read) first spins this long, as a slow wake-up
+    /// would: a test checks that an item's execution covers its end, as
+    /// the kernel's `workqueue_execute_end` follows it.
+    pub slow_hand_on: Option<std::time::Duration>,
 }
 
 /// Totals over a whole run, returned by [`Engine::stop`].

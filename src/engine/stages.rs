@@ -199,7 +199,13 @@ impl Ctx {
     #[inline]
     pub fn dispatch(&self, rec: &mut Recorder, mut item: WorkItem) -> bool {
         match &self.first_q {
-            None => self.process(rec, &mut item, stamp(), None),
+            None => match self.process(rec, &mut item, stamp(), None) {
+                Step::Queued => false,
+                Step::Ended(charge) => {
+                    Self::charge(rec, charge);
+                    true
+                }
+            },
             Some(q) => {
                 item.enqueue_ns = stamp();
                 q.push(item, crate::sys::current_cpu());
@@ -208,16 +214,42 @@ impl Ctx {
         }
     }
 
+    /// Records the execution `charge` names (its stage, and when it
+    /// began) as ending now: the item's end, after whatever ended it.
+    #[inline]
+    fn charge(rec: &mut Recorder, charge: Option<(Stage, u64)>) {
+        if let Some((stage, since)) = charge {
+            rec.record(stage, stamp().saturating_sub(since));
+        }
+    }
+
+    /// Where verification follows in the item that began at `start_ns`:
+    /// a decryption in the same item (`charge`) has its share end now;
+    /// returns when verification's began.
+    #[inline]
+    fn verification_starts(rec: &mut Recorder, charge: Option<(Stage, u64)>, start_ns: u64) -> u64 {
+        match charge {
+            Some((stage, since)) => {
+                let now = stamp();
+                rec.record(stage, now.saturating_sub(since));
+                now
+            }
+            None => start_ns,
+        }
+    }
+
     /// Runs the stages an item still needs in this context. `start_ns`: when
-    /// this context picked it up. Returns true when the item is finished (its
-    /// buffer may be reused), false when it was queued for verification.
+    /// this context picked it up. Returns [`Step::Queued`] when it was
+    /// queued for verification (its execution here already recorded), else
+    /// [`Step::Ended`]: it is finished (its buffer may be reused), and the
+    /// caller records the execution it names once it has ended the item.
     fn process(
         &self,
         rec: &mut Recorder,
         item: &mut WorkItem,
         start_ns: u64,
         q: Option<&WorkQueue>,
-    ) -> bool {
+    ) -> Step {
         if item.bio != NO_BIO {
             return self.process_bio(rec, item, start_ns, q);
         }
@@ -229,19 +261,21 @@ impl Ctx {
         // SAFETY: the reader handed this buffer to us with the item and does
         // not touch it until it comes back (see WorkItem).
         let buf = unsafe { std::slice::from_raw_parts_mut(item.buf, item.len as usize) };
-        let mut t = start_ns;
+        let mut charge = None;
         if item.needs_decrypt {
             if let Some(c) = &self.cipher {
                 let first_unit = item.offset / DATA_UNIT_SIZE as u64;
                 c.decrypt_units(first_unit, DATA_UNIT_SIZE, buf);
-                t = Self::decrypted(rec, t, buf.len() / DATA_UNIT_SIZE);
+                rec.counters.decrypted_units += (buf.len() / DATA_UNIT_SIZE) as u64;
+                charge = Some((Stage::Decrypt, start_ns));
             }
-            if self.hand_to_verify(item, t) {
-                return false;
+            if let Some(step) = self.hand_to_verify(rec, item, charge) {
+                return step;
             }
         }
         let mut ok = true;
         if self.plan.verify {
+            let since = Self::verification_starts(rec, charge, start_ns);
             let first_block = item.offset / VERITY_BLOCK_SIZE as u64;
             let nblocks = buf.len().div_ceil(VERITY_BLOCK_SIZE);
             let block = |i: usize| {
@@ -256,18 +290,16 @@ impl Ctx {
                 || format!("read at offset {}", item.offset),
                 "counted as a failure, not as data",
             );
-            let t2 = stamp();
-            rec.record(Stage::Verify, t2 - t);
-            t = t2;
+            charge = Some((Stage::Verify, since));
         }
         if ok {
             rec.counters.reads += 1;
             rec.counters.bytes += item.len as u64;
-            rec.record(Stage::EndToEnd, t.saturating_sub(item.issue_ns));
+            rec.record(Stage::EndToEnd, stamp().saturating_sub(item.issue_ns));
         } else {
             rec.counters.verity_failures += 1;
         }
-        true
+        Step::Ended(charge)
     }
 
     /// Page `p` of the file as the memory device holds it (its mapping).
@@ -304,7 +336,7 @@ impl Ctx {
         item: &mut WorkItem,
         start_ns: u64,
         q: Option<&WorkQueue>,
-    ) -> bool {
+    ) -> Step {
         let Some(pc) = &self.pcache else {
             unreachable!("a bio item without a page cache");
         };
@@ -314,7 +346,7 @@ impl Ctx {
         // SAFETY: the bio's frames are in flight in this bio, whose item this
         // context holds: nothing else reads or writes them until end_bio.
         let frame = |i: usize| unsafe { pc.frame_mut(b.frames[i].load(Ordering::Relaxed)) };
-        let mut t = start_ns;
+        let mut charge = None;
         // A memory-device bio's pages are filled here, by its first stage:
         // decrypted straight from the mapping, or copied when nothing
         // decrypts (the DMA of a real device costs no CPU; this costs the
@@ -335,14 +367,19 @@ impl Ctx {
                     }
                 }
                 item.unfilled = false;
-                t = Self::decrypted(rec, t, n * VERITY_BLOCK_SIZE / DATA_UNIT_SIZE);
+                rec.counters.decrypted_units += (n * VERITY_BLOCK_SIZE / DATA_UNIT_SIZE) as u64;
+                charge = Some((Stage::Decrypt, start_ns));
             }
-            if self.hand_to_verify(item, t) {
-                return false;
+            if let Some(step) = self.hand_to_verify(rec, item, charge) {
+                return step;
             }
         }
         let mut ok = true;
         if self.plan.verify {
+            // Decrypted in this item: decryption's share ends here, and
+            // the item's remainder (the tree walk, then the read's end) is
+            // verification's.
+            let since = Self::verification_starts(rec, charge, start_ns);
             // Tree pages missing from the cache are read ahead as the
             // era's `fsverity_verify_bio` does (every data bio here is a
             // readahead bio): a quarter of the bio before 6.3, nothing
@@ -369,33 +406,46 @@ impl Ctx {
             if let Some(r) = &reader {
                 r.stats().add_to(&mut rec.counters);
             }
-            let t2 = stamp();
-            rec.record(Stage::Verify, t2 - t);
+            charge = Some((Stage::Verify, since));
         }
+        // The read's end is the item's: its pages become uptodate and the
+        // readers waiting on them are woken from here, as the kernel's
+        // `__read_end_io` at the end of `decrypt_work` / `verity_work`.
+        self.hand_on_fault();
         pc.end_bio(item.bio, ok, false, |r| self.returns[r].poke());
-        true
+        Step::Ended(charge)
     }
 
-    /// Counts `units` data units decrypted since `t`; returns now.
-    fn decrypted(rec: &mut Recorder, t: u64, units: usize) -> u64 {
-        rec.counters.decrypted_units += units as u64;
-        let now = stamp();
-        rec.record(Stage::Decrypt, now - t);
-        now
+    /// `Faults::slow_hand_on`: spins before an item's hand-on (tests).
+    #[inline]
+    fn hand_on_fault(&self) {
+        if let Some(d) = self.faults.slow_hand_on {
+            cold_spin(d);
+        }
     }
 
-    /// After decryption: queues `item` (decrypted at `t`) for the verify
-    /// stage's own queue when it has one (true), as ext4 re-queues the bio
-    /// on fsverity's queue from the decrypting worker.
-    fn hand_to_verify(&self, item: &mut WorkItem, t: u64) -> bool {
+    /// After decryption: queues `item` for the verify stage's own queue
+    /// when it has one, as ext4 re-queues the bio on fsverity's queue from
+    /// the decrypting worker (`fsverity_enqueue_verify_work`), and records
+    /// this item's execution, `charge`, up to after that queueing, as the
+    /// kernel's `workqueue_execute_end` comes after it: [`Step::Queued`].
+    /// None: the item goes on here.
+    fn hand_to_verify(
+        &self,
+        rec: &mut Recorder,
+        item: &mut WorkItem,
+        charge: Option<(Stage, u64)>,
+    ) -> Option<Step> {
         item.needs_decrypt = false;
         match &self.second_q {
             Some(q) if self.plan.verify => {
-                item.enqueue_ns = t;
+                self.hand_on_fault();
+                item.enqueue_ns = stamp();
                 q.push(*item, crate::sys::current_cpu());
-                true
+                Self::charge(rec, charge);
+                Some(Step::Queued)
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -508,17 +558,45 @@ impl Ctx {
             // queue while it sleeps (see tree.rs).
             // With the tree's own key: the data's may be another file's
             // (`cache.device = "target"`).
+            // Its execution is a decrypt item's, as the kernel traces the
+            // tree page's bio on fscrypt's queue.
             if let Some(t) = &self.tree
                 && let Some(c) = t.cipher()
             {
                 t.decrypt_job(&item, c);
+                Self::charge(rec, Some((Stage::Decrypt, start)));
             }
             return;
         }
-        if self.process(rec, &mut item, start, q) {
+        if let Step::Ended(charge) = self.process(rec, &mut item, start, q) {
+            if item.bio == NO_BIO {
+                self.hand_on_fault();
+            }
             self.returns[item.reader as usize].give_back(item.slot);
+            // The execution ends after the item's last act, as the
+            // kernel's `workqueue_execute_end` follows the read's end.
+            Self::charge(rec, charge);
         }
     }
+}
+
+/// Spins for `d` (a test's `Faults::slow_hand_on`).
+#[cold]
+fn cold_spin(d: std::time::Duration) {
+    let until = std::time::Instant::now() + d;
+    while std::time::Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+/// What became of an item in one context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Queued on the verify stage's queue; its execution here is recorded.
+    Queued,
+    /// Finished: the execution still to record once the caller has ended
+    /// it (its stage, and when that began; None: no post-read stage ran).
+    Ended(Option<(Stage, u64)>),
 }
 
 /// Whether the calling worker thread runs at a negative nice (asked of
