@@ -25,7 +25,7 @@ pub const UNIT: usize = 4096;
 /// One primitive's per-core throughput.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CryptoResult {
-    /// `aes-256-xts`, `aes-256-xts-soft`, `aes-256-xts-ti`, `adiantum`, `sha256`, `sha256-2x`
+    /// `aes-256-xts`, `aes-256-xts-soft`, `aes-256-xts-ti`, `aes-256-xts-ni4`, `adiantum`, `sha256`, `sha256-2x`
     /// (two blocks at once; only where the CPU has the SHA extensions),
     /// `fsverity-verify`, `kernel-copy` (the page-cache readers' copy, not
     /// crypto: `pread` of 128 KiB from a memfd).
@@ -231,20 +231,33 @@ fn afalg_rows(seconds: f64, rounds: u32) -> (Vec<AfAlgRow>, Option<String>) {
     match ContentsCipher::new(CipherKind::Kernel, &key) {
         Err(e) => missing.push(e.to_string()),
         Ok(k) => {
-            let ours = ContentsCipher::new(CipherKind::Aes256Xts, &key).expect("64-byte key");
-            let what = format!(
-                "{} vs {}",
-                ours.backend(),
-                driver(crate::crypto::KERNEL_XTS)
-            );
-            for (name, len) in [("xts decrypt 4K unit", UNIT), ("xts decrypt 128K bio", BIO)] {
-                let b = &mut buf[..len];
-                let (mut sw, mut ka) = (Vec::new(), Vec::new());
-                for _ in 0..rounds {
-                    sw.push(ns_per_op(secs, |i| ours.decrypt_units(i, UNIT, b)));
-                    ka.push(ns_per_op(secs, |i| k.decrypt_units(i, UNIT, b)));
+            // The model's own loop, and the port of Linux 6.1's
+            // `xts-aes-aesni` loop, each against the kernel's driver.
+            for (kind, rows_named) in [
+                (
+                    CipherKind::Aes256Xts,
+                    [("xts decrypt 4K unit", UNIT), ("xts decrypt 128K bio", BIO)],
+                ),
+                (
+                    CipherKind::Aes256XtsNi4,
+                    [("ni4 decrypt 4K unit", UNIT), ("ni4 decrypt 128K bio", BIO)],
+                ),
+            ] {
+                let ours = ContentsCipher::new(kind, &key).expect("64-byte key");
+                let what = format!(
+                    "{} vs {}",
+                    ours.backend(),
+                    driver(crate::crypto::KERNEL_XTS)
+                );
+                for (name, len) in rows_named {
+                    let b = &mut buf[..len];
+                    let (mut sw, mut ka) = (Vec::new(), Vec::new());
+                    for _ in 0..rounds {
+                        sw.push(ns_per_op(secs, |i| ours.decrypt_units(i, UNIT, b)));
+                        ka.push(ns_per_op(secs, |i| k.decrypt_units(i, UNIT, b)));
+                    }
+                    rows.push(afalg_row(name, (len / UNIT) as u32, sw, ka, &what));
                 }
-                rows.push(afalg_row(name, (len / UNIT) as u32, sw, ka, &what));
             }
         }
     }
@@ -308,6 +321,7 @@ fn cipher_rows(
         (CipherKind::Aes256Xts, Some("aes-256-xts")),
         (CipherKind::Aes256XtsSoft, None),
         (CipherKind::Aes256XtsTi, None),
+        (CipherKind::Aes256XtsNi4, Some("aes-256-xts")),
         (CipherKind::Adiantum, None),
     ];
     for (kind, ossl) in ciphers {

@@ -48,6 +48,13 @@ crate::named_enum! {
         /// kernel's `xts(ecb(aes-fixed-time))` on a machine whose kernel
         /// uses no AES instructions.
         Aes256XtsTi => "aes-256-xts-ti",
+        /// AES-256-XTS on AES-NI in the order of work of Linux 6.1's
+        /// `xts-aes-aesni` driver (`aesni_xts_decrypt`, ported: four blocks
+        /// an iteration, the tweaks doubled in SSE registers and stored
+        /// through the destination, each round key loaded before its four
+        /// rounds): the cost of that kernel's fscrypt cipher on this CPU.
+        /// On a CPU without AES-NI, the `aes` crate's fallback.
+        Aes256XtsNi4 => "aes-256-xts-ni4",
         /// Adiantum: XChaCha12, AES-256 and NH/Poly1305 (fscrypt mode 9).
         Adiantum => "adiantum",
         /// AES-256-XTS by the running kernel's own `xts(aes)` (the driver
@@ -64,6 +71,7 @@ impl CipherKind {
             CipherKind::Aes256Xts
             | CipherKind::Aes256XtsSoft
             | CipherKind::Aes256XtsTi
+            | CipherKind::Aes256XtsNi4
             | CipherKind::Kernel => 64,
             CipherKind::Adiantum => 32,
         }
@@ -75,6 +83,7 @@ impl CipherKind {
             CipherKind::Aes256Xts
             | CipherKind::Aes256XtsSoft
             | CipherKind::Aes256XtsTi
+            | CipherKind::Aes256XtsNi4
             | CipherKind::Kernel => 16,
             CipherKind::Adiantum => 32,
         }
@@ -87,6 +96,7 @@ impl CipherKind {
             CipherKind::Aes256Xts
             | CipherKind::Aes256XtsSoft
             | CipherKind::Aes256XtsTi
+            | CipherKind::Aes256XtsNi4
             | CipherKind::Kernel => 1,
             CipherKind::Adiantum => 9, // FSCRYPT_MODE_ADIANTUM
         }
@@ -198,6 +208,9 @@ impl ContentsCipher {
             CipherKind::Aes256Xts => {
                 Inner::Xts(xts::Aes256Xts::new(key.try_into().expect("64-byte key")))
             }
+            CipherKind::Aes256XtsNi4 => Inner::Xts(xts::Aes256Xts::new_kernel_loop(
+                key.try_into().expect("64-byte key"),
+            )),
             CipherKind::Aes256XtsSoft => {
                 use aes_soft::NewBlockCipher as _;
                 let (k1, k2) = key.split_at(32);
@@ -239,6 +252,7 @@ impl ContentsCipher {
     /// `kernel::crypto_driver`).
     pub fn backend(&self) -> &'static str {
         match &self.inner {
+            Inner::Xts(c) if c.uses_kernel_loop() => "aes-ni, linux 6.1 xts-aes-aesni port",
             Inner::Xts(c) if c.uses_aesni() => "aes-ni",
             Inner::Xts(_) => "aes crate",
             Inner::XtsSoft { .. } => "fixsliced software aes",
@@ -522,6 +536,7 @@ mod tests {
                 "aes-256-xts",
                 "aes-256-xts-soft",
                 "aes-256-xts-ti",
+                "aes-256-xts-ni4",
                 "adiantum",
                 "kernel"
             ]
@@ -541,16 +556,40 @@ mod tests {
     fn kind_properties() {
         use CipherKind::*;
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Aes256XtsTi, Adiantum, Kernel].map(|k| k.key_size()),
-            [64, 64, 64, 32, 64]
+            [
+                Aes256Xts,
+                Aes256XtsSoft,
+                Aes256XtsTi,
+                Aes256XtsNi4,
+                Adiantum,
+                Kernel
+            ]
+            .map(|k| k.key_size()),
+            [64, 64, 64, 64, 32, 64]
         );
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Aes256XtsTi, Adiantum, Kernel].map(|k| k.iv_size()),
-            [16, 16, 16, 32, 16]
+            [
+                Aes256Xts,
+                Aes256XtsSoft,
+                Aes256XtsTi,
+                Aes256XtsNi4,
+                Adiantum,
+                Kernel
+            ]
+            .map(|k| k.iv_size()),
+            [16, 16, 16, 16, 32, 16]
         );
         assert_eq!(
-            [Aes256Xts, Aes256XtsSoft, Aes256XtsTi, Adiantum, Kernel].map(|k| k.contents_mode()),
-            [1, 1, 1, 9, 1]
+            [
+                Aes256Xts,
+                Aes256XtsSoft,
+                Aes256XtsTi,
+                Aes256XtsNi4,
+                Adiantum,
+                Kernel
+            ]
+            .map(|k| k.contents_mode()),
+            [1, 1, 1, 1, 9, 1]
         );
         assert!(Kernel.same_ciphertext_as(Aes256Xts));
         assert!(!Kernel.same_ciphertext_as(Adiantum));
@@ -558,6 +597,7 @@ mod tests {
         assert!(Aes256XtsSoft.same_ciphertext_as(Aes256Xts));
         assert!(Aes256XtsTi.same_ciphertext_as(Aes256Xts));
         assert!(!Aes256XtsTi.same_ciphertext_as(Adiantum));
+        assert!(Aes256XtsNi4.same_ciphertext_as(Aes256Xts));
         assert!(Adiantum.same_ciphertext_as(Adiantum));
         assert!(!Adiantum.same_ciphertext_as(Aes256Xts));
         assert!(!Aes256XtsSoft.same_ciphertext_as(Adiantum));
@@ -996,6 +1036,13 @@ mod tests {
         assert_eq!(soft.backend(), "fixsliced software aes");
         let ti = ContentsCipher::new(CipherKind::Aes256XtsTi, &[3u8; 64]).unwrap();
         assert_eq!(ti.backend(), "kernel aes-fixed-time port");
+        let ni4 = ContentsCipher::new(CipherKind::Aes256XtsNi4, &[3u8; 64]).unwrap();
+        let want4 = if cfg!(target_arch = "x86_64") && aes_hardware_accelerated() {
+            "aes-ni, linux 6.1 xts-aes-aesni port"
+        } else {
+            "aes crate"
+        };
+        assert_eq!(ni4.backend(), want4);
         assert!(!xts::Aes256Xts::new_portable(&[3u8; 64]).uses_aesni());
     }
 

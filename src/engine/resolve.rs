@@ -574,11 +574,12 @@ const RULES: &[Rule] = &[
                 CipherKind::Aes256Xts
                     | CipherKind::Aes256XtsSoft
                     | CipherKind::Aes256XtsTi
+                    | CipherKind::Aes256XtsNi4
                     | CipherKind::Kernel
             )
         },
         grey: Some(|_| {
-            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft, -ti and kernel read the same file"
+            "AES-256-XTS with the driver the kernel picks (/proc/crypto): -soft, -ti, -ni4 and kernel read the same file"
                 .into()
         }),
         ..RULE

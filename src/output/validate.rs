@@ -31,8 +31,11 @@ pub fn like_for_like(base: &mut Settings, features: &Features) -> Vec<String> {
 }
 
 /// The AES-256-XTS cipher of the model nearest the kernel's `xts(aes)`
-/// `driver`: its own AES instructions for a driver that uses them
-/// (`xts-aes-aesni`, `xts-aes-vaes-avx512`, arm64's `xts-aes-ce`); for
+/// `driver` in the kernel of release `release`: for Linux 6.1's
+/// `xts-aes-aesni` the port of that driver's four-block loop,
+/// `aes-256-xts-ni4`; its own AES instructions for another driver that
+/// uses them (`xts-aes-aesni` of other releases, `xts-aes-vaes-avx512`,
+/// arm64's `xts-aes-ce`); for
 /// `aes-fixed-time` (`crypto/aes_ti.c` over `lib/crypto/aes.c`: byte-wise
 /// S-box, arithmetic MixColumns per round) the port of that very
 /// algorithm, `aes-256-xts-ti`, which pays what it pays; for
@@ -40,9 +43,17 @@ pub fn like_for_like(base: &mut Settings, features: &Features) -> Vec<String> {
 /// T-tables, one lookup per byte and round with MixColumns folded in) the
 /// constant-time software AES `aes-256-xts-soft`, the nearest the model
 /// has; None for a driver it cannot place.
-pub fn nearest_cipher(driver: &str) -> Option<&'static str> {
+pub fn nearest_cipher(driver: &str, release: &str) -> Option<&'static str> {
     let d = driver.to_ascii_lowercase();
-    if d.contains("aesni") || d.contains("vaes") || d.contains("aes-ce") || d.contains("aes-neon") {
+    if d == "xts-aes-aesni"
+        && crate::settings::KernelEra::of_release(release) == Some(crate::settings::KernelEra::V6_1)
+    {
+        Some("aes-256-xts-ni4")
+    } else if d.contains("aesni")
+        || d.contains("vaes")
+        || d.contains("aes-ce")
+        || d.contains("aes-neon")
+    {
         Some("aes-256-xts")
     } else if d.contains("aes-fixed-time") {
         Some("aes-256-xts-ti")
@@ -131,7 +142,7 @@ pub fn like_for_like_with(base: &mut Settings, features: &Features, release: &st
     let aes = base.pipeline.decrypt && base.pipeline.cipher != crate::crypto::CipherKind::Adiantum;
     if aes
         && let Some(d) = driver
-        && let Some(c) = nearest_cipher(d)
+        && let Some(c) = nearest_cipher(d, release)
     {
         set(
             base,
@@ -606,17 +617,32 @@ mod tests {
         assert_eq!(s.kernel.autogroup, Some(0), "{said:?}");
         // Again: nothing left to change.
         assert!(with_driver(&mut s, &f, Some("xts(ecb(aes-fixed-time))"), "6.18.44").is_empty());
-        assert_eq!(nearest_cipher("xts-aes-vaes-avx512"), Some("aes-256-xts"));
-        assert_eq!(nearest_cipher("xts-aes-aesni"), Some("aes-256-xts"));
         assert_eq!(
-            nearest_cipher("xts(ecb(aes-generic))"),
+            nearest_cipher("xts-aes-vaes-avx512", "6.18.44"),
+            Some("aes-256-xts")
+        );
+        assert_eq!(
+            nearest_cipher("xts-aes-aesni", "6.18.44"),
+            Some("aes-256-xts")
+        );
+        assert_eq!(
+            nearest_cipher("xts-aes-aesni", "6.1.192"),
+            Some("aes-256-xts-ni4"),
+            "Linux 6.1's driver: its loop, ported"
+        );
+        assert_eq!(
+            nearest_cipher("xts-aes-aesni", "4.19.0"),
+            Some("aes-256-xts")
+        );
+        assert_eq!(
+            nearest_cipher("xts(ecb(aes-generic))", "6.18.44"),
             Some("aes-256-xts-soft")
         );
         assert_eq!(
-            nearest_cipher("xts(ecb(aes-fixed-time))"),
+            nearest_cipher("xts(ecb(aes-fixed-time))", "6.18.44"),
             Some("aes-256-xts-ti")
         );
-        assert_eq!(nearest_cipher("xts-aes-mystery"), None);
+        assert_eq!(nearest_cipher("xts-aes-mystery", "6.1.192"), None);
         // With AF_ALG too, the model's own cipher where it has one like
         // the kernel's driver (no system call per data unit, as the
         // kernel's item has none); the kernel's own through AF_ALG where

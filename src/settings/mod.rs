@@ -1360,7 +1360,7 @@ mod tests {
         );
         assert_eq!(
             err_set("pipeline.cipher", "rot13"),
-            "pipeline.cipher = \"rot13\" is invalid: allowed aes-256-xts, aes-256-xts-soft, aes-256-xts-ti, adiantum, kernel"
+            "pipeline.cipher = \"rot13\" is invalid: allowed aes-256-xts, aes-256-xts-soft, aes-256-xts-ti, aes-256-xts-ni4, adiantum, kernel"
         );
         assert_eq!(
             err_set("workers.mode", "unbond"),
@@ -1456,7 +1456,7 @@ mod tests {
             Settings::from_toml_str(src, "preset.toml")
                 .unwrap_err()
                 .to_string(),
-            "preset.toml:5:12: pipeline.cipher = \"rot13\" is invalid: allowed aes-256-xts, aes-256-xts-soft, aes-256-xts-ti, adiantum, kernel"
+            "preset.toml:5:12: pipeline.cipher = \"rot13\" is invalid: allowed aes-256-xts, aes-256-xts-soft, aes-256-xts-ti, aes-256-xts-ni4, adiantum, kernel"
         );
         // The first problem in file order is reported.
         let src = "[workload]\nreaders = 0\nblock_size = 1000\n";

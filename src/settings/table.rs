@@ -448,7 +448,7 @@ pub static KEYS: &[Setting] = &[
             help: "fscrypt decryption on/off" }),
     }),
     setting!(pipeline.cipher, Kind::Choice(&CipherKind::NAMES), {
-        help: "contents encryption mode used by decrypt (aes-256-xts-ti: a port of the kernel's aes-fixed-time AES; kernel: the running kernel's xts(aes) through AF_ALG; all but adiantum are the same AES-256-XTS)",
+        help: "contents encryption mode used by decrypt (aes-256-xts-ti: a port of the kernel's aes-fixed-time AES; aes-256-xts-ni4: a port of Linux 6.1's xts-aes-aesni loop, four blocks at a time; kernel: the running kernel's xts(aes) through AF_ALG; all but adiantum are the same AES-256-XTS)",
         bind: Some(Bind { step: Step::Cycle('c'), rank: 12, footer: Some("cipher"),
             help: "cipher: {values}" }),
     }),

@@ -483,6 +483,213 @@ xts_kernel!(
     _mm_aesdeclast_si128
 );
 
+// Linux 6.1's `xts-aes-aesni` loop, ported: `aesni_xts_encrypt` /
+// `aesni_xts_decrypt` (arch/x86/crypto/aesni-intel_asm.S) as the driver's
+// `xts_crypt` calls them, after `aesni_enc` made T_0 from the IV. Four
+// blocks per iteration: each block's tweak is XORed in, stored through
+// the destination and doubled in the SSE registers
+// (`_aesni_gf128mul_x_ble`: pshufd, paddq, psrad, pand, pxor); the four
+// blocks go through `_aesni_enc4` / `_aesni_dec4`, which loads each round
+// key from the schedule in memory (movaps) before its four rounds; the
+// tweaks are read back from the destination and XORed in; the tweak is
+// doubled once more for the next four. Fewer than four blocks left go one
+// at a time (`.Lxts_dec_loop1`). Register names follow the kernel's:
+// {st1}..{st4} STATE1..4, {inb} IN, {key} KEY, {iv} IV, {mask}
+// GF128MUL_MASK. `_aesni_dec4` is a `call` there; here it is inline.
+
+/// `_aesni_gf128mul_x_ble()`: IV = IV * alpha, with {key} as scratch.
+#[rustfmt::skip]
+macro_rules! gf128mul_x_ble {
+    () => {
+        concat!(
+            "pshufd {key}, {iv}, 0x13\n",
+            "paddq {iv}, {iv}\n",
+            "psrad {key}, 31\n",
+            "pand {key}, {mask}\n",
+            "pxor {iv}, {key}\n",
+        )
+    };
+}
+
+/// Block `$j` (at byte `$off`): STATEj = IV ^ in; the tweak stored
+/// through the destination.
+#[rustfmt::skip]
+macro_rules! tweak_in {
+    ($j:literal, $off:literal) => {
+        concat!(
+            "movdqa {st", $j, "}, {iv}\n",
+            "movdqu {inb}, xmmword ptr [{src} + ", $off, "]\n",
+            "pxor {st", $j, "}, {inb}\n",
+            "movdqu xmmword ptr [{dst} + ", $off, "], {iv}\n",
+        )
+    };
+}
+
+/// One round of `_aesni_enc4` / `_aesni_dec4`: the round key at byte
+/// `$off` of the schedule, then `$op` on the four states.
+#[rustfmt::skip]
+macro_rules! round4 {
+    ($op:literal, $off:literal) => {
+        concat!(
+            "movaps {key}, xmmword ptr [{rk} + ", $off, "]\n",
+            $op, " {st1}, {key}\n", $op, " {st2}, {key}\n",
+            $op, " {st3}, {key}\n", $op, " {st4}, {key}\n",
+        )
+    };
+}
+
+/// Block `$j`: its tweak read back from the destination, XORed in, stored.
+#[rustfmt::skip]
+macro_rules! tweak_out {
+    ($j:literal, $off:literal) => {
+        concat!(
+            "movdqu {inb}, xmmword ptr [{dst} + ", $off, "]\n",
+            "pxor {st", $j, "}, {inb}\n",
+            "movdqu xmmword ptr [{dst} + ", $off, "], {st", $j, "}\n",
+        )
+    };
+}
+
+/// One iteration of `.Lxts_enc_loop4` / `.Lxts_dec_loop4`.
+#[rustfmt::skip]
+macro_rules! xts4 {
+    ($op:literal, $last:literal, $src:expr, $dst:expr, $rk:expr, $iv:expr, $mask:expr) => {
+        core::arch::asm!(
+            tweak_in!(1, 0), gf128mul_x_ble!(),
+            tweak_in!(2, 16), gf128mul_x_ble!(),
+            tweak_in!(3, 32), gf128mul_x_ble!(),
+            tweak_in!(4, 48),
+            "movaps {key}, xmmword ptr [{rk}]\n",
+            "pxor {st1}, {key}\n", "pxor {st2}, {key}\n",
+            "pxor {st3}, {key}\n", "pxor {st4}, {key}\n",
+            round4!($op, 16), round4!($op, 32), round4!($op, 48),
+            round4!($op, 64), round4!($op, 80), round4!($op, 96),
+            round4!($op, 112), round4!($op, 128), round4!($op, 144),
+            round4!($op, 160), round4!($op, 176), round4!($op, 192),
+            round4!($op, 208), round4!($last, 224),
+            tweak_out!(1, 0), tweak_out!(2, 16),
+            tweak_out!(3, 32), tweak_out!(4, 48),
+            gf128mul_x_ble!(),
+            src = in(reg) $src,
+            dst = in(reg) $dst,
+            rk = in(reg) $rk.as_ptr(),
+            iv = inout(xmm_reg) $iv,
+            mask = in(xmm_reg) $mask,
+            key = out(xmm_reg) _,
+            inb = out(xmm_reg) _,
+            st1 = out(xmm_reg) _,
+            st2 = out(xmm_reg) _,
+            st3 = out(xmm_reg) _,
+            st4 = out(xmm_reg) _,
+            options(nostack),
+        )
+    };
+}
+
+macro_rules! xts_kernel4 {
+    ($name:ident, $keys:ident, $op:literal, $lastop:literal, $round:ident, $last:ident) => {
+        /// XTS over the `n` blocks at `src`, written to `dst`, in Linux
+        /// 6.1's `xts-aes-aesni` order of work (above), with the `$keys`
+        /// schedule of Key1; T_0 = E_K2(iv).
+        ///
+        /// # Safety
+        ///
+        /// As the eight-block kernels': AES-NI present (the caller holds
+        /// `keys`); `src` readable and `dst` writable for `n` blocks,
+        /// equal or not overlapping.
+        #[target_feature(enable = "aes")]
+        unsafe fn $name(
+            keys: &Keys,
+            iv: &[u8; 16],
+            src: *const __m128i,
+            dst: *mut __m128i,
+            n: usize,
+        ) {
+            // SAFETY: AES-NI is present (the contract); every load and
+            // store is at a block index below `n`; the schedule is a
+            // 16-byte aligned [__m128i; 15], as movaps needs.
+            unsafe {
+                let rk = &keys.$keys;
+                let mask = _mm_set_epi32(0, 1, 0, 0x87);
+                let mut iv = encrypt_one(&keys.tweak, _mm_loadu_si128(iv.as_ptr().cast()));
+                let mut i = 0;
+                while i + 4 <= n {
+                    xts4!($op, $lastop, src.add(i), dst.add(i), rk, iv, mask);
+                    i += 4;
+                }
+                // `.Lxts_*_loop1`: one block at a time.
+                while i < n {
+                    let mut b = _mm_xor_si128(_mm_loadu_si128(src.add(i)), iv);
+                    b = _mm_xor_si128(b, rk[0]);
+                    for k in &rk[1..RK - 1] {
+                        b = $round(b, *k);
+                    }
+                    b = _mm_xor_si128($last(b, rk[RK - 1]), iv);
+                    iv = mul_alpha(iv, mask);
+                    _mm_storeu_si128(dst.add(i), b);
+                    i += 1;
+                }
+            }
+        }
+    };
+}
+
+xts_kernel4!(
+    xts4_encrypt,
+    enc,
+    "aesenc",
+    "aesenclast",
+    _mm_aesenc_si128,
+    _mm_aesenclast_si128
+);
+xts_kernel4!(
+    xts4_decrypt,
+    dec,
+    "aesdec",
+    "aesdeclast",
+    _mm_aesdec_si128,
+    _mm_aesdeclast_si128
+);
+
+impl Keys {
+    /// [`Self::encrypt`] in Linux 6.1's `xts-aes-aesni` order of work.
+    pub(super) fn encrypt4(&self, iv: &[u8; 16], buf: &mut [u8]) {
+        check_len(buf.len());
+        let p = buf.as_mut_ptr().cast();
+        // SAFETY: as in `encrypt`.
+        unsafe { xts4_encrypt(self, iv, p, p, buf.len() / 16) }
+    }
+
+    /// [`Self::decrypt`] in Linux 6.1's `xts-aes-aesni` order of work.
+    pub(super) fn decrypt4(&self, iv: &[u8; 16], buf: &mut [u8]) {
+        check_len(buf.len());
+        let p = buf.as_mut_ptr().cast();
+        // SAFETY: as in `encrypt`.
+        unsafe { xts4_decrypt(self, iv, p, p, buf.len() / 16) }
+    }
+
+    /// [`Self::decrypt_from`] in Linux 6.1's `xts-aes-aesni` order of work
+    /// (the kernel's driver also takes a source and a destination).
+    pub(super) fn decrypt4_from(&self, iv: &[u8; 16], src: &[u8], dst: &mut [u8]) {
+        check_len(src.len());
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "XTS: source and destination lengths differ"
+        );
+        // SAFETY: as in `decrypt_from`.
+        unsafe {
+            xts4_decrypt(
+                self,
+                iv,
+                src.as_ptr().cast(),
+                dst.as_mut_ptr().cast(),
+                src.len() / 16,
+            )
+        }
+    }
+}
+
 /// FIPS-197 appendix C.3 (AES-256) through the AES-NI key schedule,
 /// and that schedule against the `aes` crate's for a few keys.
 #[cfg(test)]
