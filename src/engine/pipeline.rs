@@ -749,14 +749,20 @@ fn served_pools(ctx: &Ctx, cpus: &[usize]) -> Vec<Served> {
                     // A pod's worker starts on the pod; unless strict
                     // (`workers.affinity_strict`), it may then run on
                     // any of the queue's CPUs, as the kernel's
-                    // non-strict pods let the scheduler move it.
+                    // non-strict pods let the scheduler move it, and is
+                    // pointed back at the pod when woken (6.6+'s
+                    // `kick_pool`: pods exist only in eras that have it).
+                    let widen =
+                        (!single && !ctx.settings.workers.affinity_strict).then(|| cpus.to_vec());
+                    if let Some(w) = &widen {
+                        pod.q.set_home(pod.cpus.clone(), w.clone());
+                    }
                     out.push(Served {
                         q: pod.q.clone(),
                         first: format!("{base}0"),
                         base,
                         pin: (!single).then(|| pod.cpus.clone()),
-                        widen: (!single && !ctx.settings.workers.affinity_strict)
-                            .then(|| cpus.to_vec()),
+                        widen,
                     });
                 }
             }

@@ -48,7 +48,7 @@
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 use std::thread::Thread;
 
 use crossbeam_queue::ArrayQueue;
@@ -279,6 +279,13 @@ pub struct WorkerWake {
     seen_cpu: AtomicU64,
     /// Created by the manager, not yet on the idle list.
     fresh: AtomicBool,
+    /// The worker thread's id (0 until it registers).
+    tid: AtomicI32,
+    /// The CPU it last went idle on, in a pool with a [`Home`] (stored
+    /// before it is marked asleep, so a waker that claims it reads it).
+    cpu: AtomicUsize,
+    /// Its waker pointed it at its pod; it widens itself again on waking.
+    repatriated: AtomicBool,
 }
 
 thread_local! {
@@ -324,6 +331,21 @@ pub struct WorkQueue {
     woken: AtomicBool,
     /// Wakeups of its workers (claims of a sleeping worker).
     wakes: AtomicU64,
+    /// A non-strict pod's CPUs, where a waking worker is pointed back
+    /// (6.6+; see [`Self::set_home`]).
+    home: OnceLock<Home>,
+    /// Wakes that pointed a worker back at its pod.
+    repatriated: AtomicU64,
+}
+
+/// A non-strict unbound pod's home: its CPUs, where the kernel's
+/// `kick_pool` points a worker it wakes that is outside them (v6.6+:
+/// `p->wake_cpu`, the pwq's `PWQ_STAT_REPATRIATED`), and the CPUs its
+/// workers may otherwise run on.
+#[derive(Debug)]
+struct Home {
+    pod: Vec<usize>,
+    widen: Vec<usize>,
 }
 
 /// What a queue's workers are doing, as the sampler sees it.
@@ -346,6 +368,9 @@ pub struct PoolState {
     /// Items set aside for their workqueue's per-CPU `max_active` since it
     /// started (see [`Pwq`]).
     pub deferred: u64,
+    /// Wakes that pointed a worker outside its pod back at it since it
+    /// started (see [`WorkQueue::set_home`]).
+    pub repatriated: u64,
 }
 
 impl WorkQueue {
@@ -371,6 +396,8 @@ impl WorkQueue {
             detects_intensive: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             wakes: AtomicU64::new(0),
+            home: OnceLock::new(),
+            repatriated: AtomicU64::new(0),
         }
     }
 
@@ -768,6 +795,7 @@ impl WorkQueue {
                 .pwqs()
                 .map(|p| p.deferred.load(Ordering::Relaxed))
                 .sum(),
+            repatriated: self.repatriated.load(Ordering::Relaxed),
             running: self.running.load(Ordering::Relaxed),
             blocked: self.blocked.load(Ordering::Relaxed),
             blocked_peak: self
@@ -779,7 +807,36 @@ impl WorkQueue {
 
     /// Called by worker `i` when it starts, so producers can wake it.
     pub fn register_worker(&self, i: usize) {
+        self.workers[i]
+            .tid
+            .store(crate::sys::gettid(), Ordering::Relaxed);
         let _ = self.workers[i].thread.set(std::thread::current());
+    }
+
+    /// An unbound pod that is not strict (6.6+): its workers may run on
+    /// `widen`, and a worker woken while outside `pod` is pointed back at
+    /// it first, as the kernel's `kick_pool` sets the woken worker's
+    /// `wake_cpu` to a CPU of its pod. The kernel's is a hint to the
+    /// scheduler's choice of CPU; here the sleeping thread is pinned to the
+    /// pod before its wake and widens itself again once it runs.
+    pub fn set_home(&self, pod: Vec<usize>, widen: Vec<usize>) {
+        let _ = self.home.set(Home { pod, widen });
+    }
+
+    /// `kick_pool`'s repatriation of worker `w`, about to be woken: if it
+    /// went idle outside the pod, pin it to the pod (its thread widens
+    /// itself again on waking).
+    #[cold]
+    fn repatriate(&self, w: &WorkerWake, home: &Home) {
+        let cpu = w.cpu.load(Ordering::Relaxed);
+        let tid = w.tid.load(Ordering::Relaxed);
+        if tid == 0 || home.pod.contains(&cpu) {
+            return;
+        }
+        if crate::sys::pin_thread(tid, &home.pod).is_ok() {
+            w.repatriated.store(true, Ordering::Relaxed);
+            self.repatriated.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// A per-CPU pool: workqueue `i` (0 the first queue, 1 the second)
@@ -921,6 +978,9 @@ impl WorkQueue {
                 .is_ok()
             {
                 self.wakes.fetch_add(1, Ordering::Relaxed);
+                if let Some(home) = self.home.get() {
+                    self.repatriate(w, home);
+                }
                 if let Some(t) = w.thread.get() {
                     t.unpark();
                 }
@@ -957,6 +1017,10 @@ impl WorkQueue {
     /// sees nobody running finds this worker to wake rather than another.
     fn sleep_from(&self, i: usize, running: bool) -> Option<WorkItem> {
         let me = &self.workers[i];
+        let home = self.home.get();
+        if home.is_some() {
+            me.cpu.store(crate::sys::current_cpu(), Ordering::Relaxed);
+        }
         me.state.store(ASLEEP, Ordering::SeqCst);
         self.last_idle.store(i, Ordering::Relaxed);
         self.idle.fetch_add(1, Ordering::SeqCst);
@@ -979,6 +1043,13 @@ impl WorkQueue {
             std::thread::park();
         }
         let was = me.state.swap(AWAKE, Ordering::SeqCst);
+        if let Some(h) = home
+            && me.repatriated.swap(false, Ordering::Relaxed)
+        {
+            // Woken on its pod: it may run anywhere again, as a
+            // non-strict pod's kworker may.
+            let _ = crate::sys::pin_current_thread(&h.widen);
+        }
         if was == WOKEN && !self.managed {
             // On a CPU now: no longer the woken first idle worker.
             self.woken.store(false, Ordering::SeqCst);
@@ -1665,6 +1736,103 @@ mod tests {
             .iter()
             .filter(|w| w.state.load(Ordering::SeqCst) == WOKEN)
             .count()
+    }
+
+    /// Two online CPUs of this machine, or None (said) with fewer.
+    fn two_cpus() -> Option<(usize, usize, Vec<usize>)> {
+        let cpus = crate::sys::online_cpus();
+        if cpus.len() < 2 {
+            eprintln!("skipped: a pod needs a second CPU to be outside of ({cpus:?})");
+            return None;
+        }
+        Some((cpus[0], cpus[1], cpus))
+    }
+
+    #[test]
+    fn a_non_strict_pod_points_a_worker_woken_outside_it_back_at_it() {
+        // 6.6+'s kick_pool: an idle worker about to be woken that went idle
+        // outside its pod gets a wake_cpu in the pod. Two idle workers, no
+        // worker threads: a wake is the claim. The one that went idle
+        // away from the pod is a parked helper thread, whose affinity the
+        // waker sets.
+        let Some((home, away, cpus)) = two_cpus() else {
+            return;
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let helper = std::thread::spawn(move || {
+            tx.send(crate::sys::gettid()).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let q = WorkQueue::new(8, 2);
+        q.set_home(vec![home], cpus.clone());
+        // Both are the helper (never a thread outside this test): the
+        // second's wake must leave its affinity as the first's set it.
+        for (w, cpu) in q.workers.iter().zip([away, home]) {
+            w.state.store(ASLEEP, Ordering::SeqCst);
+            w.cpu.store(cpu, Ordering::SeqCst);
+            w.tid.store(tid, Ordering::SeqCst);
+        }
+        q.idle.store(2, Ordering::SeqCst);
+        q.last_idle.store(0, Ordering::SeqCst);
+        q.push(item(0));
+        assert_eq!(woken(&q), 1);
+        assert_eq!(q.state().repatriated, 1);
+        assert_eq!(crate::sys::thread_affinity(tid).unwrap(), vec![home]);
+        assert!(q.workers[0].repatriated.load(Ordering::SeqCst));
+        // The other went idle on the pod: woken where it is.
+        q.woken.store(false, Ordering::SeqCst);
+        q.workers[0].state.store(AWAKE, Ordering::SeqCst);
+        q.push(item(1));
+        assert_eq!(q.workers[1].state.load(Ordering::SeqCst), WOKEN);
+        assert_eq!(q.state().repatriated, 1, "on its pod: left alone");
+        assert!(!q.workers[1].repatriated.load(Ordering::SeqCst));
+        done_tx.send(()).unwrap();
+        helper.join().unwrap();
+        // A pool without a home (strict, or one pod) never repatriates.
+        let q = WorkQueue::new(8, 1);
+        q.workers[0].state.store(ASLEEP, Ordering::SeqCst);
+        q.workers[0].cpu.store(away, Ordering::SeqCst);
+        q.idle.store(1, Ordering::SeqCst);
+        q.push(item(0));
+        assert_eq!((woken(&q), q.state().repatriated), (1, 0));
+    }
+
+    #[test]
+    fn a_repatriated_worker_may_run_anywhere_again_once_woken() {
+        // The pin is only for the wake: a non-strict pod's worker, woken on
+        // its pod, widens itself back to every CPU it may run on.
+        let Some((home, away, cpus)) = two_cpus() else {
+            return;
+        };
+        let q = Arc::new(WorkQueue::new(8, 1));
+        q.set_home(vec![home], cpus.clone());
+        let q2 = q.clone();
+        let t = std::thread::spawn(move || {
+            crate::sys::pin_current_thread(&[away]).unwrap();
+            q2.register_worker(0);
+            let got = loop {
+                if let Some(it) = q2.sleep(0) {
+                    break it;
+                }
+            };
+            (got.slot, crate::sys::current_thread_affinity().unwrap())
+        });
+        // Wait (at most 10 s) until it is idle, then queue.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while q.idle.load(Ordering::SeqCst) == 0 {
+            assert!(
+                std::time::Instant::now() < until,
+                "the worker never went idle"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        q.push(item(7));
+        let (slot, affinity) = t.join().unwrap();
+        assert_eq!(slot, 7);
+        assert_eq!(q.state().repatriated, 1, "it went idle away from its pod");
+        assert_eq!(affinity, cpus, "widened again after the wake");
     }
 
     #[test]

@@ -602,6 +602,7 @@ fn pool_records(shared: &Shared) -> Vec<crate::metrics::PoolRecord> {
                 p.created += st.created as u32;
                 p.cpu_intensive += st.cpu_intensive;
                 p.deferred += st.deferred;
+                p.repatriated += st.repatriated;
             }
             p
         })

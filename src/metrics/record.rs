@@ -362,6 +362,9 @@ pub struct PoolRecord {
     /// Items of a per-CPU queue that waited for its `max_active` on their
     /// CPU (the kernel's inactive items) since the pipeline started.
     pub deferred: u64,
+    /// Wakes that pointed a worker outside its pod back at it since the
+    /// pipeline started (a non-strict pod, 6.6+'s `kick_pool`).
+    pub repatriated: u64,
 }
 
 /// The running kernel's post-read work over an interval, as its

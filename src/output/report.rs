@@ -612,8 +612,17 @@ impl RunSummary {
                 )
             } else {
                 format!(
-                    "{} worker threads in its pods, {} created in the run (one a pod at the start, more as work arrives, one kept idle; max_active bounds the items at once, not the threads)",
-                    p.workers, p.created
+                    "{} worker threads in its pods, {} created in the run (one a pod at the start, more as work arrives, one kept idle; max_active bounds the items at once, not the threads){}",
+                    p.workers,
+                    p.created,
+                    if p.repatriated > 0 {
+                        format!(
+                            ", {} wakes pointed a worker outside its pod back at it (kick_pool's wake_cpu)",
+                            p.repatriated
+                        )
+                    } else {
+                        String::new()
+                    }
                 )
             };
             let _ = writeln!(

@@ -124,6 +124,13 @@ pub fn online_count() -> usize {
 
 /// Pins the calling thread to `cpus` (`sched_setaffinity(0, ...)`).
 pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
+    pin_thread(0, cpus)
+}
+
+/// Pins thread `tid` of this process (0: the calling thread) to `cpus`,
+/// as [`pin_current_thread`] does the calling one: a workqueue's waker
+/// points a sleeping worker at its pod (the kernel's `wake_cpu`).
+pub fn pin_thread(tid: i32, cpus: &[usize]) -> io::Result<()> {
     // Capture the process mask before the first change of any thread's mask.
     let _ = process_mask();
     if cpus.is_empty() {
@@ -143,7 +150,7 @@ pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
     // `unsigned long`; the kernel only reads from it. pid 0 is the calling thread.
     let rc = unsafe {
         libc::sched_setaffinity(
-            0,
+            tid,
             std::mem::size_of_val(mask.as_slice()),
             mask.as_ptr().cast::<libc::cpu_set_t>(),
         )

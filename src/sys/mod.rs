@@ -87,7 +87,8 @@ pub use rawio::{
 pub use cpu::{
     CpuListError, CpuMaskError, MAX_CPU_NUMBER, MAX_CPUS, cpu_mask_hex, cpu_number_error,
     current_cpu, current_thread_affinity, format_cpu_list, gettid, online_count, online_cpus,
-    parse_cpu_list, parse_cpu_mask_hex, pin_current_thread, thread_affinity, unpin_current_thread,
+    parse_cpu_list, parse_cpu_mask_hex, pin_current_thread, pin_thread, thread_affinity,
+    unpin_current_thread,
 };
 pub use topology::{
     CpuTopo, cpu_capacities, cpu_topology, default_affinity_scope, pods_by, read_capacities,
