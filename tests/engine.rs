@@ -711,24 +711,26 @@ fn an_items_execution_covers_its_hand_on_as_the_kernels_tracepoints_time_it() {
             // worker's wake, were not slowed.
             assert_eq!(dec.len(), ended + tree, "{label}: {c:?}");
             assert!(
-                at_least(dec) >= ended.saturating_sub(1),
+                at_least(dec) >= ended,
                 "{label}: {} of {} decrypt items took {slow:?}: {c:?}",
                 at_least(dec),
                 dec.len()
             );
         } else {
-            assert_eq!(
-                at_least(dec),
-                0,
-                "{label}: decryption's share in a shared item: {c:?}"
+            // Decryption's share in a shared item ends before the
+            // hand-on: its median stays under the spin (a worker
+            // preempted on a loaded machine may make one sample long).
+            let median = dec.value_at_quantile(0.5);
+            assert!(
+                !dec.is_empty() && median < slow.as_nanos() as u64,
+                "{label}: decryption's share in a shared item, median {median} ns: {c:?}"
             );
         }
         if ver_slow {
-            assert!(
-                at_least(ver) >= ended.saturating_sub(1),
-                "{label}: {} of {} verify items took {slow:?}: {c:?}",
-                at_least(ver),
-                ver.len()
+            assert_eq!(
+                (at_least(ver), ver.len()),
+                (ended, ended),
+                "{label}: verify items that took {slow:?}, and all: {c:?}"
             );
         } else {
             assert_eq!(ver.len(), 0, "{label}");

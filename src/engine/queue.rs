@@ -825,7 +825,9 @@ impl WorkQueue {
 
     /// `kick_pool`'s repatriation of worker `w`, about to be woken: if it
     /// went idle outside the pod, pin it to the pod (its thread widens
-    /// itself again on waking).
+    /// itself again on waking). `w`'s thread id is a live thread of this
+    /// process: a claimed worker is asleep in its loop, and a pipeline's
+    /// producers stop before its workers exit.
     #[cold]
     fn repatriate(&self, w: &WorkerWake, home: &Home) {
         let cpu = w.cpu.load(Ordering::Relaxed);

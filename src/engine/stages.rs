@@ -216,11 +216,13 @@ impl Ctx {
 
     /// Records the execution `charge` names (its stage, and when it
     /// began) as ending now: the item's end, after whatever ended it.
+    /// Returns now, if it recorded one.
     #[inline]
-    fn charge(rec: &mut Recorder, charge: Option<(Stage, u64)>) {
-        if let Some((stage, since)) = charge {
-            rec.record(stage, stamp().saturating_sub(since));
-        }
+    fn charge(rec: &mut Recorder, charge: Option<(Stage, u64)>) -> Option<u64> {
+        let (stage, since) = charge?;
+        let now = stamp();
+        rec.record(stage, now.saturating_sub(since));
+        Some(now)
     }
 
     /// Where verification follows in the item that began at `start_ns`:
@@ -228,14 +230,7 @@ impl Ctx {
     /// returns when verification's began.
     #[inline]
     fn verification_starts(rec: &mut Recorder, charge: Option<(Stage, u64)>, start_ns: u64) -> u64 {
-        match charge {
-            Some((stage, since)) => {
-                let now = stamp();
-                rec.record(stage, now.saturating_sub(since));
-                now
-            }
-            None => start_ns,
-        }
+        Self::charge(rec, charge).unwrap_or(start_ns)
     }
 
     /// Runs the stages an item still needs in this context. `start_ns`: when
@@ -299,6 +294,9 @@ impl Ctx {
         } else {
             rec.counters.verity_failures += 1;
         }
+        // The read's end (the buffer back to its reader) is the caller's
+        // next act.
+        self.hand_on_fault();
         Step::Ended(charge)
     }
 
@@ -569,9 +567,6 @@ impl Ctx {
             return;
         }
         if let Step::Ended(charge) = self.process(rec, &mut item, start, q) {
-            if item.bio == NO_BIO {
-                self.hand_on_fault();
-            }
             self.returns[item.reader as usize].give_back(item.slot);
             // The execution ends after the item's last act, as the
             // kernel's `workqueue_execute_end` follows the read's end.
