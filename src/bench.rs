@@ -25,7 +25,7 @@ pub const UNIT: usize = 4096;
 /// One primitive's per-core throughput.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CryptoResult {
-    /// `aes-256-xts`, `aes-256-xts-soft`, `aes-256-xts-ti`, `aes-256-xts-ni4`, `adiantum`, `sha256`, `sha256-2x`
+    /// `aes-256-xts`, `aes-256-xts-soft`, `aes-256-xts-ti`, `aes-256-xts-ni4`, `adiantum`, `sha256`, `sha256-generic` (the port of the kernel's generic C), `sha256-2x`
     /// (two blocks at once; only where the CPU has the SHA extensions),
     /// `fsverity-verify`, `kernel-copy` (the page-cache readers' copy, not
     /// crypto: `pread` of 128 KiB from a memfd).
@@ -162,6 +162,12 @@ pub fn crypto(seconds: f64, rounds: u32, progress: &mut dyn FnMut(&str)) -> Cryp
     results.push(sha256_row(seconds, rounds, has_openssl, whole_s, cpu, &buf));
     // The rows below hash too: they are set against openssl's sha256.
     let sha_openssl = results.last().and_then(|r| r.openssl_bytes_per_s);
+    // The port of the kernel's generic C (`pipeline.hash = "generic"`).
+    progress("sha256-generic");
+    results.push(against(
+        sha256_generic_row(seconds, rounds, &buf),
+        sha_openssl,
+    ));
     // Two blocks hashed together (what verification does where the CPU has
     // the SHA extensions), against openssl's one-stream figure.
     if let Some(x2) = Sha256x2::detect() {
@@ -261,32 +267,62 @@ fn afalg_rows(seconds: f64, rounds: u32) -> (Vec<AfAlgRow>, Option<String>) {
             }
         }
     }
-    let data = vec![0xa5u8; 2 * UNIT];
-    let params = MerkleParams::new(UNIT, &[]).expect("4096 is a valid block size");
-    let soft = MerkleTree::build(params, &data);
-    match soft.with_hash(crate::verity::merkle::HashKind::Kernel) {
-        Err(e) => missing.push(format!("hash = \"kernel\": {e}")),
-        Ok(kt) => {
-            let what = format!(
-                "sha2 crate vs {}",
-                driver(crate::verity::merkle::KERNEL_SHA256)
-            );
-            let mut h = [0u8; 32];
-            for (name, len) in [("sha256 4K block", UNIT), ("sha256 128K bio", BIO)] {
-                let b = &buf[..len];
-                let (mut sw, mut ka) = (Vec::new(), Vec::new());
-                let mut each = |t: &MerkleTree| {
-                    for blk in b.chunks_exact(UNIT) {
-                        t.hash_data_block(blk, &mut h);
-                    }
-                    std::hint::black_box(&h);
-                };
-                for _ in 0..rounds {
-                    sw.push(ns_per_op(secs, |_| each(&soft)));
-                    ka.push(ns_per_op(secs, |_| each(&kt)));
-                }
-                rows.push(afalg_row(name, (len / UNIT) as u32, sw, ka, &what));
+    use crate::verity::merkle::HashKind;
+    // Blocks of 4 KiB, as fs-verity hashes them, and one of 64 KiB (the
+    // largest Merkle block): one call for sixteen 4 KiB blocks' bytes, so
+    // the row is the kernel's hashing nearly without AF_ALG's call, the
+    // figure the port's own cost is held against.
+    let driver_name = driver(crate::verity::merkle::KERNEL_SHA256);
+    for (block, rows_named) in [
+        (
+            UNIT,
+            &[
+                ("sha256 4K block", UNIT, HashKind::Software),
+                ("sha256 128K bio", BIO, HashKind::Software),
+                ("generic 4K block", UNIT, HashKind::Generic),
+                ("generic 128K bio", BIO, HashKind::Generic),
+            ][..],
+        ),
+        (
+            16 * UNIT,
+            &[("generic 64K, 1 call", 16 * UNIT, HashKind::Generic)][..],
+        ),
+    ] {
+        let data = vec![0xa5u8; 2 * block];
+        let params = MerkleParams::new(block, &[]).expect("a valid block size");
+        let soft = MerkleTree::build(params, &data);
+        let kt = match soft.with_hash(HashKind::Kernel) {
+            Err(e) => {
+                missing.push(format!("hash = \"kernel\": {e}"));
+                break;
             }
+            Ok(kt) => kt,
+        };
+        let mut h = [0u8; 32];
+        for &(name, len, kind) in rows_named {
+            let ours = soft
+                .with_hash(kind)
+                .expect("software hashing needs nothing");
+            let what = format!(
+                "{} vs {driver_name}",
+                match kind {
+                    HashKind::Generic => "linux sha256.c port",
+                    _ => "sha2 crate",
+                }
+            );
+            let b = &buf[..len];
+            let (mut sw, mut ka) = (Vec::new(), Vec::new());
+            let mut each = |t: &MerkleTree| {
+                for blk in b.chunks_exact(block) {
+                    t.hash_data_block(blk, &mut h);
+                }
+                std::hint::black_box(&h);
+            };
+            for _ in 0..rounds {
+                sw.push(ns_per_op(secs, |_| each(&ours)));
+                ka.push(ns_per_op(secs, |_| each(&kt)));
+            }
+            rows.push(afalg_row(name, (len / block) as u32, sw, ka, &what));
         }
     }
     (rows, (!missing.is_empty()).then(|| missing.join("; ")))
@@ -363,6 +399,23 @@ fn sha256_row(
         }
     }
     result("sha256", ours, theirs, "sha2 crate".into())
+}
+
+/// SHA-256 of one unit by the port of the kernel's generic C.
+fn sha256_generic_row(seconds: f64, rounds: u32, buf: &[u8]) -> CryptoResult {
+    let ours = (0..rounds)
+        .map(|_| {
+            measure(seconds, |_| {
+                std::hint::black_box(crate::verity::sha256_generic::Sha256Generic::digest(buf));
+            })
+        })
+        .collect();
+    result(
+        "sha256-generic",
+        ours,
+        Vec::new(),
+        "linux lib/crypto/sha256.c port".into(),
+    )
 }
 
 /// Two blocks hashed together (what verification does where the CPU has the SHA extensions).

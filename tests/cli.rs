@@ -315,6 +315,7 @@ fn bench_crypto_reports_every_primitive_next_to_openssl() {
         "aes-256-xts-ni4",
         "adiantum",
         "sha256",
+        "sha256-generic",
     ];
     if sha_ni {
         want.push("sha256-2x");

@@ -278,9 +278,10 @@ impl Pipeline {
             Some(_) => keyed(None)?,
             None => cipher.clone(),
         };
-        // `pipeline.hash = "kernel"`: the same tree, hashed by the kernel.
-        let verity_tree = match plan.verify && settings.pipeline.hash == HashKind::Kernel {
-            true => Some(Arc::new(dataset.tree().with_hash(HashKind::Kernel)?)),
+        // `pipeline.hash = "kernel"` or `"generic"`: the same tree, hashed
+        // by the kernel or by the port of its generic C.
+        let verity_tree = match plan.verify && settings.pipeline.hash != HashKind::Software {
+            true => Some(Arc::new(dataset.tree().with_hash(settings.pipeline.hash)?)),
             false => None,
         };
         // The tree in the page cache, as the file stores it (encrypted

@@ -449,6 +449,12 @@ impl RunSummary {
             },
             match &self.hash_driver {
                 Some(d) => format!(", hash=kernel ({d})"),
+                None if e.pipeline.verity
+                    && e.pipeline.hash == crate::settings::HashKind::Generic
+                    && e.workload.target == crate::settings::Target::Model =>
+                {
+                    ", hash=generic (sha256-generic port)".into()
+                }
                 None => String::new(),
             },
             if e.workload.target == crate::settings::Target::Model {

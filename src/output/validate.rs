@@ -64,6 +64,15 @@ pub fn nearest_cipher(driver: &str, release: &str) -> Option<&'static str> {
     }
 }
 
+/// The model's SHA-256 nearest the kernel's `sha256` driver `driver`: the
+/// port of `lib/crypto/sha256.c` for `sha256-generic` (and the library
+/// code under `sha256-lib`); None for one it has no like of (the SHA
+/// instructions' and SIMD drivers: the kernel's own through AF_ALG then).
+pub fn nearest_hash(driver: &str) -> Option<crate::verity::merkle::HashKind> {
+    let d = driver.to_ascii_lowercase();
+    (d == "sha256-generic" || d == "sha256-lib").then_some(crate::verity::merkle::HashKind::Generic)
+}
+
 /// [`like_for_like`] for the kernel of release `release` (`uname -r`),
 /// whose features (its `xts(aes)` driver among them) are `features`: this
 /// machine's or a target's.
@@ -165,7 +174,28 @@ pub fn like_for_like_with(base: &mut Settings, features: &Features, release: &st
             ),
         );
     }
-    if base.pipeline.verity && features.kernel_verity && features.kernel_hash_reason.is_none() {
+    // The hash likewise: the port of the kernel's generic C where that is
+    // its driver (AF_ALG's `sendmsg` and `read` per block cost a lab
+    // guest's verify item some 70 us the kernel's does not pay), else the
+    // kernel's own through AF_ALG.
+    let sha = features.kernel_sha256_driver.as_deref();
+    if base.pipeline.verity
+        && features.kernel_verity
+        && let Some(h) = sha.and_then(nearest_hash)
+    {
+        set(
+            base,
+            crate::key!(pipeline.hash).name(),
+            h.name(),
+            &format!(
+                "the model's SHA-256 nearest the kernel's driver {}: the same C, without AF_ALG's system calls per block",
+                sha.unwrap_or_default()
+            ),
+        );
+    } else if base.pipeline.verity
+        && features.kernel_verity
+        && features.kernel_hash_reason.is_none()
+    {
         set(
             base,
             crate::key!(pipeline.hash).name(),
@@ -659,6 +689,27 @@ mod tests {
         let mut s = Settings::default();
         with_driver(&mut s, &f, Some("xts-aes-mystery"), "6.18.44");
         assert_eq!(s.pipeline.cipher, crate::crypto::CipherKind::Kernel);
+        // The hash: the port of the kernel's generic C where that is its
+        // driver, else the kernel's own through AF_ALG.
+        use crate::verity::merkle::HashKind;
+        let verity = |sha: &str| Features {
+            kernel_verity: true,
+            kernel_hash_reason: None,
+            kernel_sha256_driver: Some(sha.into()),
+            ..f.clone()
+        };
+        let mut s = Settings::default();
+        let said = with_driver(&mut s, &verity("sha256-generic"), None, "6.1.192");
+        assert_eq!(s.pipeline.hash, HashKind::Generic);
+        assert!(
+            said.iter()
+                .any(|l| l.starts_with("pipeline.hash = generic") && l.contains("sha256-generic")),
+            "{said:?}"
+        );
+        let mut s = Settings::default();
+        with_driver(&mut s, &verity("sha256-ni"), None, "6.1.192");
+        assert_eq!(s.pipeline.hash, HashKind::Kernel);
+        assert_eq!(nearest_hash("sha256-avx2"), None);
         // Where autogroups cannot be turned, they are left alone.
         let mut s = Settings::default();
         let f = Features {

@@ -458,7 +458,7 @@ pub static KEYS: &[Setting] = &[
             help: "fs-verity verification on/off" }),
     }),
     setting!(pipeline.hash, Kind::Choice(&HashKind::NAMES), {
-        help: "who computes verification's SHA-256: readpath (software) or the running kernel's sha256 through AF_ALG (kernel)",
+        help: "who computes verification's SHA-256: readpath (software), the running kernel's sha256 through AF_ALG (kernel), or readpath's port of the kernel's generic C sha256 (generic: sha256-generic's cost without AF_ALG's system calls)",
         scope: Scope::Model("the kernel's fs-verity always hashes with its own sha256"),
     }),
     // fs-verity's FS_VERITY_MAX_SALT_SIZE.

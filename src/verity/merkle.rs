@@ -24,13 +24,15 @@
 //! The hashing is readpath's own SHA-256 ([`HashKind::Software`]), or the running
 //! kernel's `sha256` through AF_ALG ([`HashKind::Kernel`], `sys::AlgTfm`: one
 //! operation socket per thread, the padded salt and the block sent as one iovec),
-//! so that the model can pay what the kernel's fs-verity pays; both give the same
-//! bytes.
+//! or a port of the kernel's generic C SHA-256 ([`HashKind::Generic`],
+//! [`crate::verity::sha256_generic`]), so that the model can pay what the kernel's
+//! fs-verity pays; all give the same bytes.
 
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::verity::sha256_generic::Sha256Generic;
 use crate::verity::sha256x2::{Prefix, Sha256x2};
 use sha2::{Digest, Sha256};
 
@@ -62,6 +64,11 @@ crate::named_enum! {
         /// The running kernel's `sha256` (the driver its fs-verity uses),
         /// through AF_ALG: one `sendmsg` and one 32-byte read per block.
         Kernel => "kernel",
+        /// A port of the kernel's generic C SHA-256 (`lib/crypto/sha256.c`,
+        /// the driver `sha256-generic`), one block a call from the salted
+        /// state: what a kernel without SHA instructions' drivers pays,
+        /// without AF_ALG's system calls.
+        Generic => "generic",
     }
 }
 
@@ -347,6 +354,9 @@ struct BlockHasher {
     x2: Option<(Sha256x2, Prefix)>,
     /// [`HashKind::Kernel`]: the kernel hashes instead.
     kernel: Option<Arc<KernelSha256>>,
+    /// [`HashKind::Generic`]: the port of the kernel's generic C hashes
+    /// instead, from this state (the padded salt absorbed).
+    generic: Option<Sha256Generic>,
 }
 
 impl BlockHasher {
@@ -365,13 +375,26 @@ impl BlockHasher {
             block_size: params.block_size,
             x2: Sha256x2::detect().map(|x| (x, Prefix::new(prefix))),
             kernel: None,
+            generic: None,
         }
     }
 
     fn of_kind(params: &MerkleParams, kind: HashKind) -> std::io::Result<Self> {
         let mut h = Self::new(params);
-        if kind == HashKind::Kernel {
-            h.kernel = Some(Arc::new(KernelSha256::new(params)?));
+        match kind {
+            HashKind::Kernel => h.kernel = Some(Arc::new(KernelSha256::new(params)?)),
+            HashKind::Generic => {
+                // fs-verity's `hashstate`: the padded salt hashed once,
+                // imported before every block.
+                let mut g = Sha256Generic::new();
+                if !params.salt.is_empty() {
+                    let mut padded = [0u8; SHA256_BLOCK_SIZE];
+                    padded[..params.salt.len()].copy_from_slice(&params.salt);
+                    g.update(&padded);
+                }
+                h.generic = Some(g);
+            }
+            HashKind::Software => {}
         }
         Ok(h)
     }
@@ -379,6 +402,8 @@ impl BlockHasher {
     fn kind(&self) -> HashKind {
         if self.kernel.is_some() {
             HashKind::Kernel
+        } else if self.generic.is_some() {
+            HashKind::Generic
         } else {
             HashKind::Software
         }
@@ -395,7 +420,7 @@ impl BlockHasher {
         out_b: &mut [u8; SHA256_SIZE],
     ) {
         debug_assert!(a.len() == self.block_size && b.len() == self.block_size);
-        if self.kernel.is_some() {
+        if self.kernel.is_some() || self.generic.is_some() {
             self.hash(a, out_a);
             self.hash(b, out_b);
             return;
@@ -415,6 +440,18 @@ impl BlockHasher {
         debug_assert!(data.len() <= self.block_size);
         if let Some(k) = &self.kernel {
             k.hash(data, self.block_size, out);
+            return;
+        }
+        if let Some(g) = &self.generic {
+            let mut h = g.clone();
+            h.update(data);
+            let mut pad = self.block_size - data.len();
+            while pad > 0 {
+                let n = pad.min(ZEROS.len());
+                h.update(&ZEROS[..n]);
+                pad -= n;
+            }
+            h.finalize_into(out);
             return;
         }
         let mut h = self.base.clone();
@@ -2268,6 +2305,64 @@ mod tests {
             let mut bad = block(&data, bs, 3).to_vec();
             bad[7] ^= 1;
             assert!(kv.verify_block(&c, 3, &bad).is_err());
+        }
+    }
+
+    /// The port of the kernel's generic C gives the same bytes: exact
+    /// block hashes (salted, short blocks zero-padded), whole-tree
+    /// digests, and verification through a tree that hashes with it.
+    #[test]
+    fn generic_hash_equals_software_bit_for_bit() {
+        let g = MerkleTree::build(params(4096, b""), &[0u8; 8192])
+            .with_hash(HashKind::Generic)
+            .unwrap();
+        assert_eq!(g.hash_kind(), HashKind::Generic);
+        let mut h = [0u8; 32];
+        g.hash_data_block(&[0u8; 4096], &mut h);
+        assert_eq!(
+            hex::encode(h),
+            "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7"
+        );
+        let salted = MerkleTree::build(params(4096, b"abcd"), &[0u8; 8192])
+            .with_hash(HashKind::Generic)
+            .unwrap();
+        let data: Vec<u8> = (0..1024).map(|i| i as u8).collect();
+        salted.hash_data_block(&data, &mut h);
+        assert_eq!(
+            hex::encode(h),
+            "1cf018dcb03dd1e10fc687e9f303277eee00a8ca91afd1a4547f11f3ba0e0987"
+        );
+        for (len, bs, salt, want) in [
+            (
+                1000000,
+                4096,
+                &b"abcd"[..],
+                "917900b0d299454aa304d5debc6f39e4af7b5abe33bdbc568d5d8f1e5c4d8652",
+            ),
+            (
+                1000000,
+                1024,
+                b"",
+                "e9df927c14fcb961d5f51c666d8ae4c14fe4ff98a374c733e898d00c9e74a8e3",
+            ),
+        ] {
+            let data = vector_data(len);
+            let mut b = MerkleBuilder::with_hash(params(bs, salt), HashKind::Generic).unwrap();
+            b.update(&data);
+            assert_eq!(
+                hex::encode(b.finish().file_digest()),
+                want,
+                "len {len} bs {bs}"
+            );
+            let st = MerkleTree::build(params(bs, salt), &data);
+            let gv = st.with_hash(HashKind::Generic).unwrap();
+            let c = st.new_cache();
+            for i in 0..st.data_blocks() {
+                gv.verify_block(&c, i, block(&data, bs, i)).unwrap();
+            }
+            let mut bad = block(&data, bs, 3).to_vec();
+            bad[7] ^= 1;
+            assert!(gv.verify_block(&c, 3, &bad).is_err());
         }
     }
 }
