@@ -16,6 +16,7 @@ pub use crate::sys::{fscrypt, fsverity};
 pub mod cgroup;
 mod journal;
 pub(crate) mod knobs;
+pub mod rawtrace;
 pub(crate) mod switches;
 pub(crate) mod target;
 pub mod trace;

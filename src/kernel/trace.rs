@@ -6,7 +6,9 @@
 //! buffer and whatever else traces the machine are untouched. It enables
 //! `workqueue:workqueue_queue_work`, `workqueue_execute_start` and
 //! `workqueue_execute_end` there, with a filter keeping only the post-read
-//! queues, and reads `trace_pipe` on a thread. Each item is followed by its
+//! queues, and reads every CPU's ring buffer as pages (`trace_pipe_raw`,
+//! decoded by [`super::rawtrace`]; `trace_pipe`'s text where the kernel
+//! publishes no layouts) on a thread. Each item is followed by its
 //! work pointer: queue latency is queued -> started (the 2023 fsverity
 //! patch's "workqueue scheduler latency"), execution is started -> ended,
 //! the CPU that queued it is compared with the CPU that ran it, and the
@@ -901,6 +903,117 @@ fn lock(agg: &Mutex<Aggregator>) -> MutexGuard<'_, Aggregator> {
     agg.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The CPUs of a tracefs instance's `per_cpu/`, ascending.
+fn raw_cpus(dir: &Path) -> Vec<u32> {
+    let mut cpus: Vec<u32> = std::fs::read_dir(dir.join("per_cpu"))
+        .map(|d| {
+            d.filter_map(|e| {
+                e.ok()?
+                    .file_name()
+                    .to_str()?
+                    .strip_prefix("cpu")?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    cpus.sort_unstable();
+    cpus
+}
+
+/// Pages one pass of [`read_raw`] takes before it hands them on (4 MiB at
+/// 4 KiB pages): a pass that fills it goes again at once.
+const RAW_PASS_PAGES: usize = 1024;
+
+/// Reads every CPU's `trace_pipe_raw` (non-blocking) into `agg` until
+/// `stop`, then drains them. Each pass reads what every CPU has, decodes
+/// the pages, puts their events in time order (the CPUs' buffers are
+/// separate; `trace_pipe` merges them so) and hands them on under one
+/// lock; a pass that found every buffer empty says so with its start
+/// time, as [`read_pipe`] does. The page buffer is allocated once.
+fn read_raw(
+    layouts: &super::rawtrace::Layouts,
+    mut pipes: Vec<(u32, std::fs::File)>,
+    stop: &AtomicBool,
+    agg: &Mutex<Aggregator>,
+) {
+    let page = crate::sys::page_size().max(4096);
+    let mut buf = vec![0u8; RAW_PASS_PAGES * page];
+    let mut pages: Vec<(u32, usize)> = Vec::with_capacity(RAW_PASS_PAGES);
+    let mut drained = false;
+    loop {
+        let asked_ns = crate::sys::monotonic_ns();
+        pages.clear();
+        let mut full = false;
+        let mut failed = false;
+        'cpus: for (cpu, f) in pipes.iter_mut() {
+            loop {
+                if pages.len() == RAW_PASS_PAGES {
+                    full = true;
+                    break 'cpus;
+                }
+                let at = pages.len() * page;
+                match f.read(&mut buf[at..at + page]) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        // A page read whole (the kernel copies one at a
+                        // time); a short read has no page header to trust.
+                        if n == page {
+                            pages.push((*cpu, at));
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if !pages.is_empty() {
+            // One allocation a pass (not an event): the events borrow
+            // `buf`, which the next pass reads into.
+            let mut events = Vec::with_capacity(pages.len() * 32);
+            let mut bad = 0u64;
+            for &(cpu, at) in &pages {
+                if !layouts.decode_page(&buf[at..at + page], cpu, &mut events) {
+                    bad += 1;
+                }
+            }
+            events.sort_by_key(|e| e.t_ns().unwrap_or(0));
+            let mut a = lock(agg);
+            if bad > 0 {
+                // A page that made no sense: what it held is lost.
+                a.add(&Event::Lost {
+                    cpu: u32::MAX,
+                    events: bad,
+                });
+            }
+            for e in &events {
+                a.add(e);
+            }
+        }
+        if failed {
+            break;
+        }
+        if full {
+            continue;
+        }
+        // Every buffer empty: every event before the pass began was read
+        // (the trace clock is CLOCK_MONOTONIC's, `trace_clock = mono`).
+        lock(agg).read_to(asked_ns);
+        if stop.load(Ordering::SeqCst) {
+            if drained {
+                break;
+            }
+            drained = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Reads `trace_pipe` (non-blocking) into `agg` until `stop`, then drains
 /// it: whole reads are split into lines and taken under one lock.
 fn read_pipe(mut pipe: std::fs::File, stop: &AtomicBool, agg: &Mutex<Aggregator>) {
@@ -1048,17 +1161,40 @@ impl Tracer {
         }
         write(&t.dir.join("tracing_on"), "1")?;
         // Non-blocking, so the reader sees `stop` within a few ms and
-        // closes the pipe before the instance is removed.
-        let pipe = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(crate::sys::oflag::O_NONBLOCK)
-            .open(t.dir.join("trace_pipe"))?;
+        // closes the pipes before the instance is removed.
+        let open = |p: &Path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(crate::sys::oflag::O_NONBLOCK)
+                .open(p)
+        };
         let (stop, agg) = (t.stop.clone(), t.agg.clone());
-        t.thread = Some(
-            std::thread::Builder::new()
+        // The ring buffer's pages as they are (`trace_pipe_raw`), decoded
+        // here from the layouts the kernel publishes, rather than
+        // `trace_pipe`'s text, which costs the kernel a kallsyms lookup
+        // and a format per event in the reading thread. The text where
+        // the layouts are missing.
+        let raw = super::rawtrace::Layouts::read(&t.dir).and_then(|l| {
+            let pipes = raw_cpus(&t.dir)
+                .iter()
+                .map(|&c| {
+                    open(&t.dir.join(format!("per_cpu/cpu{c}/trace_pipe_raw"))).map(|f| (c, f))
+                })
+                .collect::<io::Result<Vec<_>>>()
+                .ok()?;
+            (!pipes.is_empty()).then_some((l, pipes))
+        });
+        t.thread = Some(match raw {
+            Some((layouts, pipes)) => std::thread::Builder::new()
                 .name("tracer".into())
-                .spawn(move || read_pipe(pipe, &stop, &agg))?,
-        );
+                .spawn(move || read_raw(&layouts, pipes, &stop, &agg))?,
+            None => {
+                let pipe = open(&t.dir.join("trace_pipe"))?;
+                std::thread::Builder::new()
+                    .name("tracer".into())
+                    .spawn(move || read_pipe(pipe, &stop, &agg))?
+            }
+        });
         Ok(t)
     }
 
