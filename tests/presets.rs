@@ -189,10 +189,10 @@ fn save_then_load_round_trips_and_user_presets_shadow_shipped_ones() {
         name: "mine".into(),
         description: "a \"quoted\" description\nover two lines".into(),
         settings: s.clone(),
-        compare: Some(preset::Compare {
-            key: "workload.queue_depth".into(),
-            values: vec!["1".into(), "32".into()],
-        }),
+        compare: Some(preset::Compare::of(
+            "workload.queue_depth",
+            vec!["1".into(), "32".into()],
+        )),
         published: None,
     };
     let path = tmp.path().join("readpath/presets/mine.toml");

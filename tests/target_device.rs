@@ -154,7 +154,12 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
     let j = validate_json(data.path(), &[]);
     let adjusted = j["adjustments"].to_string();
     assert!(adjusted.contains("cache.device = target"), "{adjusted}");
-    assert_eq!(variants(&j), ["model", "kernel"]);
+    // The kernel's headline figures from rounds of their own, untraced.
+    assert!(adjusted.contains("kernel.trace = false"), "{adjusted}");
+    assert_eq!(
+        variants(&j),
+        ["model", "kernel", "kernel (kernel.trace = false)"]
+    );
     let rows = j["rows"].as_array().unwrap();
     let mut judged = 0;
     for r in rows {
@@ -187,7 +192,8 @@ fn validate_gives_a_ratio_and_a_verdict_per_metric() {
     let aa = validate_json(data.path(), &["--pair", "kernel,kernel"]);
     assert_eq!(aa["sides"], serde_json::json!(["kernel 1st", "kernel 2nd"]));
     let values = variants(&aa);
-    assert_eq!(values, ["kernel", "kernel"]);
+    let untraced = "kernel (kernel.trace = false)";
+    assert_eq!(values, ["kernel", "kernel", untraced, untraced]);
     let iops = row(&aa, "iops");
     assert!(iops["ratio"].is_f64(), "{iops}");
     assert!(
@@ -261,7 +267,7 @@ fn validate_runs_on_the_target_made_like_for_like_by_its_features() {
         "{adjusted}"
     );
     let values = variants(&j);
-    assert_eq!(values, ["model", "kernel"]);
+    assert_eq!(values, ["model", "kernel", "kernel (kernel.trace = false)"]);
     let iops = row(&j, "iops");
     assert!(iops["ratio"].as_f64().is_some_and(|r| r > 0.0), "{iops}");
     // Its dataset is the target's, in the agent's data dir.

@@ -70,10 +70,10 @@ pub(super) fn compare(
     let preset_name = args.preset.as_deref().or(seed.map(|s| s.preset));
     let (mut settings, preset) = load_settings_for(preset_name, &args.set, cpus)?;
     let cmp = match seed {
-        Some(_) => Compare {
-            key: crate::key!(workload.target).name().into(),
-            values: vec!["kernel".into(), "model".into()],
-        },
+        Some(_) => Compare::of(
+            crate::key!(workload.target).name(),
+            vec!["kernel".into(), "model".into()],
+        ),
         None => what_varies(vary, preset.as_ref(), &settings)?,
     };
     // Model against kernel: on like-for-like conditions, as `validate`.

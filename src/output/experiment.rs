@@ -340,7 +340,7 @@ pub fn run_on(
                 round + 1,
                 opts.rounds,
                 compare.key,
-                compare.values[i]
+                compare.label(i)
             ));
             let (recs, n) = measure(engine, opts.warmup, opts.duration, recording, stop);
             if let Some(why) = lost(engine) {
@@ -457,7 +457,7 @@ pub(super) fn run_label(round: u32, compare: &Compare, i: usize) -> String {
         "round {}, {} = {}",
         round + 1,
         compare.key,
-        compare.values[i]
+        compare.label(i)
     )
 }
 
@@ -508,7 +508,7 @@ pub(super) fn variant_results(
             })
             .collect();
         results.push(VariantResult {
-            value: compare.values[i].clone(),
+            value: compare.label(i),
             metrics,
             rounds,
             failed_reads: failed[i],
@@ -1395,10 +1395,7 @@ mod tests {
             r.ran.notices = vec![format!("n{a}"), "same".into()];
             r
         };
-        let cmp = Compare {
-            key: "workers.mode".into(),
-            values: vec!["bound".into(), "unbound".into()],
-        };
+        let cmp = Compare::of("workers.mode", vec!["bound".into(), "unbound".into()]);
         let m = merge_rounds(
             &cmp,
             vec![one(100.0, 150.0), one(120.0, 130.0), one(80.0, 170.0)],

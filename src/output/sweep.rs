@@ -974,10 +974,10 @@ pub fn fixture() -> SweepReport {
         kind: "sweep".into(),
         version: SWEEP_VERSION,
         preset: Some("fsverity-bound-vs-unbound".into()),
-        compare: Compare {
-            key: crate::key!(workers.mode).name().into(),
-            values: vec!["unbound".into(), "bound".into()],
-        },
+        compare: Compare::of(
+            crate::key!(workers.mode).name(),
+            vec!["unbound".into(), "bound".into()],
+        ),
         across: vec![
             Axis {
                 key: crate::key!(workload.cpus).name().into(),
@@ -1110,10 +1110,7 @@ mod tests {
             kind: "sweep".into(),
             version: SWEEP_VERSION,
             preset: Some("fsverity-bound-vs-unbound".into()),
-            compare: Compare {
-                key: "workers.mode".into(),
-                values: vec!["unbound".into(), "bound".into()],
-            },
+            compare: Compare::of("workers.mode", vec!["unbound".into(), "bound".into()]),
             across: vec![
                 Axis::parse("workload.cpus=1,2").unwrap(),
                 Axis::parse("load.hogs=0,2").unwrap(),

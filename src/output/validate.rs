@@ -18,6 +18,7 @@ use crate::settings::{CacheDevice, Settings};
 use crate::sys::Features;
 
 use super::experiment::CompareReport;
+use crate::scenario::preset::Compare;
 
 /// The tolerance `validate` judges by unless told otherwise, %.
 pub const DEFAULT_TOLERANCE_PCT: f64 = 15.0;
@@ -214,6 +215,48 @@ pub fn like_for_like_with(base: &mut Settings, features: &Features, release: &st
     said
 }
 
+/// The metrics a kernel's rounds without tracing give: what the workload
+/// itself measures (its reads, their latency, its readers' iowait), which
+/// the tracepoints' own cost would understate (in a lab guest under TCG
+/// by about a sixth: docs/kernel.md). The rest need the tracepoints.
+pub const UNTRACED: &[&str] = &[
+    "throughput_mib_s",
+    "iops",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "iowait_ms_per_s",
+];
+
+/// `cmp` (`workload.target = A, B`) with, after its two variants, one
+/// round of each kernel side without tracing (`kernel.trace = false`),
+/// where `base` traces: [`ValidateReport::of`] takes [`UNTRACED`]'s
+/// metrics from those. Unchanged where neither side is the kernel or
+/// tracing is off.
+pub fn with_untraced_kernel(mut cmp: Compare, base: &Settings) -> Compare {
+    if !base.kernel.trace {
+        return cmp;
+    }
+    let kernels: Vec<String> = cmp
+        .values
+        .iter()
+        .filter(|v| *v == "kernel")
+        .cloned()
+        .collect();
+    if kernels.is_empty() {
+        return cmp;
+    }
+    cmp.also = vec![Vec::new(); cmp.values.len()];
+    for v in kernels {
+        cmp.values.push(v);
+        cmp.also.push(vec![(
+            crate::key!(kernel.trace).name().to_string(),
+            "false".into(),
+        )]);
+    }
+    cmp
+}
+
 /// Metrics whose small values are judged by their difference, not their
 /// ratio: (metric, the difference within which two medians are equal,
 /// unit). A page hit % of 0.0 against 0.006 is the same cold stream, not a
@@ -275,7 +318,7 @@ fn model_and_kernel() -> [String; 2] {
 impl ValidateReport {
     /// Whether this is one target held against itself (an A/A run).
     pub fn is_aa(&self) -> bool {
-        self.compare.variants.len() == 2
+        self.compare.variants.len() >= 2
             && self.compare.variants[0].value == self.compare.variants[1].value
     }
 
@@ -285,6 +328,15 @@ impl ValidateReport {
         // target against itself (`--pair kernel,kernel`).
         let value = |j: usize| compare.variants.get(j).map(|v| v.value.clone());
         let (m, k) = (value(0).map(|_| 0), value(1).map(|_| 1));
+        // After the two sides, each kernel side's rounds without tracing,
+        // in side order ([`with_untraced_kernel`]).
+        let mut next = 2;
+        let untraced = [0, 1].map(|j| {
+            (value(j).as_deref() == Some("kernel") && compare.variants.len() > next).then(|| {
+                next += 1;
+                next - 1
+            })
+        });
         let sides = match (value(0), value(1)) {
             (Some(a), Some(b)) if a == b => [format!("{a} 1st"), format!("{b} 2nd")],
             (a, b) => [
@@ -303,7 +355,11 @@ impl ValidateReport {
                         change_pct: None,
                     })
             };
-            let (model, kernel) = (get(m), get(k));
+            let side = |j: usize, traced: Option<usize>| match untraced[j] {
+                Some(u) if UNTRACED.contains(&metric.name) => Some(u),
+                _ => traced,
+            };
+            let (model, kernel) = (get(side(0, m)), get(side(1, k)));
             let mut model = model;
             let mut kernel = kernel;
             model.change_pct = None;
@@ -611,6 +667,75 @@ mod tests {
         assert!(text.contains("the running kernel against itself"), "{text}");
         assert!(text.contains("kernel 1st/kernel 2nd"), "{text}");
         assert!(!r.is_aa() && r.to_text().contains("model/kernel"));
+    }
+
+    /// The kernel's MiB/s, IOPS, latency and iowait come from its rounds
+    /// without tracing, its queue figures from the traced ones; the same
+    /// for both sides of the kernel's A/A.
+    #[test]
+    fn the_kernels_headline_figures_come_from_its_untraced_rounds() {
+        let base = Settings::default();
+        assert!(base.kernel.trace, "tracing is the default");
+        let cmp = Compare::parse_vary("workload.target=model,kernel", &base).unwrap();
+        let cmp = with_untraced_kernel(cmp, &base);
+        assert_eq!(cmp.values, ["model", "kernel", "kernel"]);
+        assert_eq!(cmp.label(2), "kernel (kernel.trace = false)");
+        let v = cmp.variants(&base).unwrap();
+        assert!(v[1].kernel.trace && !v[2].kernel.trace);
+        assert_eq!(v[1].workload.target, v[2].workload.target);
+        // Untraced already, or no kernel: nothing added.
+        let mut off = base.clone();
+        off.kernel.trace = false;
+        let plain = Compare::parse_vary("workload.target=model,kernel", &off).unwrap();
+        assert_eq!(with_untraced_kernel(plain.clone(), &off), plain);
+        let models = Compare::parse_vary("workload.target=model,model", &base).unwrap();
+        assert_eq!(with_untraced_kernel(models.clone(), &base), models);
+        let aa = with_untraced_kernel(
+            Compare::parse_vary("workload.target=kernel,kernel", &base).unwrap(),
+            &base,
+        );
+        assert_eq!(aa.values.len(), 4);
+        // Each variant's every metric is its index + 1: a row shows which
+        // variant each side's figure came from.
+        let report = |cmp: &Compare| {
+            let mut c: CompareReport = serde_json::from_value(serde_json::json!({
+                "version": 1, "preset": null, "key": "workload.target", "rounds": 3,
+                "duration_s": 1.0, "warmup_s": 0.0,
+                "settings": Settings::default(), "effective_settings": Settings::default(),
+                "variants": [], "notices": [], "machine": crate::sys::MachineInfo::default(),
+                "features": Features::default(), "interrupted": null
+            }))
+            .unwrap();
+            for i in 0..cmp.values.len() {
+                c.variants.push(crate::output::experiment::VariantResult {
+                    value: cmp.values[i].clone(),
+                    metrics: METRICS
+                        .iter()
+                        .map(|m| (m.name.to_string(), spread(i as f64 + 1.0)))
+                        .collect(),
+                    rounds: Vec::new(),
+                    failed_reads: 0,
+                });
+            }
+            ValidateReport::of(c, vec![], 15.0)
+        };
+        let from = |r: &ValidateReport, name: &str| {
+            let row = r.rows.iter().find(|r| r.metric == name).unwrap();
+            (row.model.median, row.kernel.median)
+        };
+        let r = report(&cmp);
+        assert_eq!(from(&r, "throughput_mib_s"), (1.0, 3.0));
+        assert_eq!(from(&r, "p99_us"), (1.0, 3.0));
+        assert_eq!(from(&r, "iowait_ms_per_s"), (1.0, 3.0));
+        assert_eq!(from(&r, "queue_p99_us"), (1.0, 2.0));
+        assert_eq!(from(&r, "run_delay_ms_per_s"), (1.0, 2.0));
+        let r = report(&aa);
+        assert!(r.is_aa());
+        assert_eq!(from(&r, "p50_us"), (3.0, 4.0));
+        assert_eq!(from(&r, "exec_p50_us"), (1.0, 2.0));
+        // Without the untraced rounds, every figure from the two sides.
+        let two = Compare::parse_vary("workload.target=model,kernel", &base).unwrap();
+        assert_eq!(from(&report(&two), "throughput_mib_s"), (1.0, 2.0));
     }
 
     /// [`like_for_like_with`] for a kernel whose `xts(aes)` driver is `driver`.

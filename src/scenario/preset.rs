@@ -56,19 +56,54 @@ pub struct Compare {
     pub key: String,
     /// The values, as `--set` would take them; the first is the reference.
     pub values: Vec<String>,
+    /// Settings set beside `key` in a variant, by the variant's index
+    /// (none past the end): `validate`'s kernel rounds without tracing
+    /// are `workload.target = kernel` with `kernel.trace = false`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<Vec<(String, String)>>,
 }
 
 impl Compare {
-    /// The settings of each variant: `base` with `key` set to each value.
+    /// One setting's values, nothing beside it.
+    pub fn of(key: &str, values: Vec<String>) -> Compare {
+        Compare {
+            key: key.to_string(),
+            values,
+            also: Vec::new(),
+        }
+    }
+
+    /// The settings of each variant: `base` with `key` set to each value
+    /// (and what [`Compare::also`] sets beside it).
     pub fn variants(&self, base: &Settings) -> Result<Vec<Settings>, SettingsError> {
         self.values
             .iter()
-            .map(|v| {
+            .enumerate()
+            .map(|(i, v)| {
                 let mut s = base.clone();
                 s.set(&self.key, v)?;
+                for (k, v) in self.also.get(i).into_iter().flatten() {
+                    s.set(k, v)?;
+                }
                 Ok(s)
             })
             .collect()
+    }
+
+    /// Variant `i` as a reader reads it: its value, and what is set
+    /// beside it (`kernel (kernel.trace = false)`).
+    pub fn label(&self, i: usize) -> String {
+        let v = self.values.get(i).cloned().unwrap_or_default();
+        match self.also.get(i) {
+            Some(also) if !also.is_empty() => format!(
+                "{v} ({})",
+                also.iter()
+                    .map(|(k, x)| format!("{k} = {x}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => v,
+        }
     }
 
     /// Parses `KEY=V1,V2[,V3...]` (`--vary`).
@@ -91,10 +126,7 @@ impl Compare {
                 key: key.to_string(),
             });
         }
-        let c = Compare {
-            key: key.to_string(),
-            values,
-        };
+        let c = Compare::of(key, values);
         c.variants(base).map_err(VaryError::Value)?;
         Ok(c)
     }
@@ -654,10 +686,7 @@ fn parse_compare(
             .map_err(|e| at(item.span(), e.to_string()))?;
         values.push(text);
     }
-    Ok(Compare {
-        key: key.to_string(),
-        values,
-    })
+    Ok(Compare::of(key, values))
 }
 
 /// The user's preset directory: `$XDG_CONFIG_HOME/readpath/presets`, else
