@@ -296,21 +296,7 @@ impl Layouts {
                 let dev = (d >> 20, d & ((1 << 20) - 1));
                 let sector = get(rec, sector)?;
                 let read = text(rec, rwbs)?.contains('R');
-                return Some(if issue {
-                    Event::RqIssue {
-                        t_ns,
-                        dev,
-                        sector,
-                        read,
-                    }
-                } else {
-                    Event::RqComplete {
-                        t_ns,
-                        dev,
-                        sector,
-                        read,
-                    }
-                });
+                return Some(Event::rq(issue, t_ns, dev, sector, read));
             }
         }
         None

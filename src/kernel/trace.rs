@@ -286,6 +286,25 @@ pub enum Event<'a> {
 }
 
 impl Event<'_> {
+    /// A block request's issue (`issue`) or completion.
+    pub fn rq(issue: bool, t_ns: u64, dev: (u32, u32), sector: u64, read: bool) -> Event<'static> {
+        if issue {
+            Event::RqIssue {
+                t_ns,
+                dev,
+                sector,
+                read,
+            }
+        } else {
+            Event::RqComplete {
+                t_ns,
+                dev,
+                sector,
+                read,
+            }
+        }
+    }
+
     /// Its timestamp, ns (none for a lost-events line).
     pub fn t_ns(&self) -> Option<u64> {
         match *self {
@@ -347,21 +366,7 @@ pub fn parse_line(line: &str) -> Option<Event<'_>> {
         }
         "block_rq_issue" | "block_rq_complete" => {
             let (dev, read, sector) = parse_rq(args)?;
-            Some(if name == "block_rq_issue" {
-                Event::RqIssue {
-                    t_ns,
-                    dev,
-                    sector,
-                    read,
-                }
-            } else {
-                Event::RqComplete {
-                    t_ns,
-                    dev,
-                    sector,
-                    read,
-                }
-            })
+            Some(Event::rq(name == "block_rq_issue", t_ns, dev, sector, read))
         }
         _ => None,
     }
@@ -1001,17 +1006,31 @@ fn read_raw(
         if full {
             continue;
         }
-        // Every buffer empty: every event before the pass began was read
-        // (the trace clock is CLOCK_MONOTONIC's, `trace_clock = mono`).
-        lock(agg).read_to(asked_ns);
-        if stop.load(Ordering::SeqCst) {
-            if drained {
-                break;
-            }
-            drained = true;
+        if drained_after(agg, asked_ns, stop, &mut drained) {
+            break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
     }
+}
+
+/// Every buffer read empty by a pass that began at `asked_ns`: every
+/// event before then was read (the trace clock is CLOCK_MONOTONIC's,
+/// `trace_clock = mono`). Once stopped, one more pass drains what is
+/// left: true when that pass is done; else a 5 ms wait.
+fn drained_after(
+    agg: &Mutex<Aggregator>,
+    asked_ns: u64,
+    stop: &AtomicBool,
+    drained: &mut bool,
+) -> bool {
+    lock(agg).read_to(asked_ns);
+    if stop.load(Ordering::SeqCst) {
+        if *drained {
+            return true;
+        }
+        *drained = true;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    false
 }
 
 /// Reads `trace_pipe` (non-blocking) into `agg` until `stop`, then drains
@@ -1044,17 +1063,9 @@ fn read_pipe(mut pipe: std::fs::File, stop: &AtomicBool, agg: &Mutex<Aggregator>
                 have -= last + 1;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Empty: every event before the read began was read (the
-                // trace clock is CLOCK_MONOTONIC's, `trace_clock = mono`).
-                lock(agg).read_to(asked_ns);
-                // Stopped: one more pass drains what is left.
-                if stop.load(Ordering::SeqCst) {
-                    if drained {
-                        break;
-                    }
-                    drained = true;
+                if drained_after(agg, asked_ns, stop, &mut drained) {
+                    break;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(5));
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,

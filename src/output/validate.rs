@@ -568,16 +568,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn ratios_and_verdicts_are_computed_from_the_medians() {
-        let mut c: CompareReport = serde_json::from_value(serde_json::json!({
+    /// A `compare` of `workload.target` with no variants yet, 3 rounds.
+    fn empty_report() -> CompareReport {
+        serde_json::from_value(serde_json::json!({
             "version": 1, "preset": null, "key": "workload.target", "rounds": 3,
             "duration_s": 1.0, "warmup_s": 0.0,
             "settings": Settings::default(), "effective_settings": Settings::default(),
             "variants": [], "notices": [], "machine": crate::sys::MachineInfo::default(),
             "features": Features::default(), "interrupted": null
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn ratios_and_verdicts_are_computed_from_the_medians() {
+        let mut c = empty_report();
         let metrics = |f: &dyn Fn(usize) -> f64| {
             METRICS
                 .iter()
@@ -698,14 +703,7 @@ mod tests {
         // Each variant's every metric is its index + 1: a row shows which
         // variant each side's figure came from.
         let report = |cmp: &Compare| {
-            let mut c: CompareReport = serde_json::from_value(serde_json::json!({
-                "version": 1, "preset": null, "key": "workload.target", "rounds": 3,
-                "duration_s": 1.0, "warmup_s": 0.0,
-                "settings": Settings::default(), "effective_settings": Settings::default(),
-                "variants": [], "notices": [], "machine": crate::sys::MachineInfo::default(),
-                "features": Features::default(), "interrupted": null
-            }))
-            .unwrap();
+            let mut c = empty_report();
             for i in 0..cmp.values.len() {
                 c.variants.push(crate::output::experiment::VariantResult {
                     value: cmp.values[i].clone(),

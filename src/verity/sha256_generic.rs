@@ -18,8 +18,9 @@
 //! as every SHA-256 (the tests hold it to FIPS 180-2's vectors and to the
 //! `sha2` crate); what it is for is its cost.
 
-/// `SHA256_K`: the round constants.
-const K: [u32; 64] = [
+/// `SHA256_K`: the round constants (FIPS 180-4, 4.2.2), also the
+/// SHA-NI path's (`super::sha256x2`), which loads them 16 bytes at a time.
+pub(crate) static K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
