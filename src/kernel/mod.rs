@@ -14,6 +14,7 @@
 /// there); their old paths under `kernel` stay for callers.
 pub use crate::sys::{fscrypt, fsverity};
 pub mod cgroup;
+mod event;
 mod journal;
 pub(crate) mod knobs;
 pub mod rawtrace;

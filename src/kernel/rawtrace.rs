@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::trace::Event;
+use super::event::Event;
 
 /// `RB_MISSED_EVENTS`: events were lost before this page.
 const MISSED_EVENTS: u64 = 1 << 31;
