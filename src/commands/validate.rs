@@ -162,7 +162,7 @@ fn untraced(
     let cmp = crate::output::validate::with_untraced_kernel(cmp, settings);
     if cmp.values.len() > n {
         said.push(format!(
-            "{} = false in rounds of their own: the kernel's MiB/s, IOPS, latency and iowait come from those (its tracepoints slow it: by about a sixth in a lab guest), its queue figures from the traced rounds",
+            "{} = false in rounds of their own: the kernel's MiB/s, IOPS, latency and iowait come from those (its tracepoints slow it: by about a sixth in a lab guest), its queue figures from the traced rounds, and its bios/s from them carried to the untraced throughput (bios per byte read, which tracing leaves alone)",
             crate::key!(kernel.trace).name()
         ));
     }

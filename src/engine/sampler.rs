@@ -69,6 +69,7 @@ fn kernel_interval(
     // then the whole read, as for a raw read).
     let Some(tracer) = tracer else {
         return crate::metrics::KernelRecord {
+            untraced: true,
             cached_bytes,
             cache_limit_bytes,
             charged_bytes,
@@ -165,6 +166,7 @@ fn kernel_interval(
     });
     crate::metrics::KernelRecord {
         queues,
+        untraced: false,
         kworkers: k.kworkers.len() as u32,
         requests: k.requests,
         lost: k.lost,

@@ -266,8 +266,8 @@ impl Layouts {
                 work: get(rec, work)?,
                 queue: text(rec, wq)?,
                 // The pool's CPU: -1 (WORK_CPU_UNBOUND's pool) for an
-                // unbound one, however wide the field.
-                unbound: c == (1u64 << (8 * pool_cpu.size).min(63)) - 1 || c == u64::MAX,
+                // unbound one: every bit of the field set, however wide.
+                unbound: c == u64::MAX >> (64 - 8 * pool_cpu.size.clamp(1, 8)),
             });
         }
         if let Some((sid, work)) = self.start

@@ -387,6 +387,11 @@ pub struct KernelRecord {
     /// counted by the events' own times).
     #[serde(default)]
     pub trace_lag_ms: f64,
+    /// The kernel's queues were not traced (`kernel.trace = false`): its
+    /// queue wait, workers' run_delay and bios were not measured, and read
+    /// as unmeasured (`-`), not as 0.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub untraced: bool,
     /// The file's pages in the kernel's page cache at the end (`mincore`).
     pub cached_bytes: u64,
     /// The limit of readpath's memory cgroup at the end (`memory.high` on cgroup v2;
@@ -484,6 +489,13 @@ impl PageCacheStats {
 }
 
 impl IntervalRecord {
+    /// Whether this is an interval of the kernel target without its
+    /// tracepoints (`kernel.trace = false`): its queue wait, workers'
+    /// run_delay and bios are then unmeasured, not 0.
+    pub fn untraced(&self) -> bool {
+        self.kernel.as_ref().is_some_and(|k| k.untraced)
+    }
+
     /// The most post-read items of one kernel queue executing at once in
     /// this interval; NaN where the kernel's queues were not traced or ran
     /// none (the `items at once` metric).

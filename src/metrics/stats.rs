@@ -29,17 +29,21 @@ pub struct WindowStats {
     pub p99_us: f64,
     /// End-to-end p99.9, us.
     pub p999_us: f64,
-    /// Queue wait p99, us (0 without queues).
+    /// Queue wait p99, us (0 without queues; NaN where the kernel's
+    /// queues were not traced).
+    #[serde(default, with = "nan_as_null")]
     pub queue_p99_us: f64,
     /// Workers' run_delay per second of wall time, ms/s (the unit of
-    /// run_delay everywhere: see [`super::table`]).
+    /// run_delay everywhere: see [`super::table`]; NaN untraced).
+    #[serde(default, with = "nan_as_null")]
     pub run_delay_ms_per_s: f64,
     /// Page-cache hit ratio of the window's reads, % (None off the
     /// page-cache path).
     #[serde(default)]
     pub page_hit_pct: Option<f64>,
-    /// Bios per second (each one decrypted and verified as one item).
-    #[serde(default)]
+    /// Bios per second (each one decrypted and verified as one item; NaN
+    /// where the kernel's block layer was not traced).
+    #[serde(default, with = "nan_as_null")]
     pub bios_per_s: f64,
     /// Median over the intervals of a post-read work item's median
     /// execution (decryption's, else verification's), us; NaN with none.
@@ -78,7 +82,9 @@ impl WindowStats {
         let mut items = crate::metrics::Counters::default();
         let mut exec = Vec::new();
         let mut iowait: Option<(f64, f64)> = None;
+        let mut untraced = false;
         for r in records.into_iter().filter(|r| !r.paused) {
+            untraced |= r.kernel.as_ref().is_some_and(|k| k.untraced);
             let at_once = r.items_at_once();
             if at_once.is_finite() {
                 st.items_at_once = Some(st.items_at_once.map_or(at_once, |m: f64| m.max(at_once)));
@@ -116,6 +122,7 @@ impl WindowStats {
             pages: (hits, misses, bios),
             lat: &lat,
             queue: &queue,
+            untraced,
         }
         .fill(&mut st);
         let exec = median(exec);
@@ -145,6 +152,9 @@ pub(crate) struct Sums<'h> {
     pub lat: &'h hdrhistogram::Histogram<u64>,
     /// Queue wait, ns, exact.
     pub queue: &'h hdrhistogram::Histogram<u64>,
+    /// An interval of the kernel target without its tracepoints: the
+    /// queue wait, run_delay and bios that need them are unmeasured.
+    pub untraced: bool,
 }
 
 impl Sums<'_> {
@@ -169,6 +179,11 @@ impl Sums<'_> {
         st.run_delay_ms_per_s = super::record::run_delay_ms_per_s(self.run_delay_us, st.secs);
         st.page_hit_pct = (hits + misses > 0).then(|| hits as f64 * 100.0 / (hits + misses) as f64);
         st.bios_per_s = bios as f64 / secs;
+        if self.untraced {
+            st.queue_p99_us = f64::NAN;
+            st.run_delay_ms_per_s = f64::NAN;
+            st.bios_per_s = f64::NAN;
+        }
     }
 }
 
@@ -280,5 +295,54 @@ mod tests {
         assert!(!a.overlaps(&Spread::of([4.0, 5.0])));
         let none = Spread::of([f64::NAN]);
         assert!(none.median.is_nan() && !none.holds(0.0));
+    }
+
+    #[test]
+    fn the_kernel_untraced_leaves_its_queue_figures_unmeasured_not_zero() {
+        let rec = |untraced: bool| IntervalRecord {
+            t_s: 1.0,
+            interval_s: 1.0,
+            reads: 10,
+            bytes: 10 << 20,
+            kernel: Some(crate::metrics::KernelRecord {
+                untraced,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let traced = WindowStats::of([&rec(false)]).unwrap();
+        assert_eq!(traced.throughput_mib_s, 10.0);
+        assert_eq!(
+            (
+                traced.queue_p99_us,
+                traced.run_delay_ms_per_s,
+                traced.bios_per_s
+            ),
+            (0.0, 0.0, 0.0)
+        );
+        let mut acc = crate::metrics::window::WindowAcc::default();
+        acc.add(&rec(true));
+        for st in [
+            WindowStats::of([&rec(true)]).unwrap(),
+            acc.stats(0.0, 1.0).unwrap(),
+        ] {
+            assert_eq!(st.throughput_mib_s, 10.0);
+            assert!(st.queue_p99_us.is_nan() && st.run_delay_ms_per_s.is_nan());
+            assert!(st.bios_per_s.is_nan());
+            // In JSON they are null, and read back as unmeasured.
+            let json = serde_json::to_string(&st).unwrap();
+            assert!(json.contains("\"queue_p99_us\":null"), "{json}");
+            let back: WindowStats = serde_json::from_str(&json).unwrap();
+            assert!(back.bios_per_s.is_nan());
+        }
+        acc.remove(&rec(true));
+        acc.add(&rec(false));
+        assert_eq!(acc.stats(0.0, 1.0).unwrap().bios_per_s, 0.0);
+        let r = rec(true);
+        for m in ["queue_p99_us", "run_delay_ms_per_s", "bios_per_s"] {
+            let m = crate::metrics::table::metric(m).unwrap();
+            assert!((m.interval)(&r).is_nan(), "{}", m.name);
+            assert_eq!(m.cell((m.interval)(&r)), "-");
+        }
     }
 }

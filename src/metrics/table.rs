@@ -86,8 +86,12 @@ pub struct Metric {
     pub window: fn(&WindowStats) -> f64,
 }
 
-/// The workers' run_delay over an interval, ms per second of wall time.
+/// The workers' run_delay over an interval, ms per second of wall time
+/// (NaN for the kernel target untraced: its kworkers are not known).
 pub fn run_delay_ms_per_s(r: &IntervalRecord) -> f64 {
+    if r.untraced() {
+        return f64::NAN;
+    }
     super::record::run_delay_ms_per_s(r.workers.run_delay_us, r.interval_s)
 }
 
@@ -165,7 +169,13 @@ pub const QUEUE_P99: Metric = Metric {
     unit: Unit::Us,
     better: Better::Lower,
     explorer: true,
-    interval: |r| r.stages_us.queue.p99,
+    interval: |r| {
+        if r.untraced() {
+            f64::NAN
+        } else {
+            r.stages_us.queue.p99
+        }
+    },
     window: |s| s.queue_p99_us,
 };
 
@@ -204,7 +214,13 @@ pub const BIOS: Metric = Metric {
     unit: Unit::BiosPerS,
     better: Better::Higher,
     explorer: false,
-    interval: |r| r.page_cache.bios as f64 / r.interval_s.max(1e-9),
+    interval: |r| {
+        if r.untraced() {
+            f64::NAN
+        } else {
+            r.page_cache.bios as f64 / r.interval_s.max(1e-9)
+        }
+    },
     window: |s| s.bios_per_s,
 };
 

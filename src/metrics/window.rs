@@ -24,6 +24,8 @@ pub struct WindowAcc {
     run_delay: f64,
     /// Page-cache hits, misses (pages) and bios.
     pc: (u64, u64, u64),
+    /// Intervals of the kernel target without its tracepoints.
+    untraced: u64,
     /// A subtraction failed (cannot happen with matching adds): the owner
     /// rebuilds the window from its records.
     pub broken: bool,
@@ -41,6 +43,7 @@ impl Default for WindowAcc {
             secs: 0.0,
             run_delay: 0.0,
             pc: (0, 0, 0),
+            untraced: 0,
             broken: false,
         }
     }
@@ -61,6 +64,7 @@ impl WindowAcc {
         self.bytes += r.bytes;
         self.secs += r.interval_s;
         self.run_delay += r.workers.run_delay_us;
+        self.untraced += u64::from(r.kernel.as_ref().is_some_and(|k| k.untraced));
         let c = &r.page_cache;
         self.pc = (
             self.pc.0 + c.hits,
@@ -83,6 +87,8 @@ impl WindowAcc {
         self.bytes -= r.bytes.min(self.bytes);
         self.secs -= r.interval_s;
         self.run_delay -= r.workers.run_delay_us;
+        self.untraced -=
+            u64::from(r.kernel.as_ref().is_some_and(|k| k.untraced)).min(self.untraced);
         let c = &r.page_cache;
         self.pc = (
             self.pc.0.saturating_sub(c.hits),
@@ -122,6 +128,7 @@ impl WindowAcc {
             pages: self.pc,
             lat: &self.lat,
             queue: &self.queue,
+            untraced: self.untraced > 0,
         }
         .fill(&mut st);
         Some(st)
