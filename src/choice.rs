@@ -8,6 +8,30 @@
 //! trait the settings table reads a choice's allowed values from. It sits at
 //! the bottom of the crate so that every layer can name its choices this way.
 
+/// How alike a mistyped name and a candidate must be to suggest it
+/// (Jaro-Winkler).
+const CLOSE: f64 = 0.85;
+
+/// The candidate closest to `input` where one is close enough: what a
+/// mistyped setting, value, preset or demo is answered with ("did you
+/// mean"). Case, `-` and `_` do not count.
+pub fn closest<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let input = norm(input);
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(&input, &norm(c)), c))
+        .filter(|(score, _)| *score >= CLOSE)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// ` (did you mean "NAME"?)` for the candidate [`closest`] to `input`,
+/// else empty: the tail of a "no such name" error.
+pub fn did_you_mean<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    closest(input, candidates).map_or(String::new(), |c| format!(" (did you mean {c:?}?)"))
+}
+
 /// Why a name is none of a closed set's values (the `FromStr` error of a
 /// [`named_enum!`]): the name as written and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -162,8 +162,8 @@ const USES: &[(&str, &[&str], &str)] = &[
     ),
     (
         "scenario",
-        &["engine", "files", "metrics", "settings", "sys"],
-        "presets and demos are settings, scripted over the engine, named by the metric table",
+        &["choice", "engine", "files", "metrics", "settings", "sys"],
+        "presets and demos are settings, scripted over the engine, named by the metric table; a mistyped name gets choice's did-you-mean, as a setting does",
     ),
     (
         "output",
@@ -243,7 +243,7 @@ const USES: &[(&str, &[&str], &str)] = &[
 /// face: nothing outside it names it.
 const FACES: &[(&str, &[&str])] = &[
     ("bench", &["CryptoReport", "crypto"]),
-    ("choice", &["Choice"]),
+    ("choice", &["Choice", "closest", "did_you_mean"]),
     (
         "cli",
         &[

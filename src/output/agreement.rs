@@ -12,7 +12,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::Spread;
 use crate::output::experiment::VariantResult;
 use crate::output::format::short_key;
 use crate::output::verdict::{self, Kind};
@@ -222,14 +221,13 @@ pub fn of(axes: &[AxisRef<'_>], points: &[PointRef<'_>], rounds: u32) -> Option<
 /// A point's answer on `name`, A -> B, by the one rule without a published
 /// figure.
 fn side(variants: &[VariantResult], name: &str, rounds: u32) -> Side {
-    let spread = |i: usize| -> Spread {
-        variants
-            .get(i)
-            .and_then(|v| v.metrics.iter().find(|(n, _)| n == name))
-            .map_or(Spread::of(std::iter::empty()), |(_, s)| *s)
-    };
-    let count = |i: usize| variants.get(i).map_or(0, |v| v.count(name, rounds));
-    let v = verdict::judge(&spread(0), &spread(1), [count(0), count(1)], None);
+    let v = crate::output::experiment::verdict_between(
+        variants.first(),
+        variants.get(1),
+        name,
+        rounds,
+        None,
+    );
     Side {
         answer: Answer::of(&v),
         change_pct: v.change_pct,
@@ -531,6 +529,7 @@ fn short_label(name: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Spread;
     use crate::output::experiment::VariantResult;
 
     /// A variant whose every headline metric is `v` in every round (a

@@ -79,6 +79,36 @@ impl VariantResult {
     }
 }
 
+/// The one rule ([`crate::output::verdict`]) on metric `name` from `a`
+/// to `b`, against `published` when given: by each round's value where
+/// both results hold their rounds (by ranks: one round out of line lowers
+/// a finding's certainty, it does not overturn it), else by their spreads
+/// (a result saved without its rounds). `rounds` is the experiment's count.
+pub fn verdict_between(
+    a: Option<&VariantResult>,
+    b: Option<&VariantResult>,
+    name: &str,
+    rounds: u32,
+    published: Option<&crate::scenario::preset::Published>,
+) -> crate::output::verdict::Verdict {
+    let figure = published.map(|p| (p.figure(), p.sign()));
+    let figure = figure.as_ref().map(|(f, s)| (f.as_str(), *s));
+    let values = |v: Option<&VariantResult>| {
+        let m = crate::metrics::table::metric(name)?;
+        let v = v?;
+        (!v.rounds.is_empty()).then(|| v.rounds.iter().map(m.window).collect::<Vec<f64>>())
+    };
+    if let (Some(x), Some(y)) = (values(a), values(b)) {
+        return crate::output::verdict::judge_values(&x, &y, figure);
+    }
+    let spread = |v: Option<&VariantResult>| {
+        v.and_then(|v| v.metrics.iter().find(|(n, _)| n == name))
+            .map_or(Spread::of(std::iter::empty()), |(_, s)| *s)
+    };
+    let count = |v: Option<&VariantResult>| v.map_or(0, |v| v.count(name, rounds));
+    crate::output::verdict::judge(&spread(a), &spread(b), [count(a), count(b)], figure)
+}
+
 /// The whole experiment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareReport {
@@ -620,12 +650,11 @@ impl SeedVerdict {
                 spread(after, variant, metric)?,
             ))
         };
-        // Each side's rounds with a value of `metric`.
-        let count = |h: Option<&HostResult>, variant: usize, metric: &str| {
-            let r = h.and_then(|h| h.report.as_ref());
-            r.and_then(|r| Some(r.variants.get(variant)?.count(metric, r.rounds)))
-                .unwrap_or(0)
-        };
+        fn result(h: Option<&HostResult>, variant: usize) -> Option<&VariantResult> {
+            h?.report.as_ref()?.variants.get(variant)
+        }
+        let rounds =
+            |h: Option<&HostResult>| h.and_then(|h| h.report.as_ref()).map_or(0, |r| r.rounds);
         let metric = seed.published.metric.as_str();
         let mut names = vec![metric];
         for m in [
@@ -653,12 +682,17 @@ impl SeedVerdict {
             .collect();
         let verdict = |variant: usize| match pair(variant, metric) {
             None => "not measured".to_string(),
-            Some((b, a)) => {
-                let rounds = [
-                    count(before, variant, metric),
-                    count(after, variant, metric),
-                ];
-                crate::output::verdict::against(&b, &a, rounds, &seed.published).text
+            // Each host's rounds (the before's and the after's counts are
+            // each their own where a result lacks its rounds' windows).
+            Some(_) => {
+                verdict_between(
+                    result(before, variant),
+                    result(after, variant),
+                    metric,
+                    rounds(before).min(rounds(after)),
+                    Some(&seed.published),
+                )
+                .text
             }
         };
         SeedVerdict {
@@ -861,13 +895,10 @@ fn hosts_rows(done: &[(&str, &CompareReport)]) -> Vec<Vec<String>> {
         }
         let mut row = vec![metric.label.to_string()];
         for (_, r) in done {
-            let one = r.rounds <= 1;
-            let b = &r.variants[0].metrics[k].1;
             for (i, v) in r.variants.iter().enumerate() {
-                let m = &v.metrics[k].1;
-                row.push(metric.cell(m.median));
+                row.push(metric.cell(v.metrics[k].1.median));
                 if i > 0 {
-                    row.push(m.change_cell(b, one).0);
+                    row.push(change_cell(r, i, k).0);
                 }
             }
         }
@@ -961,27 +992,24 @@ fn few_rounds_note(rounds: u32) -> String {
     )
 }
 
-/// A variant's change as a cell.
-trait ChangeCell {
-    fn change_cell(&self, base: &Spread, one_round: bool) -> (String, bool);
-}
-
-impl ChangeCell for Spread {
-    /// This variant's change against `base` as a cell (`+12%`, `~-3%`
-    /// where the rounds' ranges overlap, `-` without a value), and whether
-    /// they overlap. One round has no range to judge by: never `~`.
-    fn change_cell(&self, base: &Spread, one_round: bool) -> (String, bool) {
-        match self.change_pct {
-            None => ("-".into(), false),
-            Some(c) => {
-                let overlap = !one_round && self.overlaps(base);
-                (
-                    format!("{}{c:+.0}%", if overlap { "~" } else { "" }),
-                    overlap,
-                )
-            }
-        }
-    }
+/// Variant `i`'s change of metric `k` against the first variant as a
+/// cell (`+12%`, `~-3%` where the one rule calls it noise: a chance by
+/// noise of 5% or more, by the rounds' ranks; `-` without a value), and
+/// whether it was noise. One round has no spread to judge by: never `~`.
+fn change_cell(r: &CompareReport, i: usize, k: usize) -> (String, bool) {
+    let m = &METRICS[k];
+    let Some(c) = r.variants[i].metrics[k].1.change_pct else {
+        return ("-".into(), false);
+    };
+    let v = verdict_between(
+        r.variants.first(),
+        r.variants.get(i),
+        m.name,
+        r.rounds,
+        None,
+    );
+    let noise = r.rounds > 1 && v.kind == crate::output::verdict::Kind::Noise;
+    (format!("{}{c:+.0}%", if noise { "~" } else { "" }), noise)
 }
 
 impl CompareReport {
@@ -997,20 +1025,18 @@ impl CompareReport {
     /// Judges the first two variants against `published` (the preset's
     /// own comparison) and keeps both in the report.
     pub fn judge(&mut self, published: crate::scenario::preset::Published) {
-        let spread = |i: usize| -> Option<Spread> {
-            let v = self.variants.get(i)?;
-            v.metrics
-                .iter()
-                .find(|(n, _)| *n == published.metric)
-                .map(|(_, s)| *s)
+        let has = |i: usize| {
+            self.variants
+                .get(i)
+                .filter(|v| v.metrics.iter().any(|(n, _)| *n == published.metric))
         };
-        let count = |i: usize| self.variants[i].count(&published.metric, self.rounds);
-        self.verdict = match (spread(0), spread(1)) {
-            (Some(a), Some(b)) => Some(crate::output::verdict::against(
-                &a,
-                &b,
-                [count(0), count(1)],
-                &published,
+        self.verdict = match (has(0), has(1)) {
+            (Some(a), Some(b)) => Some(verdict_between(
+                Some(a),
+                Some(b),
+                &published.metric,
+                self.rounds,
+                Some(&published),
             )),
             _ => None,
         };
@@ -1083,7 +1109,6 @@ impl CompareReport {
     /// and whether any change's ranges overlap.
     fn rows(&self) -> (Vec<(String, Vec<String>)>, bool) {
         let one_round = self.rounds <= 1;
-        let base = self.variants.first();
         // A cell: the median, and its range where there is one.
         let cell = |s: &Spread, m: &Metric| {
             if one_round || !s.median.is_finite() {
@@ -1092,12 +1117,12 @@ impl CompareReport {
                 format!("{} ({}-{})", m.cell(s.median), m.cell(s.min), m.cell(s.max))
             }
         };
-        // A change: `~` where the ranges overlap (not significant), and no
-        // mark with one round, which has no range to judge by.
+        // A change: `~` where the one rule calls it noise, and no mark
+        // with one round, which has no range to judge by.
         let mut overlapped = false;
-        let mut change = |s: &Spread, b: &Spread| {
-            let (cell, overlap) = s.change_cell(b, one_round);
-            overlapped |= overlap;
+        let mut change = |i: usize, k: usize| {
+            let (cell, noise) = change_cell(self, i, k);
+            overlapped |= noise;
             cell
         };
         // Rows where no variant measured anything (every median 0 or
@@ -1109,11 +1134,9 @@ impl CompareReport {
             }
             let mut cols = Vec::new();
             for (i, v) in self.variants.iter().enumerate() {
-                let s = &v.metrics[k].1;
-                cols.push(cell(s, metric));
+                cols.push(cell(&v.metrics[k].1, metric));
                 if i > 0 {
-                    let b = &base.expect("a variant").metrics[k].1;
-                    cols.push(change(s, b));
+                    cols.push(change(i, k));
                 }
             }
             rows.push((metric.label.to_string(), cols));
@@ -1177,7 +1200,7 @@ impl CompareReport {
             );
         } else {
             if overlapped {
-                out.push_str("\n~: the two variants' ranges (min-max over rounds) overlap: the change is not significant.\n");
+                out.push_str("\n~: noise alone would put the two variants this far apart 5% of the time or more (by the rounds' ranks; the ranges overlap): the change is not significant.\n");
             }
             out.push_str(&few_rounds_note(self.rounds));
         }
@@ -1533,7 +1556,10 @@ mod tests {
         );
         let p99 = t.lines().find(|l| l.starts_with("p99 us")).unwrap();
         assert!(p99.ends_with(" ~+0%"), "overlapping ranges: {p99}");
-        assert!(t.contains("~: the two variants' ranges"), "{t}");
+        assert!(
+            t.contains("~: noise alone would put the two variants this far apart"),
+            "{t}"
+        );
         assert!(
             !t.contains("IOPS") && !t.contains("queue p99"),
             "all-zero rows dropped: {t}"

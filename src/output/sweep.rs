@@ -23,7 +23,7 @@ use crate::output::experiment::{
     CompareOptions, Conditions, Tally, VariantResult, measure, run_label, stopped, variant_results,
 };
 use crate::output::format::short_key;
-use crate::output::verdict::{self, Kind, Verdict};
+use crate::output::verdict::{Kind, Verdict};
 use crate::scenario::preset::{Compare, Published};
 use crate::settings::{Settings, SettingsError};
 
@@ -410,22 +410,13 @@ fn cell_verdict(
     rounds: u32,
     published: Option<&Published>,
 ) -> Verdict {
-    let spread = |i: usize| -> Option<Spread> {
-        variants
-            .get(i)?
-            .metrics
-            .iter()
-            .find(|(n, _)| n == metric.name)
-            .map(|(_, s)| *s)
-    };
-    let nan = Spread::of(std::iter::empty());
-    let (a, b) = (spread(0).unwrap_or(nan), spread(1).unwrap_or(nan));
-    let count = |i: usize| variants.get(i).map_or(0, |v| v.count(metric.name, rounds));
-    let rounds = [count(0), count(1)];
-    match published {
-        Some(p) => verdict::against(&a, &b, rounds, p),
-        None => verdict::judge(&a, &b, rounds, None),
-    }
+    crate::output::experiment::verdict_between(
+        variants.first(),
+        variants.get(1),
+        metric.name,
+        rounds,
+        published,
+    )
 }
 
 /// A cell of the grid as text: `-68% ✓` (ranges apart, the published

@@ -4,14 +4,19 @@
 //! rounds, chance by noise 0.79%", "within noise: +3%, the ranges overlap
 //! (published -96%); 5 v 5 rounds". Every place that states a result
 //! against a seed (`compare`, `sweep`, the lab's seed verdict, the
-//! explorer's demo line and live A/B, the slides) calls [`judge`], so the
-//! rule that decides what counts as a change is written once: two spreads
-//! (min-max over rounds) that overlap are noise; apart, they are a finding
-//! only where noise alone would put them apart less than 5% of the time
-//! ([`chance_apart`]: 2 in C(n+m, n) for n and m interleaved rounds, 10%
-//! for 3 v 3, 2.9% for 4 v 4), and then the sign of the change against the
-//! published sign decides. Apart at a larger chance is a hint
-//! ([`Kind::Hint`]), not a finding.
+//! explorer's demo line and live A/B, the slides) calls [`judge_values`]
+//! (or [`judge`] where only the spreads are left), so the rule that decides
+//! what counts as a change is written once: a change is a finding where
+//! noise alone (an unchanged setting, every ordering of the rounds' values
+//! alike likely) would put the two sides this far apart less than 5% of
+//! the time. Ranges (min-max over rounds) apart are 2 in C(n+m, n) of the
+//! orderings ([`chance_apart`]: 10% for 3 v 3, 2.9% for 4 v 4); ranges
+//! that overlap by a pair or two are counted by their ranks
+//! ([`chance_ranks`], the exact Mann-Whitney test: 8 v 8 rounds with one
+//! pair the other way 0.031%), so one round out of line lowers a finding's
+//! certainty instead of overturning it. Then the sign of the change
+//! against the published sign decides. Apart at a larger chance is a hint
+//! ([`Kind::Hint`]), not a finding; overlapping further, noise.
 
 use serde::{Deserialize, Serialize};
 
@@ -163,17 +168,114 @@ pub fn judge(
     rounds: [u32; 2],
     published: Option<(&str, i8)>,
 ) -> Verdict {
-    judged(before, after, rounds, false, published)
+    judged(before, after, rounds, false, published, None)
+}
+
+/// [`judge`] over the values themselves (each round's, NaN for a round
+/// that measured nothing): by their ranks, so that one round out of line
+/// lowers the finding's certainty instead of overturning it. Where the
+/// ranges are apart this is [`judge`]'s verdict exactly.
+pub fn judge_values(before: &[f64], after: &[f64], published: Option<(&str, i8)>) -> Verdict {
+    let (b, a) = (finite(before), finite(after));
+    let counts = [b.len() as u32, a.len() as u32];
+    judged(
+        &Spread::of(b.iter().copied()),
+        &Spread::of(a.iter().copied()),
+        counts,
+        false,
+        published,
+        Some(u_statistic(&b, &a)),
+    )
+}
+
+fn finite(v: &[f64]) -> Vec<f64> {
+    v.iter().copied().filter(|x| x.is_finite()).collect()
+}
+
+/// The Mann-Whitney U of `after` against `before`: the pairs (one value
+/// of each side) in which `after`'s is the higher, a tie counting half.
+/// 0 or `n·m` where the ranges lie apart.
+pub fn u_statistic(before: &[f64], after: &[f64]) -> f64 {
+    let mut u = 0.0;
+    for b in before {
+        for a in after {
+            u += if a > b {
+                1.0
+            } else if a == b {
+                0.5
+            } else {
+                0.0
+            };
+        }
+    }
+    u
+}
+
+/// Sides up to which [`chance_ranks`] counts orderings exactly (n + m);
+/// beyond, the normal approximation of U, which is within a few percent
+/// of the exact count there at the chances that decide (5% and under).
+const EXACT_RANKS_UP_TO: u32 = 60;
+
+/// The chance that noise alone (an unchanged setting, every ordering of
+/// the n + m values as likely as any other) puts the two sides at least as
+/// far apart as a U of `u` does, either way: twice the share of orderings
+/// with as few pairs the other way or fewer (the exact two-sided
+/// Mann-Whitney test, with ties counted against the change). With no pair
+/// the other way it is [`chance_apart`]; with one, 4 in C(n+m, n) (8 v 8
+/// rounds: 0.031%).
+pub fn chance_ranks(u: f64, n: u32, m: u32) -> f64 {
+    if n == 0 || m == 0 {
+        return 1.0;
+    }
+    let nm = f64::from(n) * f64::from(m);
+    // Pairs the other way, ties counted whole (against the change).
+    let other = u.min(nm - u).max(0.0).ceil();
+    if other == 0.0 {
+        return chance_apart(n, m);
+    }
+    if n + m > EXACT_RANKS_UP_TO {
+        let mu = nm / 2.0;
+        let sigma = (nm * f64::from(n + m + 1) / 12.0).sqrt();
+        let z = (other + 0.5 - mu) / sigma;
+        return libm::erfc(-z / std::f64::consts::SQRT_2).min(1.0);
+    }
+    let k = other as usize;
+    let (n, m) = (n as usize, m as usize);
+    // c[i][u]: orderings of i values of one side and j of the other with
+    // U = u (u <= k), built up over j: the highest value is the other
+    // side's (above all i: U + i) or this side's.
+    let mut prev = vec![vec![0.0f64; k + 1]; n + 1];
+    for row in prev.iter_mut() {
+        row[0] = 1.0;
+    }
+    for _j in 1..=m {
+        let mut cur = vec![vec![0.0f64; k + 1]; n + 1];
+        for i in 0..=n {
+            for u in 0..=k {
+                let mut v = if u >= i { prev[i][u - i] } else { 0.0 };
+                if i > 0 {
+                    v += cur[i - 1][u];
+                }
+                cur[i][u] = v;
+            }
+        }
+        prev = cur;
+    }
+    let tail: f64 = prev[n].iter().sum();
+    let total = (0..n.min(m)).fold(1.0f64, |c, i| c * (n + m - i) as f64 / (i + 1) as f64);
+    (2.0 * tail / total).min(1.0)
 }
 
 /// [`judge`] over `counts` of the values each spread is over, rounds or
-/// (`windows`) windows of one run, which the text names.
+/// (`windows`) windows of one run, which the text names; by the values'
+/// ranks where their U is given ([`judge_values`]), else by the ranges.
 fn judged(
     before: &Spread,
     after: &Spread,
     counts: [u32; 2],
     windows: bool,
     published: Option<(&str, i8)>,
+    u: Option<f64>,
 ) -> Verdict {
     let change = pct_change(before.median, after.median);
     let pub_note = published.map_or(String::new(), |(f, _)| format!(" (published {f})"));
@@ -214,7 +316,31 @@ fn judged(
             ..base
         };
     }
-    let chance = (!overlap).then(|| chance_apart(n, m));
+    // The chance by noise: of ranges this far apart, or (by the ranks,
+    // where the values are known) of as few pairs the other way, where
+    // that makes a finding. None: no direction can be claimed.
+    let chance = match u {
+        _ if !overlap => Some(chance_apart(n, m)),
+        Some(u) => Some(chance_ranks(u, n, m)).filter(|&p| p < FINDING),
+        None => None,
+    };
+    // How the two sides lie: apart, or apart but for some pairs.
+    let lie = match u {
+        Some(u) if overlap => {
+            let nm = f64::from(n) * f64::from(m);
+            let other = u.min(nm - u);
+            format!(
+                "all but {} of {} pairs apart",
+                if other.fract() == 0.0 {
+                    format!("{other:.0}")
+                } else {
+                    format!("{other:.1}")
+                },
+                nm
+            )
+        }
+        _ => "ranges apart".to_string(),
+    };
     let odds = |p: f64| format!("; {sides}, chance by noise {}", chance_text(p));
     let (kind, text) = match (chance, published.map(|(_, s)| s)) {
         (None, Some(0)) => (
@@ -231,27 +357,28 @@ fn judged(
         (Some(p), _) if p >= FINDING => (
             Kind::Hint,
             format!(
-                "a hint, not a finding: {}, ranges apart{pub_note}{} {more}",
+                "a hint, not a finding: {}, {lie}{pub_note}{} {more}",
                 c(ch),
                 odds(p)
             ),
         ),
-        (Some(p), None) => (Kind::Apart, format!("{}, ranges apart{}", c(ch), odds(p))),
+        (Some(p), None) => (Kind::Apart, format!("{}, {lie}{}", c(ch), odds(p))),
         (Some(p), Some(sign)) => {
             let went: i8 = if ch > 0.0 { 1 } else { -1 };
             if sign != 0 && went == sign {
+                let how = if overlap {
+                    format!(", {lie}")
+                } else {
+                    String::new()
+                };
                 (
                     Kind::Reproduced,
-                    format!("reproduced: {}{pub_note}{}", c(ch), odds(p)),
+                    format!("reproduced: {}{how}{pub_note}{}", c(ch), odds(p)),
                 )
             } else {
                 (
                     Kind::NotReproduced,
-                    format!(
-                        "not reproduced: {}, ranges apart{pub_note}{}",
-                        c(ch),
-                        odds(p)
-                    ),
+                    format!("not reproduced: {}, {lie}{pub_note}{}", c(ch), odds(p)),
                 )
             }
         }
@@ -301,6 +428,12 @@ pub struct WindowVerdict {
 pub const WINDOW_S: f64 = 2.0;
 /// Seconds dropped after a change before a verdict within one run counts.
 pub const SETTLE_S: f64 = 1.0;
+/// Seconds dropped after the start of a run before the explorer's windows
+/// (a baseline's among them) count: the workers and the page cache ramp
+/// up for longer than a change takes to settle (measured in BENCHMARKS.md,
+/// "the explorer's start-up ramp"). A longer ramp shows as a baseline
+/// whose first half and second half lie apart, which the panel says.
+pub const START_SETTLE_S: f64 = 5.0;
 
 /// The measurements of each whole window of `chunk_s` seconds of
 /// `records`, after the first `settle_s` seconds are dropped (a pipeline
@@ -434,15 +567,17 @@ pub fn judge_windows(
         return None;
     }
     let counts = [b.len() as u32, a.len() as u32];
-    let (sb, sa) = (Spread::of(b), Spread::of(a));
+    let (sb, sa) = (Spread::of(b.iter().copied()), Spread::of(a.iter().copied()));
     let published = published.filter(|p| p.metric == metric.name);
     let figure = published.map(|p| (p.figure(), p.sign()));
+    let u = u_statistic(&b, &a);
     let verdict = judged(
         &sb,
         &sa,
         counts,
         true,
         figure.as_ref().map(|(f, s)| (f.as_str(), *s)),
+        Some(u),
     );
     Some(WindowVerdict {
         verdict,
@@ -508,6 +643,79 @@ mod tests {
         ] {
             assert_eq!(chance_text(p), t, "{p}");
         }
+    }
+
+    /// The exact Mann-Whitney tail: counted by hand for small sides, equal
+    /// to the ranges' chance with no pair the other way, symmetric, and
+    /// the normal approximation beyond 60 values near the exact count.
+    #[test]
+    fn the_chance_by_noise_of_ranks_is_counted_exactly() {
+        // 4 v 4: U = 0 and U = 1 are one ordering each of 70.
+        assert_eq!(chance_ranks(0.0, 4, 4), chance_apart(4, 4));
+        assert!((chance_ranks(1.0, 4, 4) - 4.0 / 70.0).abs() < 1e-15);
+        // U = 2: two orderings more (two values swapped at the edge, or
+        // one value two places in).
+        assert!((chance_ranks(2.0, 4, 4) - 8.0 / 70.0).abs() < 1e-15);
+        // Either way round, and a tie counts as a pair the other way.
+        assert_eq!(chance_ranks(15.0, 4, 4), chance_ranks(1.0, 4, 4));
+        assert_eq!(chance_ranks(0.5, 4, 4), chance_ranks(1.0, 4, 4));
+        // 8 v 8 with one pair the other way: 4 of C(16, 8) = 12870.
+        assert!((chance_ranks(1.0, 8, 8) - 4.0 / 12870.0).abs() < 1e-15);
+        // 3 v 5, U = 1: 2 of C(8, 3) = 56, twice.
+        assert!((chance_ranks(1.0, 3, 5) - 4.0 / 56.0).abs() < 1e-15);
+        // Half the pairs each way: no change at all.
+        assert_eq!(chance_ranks(8.0, 4, 4), 1.0);
+        // At 30 v 30 (exact) and 31 v 31 (normal) the chance at the same
+        // standardised distance agrees within a few percent.
+        let at = |n: u32, z: f64| {
+            let nm = f64::from(n * n);
+            let sd = (nm * f64::from(2 * n + 1) / 12.0).sqrt();
+            chance_ranks((nm / 2.0 - z * sd).round(), n, n)
+        };
+        for z in [2.0, 2.5, 3.0] {
+            let (exact, normal) = (at(30, z), at(31, z));
+            assert!(
+                (normal / exact - 1.0).abs() < 0.25,
+                "z {z}: {exact} {normal}"
+            );
+        }
+        assert_eq!(u_statistic(&[1.0, 2.0], &[3.0, 4.0]), 4.0);
+        assert_eq!(u_statistic(&[1.0, 3.0], &[3.0, 4.0]), 3.5);
+    }
+
+    /// The live A/B the issue saw: apart at -80% over 7 rounds, then one
+    /// noisy turn. By the ranges it flipped to noise; by the ranks it
+    /// stays a finding, at a larger chance, and says how the sides lie.
+    #[test]
+    fn one_round_out_of_line_does_not_overturn_a_finding() {
+        let before = [100.0, 104.0, 98.0, 101.0, 103.0, 99.0, 102.0, 100.5];
+        let mut after = vec![20.0, 21.0, 19.0, 22.0, 20.5, 19.5, 21.5];
+        let v = judge_values(&before[..7], &after, None);
+        assert_eq!(v.kind, Kind::Apart);
+        after.push(98.5); // one turn out of line: above one of the before turns
+        let ranges = judge(
+            &Spread::of(before.iter().copied()),
+            &Spread::of(after.iter().copied()),
+            [8, 8],
+            None,
+        );
+        assert_eq!(ranges.kind, Kind::Noise, "the ranges alone overlap");
+        let v = judge_values(&before, &after, None);
+        assert_eq!(v.kind, Kind::Apart, "{}", v.text);
+        assert!(v.overlap);
+        assert_eq!(v.chance, Some(chance_ranks(1.0, 8, 8)));
+        assert!(v.text.contains("all but 1 of 64 pairs apart"), "{}", v.text);
+        assert!(
+            v.text.contains("8 v 8 rounds, chance by noise 0.031%"),
+            "{}",
+            v.text
+        );
+        // Against a published fall it reproduces, saying how.
+        let v = judge_values(&before, &after, Some(("-96%", -1)));
+        assert_eq!(v.kind, Kind::Reproduced, "{}", v.text);
+        // Sides mixed through each other stay noise; a NaN round is left out.
+        let v = judge_values(&[1.0, 3.0, 5.0, f64::NAN], &[2.0, 4.0, 6.0], None);
+        assert_eq!((v.kind, v.rounds), (Kind::Noise, [3, 3]));
     }
 
     /// Ranges apart are a finding only under a 5% chance by noise: 3 v 3

@@ -321,7 +321,8 @@ pub enum DemoError {
     },
     /// No shipped demo of that name.
     #[error(
-        "no demo named {name:?}: the demos are {} (or give a path to a .toml file)",
+        "no demo named {name:?}{}: the demos are {} (or give a path to a .toml file)",
+        crate::choice::did_you_mean(name, SHIPPED.iter().map(|(n, _)| *n)),
         SHIPPED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
     )]
     NotFound {

@@ -298,11 +298,14 @@ pub enum PresetError {
     },
     /// No preset of that name.
     #[error(
-        "no preset named {name:?}: the presets are {available} (or give a path to a .toml file)"
+        "no preset named {name:?}{hint}: the presets are {available} (or give a path to a .toml file)"
     )]
     NotFound {
         /// The name asked for.
         name: String,
+        /// ` (did you mean "fsverity-bound-vs-unbound"?)` where one is
+        /// close, else empty.
+        hint: String,
         /// The names there are.
         available: String,
     },
@@ -760,13 +763,13 @@ pub fn resolve(spec: &str) -> Result<(Preset, Origin), PresetError> {
             Origin::Shipped,
         ));
     }
+    let names: Vec<String> = list().iter().map(|(n, _, _)| n.clone()).collect();
+    // The closest name, as a mistyped setting gets one.
+    let hint = crate::choice::did_you_mean(spec, names.iter().map(String::as_str));
     Err(PresetError::NotFound {
         name: spec.to_string(),
-        available: list()
-            .iter()
-            .map(|(n, _, _)| n.clone())
-            .collect::<Vec<_>>()
-            .join(", "),
+        hint,
+        available: names.join(", "),
     })
 }
 
@@ -833,6 +836,25 @@ pub fn save_atomic(preset: &Preset, path: &Path) -> Result<(), PresetError> {
 
 #[cfg(test)]
 mod tests {
+    /// A mistyped preset or demo name is answered as a mistyped setting
+    /// is: with the closest name, and the list.
+    #[test]
+    fn a_mistyped_name_gets_a_did_you_mean() {
+        let e = resolve("fsverity-bound-vs-unbond").unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "no preset named \"fsverity-bound-vs-unbond\" (did you mean \"fsverity-bound-vs-unbound\"?): the presets are "
+            ),
+            "{e}"
+        );
+        let e = resolve("zzzz").unwrap_err().to_string();
+        assert!(!e.contains("did you mean"), "{e}");
+        let e = crate::scenario::demo::resolve("fscrypt-slow-ciphr", 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(did you mean \"fscrypt-slow-cipher\"?)"), "{e}");
+    }
+
     use super::*;
 
     #[test]

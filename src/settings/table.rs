@@ -488,7 +488,7 @@ pub static KEYS: &[Setting] = &[
     setting!(workers.verify_mode, Kind::Choice(&VerifyMode::NAMES), {
         help: "where verify runs when decrypt is on too; same = decrypt's queue",
         scope: Scope::Switch(KERNEL_QUEUES),
-        bind: Some(Bind { step: Step::Cycle('W'), rank: 2, footer: Some("verify q"),
+        bind: Some(Bind { step: Step::Cycle('W'), rank: 2, footer: Some("verify mode"),
             help: "verify queue: {values}" }),
     }),
     setting!(workers.highpri, Kind::Bool, {

@@ -138,20 +138,7 @@ pub(super) fn entries_from_toml(table: &toml::Table) -> Vec<Entry> {
 // ---------------------------------------------------------------------------
 // Suggestions for unknown names.
 
-const CLOSE: f64 = 0.85;
-
-pub(super) fn closest<'a>(
-    input: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let input = input.to_ascii_lowercase().replace('-', "_");
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(&input, c), c))
-        .filter(|(score, _)| *score >= CLOSE)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
-}
+pub(super) use crate::choice::closest;
 
 // ---------------------------------------------------------------------------
 // Per-kind value checks.

@@ -15,7 +15,7 @@
 //! overlapping, noise), so it firms up as rounds accumulate.
 
 use crate::metrics::{IntervalRecord, METRICS, Metric, Spread, WindowStats};
-use crate::output::verdict::{Verdict, judge};
+use crate::output::verdict::{Verdict, judge_values};
 use crate::settings::Settings;
 
 /// Seconds each side runs per turn.
@@ -58,6 +58,73 @@ pub fn round_line(ab: &AbRun) -> String {
         SIDES[1],
         side(1)
     )
+}
+
+/// The prefix of the event that carries an ended A/B's result (into the
+/// recording, the events panel and the summary): logged, not a marker.
+pub const RESULT_PREFIX: &str = "A/B result: ";
+
+/// An ended A/B's result in one line, every explorer metric with its
+/// medians, change and verdict (the panel's marks: `~` within noise, `?` a
+/// hint, the chance by noise of a finding): `A/B result: 8 rounds,
+/// baseline -> now: MiB/s 77.4 -> 85.0 +10% (chance by noise 0.031%) ·
+/// p50 ...`. None before a whole round.
+pub fn result_line(ab: &AbRun) -> Option<String> {
+    let rounds = ab.rounds();
+    if rounds == 0 {
+        return None;
+    }
+    let parts: Vec<String> = ab
+        .rows()
+        .iter()
+        .filter_map(|r| {
+            let v = r.verdict.as_ref()?;
+            let m = r.metric;
+            let cell = |x: f64| m.cell(x).trim().to_string();
+            let change = match (v.change_pct, v.kind) {
+                (None, _) => "-".to_string(),
+                (Some(c), k) if k.is_significant() => format!(
+                    "{c:+.0}% (chance by noise {})",
+                    v.chance
+                        .map_or("-".into(), crate::output::verdict::chance_text)
+                ),
+                (Some(c), crate::output::verdict::Kind::Hint) => format!("?{c:+.0}% (a hint)"),
+                (Some(c), _) => format!("~{c:+.0}% (within noise)"),
+            };
+            Some(format!(
+                "{} {} -> {} {change}",
+                m.short,
+                cell(r.spreads[0].median),
+                cell(r.spreads[1].median)
+            ))
+        })
+        .collect();
+    Some(format!(
+        "{RESULT_PREFIX}{}, {} -> {}: {}",
+        rounds_text(rounds),
+        SIDES[0],
+        SIDES[1],
+        parts.join(" · ")
+    ))
+}
+
+impl AbRun {
+    /// What the headline numbers show while it runs: the side on now,
+    /// over its current turn after the settle time (from `history`, up to
+    /// `t_s`), or its last whole turn while the current one settles; so a
+    /// number is never a mix of the two sides. None before either.
+    pub fn side_now<'a>(
+        &self,
+        t_s: f64,
+        history: impl Iterator<Item = &'a IntervalRecord> + Clone,
+    ) -> Option<(WindowStats, &'static str)> {
+        let from = self.since_s + SETTLE_S;
+        let current = history
+            .filter(|r| r.t_s - r.interval_s >= from - 1e-9 && r.t_s <= t_s + 1e-9 && !r.paused);
+        WindowStats::of(current)
+            .or_else(|| self.turns[self.on].last().copied())
+            .map(|w| (w, SIDES[self.on]))
+    }
 }
 
 /// A live A/B in progress.
@@ -162,13 +229,11 @@ impl AbRun {
             .iter()
             .filter(|m| m.explorer)
             .map(|m| {
-                let spreads = [0, 1].map(|s| Spread::of(self.turns[s].iter().map(m.window)));
-                // Each side's turns with a value of the metric.
-                let counts = [0, 1].map(|s| {
-                    let values = self.turns[s].iter().map(m.window);
-                    values.filter(|v| v.is_finite()).count() as u32
-                });
-                let verdict = (rounds > 0).then(|| judge(&spreads[0], &spreads[1], counts, None));
+                let values = [0, 1].map(|s| self.turns[s].iter().map(m.window).collect::<Vec<_>>());
+                let spreads = [0, 1].map(|s| Spread::of(values[s].iter().copied()));
+                // By the turns' ranks: one turn out of line lowers the
+                // certainty, it does not flip the verdict.
+                let verdict = (rounds > 0).then(|| judge_values(&values[0], &values[1], None));
                 AbRow {
                     metric: m,
                     spreads,

@@ -72,6 +72,11 @@ impl App {
             if self.baseline.is_quiet(&e.label) {
                 continue;
             }
+            // An ended A/B's result: logged, not a chart marker.
+            if e.label.starts_with(super::ab::RESULT_PREFIX) {
+                self.log.line(e.t_s, e.label.clone(), true);
+                continue;
+            }
             // A demo's caption: shown, logged, not a chart marker.
             if let Some(c) = e.label.strip_prefix("caption: ") {
                 self.show.set_caption(c.to_string());
@@ -113,10 +118,10 @@ impl App {
         self.log.flash_text(self.window.elapsed_s())
     }
 
-    /// Freezes the "now" window as the baseline. Returns false when there
-    /// is nothing measured yet.
-    pub fn mark_baseline(&mut self) -> bool {
-        self.baseline.mark(&self.window, &self.running)
+    /// Freezes the "now" window as the baseline (and starts "now" after
+    /// it); or why not yet.
+    pub fn mark_baseline(&mut self) -> Result<(), super::state::NotYet> {
+        self.baseline.mark(&mut self.window, &self.running)
     }
 
     /// Clears the charts (the records, the markers, the ended A/Bs'
@@ -187,7 +192,8 @@ impl App {
             .baseline
             .verdict_on(&self.window, metric, published.as_ref())
         else {
-            let secs: f64 = self.window.now_records().map(|r| r.interval_s).sum();
+            // A fold from +0 (an empty f64 sum is -0: "-0 s so far").
+            let secs = self.window.now_records().fold(0.0, |a, r| a + r.interval_s);
             return Some((
                 crate::output::verdict::Kind::NotMeasured,
                 format!(

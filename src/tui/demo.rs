@@ -40,11 +40,19 @@ impl<'a> DemoDriver<'a> {
             self.due = None;
             self.waiting_key = false;
             app.show.set_step(total + 1, total, None);
-            app.flash("end of the demo: explore on, or q to quit");
+            // Its A/B ends with it: the final verdict stays on the panel.
+            let ended = super::stop_ab(app, self.inner.engine).map(|ab| ab.rounds());
+            app.flash(match ended {
+                Some(n) => format!(
+                    "end of the demo: its A/B stopped after {}, the final verdict stays; explore on, or q to quit",
+                    super::ab::rounds_text(n)
+                ),
+                None => "end of the demo: explore on, or q to quit".to_string(),
+            });
             return;
         };
         self.next += 1;
-        if step.baseline && app.mark_baseline() {
+        if step.baseline && app.mark_baseline().is_ok() {
             self.inner.engine.mark_event("baseline");
         }
         if let Some(s) = step.settings {

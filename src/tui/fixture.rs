@@ -107,7 +107,7 @@ pub fn app(baseline: bool) -> App {
     let mut app = App::new(s.clone(), s, features(), 2);
     for seq in 0..180 {
         if seq == 116 && baseline {
-            assert!(app.mark_baseline());
+            assert_eq!(app.mark_baseline(), Ok(()));
         }
         app.push(record(seq));
     }

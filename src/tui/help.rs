@@ -139,6 +139,13 @@ pub const GLOSSARY: &[(&str, &str)] = &[
          started them, both queues summed (decrypt and verify) when both are on.",
     ),
     (
+        "stages panel",
+        "each stage's median time and share of a read; then each worker pool: bnd / unb \
+         (bound or unbound), run R/W (workers running of the pool's W), blk (workers \
+         blocked in an item, reading a tree page), max (the most blocked at once since \
+         the last change); narrow, R/W blk B; then each CPU's busy and iowait.",
+    ),
+    (
         "target",
         "k: readpath's model, or the running kernel's own fscrypt and fs-verity on a \
          real ext4 file (root), its queues traced; K turns the kernel's affinity scope.",

@@ -278,9 +278,9 @@ pub fn run(
     let m = engine.machine();
     app.running
         .set_idle(m.idle_and_freq_short(), !m.iowait_consumers().is_empty());
-    if let Some(n) = m.iowait_notice() {
-        app.log.line(0.0, n, true);
-    }
+    // Said when `workload.sleep` first changes, where it matters, not as
+    // the first thing a newcomer reads.
+    app.running.set_iowait_note(m.iowait_notice());
     if let Some((name, description)) = &opts.preset {
         app.log
             .line(0.0, format!("preset {name}: {description}"), false);
@@ -572,14 +572,13 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
             )),
             None => app.flash("no page cache on this read path (direct reads)"),
         },
-        Action::MarkBaseline => {
-            if app.mark_baseline() {
+        Action::MarkBaseline => match app.mark_baseline() {
+            Ok(()) => {
                 engine.mark_event("baseline");
                 app.flash("baseline marked: change a setting and compare");
-            } else {
-                app.flash("nothing measured yet: wait for a few intervals");
             }
-        }
+            Err(why) => app.flash(why.to_string()),
+        },
         Action::TogglePause => toggle_pause(app, engine),
         Action::FlipBaseline => match app.baseline.flip(app.running.settings()) {
             Ok(s) => apply(app, engine, s),
@@ -596,15 +595,7 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
 /// `A`: starts the live A/B between the baseline's settings and the
 /// current ones, or stops it (back on the current ones), or says why not.
 fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
-    if let Some(ab) = app.baseline.end_ab(app.window.elapsed_s()) {
-        // "now" starts here: at the change back to the current settings,
-        // or (on their turn) at a marker of its own.
-        let back = ab.sides[1].clone();
-        if *app.running.settings() != back {
-            apply(app, engine, back);
-        } else {
-            engine.mark_event("A/B stop");
-        }
+    if let Some(ab) = stop_ab(app, engine) {
         app.announce(format!(
             "A/B stopped after {}: back on your settings",
             ab::rounds_text(ab.rounds())
@@ -612,6 +603,34 @@ fn toggle_ab(app: &mut App, engine: &mut dyn Workload) {
         return;
     }
     begin_ab(app, engine);
+}
+
+/// Stops the live A/B ([`finish_ab`]) and goes back to the settings it
+/// was started on (`now`'s); None when none ran.
+pub(crate) fn stop_ab(app: &mut App, engine: &mut dyn Workload) -> Option<ab::AbRun> {
+    let ab = finish_ab(app, engine)?;
+    // "now" starts here: at the change back to the current settings,
+    // or (on their turn) at a marker of its own.
+    let back = ab.sides[1].clone();
+    if *app.running.settings() != back {
+        apply(app, engine, back);
+    } else {
+        engine.mark_event("A/B stop");
+    }
+    Some(ab)
+}
+
+/// Ends the live A/B, whatever stops it (`A`, another change, a refused
+/// switch, a demo's end): its turns stay on the charts and its table on
+/// the panel until the next `b` or `A`; its result goes to the recording,
+/// the events panel and the summary as one event
+/// ([`ab::result_line`]). None when none ran.
+pub(crate) fn finish_ab(app: &mut App, engine: &mut dyn Workload) -> Option<ab::AbRun> {
+    let ab = app.baseline.end_ab(app.window.elapsed_s())?;
+    if let Some(line) = ab::result_line(&ab) {
+        engine.mark_event(&line);
+    }
+    Some(ab)
 }
 
 /// Starts the live A/B (the `A` key, a demo step's `ab = true`), marked on
@@ -643,7 +662,7 @@ fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
     };
     if *app.running.settings() != ab.sides[ab.on] {
         let rounds = ab.rounds();
-        app.baseline.end_ab(t);
+        finish_ab(app, engine);
         app.announce(format!(
             "A/B stopped after {}: the settings were changed",
             ab::rounds_text(rounds)
@@ -664,7 +683,7 @@ fn ab_tick(app: &mut App, engine: &mut dyn Workload) {
     // A switch is not a marker or a log line (the round's line says what
     // the turns measured); the panel's clock shows the turns.
     let Some(changes) = apply_quiet(app, engine, next) else {
-        app.baseline.end_ab(t); // the switch was refused: the error says why
+        finish_ab(app, engine); // the switch was refused: the error says why
         return;
     };
     app.baseline
@@ -750,6 +769,13 @@ fn start_save(app: &mut App) {
 pub(crate) fn apply(app: &mut App, engine: &mut dyn Workload, s: crate::settings::Settings) {
     let t = Instant::now();
     if let Some(changes) = apply_quiet(app, engine, s) {
+        if changes
+            .iter()
+            .any(|c| c.key == crate::key!(workload.sleep).name())
+            && let Some(note) = app.running.take_iowait_note()
+        {
+            app.log.line(app.window.elapsed_s(), note, true);
+        }
         let what: Vec<String> = changes
             .iter()
             .map(|c| crate::output::format::short_label(&c.label()))

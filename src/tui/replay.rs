@@ -89,8 +89,9 @@ impl ReplayDriver {
             for e in &r.events {
                 if e.label == "baseline" {
                     // `b` was pressed during this interval: the window
-                    // before it is the baseline, as it was live.
-                    app.mark_baseline();
+                    // before it is the baseline, as it was live (a `b`
+                    // refused live left no event).
+                    let _ = app.mark_baseline();
                 } else if let Some((key, change)) = e.label.split_once(": ")
                     && let Some((_, to)) = change.split_once(" -> ")
                 {
@@ -199,11 +200,10 @@ impl Driver for ReplayDriver {
                 app.view.set_paused(self.paused);
                 self.last = Instant::now();
             }
-            Action::MarkBaseline => {
-                if app.mark_baseline() {
-                    app.flash("baseline marked");
-                }
-            }
+            Action::MarkBaseline => match app.mark_baseline() {
+                Ok(()) => app.flash("baseline marked"),
+                Err(why) => app.flash(why.to_string()),
+            },
             a if a.needs_workload() => app.flash(REPLAY_REFUSAL),
             Action::Apply(_)
             | Action::Refuse(_)

@@ -19,45 +19,52 @@ use super::look::*;
 use crate::metrics::{METRICS, Metric, Spread, WindowStats};
 use crate::output::verdict::Kind;
 use crate::output::verdict::WINDOW_S;
-use crate::tui::ab::{AbRun, SETTLE_S, SIDES, TURN_S};
+use crate::tui::ab::{self, AbRun, SIDES, TURN_S};
 use crate::tui::app::App;
-use crate::tui::state::Baseline;
+use crate::tui::state::{Baseline, MIN_WINDOWS};
 use crate::tui::theme::Theme;
-
-/// Seconds the "now" window needs before it is compared with the
-/// baseline (until then the panel says it is collecting).
-pub const MIN_NOW_S: f64 = 3.0;
-
-/// Change from `a` to `b` in %, `None` when `a` is 0.
-pub fn change_pct(a: f64, b: f64) -> Option<f64> {
-    (a != 0.0).then(|| (b - a) / a * 100.0)
-}
 
 pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     if let Some(ab) = app.baseline.ab() {
-        render_ab(ab, app.window.elapsed_s(), th, area, buf);
+        render_ab(ab, app.window.elapsed_s(), None, th, area, buf);
         return;
     }
-    let block = panel("baseline vs now", th);
-    let inner = block.inner(area);
-    block.render(area, buf);
+    if let Some((ab, ended)) = app.baseline.ab_last() {
+        render_ab(ab, *ended, Some(*ended), th, area, buf);
+        return;
+    }
     let Some(base) = app.baseline.get() else {
+        let block = panel("baseline vs now", th);
+        let inner = block.inner(area);
+        block.render(area, buf);
         no_baseline(th, inner, buf);
         return;
     };
-    // Until "now" holds enough intervals it is not a figure to compare.
-    let now = app.window.now();
-    let collecting = now.as_ref().is_none_or(|n| n.secs < MIN_NOW_S);
+    // One setting changed since the baseline: the title says which where
+    // it fits (the panel's last line may not show at 120x40).
+    let changed = base.settings.diff(app.running.settings());
+    let mut titles = Vec::new();
+    if let [one] = changed.as_slice() {
+        titles.push(format!("baseline vs now · {}", one.short_label()));
+        titles.push(format!("vs base: {}", one.short_label()));
+        let key = one.key.rsplit('.').next().unwrap_or(&one.key);
+        titles.push(format!("vs base: {key}={}", one.to));
+    }
+    titles.push("baseline vs now".to_string());
+    let title = crate::tui::text::first_fitting(&titles, area.width.saturating_sub(4) as usize);
+    let titled = title != "baseline vs now";
+    let block = panel(title, th);
+    let inner = block.inner(area);
+    block.render(area, buf);
     // Columns narrow where the panel is (120x40): never wrapped under a row.
     let narrow = inner.width < 38;
-    let (mut lines, kinds) = metric_rows(app, base, now.as_ref(), collecting, narrow, th);
-    let now_s = now.as_ref().map_or(0.0, |n| n.secs);
+    let (mut lines, kinds) = metric_rows(app, base, narrow, th);
     let (bw, nw) = (base.windows.len(), app.window.now_windows().len());
     lines.push(Line::from(Span::styled(
-        if collecting {
-            format!("collecting… now {now_s:.1} s of {MIN_NOW_S:.0} s")
-        } else if bw < 2 || nw < 2 {
-            format!("{WINDOW_S:.0} s windows: base {bw}, now {nw}; a verdict needs 2 each")
+        if nw < MIN_WINDOWS {
+            format!("now: {nw} of {MIN_WINDOWS} windows of {WINDOW_S:.0} s")
+        } else if narrow {
+            format!("{bw} v {nw} windows; {}", windows_note(&kinds, bw, nw))
         } else {
             format!(
                 "{WINDOW_S:.0} s windows: base {bw}, now {nw}; {}",
@@ -67,23 +74,29 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
         th.dim(),
     )));
     // The spread the rule used, for the first metric (as the A/B says it).
-    if !collecting
-        && bw >= 2
-        && nw >= 2
+    if nw >= MIN_WINDOWS
         && let Some(m) = METRICS.iter().find(|m| m.explorer)
     {
         let range = |w: &[WindowStats]| range_text(m, &Spread::of(w.iter().map(m.window)));
+        let (b, n) = (range(&base.windows), range(app.window.now_windows()));
         lines.push(Line::from(Span::styled(
-            format!(
-                "{} ranges: base {}, now {}",
-                m.short,
-                range(&base.windows),
-                range(app.window.now_windows())
-            ),
+            if narrow {
+                format!("{} {b} v {n}", m.short)
+            } else {
+                format!("{} ranges: base {b}, now {n}", m.short)
+            },
             th.dim(),
         )));
     }
-    lines.push(settings_line(base, app, th));
+    if let Some(d) = &base.drift {
+        lines.push(Line::from(Span::styled(
+            format!("baseline still moving: {d}; b again once it settles"),
+            Style::default().fg(th.warn),
+        )));
+    }
+    if !titled {
+        lines.push(settings_line(base, app, th));
+    }
     // The preset's published result against this run: computed.
     if let Some((kind, line, how)) = app.demo_verdict() {
         use crate::output::verdict::Kind;
@@ -137,13 +150,13 @@ fn windows_note(kinds: &[Kind], bw: usize, nw: usize) -> String {
     }
 }
 
-/// The header and one row per explorer metric (baseline, now, change); and
-/// the verdict's kind of each change judged so far.
+/// The header and one row per explorer metric: the median of the
+/// baseline's windows, the median of "now"'s and the verdict's change
+/// between those two (so each row is arithmetic), "…" for "now" until it
+/// holds [`MIN_WINDOWS`]; and the verdict's kind of each change judged.
 fn metric_rows(
     app: &App,
     base: &Baseline,
-    now: Option<&WindowStats>,
-    collecting: bool,
     narrow: bool,
     th: &Theme,
 ) -> (Vec<Line<'static>>, Vec<Kind>) {
@@ -152,36 +165,49 @@ fn metric_rows(
     // The table's metrics the explorer shows, each with its own getter,
     // format, direction and spread.
     for m in METRICS.iter().filter(|m| m.explorer) {
-        let b = (m.window)(&base.stats);
-        let n = now.filter(|_| !collecting).map(m.window);
-        // The verdict over the windows; none yet (under two windows a
-        // side): shown grey, unmarked.
-        let change = n.and(app.baseline.change(&app.window, m));
+        let b = Spread::of(base.windows.iter().map(m.window)).median;
+        let v = app.baseline.verdict_on(&app.window, m, None);
+        let change = v
+            .as_ref()
+            .and_then(|v| Some((v.verdict.change_pct?, Some(v.verdict.kind))));
         kinds.extend(change.and_then(|(_, k)| k));
-        let shown = match n {
-            Some(n) => m.show(n),
-            None if collecting => "…".into(),
-            None => "-".into(),
-        };
-        lines.push(table_row(m, m.show(b), shown, change, "-", narrow, th));
+        let shown = |x: f64| if x.is_finite() { m.show(x) } else { "-".into() };
+        let now = v.as_ref().map_or("…".into(), |v| shown(v.after));
+        let pending = if v.is_some() { "-" } else { "…" };
+        lines.push(table_row(m, shown(b), now, change, pending, narrow, th));
     }
     (lines, kinds)
 }
 
-/// The live A/B: per metric each side's median over its turns, the
-/// change, and the verdict over the rounds (compare's rule); then where
-/// the clock is and the throughput's verdict in words.
-fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
+/// The live A/B, or (`ended`: when) the last one's result, which stays
+/// until the next `b` or `A`: per metric each side's median over its
+/// turns, the change, and the verdict over the rounds (compare's rule);
+/// then where the clock is (or that it ended) and the throughput's
+/// verdict in words.
+fn render_ab(ab: &AbRun, t_s: f64, ended: Option<f64>, th: &Theme, area: Rect, buf: &mut Buffer) {
     let rounds = ab.rounds();
     // The clock in the title (it stays when the rows fill the panel),
-    // whole: the longest form that fits.
+    // whole: the longest form that fits, each the one before less its
+    // last part.
     let (round, side, at) = (rounds + 1, SIDES[ab.on], ab.secs_into_turn(t_s).min(TURN_S));
-    let titles = [
-        format!("live A/B · round {round} · on {side} {at:.0}/{TURN_S:.0} s"),
-        format!("A/B · round {round} · {side} {at:.0}/{TURN_S:.0} s"),
-        format!("A/B {round} · {side} {at:.0}/{TURN_S:.0}s"),
-        format!("A/B · round {round}"),
-    ];
+    let titles = match ended {
+        None => [
+            format!("live A/B · round {round} · on {side} {at:.0}/{TURN_S:.0} s"),
+            format!("A/B · round {round} · {side} {at:.0}/{TURN_S:.0} s"),
+            format!("A/B · round {round}"),
+            "A/B".to_string(),
+        ],
+        Some(t) => [
+            format!(
+                "A/B result · {} · ended at {}",
+                ab::rounds_text(rounds),
+                fmt_t(t)
+            ),
+            format!("A/B result · {}", ab::rounds_text(rounds)),
+            "A/B result".to_string(),
+            "A/B".to_string(),
+        ],
+    };
     let block = panel_fit(&titles, area.width, th);
     let inner = block.inner(area);
     block.render(area, buf);
@@ -231,7 +257,10 @@ fn render_ab(ab: &AbRun, t_s: f64, th: &Theme, area: Rect, buf: &mut Buffer) {
             style,
         )));
         lines.push(Line::from(Span::styled(
-            format!("{SETTLE_S:.1} s of each turn dropped · A stops"),
+            match ended {
+                None => format!("{:.1} s of each turn dropped · A stops", ab::SETTLE_S),
+                Some(_) => "final: b marks a new baseline, A runs it again".to_string(),
+            },
             th.dim(),
         )));
     }

@@ -1,5 +1,6 @@
-//! The header line: running or paused, elapsed time, what the kernel and CPU
-//! offer, the plan, the explorer's own cost, failures.
+//! The header line: running or paused, elapsed time, the target (always
+//! named), what the kernel and CPU offer, the plan, the explorer's own
+//! cost, failures.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -12,28 +13,12 @@ use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
 pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
-    // The plan comes first; then the machine's one-line summary (idle,
-    // cpufreq, iowait read?) keeps its room, where the plan and what
-    // precedes it still fit beside it, before the capabilities and the
-    // pods; the UI's cost takes what is left.
+    // Whole fields by priority: running or paused and the time, then the
+    // target (where it runs), failures, the plan, the target's detail,
+    // the capabilities and the pods; what the machine does with iowait
+    // and the UI's cost take only what is left at the right.
     let fields = left_fields(app, th);
-    let width = area.width as usize;
-    let idle_w = app
-        .running
-        .idle()
-        .map_or(0, |(text, _)| text.chars().count() + 10);
-    let essential: usize = fields
-        .iter()
-        .filter(|(p, _)| *p <= 3)
-        .flat_map(|(_, s)| s)
-        .map(|s| s.content.chars().count())
-        .sum();
-    let budget = if essential + idle_w <= width {
-        width - idle_w
-    } else {
-        width
-    };
-    let left = Line::from(fit(fields, budget));
+    let left = Line::from(fit(fields, area.width as usize));
     let used = left.width() as u16;
     left.render(area, buf);
     render_right(app, th, area, used, buf);
@@ -98,10 +83,20 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
             ),
         ],
     )];
-    // A remote workload: where, and loudly when its connection was lost
-    // (the charts keep what arrived).
-    if let Some(place) = app.running.place() {
-        fields.push((2, vec![sep(), Span::styled(place.to_string(), th.title())]));
+    // The target, always: this host, or the remote one by name (its
+    // detail, the kernel and the emulation, goes before the plan does);
+    // loudly when its connection was lost (the charts keep what arrived).
+    // (A replay names its recording in the state instead.)
+    if app.running.replay().is_none() || app.running.place().is_some() {
+        let (name, detail, lag) = target_text(app.running.place());
+        fields.push((1, vec![sep(), Span::styled(name, th.title())]));
+        if let Some(d) = detail {
+            fields.push((3, vec![Span::styled(d, th.dim())]));
+        }
+        // How far behind its records arrive: the link's health, kept.
+        if let Some(l) = lag {
+            fields.push((1, vec![Span::styled(l, Style::default().fg(th.warn))]));
+        }
     }
     if let Some(why) = app.running.lost() {
         fields.push((
@@ -135,7 +130,7 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
     }
     // What runs now: the plan (and the pods).
     fields.push((
-        3,
+        2,
         vec![
             sep(),
             Span::styled(app.running.plan().to_string(), th.text()),
@@ -166,18 +161,39 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
     fields
 }
 
+/// Where it runs, as the header names it: `this host`, or a remote
+/// target's name (`vm:debian-6.1`), apart its detail (` (6.1.0-31, tcg
+/// x40)`), which may be dropped before the plan, and its link's health
+/// (` · lag 1.2 s`, ` · silent 4 s`), which stays with the name.
+fn target_text(place: Option<&str>) -> (String, Option<String>, Option<String>) {
+    let Some(p) = place else {
+        return ("this host".to_string(), None, None);
+    };
+    let (p, lag) = match p.find(" · ") {
+        Some(i) => (&p[..i], Some(p[i..].to_string())),
+        None => (p, None),
+    };
+    match p.find([' ', '(']) {
+        Some(i) => (p[..i].to_string(), Some(p[i..].to_string()), lag),
+        None => (p.to_string(), None, lag),
+    }
+}
+
 /// Right-aligned where they do not cover the `used` columns of the plan: what could read iowait (where nothing does, sleep = iowait vs plain can change only accounting here, not speed), then the UI's own cost.
 fn render_right(app: &App, th: &Theme, area: Rect, used: u16, buf: &mut Buffer) {
+    // In words a newcomer reads once: whether anything here reads iowait
+    // (the idle and frequency drivers that decide it, where room is left).
     let idle: Vec<Span> = match app.running.idle() {
-        Some((text, read)) => vec![
-            Span::styled(format!(" │ {text} "), th.dim()),
-            Span::styled("iowait", th.dim()),
-            if *read {
-                Span::styled("✓", Style::default().fg(th.good))
-            } else {
-                Span::styled("✗", Style::default().fg(th.warn))
-            },
-        ],
+        Some((_, true)) => vec![Span::styled(" │ iowait read here", th.dim())],
+        Some((_, false)) => vec![Span::styled(" │ iowait unused here", th.dim())],
+        None => Vec::new(),
+    };
+    let idle_long: Vec<Span> = match app.running.idle() {
+        Some((text, _)) => {
+            let mut v = idle.clone();
+            v.push(Span::styled(format!(" ({text})"), th.dim()));
+            v
+        }
         None => Vec::new(),
     };
     let cost = app.view.cost();
@@ -186,7 +202,7 @@ fn render_right(app: &App, th: &Theme, area: Rect, used: u16, buf: &mut Buffer) 
         cost.cpu_pct, cost.frame_ms, cost.fps
     );
     let short = format!(" │ ui {:.1}% {:.1}ms", cost.cpu_pct, cost.frame_ms);
-    let with = |ui: Option<&String>| {
+    let with = |idle: &Vec<Span<'static>>, ui: Option<&String>| {
         let mut v = idle.clone();
         if let Some(u) = ui {
             v.push(Span::styled(u.clone(), th.dim()));
@@ -194,9 +210,10 @@ fn render_right(app: &App, th: &Theme, area: Rect, used: u16, buf: &mut Buffer) 
         Line::from(v)
     };
     let options = [
-        with(Some(&ui)),
-        with(Some(&short)),
-        with(None),
+        with(&idle_long, Some(&ui)),
+        with(&idle, Some(&ui)),
+        with(&idle, Some(&short)),
+        with(&idle, None),
         Line::from(Span::styled(ui.clone(), th.dim())),
         Line::from(Span::styled(short.clone(), th.dim())),
     ];

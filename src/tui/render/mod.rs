@@ -44,7 +44,6 @@ mod timecharts;
 use super::app::App;
 use super::state::Overlay;
 use super::theme::Theme;
-pub use baseline::change_pct;
 use baseline::*;
 use distribution::*;
 use footer::*;

@@ -225,18 +225,20 @@ pub fn headlines(app: &App) -> Vec<Headline> {
 /// The change of `h` from the baseline to now, %, and what the baseline
 /// panel's verdict over 2 s windows says of it (the change the panel and
 /// the demo's verdict line state: [`crate::tui::state::Comparison::change`]).
+/// With a baseline but under two windows a side it is `(NaN, TooShort)`:
+/// no figure yet. None without a baseline.
 fn change_of(app: &App, h: Headline) -> Option<(f64, Judged)> {
-    app.baseline
-        .change(&app.window, h.metric())
-        .map(|(c, kind)| {
-            let judged = match kind {
-                None => Judged::TooShort,
-                Some(k) if k.is_significant() => Judged::Apart,
-                Some(crate::output::verdict::Kind::Hint) => Judged::Hint,
-                Some(_) => Judged::Noise,
-            };
-            (c, judged)
-        })
+    app.baseline.get()?;
+    let Some((c, kind)) = app.baseline.change(&app.window, h.metric()) else {
+        return Some((f64::NAN, Judged::TooShort));
+    };
+    let judged = match kind {
+        None => Judged::TooShort,
+        Some(k) if k.is_significant() => Judged::Apart,
+        Some(crate::output::verdict::Kind::Hint) => Judged::Hint,
+        Some(_) => Judged::Noise,
+    };
+    Some((c, judged))
 }
 
 /// What the one verdict rule says of a change so far.
@@ -458,7 +460,13 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     // Headline numbers over the "now" window: the demo's metrics (or the
     // defaults), less those that do not apply (no queue: no queue p99 and
     // no run_delay), then the change of the first since the baseline.
-    let now = app.window.now();
+    // While the live A/B runs, the numbers are the side on now (its
+    // turn), never a window across both sides.
+    let ab_side = app
+        .baseline
+        .ab()
+        .and_then(|ab| ab.side_now(app.window.elapsed_s(), app.window.history().iter()));
+    let now = ab_side.map(|(w, _)| w).or_else(|| app.window.now());
     let metrics = headlines(app);
     let secs = now.map_or(0.0, |n| n.secs);
     let mut cons = vec![Constraint::Fill(1); metrics.len()];
@@ -466,7 +474,13 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let cols = Layout::horizontal(cons).split(area);
     for (i, h) in metrics.iter().enumerate() {
         let (v, u) = headline(now.map_or(f64::NAN, |n| h.of(&n)), h.unit());
-        let change = change_of(app, *h);
+        // During the A/B its own change (the change box says it for the
+        // first number); the passive baseline's "now" spans both sides.
+        let change = if app.baseline.ab().is_some() {
+            None
+        } else {
+            change_of(app, *h)
+        };
         big_box(
             h.title(),
             &v,
@@ -481,9 +495,13 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         let area = cols[i];
         let bottom = area.y + area.height.saturating_sub(1);
         if secs > 0.0 && area.width > 12 {
-            buf.set_string(area.x + 1, bottom, format!(" last {secs:.0} s "), th.dim());
+            let over = match ab_side {
+                Some((_, side)) => format!(" {side}, {secs:.0} s "),
+                None => format!(" last {secs:.0} s "),
+            };
+            buf.set_string(area.x + 1, bottom, over, th.dim());
         }
-        if let Some((pct, judged)) = change {
+        if let Some((pct, judged)) = change.filter(|(pct, _)| pct.is_finite()) {
             let quiet = judged != Judged::Apart;
             let text = format!(" {pct:+.0}% ");
             let w = text.chars().count() as u16;
@@ -500,7 +518,13 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
     let last = cols[cols.len() - 1];
     // While the live A/B runs, the change box is its verdict on the first
     // number, over the interleaved rounds (the baseline panel's table).
-    if let (Some(ab), Some(h)) = (app.baseline.ab(), metrics.first()) {
+    // After it, its final verdict, until the next `b` or `A`.
+    let ended = app.baseline.ab().is_none();
+    let ab = app
+        .baseline
+        .ab()
+        .or_else(|| app.baseline.ab_last().map(|(ab, _)| ab));
+    if let (Some(ab), Some(h)) = (ab, metrics.first()) {
         let row = ab
             .rows()
             .into_iter()
@@ -509,11 +533,12 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         let name = h.title().trim_end_matches("/s");
         let room = last.width.saturating_sub(4) as usize;
         let rounds = crate::tui::ab::rounds_text(rounds);
+        let what = if ended { "A/B result" } else { "A/B" };
         let titles = [
-            format!("{name} A/B, {rounds}"),
-            format!("{name} A/B"),
-            format!("A/B, {rounds}"),
-            "A/B".to_string(),
+            format!("{name} {what}, {rounds}"),
+            format!("{name} {what}"),
+            format!("{what}, {rounds}"),
+            what.to_string(),
         ];
         let title = crate::tui::text::first_fitting(&titles, room);
         match row.and_then(|r| r.verdict) {
@@ -522,12 +547,20 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 let quiet = !v.kind.is_significant();
                 let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
                 big_box(title, &format!("{pct:+.0}%"), "", color, th, last, buf);
-                let f: &[&str] = match v.kind {
-                    crate::output::verdict::Kind::Hint => &["a hint, too few rounds", "a hint"],
-                    _ if quiet => &["within noise"],
-                    _ => &["ranges apart"],
+                let f: Vec<String> = match v.kind {
+                    crate::output::verdict::Kind::Hint => {
+                        vec!["a hint, too few rounds".into(), "a hint".into()]
+                    }
+                    _ if quiet => vec!["within noise".into()],
+                    _ => vec![
+                        format!(
+                            "chance by noise {}",
+                            v.chance
+                                .map_or("-".into(), crate::output::verdict::chance_text)
+                        ),
+                        "a finding".into(),
+                    ],
                 };
-                let f: Vec<String> = f.iter().map(|n| n.to_string()).collect();
                 border_note(&f, last, th, buf);
             }
             None => big_box(title, "-", "", th.dim, th, last, buf),
@@ -561,7 +594,11 @@ fn render_headlines(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
                 "change".to_string(),
             ]);
             let title = crate::tui::text::first_fitting(&titles, room);
-            let text = format!("{pct:+.0}%");
+            let text = if pct.is_finite() {
+                format!("{pct:+.0}%")
+            } else {
+                "-".to_string()
+            };
             let color = change_style(*h, pct, quiet, th).fg.unwrap_or(th.text);
             big_box(title, &text, "", color, th, last, buf);
             // On the bottom border: whether the change is noise (or not

@@ -203,13 +203,10 @@ fn pool_lines(recs: &[&IntervalRecord], th: &Theme, rows: &mut Rows<'_>) {
                 "{:<8} {kind}  run {}/{}  blk {}  max {peak}",
                 p.queue, p.running, p.workers, p.blocked
             ),
-            // Narrow: running r, blocked b, of the pool's workers.
-            || {
-                format!(
-                    "{}  {}r {}b/{}  ^{peak}",
-                    p.queue, p.running, p.blocked, p.workers
-                )
-            },
+            // Narrow: running of the pool's workers and blocked, in the
+            // same words (the help's stages legend); the kind and the
+            // peak left out.
+            || format!("{} {}/{} blk {}", p.queue, p.running, p.workers, p.blocked),
             style,
         );
     }

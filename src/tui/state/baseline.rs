@@ -8,7 +8,8 @@
 
 use super::running::Running;
 use super::window::Window;
-use crate::metrics::WindowStats;
+use crate::metrics::{METRICS, WindowStats};
+use crate::output::verdict::{SETTLE_S, START_SETTLE_S, WINDOW_S};
 use crate::settings::Settings;
 use crate::tui::ab::{self, AbRun, TurnSpan};
 
@@ -27,7 +28,19 @@ pub enum NotYet {
     /// `A` on the baseline's settings: nothing to compare.
     #[error("the settings are the baseline's: change one, then A runs the A/B")]
     AbSame,
+    /// `b` before the "now" window holds the windows a figure needs.
+    #[error(
+        "too soon for a baseline: it needs {MIN_WINDOWS} windows of {WINDOW_S:.0} s measured since the last change (after {SETTLE_S:.0} s settling, {START_SETTLE_S:.0} s after the start); {have} so far: b again in a few seconds"
+    )]
+    TooSoon {
+        /// Windows measured so far.
+        have: usize,
+    },
 }
+
+/// Windows of [`WINDOW_S`] each side needs before the panel states a
+/// figure: the fewest the verdict rule takes a spread from.
+pub const MIN_WINDOWS: usize = 2;
 
 /// Seconds within which a live A/B switch's events are expected (they
 /// come with the next record); one not seen by then is forgotten, so a
@@ -49,6 +62,35 @@ pub struct Baseline {
     /// after [`crate::output::verdict::SETTLE_S`] (what the panel's and
     /// the demo's verdicts compare), measured once when it is marked.
     pub windows: Vec<WindowStats>,
+    /// Where the baseline was still moving when marked: a headline
+    /// metric whose first half of windows and second half lie apart by
+    /// the verdict rule (`MiB/s +35% across it`); None where it held.
+    pub drift: Option<String>,
+}
+
+impl Baseline {
+    /// Whether the baseline's own windows drift: the first headline
+    /// metric (by [`METRICS`] order) whose first half and second half of
+    /// windows lie apart at a chance by noise under 5% (it takes 8
+    /// windows, 16 s, to see one).
+    fn drift_of(windows: &[WindowStats]) -> Option<String> {
+        let half = windows.len() / 2;
+        METRICS.iter().filter(|m| m.explorer).find_map(|m| {
+            let first: Vec<f64> = windows[..half].iter().map(m.window).collect();
+            let last: Vec<f64> = windows[windows.len() - half..]
+                .iter()
+                .map(m.window)
+                .collect();
+            let v = crate::output::verdict::judge_values(&first, &last, None);
+            (v.kind.is_significant()).then(|| {
+                format!(
+                    "{} {:+.0}% across it (its first {half} windows against its last)",
+                    m.short,
+                    v.change_pct.unwrap_or(0.0)
+                )
+            })
+        })
+    }
 }
 
 /// The baseline, `B`'s other side and the live A/B.
@@ -63,6 +105,8 @@ pub struct Comparison {
     /// The turns of live A/Bs that ended, for the charts (the latest
     /// [`ab::MAX_SPANS`]).
     ab_past: Vec<TurnSpan>,
+    /// The last live A/B that ended and when: its result stays.
+    ab_last: Option<(AbRun, f64)>,
     /// The events the live A/B's own switches will bring (each changed
     /// key's label) and when each switch was made: they are neither
     /// markers nor log lines (a 5-minute A/B would add 60 of each); the
@@ -76,21 +120,29 @@ impl Comparison {
         self.baseline.as_ref()
     }
 
-    /// Freezes `window`'s "now" as the baseline, labelled with what runs.
-    /// Returns false when there is nothing measured yet.
-    pub fn mark(&mut self, window: &Window, running: &Running) -> bool {
-        let Some(stats) = window.now() else {
-            return false;
+    /// Freezes `window`'s "now" as the baseline, labelled with what runs,
+    /// and starts "now" afresh after it (what follows is compared with
+    /// it, not its own stretch); or why not: fewer than [`MIN_WINDOWS`]
+    /// windows measured (the baseline would never give a figure). A new
+    /// baseline ends the last A/B's result.
+    pub fn mark(&mut self, window: &mut Window, running: &Running) -> Result<(), NotYet> {
+        let have = window.now_windows().len();
+        let Some(stats) = window.now().filter(|_| have >= MIN_WINDOWS) else {
+            return Err(NotYet::TooSoon { have });
         };
+        let windows = window.now_windows().to_vec();
         self.baseline = Some(Baseline {
             stats,
             buckets: window.now_buckets().to_vec(),
             label: running.plan().to_string(),
             settings: running.settings().clone(),
-            windows: window.now_windows().to_vec(),
+            drift: Baseline::drift_of(&windows),
+            windows,
         });
         self.ab_other = None;
-        true
+        self.ab_last = None;
+        window.restart_now();
+        Ok(())
     }
 
     /// A/B (`B`): the settings to run next, given the `current` ones,
@@ -123,24 +175,24 @@ impl Comparison {
     }
 
     /// The change of `m` from the baseline to `window`'s "now", %, and the
-    /// verdict's kind: once each side has two windows, the verdict's own
-    /// change (its medians of 2 s windows, the figure the demo's verdict
-    /// line states), so the panel, the presentation boxes and the verdict
-    /// line agree; before that the two windows' whole figures, with no
-    /// kind. None without a baseline, a "now", or a baseline value.
+    /// verdict's kind: the verdict's own change (the medians of the two
+    /// sides' 2 s windows, the figures the panel's row shows and the demo's
+    /// verdict line states), so every row is arithmetic and the panel, the
+    /// presentation boxes and the verdict line agree. None until each side
+    /// holds [`MIN_WINDOWS`] windows.
     pub fn change(
         &self,
         window: &Window,
         m: &crate::metrics::Metric,
     ) -> Option<(f64, Option<crate::output::verdict::Kind>)> {
-        let b = self.baseline.as_ref()?;
-        if let Some(v) = self.verdict_on(window, m, None)
-            && let Some(c) = v.verdict.change_pct
-        {
-            return Some((c, Some(v.verdict.kind)));
-        }
-        let (a, n) = ((m.window)(&b.stats), (m.window)(&window.now()?));
-        (a.is_finite() && n.is_finite() && a != 0.0).then(|| ((n - a) / a * 100.0, None))
+        let v = self.verdict_on(window, m, None)?;
+        Some((v.verdict.change_pct?, Some(v.verdict.kind)))
+    }
+
+    /// The last live A/B that ended and when, kept (its table on the
+    /// panel, its verdicts in the summary) until the next `b` or `A`.
+    pub fn ab_last(&self) -> Option<&(AbRun, f64)> {
+        self.ab_last.as_ref()
     }
 
     /// The live A/B, while it runs.
@@ -163,6 +215,7 @@ impl Comparison {
             return Err(NotYet::AbSame);
         }
         self.ab = Some(AbRun::new(b.settings.clone(), current.clone(), t_s));
+        self.ab_last = None;
         Ok(())
     }
 
@@ -174,6 +227,9 @@ impl Comparison {
         let n = self.ab_past.len();
         if n > ab::MAX_SPANS {
             self.ab_past.drain(..n - ab::MAX_SPANS);
+        }
+        if ab.rounds() > 0 {
+            self.ab_last = Some((ab.clone(), t_s));
         }
         Some(ab)
     }
@@ -224,13 +280,18 @@ mod tests {
     use crate::settings::WorkerMode;
 
     fn rec(seq: u64) -> IntervalRecord {
+        rec_of(seq, 50)
+    }
+
+    /// The interval `seq` of 250 ms with `n` reads of 4 KiB.
+    fn rec_of(seq: u64, n: u64) -> IntervalRecord {
         let mut r = crate::metrics::Recorder::new();
-        for i in 0..50u64 {
+        for i in 0..n {
             let ns = 10_000 + (seq * 7_919 + i * 104_729) % 900_000;
             r.record(crate::metrics::Stage::EndToEnd, ns);
         }
-        r.counters.reads = 50;
-        r.counters.bytes = 50 * 4096;
+        r.counters.reads = n;
+        r.counters.bytes = n * 4096;
         let mut rec = IntervalRecord {
             seq,
             t_s: (seq + 1) as f64 * 0.25,
@@ -240,18 +301,18 @@ mod tests {
         rec
     }
 
-    /// 8 s of records; with `baseline`, `b` pressed at the end; then
+    /// 16 s of records; with `baseline`, `b` pressed at the end; then
     /// workers.mode changed to bound either way.
     fn measured(baseline: bool) -> (Comparison, Running) {
         let s = Settings::default();
         let mut run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
         let mut w = Window::new();
-        for seq in 0..32 {
+        for seq in 0..64 {
             w.push(rec(seq));
         }
         let mut c = Comparison::default();
         if baseline {
-            assert!(c.mark(&w, &run));
+            assert_eq!(c.mark(&mut w, &run), Ok(()));
         }
         let mut bound = run.settings().clone();
         bound.workers.mode = WorkerMode::Bound;
@@ -280,12 +341,69 @@ mod tests {
         let s = Settings::default();
         let run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
         let mut w = Window::new();
-        for seq in 0..32 {
+        for seq in 0..64 {
             w.push(rec(seq));
         }
         let mut c = Comparison::default();
-        assert!(c.mark(&w, &run));
+        assert_eq!(c.mark(&mut w, &run), Ok(()));
         assert_eq!(c.flip(run.settings()), Err(NotYet::FlipSame));
+    }
+
+    /// `b` takes a baseline only once "now" holds two 2 s windows after
+    /// the start's settle time (one that could never give a figure is
+    /// refused, saying why), and "now" starts afresh after it.
+    #[test]
+    fn a_baseline_needs_two_windows_and_now_starts_after_it() {
+        let s = Settings::default();
+        let run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
+        let mut w = Window::new();
+        // 7 s: 5 s of start-up dropped, one 2 s window.
+        for seq in 0..28 {
+            w.push(rec(seq));
+        }
+        let mut c = Comparison::default();
+        let refused = c.mark(&mut w, &run);
+        assert_eq!(refused, Err(NotYet::TooSoon { have: 1 }));
+        assert!(refused.unwrap_err().to_string().contains("1 so far"));
+        assert!(c.get().is_none());
+        for seq in 28..36 {
+            w.push(rec(seq));
+        }
+        assert_eq!(c.mark(&mut w, &run), Ok(()));
+        assert_eq!(c.get().unwrap().windows.len(), 2);
+        assert_eq!(c.get().unwrap().drift, None, "a steady run");
+        assert!(w.now_windows().is_empty(), "now restarts at b");
+        // Until "now" holds two windows, no change is stated.
+        let m = &crate::metrics::table::THROUGHPUT;
+        assert_eq!(c.change(&w, m), None);
+        for seq in 36..56 {
+            w.push(rec(seq));
+        }
+        let (pct, kind) = c.change(&w, m).unwrap();
+        let v = c.verdict_on(&w, m, None).unwrap();
+        // The row is arithmetic: the change is that of the two medians.
+        assert!((pct - (v.after / v.before - 1.0) * 100.0).abs() < 1e-9);
+        assert_eq!(kind, Some(v.verdict.kind));
+    }
+
+    /// A baseline taken while the run still ramps up says so: its first
+    /// half of windows and its last lie apart.
+    #[test]
+    fn a_baseline_that_still_moves_says_so() {
+        let s = Settings::default();
+        let run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
+        let mut w = Window::new();
+        for seq in 0..100 {
+            w.push(rec_of(seq, 50 + seq));
+        }
+        let mut c = Comparison::default();
+        assert_eq!(c.mark(&mut w, &run), Ok(()));
+        let drift = c.get().unwrap().drift.clone().expect("a ramp");
+        assert!(drift.starts_with("MiB/s +"), "{drift}");
+        assert!(
+            drift.contains("its first 5 windows against its last"),
+            "{drift}"
+        );
     }
 
     /// A switch's events are taken once each, and forgotten when late.

@@ -28,7 +28,7 @@ pub(crate) mod show;
 pub(crate) mod view;
 pub(crate) mod window;
 
-pub use baseline::{Baseline, Comparison};
+pub use baseline::{Baseline, Comparison, MIN_WINDOWS, NotYet};
 pub use log::{FIRST_HINT, Log, LogLine};
 pub use overlays::{Choice, Overlay, Overlays, PickItem};
 pub use running::Running;

@@ -29,6 +29,9 @@ pub struct Running {
     /// The idle and frequency drivers, and whether anything reads iowait:
     /// ("idle haltpoll, no cpufreq", false). None in replays.
     idle: Option<(String, bool)>,
+    /// Why `workload.sleep` changes no speed here (nothing reads iowait),
+    /// said once, when that setting is first changed.
+    iowait_note: Option<String>,
     /// Kernel and CPU features.
     features: Features,
     /// Online CPUs.
@@ -60,6 +63,7 @@ impl Running {
             plan,
             pods: None,
             idle: None,
+            iowait_note: None,
             features,
             cpus,
             place: None,
@@ -130,6 +134,17 @@ impl Running {
     /// reads iowait (a live workload's; a replay has none).
     pub fn set_idle(&mut self, drivers: String, iowait_read: bool) {
         self.idle = Some((drivers, iowait_read));
+    }
+
+    /// What to say when `workload.sleep` is first changed: that nothing
+    /// here reads iowait (the machine's notice), if so.
+    pub fn set_iowait_note(&mut self, note: Option<String>) {
+        self.iowait_note = note;
+    }
+
+    /// The iowait note, once: taken when `workload.sleep` changes.
+    pub fn take_iowait_note(&mut self) -> Option<String> {
+        self.iowait_note.take()
     }
 
     /// Where the workload runs when not here.

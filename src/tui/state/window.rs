@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use crate::metrics::window::WindowAcc;
 use crate::metrics::{IntervalRecord, WindowStats};
-use crate::output::verdict::{SETTLE_S, WINDOW_S};
+use crate::output::verdict::{SETTLE_S, START_SETTLE_S, WINDOW_S};
 
 /// The time windows `z`/`Z` step through, in seconds.
 pub const ZOOM_STEPS_S: [f64; 6] = [10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
@@ -64,6 +64,10 @@ pub struct Window {
     cut_anchor: f64,
     cut_from: Option<u64>,
     cut_seq: Option<u64>,
+    /// Where "now" was restarted without a change (`b`: what follows a
+    /// baseline is compared with it, not the baseline's own stretch);
+    /// -inf with none.
+    now_anchor: f64,
     /// The time window, seconds.
     window_s: f64,
     /// Seconds since the engine started (the latest record's end).
@@ -101,6 +105,7 @@ impl Window {
             cut_anchor: f64::NAN,
             cut_from: None,
             cut_seq: None,
+            now_anchor: f64::NEG_INFINITY,
             window_s: DEFAULT_WINDOW_S,
             elapsed_s: 0.0,
             demo_span: None,
@@ -259,10 +264,16 @@ impl Window {
     /// window measured once, so a 10-minute "now" costs no more per record
     /// than a short one.
     fn cut_in(&mut self) {
-        let anchor = self.markers.last().map_or(f64::NEG_INFINITY, |m| m.t_s);
+        let anchor = self.anchor();
         if anchor != self.cut_anchor {
             self.cut_anchor = anchor;
-            self.cut = crate::output::verdict::Windows::new(WINDOW_S, SETTLE_S);
+            // After the start the run ramps up longer than after a change.
+            let settle = if anchor == f64::NEG_INFINITY {
+                START_SETTLE_S
+            } else {
+                SETTLE_S
+            };
+            self.cut = crate::output::verdict::Windows::new(WINDOW_S, settle);
             self.cut_windows.clear();
             self.cut_from = None;
             self.cut_seq = None;
@@ -338,11 +349,22 @@ impl Window {
 
     /// Where the "now" window starts.
     fn now_t0(&self) -> f64 {
-        let t0 = self.window_start();
-        match self.markers.last() {
-            Some(m) => t0.max(m.t_s),
-            None => t0,
-        }
+        self.window_start().max(self.anchor())
+    }
+
+    /// Where "now" and its verdict windows start: the last change or
+    /// [`Self::restart_now`], whichever is later (-inf with neither).
+    fn anchor(&self) -> f64 {
+        let marker = self.markers.last().map_or(f64::NEG_INFINITY, |m| m.t_s);
+        marker.max(self.now_anchor)
+    }
+
+    /// Starts "now" afresh at the latest record, without a change (`b`
+    /// froze what came before as the baseline): its verdict windows start
+    /// there, after the settle time as after a change.
+    pub fn restart_now(&mut self) {
+        self.now_anchor = self.elapsed_s;
+        self.refresh();
     }
 
     /// Clears the records and the markers (their numbers go on), and
@@ -351,6 +373,7 @@ impl Window {
         self.demo_span = None;
         self.history.clear();
         self.markers.clear();
+        self.now_anchor = f64::NEG_INFINITY;
         self.cut_anchor = f64::NAN;
         self.refresh();
     }
