@@ -995,6 +995,42 @@ fn live_ab_panel_shows_rounds_and_verdicts() {
     insta::assert_snapshot!("ab_80x24", text(&draw(&a, &look(), 80, 24)));
 }
 
+/// An A/B that ended keeps its table on the panel (titled as its result)
+/// until the next `b` or `A`; its result event is logged, not a marker.
+#[test]
+fn an_ended_ab_keeps_its_result_until_the_next_b_or_a() {
+    let mut a = app(true);
+    a.baseline
+        .start_ab(a.running.settings(), a.window.elapsed_s())
+        .unwrap();
+    let base = a.baseline.get().unwrap().windows.clone();
+    let now = a.window.now_windows().to_vec();
+    a.baseline.ab_mut().unwrap().turns = [base[..4].to_vec(), now[..4].to_vec()];
+    assert_eq!(a.baseline.end_ab(a.window.elapsed_s()).unwrap().rounds(), 4);
+    let line = "A/B result: 4 rounds, baseline -> now: MiB/s 31.2 -> 31.2".to_string();
+    for (w, h) in [(80, 24), (120, 40), (160, 48)] {
+        let screen = text(&draw(&a, &look(), w, h));
+        assert!(screen.contains("A/B result ·"), "{w}x{h}:\n{screen}");
+        assert!(screen.contains("-97%"), "{w}x{h}:\n{screen}");
+    }
+    // The result comes back as an event: logged, no marker.
+    let markers = a.window.markers().len();
+    let mut r = readpath::tui::fixture::record(180);
+    r.events.push(readpath::metrics::Event {
+        t_s: r.t_s - 0.1,
+        label: line.clone(),
+    });
+    a.push(r);
+    assert_eq!(a.window.markers().len(), markers);
+    assert!(a.log.lines().iter().any(|(_, l, _)| *l == line));
+    // A new baseline ends it.
+    assert_eq!(a.mark_baseline(), Ok(()));
+    assert!(a.baseline.ab_last().is_none());
+    let screen = text(&draw(&a, &look(), 160, 48));
+    assert!(!screen.contains("┌ A/B result"), "{screen}");
+    assert!(screen.contains("┌ baseline vs now"), "{screen}");
+}
+
 /// First contact: the footer names three keys to try, whole at 80x24,
 /// until a key is pressed.
 #[test]

@@ -269,6 +269,32 @@ mod tests {
     use super::*;
     use crate::output::verdict::Kind;
 
+    /// An ended A/B's result in one line: every explorer metric, its
+    /// medians, change and verdict mark; none before a whole round.
+    #[test]
+    fn an_ab_result_is_one_line_with_every_metric() {
+        let mut ab = AbRun::new(Settings::default(), Settings::default(), 0.0);
+        assert_eq!(result_line(&ab), None);
+        let w = |mib: f64| {
+            let recs = records(0.0, 3.0, mib);
+            WindowStats::of(recs.iter()).unwrap()
+        };
+        ab.turns = [
+            vec![w(70.0), w(71.0), w(69.0), w(70.5)],
+            vec![w(80.0), w(81.0), w(79.0), w(80.5)],
+        ];
+        let line = result_line(&ab).unwrap();
+        assert!(line.starts_with("A/B result: 4 rounds, baseline -> now: MiB/s 70.2 -> 80.2 +14% (chance by noise 2.9%)"), "{line}");
+        for m in METRICS.iter().filter(|m| m.explorer) {
+            assert!(
+                line.contains(&format!(" {} ", m.short))
+                    || line.contains(&format!(": {} ", m.short)),
+                "{}: {line}",
+                m.short
+            );
+        }
+    }
+
     /// Intervals of 250 ms from `from_s` to `to_s` reading `mib` MiB/s.
     fn records(from_s: f64, to_s: f64, mib: f64) -> Vec<IntervalRecord> {
         let mut out = Vec::new();
