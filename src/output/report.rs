@@ -405,17 +405,21 @@ impl RunSummary {
         }
     }
 
-    /// The fio-style text summary.
+    /// The fio-style text summary: after its first line, what a session
+    /// did (the settings it started with, its changes, its A/B results),
+    /// then the detail.
     pub fn to_text(&self) -> String {
         let mut o = String::new();
+        let session = Session::of(&self.events);
         self.write_head(&mut o);
+        session.write(&mut o);
         self.write_latency(&mut o);
         self.write_threads(&mut o);
         self.write_path(&mut o);
         self.write_kernel(&mut o);
         self.write_counters(&mut o);
-        self.write_phases(&mut o);
-        self.write_tail(&mut o);
+        write_phases(&self.phases, &session.ab_spans, &mut o);
+        self.write_tail(&session, &mut o);
         crate::output::format::printable(&o, true)
     }
 
@@ -712,18 +716,119 @@ impl RunSummary {
         }
     }
 
-    /// The table by settings phase, each against the baseline before it.
-    fn write_phases(&self, o: &mut String) {
-        write_phases(&self.phases, o);
-    }
-
-    /// The process CPU, the machine, the notices and the events.
-    fn write_tail(&self, o: &mut String) {
+    /// The process CPU, the machine, the notices and the events (less a
+    /// live A/B's own switches, which its result line measured).
+    fn write_tail(&self, session: &Session, o: &mut String) {
         let _ = writeln!(o, "  cpu: process {:.1}% of one CPU", self.process_cpu_pct);
         let _ = writeln!(o, "  machine: {}", self.machine.line());
         write_notices(&self.notices, o);
-        for ev in &self.events {
-            let _ = writeln!(o, "  event: {ev}");
+        for (i, ev) in self.events.iter().enumerate() {
+            if !session.switch_events.contains(&i) {
+                let _ = writeln!(o, "  event: {ev}");
+            }
+        }
+        if !session.switch_events.is_empty() {
+            let _ = writeln!(
+                o,
+                "  event: ({} A/B switches left out: its result line says what they measured; the JSON has each)",
+                session.switch_events.len()
+            );
+        }
+    }
+}
+
+/// The event that starts a live A/B (the explorer's `A`).
+pub const AB_START: &str = "A/B start";
+/// The event of a live A/B stopped with `A` on the current settings.
+pub const AB_STOP: &str = "A/B stop";
+/// The start of the event that carries an ended A/B's result.
+pub const AB_RESULT: &str = "A/B result: ";
+
+/// What a session did, read from its events: the settings it started
+/// with (each key it changed, at its first value), its changes in order
+/// (a live A/B's own switches counted, not listed), its A/B results; and
+/// the A/B's spans and switch events, which the phases table and the
+/// events list fold.
+#[derive(Debug, Default)]
+struct Session {
+    /// `key = value` of each key changed, as it was at the start.
+    started: Vec<String>,
+    /// `19.3s workers.mode: unbound -> inline`, `32.9s A/B start (8
+    /// switches)`, in order.
+    changes: Vec<String>,
+    /// Each ended A/B's result line, without its prefix.
+    results: Vec<String>,
+    /// (start, end) of each live A/B, seconds (end: infinity while open).
+    ab_spans: Vec<(f64, f64)>,
+    /// Indexes of the events that were an A/B's own switches.
+    switch_events: Vec<usize>,
+}
+
+impl Session {
+    fn of(events: &[String]) -> Session {
+        let mut s = Session::default();
+        let mut keys: Vec<String> = Vec::new();
+        // The open A/B: its start's index in `changes` and its switches.
+        let mut open: Option<(usize, usize, f64)> = None;
+        let close = |s: &mut Session, open: &mut Option<(usize, usize, f64)>, t: f64| {
+            if let Some((at, n, from)) = open.take() {
+                s.changes[at].push_str(&format!(" ({n} switches)"));
+                s.ab_spans.push((from, t));
+            }
+        };
+        for (i, e) in events.iter().enumerate() {
+            let Some((t, label)) = e.split_once("s ") else {
+                continue;
+            };
+            let Ok(t) = t.parse::<f64>() else {
+                continue;
+            };
+            if label.starts_with("caption: ") {
+                continue;
+            }
+            if let Some(r) = label.strip_prefix(AB_RESULT) {
+                s.results.push(r.to_string());
+                close(&mut s, &mut open, t);
+                continue;
+            }
+            let change = label
+                .split_once(": ")
+                .and_then(|(k, ch)| Some((k, ch.split_once(" -> ")?.0)))
+                .filter(|(k, _)| !k.contains(' '));
+            if let Some((key, from)) = change {
+                if !keys.iter().any(|k| k == key) {
+                    keys.push(key.to_string());
+                    s.started.push(format!("{key} = {from}"));
+                }
+                if let Some((_, n, _)) = open.as_mut() {
+                    *n += 1;
+                    s.switch_events.push(i);
+                    continue;
+                }
+            }
+            if label == AB_STOP {
+                close(&mut s, &mut open, t);
+            }
+            s.changes.push(format!("{t:.1}s {label}"));
+            if label == AB_START {
+                open = Some((s.changes.len() - 1, 0, t));
+            }
+        }
+        close(&mut s, &mut open, f64::INFINITY);
+        s
+    }
+
+    /// The session's lines: where it started, what changed, the A/B
+    /// results; nothing for a run without changes.
+    fn write(&self, o: &mut String) {
+        if !self.started.is_empty() {
+            let _ = writeln!(o, "  started with: {}", self.started.join(", "));
+        }
+        if !self.changes.is_empty() {
+            let _ = writeln!(o, "  changes: {}", self.changes.join("; "));
+        }
+        for r in &self.results {
+            let _ = writeln!(o, "  A/B result: {r}");
         }
     }
 }
@@ -747,8 +852,11 @@ fn write_notices(notices: &[String], o: &mut String) {
     }
 }
 
-/// The table by settings phase, each against the baseline before it.
-fn write_phases(phases: &[PhaseSummary], o: &mut String) {
+/// The table by settings phase, each against the baseline before it; the
+/// phases inside a live A/B (`ab_spans`) one row (its turns are what its
+/// result line measured).
+fn write_phases(phases: &[PhaseSummary], ab_spans: &[(f64, f64)], o: &mut String) {
+    let in_ab = |t: f64| ab_spans.iter().any(|&(a, b)| t > a && t <= b);
     if !phases.is_empty() {
         let _ = writeln!(
             o,
@@ -764,7 +872,31 @@ fn write_phases(phases: &[PhaseSummary], o: &mut String) {
         }
         let _ = writeln!(o, "{head}  settings");
         let mut base: Option<&PhaseSummary> = None;
+        let mut said_span: Option<usize> = None;
         for p in phases {
+            // An A/B's turns: one line for them all.
+            if in_ab(p.start_s) {
+                let span = ab_spans
+                    .iter()
+                    .position(|&(a, b)| p.start_s > a && p.start_s <= b);
+                if span != said_span {
+                    said_span = span;
+                    let n = phases.iter().filter(|q| {
+                        span.is_some_and(|i| {
+                            let (a, b) = ab_spans[i];
+                            q.start_s > a && q.start_s <= b
+                        })
+                    });
+                    let _ = writeln!(
+                        o,
+                        "    {:>7.1} {:>6}  live A/B: {} turns (its result line above)",
+                        p.start_s,
+                        "",
+                        n.count()
+                    );
+                }
+                continue;
+            }
             let mut what = if p.changes.is_empty() {
                 "(start)".to_string()
             } else {
@@ -792,6 +924,87 @@ fn write_phases(phases: &[PhaseSummary], o: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A session's summary leads with where it started, what changed and
+    /// its A/B results; an A/B's own switches are counted, not listed,
+    /// in the changes, the phases and the events.
+    #[test]
+    fn a_session_leads_with_its_start_changes_and_results() {
+        let ev = |t: f64, l: &str| format!("{t:.2}s {l}");
+        let mut events = vec![
+            ev(15.3, "baseline"),
+            ev(19.3, "workers.mode: unbound -> inline"),
+            ev(32.9, AB_START),
+        ];
+        for (i, t) in [37.8, 42.8, 48.0, 53.0].iter().enumerate() {
+            let (a, b) = if i % 2 == 0 {
+                ("inline", "unbound")
+            } else {
+                ("unbound", "inline")
+            };
+            events.push(ev(*t, &format!("workers.mode: {a} -> {b}")));
+        }
+        events.push(ev(
+            57.9,
+            &format!(
+                "{AB_RESULT}2 rounds, baseline -> now: MiB/s 69.4 -> 69.6 ~+0% (within noise)"
+            ),
+        ));
+        events.push(ev(57.9, AB_STOP));
+        events.push(ev(60.0, "caption: a demo's words"));
+        events.push(ev(61.0, "pipeline.decrypt: true -> false"));
+        let s = Session::of(&events);
+        assert_eq!(
+            s.started,
+            ["workers.mode = unbound", "pipeline.decrypt = true"]
+        );
+        assert_eq!(
+            s.changes,
+            [
+                "15.3s baseline",
+                "19.3s workers.mode: unbound -> inline",
+                "32.9s A/B start (4 switches)",
+                "57.9s A/B stop",
+                "61.0s pipeline.decrypt: true -> false"
+            ]
+        );
+        assert_eq!(s.results.len(), 1);
+        assert_eq!(s.ab_spans, [(32.9, 57.9)]);
+        assert_eq!(s.switch_events, [3, 4, 5, 6]);
+        let mut o = String::new();
+        s.write(&mut o);
+        assert!(o.starts_with("  started with: workers.mode = unbound, pipeline.decrypt = true\n  changes: 15.3s baseline; "), "{o}");
+        assert!(
+            o.contains("\n  A/B result: 2 rounds, baseline -> now: MiB/s 69.4"),
+            "{o}"
+        );
+        // The phases inside the A/B: one line.
+        let phase = |t: f64| PhaseSummary {
+            start_s: t,
+            changes: vec!["x".into()],
+            duration_s: 4.0,
+            throughput_mib_s: 1.0,
+            iops: 1.0,
+            p50_us: 1.0,
+            p99_us: 1.0,
+            queue_p99_us: 0.0,
+            run_delay_ms_per_s: 1.0,
+            baseline: false,
+        };
+        let phases: Vec<PhaseSummary> = [0.0, 19.3, 37.8, 42.8, 48.0, 53.0, 61.0]
+            .iter()
+            .map(|&t| phase(t))
+            .collect();
+        let mut o = String::new();
+        write_phases(&phases, &s.ab_spans, &mut o);
+        assert_eq!(
+            o.matches("live A/B: 4 turns (its result line above)")
+                .count(),
+            1,
+            "{o}"
+        );
+        assert_eq!(o.lines().count(), 2 + 3 + 1, "{o}");
+    }
 
     #[test]
     fn a_notice_raised_again_is_said_once_with_how_often() {
@@ -827,7 +1040,7 @@ mod tests {
         next.start_s = 10.0;
         next.changes = vec!["workers.mode: unbound -> bound".into()];
         let mut o = String::new();
-        write_phases(&[base, next], &mut o);
+        write_phases(&[base, next], &[], &mut o);
         assert_eq!(
             o,
             "  by settings phase (the interval of each change left out):\n\

@@ -62,7 +62,7 @@ pub fn round_line(ab: &AbRun) -> String {
 
 /// The prefix of the event that carries an ended A/B's result (into the
 /// recording, the events panel and the summary): logged, not a marker.
-pub const RESULT_PREFIX: &str = "A/B result: ";
+pub const RESULT_PREFIX: &str = crate::output::report::AB_RESULT;
 
 /// An ended A/B's result in one line, every explorer metric with its
 /// medians, change and verdict (the panel's marks: `~` within noise, `?` a

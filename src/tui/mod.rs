@@ -615,7 +615,7 @@ pub(crate) fn stop_ab(app: &mut App, engine: &mut dyn Workload) -> Option<ab::Ab
     if *app.running.settings() != back {
         apply(app, engine, back);
     } else {
-        engine.mark_event("A/B stop");
+        engine.mark_event(crate::output::report::AB_STOP);
     }
     Some(ab)
 }
@@ -641,7 +641,7 @@ pub(crate) fn begin_ab(app: &mut App, engine: &mut dyn Workload) {
         .start_ab(app.running.settings(), app.window.elapsed_s())
     {
         Ok(()) => {
-            engine.mark_event("A/B start");
+            engine.mark_event(crate::output::report::AB_START);
             app.flash(format!(
                 "A/B: baseline and now take turns of {:.0} s ({:.1} s settle each); A stops",
                 ab::TURN_S,
