@@ -417,6 +417,7 @@ fn rounds_in_turn(
     let mut parts: Vec<Vec<crate::output::experiment::CompareReport>> =
         vec![Vec::new(); hosts.len()];
     let mut errors: Vec<Option<String>> = vec![None; hosts.len()];
+    let started = std::time::Instant::now();
     'rounds: for round in 0..opts.rounds {
         for (i, (h, settings)) in hosts.iter().zip(plans).enumerate() {
             if crate::sys::stop_requested() {
@@ -426,10 +427,17 @@ fn rounds_in_turn(
                 continue;
             }
             let label = h.as_ref().map_or("local".to_string(), Remote::label);
+            let done = round as usize * hosts.len() + i;
             say(&format!(
-                "readpath: round {}/{}: {label}",
+                "readpath: round {}/{}: {label} ({})",
                 round + 1,
-                opts.rounds
+                opts.rounds,
+                crate::output::format::eta_text(
+                    started.elapsed(),
+                    done,
+                    opts.rounds as usize * hosts.len(),
+                    None
+                )
             ));
             let r = match h {
                 Some(r) => {

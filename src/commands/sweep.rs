@@ -132,17 +132,19 @@ pub(super) fn sweep(
         eta.as_secs_f64()
     ));
     let total = opts.rounds as usize * grid.len() * cmp.values.len();
+    let started = std::time::Instant::now();
     let mut progress = |round: u32, p: usize, i: usize| {
         if tty {
             let at: Vec<String> = grid[p].iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let run = (round as usize * grid.len() + p) * cmp.values.len() + i + 1;
             say_raw(&format!(
-                "\r\x1b[Ksweep: round {}/{}, {}, {} = {} (run {} of {total})",
+                "\r\x1b[Ksweep: round {}/{}, {}, {} = {} (run {run} of {total}; {})",
                 round + 1,
                 opts.rounds,
                 at.join(" "),
                 cmp.key,
                 cmp.values[i],
-                (round as usize * grid.len() + p) * cmp.values.len() + i + 1,
+                crate::output::format::eta_text(started.elapsed(), run - 1, total, Some(eta)),
             ));
         }
     };

@@ -64,6 +64,40 @@ mod tests {
     }
 }
 
+/// Seconds as a person reads a wait: `45s`, `2m`, `1m30s`, `1h5m`.
+pub fn human_secs(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+/// How far a run of `total` like steps is after `done` of them in
+/// `elapsed`: `1m12s elapsed, about 9m left` (the steps so far as the
+/// pace; with none done yet, `estimate` where one is known).
+pub fn eta_text(
+    elapsed: std::time::Duration,
+    done: usize,
+    total: usize,
+    estimate: Option<std::time::Duration>,
+) -> String {
+    let e = elapsed.as_secs_f64();
+    let left = if done > 0 {
+        Some(e / done as f64 * total.saturating_sub(done) as f64)
+    } else {
+        estimate.map(|t| (t.as_secs_f64() - e).max(0.0))
+    };
+    match left {
+        Some(l) if done < total => {
+            format!("{} elapsed, about {} left", human_secs(e), human_secs(l))
+        }
+        _ => format!("{} elapsed", human_secs(e)),
+    }
+}
+
 /// The time now in UTC, RFC 3339 to the second (`2026-12-05T06:40:00Z`):
 /// for results kept and read back later.
 pub fn utc_now_rfc3339() -> String {
@@ -115,4 +149,26 @@ pub fn short_key(key: &str) -> &str {
         .count()
         > 1;
     if shared { key } else { name }
+}
+
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_reads_as_elapsed_and_left() {
+        use std::time::Duration;
+        assert_eq!(human_secs(45.2), "45s");
+        assert_eq!(human_secs(120.0), "2m");
+        assert_eq!(human_secs(90.0), "1m30s");
+        assert_eq!(human_secs(3900.0), "1h5m");
+        let s = Duration::from_secs;
+        assert_eq!(eta_text(s(60), 2, 8, None), "1m elapsed, about 3m left");
+        assert_eq!(
+            eta_text(s(10), 0, 8, Some(s(100))),
+            "10s elapsed, about 1m30s left"
+        );
+        assert_eq!(eta_text(s(10), 0, 8, None), "10s elapsed");
+        assert_eq!(eta_text(s(80), 8, 8, None), "1m20s elapsed");
+    }
 }

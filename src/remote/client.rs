@@ -662,9 +662,11 @@ fn skip_line(r: &mut impl std::io::BufRead) -> std::io::Result<u64> {
 fn wait_first(
     rx: &Receiver<Result<Message, LineError>>,
     timeout: Duration,
+    status: &mut Status,
 ) -> Result<Result<Message, LineError>, Waited> {
     let start = Instant::now();
     loop {
+        status.tick();
         let sig = crate::sys::stop_signal();
         if sig != 0 {
             return Err(Waited::Interrupted(sig));
@@ -677,6 +679,72 @@ fn wait_first(
             }
             Err(RecvTimeoutError::Timeout) => {}
         }
+    }
+}
+
+/// A phase of a remote start, shown on a terminal's stderr as one line
+/// that counts its seconds (`readpath: vm:debian-6.1: booting the guest,
+/// waiting for the agent… 12 s`), so the first minute on a slow target
+/// (a TCG guest boots in 30-60 s) is never silent; cleared when the phase
+/// ends, and, where it took 2 s or more, said with how long
+/// (`readpath: vm:debian-6.1: agent ready after 38.2 s`). Nothing is
+/// drawn where stderr is not a terminal; the closing line is said anyway.
+pub(crate) struct Status {
+    what: String,
+    start: Instant,
+    shown: u64,
+    tty: bool,
+}
+
+impl Status {
+    /// `what` began now.
+    pub(crate) fn new(what: String) -> Status {
+        use std::io::IsTerminal;
+        Status {
+            what,
+            start: Instant::now(),
+            shown: 0,
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// Redraws the line once a second.
+    fn tick(&mut self) {
+        let s = self.start.elapsed().as_secs();
+        if self.tty && s > self.shown {
+            use std::io::Write;
+            let mut e = std::io::stderr();
+            let _ = write!(e, "\r\x1b[2Kreadpath: {}… {s} s", self.what);
+            let _ = e.flush();
+            self.shown = s;
+        }
+    }
+
+    /// Ends the phase: clears the line, and says `done` with the seconds
+    /// it took where that was 2 s or more.
+    fn end(mut self, done: &str) {
+        self.clear();
+        let secs = self.start.elapsed().as_secs_f64();
+        if secs >= 2.0 {
+            crate::invocation::say(&format!("readpath: {done} after {secs:.1} s"));
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.tty && self.shown > 0 {
+            use std::io::Write;
+            let mut e = std::io::stderr();
+            let _ = write!(e, "\r\x1b[2K");
+            let _ = e.flush();
+            self.shown = 0;
+        }
+    }
+}
+
+impl Drop for Status {
+    /// An error or a signal ends a phase too: the line is not left behind.
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 
@@ -844,12 +912,23 @@ impl RemoteWorkload {
             shared,
             reader: Some(reader),
         };
-        w.await_hello(&first_rx, &place, &bin, timeouts.hello)?;
+        let waiting = match &w.remote {
+            Remote::Vm(_) => "booting the guest, waiting for the agent",
+            _ => "waiting for the agent",
+        };
+        let mut status = Status::new(format!("{place}: {waiting}"));
+        w.await_hello(&first_rx, &place, &bin, timeouts.hello, &mut status)?;
+        status.end(&format!("{place}: agent ready"));
         // The agent's clock starts after this: no record of its run can
         // end later than the time since.
         lock(&w.shared).start_sent = Some(Instant::now());
         w.send(start)?;
-        w.await_header(&first_rx, &place, &bin)
+        let mut status = Status::new(format!(
+            "{place}: starting the workload (its dataset is prepared first, once)"
+        ));
+        let w = w.await_header(&first_rx, &place, &bin, &mut status)?;
+        status.end(&format!("{place}: workload started"));
+        Ok(w)
     }
 
     /// Waits for the agent's hello (another protocol is refused by name).
@@ -859,8 +938,9 @@ impl RemoteWorkload {
         place: &str,
         bin: &str,
         timeout: Duration,
+        status: &mut Status,
     ) -> Result<(), EngineError> {
-        match wait_first(first_rx, timeout) {
+        match wait_first(first_rx, timeout, status) {
             Ok(Ok(Message::Hello(h))) => {
                 super::protocol::check_hello(&h, place).map_err(|e| err(place, e, true))?;
             }
@@ -899,8 +979,9 @@ impl RemoteWorkload {
         first_rx: &Receiver<Result<Message, LineError>>,
         place: &str,
         bin: &str,
+        status: &mut Status,
     ) -> Result<RemoteWorkload, EngineError> {
-        match wait_first(first_rx, START_TIMEOUT) {
+        match wait_first(first_rx, START_TIMEOUT, status) {
             Ok(Ok(Message::Header(h))) => {
                 self.settings = h.settings.clone();
                 lock(&self.shared).running = Some(Running {

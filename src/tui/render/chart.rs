@@ -603,14 +603,9 @@ pub fn place_numbers(marks: &[(u16, String, bool)], width: u16) -> Vec<(u16, Str
     out
 }
 
-/// Seconds as `30s`, `2m`, `1m30s`.
+/// Seconds as `30s`, `2m`, `1m30s` (the one way readpath writes a wait).
 pub fn fmt_secs(s: f64) -> String {
-    let s = s.round() as u64;
-    match (s / 60, s % 60) {
-        (0, s) => format!("{s}s"),
-        (m, 0) => format!("{m}m"),
-        (m, s) => format!("{m}m{s}s"),
-    }
+    crate::output::format::human_secs(s)
 }
 
 /// `line` with whole spans only, in at most `width` columns: a title's
