@@ -7,6 +7,7 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
+use readpath::metrics::WindowStats;
 use readpath::tui::app::App;
 use readpath::tui::fixture::app;
 use readpath::tui::render::{Look, render};
@@ -942,17 +943,24 @@ fn sweep_view_at_80x24_120x40_160x48() {
     }
 }
 
-/// The live A/B (`A`) in the baseline panel: each side's median over its
-/// turns, the change judged over the rounds (compare's rule), the round
-/// and the turn's clock, the throughput's verdict in words; at every size.
-#[test]
-fn live_ab_panel_shows_rounds_and_verdicts() {
+/// The fixture with a baseline and a live A/B started, and the windows
+/// of the baseline and of "now" to make its turns of.
+fn app_in_ab() -> (App, Vec<WindowStats>, Vec<WindowStats>) {
     let mut a = app(true);
     a.baseline
         .start_ab(a.running.settings(), a.window.elapsed_s())
         .unwrap();
     let base = a.baseline.get().unwrap().windows.clone();
     let now = a.window.now_windows().to_vec();
+    (a, base, now)
+}
+
+/// The live A/B (`A`) in the baseline panel: each side's median over its
+/// turns, the change judged over the rounds (compare's rule), the round
+/// and the turn's clock, the throughput's verdict in words; at every size.
+#[test]
+fn live_ab_panel_shows_rounds_and_verdicts() {
+    let (mut a, base, now) = app_in_ab();
     assert!(
         base.len() >= 4 && now.len() >= 4,
         "{} {}",
@@ -999,12 +1007,7 @@ fn live_ab_panel_shows_rounds_and_verdicts() {
 /// until the next `b` or `A`; its result event is logged, not a marker.
 #[test]
 fn an_ended_ab_keeps_its_result_until_the_next_b_or_a() {
-    let mut a = app(true);
-    a.baseline
-        .start_ab(a.running.settings(), a.window.elapsed_s())
-        .unwrap();
-    let base = a.baseline.get().unwrap().windows.clone();
-    let now = a.window.now_windows().to_vec();
+    let (mut a, base, now) = app_in_ab();
     a.baseline.ab_mut().unwrap().turns = [base[..4].to_vec(), now[..4].to_vec()];
     assert_eq!(a.baseline.end_ab(a.window.elapsed_s()).unwrap().rounds(), 4);
     let line = "A/B result: 4 rounds, baseline -> now: MiB/s 31.2 -> 31.2".to_string();

@@ -301,6 +301,21 @@ mod tests {
         rec
     }
 
+    /// The default settings running on 2 CPUs.
+    fn running() -> Running {
+        let s = Settings::default();
+        Running::new(s.clone(), s, crate::sys::Features::default(), 2)
+    }
+
+    /// A window holding the records `seqs` of `n(seq)` reads each.
+    fn window_of(seqs: std::ops::Range<u64>, n: impl Fn(u64) -> u64) -> Window {
+        let mut w = Window::new();
+        for seq in seqs {
+            w.push(rec_of(seq, n(seq)));
+        }
+        w
+    }
+
     /// 16 s of records; with `baseline`, `b` pressed at the end; then
     /// workers.mode changed to bound either way.
     fn measured(baseline: bool) -> (Comparison, Running) {
@@ -338,12 +353,8 @@ mod tests {
         run.set(back.clone(), back);
         assert_eq!(c.flip(run.settings()).unwrap(), base);
         // Marked with nothing changed: nothing to flip to.
-        let s = Settings::default();
-        let run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
-        let mut w = Window::new();
-        for seq in 0..64 {
-            w.push(rec(seq));
-        }
+        let run = running();
+        let mut w = window_of(0..64, |_| 50);
         let mut c = Comparison::default();
         assert_eq!(c.mark(&mut w, &run), Ok(()));
         assert_eq!(c.flip(run.settings()), Err(NotYet::FlipSame));
@@ -354,13 +365,9 @@ mod tests {
     /// refused, saying why), and "now" starts afresh after it.
     #[test]
     fn a_baseline_needs_two_windows_and_now_starts_after_it() {
-        let s = Settings::default();
-        let run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
-        let mut w = Window::new();
+        let run = running();
         // 7 s: 5 s of start-up dropped, one 2 s window.
-        for seq in 0..28 {
-            w.push(rec(seq));
-        }
+        let mut w = window_of(0..28, |_| 50);
         let mut c = Comparison::default();
         let refused = c.mark(&mut w, &run);
         assert_eq!(refused, Err(NotYet::TooSoon { have: 1 }));
@@ -390,12 +397,8 @@ mod tests {
     /// half of windows and its last lie apart.
     #[test]
     fn a_baseline_that_still_moves_says_so() {
-        let s = Settings::default();
-        let run = Running::new(s.clone(), s, crate::sys::Features::default(), 2);
-        let mut w = Window::new();
-        for seq in 0..100 {
-            w.push(rec_of(seq, 50 + seq));
-        }
+        let run = running();
+        let mut w = window_of(0..100, |seq| 50 + seq);
         let mut c = Comparison::default();
         assert_eq!(c.mark(&mut w, &run), Ok(()));
         let drift = c.get().unwrap().drift.clone().expect("a ramp");
