@@ -138,6 +138,14 @@ pub(crate) fn event_rows(
         .collect()
 }
 
+/// Columns a reason is indented by under its setting.
+const REASON_INDENT: usize = 5;
+
+/// Lines the events panel keeps before every setting is listed (half that
+/// before only the keyed and the changed ones are, with their reasons):
+/// the settings do not squeeze the events to a few lines (160x48).
+const EVENTS_WITH_REASONS: u16 = 8;
+
 /// Which greyed settings get their reason on a line under them.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reasons {
@@ -151,11 +159,11 @@ pub(crate) enum Reasons {
 
 /// The side panel split: the settings lines it shows (each with its
 /// setting, if it is a setting's row), the settings panel and the events
-/// panel under it. Everything, if it fits; else every setting that
-/// applies, with the reasons of the greyed ones a key changes only; else
-/// without reasons; else only the settings
-/// a key changes; always with room left for an events panel of one line
-/// (three, a marker's label wrapped, for the reasons of unkeyed settings).
+/// panel under it. Every setting with every greyed one's reason, if that
+/// leaves the events [`EVENTS_WITH_REASONS`] lines; else with the reasons
+/// of the keyed ones only; else without reasons; else only the settings
+/// a key changes and the changed ones, with their reasons where the events
+/// keep half that; else without; always with room for one events line.
 pub(crate) fn side_split(
     app: &App,
     th: &Theme,
@@ -165,22 +173,23 @@ pub(crate) fn side_split(
     let fits_with = |l: &Vec<(Line<'static>, Option<&'static str>)>, events: u16| {
         l.len() as u16 + 2 + 2 + events <= area.height
     };
-    let fits = |l: &Vec<(Line<'static>, Option<&'static str>)>| fits_with(l, 1);
-    let full = setting_keyed(app, th, wide, false, Reasons::All);
-    let lines = if fits_with(&full, 3) {
-        full
-    } else if let keyed = setting_keyed(app, th, wide, false, Reasons::Keyed)
-        && fits(&keyed)
-    {
-        keyed
-    } else {
-        let bare = setting_keyed(app, th, wide, false, Reasons::None);
-        if fits(&bare) {
-            bare
-        } else {
-            setting_keyed(app, th, wide, true, Reasons::None)
-        }
-    };
+    // A reason wraps under its setting, indented, never cut.
+    let room = area.width.saturating_sub(2 + REASON_INDENT as u16) as usize;
+    let keyed = |only: bool, reasons: Reasons| setting_keyed(app, th, wide, room, only, reasons);
+    // The events panel keeps most of its room: every reason only where
+    // it still has EVENTS_WITH_REASONS lines.
+    let events = EVENTS_WITH_REASONS;
+    let lines = [
+        (false, Reasons::All, events),
+        (false, Reasons::Keyed, events),
+        (false, Reasons::None, events),
+        (true, Reasons::Keyed, events / 2),
+        (true, Reasons::None, 1),
+    ]
+    .into_iter()
+    .map(|(only, reasons, events)| (keyed(only, reasons), events))
+    .find(|(l, events)| fits_with(l, *events))
+    .map_or_else(|| keyed(true, Reasons::None), |(l, _)| l);
     let settings_h = (lines.len() as u16 + 2).min(area.height);
     let log_h = area.height - settings_h;
     let [top, bottom] =
@@ -199,6 +208,7 @@ pub(crate) fn setting_keyed(
     app: &App,
     th: &Theme,
     wide: bool,
+    room: usize,
     keyed_only: bool,
     reasons: Reasons,
 ) -> Vec<(Line<'static>, Option<&'static str>)> {
@@ -219,7 +229,9 @@ pub(crate) fn setting_keyed(
             continue;
         }
         let key = keys::setting_keys(k.key.name());
-        if keyed_only && key.is_none() {
+        // Short of room: the settings a key changes, and the others only
+        // where they differ from their default.
+        if keyed_only && key.is_none() && app.running.settings().get(k.key) == defaults.get(k.key) {
             continue;
         }
         // Short of room, the model's queue and cache knobs make way for
@@ -271,17 +283,18 @@ pub(crate) fn setting_keyed(
         if let Some(why) = why
             && wide
             && show_reason
-            && !keyed_only
         {
-            lines.push((
-                Line::from(Span::styled(
-                    format!("     {why}"),
-                    Style::default()
-                        .fg(th.disabled)
-                        .add_modifier(Modifier::ITALIC),
-                )),
-                None,
-            ));
+            for l in crate::tui::text::wrap_words(&why, room, room) {
+                lines.push((
+                    Line::from(Span::styled(
+                        format!("{:REASON_INDENT$}{l}", ""),
+                        Style::default()
+                            .fg(th.disabled)
+                            .add_modifier(Modifier::ITALIC),
+                    )),
+                    None,
+                ));
+            }
         }
     }
     lines
