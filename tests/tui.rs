@@ -1126,6 +1126,11 @@ fn no_screen_cuts_a_value_or_a_word() {
     hint.log.show_hint();
     let mut present_ab = ab.clone();
     present_ab.view.set_present(true);
+    // An A/B that ended: its result stays, on the panel and presentation's box.
+    let mut ab_result = ab.clone();
+    ab_result.baseline.end_ab(ab_result.window.elapsed_s());
+    let mut present_ab_result = ab_result.clone();
+    present_ab_result.view.set_present(true);
     // The popups and messages.
     let with = |f: &dyn Fn(&mut App)| {
         let mut a = app(true);
@@ -1202,6 +1207,8 @@ fn no_screen_cuts_a_value_or_a_word() {
         ("replay", replay),
         ("ab", ab),
         ("present_ab", present_ab),
+        ("ab_result", ab_result),
+        ("present_ab_result", present_ab_result),
         ("hint", hint),
         ("help", help),
         ("help_found", help_found),
