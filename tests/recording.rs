@@ -596,6 +596,32 @@ fn titles(texts: &[SvgText]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A recording of one side of a preset's A/B (its `[compare]` key never
+/// changed) is titled with that side, not as the comparison; one that
+/// changed the key is titled with the preset alone.
+#[test]
+fn plot_titles_a_one_side_run_with_its_side() {
+    // The fixture changes workers.mode at 30 s: both sides.
+    let mut rec = fixture_recording();
+    rec.header.preset = Some("fsverity-bound-vs-unbound".into());
+    let (_, both) = plot_svg(&rec, &[]);
+    // Without that change: one side.
+    for r in &mut rec.records {
+        r.events.retain(|e| !e.label.starts_with("workers.mode: "));
+    }
+    let mode = rec.header.settings.workers.mode.to_string();
+    let (o, svg) = plot_svg(&rec, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = format!("readpath: fsverity-bound-vs-unbound, one side: workers.mode = {mode}");
+    assert!(svg.contains(&want), "{want}");
+    let svg = both;
+    assert!(!svg.contains("one side"));
+    assert!(
+        svg.contains("readpath: fsverity-bound-vs-unbound"),
+        "the preset alone"
+    );
+}
+
 #[test]
 fn plot_gives_every_y_axis_one_unit_said_in_its_title() {
     for size in ["1200x900", "1920x1080", "800x600"] {

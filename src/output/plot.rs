@@ -403,10 +403,7 @@ pub fn svg(
     {
         let root = SVGBackend::with_string(&mut doc, (width, height)).into_drawing_area();
         root.fill(&WHITE)?;
-        let title = match &rec.header.preset {
-            Some(p) => format!("readpath: {}", crate::output::format::printable(p, false)),
-            None => "readpath".to_string(),
-        };
+        let title = plot_title(rec);
         let title_h = px(32.0);
         let (top, rest) = root.split_vertically(title_h);
         top.titled(&title, ("sans-serif", px(22.0)))?;
@@ -478,6 +475,34 @@ fn chosen_panels(
         });
     }
     Ok(panels)
+}
+
+/// The picture's title: the preset's name and, where the recording ran
+/// only one side of the preset's A/B (its `[compare]` key never changed),
+/// which side (`readpath: fsverity-bound-vs-unbound, one side: workers.mode
+/// = unbound`), so a one-side run is not read as the comparison.
+fn plot_title(rec: &Recording) -> String {
+    let Some(p) = &rec.header.preset else {
+        return "readpath".to_string();
+    };
+    let name = crate::output::format::printable(p, false);
+    let key = crate::scenario::preset::resolve(p)
+        .ok()
+        .and_then(|(preset, _)| preset.compare.map(|c| c.key));
+    let side = key.and_then(|key| {
+        let prefix = format!("{key}: ");
+        let changed = rec
+            .records
+            .iter()
+            .flat_map(|r| &r.events)
+            .any(|e| e.label.starts_with(&prefix));
+        let value = rec.header.settings.get(&key)?;
+        (!changed).then(|| format!("{key} = {value}"))
+    });
+    match side {
+        Some(side) => format!("readpath: {name}, one side: {side}"),
+        None => format!("readpath: {name}"),
+    }
 }
 
 /// What every panel shares: the scale of fonts and margins, the time axis,
