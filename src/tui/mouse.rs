@@ -216,7 +216,8 @@ mod tests {
             rows.contains(&"workers.mode") && !rows.contains(&"workload.pattern"),
             "{rows:?}"
         );
-        a.view.set_screen(Rect::new(0, 0, 160, 48));
+        // Tall enough for every setting beside 8 lines of events.
+        a.view.set_screen(Rect::new(0, 0, 160, 60));
         assert!(cursor_rows(&a).contains(&"workload.pattern"));
         assert!(panel_action(&mut a, &Action::CursorDown, true));
         assert_eq!(a.view.cursor(), Some("workload.target"));

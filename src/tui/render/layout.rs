@@ -353,9 +353,10 @@ mod tests {
             // The border and a section header are no row.
             assert_eq!(hit(&a, area, l.settings.x + 3, l.settings.y), Hit::Nothing);
         }
-        // 160x48: the panel starts at row 1 (under the header); its first
-        // line is the [workload] header, the second workload.target.
-        let area = Rect::new(0, 0, 160, 48);
+        // 160x60 (every setting listed): the panel starts at row 1 (under
+        // the header); its first line is the [workload] header, the second
+        // workload.target.
+        let area = Rect::new(0, 0, 160, 60);
         assert_eq!(hit(&a, area, 5, 2), Hit::Nothing);
         assert_eq!(hit(&a, area, 5, 3), Hit::Setting("workload.target"));
         assert_eq!(hit(&a, area, 5, 4), Hit::Setting("workload.engine"));
