@@ -52,8 +52,13 @@ impl<'a> DemoDriver<'a> {
             return;
         };
         self.next += 1;
-        if step.baseline && app.mark_baseline().is_ok() {
-            self.inner.engine.mark_event("baseline");
+        if step.baseline {
+            match app.mark_baseline() {
+                Ok(()) => self.inner.engine.mark_event("baseline"),
+                // A step too early for a baseline says so (the demo's
+                // verdicts then say they have none).
+                Err(why) => app.flash(why.to_string()),
+            }
         }
         if let Some(s) = step.settings {
             super::apply(app, self.inner.engine, s);
