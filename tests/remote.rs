@@ -94,10 +94,20 @@ fn the_agent_over_a_pipe_runs_applies_marks_and_stops() {
         other => panic!("first line: {other:?}"),
     }
     start(&mut stdin);
-    let header = match next(&mut out, &mut n) {
-        Some(Message::Header(h)) => h,
-        other => panic!("expected the header: {other:?}"),
+    // A fresh data dir: the dataset is prepared first, and said, from
+    // nothing to the whole, never backwards, before the header.
+    let mut said = Vec::new();
+    let header = loop {
+        match next(&mut out, &mut n) {
+            Some(Message::Progress(p)) => said.push((p.done, p.total)),
+            Some(Message::Header(h)) => break h,
+            other => panic!("expected progress or the header: {other:?}"),
+        }
     };
+    assert_eq!(said.first(), Some(&(0, 16 << 20)), "{said:?}");
+    assert_eq!(said.last(), Some(&(16 << 20, 16 << 20)), "{said:?}");
+    assert!(said.windows(2).all(|w| w[0].0 <= w[1].0), "{said:?}");
+    assert!(said.iter().all(|&(_, total)| total == 16 << 20), "{said:?}");
     assert_eq!(header.command, "run");
     assert_eq!(header.settings.workload.file_size, 16 << 20);
     assert!(!header.machine.hostname.is_empty());
@@ -172,7 +182,12 @@ fn the_agent_stops_when_its_stdin_closes() {
     let mut n = 0;
     assert!(matches!(next(&mut out, &mut n), Some(Message::Hello(_))));
     start(&mut stdin);
-    assert!(matches!(next(&mut out, &mut n), Some(Message::Header(_))));
+    // Its dataset's progress, then the header.
+    let mut m = next(&mut out, &mut n);
+    while matches!(m, Some(Message::Progress(_))) {
+        m = next(&mut out, &mut n);
+    }
+    assert!(matches!(m, Some(Message::Header(_))), "{m:?}");
     assert!(matches!(next(&mut out, &mut n), Some(Message::Interval(_))));
     // The connection drops: no stop, just the end of stdin.
     drop(stdin);
@@ -299,6 +314,16 @@ fn an_agent_that_writes_garbage_is_refused_by_line_number() {
             "agent line 1: not JSON",
         ),
         ("exit 0".to_string(), "the agent ended before its hello"),
+        (
+            format!(
+                "echo '{hello}'; echo '{{\"progress\":{{\"done\":5,\"total\":4}}}}'; cat >/dev/null"
+            ),
+            "agent line 2: progress 5 of 4 bytes: allowed 0..=total",
+        ),
+        (
+            r#"echo '{"progress":{"done":0,"total":4096}}'; cat >/dev/null"#.to_string(),
+            "agent line 1: expected its hello, got a progress line",
+        ),
     ] {
         let ssh = fake_ssh(tmp.path(), &agent);
         let o = run_remote(&ssh, &[]);
@@ -383,6 +408,11 @@ fn a_slow_link_delays_records_but_loses_none() {
         "{err}"
     );
     assert!(!err.contains("never arrived"), "{err}");
+    // Its fresh data dir: the agent's dataset was said prepared.
+    assert!(
+        err.contains("readpath: ssh:target: dataset of 16M prepared in "),
+        "{err}"
+    );
     // Every interval arrived, in order, none skipped.
     let r = readpath::output::recording::read(&rec).unwrap();
     assert!(r.records.len() > 20, "{} records", r.records.len());
@@ -1079,11 +1109,13 @@ fn a_hanging_setup_step_ends_at_the_timeout_or_a_stop_signal() {
 #[test]
 fn an_oversized_line_from_the_agent_is_skipped_and_the_session_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
-    // The agent's hello and header pass; then a 3 MB line; then the rest.
+    // The agent's hello and header pass (its dataset prepared before,
+    // so that no progress line comes between them); then a 3 MB line;
+    // then the rest.
     let agent = format!(
-        "{} agent --data-dir {} | {{ IFS= read -r l; printf '%s\\n' \"$l\"; IFS= read -r l; printf '%s\\n' \"$l\"; head -c 3000000 /dev/zero | tr '\\0' x; echo; exec cat; }}",
-        env!("CARGO_BIN_EXE_readpath"),
-        tmp.path().join("data").display()
+        "{exe} --data-dir {data} prepare --size 4M >/dev/null 2>&1; {exe} agent --data-dir {data} | {{ IFS= read -r l; printf '%s\\n' \"$l\"; IFS= read -r l; printf '%s\\n' \"$l\"; head -c 3000000 /dev/zero | tr '\\0' x; echo; exec cat; }}",
+        exe = env!("CARGO_BIN_EXE_readpath"),
+        data = tmp.path().join("data").display()
     );
     let ssh = fake_ssh(tmp.path(), &agent);
     let rec = tmp.path().join("run.jsonl");

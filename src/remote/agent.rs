@@ -11,7 +11,9 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
-use super::protocol::{Command, Fatal, Hello, Message, PROTOCOL, Reply, Request, Running};
+use super::protocol::{
+    Command, Fatal, Hello, Message, PROTOCOL, Progress, Reply, Request, Running,
+};
 use crate::engine::{Engine, EngineOptions, Faults};
 use crate::settings::Settings;
 
@@ -90,6 +92,22 @@ fn send(out: &Sender<String>, m: Message) {
     let _ = out.send(m.to_line());
 }
 
+/// The dataset's preparation as progress lines to the client: one at the
+/// start, one every [`PROGRESS_EVERY`] at most, and one at the end (a
+/// dataset already there sends none).
+fn progress_lines(out: &Sender<String>) -> impl FnMut(u64, u64) + '_ {
+    let mut last: Option<std::time::Instant> = None;
+    move |done, total| {
+        if last.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || done >= total {
+            send(out, Message::Progress(Progress { done, total }));
+            last = Some(std::time::Instant::now());
+        }
+    }
+}
+
+/// How often at most the agent says how far its dataset got.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
 /// Runs the agent until stdin closes or a stop; the exit status.
 pub fn run(data_dir: &Path) -> i32 {
     crate::sys::install_stop_handlers();
@@ -147,10 +165,10 @@ fn serve(data_dir: &Path, rx: &Receiver<In>, out: &Sender<String>, faults: Fault
         Ok(v) => v,
         Err((e, bad)) => return fatal(out, e, bad),
     };
-    let mut quiet = |_: u64, _: u64| {};
+    let mut progress = progress_lines(out);
     let mut opts = EngineOptions::new(Duration::from_millis(interval_ms), data_dir.to_path_buf());
     opts.faults = faults;
-    let mut engine = match Engine::start(s, opts, &mut quiet) {
+    let mut engine = match Engine::start(s, opts, &mut progress) {
         Ok(e) => e,
         Err(e) => {
             let bad = e.is_bad_input();
@@ -475,6 +493,8 @@ mod tests {
                     }
                 }
                 Message::Summary(_) => break,
+                // The dataset's preparation in a fresh data dir.
+                Message::Progress(_) if knows.is_none() => {}
                 other => panic!("unexpected {other:?}"),
             }
             assert!(std::time::Instant::now() < until, "no end in 60 s");

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::pace::{Pace, PaceError};
-use super::protocol::{Command, Fatal, LineError, LineProblem, Message, Reply, Running};
+use super::protocol::{Command, Fatal, LineError, LineProblem, Message, Progress, Reply, Running};
 use super::transport::Remote;
 use crate::engine::EngineError;
 use crate::engine::workload::Workload;
@@ -398,6 +398,7 @@ fn read_agent(
                     started = Some(Instant::now());
                     true
                 }
+                (Ok(Message::Progress(_)), true) => true,
                 _ => false,
             };
             let _ = tx.send(msg.clone());
@@ -472,6 +473,12 @@ fn read_agent(
             Ok(Message::Fatal(f)) => return end(Some(Lost::Fatal(f))),
             Ok(Message::Hello(_) | Message::Header(_)) => {
                 return end(Some(Lost::SecondHello { line: n }));
+            }
+            Ok(m @ Message::Progress(_)) => {
+                return end(Some(Lost::OutOfTurn {
+                    line: n,
+                    kind: m.kind(),
+                }));
             }
             Err(e) => return end(Some(Lost::Line(e))),
         }
@@ -690,43 +697,133 @@ fn wait_first(
 /// (`readpath: vm:debian-6.1: agent ready after 38.2 s`). Nothing is
 /// drawn where stderr is not a terminal; the closing line is said anyway.
 pub(crate) struct Status {
+    /// The target (`vm:debian-6.1`).
+    place: String,
+    /// What the phase waits for.
     what: String,
     start: Instant,
     shown: u64,
     tty: bool,
+    /// The agent's dataset preparation, where it said how far it got.
+    dataset: Option<Preparing>,
+}
+
+/// A dataset the agent prepares: how far it is, since when, and when it
+/// ended.
+struct Preparing {
+    now: Progress,
+    since: Instant,
+    took: Option<f64>,
+}
+
+impl Preparing {
+    /// `dataset [=====>    ] 96M/256M, 40s left`: the bar, the bytes and
+    /// the time left at the pace so far (short: it shares an 80-column
+    /// line with the target's name).
+    fn line(&self) -> String {
+        const WIDTH: u64 = 16;
+        let Progress { done, total } = self.now;
+        let full = (done.saturating_mul(WIDTH) / total.max(1)).min(WIDTH) as usize;
+        let bar = format!(
+            "[{}{}{}]",
+            "=".repeat(full),
+            if full < WIDTH as usize { ">" } else { "" },
+            " ".repeat((WIDTH as usize).saturating_sub(full + 1))
+        );
+        let e = self.since.elapsed().as_secs_f64();
+        let left = e / done.max(1) as f64 * (total - done) as f64;
+        let left = if done > 0 && e >= 1.0 && left >= 1.0 {
+            format!(", {} left", crate::output::format::human_secs(left))
+        } else {
+            String::new()
+        };
+        format!(
+            "dataset {bar} {}/{}{left}",
+            crate::settings::format_size(done),
+            crate::settings::format_size(total)
+        )
+    }
 }
 
 impl Status {
-    /// `what` began now.
-    pub(crate) fn new(what: String) -> Status {
+    /// `what` began now on `place`.
+    pub(crate) fn new(place: &str, what: &str) -> Status {
         use std::io::IsTerminal;
         Status {
-            what,
+            place: place.to_string(),
+            what: what.to_string(),
             start: Instant::now(),
             shown: 0,
             tty: std::io::stderr().is_terminal(),
+            dataset: None,
         }
     }
 
     /// Redraws the line once a second.
     fn tick(&mut self) {
         let s = self.start.elapsed().as_secs();
-        if self.tty && s > self.shown {
-            use std::io::Write;
-            let mut e = std::io::stderr();
-            let _ = write!(e, "\r\x1b[2Kreadpath: {}… {s} s", self.what);
-            let _ = e.flush();
-            self.shown = s;
+        if s > self.shown {
+            self.draw(s);
         }
     }
 
+    /// The line, counting `s` seconds: what the phase waits for, and the
+    /// dataset's bar while the agent prepares it.
+    fn draw(&mut self, s: u64) {
+        if !self.tty {
+            return;
+        }
+        use std::io::Write;
+        let mut e = std::io::stderr();
+        let what = match &self.dataset {
+            Some(d) if d.took.is_none() => d.line(),
+            _ => self.what.clone(),
+        };
+        // One line, never wrapped: cut to the terminal's width.
+        let line = format!("readpath: {}: {what}… {s} s", self.place);
+        let width = crate::sys::stderr_columns().map_or(79, |w| usize::from(w.max(2)) - 1);
+        let line: String = line.chars().take(width).collect();
+        let _ = write!(e, "\r\x1b[2K{line}");
+        let _ = e.flush();
+        self.shown = s.max(1);
+    }
+
+    /// The agent said how far its dataset got: the bar moves now; at its
+    /// end, how long it took is kept for [`Status::end`].
+    fn progress(&mut self, p: Progress) {
+        let d = self.dataset.get_or_insert(Preparing {
+            now: p,
+            since: Instant::now(),
+            took: None,
+        });
+        d.now = p;
+        if p.done >= p.total && d.took.is_none() {
+            d.took = Some(d.since.elapsed().as_secs_f64());
+        }
+        self.draw(self.start.elapsed().as_secs());
+    }
+
     /// Ends the phase: clears the line, and says `done` with the seconds
-    /// it took where that was 2 s or more.
+    /// it took where that was 2 s or more (and first, where the agent
+    /// prepared a dataset, how large and how long that took).
     fn end(mut self, done: &str) {
         self.clear();
+        if let Some(Preparing {
+            now, took: Some(t), ..
+        }) = &self.dataset
+        {
+            crate::invocation::say(&format!(
+                "readpath: {}: dataset of {} prepared in {t:.1} s, kept there",
+                self.place,
+                crate::settings::format_size(now.total)
+            ));
+        }
         let secs = self.start.elapsed().as_secs_f64();
         if secs >= 2.0 {
-            crate::invocation::say(&format!("readpath: {done} after {secs:.1} s"));
+            crate::invocation::say(&format!(
+                "readpath: {}: {done} after {secs:.1} s",
+                self.place
+            ));
         }
     }
 
@@ -916,18 +1013,16 @@ impl RemoteWorkload {
             Remote::Vm(_) => "booting the guest, waiting for the agent",
             _ => "waiting for the agent",
         };
-        let mut status = Status::new(format!("{place}: {waiting}"));
+        let mut status = Status::new(&place, waiting);
         w.await_hello(&first_rx, &place, &bin, timeouts.hello, &mut status)?;
-        status.end(&format!("{place}: agent ready"));
+        status.end("agent ready");
         // The agent's clock starts after this: no record of its run can
         // end later than the time since.
         lock(&w.shared).start_sent = Some(Instant::now());
         w.send(start)?;
-        let mut status = Status::new(format!(
-            "{place}: starting the workload (its dataset is prepared first, once)"
-        ));
+        let mut status = Status::new(&place, "starting the workload");
         let w = w.await_header(&first_rx, &place, &bin, &mut status)?;
-        status.end(&format!("{place}: workload started"));
+        status.end("workload started");
         Ok(w)
     }
 
@@ -981,7 +1076,16 @@ impl RemoteWorkload {
         bin: &str,
         status: &mut Status,
     ) -> Result<RemoteWorkload, EngineError> {
-        match wait_first(first_rx, START_TIMEOUT, status) {
+        // The wait ends START_TIMEOUT after the last word from the agent:
+        // a large dataset on a slow target may take longer than that, as
+        // long as it says how far it got.
+        let msg = loop {
+            match wait_first(first_rx, START_TIMEOUT, status) {
+                Ok(Ok(Message::Progress(p))) => status.progress(p),
+                m => break m,
+            }
+        };
+        match msg {
             Ok(Ok(Message::Header(h))) => {
                 self.settings = h.settings.clone();
                 lock(&self.shared).running = Some(Running {
@@ -1002,7 +1106,7 @@ impl RemoteWorkload {
             Err(Waited::TimedOut) => Err(err(
                 place,
                 format!(
-                    "the workload did not start in {} s (preparing its dataset?)",
+                    "the workload did not start: nothing from the agent for {} s",
                     START_TIMEOUT.as_secs()
                 ),
                 false,
@@ -1250,6 +1354,7 @@ impl Message {
     fn kind(&self) -> &'static str {
         match self {
             Message::Hello(_) => "a hello",
+            Message::Progress(_) => "a progress line",
             Message::Header(_) => "a header",
             Message::Interval(_) => "an interval",
             Message::Reply(_) => "a reply",

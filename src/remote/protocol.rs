@@ -17,7 +17,7 @@ use crate::output::report::RunSummary;
 use crate::settings::{SettingChange, Settings};
 
 /// The protocol this readpath speaks. Both sides refuse another by name.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// Longest line either side reads: a recording's (a header with its
 /// settings and machine is a few KiB; an interval with its histograms some
@@ -167,11 +167,57 @@ pub struct Fatal {
     pub bad_input: bool,
 }
 
+/// How far the agent got preparing the workload's dataset (its plaintext,
+/// ciphertexts and Merkle trees), between its hello and the header: a few
+/// a second while it builds, and once at the end, so a first start on a
+/// slow target shows a bar and an estimate instead of silence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Progress {
+    /// Bytes of the plaintext written so far.
+    pub done: u64,
+    /// Of the plaintext's size (the workload's file size).
+    pub total: u64,
+}
+
+/// Why a progress line was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProgressError {
+    /// More done than the whole, or a whole no file size allows.
+    #[error("progress {done} of {total} bytes: allowed 0..=total, total 1..={max}")]
+    Range {
+        /// The bytes done.
+        done: u64,
+        /// The whole.
+        total: u64,
+        /// The largest file size a setting allows.
+        max: u64,
+    },
+}
+
+impl Progress {
+    /// The line's numbers checked: `done` within `total`, `total` a file
+    /// size `workload.file_size` allows.
+    fn check(&self) -> Result<(), ProgressError> {
+        let max = crate::settings::MAX_FILE_SIZE;
+        if self.total == 0 || self.total > max || self.done > self.total {
+            return Err(ProgressError::Range {
+                done: self.done,
+                total: self.total,
+                max,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// One line from the agent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     /// The first line.
     Hello(Hello),
+    /// The dataset's preparation, after the hello, before the header.
+    Progress(Progress),
     /// The recording header, once the workload started.
     Header(Box<Header>),
     /// One interval.
@@ -192,6 +238,7 @@ pub enum Message {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum Wire {
     Hello(Hello),
+    Progress(Progress),
     Interval(Box<IntervalRecord>),
     Reply(Box<Reply>),
     Running(Box<Running>),
@@ -205,6 +252,7 @@ impl Message {
         let v = match self {
             Message::Header(h) => serde_json::to_string(h),
             Message::Hello(h) => serde_json::to_string(&Wire::Hello(h.clone())),
+            Message::Progress(p) => serde_json::to_string(&Wire::Progress(*p)),
             Message::Interval(r) => serde_json::to_string(&Wire::Interval(r.clone())),
             Message::Reply(r) => serde_json::to_string(&Wire::Reply(r.clone())),
             Message::Running(r) => serde_json::to_string(&Wire::Running(r.clone())),
@@ -241,6 +289,10 @@ impl Message {
         })?;
         Ok(match w {
             Wire::Hello(h) => Message::Hello(h),
+            Wire::Progress(p) => {
+                p.check().map_err(|e| at(LineProblem::Progress(e)))?;
+                Message::Progress(p)
+            }
             Wire::Interval(r) => {
                 crate::output::recording::check_record(&r)
                     .map_err(|e| at(LineProblem::Record(e)))?;
@@ -303,6 +355,9 @@ pub enum LineProblem {
     /// A reply beyond what an agent sends.
     #[error(transparent)]
     Reply(ReplyError),
+    /// A progress line out of range.
+    #[error(transparent)]
+    Progress(ProgressError),
 }
 
 /// A reply beyond what an agent sends ([`check_reply`]).

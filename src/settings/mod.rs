@@ -484,8 +484,9 @@ use value::{
 pub(crate) mod units;
 
 pub use units::{
-    CpuListError, DurationError, MAX_DURATION, MIN_DURATION, SizeError, format_cpu_list,
-    format_duration, format_size, parse_cpu_list, parse_duration, parse_duration_in, parse_size,
+    CpuListError, DurationError, MAX_DURATION, MAX_FILE_SIZE, MIN_DURATION, SizeError,
+    format_cpu_list, format_duration, format_size, parse_cpu_list, parse_duration,
+    parse_duration_in, parse_size,
 };
 
 // ---------------------------------------------------------------------------

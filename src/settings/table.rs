@@ -431,7 +431,7 @@ pub static KEYS: &[Setting] = &[
         bind: Some(Bind { step: Step::Cycle('I'), rank: 4, footer: None,
             help: "completions: thread (the reader reaps) <-> irq (an IRQ-like SCHED_FIFO thread per CPU)" }),
     }),
-    setting!(workload.file_size, Kind::Size { lo: 4096, hi: 1 << 40 }, {
+    setting!(workload.file_size, Kind::Size { lo: 4096, hi: super::units::MAX_FILE_SIZE }, {
         unit: "bytes",
         help: "size of the file read",
         apply: Apply::Rebuild,

@@ -74,6 +74,9 @@ pub const MIN_DURATION: std::time::Duration = std::time::Duration::from_micros(1
 /// Longest duration [`parse_duration`] accepts: 30 days.
 pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
 
+/// Largest `workload.file_size`: 1 TiB.
+pub const MAX_FILE_SIZE: u64 = 1 << 40;
+
 /// A duration as words: `30d`, `1h`, `250ms`.
 pub fn format_duration(d: std::time::Duration) -> String {
     let s = d.as_secs_f64();

@@ -158,7 +158,7 @@ pub use afalg::{ALG_IV_SIZE, AlgOp, AlgTfm, MAX_DIGEST_PARTS, probe as afalg_pro
 pub use mount::{loopdev, mount, unmount};
 
 /// Text safe for a terminal.
-pub use text::printable;
+pub use text::{printable, stderr_columns};
 
 #[cfg(test)]
 mod tests;

@@ -17,3 +17,17 @@ pub fn printable(s: &str, keep_lines: bool) -> String {
         })
         .collect()
 }
+
+/// The width in columns of the terminal on stderr, where stderr is one
+/// (`TIOCGWINSZ`): for a status line that must never wrap.
+pub fn stderr_columns() -> Option<u16> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct passed.
+    let r = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(ws.ws_col)
+}
