@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::RunTotals;
 use crate::engine::stages::Plan;
 use crate::metrics::format::{fmt_count, human_bytes, kib_approx};
-use crate::metrics::{Percentiles, StagePercentiles, WindowStats, WorkerSched, hit_pct};
+use crate::metrics::{Event, Percentiles, StagePercentiles, WindowStats, WorkerSched, hit_pct};
 
 /// Microseconds beside a `(usec)` title (`cli` prints histograms with it
 /// too): one formatter, [`crate::metrics::format::fmt_fig`].
@@ -119,8 +119,9 @@ pub struct RunSummary {
     pub intervals: u64,
     /// Notices (fallbacks, refused privileges), in order.
     pub notices: Vec<String>,
-    /// Events (live changes), in order.
-    pub events: Vec<String>,
+    /// Events (live changes, marks, A/B results), in order, with their
+    /// times.
+    pub events: Vec<Event>,
     /// The run by settings phase (one per live change; the interval of a
     /// change belongs to neither), when it had more than one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -392,11 +393,7 @@ impl RunSummary {
             process_cpu_pct: totals.process_cpu_pct,
             intervals: totals.intervals,
             notices: totals.notices.iter().map(|n| n.text.clone()).collect(),
-            events: totals
-                .events
-                .iter()
-                .map(|e| format!("{:.2}s {}", e.t_s, e.label))
-                .collect(),
+            events: totals.events.clone(),
             phases: PhaseSummary::of(totals),
             kernel: KernelSummary::of(totals, effective.kernel.trace),
             device_irqs: None,
@@ -419,7 +416,7 @@ impl RunSummary {
         self.write_kernel(&mut o);
         self.write_counters(&mut o);
         write_phases(&self.phases, &session.ab_spans, &mut o);
-        self.write_tail(&session, &mut o);
+        self.write_tail(&mut o);
         crate::output::format::printable(&o, true)
     }
 
@@ -716,24 +713,12 @@ impl RunSummary {
         }
     }
 
-    /// The process CPU, the machine, the notices and the events (less a
-    /// live A/B's own switches, which its result line measured).
-    fn write_tail(&self, session: &Session, o: &mut String) {
+    /// The process CPU, the machine and the notices (the events are the
+    /// session's lines, each said once there; the JSON keeps each).
+    fn write_tail(&self, o: &mut String) {
         let _ = writeln!(o, "  cpu: process {:.1}% of one CPU", self.process_cpu_pct);
         let _ = writeln!(o, "  machine: {}", self.machine.line());
         write_notices(&self.notices, o);
-        for (i, ev) in self.events.iter().enumerate() {
-            if !session.switch_events.contains(&i) {
-                let _ = writeln!(o, "  event: {ev}");
-            }
-        }
-        if !session.switch_events.is_empty() {
-            let _ = writeln!(
-                o,
-                "  event: ({} A/B switches left out: its result line says what they measured; the JSON has each)",
-                session.switch_events.len()
-            );
-        }
     }
 }
 
@@ -747,8 +732,7 @@ pub const AB_RESULT: &str = "A/B result: ";
 /// What a session did, read from its events: the settings it started
 /// with (each key it changed, at its first value), its changes in order
 /// (a live A/B's own switches counted, not listed), its A/B results; and
-/// the A/B's spans and switch events, which the phases table and the
-/// events list fold.
+/// the A/B's spans, which the phases table folds.
 #[derive(Debug, Default)]
 struct Session {
     /// `key = value` of each key changed, as it was at the start.
@@ -760,14 +744,12 @@ struct Session {
     results: Vec<String>,
     /// (start, end) of each live A/B, seconds (end: infinity while open).
     ab_spans: Vec<(f64, f64)>,
-    /// Indexes of the events that were an A/B's own switches.
-    switch_events: Vec<usize>,
 }
 
 impl Session {
-    fn of(events: &[String]) -> Session {
+    fn of(events: &[Event]) -> Session {
         let mut s = Session::default();
-        let mut keys: Vec<String> = Vec::new();
+        let mut keys: Vec<&str> = Vec::new();
         // The open A/B: its start's index in `changes` and its switches.
         let mut open: Option<(usize, usize, f64)> = None;
         let close = |s: &mut Session, open: &mut Option<(usize, usize, f64)>, t: f64| {
@@ -776,13 +758,8 @@ impl Session {
                 s.ab_spans.push((from, t));
             }
         };
-        for (i, e) in events.iter().enumerate() {
-            let Some((t, label)) = e.split_once("s ") else {
-                continue;
-            };
-            let Ok(t) = t.parse::<f64>() else {
-                continue;
-            };
+        for e in events {
+            let (t, label) = (e.t_s, e.label.as_str());
             if label.starts_with("caption: ") {
                 continue;
             }
@@ -791,18 +768,19 @@ impl Session {
                 close(&mut s, &mut open, t);
                 continue;
             }
-            let change = label
-                .split_once(": ")
-                .and_then(|(k, ch)| Some((k, ch.split_once(" -> ")?.0)))
-                .filter(|(k, _)| !k.contains(' '));
-            if let Some((key, from)) = change {
-                if !keys.iter().any(|k| k == key) {
-                    keys.push(key.to_string());
+            // A setting's change, as SettingChange::label writes it, of
+            // a key the table has.
+            let change = label.split_once(": ").and_then(|(k, ch)| {
+                Some((crate::settings::key_info(k)?, ch.split_once(" -> ")?.0))
+            });
+            if let Some((setting, from)) = change {
+                let key = setting.key.name();
+                if !keys.contains(&key) {
+                    keys.push(key);
                     s.started.push(format!("{key} = {from}"));
                 }
                 if let Some((_, n, _)) = open.as_mut() {
                     *n += 1;
-                    s.switch_events.push(i);
                     continue;
                 }
             }
@@ -818,14 +796,17 @@ impl Session {
         s
     }
 
-    /// The session's lines: where it started, what changed, the A/B
-    /// results; nothing for a run without changes.
+    /// The session's lines: where it started, what changed (one a line),
+    /// the A/B results; nothing for a run without changes.
     fn write(&self, o: &mut String) {
         if !self.started.is_empty() {
             let _ = writeln!(o, "  started with: {}", self.started.join(", "));
         }
         if !self.changes.is_empty() {
-            let _ = writeln!(o, "  changes: {}", self.changes.join("; "));
+            let _ = writeln!(o, "  changes:");
+            for c in &self.changes {
+                let _ = writeln!(o, "    {c}");
+            }
         }
         for r in &self.results {
             let _ = writeln!(o, "  A/B result: {r}");
@@ -927,10 +908,13 @@ mod tests {
 
     /// A session's summary leads with where it started, what changed and
     /// its A/B results; an A/B's own switches are counted, not listed,
-    /// in the changes, the phases and the events.
+    /// in the changes and the phases.
     #[test]
     fn a_session_leads_with_its_start_changes_and_results() {
-        let ev = |t: f64, l: &str| format!("{t:.2}s {l}");
+        let ev = |t_s: f64, l: &str| Event {
+            t_s,
+            label: l.into(),
+        };
         let mut events = vec![
             ev(15.3, "baseline"),
             ev(19.3, "workers.mode: unbound -> inline"),
@@ -970,10 +954,14 @@ mod tests {
         );
         assert_eq!(s.results.len(), 1);
         assert_eq!(s.ab_spans, [(32.9, 57.9)]);
-        assert_eq!(s.switch_events, [3, 4, 5, 6]);
         let mut o = String::new();
         s.write(&mut o);
-        assert!(o.starts_with("  started with: workers.mode = unbound, pipeline.decrypt = true\n  changes: 15.3s baseline; "), "{o}");
+        assert!(
+            o.starts_with(
+                "  started with: workers.mode = unbound, pipeline.decrypt = true\n  changes:\n    15.3s baseline\n    19.3s workers.mode: unbound -> inline\n"
+            ),
+            "{o}"
+        );
         assert!(
             o.contains("\n  A/B result: 2 rounds, baseline -> now: MiB/s 69.4"),
             "{o}"
