@@ -665,6 +665,79 @@ fn plot_gives_every_y_axis_one_unit_said_in_its_title() {
     }
 }
 
+/// `plot --slide`: 1920x1080, every text at least twice a document's of
+/// the same size (tick labels about 2% of the height: bench/plot-legibility.py
+/// measures them in the PNG), four charts in two columns, a chart's
+/// results in one row where they fit, their `~` said once, and nothing
+/// outside the picture or on another text.
+#[test]
+fn plot_for_a_slide_sets_large_type_in_two_columns() {
+    let (o, doc) = plot_svg(&captioned_recording(), &["--size", "1920x1080"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (o, svg) = plot_svg(&captioned_recording(), &["--slide"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        svg.contains(r#"width="1920" height="1080""#),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+    let (doc, texts) = (svg_texts(&doc), svg_texts(&svg));
+    let tick = |ts: &[SvgText]| {
+        ts.iter()
+            .filter(|t| t.text.parse::<f64>().is_ok())
+            .map(|t| t.size)
+            .fold(f64::INFINITY, f64::min)
+    };
+    assert!(
+        tick(&texts) >= 2.0 * tick(&doc),
+        "{} vs {}",
+        tick(&texts),
+        tick(&doc)
+    );
+    assert!(tick(&texts) >= 0.02 * 1080.0, "{}", tick(&texts));
+    // Two columns of two charts: the titles at two places across.
+    let titles: Vec<&SvgText> = texts
+        .iter()
+        .filter(|t| t.text.ends_with(')') && t.anchor == "middle" && t.size < 40.0)
+        .collect();
+    assert_eq!(titles.len(), 4, "{titles:?}");
+    let mut xs: Vec<i64> = titles.iter().map(|t| t.x.round() as i64).collect();
+    xs.sort();
+    xs.dedup();
+    assert_eq!(xs.len(), 2, "{titles:?}");
+    assert!(xs[0] < 960 && xs[1] > 960, "{xs:?}");
+    // The latency chart's three results in one row, short.
+    let lat: Vec<&SvgText> = texts
+        .iter()
+        .filter(|t| {
+            ["p50 ", "p99 ", "p99.9 "]
+                .iter()
+                .any(|p| t.text.starts_with(p))
+        })
+        .collect();
+    assert_eq!(lat.len(), 3, "{lat:?}");
+    assert!(
+        lat.iter()
+            .all(|t| t.y == lat[0].y && !t.text.contains("->")),
+        "{lat:?}"
+    );
+    assert!(texts.iter().any(|t| t.text.contains("(~: within noise)")));
+    for (i, a) in texts.iter().enumerate() {
+        let (x0, y0, x1, y1) = a.bbox();
+        if !a.rotated {
+            assert!(
+                x0 >= 0.0 && x1 <= 1920.0 && y0 >= 0.0 && y1 <= 1080.0,
+                "{a:?} outside"
+            );
+        }
+        for b in &texts[i + 1..] {
+            if !a.rotated && !b.rotated && a.text.parse::<f64>().is_err() {
+                assert!(!a.overlaps(b), "{a:?} on {b:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn plot_numbers_its_markers_above_the_data_and_lists_them_below() {
     for size in ["1200x900", "1920x1080", "800x600", "3000x900"] {

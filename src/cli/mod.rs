@@ -209,9 +209,16 @@ pub enum Command {
         /// svg (charts), csv (the series) or hlog (the latency histograms as an HdrHistogram interval log).
         #[arg(long, value_enum, default_value_t = PlotFormat::Svg)]
         format: PlotFormat,
-        /// Image size in pixels, WIDTHxHEIGHT.
-        #[arg(long, default_value = "1200x900", value_parser = parse_size_px)]
-        size: (u32, u32),
+        /// Image size in pixels, WIDTHxHEIGHT (default 1200x900; 1920x1080
+        /// with --slide).
+        #[arg(long, value_parser = parse_size_px)]
+        size: Option<(u32, u32)>,
+        /// For a slide: text and lines twice a document's size (tick
+        /// labels about 2% of the image's height, read from the back of a
+        /// room), more than two charts in two columns, 1920x1080 unless
+        /// --size says otherwise.
+        #[arg(long)]
+        slide: bool,
         /// Which charts, comma-separated: latency (us/ms/s, log axis),
         /// throughput (MiB/s), queue (the queue wait p99, us/ms/s),
         /// run_delay (the workers', ms per s), sched (queue and run_delay).

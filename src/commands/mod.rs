@@ -278,9 +278,17 @@ fn run_command(
             out,
             format,
             size,
+            slide,
             metric,
             no_captions,
-        } => plot::plot(&file, &out, format, size, &metric, !no_captions),
+        } => {
+            let look = crate::output::plot::Look {
+                captions: !no_captions,
+                slide,
+            };
+            let size = size.unwrap_or(if slide { (1920, 1080) } else { (1200, 900) });
+            plot::plot(&file, &out, format, size, &metric, look)
+        }
         Command::Replay {
             file,
             speed,

@@ -12,17 +12,18 @@ use crate::invocation::{BadInput, bad_input};
 
 use super::outputs::{check_output, output_error, print_text, recording_error};
 
-/// `readpath plot FILE --out OUT`: `metric` names the charts (none: all).
+/// `readpath plot FILE --out OUT`: `metric` names the charts (none: all),
+/// drawn as `look` says.
 pub(super) fn plot(
     file: &Path,
     out: &Path,
     format: PlotFormat,
     size: (u32, u32),
     metric: &[String],
-    captions: bool,
+    look: crate::output::plot::Look,
 ) -> Result<()> {
     let metrics = crate::output::plot::metric_panels(metric).map_err(bad_input)?;
-    draw(file, out, format, size, &metrics, captions)
+    draw(file, out, format, size, &metrics, look)
 }
 
 /// Writes the charts (`metrics`: the panels' indices) or the series.
@@ -32,7 +33,7 @@ fn draw(
     format: PlotFormat,
     size: (u32, u32),
     metrics: &[usize],
-    captions: bool,
+    look: crate::output::plot::Look,
 ) -> Result<()> {
     // The output is checked (not the input, not a device) before the input
     // is read, so a refusal costs nothing.
@@ -80,7 +81,7 @@ fn draw(
                     return write_out(&target, out, log.into_bytes(), what);
                 }
                 PlotFormat::Svg => (
-                    crate::output::plot::svg(&rec, size.0, size.1, metrics, captions),
+                    crate::output::plot::svg(&rec, size.0, size.1, metrics, look),
                     format!("from {} intervals", rec.records.len()),
                 ),
             }

@@ -377,11 +377,34 @@ pub(super) fn wrap(text: &str, max: usize) -> Vec<String> {
     lines
 }
 
+/// How a picture is drawn: for a document (fonts scaled with the image,
+/// 1200x900 as 1x) or for a slide (`plot --slide`: everything twice that,
+/// so that the tick labels are about 2% of the image's height, read from
+/// the back of a room, and more than two panels in two columns, so each
+/// keeps the height of its trend).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Look {
+    /// A demo's captions among the markers.
+    pub captions: bool,
+    /// For a slide.
+    pub slide: bool,
+}
+
+impl Look {
+    /// Text and lines on a slide, times a document's.
+    pub const SLIDE_SCALE: f64 = 2.4;
+
+    /// The columns of `panels` panels: two on a slide of more than two.
+    fn columns(self, panels: usize) -> usize {
+        if self.slide && panels > 2 { 2 } else { 1 }
+    }
+}
+
 /// Draws the chosen panels (indexes as [`metric_panels`] returns them; all
 /// when empty), each left out when it has nothing measured (the queue
 /// wait and run_delay panels without workqueue workers), as an SVG
 /// document of `width` x `height` pixels, fonts scaled to the size. Every
-/// marker (setting change, baseline, cache drop and, with `captions_on`,
+/// marker (setting change, baseline, cache drop and, with `look.captions`,
 /// demo caption) is a number `[n]` in a strip over each panel's plotting
 /// area, at its time, and is listed with its text under the charts. Each
 /// settings phase's median is drawn as a dashed segment and the change from
@@ -391,12 +414,20 @@ pub fn svg(
     width: u32,
     height: u32,
     metrics: &[usize],
-    captions_on: bool,
+    look: Look,
 ) -> Result<String, PlotError> {
     let records = measured_records(rec)?;
     let panels = chosen_panels(&records, metrics)?;
-    let lay = Layout::new(rec, width, height, captions_on);
-    let list = marker_list(&lay, width, height);
+    let columns = look.columns(panels.len());
+    let lay = Layout::new(rec, width, height, look, columns);
+    let mut list = marker_list(&lay, width, height);
+    if lay.slide && !lay.phases.is_empty() {
+        // A slide's results are short: their key, once.
+        list.push((
+            false,
+            "On each chart: the change from the first phase to the last (~: within noise)".into(),
+        ));
+    }
     let px = |n: f64| lay.px(n);
 
     let mut doc = String::new();
@@ -414,9 +445,9 @@ pub fn svg(
         };
         let (rest, bottom) = rest.split_vertically(height.saturating_sub(title_h + list_h));
         draw_list(&bottom, &lay, &list)?;
-        let areas = panel_areas(&rest, &panels, &lay);
-        for (pi, (area, panel)) in areas.iter().zip(&panels).enumerate() {
-            draw_panel(area, panel, pi + 1 == panels.len(), &lay, &records)?;
+        let areas = panel_areas(&rest, &panels, &lay, columns);
+        for (area, last, panel) in areas.iter().zip(&panels).map(|((a, l), p)| (a, *l, p)) {
+            draw_panel(area, panel, last, &lay, &records)?;
         }
         root.present()?;
     }
@@ -509,8 +540,13 @@ fn plot_title(rec: &Recording) -> String {
 /// the settings phases, the markers, where the plotting areas lie across
 /// and the strip of marker numbers over each, and the list's fonts.
 struct Layout {
-    /// Fonts and margins grow with the image (1200x900 is 1x).
+    /// Fonts and margins grow with the image (1200x900 is 1x; a slide
+    /// twice and more).
     k: f64,
+    /// Drawn for a slide: the results in one row where they fit.
+    slide: bool,
+    /// A plotting area's width, pixels.
+    plot_w: i32,
     /// The time axis, seconds.
     t0: f64,
     t1: f64,
@@ -541,12 +577,13 @@ struct Layout {
 }
 
 impl Layout {
-    /// The layout of a `width` x `height` image of `rec` (the captions
-    /// among the markers with `captions_on`).
-    fn new(rec: &Recording, width: u32, height: u32, captions_on: bool) -> Layout {
-        let k = (f64::from(width) / 1200.0)
-            .min(f64::from(height) / 900.0)
-            .clamp(0.9, 4.0);
+    /// The layout of a `width` x `height` image of `rec` drawn as `look`
+    /// says, its panels in `columns` columns.
+    fn new(rec: &Recording, width: u32, height: u32, look: Look, columns: usize) -> Layout {
+        let scale = if look.slide { Look::SLIDE_SCALE } else { 1.0 };
+        let k = ((f64::from(width) / 1200.0).min(f64::from(height) / 900.0) * scale)
+            .clamp(0.9, 4.0 * scale);
+        let captions_on = look.captions;
         let px = |n: f64| (n * k).round().max(1.0) as u32;
         let phases = phase_starts(rec);
         let t0 = rec.records.first().map_or(0.0, |r| r.t_s - r.interval_s);
@@ -564,7 +601,9 @@ impl Layout {
         let margin = px(8.0);
         let y_lab = px(66.0);
         let plot_x0 = (margin + y_lab) as i32;
-        let plot_x1 = (width as i32 - margin as i32).max(plot_x0 + 1);
+        // A column's width (the panels of one column are alike).
+        let col_w = width / columns.max(1) as u32;
+        let plot_x1 = (col_w as i32 - margin as i32).max(plot_x0 + 1);
         let to_x = |t: f64| {
             plot_x0
                 + ((t.clamp(t0, t1) - t0) / (t1 - t0) * f64::from(plot_x1 - plot_x0)).round() as i32
@@ -579,6 +618,8 @@ impl Layout {
         let strip_h = rows * row_h + px(4.0);
         Layout {
             k,
+            slide: look.slide,
+            plot_w: plot_x1 - plot_x0,
             t0,
             t1,
             phases,
@@ -660,25 +701,45 @@ fn draw_list(bottom: &Area, lay: &Layout, list: &[(bool, String)]) -> Result<(),
     Ok(())
 }
 
-/// Splits `rest` into the panels' areas, stacked; the last one keeps room
-/// for the x axis' name.
-fn panel_areas<'a>(rest: &Area<'a>, panels: &[&Panel], lay: &Layout) -> Vec<Area<'a>> {
-    // The panels, stacked; the last one also holds the x axis' name.
+/// Splits `rest` into the panels' areas, in `columns` columns (the first
+/// half of the panels in the first), stacked in each; each with whether it
+/// is the last of its column, which keeps room for the x axis' name.
+fn panel_areas<'a>(
+    rest: &Area<'a>,
+    panels: &[&Panel],
+    lay: &Layout,
+    columns: usize,
+) -> Vec<(Area<'a>, bool)> {
     let x_desc_h = lay.px(18.0);
     // The latency panel, three series and three results on a log
     // axis, gets a third more height than the others.
     let weight = |p: &Panel| if p.log { 4.0 } else { 3.0 };
-    let total: f64 = panels.iter().map(|p| weight(p)).sum();
-    let avail = f64::from(rest.dim_in_pixel().1.saturating_sub(x_desc_h));
-    let mut areas = Vec::new();
-    let mut remaining = rest.clone();
-    for p in &panels[..panels.len() - 1] {
-        let each = (avail * weight(p) / total).round() as u32;
-        let (a, b) = remaining.split_vertically(each);
-        areas.push(a);
-        remaining = b;
+    let per_column = panels.len().div_ceil(columns.max(1));
+    let mut cols = Vec::new();
+    let mut left = rest.clone();
+    for c in 0..columns.max(1) {
+        if c + 1 < columns {
+            let w = rest.dim_in_pixel().0 / columns as u32;
+            let (a, b) = left.split_horizontally(w);
+            cols.push(a);
+            left = b;
+        } else {
+            cols.push(left.clone());
+        }
     }
-    areas.push(remaining);
+    let mut areas = Vec::new();
+    for (col, chunk) in cols.iter().zip(panels.chunks(per_column.max(1))) {
+        let total: f64 = chunk.iter().map(|p| weight(p)).sum();
+        let avail = f64::from(col.dim_in_pixel().1.saturating_sub(x_desc_h));
+        let mut remaining = col.clone();
+        for p in &chunk[..chunk.len() - 1] {
+            let each = (avail * weight(p) / total).round() as u32;
+            let (a, b) = remaining.split_vertically(each);
+            areas.push((a, false));
+            remaining = b;
+        }
+        areas.push((remaining, true));
+    }
     areas
 }
 
@@ -726,7 +787,7 @@ fn phase_results(
     medians: &[Vec<(f64, f64, f64)>],
     lay: &Layout,
     records: &[&IntervalRecord],
-) -> Vec<String> {
+) -> Vec<PhaseResult> {
     if lay.phases.is_empty() {
         return Vec::new();
     }
@@ -769,13 +830,116 @@ fn phase_results(
                 Some(_) => ("~", " (within noise)".to_string()),
                 None => ("", " (too short to judge)".to_string()),
             };
-            Some(format!(
-                "{sname} {} -> {}, {mark}{pct:+.0}%{note}",
-                say(a, panel.unit()),
-                say(b, panel.unit())
-            ))
+            Some(PhaseResult {
+                name: sname,
+                values: format!("{} -> {}", say(a, panel.unit()), say(b, panel.unit())),
+                change: format!("{mark}{pct:+.0}%"),
+                note,
+            })
         })
         .collect()
+}
+
+/// One series' change from the first phase to the last, said on its chart.
+struct PhaseResult {
+    /// The series (`p99`).
+    name: &'static str,
+    /// `3.2 ms -> 3.1 ms`.
+    values: String,
+    /// `~-3%` (`~`: within noise).
+    change: String,
+    /// ` (within noise)`, ` (a hint, ...)`, or nothing.
+    note: String,
+}
+
+impl PhaseResult {
+    /// The line in `form` 0 (`p99 3.2 ms -> 3.1 ms, ~-3% (within
+    /// noise)`), 1 (the values left out) or 2 (the note too: the `~`
+    /// still marks noise); the change is never cut.
+    fn text(&self, form: usize) -> String {
+        let (n, v, c, note) = (self.name, &self.values, &self.change, &self.note);
+        match form {
+            0 => format!("{n} {v}, {c}{note}"),
+            1 => format!("{n} {c}{note}"),
+            _ => format!("{n} {c}"),
+        }
+    }
+
+    /// The rows drawn of `results` (each item the series' index and its
+    /// text): on a slide all in one row, shortest form, where that fits
+    /// the plot's width; else one a row in the fullest form in which each
+    /// fits (a narrow chart, a slide's large type), one form for all so
+    /// they read alike.
+    fn rows(results: &[PhaseResult], lay: &Layout) -> Vec<Vec<(usize, String)>> {
+        let ty = ResultType::of(lay);
+        let max_w = lay.plot_w - lay.px(12.0) as i32;
+        if lay.slide && results.len() > 1 {
+            let row: Vec<(usize, String)> = results
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i, r.text(2)))
+                .collect();
+            if ty.row_w(&row) <= max_w {
+                return vec![row];
+            }
+        }
+        let form = (0..2)
+            .find(|&f| {
+                results
+                    .iter()
+                    .enumerate()
+                    .all(|(i, r)| ty.row_w(&[(i, r.text(f))]) <= max_w)
+            })
+            .unwrap_or(2);
+        results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| vec![(i, r.text(form))])
+            .collect()
+    }
+}
+
+/// How results are set: their font, the stroke of their series' colour
+/// before each, the gap after it and between two in a row, in pixels.
+struct ResultType {
+    font: u32,
+    swatch: i32,
+    swatch_gap: i32,
+    item_gap: i32,
+}
+
+impl ResultType {
+    /// A document's results a little larger than its tick labels; a
+    /// slide's (already twice and more) as large as its tick labels, with
+    /// shorter strokes, so three fit in one row over a column's chart.
+    fn of(lay: &Layout) -> ResultType {
+        let (font, swatch, swatch_gap, item_gap) = if lay.slide {
+            (12.0, 12.0, 4.0, 12.0)
+        } else {
+            (14.0, 18.0, 6.0, 18.0)
+        };
+        ResultType {
+            font: lay.px(font),
+            swatch: lay.px(swatch) as i32,
+            swatch_gap: lay.px(swatch_gap) as i32,
+            item_gap: lay.px(item_gap) as i32,
+        }
+    }
+
+    /// A text's drawn width: the estimate (an average glyph's), a little
+    /// more (digits and capitals run wider).
+    fn text_w(&self, text: &str) -> i32 {
+        (f64::from(text_w(text.chars().count(), self.font)) * 1.08) as i32
+    }
+
+    /// The pixels a row of results takes: each text after its stroke,
+    /// the items apart.
+    fn row_w(&self, row: &[(usize, String)]) -> i32 {
+        row.iter()
+            .map(|(_, t)| self.text_w(t) + self.swatch + self.swatch_gap)
+            .sum::<i32>()
+            + self.item_gap * (row.len() as i32 - 1).max(0)
+    }
 }
 
 /// The y axis' range for `values` (their largest `max`), leaving a share
@@ -861,7 +1025,8 @@ fn draw_panel(
     // The results name their series and carry its colour: a legend
     // only where a panel of several series has no result.
     let legend = series.len() > 1 && results.is_empty();
-    let top_lines = results.len().max(if legend { series.len() } else { 0 });
+    let rows = PhaseResult::rows(&results, lay);
+    let top_lines = rows.len().max(if legend { series.len() } else { 0 });
     let frac = if top_lines == 0 {
         0.05
     } else {
@@ -893,7 +1058,7 @@ fn draw_panel(
     };
     let (xs, ys) = draw_chart(&chart_area, x_lab_h, panel.log, &lines, lay, records)?;
     draw_numbers(&strip, &chart_area, lay, ys.start)?;
-    draw_results(&chart_area, series, &results, (xs.end, ys.start), lay)
+    draw_results(&chart_area, series, &rows, (xs.end, ys.start), lay)
 }
 
 /// Builds a panel's chart in `chart_area` (room for `x_lab_h` pixels of x
@@ -1057,53 +1222,49 @@ fn draw_numbers(
     Ok(())
 }
 
-/// Draws the results in `chart_area`, top right inside the plot (whose
-/// right edge and top are `corner`, in pixels of the image), one line per
-/// series on a light ground, each after a stroke of its series' colour.
+/// Draws the results' rows in `chart_area`, top right inside the plot
+/// (whose right edge and top are `corner`, in pixels of the image), on a
+/// light ground so a curve under them does not hide them, each text after
+/// a stroke of its series' colour (the legend, where there is a result).
 fn draw_results(
     chart_area: &Area,
     series: &[Series],
-    results: &[String],
+    rows: &[Vec<(usize, String)>],
     corner: (i32, i32),
     lay: &Layout,
 ) -> Result<(), PlotError> {
     let px = |n: f64| lay.px(n);
     let (bx, by) = chart_area.get_base_pixel();
-    let res_font = px(14.0);
+    let ty = ResultType::of(lay);
     let res_line_h = px(18.0);
-    // The result, top right inside the plot, one line per series, on
-    // a light ground so a curve under it does not hide it.
     let right = corner.0 - bx - px(6.0) as i32;
-    // Each line starts with a stroke of its series' colour (the
-    // legend, where there is a result).
-    let swatch = px(18.0) as i32;
-    for (i, (text, (_, color, _))) in results.iter().zip(series).enumerate() {
-        let w = text_w(text.chars().count(), res_font);
+    for (i, row) in rows.iter().enumerate() {
         let y = corner.1 - by + px(4.0) as i32 + i as i32 * res_line_h as i32;
-        // The stroke a little nearer than the width estimate, which
-        // errs wide.
-        let near = (f64::from(w) * 0.9) as i32;
-        let left = right - near - swatch - px(6.0) as i32;
+        let left = right - ty.row_w(row);
         chart_area.draw(&Rectangle::new(
-            [
-                (left.min(right - w) - 4, y - 2),
-                (right + 4, y + res_line_h as i32 - 2),
-            ],
+            [(left - 4, y - 2), (right + 4, y + res_line_h as i32 - 2)],
             WHITE.mix(0.85).filled(),
         ))?;
-        let mid = y + (f64::from(res_font) / 1.24 / 2.0) as i32;
-        chart_area.draw(&PathElement::new(
-            [(left, mid), (left + swatch, mid)],
-            color.stroke_width(px(3.0)),
-        ))?;
-        chart_area.draw(&Text::new(
-            text.clone(),
-            (right, y),
-            ("sans-serif", res_font)
-                .into_font()
-                .color(&BLACK)
-                .pos(Pos::new(HPos::Right, VPos::Top)),
-        ))?;
+        let mid = y + (f64::from(ty.font) / 1.24 / 2.0) as i32;
+        // Right to left, each text's end where it is meant to be (the
+        // width estimate is what may err).
+        let mut x = right;
+        for (si, text) in row.iter().rev() {
+            chart_area.draw(&Text::new(
+                text.clone(),
+                (x, y),
+                ("sans-serif", ty.font)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Right, VPos::Top)),
+            ))?;
+            x -= ty.text_w(text) + ty.swatch_gap + ty.swatch;
+            chart_area.draw(&PathElement::new(
+                [(x, mid), (x + ty.swatch, mid)],
+                series[*si].1.stroke_width(px(3.0)),
+            ))?;
+            x -= ty.item_gap;
+        }
     }
     Ok(())
 }
