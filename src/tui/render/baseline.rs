@@ -53,26 +53,37 @@ pub(crate) fn render_baseline(app: &App, th: &Theme, area: Rect, buf: &mut Buffe
     titles.push("baseline vs now".to_string());
     let title = crate::tui::text::first_fitting(&titles, area.width.saturating_sub(4) as usize);
     let titled = title != "baseline vs now";
-    let block = panel(title, th);
+    let mut block = panel(title, th);
     let inner = block.inner(area);
-    block.render(area, buf);
     // Columns narrow where the panel is (120x40): never wrapped under a row.
     let narrow = inner.width < 38;
     let (mut lines, kinds) = metric_rows(app, base, narrow, th);
     let (bw, nw) = (base.windows.len(), app.window.now_windows().len());
-    lines.push(Line::from(Span::styled(
-        if nw < MIN_WINDOWS {
-            format!("now: {nw} of {MIN_WINDOWS} windows of {WINDOW_S:.0} s")
-        } else if narrow {
-            format!("{bw} v {nw} windows; {}", windows_note(&kinds, bw, nw))
+    let windows = if nw < MIN_WINDOWS {
+        format!("now: {nw} of {MIN_WINDOWS} windows of {WINDOW_S:.0} s")
+    } else if narrow {
+        format!("{bw} v {nw} windows; {}", windows_note(&kinds, bw, nw))
+    } else {
+        format!(
+            "{WINDOW_S:.0} s windows: base {bw}, now {nw}; {}",
+            windows_note(&kinds, bw, nw)
+        )
+    };
+    // The windows the rows are from are always said: under the rows, or
+    // where the rows fill the panel (80x24), in its bottom border.
+    if lines.len() < inner.height as usize {
+        lines.push(Line::from(Span::styled(windows, th.dim())));
+    } else {
+        let short = if nw < MIN_WINDOWS {
+            format!("now {nw} of {MIN_WINDOWS} windows")
         } else {
-            format!(
-                "{WINDOW_S:.0} s windows: base {bw}, now {nw}; {}",
-                windows_note(&kinds, bw, nw)
-            )
-        },
-        th.dim(),
-    )));
+            format!("{bw} v {nw} windows; {}", windows_note(&kinds, bw, nw))
+        };
+        let forms = [format!(" {windows} "), format!(" {short} ")];
+        let fit = crate::tui::text::first_fitting(&forms, area.width.saturating_sub(4) as usize);
+        block = block.title_bottom(Line::from(Span::styled(fit.to_string(), th.dim())));
+    }
+    block.render(area, buf);
     // The spread the rule used, for the first metric (as the A/B says it).
     if nw >= MIN_WINDOWS
         && let Some(m) = METRICS.iter().find(|m| m.explorer)
