@@ -454,6 +454,7 @@ const FACES: &[(&str, &[&str])] = &[
             "Key",
             "MAX_CPU_NUMBER",
             "MAX_DURATION",
+            "MAX_FILE_SIZE",
             "Pattern",
             "Scope",
             "Setting",
