@@ -7,6 +7,7 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
+use readpath::engine::workload::Place;
 use readpath::metrics::WindowStats;
 use readpath::tui::app::App;
 use readpath::tui::fixture::app;
@@ -354,9 +355,11 @@ fn the_header_always_names_the_target() {
         let header = screen.lines().next().unwrap();
         assert!(header.contains("│ this host"), "{w}x{h}: {header}");
     }
-    a.running.moved_to(Some(
-        "vm:debian-6.1 (6.1.0-31, tcg, about 40x slower than the host)".into(),
-    ));
+    a.running.moved_to(Some(Place {
+        name: "vm:debian-6.1".into(),
+        detail: Some("(6.1.0-31, tcg, about 40x slower than the host)".into()),
+        health: Vec::new(),
+    }));
     for (w, h) in [(80, 24), (120, 40), (160, 48)] {
         let screen = text(&draw(&a, &look(), w, h));
         let header = screen.lines().next().unwrap();
@@ -876,8 +879,11 @@ fn the_settings_cursor_highlights_its_row() {
 #[test]
 fn a_lost_remote_workload_says_so_and_keeps_its_charts() {
     let mut a = app(false);
-    a.running
-        .moved_to(Some("ssh:pixel (pixel) · lag 2.3 s".into()));
+    a.running.moved_to(Some(Place {
+        name: "ssh:pixel".into(),
+        detail: Some("(pixel)".into()),
+        health: vec!["lag 2.3 s".into()],
+    }));
     a.running.lose("the agent's output ended".into());
     let screen = text(&draw(&a, &look(), 120, 40));
     let header = screen.lines().next().unwrap();

@@ -7,6 +7,44 @@
 use std::sync::mpsc::Receiver;
 
 use super::{Engine, EngineError};
+
+/// Where a workload runs when not here, as the header shows it: its name
+/// first (never dropped), what it is, and how its link is doing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Place {
+    /// The target as the user named it: `ssh:pixel`, `vm:6.1-switches`.
+    pub name: String,
+    /// What it is, where known: `(pixel)`, `(6.1.192, tcg: times
+    /// emulated, 12x slower)`.
+    pub detail: Option<String>,
+    /// How its records arrive, where not on time: `lag 2.3 s`, `silent
+    /// 5 s`.
+    pub health: Vec<String>,
+}
+
+impl Place {
+    /// A place by `name` alone.
+    pub fn named(name: impl Into<String>) -> Place {
+        Place {
+            name: name.into(),
+            ..Place::default()
+        }
+    }
+
+    /// All of it on one line: `ssh:pixel (pixel) · lag 2.3 s`.
+    pub fn line(&self) -> String {
+        let mut s = self.name.clone();
+        if let Some(d) = &self.detail {
+            s.push(' ');
+            s.push_str(d);
+        }
+        for h in &self.health {
+            s.push_str(" · ");
+            s.push_str(h);
+        }
+        s
+    }
+}
 use crate::metrics::IntervalRecord;
 use crate::settings::{SettingChange, Settings};
 use crate::sys::{Features, MachineInfo};
@@ -38,8 +76,8 @@ pub trait Workload {
     fn drop_cache(&mut self) -> Option<usize>;
     /// The pods of the unbound queues running (`pods cache 0-3|4-7`).
     fn pods(&self) -> Option<String>;
-    /// Where it runs, for the header: None here, `ssh:host` elsewhere.
-    fn place(&self) -> Option<String> {
+    /// Where it runs, for the header: None here, a [`Place`] elsewhere.
+    fn place(&self) -> Option<Place> {
         None
     }
     /// Why the records stopped coming, when they did (a lost connection).

@@ -35,7 +35,7 @@ use super::pace::{Pace, PaceError};
 use super::protocol::{Command, Fatal, LineError, LineProblem, Message, Progress, Reply, Running};
 use super::transport::Remote;
 use crate::engine::EngineError;
-use crate::engine::workload::Workload;
+use crate::engine::workload::{Place, Workload};
 use crate::metrics::IntervalRecord;
 use crate::output::recording::Header;
 use crate::output::report::RunSummary;
@@ -1230,25 +1230,37 @@ impl RemoteWorkload {
     /// tcg: times emulated)`), with by how much where `lab bench`
     /// measured it: under TCG every time there is emulated.
     pub fn place_name(&self) -> String {
-        let label = self.remote.label();
-        if let Remote::Vm(v) = &self.remote {
+        self.where_().line()
+    }
+
+    /// The target: its name and what it is (a guest's kernel and
+    /// emulation, a host's name).
+    fn where_(&self) -> Place {
+        let name = self.remote.label();
+        let detail = if let Remote::Vm(v) = &self.remote {
             let release = &self.header.machine.kernel;
             let short: String = release.split('-').take(2).collect::<Vec<_>>().join("-");
             if v.accel_name() != "tcg" {
-                return format!("{label} ({short}, {})", v.accel_name());
+                format!("({short}, {})", v.accel_name())
+            } else {
+                let by = crate::lab::Slowdown::load(&crate::lab::data_dir(), &v.kernel, "tcg")
+                    .map_or_else(
+                        || format!("unmeasured: readpath lab bench {name}"),
+                        |s| s.short(),
+                    );
+                format!("({short}, tcg: times emulated, {by})")
             }
-            let by = crate::lab::Slowdown::load(&crate::lab::data_dir(), &v.kernel, "tcg")
-                .map_or_else(
-                    || format!("unmeasured: readpath lab bench {label}"),
-                    |s| s.short(),
-                );
-            return format!("{label} ({short}, tcg: times emulated, {by})");
-        }
-        let host = &self.header.machine.hostname;
-        if host.is_empty() {
-            label
         } else {
-            format!("{label} ({host})")
+            let host = &self.header.machine.hostname;
+            if host.is_empty() {
+                return Place::named(name);
+            }
+            format!("({host})")
+        };
+        Place {
+            name,
+            detail: Some(detail),
+            health: Vec::new(),
         }
     }
 
@@ -1453,7 +1465,7 @@ impl Workload for RemoteWorkload {
             .as_ref()
             .and_then(|r| r.pods.clone())
     }
-    fn place(&self) -> Option<String> {
+    fn place(&self) -> Option<Place> {
         let (lag, quiet) = {
             let s = lock(&self.shared);
             let quiet = s
@@ -1462,16 +1474,16 @@ impl Workload for RemoteWorkload {
                 .map(|t| t.elapsed());
             (s.lag_s, quiet)
         };
-        let mut s = self.place_name();
+        let mut p = self.where_();
         if lag >= 1.0 {
-            s.push_str(&format!(" · lag {lag:.1} s"));
+            p.health.push(format!("lag {lag:.1} s"));
         }
         // An agent sends a record each interval: one quiet for longer than
         // the stop's margin is said (the link or the target stalled).
         if let Some(q) = quiet.filter(|q| *q >= super::pace::stop_silence(self.restart.interval)) {
-            s.push_str(&format!(" · silent {:.0} s", q.as_secs_f64()));
+            p.health.push(format!("silent {:.0} s", q.as_secs_f64()));
         }
-        Some(s)
+        Some(p)
     }
     fn lost(&self) -> Option<String> {
         lock(&self.shared).lost.as_ref().map(Lost::to_string)

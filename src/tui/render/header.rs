@@ -88,14 +88,22 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
     // loudly when its connection was lost (the charts keep what arrived).
     // (A replay names its recording in the state instead.)
     if app.running.replay().is_none() || app.running.place().is_some() {
-        let (name, detail, lag) = target_text(app.running.place());
-        fields.push((1, vec![sep(), Span::styled(name, th.title())]));
-        if let Some(d) = detail {
-            fields.push((3, vec![Span::styled(d, th.dim())]));
-        }
-        // How far behind its records arrive: the link's health, kept.
-        if let Some(l) = lag {
-            fields.push((1, vec![Span::styled(l, Style::default().fg(th.warn))]));
+        let name = app.running.place().map_or("this host", |p| p.name.as_str());
+        fields.push((1, vec![sep(), Span::styled(name.to_string(), th.title())]));
+        if let Some(p) = app.running.place() {
+            if let Some(d) = &p.detail {
+                fields.push((3, vec![Span::styled(format!(" {d}"), th.dim())]));
+            }
+            // How far behind its records arrive: the link's health, kept.
+            for h in &p.health {
+                fields.push((
+                    1,
+                    vec![Span::styled(
+                        format!(" · {h}"),
+                        Style::default().fg(th.warn),
+                    )],
+                ));
+            }
         }
     }
     if let Some(why) = app.running.lost() {
@@ -159,24 +167,6 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
     }
     fields.push((4, can));
     fields
-}
-
-/// Where it runs, as the header names it: `this host`, or a remote
-/// target's name (`vm:debian-6.1`), apart its detail (` (6.1.0-31, tcg
-/// x40)`), which may be dropped before the plan, and its link's health
-/// (` · lag 1.2 s`, ` · silent 4 s`), which stays with the name.
-fn target_text(place: Option<&str>) -> (String, Option<String>, Option<String>) {
-    let Some(p) = place else {
-        return ("this host".to_string(), None, None);
-    };
-    let (p, lag) = match p.find(" · ") {
-        Some(i) => (&p[..i], Some(p[i..].to_string())),
-        None => (p, None),
-    };
-    match p.find([' ', '(']) {
-        Some(i) => (p[..i].to_string(), Some(p[i..].to_string()), lag),
-        None => (p.to_string(), None, lag),
-    }
 }
 
 /// Right-aligned where they do not cover the `used` columns of the plan: what could read iowait (where nothing does, sleep = iowait vs plain can change only accounting here, not speed), then the UI's own cost.

@@ -436,7 +436,7 @@ fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer) {
         Span::styled(
             app.running
                 .place()
-                .map_or(String::new(), |p| format!("{p}  ")),
+                .map_or(String::new(), |p| format!("{}  ", p.line())),
             th.title(),
         ),
         Span::styled(

@@ -7,6 +7,7 @@
 //! works them out again. What a key may do with them is `policy.rs`'s,
 //! which reads this.
 
+use crate::engine::workload::Place;
 use crate::settings::Settings;
 use crate::sys::Features;
 
@@ -37,7 +38,7 @@ pub struct Running {
     /// Online CPUs.
     cpus: usize,
     /// Where the workload runs when not here (`ssh:phone`), for the header.
-    place: Option<String>,
+    place: Option<Place>,
     /// Why a remote workload's records stopped (the connection was lost):
     /// the charts stay, the header says so.
     lost: Option<String>,
@@ -148,12 +149,12 @@ impl Running {
     }
 
     /// Where the workload runs when not here.
-    pub fn place(&self) -> Option<&str> {
-        self.place.as_deref()
+    pub fn place(&self) -> Option<&Place> {
+        self.place.as_ref()
     }
 
     /// The workload's place as it says now; true if that changed.
-    pub fn moved_to(&mut self, place: Option<String>) -> bool {
+    pub fn moved_to(&mut self, place: Option<Place>) -> bool {
         let changed = place != self.place;
         self.place = place;
         changed
@@ -170,7 +171,7 @@ impl Running {
     }
 
     /// Connected again, to the workload at `place`.
-    pub fn reconnected(&mut self, place: Option<String>) {
+    pub fn reconnected(&mut self, place: Option<Place>) {
         self.lost = None;
         self.place = place;
     }
