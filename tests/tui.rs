@@ -1858,3 +1858,31 @@ fn presentation_says_too_short_before_it_says_noise() {
         assert!(!screen.contains("within noise"), "{w}x{h}:\n{screen}");
     }
 }
+
+/// Before the first interval (a start's last phase: a second here, more
+/// from a slow target) the latency chart says what it waits for, naming
+/// the target, at every size; the first record clears it.
+#[test]
+fn empty_charts_say_they_wait_for_the_first_interval() {
+    use readpath::settings::Settings;
+    let s = Settings::default();
+    let mut a = App::new(s.clone(), s, readpath::tui::fixture::features(), 2);
+    for (w, h) in [(80, 24), (120, 40), (160, 48)] {
+        let screen = text(&draw(&a, &look(), w, h));
+        let want = if w >= 120 {
+            "waiting for the first interval from this host…"
+        } else {
+            "waiting for the first interval…"
+        };
+        assert!(screen.contains(want), "{w}x{h}:\n{screen}");
+    }
+    a.running.moved_to(Some(Place::named("vm:6.1-switches")));
+    let screen = text(&draw(&a, &look(), 120, 40));
+    assert!(screen.contains("waiting for the first interval from vm:6.1-switches…"));
+    a.push(readpath::tui::fixture::record(0));
+    let screen = text(&draw(&a, &look(), 120, 40));
+    assert!(
+        !screen.contains("waiting for the first interval"),
+        "{screen}"
+    );
+}

@@ -5,8 +5,8 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::text::Line;
-use ratatui::widgets::Widget;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
 
 use super::chart::{Scale, Series, TimeChart};
 use super::look::*;
@@ -122,6 +122,31 @@ pub(crate) fn latency_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer
         ..chart
     }
     .render(area, buf);
+    // The last phase of a start: the workload runs, its first interval
+    // is on its way (a second here, more from a slow target). Said, so
+    // that empty charts do not read as a hang.
+    if app.window.history().is_empty() && app.running.replay().is_none() && area.height > 4 {
+        let from = app
+            .running
+            .place()
+            .map_or("this host".to_string(), |p| p.name.clone());
+        // Inside the plotting area (clear of the y axis' labels), never cut.
+        let (left, room) = (area.x + 8, area.width.saturating_sub(10));
+        let forms = [
+            format!("waiting for the first interval from {from}…"),
+            "waiting for the first interval…".to_string(),
+            "waiting…".to_string(),
+        ];
+        let text = crate::tui::text::first_fitting(&forms, usize::from(room));
+        let w = (text.chars().count() as u16).min(room);
+        let at = Rect {
+            x: left + (room - w) / 2,
+            y: area.y + area.height / 2,
+            width: w,
+            height: 1,
+        };
+        Paragraph::new(Span::styled(text.to_string(), th.dim())).render(at, buf);
+    }
 }
 
 pub(crate) fn throughput_chart(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
