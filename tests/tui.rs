@@ -364,17 +364,25 @@ fn the_header_always_names_the_target() {
         let screen = text(&draw(&a, &look(), w, h));
         let header = screen.lines().next().unwrap();
         assert!(header.contains("│ vm:debian-6.1"), "{w}x{h}: {header}");
-        if w >= 120 {
-            // The plan next, before the UI's cost or the iowait line.
-            assert!(
-                header.contains("decrypt: bound -> verify: bound"),
-                "{w}x{h}: {header}"
-            );
-        }
+        // The plan next, before the UI's cost or the iowait line.
+        assert!(
+            header.contains("│ decrypt: bound -> verify: bound"),
+            "{w}x{h}: {header}"
+        );
         if w == 160 {
             assert!(header.contains("(6.1.0-31, tcg"), "{w}x{h}: {header}");
         }
     }
+    // A longer name leaves no room for the plan at 80 columns: its short
+    // form, not the iowait line or the UI's cost instead.
+    a.running
+        .moved_to(Some(Place::named("ssh:build-server-17")));
+    let screen = text(&draw(&a, &look(), 80, 24));
+    let header = screen.lines().next().unwrap();
+    assert!(
+        header.contains("│ ssh:build-server-17 │ dec bound -> ver bound"),
+        "{header}"
+    );
 }
 
 #[test]

@@ -117,6 +117,35 @@ impl Plan {
         }
     }
 
+    /// The description in fewer columns, for a narrow header: "dec
+    /// unbound -> ver bound", "dec+ver inline", "no post-read work".
+    pub fn short(&self) -> String {
+        let p = |p: Placement| match p {
+            Placement::Inline => "inline",
+            Placement::Bound => "bound",
+            Placement::Unbound => "unbound",
+        };
+        match (self.decrypt, self.verify, self.second) {
+            (false, false, _) => "no post-read work".into(),
+            (true, false, _) => format!("dec {}", p(self.first)),
+            (false, true, _) => format!("ver {}", p(self.first)),
+            (true, true, None) => format!("dec+ver {}", p(self.first)),
+            (true, true, Some(s)) => format!("dec {} -> ver {}", p(self.first), p(s)),
+        }
+    }
+
+    /// [`Plan::label`] in fewer columns, for a narrow header: the short
+    /// description, the kernel path said in a word ("kernel's queues").
+    pub fn short_label(s: &Settings) -> String {
+        let d = Plan::of(s).short();
+        match super::ReadPath::of(s) {
+            super::ReadPath::PageCache => d,
+            super::ReadPath::BlkCrypto => format!("inlinecrypt: {d}"),
+            super::ReadPath::RawDirect => format!("raw: {d}"),
+            super::ReadPath::Kernel => "kernel's queues".into(),
+        }
+    }
+
     /// A one-line description, e.g. "decrypt: unbound -> verify: bound".
     pub fn describe(&self) -> String {
         let p = |p: Placement| match p {

@@ -17,8 +17,17 @@ pub(crate) fn render_header(app: &App, th: &Theme, area: Rect, buf: &mut Buffer)
     // target (where it runs), failures, the plan, the target's detail,
     // the capabilities and the pods; what the machine does with iowait
     // and the UI's cost take only what is left at the right.
-    let fields = left_fields(app, th);
-    let left = Line::from(fit(fields, area.width as usize));
+    // The plan in full, or where it would be dropped (80 columns beside
+    // a remote target's name), in its short form.
+    let plan = app.running.plan().to_string();
+    let mut spans = fit(left_fields(app, th, plan.clone()), area.width as usize);
+    if !spans.iter().any(|s| s.content == plan) {
+        spans = fit(
+            left_fields(app, th, app.running.plan_short()),
+            area.width as usize,
+        );
+    }
+    let left = Line::from(spans);
     let used = left.width() as u16;
     left.render(area, buf);
     render_right(app, th, area, used, buf);
@@ -52,7 +61,7 @@ fn fit(mut fields: Vec<(u8, Vec<Span<'static>>)>, width: usize) -> Vec<Span<'sta
 /// The left part, as fields with their priority (0: always; higher ones
 /// go first when the width runs out): state and time, where it runs,
 /// failures, the plan, the machine's capabilities.
-fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
+fn left_fields(app: &App, th: &Theme, plan: String) -> Vec<(u8, Vec<Span<'static>>)> {
     let f = app.running.features();
     let t = app.window.elapsed_s() as u64;
     let what = app.running.replay().unwrap_or("running");
@@ -137,13 +146,7 @@ fn left_fields(app: &App, th: &Theme) -> Vec<(u8, Vec<Span<'static>>)> {
         }
     }
     // What runs now: the plan (and the pods).
-    fields.push((
-        2,
-        vec![
-            sep(),
-            Span::styled(app.running.plan().to_string(), th.text()),
-        ],
-    ));
+    fields.push((2, vec![sep(), Span::styled(plan, th.text())]));
     if let Some(pods) = app.running.pods() {
         fields.push((
             5,

@@ -106,6 +106,12 @@ impl Running {
         &self.plan
     }
 
+    /// The plan in fewer columns ("dec unbound -> ver bound"), for a
+    /// header too narrow for [`Running::plan`].
+    pub fn plan_short(&self) -> String {
+        crate::engine::stages::Plan::short_label(&self.effective)
+    }
+
     /// Kernel and CPU features.
     pub fn features(&self) -> &Features {
         &self.features
