@@ -450,8 +450,12 @@ fn an_interval_of_the_tracer_sees_the_loop_devices_reads_and_the_kworkers() {
     )
     .unwrap();
     assert!(c.matched(), "{c:?}");
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let one = t.take_interval();
+    // The interval up to now, once the reader has read that far (the
+    // trace's clock is CLOCK_MONOTONIC, as the metrics' now_ns).
+    let one = t.take_interval_at(
+        readpath::metrics::now_ns(),
+        std::time::Duration::from_secs(10),
+    );
     assert!(one.requests > 0, "no read request on {device:?}");
     assert_eq!(one.requests, one.device_ns.len());
     assert!(one.device_ns.min() > 0);
@@ -474,11 +478,15 @@ fn an_interval_of_the_tracer_sees_the_loop_devices_reads_and_the_kworkers() {
         one.kworkers,
         one.lost
     );
-    // The next interval starts empty, and the totals hold both.
+    // The next interval starts empty, and the totals hold both, and
+    // what the reader read only as it stopped: an item whose kworker ran
+    // after the last page was unlocked (late, on a loaded machine) ends
+    // after both intervals were taken.
     let two = t.take_interval();
     let later = two.queues.get("fscrypt_read_queue").map_or(0, |q| q.items);
     let total = t.finish();
-    assert_eq!(total["fscrypt_read_queue"].items, q.items + later);
+    let all = total["fscrypt_read_queue"].items;
+    assert!(all >= q.items + later, "{all} < {} + {later}", q.items);
     fs.remove().unwrap();
 }
 
