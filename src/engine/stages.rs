@@ -117,23 +117,6 @@ impl Plan {
         }
     }
 
-    /// The description in fewer columns, for a narrow header: "dec
-    /// unbound -> ver bound", "dec+ver inline", "no post-read work".
-    pub fn short(&self) -> String {
-        let p = |p: Placement| match p {
-            Placement::Inline => "inline",
-            Placement::Bound => "bound",
-            Placement::Unbound => "unbound",
-        };
-        match (self.decrypt, self.verify, self.second) {
-            (false, false, _) => "no post-read work".into(),
-            (true, false, _) => format!("dec {}", p(self.first)),
-            (false, true, _) => format!("ver {}", p(self.first)),
-            (true, true, None) => format!("dec+ver {}", p(self.first)),
-            (true, true, Some(s)) => format!("dec {} -> ver {}", p(self.first), p(s)),
-        }
-    }
-
     /// [`Plan::label`] in fewer columns, for a narrow header: the short
     /// description, the kernel path said in a word ("kernel's queues").
     pub fn short_label(s: &Settings) -> String {
@@ -148,17 +131,38 @@ impl Plan {
 
     /// A one-line description, e.g. "decrypt: unbound -> verify: bound".
     pub fn describe(&self) -> String {
+        self.say(false)
+    }
+
+    /// The description in fewer columns, for a narrow header: "dec
+    /// unbound -> ver bound", "dec+ver inline", "no post-read work".
+    pub fn short(&self) -> String {
+        self.say(true)
+    }
+
+    /// The description, in words or `short`.
+    fn say(&self, short: bool) -> String {
         let p = |p: Placement| match p {
             Placement::Inline => "inline",
             Placement::Bound => "bound",
             Placement::Unbound => "unbound",
         };
+        let (dec, ver, both, none) = if short {
+            ("dec ", "ver ", "dec+ver ", "no post-read work")
+        } else {
+            (
+                "decrypt: ",
+                "verify: ",
+                "decrypt+verify: ",
+                "no post-processing",
+            )
+        };
         match (self.decrypt, self.verify, self.second) {
-            (false, false, _) => "no post-processing".into(),
-            (true, false, _) => format!("decrypt: {}", p(self.first)),
-            (false, true, _) => format!("verify: {}", p(self.first)),
-            (true, true, None) => format!("decrypt+verify: {}", p(self.first)),
-            (true, true, Some(s)) => format!("decrypt: {} -> verify: {}", p(self.first), p(s)),
+            (false, false, _) => none.into(),
+            (true, false, _) => format!("{dec}{}", p(self.first)),
+            (false, true, _) => format!("{ver}{}", p(self.first)),
+            (true, true, None) => format!("{both}{}", p(self.first)),
+            (true, true, Some(s)) => format!("{dec}{} -> {ver}{}", p(self.first), p(s)),
         }
     }
 }
