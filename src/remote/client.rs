@@ -702,7 +702,9 @@ pub(crate) struct Status {
     /// What the phase waits for.
     what: String,
     start: Instant,
+    /// The seconds the line last showed; whether it is on the terminal.
     shown: u64,
+    drawn: bool,
     tty: bool,
     /// The agent's dataset preparation, where it said how far it got.
     dataset: Option<Preparing>,
@@ -754,6 +756,7 @@ impl Status {
             what: what.to_string(),
             start: Instant::now(),
             shown: 0,
+            drawn: false,
             tty: std::io::stderr().is_terminal(),
             dataset: None,
         }
@@ -785,7 +788,7 @@ impl Status {
         let line: String = line.chars().take(width).collect();
         let _ = write!(e, "\r\x1b[2K{line}");
         let _ = e.flush();
-        self.shown = s.max(1);
+        (self.shown, self.drawn) = (s, true);
     }
 
     /// The agent said how far its dataset got: the bar moves now; at its
@@ -828,12 +831,12 @@ impl Status {
     }
 
     fn clear(&mut self) {
-        if self.tty && self.shown > 0 {
+        if self.drawn {
             use std::io::Write;
             let mut e = std::io::stderr();
             let _ = write!(e, "\r\x1b[2K");
             let _ = e.flush();
-            self.shown = 0;
+            self.drawn = false;
         }
     }
 }
