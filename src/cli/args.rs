@@ -41,6 +41,12 @@ pub enum ArgError {
         /// The value as written.
         value: String,
     },
+    /// `--trace-max`.
+    #[error("\"{value}\": allowed a size from 64K to 16G (e.g. 256M)")]
+    TraceMax {
+        /// The value as written.
+        value: String,
+    },
     /// `plot --size`.
     #[error("\"{value}\": expected WIDTHxHEIGHT in pixels, each 200..=8000 (e.g. 1200x900)")]
     SizePx {
@@ -213,6 +219,34 @@ pub(super) fn parse_fps(s: &str) -> std::result::Result<f64, ArgError> {
 }
 
 /// Output formats.
+/// Largest `--trace-max`.
+pub const MAX_TRACE_BYTES: u64 = 16 << 30;
+
+/// `--trace-max`: 64 KiB to 16 GiB.
+pub(super) fn trace_max(s: &str) -> std::result::Result<u64, ArgError> {
+    match crate::settings::parse_size(s) {
+        Ok(v) if (crate::output::perfetto::MIN_TRACE_BYTES..=MAX_TRACE_BYTES).contains(&v) => Ok(v),
+        _ => Err(ArgError::TraceMax {
+            value: s.to_string(),
+        }),
+    }
+}
+
+/// A Perfetto trace of where each work item ran (`run`, `compare`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct TraceArgs {
+    /// Write a Perfetto trace (protobuf) of where each work item ran: a
+    /// track per CPU and thread, a slice per item with a flow from its
+    /// queueing, counters per interval, the markers. Opens in
+    /// ui.perfetto.dev.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// The trace's largest size (64K..=16G); past it, spans are dropped
+    /// and the trace and the terminal say how many.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = trace_max)]
+    pub trace_max: u64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Human-readable, in the spirit of fio.

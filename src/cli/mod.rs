@@ -17,7 +17,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod args;
 
 pub use crate::settings::parse_duration;
-pub use args::{ArgError, ExperimentArgs, Format, RemoteArgs, SettingsArgs, TuiArgs};
+pub use args::{ArgError, ExperimentArgs, Format, RemoteArgs, SettingsArgs, TraceArgs, TuiArgs};
 use args::{
     bench_duration, compare_duration, interval_duration, parse_fps, parse_size_px, parse_speed,
     run_duration, target_pair, tolerance_pct,
@@ -80,6 +80,9 @@ pub enum Command {
         /// Record every interval to this file, for `readpath replay`.
         #[arg(long, value_name = "FILE")]
         record: Option<PathBuf>,
+        /// A Perfetto trace.
+        #[command(flatten)]
+        trace: TraceArgs,
         /// Benchmark switch: take no timestamps and record no latencies
         /// (throughput and counters only), to measure what recording costs.
         #[arg(long)]
@@ -102,6 +105,9 @@ pub enum Command {
         /// Record every interval (all variants, switches marked) for `readpath replay`.
         #[arg(long, value_name = "FILE")]
         record: Option<PathBuf>,
+        /// A Perfetto trace (every variant in one file).
+        #[command(flatten)]
+        trace: TraceArgs,
         /// The same experiment on several machines at once, one column
         /// group each: `local` and --remote specs, comma-separated
         /// (e.g. local,ssh:server,adb:R58M); at most 8.

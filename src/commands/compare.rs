@@ -8,14 +8,16 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::cli::{Format, RemoteArgs, SettingsArgs};
+use crate::cli::{Format, RemoteArgs, SettingsArgs, TraceArgs};
 use crate::invocation::{BadInput, bad_input, load_settings_for, say};
 use crate::output::experiment::{CompareOptions, HostResult, HostsReport};
 use crate::remote::transport::Remote;
 use crate::scenario::preset::{Compare, Preset};
 use crate::settings::Settings;
 
-use super::outputs::{check_output, emit, open_output, preset_input, round_progress, say_raw};
+use super::outputs::{
+    TraceSink, check_output, emit, open_output, output_error, preset_input, round_progress, say_raw,
+};
 use super::prepare::{prepare_dataset, progress_reporter};
 use super::target::{remote_spec, start_remote};
 use super::{RemoteLost, engine_error};
@@ -25,14 +27,21 @@ use super::{RemoteLost, engine_error};
 pub(super) fn compare(
     args: &SettingsArgs,
     vary: Option<&str>,
-    record: Option<&Path>,
+    (record, trace): (Option<&Path>, &TraceArgs),
     hosts: Option<(&str, RemoteArgs)>,
     opts: CompareOptions,
     format: Format,
 ) -> Result<()> {
     // The hosts are checked before anything runs.
     let hosts = match hosts {
-        Some((list, ra)) => Some((parse_hosts(list, record)?, ra)),
+        Some((list, ra)) => {
+            let flag = match (record, &trace.trace) {
+                (Some(_), _) => Some("--record"),
+                (None, Some(_)) => Some("--trace"),
+                (None, None) => None,
+            };
+            Some((parse_hosts(list, flag)?, ra))
+        }
         None => None,
     };
     // With targets only, they validate the settings (their CPUs, their
@@ -130,10 +139,23 @@ pub(super) fn compare(
         )?),
         None => None,
     };
+    let trace_out = match &trace.trace {
+        Some(p) => Some(check_output(
+            "--trace",
+            p,
+            &inputs,
+            Some(&opts.engine.data_dir),
+        )?),
+        None => None,
+    };
+    if let (Some(a), Some(b)) = (&record, &trace_out) {
+        a.check_distinct(b).map_err(output_error)?;
+    }
     crate::sys::install_stop_handlers();
     // Opened before the workload starts (a FIFO waits for its reader here),
     // then the dataset made: both end on a stop signal.
     let record = open_output(record.as_ref())?;
+    let trace = TraceSink::open(trace_out.as_ref(), trace.trace_max)?;
     if here {
         prepare_dataset(&opts.engine.data_dir, &settings)?;
     }
@@ -174,7 +196,8 @@ pub(super) fn compare(
         };
     }
     let mut ds_progress = progress_reporter();
-    let mut report = crate::output::experiment::run(
+    let mut trace = trace.map(TraceSink::into_writer);
+    let report = crate::output::experiment::run(
         &settings,
         &cmp,
         preset.map(|p| p.name),
@@ -182,8 +205,15 @@ pub(super) fn compare(
         &mut progress,
         &mut ds_progress,
         record,
-    )
-    .map_err(engine_error)?;
+        &mut trace,
+    );
+    if tty {
+        say_raw("\r\x1b[K");
+    }
+    if let Some(t) = trace {
+        TraceSink::of(t).finish()?;
+    }
+    let mut report = report.map_err(engine_error)?;
     if let Some(p) = published {
         report.judge(p);
     }
@@ -192,9 +222,6 @@ pub(super) fn compare(
             .ran
             .notices
             .insert(i, format!("made like for like (model vs kernel): {a}"));
-    }
-    if tty {
-        say_raw("\r\x1b[K");
     }
     emit(format, &report, || report.to_text())
 }
@@ -213,11 +240,11 @@ pub(super) fn published_for(
 
 /// `--hosts local,ssh:HOST,...`: each parsed (`None` is this machine),
 /// none twice, 1 to 8 of them; `--record` refused beside it.
-fn parse_hosts(list: &str, record: Option<&Path>) -> Result<Vec<Option<Remote>>> {
-    if record.is_some() {
-        return Err(BadInput(
-            "compare --hosts: --record is for one machine; record each with `run --remote`".into(),
-        )
+fn parse_hosts(list: &str, one_machine: Option<&str>) -> Result<Vec<Option<Remote>>> {
+    if let Some(flag) = one_machine {
+        return Err(BadInput(format!(
+            "compare --hosts: {flag} is for one machine; run each host apart (`run --remote`)"
+        ))
         .into());
     }
     let mut out: Vec<Option<Remote>> = Vec::new();
@@ -532,7 +559,7 @@ fn on_target(
     opts: &CompareOptions,
 ) -> HostResult {
     let mut none = |_: u32, _: usize| {};
-    let mut rec = None;
+    let mut rec = crate::output::experiment::Outputs::default();
     let r =
         crate::output::experiment::run_on(&mut w, settings, cmp, preset, opts, &mut none, &mut rec);
     let summary = w.finish().summary;
@@ -557,7 +584,9 @@ fn on_local(
 ) -> HostResult {
     let mut quiet = |_: u32, _: usize| {};
     let mut ds = progress_reporter();
-    let r = crate::output::experiment::run(settings, cmp, preset, opts, &mut quiet, &mut ds, None);
+    let r = crate::output::experiment::run(
+        settings, cmp, preset, opts, &mut quiet, &mut ds, None, &mut None,
+    );
     say("readpath: local: done");
     match r {
         Ok(rep) => HostResult {

@@ -207,6 +207,7 @@ fn run_command(
             format,
             interval_log,
             record,
+            trace,
             no_latency,
         } => run::run(
             data_dir,
@@ -217,6 +218,7 @@ fn run_command(
                 format,
                 interval_log: interval_log.as_deref(),
                 record: record.as_deref(),
+                trace: (trace.trace.as_deref(), trace.trace_max),
                 no_latency,
             },
             remote,
@@ -227,11 +229,12 @@ fn run_command(
             experiment,
             format,
             record,
+            trace,
             hosts,
         } => compare::compare(
             &settings,
             vary.as_deref(),
-            record.as_deref(),
+            (record.as_deref(), &trace),
             // `compare --remote X` is `compare --hosts X`.
             hosts
                 .as_deref()

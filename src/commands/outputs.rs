@@ -154,3 +154,70 @@ pub(super) fn start_recording(
     header.demo = demo.map(crate::output::recording::DemoHeader::of);
     crate::output::recording::Writer::start(out, &header).map_err(recording_error)
 }
+
+/// A Perfetto trace being written by a command (`--trace`), the
+/// intervals' spans written as they come. Opening one turns span
+/// recording on for the process.
+pub(super) struct TraceSink {
+    w: crate::output::perfetto::TraceWriter<crate::files::OutputFile>,
+}
+
+impl TraceSink {
+    /// Opens the checked trace output (before the workload starts) and
+    /// turns tracing on.
+    pub(super) fn open(
+        out: Option<&crate::files::OutputPath>,
+        cap: u64,
+    ) -> Result<Option<TraceSink>> {
+        let Some(f) = open_output(out)? else {
+            return Ok(None);
+        };
+        crate::metrics::set_tracing(true);
+        Ok(Some(TraceSink {
+            w: crate::output::perfetto::TraceWriter::new(f, cap),
+        }))
+    }
+
+    /// The writer, for an experiment to write into.
+    pub(super) fn into_writer(self) -> crate::output::experiment::TraceFile {
+        self.w
+    }
+
+    /// The trace an experiment wrote into.
+    pub(super) fn of(w: crate::output::experiment::TraceFile) -> TraceSink {
+        TraceSink { w }
+    }
+
+    /// The intervals that follow are `variant`'s (a process in the trace).
+    pub(super) fn begin_run(&mut self, variant: &str) -> Result<()> {
+        self.w.begin_run(variant).map_err(|e| self.error(e))
+    }
+
+    /// Writes one interval.
+    pub(super) fn write(&mut self, rec: &crate::metrics::IntervalRecord) -> Result<()> {
+        self.w.interval(rec).map_err(|e| self.error(e))
+    }
+
+    fn error(&self, e: std::io::Error) -> anyhow::Error {
+        output_error(self.w.out().error(e))
+    }
+
+    /// Closes the trace and says what it holds, and what it dropped.
+    pub(super) fn finish(self) -> Result<()> {
+        crate::metrics::set_tracing(false);
+        let (f, stats) = self.w.finish().map_err(anyhow::Error::from)?;
+        let path = f.finish().map_err(output_error)?;
+        crate::invocation::say(&format!(
+            "readpath: trace {}: {} work items, {} other spans, {} ({} bytes an item); open it in ui.perfetto.dev",
+            crate::sys::printable(&path.display().to_string(), false),
+            stats.items,
+            stats.spans,
+            crate::metrics::format::human_bytes(stats.bytes),
+            stats.bytes.checked_div(stats.items.max(1)).unwrap_or(0),
+        ));
+        if let Some(note) = stats.dropped_note() {
+            crate::invocation::say(&format!("readpath: {note}"));
+        }
+        Ok(())
+    }
+}

@@ -14,7 +14,7 @@ use crate::invocation::{load_settings, say, stop_and_drain};
 use crate::output::report::RunSummary;
 
 use super::outputs::{
-    check_output, emit, open_output, output_error, preset_input, recording_error,
+    TraceSink, check_output, emit, open_output, output_error, preset_input, recording_error,
 };
 use super::prepare::{prepare_dataset, progress_reporter};
 use super::target::{remote_spec, start_remote};
@@ -27,6 +27,8 @@ pub(super) struct RunPlan<'a> {
     pub(super) format: Format,
     pub(super) interval_log: Option<&'a Path>,
     pub(super) record: Option<&'a Path>,
+    /// `--trace` and `--trace-max`.
+    pub(super) trace: (Option<&'a Path>, u64),
     /// Benchmark switch (`--no-latency`): no timestamps, no latencies.
     pub(super) no_latency: bool,
 }
@@ -40,50 +42,69 @@ struct RunSink {
     pending: Option<crate::files::OutputFile>,
     recording: Option<crate::output::recording::Writer>,
     log: Option<crate::files::OutputFile>,
+    trace: Option<TraceSink>,
     /// Intervals written.
     received: usize,
 }
 
-/// The run's outputs, checked: (recording, interval log).
-type RunOutputs = (
-    Option<crate::files::OutputPath>,
-    Option<crate::files::OutputPath>,
-);
+/// The run's outputs, checked.
+struct RunOutputs {
+    record: Option<crate::files::OutputPath>,
+    log: Option<crate::files::OutputPath>,
+    trace: Option<crate::files::OutputPath>,
+    trace_max: u64,
+}
 
 impl RunSink {
-    /// Checks `--record` and `--interval-log` (not an input, not a
-    /// dataset file under `data_dir`, not each other).
+    /// Checks `--record`, `--interval-log` and `--trace` (not an input,
+    /// not a dataset file under `data_dir`, not each other).
     fn check(args: &SettingsArgs, plan: &RunPlan, data_dir: Option<&Path>) -> Result<RunOutputs> {
         let inputs: Vec<PathBuf> = preset_input(args).into_iter().collect();
-        let log = match plan.interval_log {
-            Some(p) => Some(check_output("--interval-log", p, &inputs, data_dir)?),
-            None => None,
+        let check = |flag: &str, p: Option<&Path>| {
+            p.map(|p| check_output(flag, p, &inputs, data_dir))
+                .transpose()
         };
-        let record = match plan.record {
-            Some(p) => Some(check_output("--record", p, &inputs, data_dir)?),
-            None => None,
+        let outs = RunOutputs {
+            log: check("--interval-log", plan.interval_log)?,
+            record: check("--record", plan.record)?,
+            trace: check("--trace", plan.trace.0)?,
+            trace_max: plan.trace.1,
         };
-        if let (Some(a), Some(b)) = (&record, &log) {
-            a.check_distinct(b).map_err(output_error)?;
+        let all: Vec<_> = [&outs.record, &outs.log, &outs.trace]
+            .into_iter()
+            .flatten()
+            .collect();
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                a.check_distinct(b).map_err(output_error)?;
+            }
         }
-        Ok((record, log))
+        Ok(outs)
     }
 
-    /// Opens both outputs, before the workload starts; the stop handlers
+    /// Opens the outputs, before the workload starts; the stop handlers
     /// are installed (a FIFO's wait for its reader ends on a stop signal).
     fn open(outs: &RunOutputs) -> Result<RunSink> {
-        let pending = open_output(outs.0.as_ref())?;
-        let log = open_output(outs.1.as_ref())?;
+        let pending = open_output(outs.record.as_ref())?;
+        let log = open_output(outs.log.as_ref())?;
+        let trace = TraceSink::open(outs.trace.as_ref(), outs.trace_max)?;
         Ok(RunSink {
             pending,
             recording: None,
             log,
+            trace,
             received: 0,
         })
     }
 
     /// Writes the recording's header, once the workload runs.
     fn begin(&mut self, header: &crate::output::recording::Header) -> Result<()> {
+        if let Some(t) = self.trace.as_mut() {
+            t.begin_run(&format!(
+                "readpath: {}",
+                header.preset.as_deref().unwrap_or("run")
+            ))?;
+        }
         if let Some(out) = self.pending.take() {
             self.recording = Some(
                 crate::output::recording::Writer::start(out, header).map_err(recording_error)?,
@@ -96,6 +117,9 @@ impl RunSink {
         self.received += 1;
         if let Some(w) = self.recording.as_mut() {
             w.record(rec).map_err(recording_error)?;
+        }
+        if let Some(t) = self.trace.as_mut() {
+            t.write(rec)?;
         }
         if let Some(l) = self.log.as_mut() {
             // Streamed (a FIFO, a pipe, `tail -f` on a terminal): each
@@ -138,6 +162,9 @@ impl RunSink {
         if let Some(l) = self.log {
             l.finish().map_err(output_error)?;
         }
+        if let Some(t) = self.trace {
+            t.finish()?;
+        }
         match self.recording {
             Some(w) => {
                 let path = w.finish().map_err(recording_error)?;
@@ -158,6 +185,13 @@ pub(super) fn run(
 ) -> Result<()> {
     crate::metrics::set_recording(!plan.no_latency);
     if let Some((r, ra)) = remote {
+        if plan.trace.0.is_some() {
+            return Err(crate::invocation::BadInput(format!(
+                "run --trace: a trace of {} is not written yet: --trace runs here only",
+                r.label()
+            ))
+            .into());
+        }
         return run_remote(args, plan, r, &ra);
     }
     let (settings, preset) = load_settings(args.preset.as_deref(), &args.set)?;

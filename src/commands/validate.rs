@@ -64,6 +64,7 @@ pub(super) fn validate(
         &mut progress,
         &mut ds_progress,
         None,
+        &mut None,
     )
     .map_err(engine_error)?;
     if tty {
@@ -126,7 +127,7 @@ fn on_target(
         ));
     }
     let mut progress = round_progress("validate", opts.rounds, |_, i| cmp.label(i));
-    let mut rec = None;
+    let mut rec = crate::output::experiment::Outputs::default();
     let run = crate::output::experiment::run_on(
         &mut w,
         &settings,

@@ -28,7 +28,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
+use crate::metrics::{Span, SpanKind, Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::SleepMode;
 use crate::sys::{EMPTY_IOVEC, IoVec};
 
@@ -767,8 +767,11 @@ fn cached<B: Backend>(
             // (iowait, as folio_wait_locked's io_schedule), woken by a worker
             // that ends a bio this reader waits for; a blocking reader parks.
             if ret.prepare_sleep() {
+                let slept = stamp();
                 let res = io.wait(wait_ns);
                 ret.end_sleep();
+                h.rec
+                    .span(|| Span::here(SpanKind::Sleep, slept).ended(stamp()));
                 res?;
             } else {
                 io.submit()?;

@@ -724,7 +724,13 @@ impl Engine {
             // A thread's group is decided when it starts: the hogs start
             // again in the new one (the workers and readers start below).
             self.hogs
-                .set(0, eff.load.hog_nice, &run_cpus, &sink)
+                .set(
+                    0,
+                    eff.load.hog_nice,
+                    &run_cpus,
+                    &sink,
+                    &self.shared.registry,
+                )
                 .map_err(EngineError::Start)?;
         }
         self.hogs
@@ -733,6 +739,7 @@ impl Engine {
                 eff.load.hog_nice,
                 &run_cpus,
                 &sink,
+                &self.shared.registry,
             )
             .map_err(EngineError::Start)?;
         let p = Pipeline::start(

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
-use crate::metrics::{Stage, ThreadHandle, now_ns, stamp};
+use crate::metrics::{Span, SpanKind, Stage, ThreadHandle, now_ns, stamp};
 use crate::settings::{EngineKind, Settings, SleepMode};
 
 use super::backend::{Backend, MAX_WAIT_NS, Op, Queued, Sync, Uring, failure};
@@ -537,10 +537,13 @@ fn direct<B: Backend>(
             let announced = at_workers > 0 && ret.prepare_sleep();
             let returns_pending = at_workers > 0 && !announced;
             if !returns_pending && (io.owner.in_device > 0 || announced || next_due.is_some()) {
+                let slept = stamp();
                 let r = io.wait(wait_ns);
                 if announced {
                     ret.end_sleep();
                 }
+                h.rec
+                    .span(|| Span::here(SpanKind::Sleep, slept).ended(stamp()));
                 r?;
             } else {
                 io.submit()?;

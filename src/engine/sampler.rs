@@ -11,7 +11,9 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
-use crate::metrics::{IntervalRecord, ReadersIowait, Recorder, Role, WorkerSched, now_ns};
+use crate::metrics::{
+    IntervalRecord, ReadersIowait, Recorder, Role, Timeline, TimelineThread, WorkerSched, now_ns,
+};
 use crate::sys::{ThreadCounters, ThreadStatReader};
 
 use super::{MAX_PHASES, Phase, RunTotals, Shared, pagecache};
@@ -201,6 +203,8 @@ struct Sampler {
     phase: Phase,
     /// This interval's recorders, merged.
     merged: Recorder,
+    /// The threads the interval's timeline names (while tracing).
+    threads: Vec<TimelineThread>,
     /// The kworkers the kernel's tracepoints named, with the interval they
     /// last ran a post-read item.
     kworkers: HashMap<i32, (SchedState, u64)>,
@@ -282,7 +286,8 @@ impl Sampler {
             interval_ns,
             totals,
             phase: Phase::new(0.0, Vec::new()),
-            merged: Recorder::new(),
+            merged: Recorder::for_interval(),
+            threads: Vec::new(),
             kworkers: HashMap::new(),
             page_carry: 0,
             lost_noticed: false,
@@ -416,6 +421,13 @@ impl Sampler {
             rec.page_cache.size_bytes = k.cached_bytes;
         }
         rec.fill_from(&self.merged, interval_s);
+        if crate::metrics::tracing() || !self.merged.spans.is_empty() {
+            rec.timeline = Some(Timeline::of(
+                &self.merged.spans,
+                shared.start_ns,
+                std::mem::take(&mut self.threads),
+            ));
+        }
         rec.kernel = kernel_rec;
         rec.workers = ws;
         rec.irq = irq;
@@ -440,8 +452,12 @@ impl Sampler {
         let slots = reg.slots();
         // A thread parked idle published everything before it parked:
         // it is not woken (the workload would not have woken it).
-        let done =
-            |s: &crate::metrics::ThreadSlot| !s.is_alive() || s.is_parked() || s.has_seen(epoch);
+        // A hog publishes when it runs: it is not waited for (at a high
+        // nice it may not run for a while), what it recorded since comes
+        // with the next interval.
+        let done = |s: &crate::metrics::ThreadSlot| {
+            s.role == Role::Hog || !s.is_alive() || s.is_parked() || s.has_seen(epoch)
+        };
         for s in slots.iter().filter(|s| !done(s)) {
             s.unpark();
         }
@@ -495,6 +511,14 @@ impl Sampler {
                 };
                 add_thread(to, &d);
             }
+        }
+        if crate::metrics::tracing() || !self.merged.spans.is_empty() {
+            self.threads.clear();
+            self.threads.extend(slots.iter().map(|s| TimelineThread {
+                tid: s.tid,
+                name: s.name.clone(),
+                role: s.role,
+            }));
         }
         for s in &dead {
             self.sched.remove(&s.tid);

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::crypto::{ContentsCipher, DATA_UNIT_SIZE};
 use crate::dataset::{Dataset, VERITY_BLOCK_SIZE};
-use crate::metrics::{Recorder, Registry, Stage, stamp};
+use crate::metrics::{Recorder, Registry, Span, SpanKind, Stage, stamp};
 use crate::settings::{Settings, VerifyMode, WorkerMode};
 use crate::verity::merkle::{HashBlocks, MerkleTree, VerifiedCache, VerifyError};
 
@@ -232,13 +232,23 @@ impl Ctx {
     #[inline]
     pub fn dispatch(&self, rec: &mut Recorder, mut item: WorkItem) -> bool {
         match &self.first_q {
-            None => match self.process(rec, &mut item, stamp(), None) {
-                Step::Queued => false,
-                Step::Ended(charge) => {
-                    Self::charge(rec, charge);
-                    true
+            None => {
+                let start = stamp();
+                let decrypts = self.decrypts(&item);
+                let step = self.process(rec, &mut item, start, None);
+                let end = match step {
+                    Step::Queued => None,
+                    Step::Ended(charge) => Self::charge(rec, charge),
+                };
+                // Run inline: on this CPU, without a wait.
+                if let Some(kind) = step.kind(decrypts) {
+                    rec.span(|| {
+                        let cpu = crate::sys::current_cpu();
+                        Span::item(kind, cpu, start, start, cpu).ended(end.unwrap_or_else(stamp))
+                    });
                 }
-            },
+                step != Step::Queued
+            }
             Some(q) => {
                 item.enqueue_ns = stamp();
                 q.push(item, crate::sys::current_cpu());
@@ -581,7 +591,14 @@ impl Ctx {
         // verified on another waits twice and counts twice.
         rec.record(Stage::Queue, start.saturating_sub(item.enqueue_ns));
         rec.counters.items_run += 1;
-        rec.counters.items_moved += u64::from(crate::sys::current_cpu() as u32 != item.queued_cpu);
+        let cpu = crate::sys::current_cpu();
+        rec.counters.items_moved += u64::from(cpu as u32 != item.queued_cpu);
+        let queued = (item.queued_cpu as usize, item.enqueue_ns);
+        let span = |kind: SpanKind, end: Option<u64>| {
+            move || {
+                Span::item(kind, queued.0, queued.1, start, cpu).ended(end.unwrap_or_else(stamp))
+            }
+        };
         rec.counters.items_unbound += u64::from(q.is_some_and(|q| q.unbound()));
         rec.counters.items_highpri += u64::from(worker_highpri());
         if item.bio == super::queue::TREE_JOB {
@@ -595,16 +612,31 @@ impl Ctx {
                 && let Some(c) = t.cipher()
             {
                 t.decrypt_job(&item, c);
-                Self::charge(rec, Some((Stage::Decrypt, start)));
+                let end = Self::charge(rec, Some((Stage::Decrypt, start)));
+                rec.span(span(SpanKind::Decrypt, end));
             }
             return;
         }
-        if let Step::Ended(charge) = self.process(rec, &mut item, start, q) {
-            self.returns[item.reader as usize].give_back(item.slot);
-            // The execution ends after the item's last act, as the
-            // kernel's `workqueue_execute_end` follows the read's end.
-            Self::charge(rec, charge);
+        let decrypts = self.decrypts(&item);
+        let step = self.process(rec, &mut item, start, q);
+        let end = match step {
+            Step::Ended(charge) => {
+                self.returns[item.reader as usize].give_back(item.slot);
+                // The execution ends after the item's last act, as the
+                // kernel's `workqueue_execute_end` follows the read's end.
+                Self::charge(rec, charge)
+            }
+            Step::Queued => None,
+        };
+        if let Some(kind) = step.kind(decrypts) {
+            rec.span(span(kind, end));
         }
+    }
+
+    /// Whether `item` is still to be decrypted here (a cipher is set).
+    #[inline]
+    fn decrypts(&self, item: &WorkItem) -> bool {
+        item.needs_decrypt && self.cipher.is_some()
     }
 }
 
@@ -625,6 +657,19 @@ enum Step {
     /// Finished: the execution still to record once the caller has ended
     /// it (its stage, and when that began; None: no post-read stage ran).
     Ended(Option<(Stage, u64)>),
+}
+
+impl Step {
+    /// The span of the execution that came to this step, which decrypted
+    /// first when `decrypted`; None where no post-read stage ran.
+    fn kind(self, decrypted: bool) -> Option<SpanKind> {
+        match self {
+            Step::Ended(Some((Stage::Verify, _))) if decrypted => Some(SpanKind::DecryptVerify),
+            Step::Ended(Some((Stage::Verify, _))) => Some(SpanKind::Verify),
+            Step::Queued | Step::Ended(Some(_)) => Some(SpanKind::Decrypt),
+            Step::Ended(None) => None,
+        }
+    }
 }
 
 /// Whether the calling worker thread runs at a negative nice (asked of

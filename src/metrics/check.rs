@@ -18,6 +18,10 @@ pub const MAX_HIST_ENTRIES: usize = 100_000;
 /// Most events or notices in one interval, and their longest text.
 const MAX_EVENTS: usize = 10_000;
 const MAX_TEXT: usize = 4096;
+/// Most threads a timeline names.
+const MAX_THREADS: usize = 65_536;
+/// Longest thread name a timeline carries (a kernel comm is 15 bytes).
+const MAX_THREAD_NAME: usize = 64;
 /// Latest time in a record, seconds (~30 years).
 const MAX_T_S: f64 = 1e9;
 /// Largest rate, or time total in us, a record may carry.
@@ -206,7 +210,42 @@ impl IntervalRecord {
         self.check_kernel()?;
         self.check_pools()?;
         self.counters.check()?;
+        self.check_timeline()?;
         self.check_events()
+    }
+
+    /// The timeline's spans: bounded, each on a CPU readpath can pin, its
+    /// times within the run (their order is checked as they are read).
+    fn check_timeline(&self) -> Result<(), RecordError> {
+        let Some(t) = &self.timeline else {
+            return Ok(());
+        };
+        check_len(
+            "timeline.spans",
+            t.spans.len(),
+            super::timeline::SPANS_PER_INTERVAL,
+        )?;
+        check_len("timeline.threads", t.threads.len(), MAX_THREADS)?;
+        check_u64("timeline.dropped", t.dropped)?;
+        let max_cpu = crate::settings::MAX_CPU_NUMBER as u64;
+        let max_ns = (MAX_T_S * 1e9) as u64;
+        for s in &t.spans {
+            check_count("timeline.spans[].cpu", u64::from(s.cpu), max_cpu)?;
+            check_count(
+                "timeline.spans[].queued_cpu",
+                u64::from(s.queued_cpu),
+                max_cpu,
+            )?;
+            check_count("timeline.spans[].end", s.end_ns, max_ns)?;
+        }
+        for th in &t.threads {
+            check_count(
+                "timeline.threads[].name's bytes",
+                th.name.len() as u64,
+                MAX_THREAD_NAME as u64,
+            )?;
+        }
+        Ok(())
     }
 
     /// The time, the interval, the totals, the rates and the latency percentiles.

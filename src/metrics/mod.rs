@@ -16,7 +16,8 @@
 //! handoff), [`record`] (the record schema), [`hdr`] (histograms in
 //! HdrHistogram's compressed encoding), [`check`] (checks of records
 //! read from outside), [`stats`] (window statistics, spread, median),
-//! [`window`] (the explorer's running window), [`table`] (the one list of
+//! [`window`] (the explorer's running window), [`timeline`] (where each
+//! work item ran, while tracing), [`table`] (the one list of
 //! metrics every screen and report reads) and [`format`] (how numbers are
 //! written everywhere).
 
@@ -27,6 +28,7 @@ pub(crate) mod record;
 pub(crate) mod recorder;
 pub(crate) mod stats;
 pub mod table;
+pub(crate) mod timeline;
 pub(crate) mod window;
 
 pub use record::{
@@ -40,3 +42,7 @@ pub use recorder::{
 };
 pub use stats::{Spread, WindowStats, median};
 pub use table::{Better, METRICS, Metric, Unit};
+pub use timeline::{
+    SPANS_PER_INTERVAL, SPANS_PER_THREAD, Span, SpanKind, SpanLog, Timeline, TimelineThread,
+    set_tracing, tracing,
+};

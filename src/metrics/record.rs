@@ -311,6 +311,11 @@ pub struct IntervalRecord {
     /// kernel's delay accounting; absent where it does not count it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readers_iowait: Option<ReadersIowait>,
+    /// Where each work item ran in this interval: its spans, while
+    /// tracing (the explorer's timeline open, a trace asked for; absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<super::timeline::Timeline>,
     /// All counters of the interval.
     pub counters: Counters,
     /// Settings changes (and other markers) that happened in this interval.

@@ -11,6 +11,9 @@ use std::thread::Thread;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use super::timeline::Role;
+use super::timeline::{Span, SpanLog};
+
 /// Highest latency a histogram records exactly (ns); larger values saturate.
 pub const MAX_LATENCY_NS: u64 = 100_000_000_000;
 /// Significant figures of every latency histogram (0.1% resolution).
@@ -228,6 +231,9 @@ pub struct Recorder {
     hists: [Histogram<u64>; 5],
     /// Counters (public: the pipeline bumps them directly).
     pub counters: Counters,
+    /// Spans, while tracing (see [`super::timeline`]); without room in a
+    /// recorder made by [`Recorder::new`].
+    pub spans: SpanLog,
 }
 
 impl Default for Recorder {
@@ -242,6 +248,34 @@ impl Recorder {
         Recorder {
             hists: [new_hist(), new_hist(), new_hist(), new_hist(), new_hist()],
             counters: Counters::default(),
+            spans: SpanLog::default(),
+        }
+    }
+
+    /// A thread's recorder: with room for the spans it records between
+    /// two handoffs while tracing.
+    pub fn for_thread() -> Self {
+        Recorder {
+            spans: SpanLog::with_capacity(super::timeline::SPANS_PER_THREAD),
+            ..Recorder::new()
+        }
+    }
+
+    /// The sampler's recorder of an interval: with room for every
+    /// thread's spans.
+    pub fn for_interval() -> Self {
+        Recorder {
+            spans: SpanLog::with_capacity(super::timeline::SPANS_PER_INTERVAL),
+            ..Recorder::new()
+        }
+    }
+
+    /// Records `s` while tracing (one relaxed load otherwise). Never
+    /// allocates.
+    #[inline]
+    pub fn span(&mut self, s: impl FnOnce() -> Span) {
+        if super::timeline::tracing() {
+            self.spans.push(s());
         }
     }
 
@@ -278,6 +312,7 @@ impl Recorder {
             a.add(b).expect("histograms share bounds");
         }
         self.counters.add(&other.counters);
+        self.spans.append(&other.spans);
     }
 
     /// Empties the recorder, keeping its memory.
@@ -286,26 +321,15 @@ impl Recorder {
             h.reset();
         }
         self.counters = Counters::default();
+        self.spans.clear();
     }
 
     /// True when nothing was recorded since the last reset.
     pub fn is_empty(&self) -> bool {
-        self.counters == Counters::default() && self.hists.iter().all(|h| h.is_empty())
+        self.counters == Counters::default()
+            && self.hists.iter().all(|h| h.is_empty())
+            && self.spans.is_empty()
     }
-}
-
-/// What a registered thread does; decides which counters the sampler reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// Issues reads and reaps completions.
-    Reader,
-    /// Serves a workqueue (decrypt and/or verify).
-    Worker,
-    /// Background CPU load.
-    Hog,
-    /// Stands for the interrupt context a device completion runs in.
-    Irq,
 }
 
 struct Mailbox {
@@ -410,7 +434,7 @@ impl Registry {
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("readpath").to_string();
         let epoch = self.epoch.load(Ordering::Acquire);
-        let live = Arc::new(parking_lot::Mutex::new(Recorder::new()));
+        let live = Arc::new(parking_lot::Mutex::new(Recorder::for_thread()));
         let held = live.lock_arc();
         let slot = Arc::new(ThreadSlot {
             name,
@@ -418,7 +442,7 @@ impl Registry {
             tid: crate::sys::gettid(),
             thread,
             mailbox: Mutex::new(Mailbox {
-                rec: Recorder::new(),
+                rec: Recorder::for_thread(),
                 pending: false,
             }),
             seen_epoch: AtomicU64::new(epoch),

@@ -184,13 +184,57 @@ impl Conditions {
     }
 }
 
+/// A Perfetto trace written to a file.
+pub type TraceFile = crate::output::perfetto::TraceWriter<crate::files::OutputFile>;
+
+/// Where an experiment's intervals go besides its tally: a recording and a
+/// Perfetto trace. One that fails to write stops there and is said in the
+/// report's notices; the experiment goes on.
+#[derive(Default)]
+pub struct Outputs {
+    /// The recording, for `readpath replay`.
+    pub recording: Option<crate::output::recording::Writer>,
+    /// The trace: every variant a process of its own.
+    pub trace: Option<TraceFile>,
+    /// What failed, said once each.
+    failed: Vec<String>,
+}
+
+impl Outputs {
+    /// The intervals that follow are the variant `label`'s.
+    fn variant(&mut self, label: &str) {
+        if let Some(t) = self.trace.as_mut()
+            && let Err(e) = t.begin_run(label)
+        {
+            self.failed.push(format!("the trace stopped: {e}"));
+            self.trace = None;
+        }
+    }
+
+    /// One interval to every output.
+    fn record(&mut self, r: &IntervalRecord) {
+        if let Some(w) = self.recording.as_mut()
+            && let Err(e) = w.record(r)
+        {
+            self.failed.push(format!("the recording stopped: {e}"));
+            self.recording = None;
+        }
+        if let Some(t) = self.trace.as_mut()
+            && let Err(e) = t.interval(r)
+        {
+            self.failed.push(format!("the trace stopped: {e}"));
+            self.trace = None;
+        }
+    }
+}
+
 /// Collects records for `warmup` (dropped) then `duration` (kept), after
 /// dropping any record that straddles the switch.
 pub(super) fn measure(
     engine: &dyn Workload,
     warmup: Duration,
     duration: Duration,
-    recording: &mut Option<crate::output::recording::Writer>,
+    outputs: &mut Outputs,
     stop: &dyn Fn() -> bool,
 ) -> (Vec<IntervalRecord>, Vec<String>) {
     let rx = engine.records();
@@ -198,12 +242,7 @@ pub(super) fn measure(
     // Records queued before the switch, and the one in flight during it.
     let mut keep = |r: &IntervalRecord, notices: &mut Vec<String>| {
         notices.extend(r.notices.iter().map(|n| n.text.clone()));
-        // A recording that fails stops; the experiment goes on.
-        if let Some(w) = recording.as_mut()
-            && w.record(r).is_err()
-        {
-            *recording = None;
-        }
+        outputs.record(r);
     };
     for r in rx.try_iter() {
         keep(&r, &mut notices);
@@ -276,7 +315,9 @@ const MAX_IDLE_S: f64 = 120.0;
 /// Runs the experiment; `progress` hears (round, variant index) before each
 /// run. With `record` (opened before the workload starts, the header
 /// written once it runs), every interval (warm-up included, switches
-/// marked) goes to a recording for `readpath replay`.
+/// marked) goes to a recording for `readpath replay`; with `trace`, to a
+/// Perfetto trace (left there for the caller to finish).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     base: &Settings,
     compare: &Compare,
@@ -285,18 +326,24 @@ pub fn run(
     progress: &mut dyn FnMut(u32, usize),
     dataset_progress: crate::dataset::Progress<'_>,
     record: Option<crate::files::OutputFile>,
+    trace: &mut Option<TraceFile>,
 ) -> Result<CompareReport, EngineError> {
     let variants = compare.variants(base)?;
     let mut engine = Engine::start(variants[0].clone(), opts.engine.clone(), dataset_progress)?;
-    let mut recording = match record {
-        Some(out) => {
-            let header = crate::output::recording::Header::of("compare", &engine, preset.clone());
-            Some(
-                crate::output::recording::Writer::start(out, &header)
-                    .map_err(|e| EngineError::Output(e.to_string()))?,
-            )
-        }
-        None => None,
+    let mut outputs = Outputs {
+        recording: match record {
+            Some(out) => {
+                let header =
+                    crate::output::recording::Header::of("compare", &engine, preset.clone());
+                Some(
+                    crate::output::recording::Writer::start(out, &header)
+                        .map_err(|e| EngineError::Output(e.to_string()))?,
+                )
+            }
+            None => None,
+        },
+        trace: trace.take(),
+        failed: Vec::new(),
     };
     let report = run_on(
         &mut engine,
@@ -305,13 +352,14 @@ pub fn run(
         preset,
         opts,
         progress,
-        &mut recording,
+        &mut outputs,
     );
     let (_, rest) = engine.stop_with_records();
-    if let Some(mut w) = recording {
-        for r in rest.try_iter() {
-            let _ = w.record(&r);
-        }
+    for r in rest.try_iter() {
+        outputs.record(&r);
+    }
+    *trace = outputs.trace.take();
+    if let Some(w) = outputs.recording.take() {
         w.finish().map_err(|e| EngineError::Output(e.to_string()))?;
     }
     report
@@ -327,7 +375,7 @@ pub fn run_on(
     preset: Option<String>,
     opts: &CompareOptions,
     progress: &mut dyn FnMut(u32, usize),
-    recording: &mut Option<crate::output::recording::Writer>,
+    outputs: &mut Outputs,
 ) -> Result<CompareReport, EngineError> {
     let stop = &opts.stop;
     let variants = compare.variants(base)?;
@@ -372,7 +420,8 @@ pub fn run_on(
                 compare.key,
                 compare.label(i)
             ));
-            let (recs, n) = measure(engine, opts.warmup, opts.duration, recording, stop);
+            outputs.variant(&format!("{} = {}", compare.key, compare.label(i)));
+            let (recs, n) = measure(engine, opts.warmup, opts.duration, outputs, stop);
             if let Some(why) = lost(engine) {
                 // A run cut short is not a sample of its variant.
                 interrupted = Some(why);
@@ -400,7 +449,11 @@ pub fn run_on(
         effective_settings: effective,
         variants: results,
         ran: Conditions {
-            notices: tally.notices,
+            notices: tally
+                .notices
+                .into_iter()
+                .chain(outputs.failed.drain(..))
+                .collect(),
             machine,
             features,
             interrupted,

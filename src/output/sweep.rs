@@ -318,7 +318,7 @@ fn run_on(
     let mut tallies: Vec<Tally> = (0..grid.len()).map(|_| Tally::new(nv)).collect();
     let mut interrupted = None;
     let total = opts.rounds as usize * grid.len() * nv;
-    let mut recording = None;
+    let mut outputs = super::experiment::Outputs::default();
     'rounds: for round in 0..opts.rounds {
         for (p, variants) in runs.iter().enumerate() {
             for (i, v) in variants.iter().enumerate() {
@@ -329,7 +329,7 @@ fn run_on(
                 }
                 progress(round, p, i);
                 engine.apply(v.clone())?;
-                let (recs, n) = measure(engine, opts.warmup, opts.duration, &mut recording, stop);
+                let (recs, n) = measure(engine, opts.warmup, opts.duration, &mut outputs, stop);
                 if stop() {
                     interrupted = Some(stopped(&format!("during run {} of {total}", done + 1)));
                     break 'rounds;
