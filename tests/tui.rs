@@ -98,11 +98,11 @@ fn a_wide_footer_lists_every_footer_key() {
         "{footer}"
     );
     assert!(footer.ends_with("  ? help  q quit"), "{footer}");
-    // Then the ways in, while room is left (260 columns).
-    let wider = text(&draw(&app(false), &look(), 260, 48));
+    // Then the timeline and the ways in, while room is left (270 columns).
+    let wider = text(&draw(&app(false), &look(), 270, 48));
     let footer = wider.lines().last().unwrap();
     assert!(
-        footer.contains("  zZ zoom  ↑↓ cursor  Enter pick  : set  ⇥⇤ focus "),
+        footer.contains("  zZ zoom  t timeline  ↑↓ cursor  Enter pick  : set  ⇥⇤ focus "),
         "{footer}"
     );
 }
@@ -1237,6 +1237,11 @@ fn no_screen_cuts_a_value_or_a_word() {
         ("flash", flash),
         ("caption", caption),
         ("readout", readout),
+        ("timeline", readpath::tui::fixture::timeline_app(false)),
+        (
+            "timeline_chosen",
+            readpath::tui::fixture::timeline_app(true),
+        ),
     ];
     let sweep = readpath::tui::fixture::sweep();
     type Screen<'a> = Box<dyn Fn(u16, u16) -> String + 'a>;
@@ -1893,4 +1898,19 @@ fn empty_charts_say_they_wait_for_the_first_interval() {
         !screen.contains("waiting for the first interval"),
         "{screen}"
     );
+}
+
+#[test]
+fn timeline_screens() {
+    use readpath::tui::fixture::timeline_app;
+    for (w, h) in [(80, 24), (120, 40), (160, 48)] {
+        let screen = text(&draw(&timeline_app(false), &look(), w, h));
+        insta::assert_snapshot!(format!("timeline_{w}x{h}"), screen);
+        let screen = text(&draw(&timeline_app(true), &look(), w, h));
+        assert!(
+            screen.contains("◆ decrypt on CPU 1") || screen.contains("◆ verify on CPU 0"),
+            "{screen}"
+        );
+        insta::assert_snapshot!(format!("timeline_chosen_{w}x{h}"), screen);
+    }
 }

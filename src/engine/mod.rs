@@ -831,6 +831,21 @@ impl Engine {
         Ok(pc)
     }
 
+    /// Records where each work item ran from now on (the records'
+    /// `timeline`: the explorer's timeline open), or stops. The model's
+    /// threads record their spans; the kernel target's kworkers are not
+    /// followed yet (why not is the error).
+    pub fn trace(&mut self, on: bool) -> Result<(), String> {
+        crate::metrics::set_tracing(on);
+        match &self.kernel {
+            Some(_) if on => Err(
+                "the kernel target's items (its workqueue tracepoints and sched_switch) are not drawn yet: the lanes show readpath's readers and hogs only"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// Drops every page of the model's page cache (the `x` key; `echo 1 >
     /// /proc/sys/vm/drop_caches` for this file), marked on the charts.
     /// Returns the pages dropped (None: no page cache in use).

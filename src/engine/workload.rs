@@ -74,6 +74,13 @@ pub trait Workload {
     fn is_paused(&self) -> bool;
     /// Drops the page cache of the file; the pages dropped, if known.
     fn drop_cache(&mut self) -> Option<usize>;
+    /// Records where each work item ran (the timeline's spans, in the
+    /// records' `timeline`) from now on, or stops; why not where the
+    /// target cannot.
+    fn trace(&mut self, on: bool) -> Result<(), String> {
+        let _ = on;
+        Err("this target's spans are not traced yet".into())
+    }
     /// The pods of the unbound queues running (`pods cache 0-3|4-7`).
     fn pods(&self) -> Option<String>;
     /// Where it runs, for the header: None here, a [`Place`] elsewhere.
@@ -124,6 +131,9 @@ impl Workload for Engine {
     }
     fn drop_cache(&mut self) -> Option<usize> {
         Engine::drop_cache(self)
+    }
+    fn trace(&mut self, on: bool) -> Result<(), String> {
+        Engine::trace(self, on)
     }
     fn pods(&self) -> Option<String> {
         super::pipeline::pods_label(&Engine::effective(self))

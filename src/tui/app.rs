@@ -18,7 +18,7 @@ use crate::sys::Features;
 
 use super::keys::Action;
 use super::policy::{self, Quit};
-use super::state::{Comparison, Log, Overlays, Running, Show, View, Window};
+use super::state::{Comparison, Lanes, Log, Overlays, Running, Show, View, Window};
 
 /// Everything the screen shows, in parts; each part's fields are its own
 /// (private, changed through its methods).
@@ -38,6 +38,8 @@ pub struct App {
     pub overlays: Overlays,
     /// A preset's name and published result; a demo's caption and step.
     pub show: Show,
+    /// The timeline view (`t`): its spans, window and chosen item.
+    pub lanes: Lanes,
     /// Set when quitting.
     quit: bool,
     /// `q` was pressed once with a baseline marked: the next `q` quits,
@@ -56,16 +58,52 @@ impl App {
             view: View::default(),
             overlays: Overlays::default(),
             show: Show::default(),
+            lanes: Lanes::default(),
             quit: false,
             quit_armed: false,
         }
+    }
+
+    /// What a key does to the open timeline: `z` / `Z` zoom it, space
+    /// freezes it, ← → choose an item. Returns false (the key does what it
+    /// does elsewhere) while it is closed or for other keys.
+    pub fn timeline_key(&mut self, action: &Action) -> bool {
+        if !self.lanes.is_open() {
+            return false;
+        }
+        match action {
+            Action::ZoomIn | Action::ZoomOut => {
+                self.lanes.zoom(matches!(action, Action::ZoomOut));
+                self.flash(format!("timeline: the last {} ms", self.lanes.window_ms()));
+            }
+            Action::TogglePause => {
+                let frozen = self.lanes.toggle_freeze();
+                self.flash(if frozen {
+                    "timeline frozen: ← → choose an item; space follows again (the workload runs on)"
+                } else {
+                    "timeline follows the workload again"
+                });
+            }
+            Action::ChooseItem(later) => {
+                if self.lanes.choose(*later).is_none() {
+                    self.flash("no work item in the timeline's window");
+                }
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// Takes in one interval record: its events become markers (changes
     /// made at one time sharing one) with their lines in the log, a
     /// demo's caption, or nothing (the ones a live A/B's own switch
     /// brings); its notices are logged; the window slides.
-    pub fn push(&mut self, rec: IntervalRecord) {
+    pub fn push(&mut self, mut rec: IntervalRecord) {
+        // The spans go to the timeline (kept while it is open), not into
+        // the charts' history.
+        if let Some(t) = rec.timeline.take() {
+            self.lanes.take(t);
+        }
         // An A/B switch's events come with the next record or two.
         self.baseline.quiet_until(rec.t_s);
         for e in &rec.events {

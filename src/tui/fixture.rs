@@ -117,6 +117,69 @@ pub fn app(baseline: bool) -> App {
     app
 }
 
+/// The explorer after the fixture's 45 s with the timeline open (`t`) on
+/// 200 ms of spans: a decrypt item queued on CPU 0 every 400 us, run on
+/// CPU 1 after a wait that grows, its verify back on CPU 0; a hog on CPU
+/// 1 off its CPU while the items run; the reader asleep between reads.
+/// With `chosen`, the view is frozen on an item (→ twice).
+pub fn timeline_app(chosen: bool) -> App {
+    use crate::metrics::{Role, Span, SpanKind, Timeline, TimelineThread};
+    let mut app = app(false);
+    app.lanes.toggle();
+    let end_ns = (app.window.elapsed_s() * 1e9) as u64;
+    let from = end_ns - 200_000_000;
+    let mut spans = Vec::new();
+    let span = |kind, cpu, queued_cpu, tid, q: u64, s: u64, e: u64| Span {
+        kind,
+        cpu,
+        queued_cpu,
+        tid,
+        queued_ns: q,
+        start_ns: s,
+        end_ns: e,
+    };
+    let mut hog_from = from;
+    for i in 0..500u64 {
+        let q = from + i * 400_000;
+        let wait = 20_000 + (i % 50) * 4_000;
+        let (s, e) = (q + wait, q + wait + 60_000);
+        spans.push(span(SpanKind::Decrypt, 1, 0, 101, q, s, e));
+        spans.push(span(SpanKind::Verify, 0, 1, 102, e, e + 15_000, e + 75_000));
+        spans.push(span(SpanKind::Hog, 1, 1, 103, hog_from, hog_from, s));
+        hog_from = e;
+        spans.push(span(
+            SpanKind::Sleep,
+            0,
+            0,
+            100,
+            q + 5_000,
+            q + 5_000,
+            q + 330_000,
+        ));
+    }
+    spans.sort_by_key(|s| s.start_ns);
+    let thread = |tid, name: &str, role| TimelineThread {
+        tid,
+        name: name.into(),
+        role,
+    };
+    app.lanes.take(Timeline {
+        spans,
+        dropped: 0,
+        threads: vec![
+            thread(100, "reader-0", Role::Reader),
+            thread(101, "fscrypt-1", Role::Worker),
+            thread(102, "fsverity-cpu0", Role::Worker),
+            thread(103, "hog-0", Role::Hog),
+        ],
+    });
+    if chosen {
+        app.lanes.choose(true);
+        app.lanes.choose(true);
+    }
+    app
+}
+
 /// A rendered buffer as text, one line per row (for snapshot tests).
 pub fn screen_text(buf: &ratatui::buffer::Buffer) -> String {
     let mut out = String::new();

@@ -59,6 +59,10 @@ pub enum Key {
     Up,
     /// The Down arrow.
     Down,
+    /// The Left arrow.
+    Left,
+    /// The Right arrow.
+    Right,
     /// Enter.
     Enter,
     /// Tab.
@@ -69,7 +73,7 @@ pub enum Key {
     Alt(char),
 }
 
-use Key::{Alt, BackTab, Char, Ctrl, Down, Enter, Esc, F, Tab, Up};
+use Key::{Alt, BackTab, Char, Ctrl, Down, Enter, Esc, F, Left, Right, Tab, Up};
 
 impl Key {
     /// The key of a key event, if it is one the table can bind: Ctrl with a
@@ -94,6 +98,8 @@ impl Key {
             KeyCode::F(n) => Some(F(n)),
             KeyCode::Up => Some(Up),
             KeyCode::Down => Some(Down),
+            KeyCode::Left => Some(Left),
+            KeyCode::Right => Some(Right),
             KeyCode::Enter => Some(Enter),
             KeyCode::Tab => Some(Tab),
             KeyCode::BackTab => Some(BackTab),
@@ -111,6 +117,8 @@ impl Key {
             F(n) => format!("F{n}"),
             Up => "↑".into(),
             Down => "↓".into(),
+            Left => "←".into(),
+            Right => "→".into(),
             Enter => "Enter".into(),
             Tab => "Tab".into(),
             BackTab => "Shift-Tab".into(),
@@ -140,6 +148,8 @@ impl Key {
             F(n) => format!("F{n}"),
             Up => "Up".into(),
             Down => "Down".into(),
+            Left => "Left".into(),
+            Right => "Right".into(),
             Enter => "Enter".into(),
             Tab => "Tab".into(),
             BackTab => "Shift-Tab".into(),
@@ -198,6 +208,10 @@ pub enum Action {
     DropCache,
     /// Start a remote workload again after its connection was lost.
     Reconnect,
+    /// Open or close the timeline (where each work item ran).
+    ToggleTimeline,
+    /// With the timeline open: choose the next (true) or previous work item.
+    ChooseItem(bool),
     /// Narrow the time window.
     ZoomIn,
     /// Widen the time window.
@@ -532,6 +546,21 @@ pub const ACTIONS: &[Binding] = &[
         setting: None,
         footer: Footer::IfRoom("zoom"),
         help: "zoom the time window in / out (10s .. 10m)",
+    },
+    Binding {
+        steps: &[act(&[Char('t')], Action::ToggleTimeline)],
+        setting: None,
+        footer: Footer::IfRoom("timeline"),
+        help: "timeline: where each work item ran, a lane per CPU and reader; traced only while open; z Z zoom it, space freezes it, ← → choose an item; t closes",
+    },
+    Binding {
+        steps: &[
+            act(&[Left], Action::ChooseItem(false)),
+            act(&[Right], Action::ChooseItem(true)),
+        ],
+        setting: None,
+        footer: Footer::None,
+        help: "with the timeline open: the previous / next work item and its wait (freezes the view)",
     },
     Binding {
         steps: &[act(&[Char('?'), F(1)], Action::ToggleHelp)],

@@ -543,6 +543,9 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
     if mouse::panel_action(app, &action, true) {
         return;
     }
+    if app.timeline_key(&action) {
+        return;
+    }
     match action {
         Action::None | Action::Suspend | Action::Quit | Action::QuitNow => {}
         Action::CursorUp
@@ -560,6 +563,8 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
         Action::TogglePresent => app.view.toggle_present(),
         Action::ZoomIn => app.window.zoom(false),
         Action::ZoomOut => app.window.zoom(true),
+        Action::ToggleTimeline => toggle_timeline(app, engine),
+        Action::ChooseItem(_) => app.flash("← → choose a work item with the timeline open (t)"),
         Action::ResetCharts => {
             app.reset_charts();
             app.flash("charts reset");
@@ -710,6 +715,24 @@ fn reconnect(app: &mut App, engine: &mut dyn Workload) {
 }
 
 /// Space: pauses or resumes the workload.
+/// `t`: opens the timeline and has the workload trace its spans, or
+/// closes it and stops the tracing (it costs nothing while closed).
+fn toggle_timeline(app: &mut App, engine: &mut dyn Workload) {
+    let open = app.lanes.toggle();
+    match engine.trace(open) {
+        Ok(()) if open => app.flash(format!(
+            "timeline: the last {} ms, a lane per CPU; z Z zoom, space freezes, ← → choose, t closes",
+            app.lanes.window_ms()
+        )),
+        Ok(()) => app.flash("timeline closed: tracing stopped"),
+        Err(why) if open => {
+            app.flash(format!("timeline: {why}"));
+            app.lanes.set_note(why);
+        }
+        Err(_) => {}
+    }
+}
+
 fn toggle_pause(app: &mut App, engine: &mut dyn Workload) {
     if engine.is_paused() {
         match engine.resume() {

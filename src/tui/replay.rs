@@ -162,8 +162,11 @@ impl Driver for ReplayDriver {
             return;
         }
         match key.code {
-            KeyCode::Left => return self.seek(app, self.clock_s - SEEK_S),
-            KeyCode::Right => return self.seek(app, self.clock_s + SEEK_S),
+            // With the timeline open the arrows choose its items.
+            KeyCode::Left if !app.lanes.is_open() => return self.seek(app, self.clock_s - SEEK_S),
+            KeyCode::Right if !app.lanes.is_open() => {
+                return self.seek(app, self.clock_s + SEEK_S);
+            }
             KeyCode::Home => {
                 self.paused = false;
                 return self.seek(app, 0.0);
@@ -174,8 +177,19 @@ impl Driver for ReplayDriver {
         if mouse::panel_action(app, &action, false) {
             return;
         }
+        if app.timeline_key(&action) {
+            return;
+        }
         match action {
             Action::Quit | Action::QuitNow => app.quit(),
+            Action::ToggleTimeline => {
+                if app.lanes.toggle() {
+                    app.flash(
+                        "timeline: the recording's spans (recorded while the explorer's timeline was open, or with a trace)",
+                    );
+                }
+            }
+            Action::ChooseItem(_) => {}
             Action::Escape => {
                 if !app.view.escape() {
                     app.flash("Esc closes popups; q quits")

@@ -30,8 +30,11 @@ pub struct MainLayout {
     pub events: Rect,
     /// Each setting's row on screen: (y, setting), top to bottom.
     pub setting_rows: Vec<(u16, &'static str)>,
-    /// The time charts drawn, top to bottom.
+    /// The time charts drawn, top to bottom (none while the timeline
+    /// shows).
     pub charts: Vec<(ChartKind, Rect)>,
+    /// The timeline (`t`), in the charts' place.
+    pub timeline: Option<Rect>,
     /// The baseline panel in the scheduler chart's place (no bottom row).
     pub baseline_inline: Option<Rect>,
     /// The bottom row's panels (distribution, stages, baseline), when it
@@ -86,7 +89,8 @@ pub fn main_layout(app: &App, area: Rect) -> MainLayout {
     }
     let [charts_area, bottom] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(bottom_h)]).areas(main);
-    let inline = bottom_h == 0 && app.baseline.get().is_some();
+    let timeline = app.lanes.is_open().then_some(charts_area);
+    let inline = bottom_h == 0 && app.baseline.get().is_some() && timeline.is_none();
     let mut rows = vec![Constraint::Fill(4), Constraint::Fill(3)];
     rows.push(if inline {
         Constraint::Length(10)
@@ -101,6 +105,9 @@ pub fn main_layout(app: &App, area: Rect) -> MainLayout {
     if !inline {
         charts.push((ChartKind::Sched, parts[2]));
     }
+    if timeline.is_some() {
+        charts.clear();
+    }
     MainLayout {
         header,
         footer,
@@ -109,6 +116,7 @@ pub fn main_layout(app: &App, area: Rect) -> MainLayout {
         events,
         setting_rows,
         charts,
+        timeline,
         baseline_inline: inline.then_some(parts[2]),
         bottom: (bottom_h > 0).then(|| {
             Layout::horizontal([

@@ -40,6 +40,7 @@ mod present;
 mod side;
 mod stages;
 mod timecharts;
+mod timeline;
 
 use super::app::App;
 use super::state::Overlay;
@@ -53,6 +54,7 @@ use popups::*;
 use side::*;
 use stages::*;
 use timecharts::*;
+use timeline::render_timeline;
 
 /// Narrowest terminal the explorer draws in.
 pub const MIN_WIDTH: u16 = 60;
@@ -258,6 +260,9 @@ fn main_screen(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
             ChartKind::Throughput => throughput_chart(app, look, r, buf),
             ChartKind::Sched => sched_chart(app, look, r, buf),
         }
+    }
+    if let Some(r) = l.timeline {
+        render_timeline(app, look, r, buf);
     }
     if let Some(r) = l.baseline_inline {
         render_baseline(app, th, r, buf);

@@ -17,10 +17,13 @@
 //!   readout), presentation mode, the pause, the screen and its cost;
 //! - [`overlays`]: which overlay is open, and the `:` prompt's memory;
 //! - [`log`]: the events panel's lines, its scroll, the footer's flash;
+//! - [`lanes`]: the timeline (`t`): the spans of where each work item
+//!   ran, its window, its freeze and the item chosen;
 //! - [`show`]: what a preset or a demo adds (its name, published result,
 //!   caption, big numbers, step).
 
 pub(crate) mod baseline;
+pub(crate) mod lanes;
 pub(crate) mod log;
 pub(crate) mod overlays;
 pub(crate) mod running;
@@ -29,6 +32,7 @@ pub(crate) mod view;
 pub(crate) mod window;
 
 pub use baseline::{Baseline, Comparison, MIN_WINDOWS, NotYet};
+pub use lanes::{DEFAULT_LANE_WINDOW_MS, LANE_WINDOWS_MS, Lanes};
 pub use log::{FIRST_HINT, Log, LogLine};
 pub use overlays::{Choice, Overlay, Overlays, PickItem};
 pub use running::Running;
