@@ -430,3 +430,48 @@ impl IntervalRecord {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Role, Span, SpanKind, Timeline, TimelineThread};
+
+    fn with(span: Span, name: &str) -> IntervalRecord {
+        IntervalRecord {
+            interval_s: 0.25,
+            timeline: Some(Timeline {
+                spans: vec![span],
+                dropped: 0,
+                threads: vec![TimelineThread {
+                    tid: 1,
+                    name: name.into(),
+                    role: Role::Reader,
+                }],
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_timeline_from_outside_is_held_to_real_cpus_times_and_names() {
+        let ok = Span {
+            kind: SpanKind::Verify,
+            cpu: 3,
+            queued_cpu: 0,
+            tid: 1,
+            queued_ns: 10,
+            start_ns: 20,
+            end_ns: 30,
+        };
+        assert_eq!(with(ok, "reader-0").check(), Ok(()));
+        let e = with(Span { cpu: 9000, ..ok }, "reader-0").check().unwrap_err();
+        assert_eq!(e.to_string(), "timeline.spans[].cpu = 9000 is out of range: allowed 0..=8191");
+        let e = with(Span { end_ns: u64::MAX, ..ok }, "reader-0").check().unwrap_err();
+        assert!(e.to_string().starts_with("timeline.spans[].end = "), "{e}");
+        let e = with(ok, &"x".repeat(65)).check().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "timeline.threads[].name's bytes = 65 is out of range: allowed 0..=64"
+        );
+    }
+}
