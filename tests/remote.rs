@@ -421,6 +421,40 @@ fn a_slow_link_delays_records_but_loses_none() {
     }
 }
 
+/// `run --remote --trace`: the agent is told to trace, its records carry
+/// the spans, and the trace is written here.
+#[test]
+fn a_remote_run_writes_the_targets_trace_here() {
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = format!(
+        "{} agent --data-dir {}",
+        env!("CARGO_BIN_EXE_readpath"),
+        tmp.path().join("data").display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    let trace = tmp.path().join("remote.pftrace");
+    let o = run_remote(
+        &ssh,
+        &[
+            "--set",
+            "workload.file_size=4M",
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let items: u64 = err
+        .split("readpath: trace ")
+        .nth(1)
+        .and_then(|l| l.split(": ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no trace line: {err}"));
+    assert!(items > 100, "{err}");
+    assert!(std::fs::metadata(&trace).unwrap().len() > 1000);
+}
+
 #[test]
 fn adb_targets_use_adb_shell_and_adb_push() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1110,10 +1144,10 @@ fn a_hanging_setup_step_ends_at_the_timeout_or_a_stop_signal() {
 fn an_oversized_line_from_the_agent_is_skipped_and_the_session_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     // The agent's hello and header pass (its dataset prepared before,
-    // so that no progress line comes between them); then a 3 MB line;
-    // then the rest.
+    // so that no progress line comes between them); then a 20 MB line
+    // (past the 16 MiB a line may have); then the rest.
     let agent = format!(
-        "{exe} --data-dir {data} prepare --size 4M >/dev/null 2>&1; {exe} agent --data-dir {data} | {{ IFS= read -r l; printf '%s\\n' \"$l\"; IFS= read -r l; printf '%s\\n' \"$l\"; head -c 3000000 /dev/zero | tr '\\0' x; echo; exec cat; }}",
+        "{exe} --data-dir {data} prepare --size 4M >/dev/null 2>&1; {exe} agent --data-dir {data} | {{ IFS= read -r l; printf '%s\\n' \"$l\"; IFS= read -r l; printf '%s\\n' \"$l\"; head -c 20000000 /dev/zero | tr '\\0' x; echo; exec cat; }}",
         exe = env!("CARGO_BIN_EXE_readpath"),
         data = tmp.path().join("data").display()
     );
@@ -1131,7 +1165,7 @@ fn an_oversized_line_from_the_agent_is_skipped_and_the_session_goes_on() {
         ],
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    let said = "agent line 3: 3000000 bytes, longer than 1048576 bytes: skipped";
+    let said = "agent line 3: 20000000 bytes, longer than 16777216 bytes: skipped";
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
         err.contains("ssh:target (")

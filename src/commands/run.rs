@@ -185,13 +185,6 @@ pub(super) fn run(
 ) -> Result<()> {
     crate::metrics::set_recording(!plan.no_latency);
     if let Some((r, ra)) = remote {
-        if plan.trace.0.is_some() {
-            return Err(crate::invocation::BadInput(format!(
-                "run --trace: a trace of {} is not written yet: --trace runs here only",
-                r.label()
-            ))
-            .into());
-        }
         return run_remote(args, plan, r, &ra);
     }
     let (settings, preset) = load_settings(args.preset.as_deref(), &args.set)?;
@@ -244,7 +237,12 @@ fn run_remote(
     let spec = remote_spec(args, "run", plan.interval, ra)?;
     crate::sys::install_stop_handlers();
     let mut sink = RunSink::open(&outs)?;
-    let w = start_remote(r, spec)?;
+    let mut w = start_remote(r, spec)?;
+    if sink.trace.is_some() {
+        // The target's threads record their spans from now on.
+        crate::engine::workload::Workload::trace(&mut w, true)
+            .map_err(|why| anyhow::anyhow!("{}: the trace: {why}", w.place_name()))?;
+    }
     sink.begin(&w.header)?;
     let started = sink.collect(&w, plan.duration)?;
     let place = w.place_name();

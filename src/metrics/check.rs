@@ -464,9 +464,22 @@ mod tests {
             end_ns: 30,
         };
         assert_eq!(with(ok, "reader-0").check(), Ok(()));
-        let e = with(Span { cpu: 9000, ..ok }, "reader-0").check().unwrap_err();
-        assert_eq!(e.to_string(), "timeline.spans[].cpu = 9000 is out of range: allowed 0..=8191");
-        let e = with(Span { end_ns: u64::MAX, ..ok }, "reader-0").check().unwrap_err();
+        let e = with(Span { cpu: 9000, ..ok }, "reader-0")
+            .check()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "timeline.spans[].cpu = 9000 is out of range: allowed 0..=8191"
+        );
+        let e = with(
+            Span {
+                end_ns: u64::MAX,
+                ..ok
+            },
+            "reader-0",
+        )
+        .check()
+        .unwrap_err();
         assert!(e.to_string().starts_with("timeline.spans[].end = "), "{e}");
         let e = with(ok, &"x".repeat(65)).check().unwrap_err();
         assert_eq!(

@@ -35,8 +35,10 @@ pub fn tracing() -> bool {
 /// are counted as dropped. An interval of the default preset has a few
 /// thousand items in all.
 pub const SPANS_PER_THREAD: usize = 16_384;
-/// Spans one interval's timeline holds at most (all threads together).
-pub const SPANS_PER_INTERVAL: usize = 262_144;
+/// Spans one interval's timeline holds at most (all threads together):
+/// its record's line stays under the longest line a recording or an
+/// agent may write (16 MiB; a span's row is at most ~75 bytes).
+pub const SPANS_PER_INTERVAL: usize = 131_072;
 
 /// What a span is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

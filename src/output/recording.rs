@@ -263,8 +263,11 @@ pub struct Recording {
     pub records: Vec<IntervalRecord>,
 }
 
-/// Longest line a recording may have (an interval record is a few KiB).
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Longest line a recording may have: an interval record is a few KiB,
+/// tens of KiB with its histograms, and up to ~10 MB with a timeline's
+/// spans ([`crate::metrics::SPANS_PER_INTERVAL`] rows of at most ~75
+/// bytes; ~35 bytes each and ~10,000 an interval at the default preset).
+pub const MAX_LINE_BYTES: usize = 16 << 20;
 /// Most intervals a recording may hold: 30 days at the shortest interval
 /// is far beyond any replay; this bounds what reading one can allocate.
 pub const MAX_RECORDS: usize = 2_000_000;

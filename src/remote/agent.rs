@@ -340,6 +340,7 @@ fn cmd_name(c: &Command) -> String {
         Command::Pause => "pause",
         Command::Resume => "resume",
         Command::DropCache => "drop_cache",
+        Command::Trace { .. } => "trace",
         Command::Mark { .. } => "mark",
         Command::Stop => "stop",
     }
@@ -401,6 +402,13 @@ fn handle(engine: &mut Engine, cmd: Command, out: &Sender<String>, told: &mut Se
         }
         Command::Mark { label } => {
             engine.mark(crate::output::format::printable(&label, false));
+        }
+        Command::Trace { on } => {
+            let reply = match engine.trace(on) {
+                Ok(()) => Reply::ok(&name),
+                Err(why) => Reply::refused(&name, why, false),
+            };
+            send(out, Message::Reply(Box::new(reply)));
         }
     }
     true

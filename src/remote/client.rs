@@ -1462,6 +1462,15 @@ impl Workload for RemoteWorkload {
         self.send(Command::DropCache).ok()?;
         self.reply("drop_cache").ok()?.dropped
     }
+    fn trace(&mut self, on: bool) -> Result<(), String> {
+        self.send(Command::Trace { on })
+            .map_err(|e| e.to_string())?;
+        let r = self.reply("trace").map_err(|e| e.to_string())?;
+        match r.error {
+            Some(why) if !r.ok => Err(why),
+            _ => Ok(()),
+        }
+    }
     fn pods(&self) -> Option<String> {
         lock(&self.shared)
             .running

@@ -17,7 +17,7 @@ use crate::output::report::RunSummary;
 use crate::settings::{SettingChange, Settings};
 
 /// The protocol this readpath speaks. Both sides refuse another by name.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// Longest line either side reads: a recording's (a header with its
 /// settings and machine is a few KiB; an interval with its histograms some
@@ -66,6 +66,11 @@ pub enum Command {
     Resume,
     /// Drop the page cache of the file.
     DropCache,
+    /// Record where each work item ran (the records' timeline), or stop.
+    Trace {
+        /// On or off.
+        on: bool,
+    },
     /// Add a marker event (`baseline`, a caption).
     Mark {
         /// Its label.
