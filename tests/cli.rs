@@ -5,28 +5,18 @@
 //! never reaches the terminal raw.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
+#[path = "common/bin.rs"]
+mod bin;
 #[path = "common/serial.rs"]
 mod serial;
 #[path = "common/tasks.rs"]
 mod tasks;
 // Every test that runs a workload holds it: no other test's pinned
 // threads starve it (or it theirs).
+use bin::{readpath, stderr};
 use serial::serial;
-
-fn readpath(args: &[&str], data_dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_readpath"))
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .output()
-        .expect("run readpath")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn tree_listing(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();

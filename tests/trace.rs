@@ -9,26 +9,16 @@
 //! tests/remote.rs.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
+#[path = "common/bin.rs"]
+mod bin;
 #[path = "common/serial.rs"]
 mod serial;
 #[path = "common/skip.rs"]
 mod skip;
+use bin::{readpath, stderr};
 use serial::serial;
-
-fn readpath(args: &[&str], data_dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_readpath"))
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(args)
-        .output()
-        .expect("run readpath")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// The trace as tests/perfetto/check_trace.py reads it with Perfetto's
 /// schema; None (the test skips, or fails under CI) without the package.
