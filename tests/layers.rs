@@ -496,6 +496,7 @@ const FACES: &[(&str, &[&str])] = &[
             "DEFAULT_FPS",
             "Ending",
             "MAX_FPS",
+            "Outputs",
             "TuiOptions",
             "replay",
             "run",

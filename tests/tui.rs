@@ -1521,7 +1521,7 @@ fn a_refusal_at_run_time_greys_the_setting_out_with_its_notice() {
     let ran = fake.ran.clone();
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
-        recording: None,
+        out: Default::default(),
     };
     let mut refused = asked.clone();
     refused.workers.highpri = false;
@@ -1551,7 +1551,7 @@ fn a_live_ab_marks_its_start_and_stop_and_logs_rounds_not_switches() {
     let log_before = a.log.lines().len();
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
-        recording: None,
+        out: Default::default(),
     };
     let key = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::SHIFT);
     let mut seq = 180;
@@ -1654,7 +1654,7 @@ fn question_mark_opens_the_help_at_the_focused_panel() {
     let (mut fake, _tx) = FakeWorkload::of(&a);
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
-        recording: None,
+        out: Default::default(),
     };
     let click = |a: &mut App, x: u16, y: u16| {
         let ev = MouseEvent {
@@ -1727,7 +1727,7 @@ fn tab_moves_the_focus_through_the_panels_on_screen() {
     let (mut fake, _tx) = FakeWorkload::of(&a);
     let mut d = readpath::tui::EngineDriver {
         engine: &mut fake,
-        recording: None,
+        out: Default::default(),
     };
     let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
     let at = |a: &App| {

@@ -270,3 +270,54 @@ fn ctrl_z_suspends_and_fg_redraws() {
     tmux(&["send-keys", "-t", &s.0, &echo, "Enter"]);
     wait_exit(&s, &status, "q after fg");
 }
+
+/// `t` opens the timeline: the lanes of the workload's CPUs and its
+/// reader, drawn from the spans the workload records only while it is
+/// open; → chooses an item and says its wait; `t` closes it. A recording
+/// made meanwhile carries the spans, and `--trace` writes the whole run's.
+#[test]
+fn the_timeline_opens_on_t_chooses_an_item_and_its_spans_are_recorded_and_traced() {
+    if !readpath::sys::testing::require_tool("the_timeline_opens_on_t", "tmux", "tmux") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (rec, trace) = (tmp.path().join("t.jsonl"), tmp.path().join("t.pftrace"));
+    let status = tmp.path().join("status");
+    let cmd = format!(
+        "{}; echo \"exit=$?\" > {}; sleep 60",
+        explorer(
+            tmp.path(),
+            &format!(" --record {} --trace {}", rec.display(), trace.display())
+        ),
+        status.display()
+    );
+    let s = session("timeline", &cmd);
+    wait_chart(&s);
+    tmux(&["send-keys", "-t", &s.0, "t"]);
+    wait_for(&s, "the lanes", |p| {
+        p.contains("timeline") && p.contains("CPU 0") && p.contains("reader-0")
+    });
+    tmux(&["send-keys", "-t", &s.0, "Right"]);
+    let p = wait_for(&s, "the chosen item", |p| {
+        p.contains("◆ ") && p.contains("waited")
+    });
+    assert!(p.contains("frozen"), "{p}");
+    tmux(&["send-keys", "-t", &s.0, "t"]);
+    wait_chart(&s);
+    tmux(&["send-keys", "-t", &s.0, "q"]);
+    wait_exit(&s, &status, "q");
+    let p = pane(&s);
+    assert!(
+        p.contains("readpath: trace ") && p.contains("work items"),
+        "{p}"
+    );
+    let r = readpath::output::recording::read(&rec).unwrap_or_else(|e| panic!("{e}"));
+    let spans: usize = r
+        .records
+        .iter()
+        .filter_map(|r| r.timeline.as_ref())
+        .map(|t| t.items())
+        .sum();
+    assert!(spans > 0, "the recording carries the spans");
+    assert!(std::fs::metadata(&trace).unwrap().len() > 1000);
+}

@@ -198,6 +198,9 @@ pub struct TuiArgs {
     /// on settings rows or charts, no wheel.
     #[arg(long)]
     pub no_mouse: bool,
+    /// A Perfetto trace of where each work item ran, for the whole run.
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }
 
 pub(super) fn parse_speed(s: &str) -> std::result::Result<f64, ArgError> {

@@ -16,7 +16,8 @@ use crate::scenario::preset::{self, Preset};
 use crate::settings::Settings;
 
 use super::outputs::{
-    check_output, open_output, preset_input, print_text, recording_error, start_recording,
+    TraceSink, check_output, open_output, output_error, preset_input, print_text, recording_error,
+    start_recording,
 };
 use super::prepare::{prepare_dataset, progress_reporter};
 use super::target::{remote_spec, start_remote};
@@ -44,12 +45,12 @@ pub(super) fn tui(
 /// where it went; false when the terminal is gone and nothing more can be
 /// shown.
 fn end_explorer(
-    writer: Option<crate::output::recording::Writer>,
+    out: crate::tui::Outputs,
     rest: &[crate::metrics::IntervalRecord],
     ending: crate::tui::Ending,
 ) -> Result<bool> {
     let gone = ending == crate::tui::Ending::TerminalGone;
-    if let Some(mut w) = writer {
+    if let Some(mut w) = out.recording {
         for r in rest {
             w.record(r).map_err(recording_error)?;
         }
@@ -58,7 +59,37 @@ fn end_explorer(
             say(&format!("readpath: recorded {}", path.display()));
         }
     }
+    if let Some(mut t) = out.trace {
+        for r in rest {
+            t.interval(r)?;
+        }
+        TraceSink::of(t).finish()?;
+    }
     Ok(!gone)
+}
+
+/// Checks `--record` and `--trace` (not an input, not a dataset's file,
+/// not each other) and opens them, before the workload starts.
+fn open_outputs(
+    t: &TuiArgs,
+    inputs: &[PathBuf],
+    data_dir: Option<&Path>,
+) -> Result<(Option<crate::files::OutputFile>, Option<TraceSink>)> {
+    let check = |flag: &str, p: &Option<PathBuf>| {
+        p.as_ref()
+            .map(|p| check_output(flag, p, inputs, data_dir))
+            .transpose()
+    };
+    let record = check("--record", &t.record)?;
+    let trace = check("--trace", &t.trace.trace)?;
+    if let (Some(a), Some(b)) = (&record, &trace) {
+        a.check_distinct(b).map_err(output_error)?;
+    }
+    crate::sys::install_stop_handlers();
+    // Opened before the workload starts (a FIFO waits for its reader here).
+    let record = open_output(record.as_ref())?;
+    let trace = TraceSink::open(trace.as_ref(), t.trace.trace_max)?;
+    Ok((record, trace))
 }
 
 /// The explorer on a workload running on another machine.
@@ -76,13 +107,7 @@ pub(super) fn explore_remote(
         )
         .into());
     }
-    let record = match &t.record {
-        Some(p) => Some(check_output("--record", p, &[], None)?),
-        None => None,
-    };
-    // Opened before the workload starts (a FIFO waits for its reader here).
-    crate::sys::install_stop_handlers();
-    let record = open_output(record.as_ref())?;
+    let (record, trace) = open_outputs(t, &[], None)?;
     let mut w = start_remote(r, spec)?;
     if let Some(d) = &demo {
         w.header.demo = Some(crate::output::recording::DemoHeader::of(d));
@@ -108,7 +133,11 @@ pub(super) fn explore_remote(
         }
         None => None,
     };
-    let shown = crate::tui::run(&mut w, &opts, writer, demo);
+    let out = crate::tui::Outputs {
+        recording: writer,
+        trace: trace.map(TraceSink::into_writer),
+    };
+    let shown = crate::tui::run(&mut w, &opts, out, demo);
     let crate::remote::client::Finished { summary, rest, .. } = w.finish();
     let (writer, ending) = shown.context("drawing the explorer")?;
     if !end_explorer(writer, &rest, ending)? {
@@ -142,13 +171,7 @@ pub(super) fn explore(
         )
         .into());
     }
-    let record = match &t.record {
-        Some(p) => Some(check_output("--record", p, inputs, Some(data_dir))?),
-        None => None,
-    };
-    crate::sys::install_stop_handlers();
-    // Opened before the workload starts (a FIFO waits for its reader here).
-    let record = open_output(record.as_ref())?;
+    let (record, trace) = open_outputs(t, inputs, Some(data_dir))?;
     prepare_dataset(data_dir, &settings)?;
     let mut progress = progress_reporter();
     let mut engine = Engine::start(
@@ -178,7 +201,18 @@ pub(super) fn explore(
         )?),
         None => None,
     };
-    let shown = crate::tui::run(&mut engine, &opts, writer, demo);
+    let mut trace = trace.map(TraceSink::into_writer);
+    if let Some(t) = trace.as_mut() {
+        t.begin_run(&format!(
+            "readpath: {}",
+            preset.as_ref().map_or("explorer", |p| p.name.as_str())
+        ))?;
+    }
+    let out = crate::tui::Outputs {
+        recording: writer,
+        trace,
+    };
+    let shown = crate::tui::run(&mut engine, &opts, out, demo);
     let effective = engine.effective();
     let requested = engine.settings().clone();
     let features = engine.features().clone();

@@ -199,23 +199,42 @@ pub trait Driver {
     fn mouse(&mut self, app: &mut App, ev: event::MouseEvent);
 }
 
+/// Where the explorer writes its intervals besides the screen: a
+/// recording and a Perfetto trace, each given back when it ends (a
+/// failing one stops, said in a popup).
+#[derive(Default)]
+pub struct Outputs {
+    /// The recording (`--record`).
+    pub recording: Option<crate::output::recording::Writer>,
+    /// The trace (`--trace`): the workload traces for as long as it is
+    /// written, the timeline open or not.
+    pub trace: Option<crate::output::experiment::TraceFile>,
+}
+
 /// The live engine, optionally recording every interval.
 pub struct EngineDriver<'a> {
     /// The running engine.
     pub engine: &'a mut dyn Workload,
-    /// Where the intervals are recorded, if anywhere.
-    pub recording: Option<crate::output::recording::Writer>,
+    /// Where the intervals go besides the screen.
+    pub out: Outputs,
 }
 
 impl Driver for EngineDriver<'_> {
     fn poll(&mut self, app: &mut App) -> bool {
         let (mut any, mut noticed) = (false, false);
         while let Ok(rec) = self.engine.records().try_recv() {
-            if let Some(w) = self.recording.as_mut()
+            if let Some(w) = self.out.recording.as_mut()
                 && let Err(e) = w.record(&rec)
             {
                 app.overlays.error(format!("recording stopped: {e}"));
-                self.recording = None;
+                self.out.recording = None;
+            }
+            if let Some(t) = self.out.trace.as_mut()
+                && let Err(e) = t.interval(&rec)
+            {
+                app.overlays.error(format!("the trace stopped: {e}"));
+                self.out.trace = None;
+                app.lanes.pin(false);
             }
             noticed |= !rec.notices.is_empty();
             app.push(rec);
@@ -264,9 +283,9 @@ impl Driver for EngineDriver<'_> {
 pub fn run(
     engine: &mut dyn Workload,
     opts: &TuiOptions,
-    recording: Option<crate::output::recording::Writer>,
+    out: Outputs,
     script: Option<crate::scenario::demo::Demo>,
-) -> std::io::Result<(Option<crate::output::recording::Writer>, Ending)> {
+) -> std::io::Result<(Outputs, Ending)> {
     let mut app = App::new(
         engine.settings().clone(),
         engine.effective().clone(),
@@ -286,13 +305,20 @@ pub fn run(
             .line(0.0, format!("preset {name}: {description}"), false);
         app.show.apply_preset(name, description);
     }
-    let driver = EngineDriver { engine, recording };
+    if out.trace.is_some() {
+        // A trace file: the workload traces from the start to the end.
+        app.lanes.pin(true);
+        if let Err(why) = engine.trace(true) {
+            app.log.line(0.0, format!("trace: {why}"), true);
+        }
+    }
+    let driver = EngineDriver { engine, out };
     match script {
         None => {
             let mut driver = driver;
             app.log.show_hint();
             let ending = run_with(&mut driver, &mut app, opts)?;
-            Ok((driver.recording, ending))
+            Ok((driver.out, ending))
         }
         Some(d) => {
             app.log
@@ -301,7 +327,7 @@ pub fn run(
             app.window.fit_demo(d.length().as_secs_f64());
             let mut driver = demo::DemoDriver::new(driver, d);
             let ending = run_with(&mut driver, &mut app, opts)?;
-            Ok((driver.inner.recording, ending))
+            Ok((driver.inner.out, ending))
         }
     }
 }
@@ -719,7 +745,8 @@ fn reconnect(app: &mut App, engine: &mut dyn Workload) {
 /// closes it and stops the tracing (it costs nothing while closed).
 fn toggle_timeline(app: &mut App, engine: &mut dyn Workload) {
     let open = app.lanes.toggle();
-    match engine.trace(open) {
+    // A trace file being written keeps the tracing on.
+    match engine.trace(open || app.lanes.pinned()) {
         Ok(()) if open => app.flash(format!(
             "timeline: the last {} ms, a lane per CPU; z Z zoom, space freezes, ← → choose, t closes",
             app.lanes.window_ms()

@@ -38,6 +38,8 @@ pub struct Lanes {
     shed: u64,
     /// Why no span comes (the target cannot trace them yet).
     note: Option<String>,
+    /// A trace file is written: the workload traces, open or closed.
+    pinned: bool,
 }
 
 impl Default for Lanes {
@@ -53,6 +55,7 @@ impl Default for Lanes {
             dropped: 0,
             shed: 0,
             note: None,
+            pinned: false,
         }
     }
 }
@@ -70,6 +73,7 @@ impl Lanes {
         if !self.open {
             *self = Lanes {
                 window_ms: self.window_ms,
+                pinned: self.pinned,
                 ..Lanes::default()
             };
         }
@@ -217,6 +221,16 @@ impl Lanes {
     /// Spans not shown for want of room: the run's logs, and this view's.
     pub fn dropped(&self) -> u64 {
         self.dropped + self.shed
+    }
+
+    /// Whether a trace file keeps the workload tracing (`--trace`).
+    pub fn pin(&mut self, on: bool) {
+        self.pinned = on;
+    }
+
+    /// See [`Lanes::pin`].
+    pub fn pinned(&self) -> bool {
+        self.pinned
     }
 
     /// Says why no span will come (shown in the view's place).
