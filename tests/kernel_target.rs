@@ -118,12 +118,28 @@ fn a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind() {
             "3s",
             "--format",
             "json",
+            "--trace",
+            data.path().join("k.pftrace").to_str().unwrap(),
         ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // The trace holds a slice for each of the kworkers' items the run
+    // counted: the same tracepoints' items, interval by interval.
+    let traced: u64 = stderr
+        .split("readpath: trace ")
+        .nth(1)
+        .and_then(|l| l.split(": ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no trace line: {stderr}"));
+    assert_eq!(
+        Some(traced),
+        j["stages_us"]["queue"]["count"].as_u64(),
+        "{stderr}"
+    );
     assert!(j["reads"].as_u64().unwrap() > 0, "{j}");
     assert_eq!(j["io_errors"], 0);
     assert_eq!(j["effective_settings"]["workload"]["target"], "kernel");

@@ -832,14 +832,16 @@ impl Engine {
     }
 
     /// Records where each work item ran from now on (the records'
-    /// `timeline`: the explorer's timeline open), or stops. The model's
-    /// threads record their spans; the kernel target's kworkers are not
-    /// followed yet (why not is the error).
+    /// `timeline`: the explorer's timeline open, a trace file), or stops.
+    /// The model's threads record their spans; on the kernel target its
+    /// tracer turns the kworkers' items (its workqueue tracepoints) into
+    /// spans, and the readers record their sleeps as the model's do. Why
+    /// not, where the kernel target runs untraced.
     pub fn trace(&mut self, on: bool) -> Result<(), String> {
         crate::metrics::set_tracing(on);
         match &self.kernel {
-            Some(_) if on => Err(
-                "the kernel target's items (its workqueue tracepoints and sched_switch) are not drawn yet: the lanes show readpath's readers and hogs only"
+            Some(k) if on && k.traced.is_none() => Err(
+                "the kernel target runs untraced (kernel.trace = false, or no tracefs): the lanes show readpath's readers and hogs only"
                     .into(),
             ),
             _ => Ok(()),

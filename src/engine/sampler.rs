@@ -78,7 +78,11 @@ fn kernel_interval(
             ..Default::default()
         };
     };
-    let k = tracer.take_interval_at(end_ns, wait);
+    let mut k = tracer.take_interval_at(end_ns, wait);
+    // While tracing, the kworkers' items as spans, with the readers'.
+    for s in k.spans.drain(..) {
+        merged.spans.push(s);
+    }
     // The kernel's page hits and misses of the pages the readers read
     // (`page_hits`): its pages added to the file's cache are its
     // `mm_filemap_add_to_page_cache` events. O_DIRECT reads

@@ -200,6 +200,42 @@ pub struct KernelInterval {
     /// not read yet and counts in the next one (0: it had caught up; see
     /// [`Tracer::take_interval_at`]).
     pub lag_ns: u64,
+    /// While tracing (`metrics::set_tracing`), the items that ended in
+    /// this interval as spans, on the trace clock (CLOCK_MONOTONIC where
+    /// the instance has it, else none are kept): where each ran, queued
+    /// where and when, by which kworker. At most
+    /// [`crate::metrics::SPANS_PER_INTERVAL`]; past it, counted in
+    /// `spans_dropped`.
+    pub spans: Vec<crate::metrics::Span>,
+    /// Spans not kept for want of room.
+    pub spans_dropped: u64,
+}
+
+impl KernelInterval {
+    /// Keeps the span of item `r`, ended at `end_ns`.
+    fn push_span(&mut self, r: &Running, end_ns: u64) {
+        use crate::metrics::{Span, SpanKind};
+        if self.spans.len() >= crate::metrics::SPANS_PER_INTERVAL {
+            self.spans_dropped += 1;
+            return;
+        }
+        // fscrypt's and blk-crypto's items decrypt, fs-verity's verify,
+        // f2fs's post-read work does both in one.
+        let kind = match r.queue {
+            "fsverity_read_queue" => SpanKind::Verify,
+            "f2fs_post_read_wq" => SpanKind::DecryptVerify,
+            _ => SpanKind::Decrypt,
+        };
+        self.spans.push(Span {
+            kind,
+            cpu: r.cpu.min(u32::from(u16::MAX)) as u16,
+            queued_cpu: r.queued.0.min(u32::from(u16::MAX)) as u16,
+            tid: r.pid,
+            queued_ns: r.queued.1.min(r.t_ns),
+            start_ns: r.t_ns,
+            end_ns: end_ns.max(r.t_ns),
+        });
+    }
 }
 
 impl Default for KernelInterval {
@@ -213,6 +249,8 @@ impl Default for KernelInterval {
             lost: 0,
             cache_adds: None,
             lag_ns: 0,
+            spans: Vec::new(),
+            spans_dropped: 0,
         }
     }
 }
@@ -361,6 +399,11 @@ struct Queued {
 #[derive(Debug, Clone, Copy)]
 struct Running {
     t_ns: u64,
+    /// Where and when it was queued, the CPU it started on and its
+    /// kworker (for its span, while tracing).
+    queued: (u32, u64),
+    cpu: u32,
+    pid: i32,
     /// Queued -> started.
     wait_ns: u64,
     moved: bool,
@@ -539,6 +582,9 @@ impl Aggregator {
                         work,
                         Running {
                             t_ns,
+                            queued: (q.cpu, q.t_ns),
+                            cpu,
+                            pid,
                             wait_ns: t_ns.saturating_sub(q.t_ns),
                             moved: q.cpu != cpu,
                             queue: q.queue,
@@ -570,6 +616,9 @@ impl Aggregator {
                     let exec = t_ns.saturating_sub(r.t_ns);
                     let k =
                         Self::interval_of(self.cut_ns, &mut self.interval, &mut self.after, t_ns);
+                    if crate::metrics::tracing() {
+                        k.push_span(&r, t_ns);
+                    }
                     for m in [&mut k.queues, &mut self.queues] {
                         match m.get_mut(r.queue) {
                             Some(q) => q.record(&r, exec),
@@ -1132,7 +1181,11 @@ impl Tracer {
     /// the instance's clock could not be set, as [`Self::take_interval`].
     pub fn take_interval_at(&self, end_ns: u64, wait: std::time::Duration) -> KernelInterval {
         if !self.mono {
-            return self.take_interval();
+            // Spans on another clock than the engine's would be misplaced.
+            let mut k = self.take_interval();
+            k.spans_dropped += k.spans.len() as u64;
+            k.spans.clear();
+            return k;
         }
         lock(&self.agg).cut_at(end_ns);
         let deadline = crate::sys::monotonic_ns().saturating_add(wait.as_nanos() as u64);
