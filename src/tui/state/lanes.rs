@@ -23,8 +23,11 @@ const MAX_SPANS: usize = 400_000;
 pub struct Lanes {
     open: bool,
     spans: VecDeque<Span>,
-    /// The thread names the spans carry, by tid.
+    /// The thread names the spans carry, by tid (every thread seen).
     threads: BTreeMap<i32, String>,
+    /// The threads of the newest interval (tid, name): a pipeline rebuilt
+    /// by a change has new readers, whose lanes replace the old ones'.
+    current: Vec<(i32, String)>,
     window_ms: u64,
     /// Where a frozen view ends, ns since the engine started.
     frozen: Option<u64>,
@@ -48,6 +51,7 @@ impl Default for Lanes {
             open: false,
             spans: VecDeque::new(),
             threads: BTreeMap::new(),
+            current: Vec::new(),
             window_ms: DEFAULT_LANE_WINDOW_MS,
             frozen: None,
             chosen: None,
@@ -86,6 +90,13 @@ impl Lanes {
             return;
         }
         self.dropped += t.dropped;
+        if !t.threads.is_empty() {
+            self.current = t
+                .threads
+                .iter()
+                .map(|th| (th.tid, th.name.clone()))
+                .collect();
+        }
         for th in t.threads {
             self.threads.insert(th.tid, th.name);
         }
@@ -206,13 +217,13 @@ impl Lanes {
         self.threads.get(&tid).map(String::as_str)
     }
 
-    /// The readers' threads seen (tid, name), in name order.
+    /// The readers' threads running now (tid, name), in name order.
     pub fn readers(&self) -> Vec<(i32, &str)> {
         let mut r: Vec<(i32, &str)> = self
-            .threads
+            .current
             .iter()
             .filter(|(_, n)| n.starts_with("reader"))
-            .map(|(&t, n)| (t, n.as_str()))
+            .map(|(t, n)| (*t, n.as_str()))
             .collect();
         r.sort_by(|a, b| a.1.cmp(b.1));
         r
@@ -306,6 +317,21 @@ mod tests {
         assert_eq!(l.span().1, 301 * ms);
         assert!(!l.toggle_freeze());
         assert_eq!(l.span().1, 901 * ms);
+        // A rebuilt pipeline's reader replaces the old one's lane; the old
+        // one's name is still known for its spans.
+        let reader = |tid| TimelineThread {
+            tid,
+            name: "reader-0".into(),
+            role: crate::metrics::Role::Reader,
+        };
+        let mut t = timeline(vec![]);
+        t.threads = vec![reader(7)];
+        l.take(t);
+        let mut t = timeline(vec![]);
+        t.threads = vec![reader(8)];
+        l.take(t);
+        assert_eq!(l.readers(), [(8, "reader-0")]);
+        assert_eq!(l.thread(7), Some("reader-0"));
         assert!(!l.toggle(), "closed");
         assert!(!l.has_spans());
         assert_eq!(l.window_ms(), 500, "its zoom is kept");
