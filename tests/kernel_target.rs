@@ -28,6 +28,8 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     GLOBAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+#[path = "common/bin.rs"]
+mod bin;
 #[path = "common/kernel.rs"]
 mod probe;
 #[path = "common/tasks.rs"]
@@ -128,13 +130,7 @@ fn a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // The trace holds a slice for each of the kworkers' items the run
     // counted: the same tracepoints' items, interval by interval.
-    let traced: u64 = stderr
-        .split("readpath: trace ")
-        .nth(1)
-        .and_then(|l| l.split(": ").nth(1))
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no trace line: {stderr}"));
+    let traced = bin::traced_items(&stderr);
     assert_eq!(
         Some(traced),
         j["stages_us"]["queue"]["count"].as_u64(),

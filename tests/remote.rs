@@ -21,6 +21,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/bin.rs"]
+mod bin;
+
 use readpath::remote::protocol::{self, Message, PROTOCOL};
 use readpath::settings::Settings;
 
@@ -444,13 +447,7 @@ fn a_remote_run_writes_the_targets_trace_here() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let items: u64 = err
-        .split("readpath: trace ")
-        .nth(1)
-        .and_then(|l| l.split(": ").nth(1))
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no trace line: {err}"));
+    let items = bin::traced_items(&err);
     assert!(items > 100, "{err}");
     assert!(std::fs::metadata(&trace).unwrap().len() > 1000);
 }

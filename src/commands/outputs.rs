@@ -213,7 +213,7 @@ impl TraceSink {
             stats.items,
             stats.spans,
             crate::metrics::format::human_bytes(stats.bytes),
-            stats.bytes.checked_div(stats.items.max(1)).unwrap_or(0),
+            stats.bytes / stats.items.max(1),
         ));
         if let Some(note) = stats.dropped_note() {
             crate::invocation::say(&format!("readpath: {note}"));
