@@ -84,10 +84,15 @@ pub(super) fn render_timeline(app: &App, look: &Look, r: Rect, buf: &mut Buffer)
         return;
     }
     if !lanes.has_spans() {
-        let msg = lanes.note().map_or_else(
-            || "tracing… the first spans come with the next interval".to_string(),
-            str::to_string,
-        );
+        let msg = match lanes.note() {
+            Some(why) => why.to_string(),
+            // Traced intervals came, none with a span.
+            None if lanes.empty_intervals() >= 4 => format!(
+                "no span in {} intervals: no work item ran and no reader slept (decrypt and verity off, or readers in a synchronous pread)",
+                lanes.empty_intervals()
+            ),
+            None => "tracing… the first spans come with the next interval".to_string(),
+        };
         Paragraph::new(Line::styled(msg, th.dim()))
             .wrap(ratatui::widgets::Wrap { trim: true })
             .render(inner, buf);

@@ -43,6 +43,8 @@ pub struct Lanes {
     note: Option<String>,
     /// A trace file is written: the workload traces, open or closed.
     pinned: bool,
+    /// Intervals that came with a timeline and no span, since opened.
+    empty: u32,
 }
 
 impl Default for Lanes {
@@ -60,6 +62,7 @@ impl Default for Lanes {
             shed: 0,
             note: None,
             pinned: false,
+            empty: 0,
         }
     }
 }
@@ -90,6 +93,7 @@ impl Lanes {
             return;
         }
         self.dropped += t.dropped;
+        self.empty += u32::from(t.spans.is_empty());
         if !t.threads.is_empty() {
             self.current = t
                 .threads
@@ -254,6 +258,11 @@ impl Lanes {
         self.note.as_deref()
     }
 
+    /// Intervals that came with no span since it opened.
+    pub fn empty_intervals(&self) -> u32 {
+        self.empty
+    }
+
     /// Whether any span came since it opened.
     pub fn has_spans(&self) -> bool {
         self.latest > 0
@@ -332,6 +341,7 @@ mod tests {
         l.take(t);
         assert_eq!(l.readers(), [(8, "reader-0")]);
         assert_eq!(l.thread(7), Some("reader-0"));
+        assert_eq!(l.empty_intervals(), 2, "the two with threads only");
         assert!(!l.toggle(), "closed");
         assert!(!l.has_spans());
         assert_eq!(l.window_ms(), 500, "its zoom is kept");
