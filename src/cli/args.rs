@@ -65,6 +65,20 @@ pub(super) fn interval_duration(s: &str) -> std::result::Result<Duration, Durati
     parse_duration_in(s, Duration::from_millis(10), Duration::from_secs(60))
 }
 
+/// `plot --at`: a time in the run, 0 to 30 days.
+pub(super) fn at_duration(s: &str) -> std::result::Result<Duration, DurationError> {
+    parse_duration_in(s, Duration::ZERO, crate::settings::MAX_DURATION)
+}
+
+/// `plot --window`: 1 ms to 10 s of the run in one picture.
+pub(super) fn lanes_window(s: &str) -> std::result::Result<Duration, DurationError> {
+    parse_duration_in(
+        s,
+        Duration::from_nanos(crate::output::lanes::MIN_WINDOW_NS),
+        Duration::from_nanos(crate::output::lanes::MAX_WINDOW_NS),
+    )
+}
+
 /// `compare --duration`: 100 ms to 1 day per variant per round.
 pub(super) fn compare_duration(s: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_in(s, Duration::from_millis(100), Duration::from_secs(86_400))
@@ -248,6 +262,19 @@ pub struct TraceArgs {
     /// and the trace and the terminal say how many.
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = trace_max)]
     pub trace_max: u64,
+    /// Keep where each work item ran (the timeline's spans) in the
+    /// recording, for the whole run: `plot --timeline` draws them and
+    /// `replay` shows them (t). Needs --record.
+    #[arg(long, requires = "record")]
+    pub timeline: bool,
+}
+
+impl TraceArgs {
+    /// Whether the workload traces its spans for the whole run: a trace
+    /// file or `--timeline`.
+    pub fn traces(&self) -> bool {
+        self.trace.is_some() || self.timeline
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -19,8 +19,8 @@ mod args;
 pub use crate::settings::parse_duration;
 pub use args::{ArgError, ExperimentArgs, Format, RemoteArgs, SettingsArgs, TraceArgs, TuiArgs};
 use args::{
-    bench_duration, compare_duration, interval_duration, parse_fps, parse_size_px, parse_speed,
-    run_duration, target_pair, tolerance_pct,
+    at_duration, bench_duration, compare_duration, interval_duration, lanes_window, parse_fps,
+    parse_size_px, parse_speed, run_duration, target_pair, tolerance_pct,
 };
 
 /// readpath: explore the Linux read post-processing path (fscrypt decrypt +
@@ -240,6 +240,20 @@ pub enum Command {
         /// Leave a demo's captions off the charts (no numbers, no list).
         #[arg(long)]
         no_captions: bool,
+        /// Draw where each work item ran instead of the charts: the
+        /// timeline's lanes (a lane per CPU and per reader) of one window,
+        /// or two side by side, from a recording that carries spans
+        /// (`run --record FILE --timeline`).
+        #[arg(long, conflicts_with = "metric")]
+        timeline: bool,
+        /// With --timeline: where each window starts in the run, one time
+        /// or two (e.g. 2.4s,7.4s). Default: the middle of the first
+        /// settings phase and of the next under other settings.
+        #[arg(long, value_delimiter = ',', value_parser = at_duration, requires = "timeline")]
+        at: Vec<Duration>,
+        /// With --timeline: each window's length, 1ms..=10s.
+        #[arg(long, default_value = "200ms", value_parser = lanes_window, requires = "timeline")]
+        window: Duration,
     },
     /// Measure what this machine can do.
     Bench {

@@ -16,7 +16,8 @@ use crate::scenario::preset::{Compare, Preset};
 use crate::settings::Settings;
 
 use super::outputs::{
-    TraceSink, check_output, emit, open_output, output_error, preset_input, round_progress, say_raw,
+    TraceSink, check_output, emit, open_output, output_error, preset_input, recording_error,
+    round_progress, say_raw,
 };
 use super::prepare::{prepare_dataset, progress_reporter};
 use super::target::{remote_spec, start_remote};
@@ -154,8 +155,13 @@ pub(super) fn compare(
     crate::sys::install_stop_handlers();
     // Opened before the workload starts (a FIFO waits for its reader here),
     // then the dataset made: both end on a stop signal.
+    let traces = trace.traces();
     let record = open_output(record.as_ref())?;
     let trace = TraceSink::open(trace_out.as_ref(), trace.trace_max)?;
+    if traces {
+        // The workload's spans go to the trace and the recording.
+        crate::metrics::set_tracing(true);
+    }
     if here {
         prepare_dataset(&opts.engine.data_dir, &settings)?;
     }
@@ -166,7 +172,23 @@ pub(super) fn compare(
                 "readpath: compare --hosts: the hosts run at the same time; each says when it is done",
             );
         }
-        let mut report = compare_hosts(&plans, &cmp, preset.map(|p| p.name), &hosts, &ra, &opts)?;
+        // One target: its intervals to the recording and the trace.
+        let mut one = TargetOutputs {
+            record,
+            trace: trace.map(TraceSink::into_writer),
+            traces,
+        };
+        let mut report = compare_hosts(
+            &plans,
+            &cmp,
+            preset.map(|p| p.name),
+            (&hosts, &ra),
+            &opts,
+            &mut one,
+        )?;
+        if let Some(t) = one.trace.take() {
+            TraceSink::of(t).finish()?;
+        }
         if let Some(p) = &published {
             for h in &mut report.hosts {
                 if let Some(r) = h.report.as_mut() {
@@ -239,14 +261,10 @@ pub(super) fn published_for(
 }
 
 /// `--hosts local,ssh:HOST,...`: each parsed (`None` is this machine),
-/// none twice, 1 to 8 of them; `--record` refused beside it.
+/// none twice, 1 to 8 of them; `--record` and `--trace` (`one_machine`)
+/// refused beside more than one, or beside `local` (`compare` without
+/// --hosts runs here).
 fn parse_hosts(list: &str, one_machine: Option<&str>) -> Result<Vec<Option<Remote>>> {
-    if let Some(flag) = one_machine {
-        return Err(BadInput(format!(
-            "compare --hosts: {flag} is for one machine; run each host apart (`run --remote`)"
-        ))
-        .into());
-    }
     let mut out: Vec<Option<Remote>> = Vec::new();
     for h in list.split(',').map(str::trim) {
         let host = if h == "local" {
@@ -261,6 +279,14 @@ fn parse_hosts(list: &str, one_machine: Option<&str>) -> Result<Vec<Option<Remot
     }
     if !(1..=8).contains(&out.len()) {
         return Err(BadInput(format!("--hosts: {} hosts; allowed 1..=8", out.len())).into());
+    }
+    if let Some(flag) = one_machine
+        && !matches!(out.as_slice(), [Some(_)])
+    {
+        return Err(BadInput(format!(
+            "compare --hosts: {flag} is for one machine; run each host apart (`compare --remote HOST {flag} FILE`)"
+        ))
+        .into());
     }
     // A lab guest's kernel is found (its data dir trusted, a bzImage path
     // read) by `Remote::parse`, so a bad one is refused here, before a
@@ -321,13 +347,22 @@ pub(super) fn check_variants(
 /// copied), then the experiment on all hosts at once, each interleaving
 /// its variants; a host that fails or loses its connection is reported
 /// with why, beside the others' results.
+/// A single target's outputs (`compare --remote HOST --record FILE
+/// --trace FILE --timeline`): the recording's output until its header (the
+/// target's) is written, the trace, and whether the target traces.
+struct TargetOutputs {
+    record: Option<crate::files::OutputFile>,
+    trace: Option<crate::output::experiment::TraceFile>,
+    traces: bool,
+}
+
 fn compare_hosts(
     plans: &[Settings],
     cmp: &Compare,
     preset: Option<String>,
-    hosts: &[Option<Remote>],
-    ra: &RemoteArgs,
+    (hosts, ra): (&[Option<Remote>], &RemoteArgs),
     opts: &CompareOptions,
+    one: &mut TargetOutputs,
 ) -> Result<HostsReport> {
     let spec_for = |settings: &Settings| -> Result<crate::remote::client::StartSpec> {
         let first = cmp
@@ -351,22 +386,45 @@ fn compare_hosts(
     // take the other's, so they run one after the other, each booted just
     // before its turn.
     let guests = hosts.iter().flatten().any(|h| matches!(h, Remote::Vm(_)));
-    if guests && hosts.len() == 1 {
-        // One guest (`--remote vm:K`): one boot runs every round of every
-        // variant, interleaved (a switch flipped between them on a kernel
-        // with readpath's lab switches, no reboot).
-        let (h, settings) = (hosts[0].as_ref().expect("a guest"), &plans[0]);
+    if let [Some(h)] = hosts {
+        // One target (`--remote vm:K`, `--remote ssh:HOST`): it runs every
+        // round of every variant, interleaved (a lab guest in one boot, a
+        // switch flipped between them on a kernel with readpath's lab
+        // switches), its intervals recorded and traced here.
+        let settings = &plans[0];
         let label = h.label();
-        results = vec![
-            match spec_for(settings).and_then(|spec| start_remote(h.clone(), spec)) {
-                Ok(w) => on_target(label, w, settings, cmp, preset.clone(), opts),
-                Err(e) => HostResult {
-                    host: label,
-                    report: None,
-                    error: Some(crate::invocation::error_message(&e)),
-                },
+        let started = spec_for(settings)
+            .and_then(|spec| start_remote(h.clone(), spec))
+            .and_then(|mut w| {
+                let mut out = crate::output::experiment::Outputs::default();
+                if one.traces {
+                    crate::engine::workload::Workload::trace(&mut w, true)
+                        .map_err(|why| anyhow::anyhow!("{}: the trace: {why}", w.place_name()))?;
+                }
+                if let Some(o) = one.record.take() {
+                    out.recording = Some(
+                        crate::output::recording::Writer::start(o, &w.header)
+                            .map_err(recording_error)?,
+                    );
+                }
+                out.trace = one.trace.take();
+                Ok((w, out))
+            });
+        results = vec![match started {
+            Ok((w, mut out)) => {
+                let r = on_target(label, w, settings, cmp, preset.clone(), opts, &mut out);
+                one.trace = out.trace.take();
+                if let Some(w) = out.recording.take() {
+                    w.finish().map_err(recording_error)?;
+                }
+                r
+            }
+            Err(e) => HostResult {
+                host: label,
+                report: None,
+                error: Some(crate::invocation::error_message(&e)),
             },
-        ];
+        }];
     } else if guests {
         results = rounds_in_turn(plans, cmp, &preset, hosts, &spec_for, opts);
     } else {
@@ -390,7 +448,10 @@ fn compare_hosts(
             let mut threads = Vec::new();
             for (label, w, settings) in started {
                 let preset = preset.clone();
-                threads.push(sc.spawn(move || on_target(label, w, settings, cmp, preset, opts)));
+                threads.push(sc.spawn(move || {
+                    let mut none = crate::output::experiment::Outputs::default();
+                    on_target(label, w, settings, cmp, preset, opts, &mut none)
+                }));
             }
             if let Some(settings) = local {
                 results.push(on_local(settings, cmp, preset.clone(), opts));
@@ -469,7 +530,15 @@ fn rounds_in_turn(
             let r = match h {
                 Some(r) => {
                     match spec_for(settings).and_then(|spec| start_remote(r.clone(), spec)) {
-                        Ok(w) => on_target(label.clone(), w, settings, cmp, preset.clone(), &one),
+                        Ok(w) => on_target(
+                            label.clone(),
+                            w,
+                            settings,
+                            cmp,
+                            preset.clone(),
+                            &one,
+                            &mut crate::output::experiment::Outputs::default(),
+                        ),
                         Err(e) => HostResult {
                             host: label.clone(),
                             report: None,
@@ -557,12 +626,16 @@ fn on_target(
     cmp: &Compare,
     preset: Option<String>,
     opts: &CompareOptions,
+    out: &mut crate::output::experiment::Outputs,
 ) -> HostResult {
     let mut none = |_: u32, _: usize| {};
-    let mut rec = crate::output::experiment::Outputs::default();
-    let r =
-        crate::output::experiment::run_on(&mut w, settings, cmp, preset, opts, &mut none, &mut rec);
-    let summary = w.finish().summary;
+    let r = crate::output::experiment::run_on(&mut w, settings, cmp, preset, opts, &mut none, out);
+    let finished = w.finish();
+    // The intervals that came after the last round's (the final one).
+    for rec in &finished.rest {
+        out.record(rec);
+    }
+    let summary = finished.summary;
     say(&format!("readpath: {label}: done"));
     let (report, error) = match r {
         Ok(rep) => (Some(rep), summary.err().map(|e| format!("connection: {e}"))),

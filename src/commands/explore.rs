@@ -136,6 +136,7 @@ pub(super) fn explore_remote(
     let out = crate::tui::Outputs {
         recording: writer,
         trace: trace.map(TraceSink::into_writer),
+        timeline: t.trace.timeline,
     };
     let shown = crate::tui::run(&mut w, &opts, out, demo);
     let crate::remote::client::Finished { summary, rest, .. } = w.finish();
@@ -211,6 +212,7 @@ pub(super) fn explore(
     let out = crate::tui::Outputs {
         recording: writer,
         trace,
+        timeline: t.trace.timeline,
     };
     let shown = crate::tui::run(&mut engine, &opts, out, demo);
     let effective = engine.effective();

@@ -219,6 +219,7 @@ fn run_command(
                 interval_log: interval_log.as_deref(),
                 record: record.as_deref(),
                 trace: (trace.trace.as_deref(), trace.trace_max),
+                timeline: trace.timeline,
                 no_latency,
             },
             remote,
@@ -284,13 +285,23 @@ fn run_command(
             slide,
             metric,
             no_captions,
+            timeline,
+            at,
+            window,
         } => {
             let look = crate::output::plot::Look {
                 captions: !no_captions,
                 slide,
             };
             let size = size.unwrap_or(if slide { (1920, 1080) } else { (1200, 900) });
-            plot::plot(&file, &out, format, size, &metric, look)
+            let lanes = timeline.then(|| crate::output::lanes::Ask {
+                at_ns: at
+                    .iter()
+                    .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+                    .collect(),
+                window_ns: window.as_nanos() as u64,
+            });
+            plot::plot(&file, &out, (format, size), &metric, look, lanes)
         }
         Command::Replay {
             file,

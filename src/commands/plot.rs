@@ -14,16 +14,85 @@ use super::outputs::{check_output, output_error, print_text, recording_error};
 
 /// `readpath plot FILE --out OUT`: `metric` names the charts (none: all),
 /// drawn as `look` says.
+/// With `lanes` (`--timeline`), where each work item ran instead.
 pub(super) fn plot(
     file: &Path,
     out: &Path,
-    format: PlotFormat,
-    size: (u32, u32),
+    (format, size): (PlotFormat, (u32, u32)),
     metric: &[String],
     look: crate::output::plot::Look,
+    lanes: Option<crate::output::lanes::Ask>,
 ) -> Result<()> {
+    if let Some(ask) = lanes {
+        return draw_lanes(file, out, (format, size), &ask, look);
+    }
     let metrics = crate::output::plot::metric_panels(metric).map_err(bad_input)?;
     draw(file, out, format, size, &metrics, look)
+}
+
+/// `plot --timeline`: the lanes of one window or two, as SVG or PNG.
+fn draw_lanes(
+    file: &Path,
+    out: &Path,
+    (format, size): (PlotFormat, (u32, u32)),
+    ask: &crate::output::lanes::Ask,
+    look: crate::output::plot::Look,
+) -> Result<()> {
+    use crate::output::lanes::MAX_WINDOWS;
+    if format != PlotFormat::Svg {
+        return Err(BadInput(
+            "--timeline draws a picture (an .svg or .png --out); --format csv and hlog export the charts' series".into(),
+        )
+        .into());
+    }
+    if ask.at_ns.len() > MAX_WINDOWS {
+        return Err(BadInput(format!(
+            "--at: {} times; allowed 1 or {MAX_WINDOWS} (windows side by side)",
+            ask.at_ns.len()
+        ))
+        .into());
+    }
+    let target = check_output("--out", out, &[file.to_path_buf()], None)?;
+    let png = picture_kind(out, &target)?;
+    if sweep_report(file)?.is_some() {
+        return Err(BadInput(format!(
+            "{}: a sweep report holds no spans; --timeline draws a recording's (`run --record FILE --timeline`)",
+            file.display()
+        ))
+        .into());
+    }
+    let rec = crate::output::recording::read(file).map_err(recording_error)?;
+    let drawn = crate::output::lanes::svg(&rec, ask, size.0, size.1, look)
+        .map_err(|e| BadInput(format!("{}: {e}", file.display())))?;
+    let (bytes, kind) = if png {
+        (
+            crate::output::plot::rasterize(drawn.svg.as_bytes(), size.0, size.1)
+                .with_context(|| format!("--out {}", out.display()))?,
+            "PNG",
+        )
+    } else {
+        (drawn.svg.into_bytes(), "SVG")
+    };
+    write_out(
+        &target,
+        out,
+        bytes,
+        format!("{kind} {}x{}, timeline: {}", size.0, size.1, drawn.windows),
+    )
+}
+
+/// Whether `out` asks for a PNG; an error for a file named neither .svg
+/// nor .png.
+fn picture_kind(out: &Path, target: &crate::files::OutputPath) -> Result<bool> {
+    let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if target.mode() == crate::files::Mode::Atomic && !matches!(ext, "svg" | "png") {
+        return Err(BadInput(format!(
+            "--out {}: give a file name ending in .svg or .png",
+            out.display()
+        ))
+        .into());
+    }
+    Ok(ext == "png")
 }
 
 /// Writes the charts (`metrics`: the panels' indices) or the series.

@@ -29,6 +29,8 @@ pub(super) struct RunPlan<'a> {
     pub(super) record: Option<&'a Path>,
     /// `--trace` and `--trace-max`.
     pub(super) trace: (Option<&'a Path>, u64),
+    /// `--timeline`: the spans kept in the recording.
+    pub(super) timeline: bool,
     /// Benchmark switch (`--no-latency`): no timestamps, no latencies.
     pub(super) no_latency: bool,
 }
@@ -195,6 +197,10 @@ pub(super) fn run(
     // The outputs are opened before the workload starts, then the dataset
     // made (both end on a stop signal).
     let mut sink = RunSink::open(&outs)?;
+    if plan.timeline {
+        // The workload's spans go to the recording.
+        crate::metrics::set_tracing(true);
+    }
     prepare_dataset(data_dir, &settings)?;
     let mut progress = progress_reporter();
     let engine = Engine::start(
@@ -238,7 +244,7 @@ fn run_remote(
     crate::sys::install_stop_handlers();
     let mut sink = RunSink::open(&outs)?;
     let mut w = start_remote(r, spec)?;
-    if sink.trace.is_some() {
+    if sink.trace.is_some() || plan.timeline {
         // The target's threads record their spans from now on.
         crate::engine::workload::Workload::trace(&mut w, true)
             .map_err(|why| anyhow::anyhow!("{}: the trace: {why}", w.place_name()))?;

@@ -212,7 +212,7 @@ impl Outputs {
     }
 
     /// One interval to every output.
-    fn record(&mut self, r: &IntervalRecord) {
+    pub fn record(&mut self, r: &IntervalRecord) {
         if let Some(w) = self.recording.as_mut()
             && let Err(e) = w.record(r)
         {

@@ -252,7 +252,7 @@ fn time_unit(us: f64) -> (&'static str, f64) {
 
 /// A tick label: a plain number, three significant digits at most below
 /// 100, no trailing zeros (`0.01`, `2.5`, `250`).
-fn fmt_tick(v: f64) -> String {
+pub(super) fn fmt_tick(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return "0".into();
     }
@@ -512,7 +512,7 @@ fn chosen_panels(
 /// only one side of the preset's A/B (its `[compare]` key never changed),
 /// which side (`readpath: fsverity-bound-vs-unbound, one side: workers.mode
 /// = unbound`), so a one-side run is not read as the comparison.
-fn plot_title(rec: &Recording) -> String {
+pub(super) fn plot_title(rec: &Recording) -> String {
     let Some(p) = &rec.header.preset else {
         return "readpath".to_string();
     };

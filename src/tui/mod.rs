@@ -209,6 +209,9 @@ pub struct Outputs {
     /// The trace (`--trace`): the workload traces for as long as it is
     /// written, the timeline open or not.
     pub trace: Option<crate::output::experiment::TraceFile>,
+    /// `--timeline`: the workload traces for the whole run, its spans
+    /// kept in the recording.
+    pub timeline: bool,
 }
 
 /// The live engine, optionally recording every interval.
@@ -234,7 +237,7 @@ impl Driver for EngineDriver<'_> {
             {
                 app.overlays.error(format!("the trace stopped: {e}"));
                 self.out.trace = None;
-                app.lanes.pin(false);
+                app.lanes.pin(self.out.timeline);
             }
             noticed |= !rec.notices.is_empty();
             app.push(rec);
@@ -305,8 +308,9 @@ pub fn run(
             .line(0.0, format!("preset {name}: {description}"), false);
         app.show.apply_preset(name, description);
     }
-    if out.trace.is_some() {
-        // A trace file: the workload traces from the start to the end.
+    if out.trace.is_some() || out.timeline {
+        // A trace file, or spans for the recording: the workload traces
+        // from the start to the end.
         app.lanes.pin(true);
         if let Err(why) = engine.trace(true) {
             app.log.line(0.0, format!("trace: {why}"), true);
