@@ -438,6 +438,7 @@ const FACES: &[(&str, &[&str])] = &[
             "experiment",
             "format",
             "heatmap",
+            "lanes",
             "perfetto",
             "plot",
             "recording",

@@ -1023,3 +1023,217 @@ fn shipped_demo_captions_claim_only_what_their_recordings_show() {
     }
     assert!(n >= 5, "the five demo recordings in assets/, found {n}");
 }
+
+/// The fixture with spans in two stretches, one in each settings phase:
+/// 10-12 s (unbound: every item queued on CPU 0 runs on CPU 1 after
+/// 300 us) and 35-37 s (bound: queued and run on CPU 0 after 20 us, a hog
+/// on CPU 1); an item is queued every millisecond and runs 100 us, a
+/// reader sleeps 600 us of each. Each span is in the interval it ended in.
+fn traced_recording() -> Recording {
+    use readpath::metrics::{Role, Span, SpanKind, Timeline, TimelineThread};
+    let mut rec = fixture_recording();
+    let threads = vec![
+        TimelineThread {
+            tid: 100,
+            name: "reader-0".into(),
+            role: Role::Reader,
+        },
+        TimelineThread {
+            tid: 101,
+            name: "fsverity-1".into(),
+            role: Role::Worker,
+        },
+        TimelineThread {
+            tid: 102,
+            name: "hog-0".into(),
+            role: Role::Hog,
+        },
+    ];
+    for (from_s, bound) in [(10u64, false), (35, true)] {
+        let from = from_s * 1_000_000_000;
+        let mut spans = Vec::new();
+        for i in 0..2000u64 {
+            let q = from + i * 1_000_000;
+            let (cpu, wait) = if bound { (0, 20_000) } else { (1, 300_000) };
+            spans.push(Span {
+                kind: SpanKind::Verify,
+                cpu,
+                queued_cpu: 0,
+                tid: 101,
+                queued_ns: q,
+                start_ns: q + wait,
+                end_ns: q + wait + 100_000,
+            });
+            spans.push(Span {
+                kind: SpanKind::Sleep,
+                cpu: 0,
+                queued_cpu: 0,
+                tid: 100,
+                queued_ns: q,
+                start_ns: q,
+                end_ns: q + 600_000,
+            });
+            if bound {
+                spans.push(Span {
+                    kind: SpanKind::Hog,
+                    cpu: 1,
+                    queued_cpu: 1,
+                    tid: 102,
+                    queued_ns: q,
+                    start_ns: q,
+                    end_ns: q + 900_000,
+                });
+            }
+        }
+        for r in rec.records.iter_mut() {
+            let (a, b) = (
+                ((r.t_s - 0.25) * 1e9).round() as u64,
+                (r.t_s * 1e9).round() as u64,
+            );
+            let mine: Vec<Span> = spans
+                .iter()
+                .filter(|s| (a..b).contains(&s.end_ns))
+                .copied()
+                .collect();
+            if !mine.is_empty() {
+                r.timeline = Some(Timeline {
+                    spans: mine,
+                    dropped: 0,
+                    threads: threads.clone(),
+                });
+            }
+        }
+    }
+    rec
+}
+
+/// `plot --timeline`: by default a window in each settings phase (the
+/// middle of its traced stretch), side by side, each headed by the
+/// settings in force and saying what its own spans hold (items, the share
+/// that ran on another CPU, their waits) and the intervals under it;
+/// large type on a slide, no text on another or outside the picture.
+#[test]
+fn plot_timeline_draws_a_window_of_lanes_in_each_phase_from_its_own_spans() {
+    let (o, svg) = plot_svg(&traced_recording(), &["--timeline", "--slide"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("SVG 1920x1080, timeline: 2 windows from 10.900 s and 35.900 s, 200 ms each"),
+        "{said}"
+    );
+    let texts = svg_texts(&svg);
+    let all: Vec<&str> = texts.iter().map(|t| t.text.as_str()).collect();
+    for want in [
+        "workers.mode = unbound",
+        "workers.mode = bound",
+        "10.900-11.100 s",
+        "35.900-36.100 s",
+        // One item a millisecond: 200 start in each window.
+        "200 items, 100% ran on another CPU than queued",
+        "wait to start: median 300 us, longest 300 us",
+        "200 items, 0% ran on another CPU than queued",
+        "wait to start: median 20 us, longest 20 us",
+        "CPU 0",
+        "CPU 1",
+        "reader-0",
+    ] {
+        assert!(all.contains(&want), "no {want:?} in {all:?}");
+    }
+    // The intervals under each window: two (10.75-11.0, 11.0-11.25 s), the
+    // fixture's run_delay 9 ms in 0.25 s.
+    assert!(
+        all.iter()
+            .any(|t| t.starts_with("run_delay 36 ms/s, queue p99 ")),
+        "{all:?}"
+    );
+    assert!(all.iter().any(|t| t.contains("median of 2")), "{all:?}");
+    // Large type, inside the picture, nothing on another text.
+    let tick = texts
+        .iter()
+        .filter(|t| t.text.parse::<f64>().is_ok())
+        .map(|t| t.size)
+        .fold(f64::INFINITY, f64::min);
+    assert!(tick >= 0.02 * 1080.0, "{tick}");
+    for (i, a) in texts.iter().enumerate() {
+        let (x0, y0, x1, y1) = a.bbox();
+        assert!(
+            x0 >= 0.0 && y0 >= 0.0 && x1 <= 1920.0 && y1 <= 1080.0,
+            "outside: {a:?}"
+        );
+        for b in &texts[i + 1..] {
+            assert!(!a.overlaps(b), "{a:?} on {b:?}");
+        }
+    }
+    // The lanes are pixel columns merged into runs: at most a few
+    // rectangles a column and lane, whatever the number of items.
+    let rects = svg.matches("<rect").count();
+    assert!(rects < 2 * 1920 * 3, "{rects} rectangles");
+}
+
+/// `--at` and `--window` choose the windows; one asked where the
+/// recording has no span, a recording without spans, too many windows and
+/// `--timeline` with what it does not take are refused by name, exit 2.
+#[test]
+fn plot_timeline_takes_its_windows_and_refuses_what_it_cannot_draw() {
+    let (o, svg) = plot_svg(
+        &traced_recording(),
+        &["--timeline", "--at", "36s", "--window", "50ms"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("timeline: 1 window from 36.000 s, 50 ms each"),
+        "{said}"
+    );
+    let texts = svg_texts(&svg);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.text == "50 items, 0% ran on another CPU than queued"),
+        "{texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t.text == "workers.mode = unbound"));
+    for (rec, args, want) in [
+        (
+            traced_recording(),
+            &["--timeline", "--at", "20s"][..],
+            "--at 20.000 s: no span between 20.000 s and 20.200 s; the recording's spans cover 10.0-12.0 s, 35.0-37.0 s",
+        ),
+        (
+            fixture_recording(),
+            &["--timeline"][..],
+            "no interval carries a timeline: record with `run --record FILE --timeline`",
+        ),
+        (
+            traced_recording(),
+            &["--timeline", "--at", "10s,11s,12s"][..],
+            "--at: 3 times; allowed 1 or 2",
+        ),
+        (
+            traced_recording(),
+            &["--timeline", "--format", "csv"][..],
+            "--timeline draws a picture",
+        ),
+        (traced_recording(), &["--at", "10s"][..], "--timeline"),
+        (
+            traced_recording(),
+            &["--timeline", "--window", "11s"][..],
+            "11s",
+        ),
+        (
+            traced_recording(),
+            &["--timeline", "--window", "0ms"][..],
+            "0ms",
+        ),
+        (
+            traced_recording(),
+            &["--timeline", "--metric", "latency"][..],
+            "--metric",
+        ),
+    ] {
+        let (o, _) = plot_svg(&rec, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -452,6 +452,59 @@ fn a_remote_run_writes_the_targets_trace_here() {
     assert!(std::fs::metadata(&trace).unwrap().len() > 1000);
 }
 
+/// `compare --remote HOST --record FILE --trace FILE --timeline`: one
+/// target runs every round, its intervals (both variants, their switches
+/// marked, their spans) recorded here under its own header, and traced
+/// here, a process a variant; beside two hosts, `--record` is refused.
+#[test]
+fn a_remote_compare_records_and_traces_the_targets_intervals_here() {
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = format!(
+        "{} agent --data-dir {}",
+        env!("CARGO_BIN_EXE_readpath"),
+        tmp.path().join("data").display()
+    );
+    let ssh = fake_ssh(tmp.path(), &agent);
+    let (rec, trace) = (tmp.path().join("ab.jsonl"), tmp.path().join("ab.pftrace"));
+    let compare = |hosts: &str| {
+        Command::new(env!("CARGO_BIN_EXE_readpath"))
+            .args(["compare", "--hosts", hosts])
+            .args(["--set", "workload.file_size=4M", "--set", "load.hogs=0"])
+            .args(["--vary", "workers.mode=unbound,bound"])
+            .args(["--duration", "400ms", "--rounds", "1", "--warmup", "0s"])
+            .args(["--record", rec.to_str().unwrap(), "--timeline"])
+            .args(["--trace", trace.to_str().unwrap()])
+            .env("READPATH_SSH_COMMAND", &ssh)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = compare("ssh:target");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let r = readpath::output::recording::read(&rec).unwrap();
+    assert_eq!(r.header.command, "compare");
+    let switched = r
+        .records
+        .iter()
+        .flat_map(|x| &x.events)
+        .any(|e| e.label == "workers.mode: unbound -> bound");
+    assert!(switched, "the switch is in the recording");
+    let spans: usize = r
+        .records
+        .iter()
+        .flat_map(|x| &x.timeline)
+        .map(|t| t.items())
+        .sum();
+    assert!(spans > 10, "{spans} items in the recording's timelines");
+    assert!(bin::traced_items(&err) > 10, "{err}");
+    // Two hosts: the recording is for one machine.
+    let o = compare("ssh:a,ssh:b");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--record is for one machine"), "{err}");
+}
+
 #[test]
 fn adb_targets_use_adb_shell_and_adb_push() {
     let tmp = tempfile::tempdir().unwrap();

@@ -238,3 +238,64 @@ fn bad_trace_options_exit_2_and_name_what_is_allowed() {
     );
     assert!(!tmp.path().join("x.pftrace").exists());
 }
+
+/// `run --record FILE --timeline`: every interval of the recording
+/// carries its spans (no trace file needed), and `plot --timeline` draws a
+/// window of them saying as many items as the recording's spans hold
+/// there; `--timeline` without `--record` is refused, exit 2.
+#[test]
+fn a_run_recorded_with_its_timeline_plots_its_lanes_with_the_recordings_own_counts() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let rec_path = tmp.path().join("run.jsonl");
+    let o = readpath(
+        &[
+            "run",
+            "--duration",
+            "1500ms",
+            "--set",
+            "workload.file_size=4M",
+            "--record",
+            rec_path.to_str().unwrap(),
+            "--timeline",
+        ],
+        &tmp.path().join("data"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec = readpath::output::recording::read(&rec_path).unwrap();
+    assert!(rec.records.len() >= 4, "{} intervals", rec.records.len());
+    assert!(
+        rec.records.iter().all(|r| r.timeline.is_some()),
+        "every interval carries its timeline"
+    );
+    // The items that start in 0.5-0.7 s, as the recording holds them.
+    let (from, to) = (500_000_000u64, 700_000_000u64);
+    let items = rec
+        .records
+        .iter()
+        .flat_map(|r| &r.timeline.as_ref().unwrap().spans)
+        .filter(|s| s.kind.is_item() && (from..to).contains(&s.start_ns))
+        .count();
+    assert!(items > 0, "no item in the window");
+    let svg = tmp.path().join("lanes.svg");
+    let o = Command::new(env!("CARGO_BIN_EXE_readpath"))
+        .args([
+            "plot",
+            rec_path.to_str().unwrap(),
+            "--timeline",
+            "--at",
+            "0.5s",
+        ])
+        .arg("--out")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let want = format!("{items} items, ");
+    assert!(text.contains(&want), "no {want:?} in the picture");
+    // Without a recording to keep the spans in: refused by clap, exit 2.
+    let o = readpath(&["run", "--timeline"], &tmp.path().join("data"));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--record"), "{}", stderr(&o));
+}
