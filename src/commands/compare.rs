@@ -402,6 +402,9 @@ fn compare_hosts(
                         .map_err(|why| anyhow::anyhow!("{}: the trace: {why}", w.place_name()))?;
                 }
                 if let Some(o) = one.record.take() {
+                    // The target's header, naming the preset the
+                    // experiment ran (its settings went as settings).
+                    w.header.preset = preset.clone();
                     out.recording = Some(
                         crate::output::recording::Writer::start(o, &w.header)
                             .map_err(recording_error)?,

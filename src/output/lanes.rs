@@ -356,9 +356,11 @@ impl<'a> Window<'a> {
                     .filter(|v| v.is_finite())
                     .collect();
                 if !v.is_empty() {
-                    // The label without its unit (`run_delay`, `queue p99`).
-                    let name = m.label.rsplit_once(' ').map_or(m.label, |(n, _)| n);
-                    parts.push(format!("{name} {}", say_value(median(v), m.unit)));
+                    parts.push(format!(
+                        "{} {}",
+                        metric_name(m),
+                        say_value(median(v), m.unit)
+                    ));
                 }
             }
             if !parts.is_empty() {
@@ -376,6 +378,16 @@ impl<'a> Window<'a> {
             ));
         }
         out
+    }
+}
+
+/// A metric's name as a sentence says it, without its unit: its label's
+/// words (`run_delay`, `queue p99`), or its name's first (`throughput`)
+/// where the label is a unit alone (`MiB/s`).
+fn metric_name(m: &table::Metric) -> &'static str {
+    match m.label.rsplit_once(' ') {
+        Some((words, _)) => words,
+        None => m.name.split('_').next().unwrap_or(m.name),
     }
 }
 
@@ -635,9 +647,8 @@ fn foot_lines(
         h.command, m.hostname, m.kernel, m.cpus
     );
     if let Some(p) = published {
-        let name = table::metric(&p.metric).map_or(p.metric.as_str(), |m| {
-            m.label.rsplit_once(' ').map_or(m.label, |(n, _)| n)
-        });
+        let name =
+            table::metric(&p.metric).map_or(p.metric.clone(), |m| metric_name(m).to_string());
         let change = if p.change.0 == p.change.1 {
             format!("{:+}%", p.change.0)
         } else {
@@ -667,10 +678,10 @@ const LEGEND: [(RGBColor, &str, bool); 7] = [
     (HOG, "hog", false),
     (
         RGBColor(140, 203, 167),
-        "waiting to start, on its CPU",
+        "waiting to start (pale), on its CPU",
         true,
     ),
-    (READER, "reader running (line: asleep)", false),
+    (READER, "reader busy (line: asleep in its wait)", false),
     (MARK, "longest wait: queued -> started", false),
 ];
 
@@ -700,8 +711,20 @@ fn legend(area: &Area, width: u32, sc: &Scale) -> Result<u32, DrawError> {
     let places = legend_places(width, sc);
     for ((c, name, thin), (x, row)) in LEGEND.iter().zip(&places) {
         let y = y0 + row_h * *row as i32;
-        let top = if *thin { y + sw * 2 / 3 } else { y };
-        area.draw(&Rectangle::new([(*x, top), (x + sw, y + sw)], c.filled()))?;
+        if *thin {
+            // A wait: the stages' pale colours, as a strip.
+            let top = y + sw * 2 / 3;
+            area.draw(&Rectangle::new(
+                [(*x, top), (x + sw / 2, y + sw)],
+                pale(DECRYPT, 0.55).filled(),
+            ))?;
+            area.draw(&Rectangle::new(
+                [(x + sw / 2, top), (x + sw, y + sw)],
+                c.filled(),
+            ))?;
+        } else {
+            area.draw(&Rectangle::new([(*x, y), (x + sw, y + sw)], c.filled()))?;
+        }
         area.draw(&Text::new(
             name.to_string(),
             (x + sw + sc.px(5.0) as i32, y + sw / 2),
@@ -877,7 +900,7 @@ fn draw_window(
             ))?;
         }
     }
-    // The readers' lanes: running as a bar, asleep as a line.
+    // The readers' lanes: busy as a bar, asleep in their wait as a line.
     for (j, (_, name)) in rdrs.iter().enumerate() {
         let top = y0 + lane_h * cpus as i32 + reader_h * j as i32;
         let mid = top + reader_h / 2;
