@@ -122,12 +122,31 @@ fn a_kernel_run_reports_the_fscrypt_queue_and_leaves_nothing_behind() {
             "json",
             "--trace",
             data.path().join("k.pftrace").to_str().unwrap(),
+            "--record",
+            data.path().join("k.jsonl").to_str().unwrap(),
         ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "exit {:?}: {stderr}", o.status);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // The recording's timelines name each item's kworker as the kernel
+    // does (`kworker/u4:2-fscrypt_read_queue`), read from /proc.
+    let rec = readpath::output::recording::read(&data.path().join("k.jsonl")).unwrap();
+    let mut named = 0;
+    for t in rec.records.iter().flat_map(|r| &r.timeline) {
+        for s in t.spans.iter().filter(|s| s.kind.is_item()) {
+            let th = t.threads.iter().find(|th| th.tid == s.tid);
+            let name = th.map_or("", |th| th.name.as_str());
+            assert!(
+                name.starts_with("kworker/") || name == format!("tid {}", s.tid),
+                "item of tid {} named {name:?}",
+                s.tid
+            );
+            named += usize::from(name.starts_with("kworker/"));
+        }
+    }
+    assert!(named > 0, "no item named by its kworker");
     // The trace holds a slice for each of the kworkers' items the run
     // counted: the same tracepoints' items, interval by interval.
     let traced = bin::traced_items(&stderr);

@@ -198,6 +198,10 @@ struct SchedState {
     last: ThreadCounters,
 }
 
+/// Most kernel thread names the sampler keeps (past it, it forgets them
+/// all and reads them again).
+const MAX_KERNEL_NAMES: usize = 4096;
+
 /// The sampler's state between intervals.
 struct Sampler {
     shared: Arc<Shared>,
@@ -209,6 +213,9 @@ struct Sampler {
     merged: Recorder,
     /// The threads the interval's timeline names (while tracing).
     threads: Vec<TimelineThread>,
+    /// The kernel's threads that ran post-read items (kworkers), by TID:
+    /// their names, read once each from `/proc` while tracing.
+    kernel_names: HashMap<i32, String>,
     /// The kworkers the kernel's tracepoints named, with the interval they
     /// last ran a post-read item.
     kworkers: HashMap<i32, (SchedState, u64)>,
@@ -292,6 +299,7 @@ impl Sampler {
             phase: Phase::new(0.0, Vec::new()),
             merged: Recorder::for_interval(),
             threads: Vec::new(),
+            kernel_names: HashMap::new(),
             kworkers: HashMap::new(),
             page_carry: 0,
             lost_noticed: false,
@@ -426,11 +434,9 @@ impl Sampler {
         }
         rec.fill_from(&self.merged, interval_s);
         if crate::metrics::tracing() || !self.merged.spans.is_empty() {
-            rec.timeline = Some(Timeline::of(
-                &self.merged.spans,
-                shared.start_ns,
-                std::mem::take(&mut self.threads),
-            ));
+            let mut threads = std::mem::take(&mut self.threads);
+            self.name_kernel_threads(&mut threads);
+            rec.timeline = Some(Timeline::of(&self.merged.spans, shared.start_ns, threads));
         }
         rec.kernel = kernel_rec;
         rec.workers = ws;
@@ -536,6 +542,37 @@ impl Sampler {
 
     /// The machine's per-CPU usage and the process's CPU and memory over
     /// the interval, into `rec`.
+    /// Adds to `threads` the kernel's threads this interval's items ran on
+    /// (the kernel target's kworkers: a span's TID that is none of
+    /// readpath's threads), each named as `/proc` names it
+    /// (`kworker/1:1H-fsverity_read_queue`: bound to CPU 1, high priority),
+    /// read once per thread; one gone before it was read is named by its
+    /// TID. At most [`MAX_KERNEL_NAMES`] are kept.
+    fn name_kernel_threads(&mut self, threads: &mut Vec<TimelineThread>) {
+        let ours: std::collections::HashSet<i32> = threads.iter().map(|t| t.tid).collect();
+        let mut seen = std::collections::HashSet::new();
+        for s in self.merged.spans.spans() {
+            if !s.kind.is_item() || ours.contains(&s.tid) || !seen.insert(s.tid) {
+                continue;
+            }
+            if self.kernel_names.len() >= MAX_KERNEL_NAMES {
+                self.kernel_names.clear();
+            }
+            let name = self
+                .kernel_names
+                .entry(s.tid)
+                .or_insert_with(|| {
+                    crate::sys::thread_comm(s.tid).unwrap_or_else(|| format!("tid {}", s.tid))
+                })
+                .clone();
+            threads.push(TimelineThread {
+                tid: s.tid,
+                name,
+                role: Role::Worker,
+            });
+        }
+    }
+
     fn host_usage(&mut self, rec: &mut IntervalRecord, interval_s: f64) {
         if let Some(s) = self.stat.as_mut()
             && s.read(&mut self.now_cpu).is_ok()

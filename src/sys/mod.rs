@@ -110,7 +110,7 @@ pub use priority::{
 /// The kernel's per-thread and per-CPU bookkeeping (`/proc`).
 pub use procfs::{
     CpuTimes, CpuUsage, ProcStatReader, ThreadCounters, ThreadStatReader, clock_ticks_per_sec,
-    cpu_usage, delayacct_on, schedstat_available, stat_field,
+    cpu_usage, delayacct_on, schedstat_available, stat_field, thread_comm,
 };
 
 /// What `/proc` proves of another process, and the machine's memory.

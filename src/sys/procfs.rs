@@ -229,6 +229,17 @@ pub(super) fn parse_stat_blkio_ticks(text: &str) -> Option<u64> {
     stat_field(text, 42)?.parse().ok()
 }
 
+/// The name (`comm`) of thread `tid` of any process, as the kernel keeps
+/// it (`kworker/1:1H-fsverity_read_queue`, at most 63 bytes), made
+/// printable; None once it has exited.
+pub fn thread_comm(tid: i32) -> Option<String> {
+    let mut f = ProcFile::open(Path::new(&format!("/proc/{tid}/task/{tid}/comm")), 64).ok()?;
+    let n = f.read_whole().ok()?;
+    let name = String::from_utf8_lossy(&f.buf[..n.min(63)]);
+    let name = crate::sys::printable(name.trim_end_matches('\n'), false);
+    (!name.is_empty()).then_some(name)
+}
+
 impl ThreadStatReader {
     /// Opens the files of thread `tid` of this process. `/sched` (which needs
     /// CONFIG_SCHED_DEBUG) is optional: without it, or if it has no
