@@ -318,10 +318,21 @@ pub fn render(app: &App, look: &Look, area: Rect, buf: &mut Buffer) {
     }
     render_header(app, th, parts[0], buf);
     render_headlines(app, th, parts[1], buf);
-    // Charts: latency, and throughput when there is room.
-    super::timecharts::latency_chart(app, look, parts[chart_at], buf);
-    if charts == 2 {
-        super::timecharts::sched_chart(app, look, parts[chart_at + 1], buf);
+    if app.lanes.is_open() {
+        // The timeline (`t`) in the charts' place, all their height.
+        let first = parts[chart_at];
+        let last = parts[chart_at + charts - 1];
+        let r = Rect {
+            height: last.y + last.height - first.y,
+            ..first
+        };
+        super::timeline::render_timeline(app, look, r, buf);
+    } else {
+        // Charts: latency, and throughput when there is room.
+        super::timecharts::latency_chart(app, look, parts[chart_at], buf);
+        if charts == 2 {
+            super::timecharts::sched_chart(app, look, parts[chart_at + 1], buf);
+        }
     }
     render_footer(app, th, parts[parts.len() - 1], buf);
 }
