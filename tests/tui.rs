@@ -1914,3 +1914,26 @@ fn timeline_screens() {
         insta::assert_snapshot!(format!("timeline_chosen_{w}x{h}"), screen);
     }
 }
+
+/// Presentation mode with the timeline open (`t` on stage): the lanes in
+/// the charts' place, all their height, each CPU's lane three rows tall,
+/// the chosen item said under them.
+#[test]
+fn the_timeline_on_stage_takes_the_charts_place() {
+    use readpath::tui::fixture::timeline_app;
+    for (w, h) in [(80, 24), (120, 40)] {
+        let mut a = timeline_app(true);
+        a.view.set_present(true);
+        let screen = text(&draw(&a, &look(), w, h));
+        assert!(screen.contains("timeline"), "{screen}");
+        assert!(!screen.contains("latency (log)"), "{screen}");
+        if h >= 40 {
+            // CPU 1's lane: its label on its bottom row, hog shade above.
+            let rows: Vec<&str> = screen.lines().collect();
+            let at = rows.iter().position(|l| l.contains("│CPU 1 ")).unwrap();
+            assert!(rows[at - 1].contains("▒▒▒"), "{screen}");
+            assert!(screen.contains("◆ "), "{screen}");
+        }
+        insta::assert_snapshot!(format!("present_timeline_{w}x{h}"), screen);
+    }
+}

@@ -141,17 +141,28 @@ pub(super) fn render_timeline(app: &App, look: &Look, r: Rect, buf: &mut Buffer)
     let room = inner.height.saturating_sub(1 + foot) as usize;
     let mut rows: Vec<Line> = vec![legend(th, inner.width as usize)];
     let shown_cpus = cpus.min(room);
+    // A CPU's lane is taller where there is room (up to 3 rows: a bar
+    // chart of how full each slice was); a reader's is one row.
+    let lane_h = ((room.saturating_sub(readers.len())) / shown_cpus.max(1)).clamp(1, MAX_LANE_ROWS);
     for (cpu, lane) in cells.iter().enumerate().take(shown_cpus) {
-        let mut spans = vec![Text::styled(
-            format!("{:<w$}", format!("CPU {cpu}"), w = LABEL_W as usize),
-            th.dim(),
-        )];
-        for c in 0..width {
-            spans.push(cpu_cell(lane, c, per, th));
+        for row in (0..lane_h).rev() {
+            let label = if row == 0 {
+                format!("CPU {cpu}")
+            } else {
+                String::new()
+            };
+            let mut spans = vec![Text::styled(
+                format!("{label:<w$}", w = LABEL_W as usize),
+                th.dim(),
+            )];
+            for c in 0..width {
+                spans.push(cpu_cell(lane, c, per, (row, lane_h), th));
+            }
+            rows.push(Line::from(spans));
         }
-        rows.push(Line::from(spans));
     }
-    let reader_rows = readers.len().min(room - shown_cpus);
+    let cpu_rows = shown_cpus * lane_h;
+    let reader_rows = readers.len().min(room - cpu_rows);
     for (i, (_, name)) in readers.iter().enumerate().take(reader_rows) {
         let label: String = name.chars().take(LABEL_W as usize - 1).collect();
         let mut spans = vec![Text::styled(
@@ -194,7 +205,8 @@ pub(super) fn render_timeline(app: &App, look: &Look, r: Rect, buf: &mut Buffer)
     if let Some(s) = chosen
         && (s.cpu as usize) < shown_cpus
     {
-        let y = inner.y + 1 + s.cpu;
+        // On the lane's bottom row.
+        let y = inner.y + 1 + (s.cpu + 1) * lane_h as u16 - 1;
         let x0 = inner.x + LABEL_W;
         let col = |t: u64| (t.saturating_sub(from) / per).min(width as u64 - 1) as u16;
         let style = Style::default().fg(th.marker).add_modifier(Modifier::BOLD);
@@ -217,21 +229,44 @@ pub(super) fn render_timeline(app: &App, look: &Look, r: Rect, buf: &mut Buffer)
     }
 }
 
-/// A CPU lane's cell: its busiest item kind, by how much of the cell
-/// items filled; else a hog's shade; else empty.
-fn cpu_cell(lane: &Cells, c: usize, per: u64, th: &Theme) -> Text<'static> {
+/// The most rows a CPU's lane takes.
+const MAX_LANE_ROWS: usize = 3;
+
+/// A CPU lane's cell in row `row` (from the bottom) of a lane `rows`
+/// tall: its busiest item kind, its bar as high as the share of the slice
+/// items filled (one row: █ half or more, ▄ a sixth or more, ▁ less; a
+/// taller lane in eighths of a row, at least ▁ at the bottom); else, in
+/// every row, a hog's shade; else empty.
+fn cpu_cell(
+    lane: &Cells,
+    c: usize,
+    per: u64,
+    (row, rows): (usize, usize),
+    th: &Theme,
+) -> Text<'static> {
     let it = lane.items[c];
     let busy: u64 = it.iter().sum();
     if busy > 0 {
         let kind = SpanKind::ALL[(0..3).max_by_key(|&k| it[k]).unwrap_or(0)];
-        let glyph = if busy * 2 >= per {
-            "█"
-        } else if busy * 6 >= per {
-            "▄"
-        } else {
-            "▁"
-        };
-        return Text::styled(glyph, Style::default().fg(color(kind, th)));
+        let style = Style::default().fg(color(kind, th));
+        if rows == 1 {
+            let glyph = if busy * 2 >= per {
+                "█"
+            } else if busy * 6 >= per {
+                "▄"
+            } else {
+                "▁"
+            };
+            return Text::styled(glyph, style);
+        }
+        // The bar's height in eighths of a row, at least one.
+        let h = ((busy.min(per) * 8 * rows as u64).div_ceil(per)).max(1);
+        let below = row as u64 * 8;
+        const EIGHTHS: [&str; 9] = [" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
+        let glyph = EIGHTHS[h.saturating_sub(below).min(8) as usize];
+        if glyph != " " || lane.hog[c] == 0 {
+            return Text::styled(glyph, style);
+        }
     }
     if lane.hog[c] > 0 {
         return Text::styled("▒", Style::default().fg(color(SpanKind::Hog, th)));
