@@ -63,11 +63,17 @@ fn help_screen() {
     let mut a = app(false);
     a.overlays.open(Overlay::help());
     let screen = text(&draw(&a, &look(), 160, 48));
-    // The first page and the next: the keys grew past one page.
+    // The first three pages: the keys grew past two.
     let mut next = a.clone();
     let pg = KeyEvent::new(KeyCode::PageDown, KeyModifiers::NONE);
     readpath::tui::overlay::overlay_key(next.overlays.current_mut(), pg, &|_: &str| false);
-    let both = format!("{screen}{}", text(&draw(&next, &look(), 160, 48)));
+    let mut third = next.clone();
+    readpath::tui::overlay::overlay_key(third.overlays.current_mut(), pg, &|_: &str| false);
+    let both = format!(
+        "{screen}{}{}",
+        text(&draw(&next, &look(), 160, 48)),
+        text(&draw(&third, &look(), 160, 48))
+    );
     for k in [
         "inline -> bound -> unbound",
         "NO_IOWAIT",

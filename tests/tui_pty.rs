@@ -321,3 +321,58 @@ fn the_timeline_opens_on_t_chooses_an_item_and_its_spans_are_recorded_and_traced
     assert!(spans > 0, "the recording carries the spans");
     assert!(std::fs::metadata(&trace).unwrap().len() > 1000);
 }
+
+/// `T` starts a Perfetto trace in a new file in the current directory and
+/// `T` again writes it, said on the screen; a second one left open at
+/// quit is finished then, as `--trace` is.
+#[test]
+fn t_upper_starts_a_trace_here_and_t_again_writes_it() {
+    if !readpath::sys::testing::require_tool("t_upper_starts_a_trace", "tmux", "tmux") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let here = tmp.path().join("here");
+    std::fs::create_dir(&here).unwrap();
+    let status = tmp.path().join("status");
+    let cmd = format!(
+        "cd {} && {}; echo \"exit=$?\" > {}; sleep 60",
+        here.display(),
+        explorer(tmp.path(), ""),
+        status.display()
+    );
+    let s = session("trace-key", &cmd);
+    wait_chart(&s);
+    tmux(&["send-keys", "-t", &s.0, "T"]);
+    wait_for(&s, "tracing", |p| p.contains("tracing to readpath-"));
+    std::thread::sleep(Duration::from_millis(1500));
+    tmux(&["send-keys", "-t", &s.0, "T"]);
+    wait_for(&s, "the trace written", |p| {
+        p.contains(".pftrace: ") && p.contains("work items")
+    });
+    let traces = || -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(&here)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pftrace"))
+            .collect();
+        v.sort();
+        v
+    };
+    let first = traces();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(std::fs::metadata(&first[0]).unwrap().len() > 1000);
+    // Another, left open at quit: finished then, and said.
+    tmux(&["send-keys", "-t", &s.0, "T"]);
+    wait_for(&s, "tracing again", |p| p.contains("tracing to readpath-"));
+    std::thread::sleep(Duration::from_millis(500));
+    tmux(&["send-keys", "-t", &s.0, "q"]);
+    wait_exit(&s, &status, "q");
+    assert!(
+        pane(&s).contains("readpath: trace readpath-"),
+        "{}",
+        pane(&s)
+    );
+    assert_eq!(traces().len(), 2, "{:?}", traces());
+    // Nothing else left here (no temporary file).
+    assert_eq!(std::fs::read_dir(&here).unwrap().count(), 2);
+}

@@ -137,6 +137,8 @@ pub(super) fn explore_remote(
         recording: writer,
         trace: trace.map(TraceSink::into_writer),
         timeline: t.trace.timeline,
+        trace_max: t.trace.trace_max,
+        keyed: None,
     };
     let shown = crate::tui::run(&mut w, &opts, out, demo);
     let crate::remote::client::Finished { summary, rest, .. } = w.finish();
@@ -213,6 +215,8 @@ pub(super) fn explore(
         recording: writer,
         trace,
         timeline: t.trace.timeline,
+        trace_max: t.trace.trace_max,
+        keyed: None,
     };
     let shown = crate::tui::run(&mut engine, &opts, out, demo);
     let effective = engine.effective();

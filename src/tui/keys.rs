@@ -210,6 +210,9 @@ pub enum Action {
     Reconnect,
     /// Open or close the timeline (where each work item ran).
     ToggleTimeline,
+    /// Start a Perfetto trace of where each work item ran, or stop it and
+    /// write it.
+    ToggleTrace,
     /// With the timeline open: choose the next (true) or previous work item.
     ChooseItem(bool),
     /// Narrow the time window.
@@ -552,6 +555,12 @@ pub const ACTIONS: &[Binding] = &[
         setting: None,
         footer: Footer::IfRoom("timeline"),
         help: "timeline: where each work item ran, a lane per CPU and reader; traced only while open; z Z zoom it, space freezes it, ← → choose an item; t closes",
+    },
+    Binding {
+        steps: &[act(&[Char('T')], Action::ToggleTrace)],
+        setting: None,
+        footer: Footer::None,
+        help: "a Perfetto trace from now; T again writes it here (readpath-DATE.pftrace)",
     },
     Binding {
         steps: &[

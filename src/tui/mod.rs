@@ -212,6 +212,11 @@ pub struct Outputs {
     /// `--timeline`: the workload traces for the whole run, its spans
     /// kept in the recording.
     pub timeline: bool,
+    /// The trace's largest size (`--trace-max`), for one started with `T`.
+    pub trace_max: u64,
+    /// Where a trace started with `T` goes (None: the trace, if any, is
+    /// `--trace`'s, for the whole run).
+    pub keyed: Option<std::path::PathBuf>,
 }
 
 /// The live engine, optionally recording every interval.
@@ -237,6 +242,7 @@ impl Driver for EngineDriver<'_> {
             {
                 app.overlays.error(format!("the trace stopped: {e}"));
                 self.out.trace = None;
+                self.out.keyed = None;
                 app.lanes.pin(self.out.timeline);
             }
             noticed |= !rec.notices.is_empty();
@@ -271,12 +277,108 @@ impl Driver for EngineDriver<'_> {
     }
 
     fn key(&mut self, app: &mut App, key: event::KeyEvent) {
+        if !app.overlays.is_open() && policy::key_action(&app.running, key) == Action::ToggleTrace {
+            self.toggle_trace(app);
+            return;
+        }
         handle_key(app, self.engine, key);
     }
 
     fn mouse(&mut self, app: &mut App, ev: event::MouseEvent) {
         let what = mouse::mouse(app, ev, true);
         overlay_done(app, self.engine, what);
+    }
+}
+
+impl EngineDriver<'_> {
+    /// `T`: starts a Perfetto trace in a new file here
+    /// (`readpath-DATE.pftrace`, never an existing one) and has the
+    /// workload trace, or finishes the one `T` started and says what it
+    /// holds; a trace of `--trace` runs for the whole run.
+    fn toggle_trace(&mut self, app: &mut App) {
+        let now = app.window.elapsed_s();
+        if self.out.trace.is_some() && self.out.keyed.is_none() {
+            app.flash(
+                "a trace is written for the whole run (--trace FILE): it is finished on quit",
+            );
+            return;
+        }
+        if let Some(t) = self.out.trace.take() {
+            let path = self.out.keyed.take().unwrap_or_default();
+            let said = t
+                .finish()
+                .map_err(|e| e.to_string())
+                .and_then(|(f, stats)| {
+                    f.finish().map_err(|e| e.to_string())?;
+                    Ok(stats)
+                });
+            let shown = crate::sys::printable(&path.display().to_string(), false);
+            let line = match said {
+                Ok(stats) => {
+                    let mut l = format!(
+                        "trace {shown}: {} work items, {}; open it in ui.perfetto.dev",
+                        stats.items,
+                        crate::metrics::format::human_bytes(stats.bytes)
+                    );
+                    if let Some(note) = stats.dropped_note() {
+                        l.push_str(&format!(" ({note})"));
+                    }
+                    l
+                }
+                Err(e) => format!("trace {shown}: not written: {e}"),
+            };
+            app.log.line(now, line.clone(), false);
+            app.flash(line);
+            app.lanes.pin(self.out.timeline);
+            let _ = self.engine.trace(app.lanes.is_open() || self.out.timeline);
+            return;
+        }
+        match self.start_trace(app) {
+            Ok(path) => {
+                let shown = crate::sys::printable(&path.display().to_string(), false);
+                app.lanes.pin(true);
+                let note = self.engine.trace(true).err();
+                let line = match note {
+                    Some(why) => format!("tracing to {shown} ({why}); T stops and writes it"),
+                    None => format!("tracing to {shown}: T stops and writes it"),
+                };
+                app.log.line(now, line.clone(), false);
+                app.flash(line);
+                self.out.keyed = Some(path);
+            }
+            Err(e) => app.flash(format!("T: no trace: {e}")),
+        }
+    }
+
+    /// Opens a new trace file here, named by the time (a name already
+    /// taken gets a number), and starts its run.
+    fn start_trace(&mut self, app: &App) -> Result<std::path::PathBuf, String> {
+        let stamp = crate::output::format::utc_now_rfc3339().replace(':', "-");
+        let mut path = std::path::PathBuf::from(format!("readpath-{stamp}.pftrace"));
+        let mut n = 1;
+        while std::fs::symlink_metadata(&path).is_ok() {
+            n += 1;
+            if n > 99 {
+                return Err("every name for it here is taken".into());
+            }
+            path = std::path::PathBuf::from(format!("readpath-{stamp}-{n}.pftrace"));
+        }
+        let out =
+            crate::files::OutputPath::check("T (trace)", &path, &[]).map_err(|e| e.to_string())?;
+        let f = out.create().map_err(|e| e.to_string())?;
+        let cap = if self.out.trace_max == 0 {
+            256 << 20
+        } else {
+            self.out.trace_max
+        };
+        let mut w = crate::output::perfetto::TraceWriter::new(f, cap);
+        w.begin_run(&format!(
+            "readpath: explorer, traced from {:.1} s",
+            app.window.elapsed_s()
+        ))
+        .map_err(|e| e.to_string())?;
+        self.out.trace = Some(w);
+        Ok(path)
     }
 }
 
@@ -595,6 +697,7 @@ pub fn handle_key(app: &mut App, engine: &mut dyn Workload, key: event::KeyEvent
         Action::ZoomOut => app.window.zoom(true),
         Action::ToggleTimeline => toggle_timeline(app, engine),
         Action::ChooseItem(_) => app.flash("← → choose a work item with the timeline open (t)"),
+        Action::ToggleTrace => app.flash("T traces a live run"),
         Action::ResetCharts => {
             app.reset_charts();
             app.flash("charts reset");

@@ -190,6 +190,8 @@ impl Driver for ReplayDriver {
                 }
             }
             Action::ChooseItem(_) => {}
+            Action::ToggleTrace => app
+                .flash("T traces a live run; a replay's spans are the recording's (t shows them)"),
             Action::Escape => {
                 if !app.view.escape() {
                     app.flash("Esc closes popups; q quits")
