@@ -38,7 +38,17 @@ def main(path):
     problems = Counter()
     events = defaultdict(list)
     order = 0
+    # Interned names (one sequence): event names and argument names by
+    # number, each given once.
+    event_names, arg_names = {}, {}
     for p in trace.packet:
+        if p.HasField("interned_data"):
+            for table, listed in ((event_names, p.interned_data.event_names),
+                                  (arg_names, p.interned_data.debug_annotation_names)):
+                for n in listed:
+                    if n.iid in table:
+                        problems["a name interned twice"] += 1
+                    table[n.iid] = n.name
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             if d.uuid in tracks:
@@ -53,6 +63,17 @@ def main(path):
             e = p.track_event
             if e.track_uuid not in tracks:
                 problems["event on a track not described before it"] += 1
+            if e.HasField("name_iid"):
+                if e.name_iid not in event_names:
+                    problems["an event name's number interned after it or never"] += 1
+                if not p.sequence_flags & 2:
+                    problems["an interned name in a packet without SEQ_NEEDS_INCREMENTAL_STATE"] += 1
+                e.name = event_names.get(e.name_iid, "")
+            for a in e.debug_annotations:
+                if a.HasField("name_iid"):
+                    if a.name_iid not in arg_names:
+                        problems["an argument name's number interned after it or never"] += 1
+                    a.name = arg_names.get(a.name_iid, "")
             events[e.track_uuid].append((p.timestamp, order, e))
             order += 1
     out = {"bytes": len(data), "packets": len(trace.packet), "processes": {}, "notes": []}
