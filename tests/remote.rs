@@ -261,6 +261,17 @@ fn own_sha256sum() -> String {
     .clone()
 }
 
+/// A fake ssh whose target is this binary's agent, its data dir under
+/// `dir`.
+fn agent_ssh(dir: &std::path::Path) -> String {
+    let agent = format!(
+        "{} agent --data-dir {}",
+        env!("CARGO_BIN_EXE_readpath"),
+        dir.join("data").display()
+    );
+    fake_ssh(dir, &agent)
+}
+
 /// A fake `ssh`: answers `uname -m`, `--version` and `sha256sum` like a
 /// target with this readpath on it, and runs `AGENT` (a shell snippet) for
 /// the agent.
@@ -429,12 +440,7 @@ fn a_slow_link_delays_records_but_loses_none() {
 #[test]
 fn a_remote_run_writes_the_targets_trace_here() {
     let tmp = tempfile::tempdir().unwrap();
-    let agent = format!(
-        "{} agent --data-dir {}",
-        env!("CARGO_BIN_EXE_readpath"),
-        tmp.path().join("data").display()
-    );
-    let ssh = fake_ssh(tmp.path(), &agent);
+    let ssh = agent_ssh(tmp.path());
     let trace = tmp.path().join("remote.pftrace");
     let o = run_remote(
         &ssh,
@@ -459,12 +465,7 @@ fn a_remote_run_writes_the_targets_trace_here() {
 #[test]
 fn a_remote_compare_records_and_traces_the_targets_intervals_here() {
     let tmp = tempfile::tempdir().unwrap();
-    let agent = format!(
-        "{} agent --data-dir {}",
-        env!("CARGO_BIN_EXE_readpath"),
-        tmp.path().join("data").display()
-    );
-    let ssh = fake_ssh(tmp.path(), &agent);
+    let ssh = agent_ssh(tmp.path());
     let (rec, trace) = (tmp.path().join("ab.jsonl"), tmp.path().join("ab.pftrace"));
     let compare = |hosts: &str| {
         Command::new(env!("CARGO_BIN_EXE_readpath"))

@@ -40,6 +40,33 @@ pub(super) fn tui(
     explore(data_dir, settings, preset, t, None, &inputs)
 }
 
+/// What opens the trace the explorer's `T` starts: a new file in the
+/// current directory named by the time
+/// (`readpath-2026-12-08T01-15-59Z.pftrace`; a name already taken gets a
+/// number, never replaced), made as every output is (a temporary file
+/// renamed into place when finished), capped at `cap` bytes, its run named
+/// by the label.
+fn trace_here(cap: u64) -> crate::tui::NewTrace {
+    Box::new(move |label: &str| {
+        let stamp = crate::output::format::utc_now_rfc3339().replace(':', "-");
+        let mut path = PathBuf::from(format!("readpath-{stamp}.pftrace"));
+        let mut n = 1;
+        while std::fs::symlink_metadata(&path).is_ok() {
+            n += 1;
+            if n > 99 {
+                return Err("every name for it here is taken".into());
+            }
+            path = PathBuf::from(format!("readpath-{stamp}-{n}.pftrace"));
+        }
+        let out =
+            crate::files::OutputPath::check("T (trace)", &path, &[]).map_err(|e| e.to_string())?;
+        let f = out.create().map_err(|e| e.to_string())?;
+        let mut w = crate::output::perfetto::TraceWriter::new(f, cap);
+        w.begin_run(label).map_err(|e| e.to_string())?;
+        Ok((path, w))
+    })
+}
+
 /// After the explorer: the recording finished with the records left
 /// (however the explorer ended, the terminal going away included), said
 /// where it went; false when the terminal is gone and nothing more can be
@@ -137,7 +164,7 @@ pub(super) fn explore_remote(
         recording: writer,
         trace: trace.map(TraceSink::into_writer),
         timeline: t.trace.timeline,
-        trace_max: t.trace.trace_max,
+        new_trace: Some(trace_here(t.trace.trace_max)),
         keyed: None,
     };
     let shown = crate::tui::run(&mut w, &opts, out, demo);
@@ -215,7 +242,7 @@ pub(super) fn explore(
         recording: writer,
         trace,
         timeline: t.trace.timeline,
-        trace_max: t.trace.trace_max,
+        new_trace: Some(trace_here(t.trace.trace_max)),
         keyed: None,
     };
     let shown = crate::tui::run(&mut engine, &opts, out, demo);

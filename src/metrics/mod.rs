@@ -44,5 +44,5 @@ pub use stats::{Spread, WindowStats, median};
 pub use table::{Better, METRICS, Metric, Unit};
 pub use timeline::{
     SPANS_PER_INTERVAL, SPANS_PER_THREAD, Span, SpanKind, SpanLog, Timeline, TimelineThread,
-    set_tracing, tracing,
+    fill_columns, set_tracing, tracing,
 };

@@ -344,9 +344,54 @@ impl Timeline {
     }
 }
 
+/// Splits `[s, e)` over `n` columns of `per` ns each from `from` (a
+/// timeline drawn as cells or pixels): calls `add(column, ns)` with the ns
+/// of it in each column it covers; a span shorter than a nanosecond's share
+/// still counts one, and what lies outside the columns is left out.
+pub fn fill_columns(
+    from: u64,
+    per: u64,
+    n: usize,
+    s: u64,
+    e: u64,
+    mut add: impl FnMut(usize, u64),
+) {
+    if e < from || n == 0 || per == 0 {
+        return;
+    }
+    let s = s.max(from);
+    let first = ((s - from) / per) as usize;
+    if first >= n {
+        return;
+    }
+    let e = e.max(s + 1);
+    let last = ((((e - from).saturating_sub(1)) / per) as usize).min(n - 1);
+    for c in first..=last {
+        let (c0, c1) = (from + c as u64 * per, from + (c as u64 + 1) * per);
+        add(c, e.min(c1).saturating_sub(s.max(c0)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_fills_the_columns_it_covers_by_its_overlap() {
+        let mut got = vec![0u64; 4];
+        // Columns of 10 ns from 100: the span 115..132 is 5 in column 1, 10
+        // in column 2 and 2 in column 3.
+        fill_columns(100, 10, 4, 115, 132, |c, ns| got[c] += ns);
+        assert_eq!(got, [0, 5, 10, 2]);
+        let mut got = vec![0u64; 4];
+        fill_columns(100, 10, 4, 90, 95, |c, ns| got[c] += ns);
+        assert_eq!(got, [0; 4], "before the columns");
+        fill_columns(100, 10, 4, 135, 135, |c, ns| got[c] += ns);
+        assert_eq!(got, [0, 0, 0, 1], "a zero-length span still shows");
+        fill_columns(100, 10, 4, 139, 900, |c, ns| got[c] += ns);
+        assert_eq!(got, [0, 0, 0, 2], "cut at the last column's end");
+        fill_columns(100, 10, 0, 100, 900, |_, _| panic!("no columns"));
+    }
 
     fn span(kind: SpanKind, q: u64, s: u64, e: u64) -> Span {
         Span {

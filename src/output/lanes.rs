@@ -25,7 +25,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::plot::{Look, PlotError, text_w};
 use super::recording::Recording;
-use crate::metrics::{IntervalRecord, Role, Span, SpanKind, TimelineThread, median, table};
+use crate::metrics::{
+    IntervalRecord, Role, Span, SpanKind, TimelineThread, fill_columns as fill, median, table,
+};
 
 /// The longest window (`--window`), ns.
 pub const MAX_WINDOW_NS: u64 = 10_000_000_000;
@@ -466,25 +468,6 @@ impl Columns {
             hog: vec![0; n],
             wait: vec![[0; 3]; n],
         }
-    }
-}
-
-/// The ns of `[s, e)` in each of `n` columns of `per` ns from `from`; a
-/// span shorter than a column's share still counts a nanosecond.
-fn fill(from: u64, per: u64, n: usize, s: u64, e: u64, mut add: impl FnMut(usize, u64)) {
-    if e < from || n == 0 {
-        return;
-    }
-    let s = s.max(from);
-    let first = ((s - from) / per) as usize;
-    if first >= n {
-        return;
-    }
-    let e = e.max(s + 1);
-    let last = ((((e - from).saturating_sub(1)) / per) as usize).min(n - 1);
-    for c in first..=last {
-        let (c0, c1) = (from + c as u64 * per, from + (c as u64 + 1) * per);
-        add(c, e.min(c1).saturating_sub(s.max(c0)));
     }
 }
 
@@ -1004,10 +987,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn columns_fill_by_overlap_and_alike_columns_merge() {
-        let mut got = vec![0u64; 4];
-        fill(100, 10, 4, 115, 132, |c, ns| got[c] += ns);
-        assert_eq!(got, [0, 5, 10, 2]);
+    fn columns_fill_by_eighths_and_alike_columns_merge() {
         assert_eq!(eighths(0, 10), 0);
         assert_eq!(eighths(1, 1000), 1, "a sliver at least");
         assert_eq!(eighths(10, 10), 8);

@@ -212,12 +212,18 @@ pub struct Outputs {
     /// `--timeline`: the workload traces for the whole run, its spans
     /// kept in the recording.
     pub timeline: bool,
-    /// The trace's largest size (`--trace-max`), for one started with `T`.
-    pub trace_max: u64,
+    /// Opens the trace `T` starts (a new file, made by the command that
+    /// runs the explorer), named by `label`: its path and its writer.
+    /// None: `T` has nothing to write into here.
+    pub new_trace: Option<NewTrace>,
     /// Where a trace started with `T` goes (None: the trace, if any, is
     /// `--trace`'s, for the whole run).
     pub keyed: Option<std::path::PathBuf>,
 }
+
+/// Opens a trace for `T`, named by its label: its path and its writer.
+pub type NewTrace =
+    Box<dyn Fn(&str) -> Result<(std::path::PathBuf, crate::output::experiment::TraceFile), String>>;
 
 /// The live engine, optionally recording every interval.
 pub struct EngineDriver<'a> {
@@ -350,33 +356,19 @@ impl EngineDriver<'_> {
         }
     }
 
-    /// Opens a new trace file here, named by the time (a name already
-    /// taken gets a number), and starts its run.
+    /// Opens the new trace (through the command's `new_trace`) and starts
+    /// its run.
     fn start_trace(&mut self, app: &App) -> Result<std::path::PathBuf, String> {
-        let stamp = crate::output::format::utc_now_rfc3339().replace(':', "-");
-        let mut path = std::path::PathBuf::from(format!("readpath-{stamp}.pftrace"));
-        let mut n = 1;
-        while std::fs::symlink_metadata(&path).is_ok() {
-            n += 1;
-            if n > 99 {
-                return Err("every name for it here is taken".into());
-            }
-            path = std::path::PathBuf::from(format!("readpath-{stamp}-{n}.pftrace"));
-        }
-        let out =
-            crate::files::OutputPath::check("T (trace)", &path, &[]).map_err(|e| e.to_string())?;
-        let f = out.create().map_err(|e| e.to_string())?;
-        let cap = if self.out.trace_max == 0 {
-            256 << 20
-        } else {
-            self.out.trace_max
-        };
-        let mut w = crate::output::perfetto::TraceWriter::new(f, cap);
-        w.begin_run(&format!(
+        let open = self
+            .out
+            .new_trace
+            .as_ref()
+            .ok_or("no trace can be written here")?;
+        let label = format!(
             "readpath: explorer, traced from {:.1} s",
             app.window.elapsed_s()
-        ))
-        .map_err(|e| e.to_string())?;
+        );
+        let (path, w) = open(&label)?;
         self.out.trace = Some(w);
         Ok(path)
     }

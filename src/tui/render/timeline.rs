@@ -17,7 +17,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::look::*;
 use crate::metrics::format::fmt_us;
-use crate::metrics::{Span, SpanKind};
+use crate::metrics::{Span, SpanKind, fill_columns as fill};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
@@ -40,25 +40,6 @@ fn color(kind: SpanKind, th: &Theme) -> Color {
 struct Cells {
     items: Vec<[u64; 3]>,
     hog: Vec<u64>,
-}
-
-/// The ns of `[s, e)` in each cell of `n` over `[from, from + n * per)`.
-fn fill(from: u64, per: u64, n: usize, s: u64, e: u64, mut add: impl FnMut(usize, u64)) {
-    if e < from {
-        return;
-    }
-    let (s, e) = (s.max(from), e.max(s.max(from)));
-    let first = ((s - from) / per) as usize;
-    if first >= n {
-        return;
-    }
-    // A span shorter than a nanosecond's share still shows.
-    let e = e.max(s + 1);
-    let last = (((e - from).saturating_sub(1)) / per) as usize;
-    for c in first..=last.min(n - 1) {
-        let (c0, c1) = (from + c as u64 * per, from + (c as u64 + 1) * per);
-        add(c, e.min(c1).saturating_sub(s.max(c0)));
-    }
 }
 
 /// Draws the timeline into `r` (its panel and all).
@@ -353,25 +334,4 @@ fn chosen_line(app: &App, s: &Span, th: &Theme, width: usize) -> Line<'static> {
         Text::styled("◆ ", Style::default().fg(th.marker)),
         Text::styled(text, Style::default().fg(th.text)),
     ])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_span_fills_the_cells_it_covers_by_its_overlap() {
-        let mut got = vec![0u64; 4];
-        // Cells of 10 ns from 100: the span 115..132 is 5 in cell 1, 10 in
-        // cell 2 and 2 in cell 3.
-        fill(100, 10, 4, 115, 132, |c, ns| got[c] += ns);
-        assert_eq!(got, [0, 5, 10, 2]);
-        let mut got = vec![0u64; 4];
-        fill(100, 10, 4, 90, 95, |c, ns| got[c] += ns);
-        assert_eq!(got, [0; 4], "before the window");
-        fill(100, 10, 4, 135, 135, |c, ns| got[c] += ns);
-        assert_eq!(got, [0, 0, 0, 1], "a zero-length span still shows");
-        fill(100, 10, 4, 139, 900, |c, ns| got[c] += ns);
-        assert_eq!(got, [0, 0, 0, 2], "cut at the window's end");
-    }
 }
