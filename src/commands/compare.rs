@@ -422,6 +422,10 @@ fn compare_hosts(
                 }
                 r
             }
+            // An ssh or adb target that refuses to start (its check, the
+            // settings against its CPUs) ends the command as it says
+            // (exit 2 for bad input); a guest's boot failing is its result.
+            Err(e) if !matches!(h, Remote::Vm(_)) => return Err(e),
             Err(e) => HostResult {
                 host: label,
                 report: None,
