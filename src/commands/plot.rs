@@ -53,7 +53,7 @@ fn draw_lanes(
         .into());
     }
     let target = check_output("--out", out, &[file.to_path_buf()], None)?;
-    let png = picture_kind(out, &target)?;
+    let png = picture_kind(out, &target, "")?;
     if sweep_report(file)?.is_some() {
         return Err(BadInput(format!(
             "{}: a sweep report holds no spans; --timeline draws a recording's (`run --record FILE --timeline`)",
@@ -81,13 +81,13 @@ fn draw_lanes(
     )
 }
 
-/// Whether `out` asks for a PNG; an error for a file named neither .svg
-/// nor .png.
-fn picture_kind(out: &Path, target: &crate::files::OutputPath) -> Result<bool> {
+/// Whether `out` asks for a PNG; an error for a regular file named
+/// neither .svg nor .png (`or` adds what else it may be).
+fn picture_kind(out: &Path, target: &crate::files::OutputPath, or: &str) -> Result<bool> {
     let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
     if target.mode() == crate::files::Mode::Atomic && !matches!(ext, "svg" | "png") {
         return Err(BadInput(format!(
-            "--out {}: give a file name ending in .svg or .png",
+            "--out {}: give a file name ending in .svg or .png{or}",
             out.display()
         ))
         .into());
@@ -107,15 +107,8 @@ fn draw(
     // The output is checked (not the input, not a device) before the input
     // is read, so a refusal costs nothing.
     let target = check_output("--out", out, &[file.to_path_buf()], None)?;
-    if format == PlotFormat::Svg && target.mode() != crate::files::Mode::Stdout {
-        let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if !matches!(ext, "svg" | "png") && target.mode() == crate::files::Mode::Atomic {
-            return Err(BadInput(format!(
-                "--out {}: give a file name ending in .svg or .png (or --format csv)",
-                out.display()
-            ))
-            .into());
-        }
+    if format == PlotFormat::Svg {
+        picture_kind(out, &target, " (or --format csv)")?;
     }
     // What is drawn: a sweep report's heat map, or a recording's charts
     // (or its series as CSV); then written and said alike.

@@ -23,7 +23,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::plot::{Look, PlotError, text_w};
+use super::plot::{Look, PlotError, say, text_w};
 use super::recording::Recording;
 use crate::metrics::{
     IntervalRecord, Role, Span, SpanKind, TimelineThread, fill_columns as fill, median, table,
@@ -358,11 +358,7 @@ impl<'a> Window<'a> {
                     .filter(|v| v.is_finite())
                     .collect();
                 if !v.is_empty() {
-                    parts.push(format!(
-                        "{} {}",
-                        metric_name(m),
-                        say_value(median(v), m.unit)
-                    ));
+                    parts.push(format!("{} {}", metric_name(m), say(median(v), m.unit)));
                 }
             }
             if !parts.is_empty() {
@@ -393,27 +389,9 @@ fn metric_name(m: &table::Metric) -> &'static str {
     }
 }
 
-/// A time in us as a slide says it.
+/// A time in us as a slide says it (`4.6 ms`), as the charts say it.
 fn say_us(us: f64) -> String {
-    if us >= 1e6 {
-        format!("{:.2} s", us / 1e6)
-    } else if us >= 1e3 {
-        format!("{:.1} ms", us / 1e3)
-    } else {
-        format!("{us:.0} us")
-    }
-}
-
-/// A metric's value as a slide says it.
-fn say_value(v: f64, unit: crate::metrics::Unit) -> String {
-    use crate::metrics::Unit;
-    match unit {
-        Unit::Us => say_us(v),
-        Unit::MsPerS if v >= 10.0 => format!("{v:.0} ms/s"),
-        Unit::MsPerS => format!("{v:.2} ms/s"),
-        Unit::Pct => format!("{v:.1}%"),
-        u => format!("{v:.1} {}", u.symbol()),
-    }
+    say(us, crate::metrics::Unit::Us)
 }
 
 /// The windows `ask` names, each checked to hold spans.

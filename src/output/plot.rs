@@ -226,7 +226,7 @@ fn phase_starts(rec: &Recording) -> Vec<(f64, String)> {
 /// A value with its unit, as a slide says it: times in s, ms or us
 /// (`1.03 s`, `190 ms`, `84 us`), run_delay per second in ms/s, rates
 /// plain.
-fn say(v: f64, unit: Unit) -> String {
+pub(super) fn say(v: f64, unit: Unit) -> String {
     match unit {
         Unit::Us if v >= 1e6 => format!("{:.2} s", v / 1e6),
         Unit::Us if v >= 1e3 => format!("{:.1} ms", v / 1e3),
