@@ -322,6 +322,15 @@ fn the_timeline_opens_on_t_chooses_an_item_and_its_spans_are_recorded_and_traced
     assert!(std::fs::metadata(&trace).unwrap().len() > 1000);
 }
 
+/// The run's clock in the explorer's header (`running 00:00:07`).
+fn clock(p: &str) -> String {
+    p.lines()
+        .next()
+        .and_then(|l| l.split("running ").nth(1))
+        .map(|r| r.chars().take(8).collect())
+        .unwrap_or_default()
+}
+
 /// `T` starts a Perfetto trace in a new file in the current directory and
 /// `T` again writes it, said on the screen; a second one left open at
 /// quit is finished then, as `--trace` is.
@@ -343,8 +352,12 @@ fn t_upper_starts_a_trace_here_and_t_again_writes_it() {
     let s = session("trace-key", &cmd);
     wait_chart(&s);
     tmux(&["send-keys", "-t", &s.0, "T"]);
-    wait_for(&s, "tracing", |p| p.contains("tracing to readpath-"));
-    std::thread::sleep(Duration::from_millis(1500));
+    let p = wait_for(&s, "tracing", |p| p.contains("tracing to readpath-"));
+    // Intervals traced: the run's clock moves on twice (not a fixed wait).
+    let at = clock(&p);
+    let p = wait_for(&s, "the clock to move", |p| clock(p) != at);
+    let at = clock(&p);
+    wait_for(&s, "the clock to move again", |p| clock(p) != at);
     tmux(&["send-keys", "-t", &s.0, "T"]);
     wait_for(&s, "the trace written", |p| {
         p.contains(".pftrace: ") && p.contains("work items")
@@ -364,7 +377,6 @@ fn t_upper_starts_a_trace_here_and_t_again_writes_it() {
     // Another, left open at quit: finished then, and said.
     tmux(&["send-keys", "-t", &s.0, "T"]);
     wait_for(&s, "tracing again", |p| p.contains("tracing to readpath-"));
-    std::thread::sleep(Duration::from_millis(500));
     tmux(&["send-keys", "-t", &s.0, "q"]);
     wait_exit(&s, &status, "q");
     assert!(
